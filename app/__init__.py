@@ -1,0 +1,3 @@
+from app.celery import celery_app
+
+__all__ = ["celery_app"]

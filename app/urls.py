@@ -1,0 +1,11 @@
+from django.contrib import admin
+from django.urls import include, path
+
+from app import health
+
+urlpatterns = [
+    path("admin/", admin.site.urls),
+    path("healthz", health.healthz),
+    path("readyz", health.readyz),
+    path("v1/", include("routing.urls")),
+]

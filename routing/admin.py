@@ -1,0 +1,75 @@
+from typing import Any
+
+from django import forms
+from django.contrib import admin, messages
+from django.db.models import QuerySet
+from django.http import HttpRequest
+
+from routing.keys import generate_key
+from routing.models import ApiKey, Backend, Invocation, TaskProfile
+from routing.services import api_key_revoke
+
+
+class ApiKeyAddForm(forms.ModelForm):
+    class Meta:
+        model = ApiKey
+        fields = ["name", "owner", "budget_usd", "rpm_limit"]
+
+
+@admin.register(ApiKey)
+class ApiKeyAdmin(admin.ModelAdmin):
+    list_display = ["name", "prefix", "owner", "budget_usd", "spent_usd", "reserved_usd", "rpm_limit", "revoked_at"]
+    search_fields = ["name", "prefix"]
+    readonly_fields = ["prefix", "spent_usd", "reserved_usd", "created_at", "revoked_at"]
+    fields = ["name", "owner", "budget_usd", "rpm_limit", *readonly_fields]
+    actions = ["revoke"]
+
+    def get_form(self, request: HttpRequest, obj: Any = None, change: bool = False, **kwargs: Any) -> Any:
+        if obj is None:
+            kwargs["form"] = ApiKeyAddForm
+            kwargs["fields"] = ApiKeyAddForm.Meta.fields
+        return super().get_form(request, obj, change, **kwargs)
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        return self.readonly_fields if obj else []
+
+    def get_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        return self.fields if obj else ApiKeyAddForm.Meta.fields
+
+    def save_model(self, request: HttpRequest, obj: ApiKey, form: Any, change: bool) -> None:
+        if not change:
+            raw, obj.prefix, obj.key_hash = generate_key()
+            super().save_model(request, obj, form, change)
+            messages.warning(request, f"New API key (shown once, store it now): {raw}")
+            return
+        super().save_model(request, obj, form, change)
+
+    @admin.action(description="Revoke selected keys")
+    def revoke(self, request: HttpRequest, queryset: QuerySet[ApiKey]) -> None:
+        for key in queryset:
+            api_key_revoke(api_key=key)
+        messages.success(request, f"Revoked {queryset.count()} key(s).")
+
+
+@admin.register(Backend)
+class BackendAdmin(admin.ModelAdmin):
+    list_display = ["name", "role", "model", "adapter", "api_base", "is_active"]
+
+
+@admin.register(TaskProfile)
+class TaskProfileAdmin(admin.ModelAdmin):
+    list_display = ["name", "policy", "student", "teacher"]
+
+
+@admin.register(Invocation)
+class InvocationAdmin(admin.ModelAdmin):
+    list_display = ["created_at", "api_key", "profile", "route", "served_by", "verdict", "fallback", "cost_usd"]
+    list_filter = ["route", "verdict", "fallback", "profile"]
+    list_select_related = ["api_key", "profile"]
+    date_hierarchy = "created_at"
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False

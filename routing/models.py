@@ -1,0 +1,170 @@
+"""Gateway state: API keys, backends, task profiles, budget reservations and the call ledger."""
+
+from __future__ import annotations
+
+import uuid
+from decimal import Decimal
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+MONEY = {"max_digits": 16, "decimal_places": 8}
+
+
+class ApiKey(models.Model):
+    """A client credential. Only a SHA-256 of the key is stored; the prefix finds the row."""
+
+    name = models.CharField(max_length=100)
+    prefix = models.CharField(max_length=24, unique=True)
+    key_hash = models.CharField(max_length=64)
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="api_keys"
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    budget_usd = models.DecimalField(
+        **MONEY, null=True, blank=True, help_text="Spend limit in USD; empty means unlimited."
+    )
+    spent_usd = models.DecimalField(**MONEY, default=Decimal(0))
+    reserved_usd = models.DecimalField(**MONEY, default=Decimal(0))
+    rpm_limit = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Requests per minute; empty means unlimited."
+    )
+
+    class Meta:
+        verbose_name = "API key"
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.prefix}…)"
+
+    @property
+    def is_active(self) -> bool:
+        return self.revoked_at is None
+
+
+class Backend(models.Model):
+    """An upstream model reached through litellm: the teacher (any provider) or the student (vLLM)."""
+
+    class Role(models.TextChoices):
+        TEACHER = "teacher"
+        STUDENT = "student"
+
+    name = models.SlugField(unique=True)
+    role = models.CharField(max_length=10, choices=Role.choices)
+    model = models.CharField(
+        max_length=200, help_text="litellm model string, e.g. openai/gpt-4o-mini or hosted_vllm/base."
+    )
+    adapter = models.CharField(
+        max_length=200,
+        blank=True,
+        help_text="Student only: the admitted LoRA adapter served by vLLM; used as the model name when set.",
+    )
+    api_base = models.CharField(max_length=300, blank=True)
+    api_key_env = models.CharField(
+        max_length=100, blank=True, help_text="Name of the environment variable holding the provider key."
+    )
+    input_cost_per_token = models.DecimalField(max_digits=20, decimal_places=14, null=True, blank=True)
+    output_cost_per_token = models.DecimalField(max_digits=20, decimal_places=14, null=True, blank=True)
+    cached_input_cost_per_token = models.DecimalField(
+        max_digits=20, decimal_places=14, null=True, blank=True
+    )
+    timeout_s = models.FloatField(default=120.0)
+    is_active = models.BooleanField(default=True)
+
+    def __str__(self) -> str:
+        return f"{self.name} [{self.role}] {self.litellm_model}"
+
+    @property
+    def litellm_model(self) -> str:
+        if self.adapter:
+            provider = self.model.split("/", 1)[0] if "/" in self.model else "hosted_vllm"
+            return f"{provider}/{self.adapter}"
+        return self.model
+
+
+class TaskProfile(models.Model):
+    """What a call is: its verifier and its routing policy. Named by X-Skillgate-Task or metadata.task."""
+
+    class Policy(models.TextChoices):
+        ALWAYS_TEACHER = "always_teacher"
+        STUDENT_WITH_FALLBACK = "student_with_fallback"
+        THRESHOLD = "threshold"
+
+    name = models.SlugField(max_length=100, unique=True)
+    description = models.TextField(blank=True)
+    verifier = models.JSONField(
+        default=dict, blank=True, help_text='e.g. {"kind": "json_schema", "schema": {...}}; {} for none.'
+    )
+    policy = models.CharField(max_length=32, choices=Policy.choices, default=Policy.ALWAYS_TEACHER)
+    policy_params = models.JSONField(default=dict, blank=True)
+    student = models.ForeignKey(
+        Backend, null=True, blank=True, on_delete=models.PROTECT, related_name="student_profiles"
+    )
+    teacher = models.ForeignKey(
+        Backend, null=True, blank=True, on_delete=models.PROTECT, related_name="teacher_profiles"
+    )
+    max_tokens = models.PositiveIntegerField(null=True, blank=True)
+    skillbook_text = models.TextField(
+        blank=True, help_text="Admitted SkillBook text, prepended to the student's prompt."
+    )
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Reservation(models.Model):
+    """Estimated cost held on a key while a call runs; released by settle or, if lost, by beat."""
+
+    api_key = models.ForeignKey(ApiKey, on_delete=models.CASCADE, related_name="reservations")
+    amount_usd = models.DecimalField(**MONEY)
+    created_at = models.DateTimeField(default=timezone.now)
+    expires_at = models.DateTimeField(db_index=True)
+
+
+class Invocation(models.Model):
+    """The ledger: one row per call, written once when the call ends, with its legs inside."""
+
+    class Route(models.TextChoices):
+        STUDENT = "student"
+        TEACHER = "teacher"
+
+    class Verdict(models.TextChoices):
+        PASS = "pass"
+        FAIL = "fail"
+        UNVERIFIED = "unverified"
+        ERROR = "error"
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    created_at = models.DateTimeField(default=timezone.now)
+    api_key = models.ForeignKey(ApiKey, on_delete=models.PROTECT, related_name="invocations")
+    profile = models.ForeignKey(TaskProfile, on_delete=models.PROTECT, related_name="invocations")
+    requested_model = models.CharField(max_length=200)
+    route = models.CharField(max_length=10, choices=Route.choices)
+    served_by = models.CharField(max_length=10, choices=Route.choices, blank=True)
+    policy = models.CharField(max_length=32)
+    score = models.FloatField(null=True, blank=True)
+    verdict = models.CharField(max_length=12, choices=Verdict.choices)
+    verdict_detail = models.TextField(blank=True)
+    fallback = models.BooleanField(default=False)
+    stream = models.BooleanField(default=False)
+    status_code = models.PositiveSmallIntegerField(default=200)
+    error = models.TextField(blank=True)
+    legs = models.JSONField(default=list)
+    prompt_tokens = models.PositiveIntegerField(default=0)
+    completion_tokens = models.PositiveIntegerField(default=0)
+    cost_usd = models.DecimalField(**MONEY, default=Decimal(0))
+    latency_ms = models.FloatField(default=0.0)
+    overhead_ms = models.FloatField(default=0.0)
+    request = models.JSONField()
+    response = models.JSONField(null=True, blank=True)
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["api_key", "created_at"], name="invocation_key_time"),
+            models.Index(fields=["profile", "created_at"], name="invocation_profile_time"),
+            models.Index(fields=["created_at"], name="invocation_time"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.id} {self.route} {self.verdict}"

@@ -1,0 +1,86 @@
+"""Prices per token of a backend (configured, else litellm's price map) and costs of usage."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+from routing.models import Backend
+
+# Chat templates add a few special tokens around each message; this bounds them generously.
+_TEMPLATE_TOKENS_PER_MESSAGE = 16
+_TEMPLATE_TOKENS_PER_CALL = 64
+
+
+class PricingError(Exception):
+    pass
+
+
+@dataclass(frozen=True)
+class Prices:
+    input: Decimal
+    output: Decimal
+    cached_input: Decimal
+
+
+@dataclass(frozen=True)
+class Usage:
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_tokens: int = 0
+
+    @classmethod
+    def from_openai(cls, usage: dict[str, Any] | None) -> Usage:
+        if not usage:
+            return cls()
+        details = usage.get("prompt_tokens_details") or {}
+        return cls(
+            prompt_tokens=int(usage.get("prompt_tokens") or 0),
+            completion_tokens=int(usage.get("completion_tokens") or 0),
+            cached_tokens=int(details.get("cached_tokens") or 0),
+        )
+
+
+def prices_for(backend: Backend) -> Prices:
+    if backend.input_cost_per_token is not None and backend.output_cost_per_token is not None:
+        cached = backend.cached_input_cost_per_token
+        return Prices(
+            backend.input_cost_per_token,
+            backend.output_cost_per_token,
+            cached if cached is not None else backend.input_cost_per_token,
+        )
+    import litellm  # heavy import (~3 s), only needed for unpriced backends
+
+    try:
+        info = litellm.get_model_info(backend.model)
+    except Exception:
+        raise PricingError(
+            f"No price for backend {backend.name!r} ({backend.model}): litellm does not know the model;"
+            " set input/output cost per token on the backend."
+        ) from None
+    inp = Decimal(str(info.get("input_cost_per_token") or 0))
+    out = Decimal(str(info.get("output_cost_per_token") or 0))
+    cached = info.get("cache_read_input_token_cost")
+    return Prices(inp, out, Decimal(str(cached)) if cached is not None else inp)
+
+
+def usage_cost(prices: Prices, usage: Usage) -> Decimal:
+    cached = min(usage.cached_tokens, usage.prompt_tokens)
+    return (
+        prices.input * (usage.prompt_tokens - cached)
+        + prices.cached_input * cached
+        + prices.output * usage.completion_tokens
+    )
+
+
+def prompt_token_bound(body: dict[str, Any]) -> int:
+    """An upper bound on prompt tokens: byte-level tokenizers never emit more tokens than bytes."""
+    text = json.dumps([body.get("messages"), body.get("tools")], ensure_ascii=False)
+    messages = body.get("messages") or []
+    return len(text.encode()) + _TEMPLATE_TOKENS_PER_MESSAGE * len(messages) + _TEMPLATE_TOKENS_PER_CALL
+
+
+def cost_bound(prices: Prices, *, prompt_tokens: int, max_tokens: int) -> Decimal:
+    return prices.input * prompt_tokens + prices.output * max_tokens

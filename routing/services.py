@@ -1,0 +1,69 @@
+"""Writes to the routing tables (house style: ``<entity>_<action>(*, ...)``, atomic)."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import transaction
+from django.utils import timezone
+
+from routing.keys import generate_key
+from routing.models import ApiKey, Backend, TaskProfile
+
+
+@transaction.atomic
+def api_key_create(
+    *,
+    name: str,
+    owner: AbstractBaseUser | None = None,
+    budget_usd: Decimal | None = None,
+    rpm_limit: int | None = None,
+) -> tuple[ApiKey, str]:
+    """Creates a key; returns it with the raw secret, which is never stored and shown once."""
+    raw, prefix, digest = generate_key()
+    key = ApiKey.objects.create(
+        name=name, prefix=prefix, key_hash=digest, owner=owner, budget_usd=budget_usd, rpm_limit=rpm_limit
+    )
+    return key, raw
+
+
+def api_key_revoke(*, api_key: ApiKey) -> ApiKey:
+    ApiKey.objects.filter(pk=api_key.pk, revoked_at__isnull=True).update(revoked_at=timezone.now())
+    api_key.refresh_from_db()
+    return api_key
+
+
+def _cost(value: str | None) -> Decimal | None:
+    return Decimal(value) if value else None
+
+
+@transaction.atomic
+def backends_sync_from_settings() -> list[Backend]:
+    """Upserts the 'teacher' and 'student' backends from the SKILLGATE_* environment.
+
+    The student's admitted adapter is left alone: only admission changes it.
+    """
+    synced = []
+    for role in (Backend.Role.TEACHER, Backend.Role.STUDENT):
+        conf = settings.SKILLGATE[role.upper()]
+        backend, _ = Backend.objects.update_or_create(
+            name=role.value,
+            defaults={
+                "role": role,
+                "model": conf["MODEL"],
+                "api_base": conf["API_BASE"] or "",
+                "api_key_env": conf["API_KEY_ENV"],
+                "input_cost_per_token": _cost(conf["INPUT_COST"]),
+                "output_cost_per_token": _cost(conf["OUTPUT_COST"]),
+                "timeout_s": settings.SKILLGATE["UPSTREAM_TIMEOUT_S"],
+            },
+        )
+        synced.append(backend)
+    return synced
+
+
+def task_profile_upsert(*, name: str, **fields: object) -> TaskProfile:
+    profile, _ = TaskProfile.objects.update_or_create(name=name, defaults=fields)
+    return profile

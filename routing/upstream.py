@@ -1,0 +1,115 @@
+"""Calls to a backend through litellm (offline mode), normalised to OpenAI-shaped dicts."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from routing.errors import UpstreamError
+from routing.models import Backend
+from routing.pricing import Usage
+
+os.environ.setdefault("LITELLM_OFFLINE_MODE", "true")
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+
+def _litellm() -> Any:
+    import litellm
+
+    litellm.suppress_debug_info = True
+    litellm.drop_params = True
+    return litellm
+
+
+def warm_up() -> None:
+    """Import litellm ahead of the first call (it takes seconds)."""
+    _litellm()
+
+
+@dataclass
+class Completion:
+    message: dict[str, Any]
+    finish_reason: str
+    usage: Usage
+    latency_ms: float
+    raw: dict[str, Any] = field(repr=False)
+
+
+def _call_kwargs(backend: Backend, body: dict[str, Any]) -> dict[str, Any]:
+    kwargs: dict[str, Any] = {**body, "model": backend.litellm_model, "timeout": backend.timeout_s}
+    if backend.api_base:
+        kwargs["api_base"] = backend.api_base
+    key = os.environ.get(backend.api_key_env) if backend.api_key_env else None
+    kwargs["api_key"] = key or "none"
+    return kwargs
+
+
+def _upstream_error(backend: Backend, exc: Exception) -> UpstreamError:
+    litellm = _litellm()
+    timeout = isinstance(exc, litellm.Timeout)
+    status = getattr(exc, "status_code", None)
+    reason = str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__
+    where = f"{backend.role} backend {backend.name!r}"
+    if timeout:
+        return UpstreamError(f"The {where} timed out: {reason}", timeout=True)
+    return UpstreamError(f"The {where} failed ({status or type(exc).__name__}): {reason}")
+
+
+def _message_dict(message: Any) -> dict[str, Any]:
+    data = message.model_dump() if hasattr(message, "model_dump") else dict(message)
+    out: dict[str, Any] = {"role": "assistant", "content": data.get("content")}
+    if data.get("tool_calls"):
+        out["tool_calls"] = [
+            {
+                "id": call.get("id"),
+                "type": "function",
+                "function": {
+                    "name": call["function"]["name"],
+                    "arguments": call["function"].get("arguments") or "",
+                },
+            }
+            for call in data["tool_calls"]
+        ]
+    return out
+
+
+async def complete(backend: Backend, body: dict[str, Any]) -> Completion:
+    litellm = _litellm()
+    started = time.perf_counter()
+    try:
+        response = await litellm.acompletion(**_call_kwargs(backend, body))
+    except Exception as exc:
+        raise _upstream_error(backend, exc) from exc
+    latency_ms = (time.perf_counter() - started) * 1000
+    raw = response.model_dump()
+    choice = response.choices[0]
+    return Completion(
+        message=_message_dict(choice.message),
+        finish_reason=choice.finish_reason or "stop",
+        usage=Usage.from_openai(raw.get("usage")),
+        latency_ms=latency_ms,
+        raw=raw,
+    )
+
+
+async def open_stream(backend: Backend, body: dict[str, Any]) -> AsyncIterator[dict[str, Any]]:
+    """Start a streamed call; failures before the first chunk raise UpstreamError here."""
+    litellm = _litellm()
+    kwargs = _call_kwargs(backend, body)
+    kwargs.update(stream=True, stream_options={"include_usage": True})
+    try:
+        stream = await litellm.acompletion(**kwargs)
+    except Exception as exc:
+        raise _upstream_error(backend, exc) from exc
+
+    async def chunks() -> AsyncIterator[dict[str, Any]]:
+        try:
+            async for chunk in stream:
+                yield chunk.model_dump(exclude_none=True)
+        except Exception as exc:
+            raise _upstream_error(backend, exc) from exc
+
+    return chunks()

@@ -1,0 +1,123 @@
+"""``json_schema``: the answer must be JSON valid against a schema (config or ``response_format``).
+
+Also home of the small helpers the other verifiers share: :func:`message_text`, :func:`schema_errors`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable
+from typing import Any
+
+from jsonschema import exceptions as jsonschema_exceptions
+from jsonschema.validators import validator_for
+
+from routing.verifiers.base import Verdict, Verifier, VerifierConfigError, register
+
+_FENCED_JSON = re.compile(r"\A\s*```[ \t]*(?:json)?[ \t]*\n(.*?)\n?[ \t]*```\s*\Z", re.DOTALL | re.IGNORECASE)
+
+
+def message_text(message: dict[str, Any]) -> str:
+    """The message's text: a string ``content``, or the text parts of a list ``content``."""
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(
+            str(part.get("text", ""))
+            for part in content
+            if isinstance(part, dict) and part.get("type") in ("text", "output_text")
+        )
+    return ""
+
+
+def schema_problem(schema: Any) -> str | None:
+    """Why ``schema`` is not a usable JSON schema, or None."""
+    if not isinstance(schema, dict | bool):
+        return f"must be an object, got {type(schema).__name__}"
+    try:
+        validator_for(schema).check_schema(schema)
+    except jsonschema_exceptions.SchemaError as exc:
+        return f"{exc.message} (at {_json_path(exc.absolute_path)})"
+    return None
+
+
+def schema_errors(schema: dict[str, Any] | bool, instance: Any) -> str | None:
+    """``None`` when ``instance`` is valid, else one line naming the failing path and the reason."""
+    cls = validator_for(schema)
+    errors = list(cls(schema, format_checker=cls.FORMAT_CHECKER).iter_errors(instance))
+    if not errors:
+        return None
+    best = jsonschema_exceptions.best_match(errors)
+    assert best is not None
+    more = f" (+{len(errors) - 1} more)" if len(errors) > 1 else ""
+    return f"at {_json_path(best.absolute_path)}: {best.message}{more}"
+
+
+def _json_path(parts: Iterable[str | int]) -> str:
+    return "$" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in parts)
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def parse_json(text: str) -> tuple[Any, str | None]:
+    """Parse ``text`` (optionally wrapped in one ```json fence); return (value, error)."""
+    fenced = _FENCED_JSON.match(text)
+    if fenced:
+        text = fenced.group(1)
+    try:
+        return json.loads(text, parse_constant=_reject_constant), None
+    except json.JSONDecodeError as exc:
+        return None, f"not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
+    except ValueError as exc:
+        return None, f"not valid JSON: {exc}"
+
+
+@register
+class JsonSchemaVerifier(Verifier):
+    """Config: optional ``schema``. Without it the request's ``response_format`` decides: a
+    ``json_schema`` format supplies the schema, ``json_object`` requires any JSON object."""
+
+    kind = "json_schema"
+
+    def __init__(self, config: dict[str, Any]) -> None:
+        super().__init__(config)
+        self.schema: dict[str, Any] | bool | None = config.get("schema")
+        if self.schema is not None:
+            problem = schema_problem(self.schema)
+            if problem:
+                raise VerifierConfigError(f"json_schema.schema is not a valid JSON schema: {problem}")
+
+    def verify(self, *, request: dict[str, Any], message: dict[str, Any]) -> Verdict:
+        schema, problem = self._schema_for(request)
+        if problem:
+            return Verdict(False, problem)
+        value, error = parse_json(message_text(message))
+        if error:
+            return Verdict(False, error)
+        if schema is None:
+            if not isinstance(value, dict):
+                return Verdict(False, f"expected a JSON object, got {type(value).__name__}")
+            return Verdict(True, "valid JSON object")
+        reason = schema_errors(schema, value)
+        return Verdict(False, reason) if reason else Verdict(True, "valid against the schema")
+
+    def _schema_for(self, request: dict[str, Any]) -> tuple[dict[str, Any] | bool | None, str | None]:
+        """(schema, None); (None, None) for "any JSON object"; (None, problem) when nothing applies."""
+        if self.schema is not None:
+            return self.schema, None
+        fmt = request.get("response_format")
+        fmt_type = fmt.get("type") if isinstance(fmt, dict) else None
+        if fmt_type == "json_object":
+            return None, None
+        if fmt_type == "json_schema":
+            spec = fmt.get("json_schema") if isinstance(fmt, dict) else None
+            schema = spec.get("schema") if isinstance(spec, dict) else None
+            problem = schema_problem(schema)
+            if problem:
+                return None, f"request response_format.json_schema.schema is unusable: {problem}"
+            return schema, None
+        return None, "no schema to check against: set verifier.schema or a json response_format"

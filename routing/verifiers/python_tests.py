@@ -1,0 +1,104 @@
+"""``python_tests``: run the answer's code with the configured tests in the sandbox.
+
+The program is ``prompt`` (if any), the answer's code, the ``test`` code, ``check(<entry_point>)`` when
+the test defines ``check``, and finally a random marker line.  The answer runs with ``__name__`` set to
+``"solution"`` so its ``if __name__ == "__main__":`` demo blocks stay quiet, and the run only passes
+when the marker is printed, so an answer that exits early (``sys.exit(0)``) cannot skip the tests.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+from typing import Any
+
+from routing.verifiers.base import Verdict, Verifier, VerifierConfigError, register
+from routing.verifiers.json_schema import message_text
+from routing.verifiers.sandbox import run_python
+
+_FENCE = re.compile(r"^[ \t]*```[ \t]*([\w+-]*)[^\n]*\n(.*?)^[ \t]*```", re.DOTALL | re.MULTILINE)
+_PYTHON_LANGS = ("python", "python3", "py")
+_DEFINES_CHECK = re.compile(r"^def\s+check\s*\(", re.MULTILINE)
+_DETAIL_LINES = 8
+_DETAIL_CHARS = 1500
+
+
+def extract_code(text: str) -> str:
+    """The first ```python fenced block, else the first unlabelled one, else the whole text."""
+    blocks = [(m.group(1).lower(), m.group(2)) for m in _FENCE.finditer(text)]
+    for wanted in (_PYTHON_LANGS, ("",)):
+        for lang, code in blocks:
+            if lang in wanted:
+                return code
+    return text
+
+
+def defines(code: str, name: str) -> bool:
+    """Whether ``code`` defines ``name`` at module level (def, async def, class or assignment)."""
+    pattern = rf"^(?:(?:async\s+)?def\s+{re.escape(name)}\s*\(|class\s+{re.escape(name)}\b|{re.escape(name)}\s*=)"
+    return re.search(pattern, code, re.MULTILINE) is not None
+
+
+def _number(config: dict[str, Any], key: str, default: float, low: float, high: float) -> float:
+    value = config.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value <= high:
+        raise VerifierConfigError(f"python_tests.{key} must be a number in [{low:g}, {high:g}]; got {value!r}")
+    return float(value)
+
+
+@register
+class PythonTestsVerifier(Verifier):
+    """Config: ``test`` (required; a ``def check(candidate)`` or plain asserts), ``entry_point``,
+    ``prompt`` (prepended; the answer continues it unless it defines ``entry_point`` itself),
+    ``timeout_s`` (default 10) and ``memory_mb`` (default 512)."""
+
+    kind = "python_tests"
+
+    def __init__(self, config: dict[str, Any]) -> None:
+        super().__init__(config)
+        test = config.get("test")
+        if not isinstance(test, str) or not test.strip():
+            raise VerifierConfigError("python_tests.test must be a non-empty string")
+        entry_point = config.get("entry_point")
+        if entry_point is not None and not (isinstance(entry_point, str) and entry_point.isidentifier()):
+            raise VerifierConfigError(f"python_tests.entry_point must be an identifier; got {entry_point!r}")
+        if entry_point is None and _DEFINES_CHECK.search(test):
+            raise VerifierConfigError("python_tests.entry_point is required when test defines check()")
+        prompt = config.get("prompt")
+        if prompt is not None and not isinstance(prompt, str):
+            raise VerifierConfigError("python_tests.prompt must be a string")
+        self.test: str = test
+        self.entry_point: str | None = entry_point
+        self.prompt: str = prompt or ""
+        self.timeout_s = _number(config, "timeout_s", 10, 0.1, 300)
+        self.memory_mb = int(_number(config, "memory_mb", 512, 64, 65536))
+
+    def program(self, answer: str, marker: str) -> str:
+        code = extract_code(answer)
+        if self.prompt and not (self.entry_point and defines(code, self.entry_point)):
+            solution = self.prompt + ("" if self.prompt.endswith("\n") else "\n") + code
+        elif self.prompt:  # keep the prompt's imports and helpers; the answer's definition wins
+            solution = self.prompt + "\n\n" + code
+        else:
+            solution = code
+        call = f"check({self.entry_point})\n" if self.entry_point and _DEFINES_CHECK.search(self.test) else ""
+        return (
+            f'__name__ = "solution"\n{solution}\n\n__name__ = "__main__"\n{self.test}\n\n{call}'
+            f"import sys as _sg_sys\n_sg_sys.stdout.write({marker!r} + '\\n')\n"
+        )
+
+    def verify(self, *, request: dict[str, Any], message: dict[str, Any]) -> Verdict:
+        marker = f"skillgate-tests-done-{secrets.token_hex(8)}"
+        result = run_python(
+            self.program(message_text(message), marker),
+            timeout_s=self.timeout_s,
+            memory_mb=self.memory_mb,
+        )
+        if result.timed_out:
+            return Verdict(False, f"timeout after {self.timeout_s:g}s")
+        if result.ok and marker in result.stdout.splitlines():
+            return Verdict(True, "all tests passed")
+        if result.ok:
+            return Verdict(False, "the program exited before the tests finished")
+        tail = "\n".join(result.stderr.strip().splitlines()[-_DETAIL_LINES:])[-_DETAIL_CHARS:]
+        return Verdict(False, tail or f"exit status {result.returncode}")

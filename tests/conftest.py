@@ -1,0 +1,83 @@
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from decimal import Decimal
+
+import pytest
+import uvicorn
+
+from routing.models import Backend
+from tests.factories import ApiKeyFactory, BackendFactory
+from tests.support.openai_stub import OpenAIStub, Reply
+
+# Prices the test backends charge (USD per token); the teacher is 10x the student.
+TEACHER_PRICES = (Decimal("0.000010"), Decimal("0.000030"))
+STUDENT_PRICES = (Decimal("0.000001"), Decimal("0.000003"))
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture(scope="session")
+def upstream_stub() -> Iterator[OpenAIStub]:
+    with OpenAIStub() as stub:
+        yield stub
+
+
+@pytest.fixture
+def stub(upstream_stub: OpenAIStub) -> Iterator[OpenAIStub]:
+    """The shared stub upstream, reset for this test: answers 'ok' until told otherwise."""
+    upstream_stub.responder = lambda body: Reply()
+    upstream_stub.requests.clear()
+    yield upstream_stub
+
+
+@pytest.fixture
+def backends(stub: OpenAIStub, transactional_db: None) -> dict[str, Backend]:
+    """A teacher and a student backend, both served by the stub and told apart by model name."""
+    teacher = BackendFactory(
+        name="teacher",
+        role=Backend.Role.TEACHER,
+        model="openai/teacher-model",
+        api_base=stub.base_url,
+        input_cost_per_token=TEACHER_PRICES[0],
+        output_cost_per_token=TEACHER_PRICES[1],
+    )
+    student = BackendFactory(
+        name="student",
+        role=Backend.Role.STUDENT,
+        model="openai/student-model",
+        api_base=stub.base_url,
+        input_cost_per_token=STUDENT_PRICES[0],
+        output_cost_per_token=STUDENT_PRICES[1],
+    )
+    return {"teacher": teacher, "student": student}
+
+
+@pytest.fixture
+def api_key(transactional_db: None):  # type: ignore[no-untyped-def]
+    return ApiKeyFactory(name="test")
+
+
+@pytest.fixture(scope="session")
+def gateway_url() -> Iterator[str]:
+    """The real ASGI app served by uvicorn on a free port, for real HTTP clients."""
+    port = free_port()
+    config = uvicorn.Config("app.asgi:application", host="127.0.0.1", port=port, log_level="warning", lifespan="off")
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        if time.monotonic() > deadline or not thread.is_alive():
+            raise RuntimeError("uvicorn did not start")
+        time.sleep(0.05)
+    yield f"http://127.0.0.1:{port}"
+    server.should_exit = True
+    thread.join(10)

@@ -1,0 +1,149 @@
+"""A local upstream that speaks the OpenAI chat-completions protocol (JSON and SSE).
+
+It stands in for a paid provider: the gateway reaches it through litellm exactly as it would
+reach OpenAI. Tests script its answers with ``responder``; it records every request body.
+Run it alone with ``python -m tests.support.openai_stub --port 9100`` (used by bench/).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+
+
+@dataclass
+class Reply:
+    content: str | None = "ok"
+    tool_calls: list[dict[str, Any]] | None = None
+    status: int = 200
+    error: str = ""
+    delay_s: float = 0.0
+    cached_tokens: int = 0
+
+
+def _words(value: Any) -> int:
+    return len(json.dumps(value).split()) if value else 0
+
+
+@dataclass
+class OpenAIStub:
+    responder: Callable[[dict[str, Any]], Reply] = field(default=lambda body: Reply())
+    host: str = "127.0.0.1"
+    port: int = 0
+    requests: list[dict[str, Any]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._runner: web.AppRunner | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.host}:{self.port}/v1"
+
+    def app(self) -> web.Application:
+        app = web.Application(client_max_size=64 * 1024 * 1024)
+        app.router.add_post("/v1/chat/completions", self._chat)
+        app.router.add_get("/v1/models", self._models)
+        return app
+
+    async def _models(self, request: web.Request) -> web.Response:
+        return web.json_response({"object": "list", "data": [{"id": "stub", "object": "model"}]})
+
+    async def _chat(self, request: web.Request) -> web.StreamResponse:
+        body = await request.json()
+        self.requests.append(body)
+        reply = self.responder(body)
+        if reply.delay_s:
+            await asyncio.sleep(reply.delay_s)
+        if reply.status != 200:
+            error = {"message": reply.error or "stub failure", "type": "server_error", "param": None, "code": None}
+            return web.json_response({"error": error}, status=reply.status)
+        message: dict[str, Any] = {"role": "assistant", "content": reply.content}
+        if reply.tool_calls:
+            message["tool_calls"] = reply.tool_calls
+        usage = {
+            "prompt_tokens": _words(body.get("messages")),
+            "completion_tokens": _words(reply.content) + _words(reply.tool_calls),
+            "prompt_tokens_details": {"cached_tokens": reply.cached_tokens},
+        }
+        usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
+        finish = "tool_calls" if reply.tool_calls else "stop"
+        base = {"id": f"chatcmpl-{uuid.uuid4().hex}", "created": int(time.time()), "model": body["model"]}
+        if not body.get("stream"):
+            choice = {"index": 0, "message": message, "finish_reason": finish}
+            return web.json_response({**base, "object": "chat.completion", "choices": [choice], "usage": usage})
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        chunk = {**base, "object": "chat.completion.chunk"}
+
+        async def send(data: dict[str, Any]) -> None:
+            await response.write(b"data: " + json.dumps(data).encode() + b"\n\n")
+
+        await send({**chunk, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]})
+        for piece in (reply.content or "").split(" ") if reply.content else []:
+            await send({**chunk, "choices": [{"index": 0, "delta": {"content": piece + " "}}]})
+        for i, call in enumerate(reply.tool_calls or []):
+            await send({**chunk, "choices": [{"index": 0, "delta": {"tool_calls": [{"index": i, **call}]}}]})
+        await send({**chunk, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]})
+        if (body.get("stream_options") or {}).get("include_usage"):
+            await send({**chunk, "choices": [], "usage": usage})
+        await response.write(b"data: [DONE]\n\n")
+        await response.write_eof()
+        return response
+
+    def start(self) -> OpenAIStub:
+        started = threading.Event()
+
+        def serve() -> None:
+            loop = asyncio.new_event_loop()
+            self._loop = loop
+            runner = web.AppRunner(self.app(), access_log=None)
+            loop.run_until_complete(runner.setup())
+            site = web.TCPSite(runner, self.host, self.port)
+            loop.run_until_complete(site.start())
+            self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+            self._runner = runner
+            started.set()
+            loop.run_forever()
+            loop.run_until_complete(runner.cleanup())
+            loop.close()
+
+        self._thread = threading.Thread(target=serve, daemon=True)
+        self._thread.start()
+        started.wait(10)
+        return self
+
+    def stop(self) -> None:
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+        if self._thread is not None:
+            self._thread.join(10)
+
+    def __enter__(self) -> OpenAIStub:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=9100)
+    args = parser.parse_args()
+    stub = OpenAIStub(host=args.host, port=args.port)
+    web.run_app(stub.app(), host=args.host, port=args.port, access_log=None, print=None)
+
+
+if __name__ == "__main__":
+    main()
