@@ -145,9 +145,9 @@ def _replay_verified(
         try:
             for chunk in chunks:
                 yield sse(chunk)
-            yield DONE
         finally:
             await save(record, reservation)
+        yield DONE
 
     return StreamPlan(_headers(record, leg.role, leg.verdict, record.overhead_ms), body())
 
@@ -195,6 +195,19 @@ async def _stream_through(
     upstream_ms = sum(leg.latency_ms for leg in record.legs) + (now - opened) * 1000
     first_byte_overhead = (now - prep.started) * 1000 - upstream_ms
 
+    async def settle(acc: Accumulator) -> None:
+        leg.latency_ms = (time.perf_counter() - opened) * 1000
+        price_leg(leg, backend, Usage.from_openai(acc.usage))
+        message = acc.message()
+        record.response = {"message": message, "finish_reason": acc.finish_reason}
+        if not leg.error:
+            await verify(prep, leg, message)
+        record.verdict = Invocation.Verdict.ERROR if leg.error else leg.verdict
+        record.verdict_detail = leg.detail
+        finish(record, prep, sum(leg.latency_ms for leg in record.legs))
+        record.overhead_ms = max(0.0, first_byte_overhead)
+        await save(record, reservation)
+
     async def body() -> AsyncIterator[bytes]:
         acc = Accumulator()
         try:
@@ -208,23 +221,15 @@ async def _stream_through(
                 if not want_usage:
                     chunk.pop("usage", None)
                 yield sse(chunk)
-            yield DONE
         except UpstreamError as exc:
             leg.error, leg.error_status = exc.message, exc.status
             record.status_code, record.error = exc.status, exc.message
             yield sse(exc.body())
         finally:
-            leg.latency_ms = (time.perf_counter() - opened) * 1000
-            price_leg(leg, backend, Usage.from_openai(acc.usage))
-            message = acc.message()
-            record.response = {"message": message, "finish_reason": acc.finish_reason}
-            if not leg.error:
-                await verify(prep, leg, message)
-            record.verdict = Invocation.Verdict.ERROR if leg.error else leg.verdict
-            record.verdict_detail = leg.detail
-            finish(record, prep, sum(leg.latency_ms for leg in record.legs))
-            record.overhead_ms = max(0.0, first_byte_overhead)
-            await save(record, reservation)
+            # Recorded before [DONE], so a client that saw the end finds the ledger row; also on
+            # a client disconnect (the generator is closed) the row is written.
+            await settle(acc)
+        yield DONE
 
     headers = _headers(record, backend.role, Invocation.Verdict.UNVERIFIED, max(0.0, first_byte_overhead))
     return StreamPlan(headers, body())

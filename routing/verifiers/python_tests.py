@@ -35,14 +35,18 @@ def extract_code(text: str) -> str:
 
 def defines(code: str, name: str) -> bool:
     """Whether ``code`` defines ``name`` at module level (def, async def, class or assignment)."""
-    pattern = rf"^(?:(?:async\s+)?def\s+{re.escape(name)}\s*\(|class\s+{re.escape(name)}\b|{re.escape(name)}\s*=)"
+    pattern = (
+        rf"^(?:(?:async\s+)?def\s+{re.escape(name)}\s*\(|class\s+{re.escape(name)}\b|{re.escape(name)}\s*=)"
+    )
     return re.search(pattern, code, re.MULTILINE) is not None
 
 
 def _number(config: dict[str, Any], key: str, default: float, low: float, high: float) -> float:
     value = config.get(key, default)
     if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value <= high:
-        raise VerifierConfigError(f"python_tests.{key} must be a number in [{low:g}, {high:g}]; got {value!r}")
+        raise VerifierConfigError(
+            f"python_tests.{key} must be a number in [{low:g}, {high:g}]; got {value!r}"
+        )
     return float(value)
 
 

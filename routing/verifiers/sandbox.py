@@ -10,6 +10,7 @@ the program can still read any file the gateway's user can read.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import shutil
@@ -34,8 +35,9 @@ _PRELUDE = r"""
 def _jail():
     import os, resource, sys, traceback, types
     mem, cpu, fsize, nproc, nofile = (int(v) for v in sys.argv[1:6])
-    for res, val in ((resource.RLIMIT_AS, mem), (resource.RLIMIT_CPU, cpu), (resource.RLIMIT_FSIZE, fsize),
-                     (resource.RLIMIT_NPROC, nproc), (resource.RLIMIT_NOFILE, nofile), (resource.RLIMIT_CORE, 0)):
+    limits = ((resource.RLIMIT_AS, mem), (resource.RLIMIT_CPU, cpu), (resource.RLIMIT_FSIZE, fsize),
+              (resource.RLIMIT_NPROC, nproc), (resource.RLIMIT_NOFILE, nofile), (resource.RLIMIT_CORE, 0))
+    for res, val in limits:
         hard = resource.getrlimit(res)[1]
         soft = val if hard == resource.RLIM_INFINITY else min(val, hard)
         cap = soft + 1 if res == resource.RLIMIT_CPU else soft
@@ -80,15 +82,16 @@ def _jail():
             raise ImportError("sandbox: importing _posixsubprocess again is not allowed")
         if event == "open":
             path, flags = args[0], args[2]
-            if isinstance(flags, int) and flags & write_flags and not isinstance(path, int) and not inside(path):
-                raise PermissionError(f"sandbox: writing outside the working directory is not allowed: {path!r}")
+            writes = isinstance(flags, int) and flags & write_flags
+            if writes and not isinstance(path, int) and not inside(path):
+                raise PermissionError(f"sandbox: writing to {path!r} is not allowed")
         elif event in fs_events:
             paths, fds = fs_events[event]
             if any(i < len(args) and args[i] not in (None, -1) for i in fds) or not all(
                 inside(args[i]) for i in paths if i < len(args)
             ):
                 raise PermissionError(f"sandbox: {event} outside the working directory is not allowed")
-    pass
+    sys.addaudithook(hook)
     main = types.ModuleType("__main__")
     main.__file__ = "solution.py"
     sys.modules["__main__"] = main
@@ -183,10 +186,8 @@ def _run(source: str, root: Path, *, timeout_s: float, memory_mb: int) -> Sandbo
 
 
 def _kill_group(pgid: int) -> None:
-    try:
+    with contextlib.suppress(OSError):
         os.killpg(pgid, signal.SIGKILL)
-    except OSError:
-        pass
 
 
 def _read_capped(path: Path, limit: int = OUTPUT_LIMIT) -> str:
