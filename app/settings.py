@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import secrets
 from pathlib import Path
+from typing import Any
 
 import dj_database_url
 
@@ -42,6 +43,7 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "django_htmx",
+    "app",
     "routing",
     "training",
     "diagnostics",
@@ -154,7 +156,14 @@ CELERY_BEAT_SCHEDULE = {
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 
 # --- Gateway ------------------------------------------------------------------------------------
-SKILLGATE = {
+# With no provider configured, both backends are the bundled SmolLM2-135M-Instruct served locally
+# by vLLM; demo prices (USD per token) make the teacher 10x the student, as a hosted model would be.
+_DEMO_MODEL = "smollm2-135m-instruct"
+_LOCAL_VLLM = f"http://127.0.0.1:{env_int('SKILLGATE_STUDENT_PORT', 8001)}/v1"
+_DEMO_TEACHER_PRICES = ("0.0000005", "0.000001")
+_teacher_model = env_str("SKILLGATE_TEACHER_MODEL", f"hosted_vllm/{_DEMO_MODEL}")
+_teacher_is_provider = env_optional("SKILLGATE_TEACHER_MODEL") is not None
+SKILLGATE: dict[str, Any] = {
     # Request bodies above this size are refused with 413 before they are parsed.
     "MAX_BODY_BYTES": env_int("SKILLGATE_MAX_BODY_BYTES", 4 * 1024 * 1024),
     # Output cap used when a call gives no max_tokens; it also bounds the budget reservation.
@@ -163,17 +172,27 @@ SKILLGATE = {
     # A reservation not settled within this time (a crashed worker) is released by Celery beat.
     "RESERVATION_TTL_S": env_int("SKILLGATE_RESERVATION_TTL_S", 900),
     "TEACHER": {
-        "MODEL": env_str("SKILLGATE_TEACHER_MODEL", "hosted_vllm/smollm2-135m-instruct"),
-        "API_BASE": env_optional("SKILLGATE_TEACHER_API_BASE") or "http://127.0.0.1:8001/v1",
+        "MODEL": _teacher_model,
+        "API_BASE": env_optional("SKILLGATE_TEACHER_API_BASE")
+        or ("" if _teacher_is_provider else _LOCAL_VLLM),
         "API_KEY_ENV": "SKILLGATE_TEACHER_API_KEY",
-        "INPUT_COST": env_optional("SKILLGATE_TEACHER_INPUT_COST_PER_TOKEN"),
-        "OUTPUT_COST": env_optional("SKILLGATE_TEACHER_OUTPUT_COST_PER_TOKEN"),
+        # A provider's model is priced from litellm's price map unless a price is set here.
+        "INPUT_COST": env_optional("SKILLGATE_TEACHER_INPUT_COST_PER_TOKEN")
+        or (None if _teacher_is_provider else _DEMO_TEACHER_PRICES[0]),
+        "OUTPUT_COST": env_optional("SKILLGATE_TEACHER_OUTPUT_COST_PER_TOKEN")
+        or (None if _teacher_is_provider else _DEMO_TEACHER_PRICES[1]),
     },
     "STUDENT": {
-        "MODEL": env_str("SKILLGATE_STUDENT_MODEL", "hosted_vllm/smollm2-135m-instruct"),
-        "API_BASE": env_str("SKILLGATE_STUDENT_API_BASE", "http://127.0.0.1:8001/v1"),
+        "MODEL": env_str("SKILLGATE_STUDENT_MODEL", f"hosted_vllm/{_DEMO_MODEL}"),
+        "API_BASE": env_str("SKILLGATE_STUDENT_API_BASE", _LOCAL_VLLM),
         "API_KEY_ENV": "SKILLGATE_STUDENT_API_KEY",
-        "INPUT_COST": env_optional("SKILLGATE_STUDENT_INPUT_COST_PER_TOKEN"),
-        "OUTPUT_COST": env_optional("SKILLGATE_STUDENT_OUTPUT_COST_PER_TOKEN"),
+        "INPUT_COST": env_str("SKILLGATE_STUDENT_INPUT_COST_PER_TOKEN", "0.00000005"),
+        "OUTPUT_COST": env_str("SKILLGATE_STUDENT_OUTPUT_COST_PER_TOKEN", "0.0000001"),
+    },
+    # The local student server that `manage.py serve` starts (vLLM on CPU, the demo model).
+    "LOCAL_STUDENT": {
+        "MODEL_DIR": env_str("SKILLGATE_DEMO_MODEL_DIR", str(VAR_DIR / "models" / _DEMO_MODEL)),
+        "SERVED_NAME": _DEMO_MODEL,
+        "PORT": env_int("SKILLGATE_STUDENT_PORT", 8001),
     },
 }

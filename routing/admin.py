@@ -18,7 +18,16 @@ class ApiKeyAddForm(forms.ModelForm):
 
 @admin.register(ApiKey)
 class ApiKeyAdmin(admin.ModelAdmin):
-    list_display = ["name", "prefix", "owner", "budget_usd", "spent_usd", "reserved_usd", "rpm_limit", "revoked_at"]
+    list_display = [
+        "name",
+        "prefix",
+        "owner",
+        "budget_usd",
+        "spent_usd",
+        "reserved_usd",
+        "rpm_limit",
+        "revoked_at",
+    ]
     search_fields = ["name", "prefix"]
     readonly_fields = ["prefix", "spent_usd", "reserved_usd", "created_at", "revoked_at"]
     fields = ["name", "owner", "budget_usd", "rpm_limit", *readonly_fields]
@@ -63,7 +72,16 @@ class TaskProfileAdmin(admin.ModelAdmin):
 
 @admin.register(Invocation)
 class InvocationAdmin(admin.ModelAdmin):
-    list_display = ["created_at", "api_key", "profile", "route", "served_by", "verdict", "fallback", "cost_usd"]
+    list_display = [
+        "created_at",
+        "api_key",
+        "profile",
+        "route",
+        "served_by",
+        "verdict",
+        "fallback",
+        "cost_usd",
+    ]
     list_filter = ["route", "verdict", "fallback", "profile"]
     list_select_related = ["api_key", "profile"]
     date_hierarchy = "created_at"

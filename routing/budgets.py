@@ -7,7 +7,7 @@ amount from reserved to spent in the same transaction that writes the ledger row
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from decimal import Decimal
 
 from django.conf import settings
@@ -34,7 +34,9 @@ def reserve(*, api_key_id: int, amount: Decimal) -> Reservation:
     with transaction.atomic():
         updated = (
             ApiKey.objects.filter(pk=api_key_id)
-            .filter(Q(budget_usd__isnull=True) | Q(budget_usd__gte=F("spent_usd") + F("reserved_usd") + amount))
+            .filter(
+                Q(budget_usd__isnull=True) | Q(budget_usd__gte=F("spent_usd") + F("reserved_usd") + amount)
+            )
             .update(reserved_usd=F("reserved_usd") + amount)
         )
         if not updated:
@@ -54,7 +56,7 @@ def settle(*, reservation: Reservation, actual: Decimal) -> None:
     )
 
 
-def release_expired(*, now: timezone.datetime | None = None) -> int:
+def release_expired(*, now: datetime | None = None) -> int:
     """Give back reservations whose call never settled (a crashed server). Idempotent."""
     now = now or timezone.now()
     released = 0

@@ -120,7 +120,9 @@ async def prepare(*, api_key: ApiKey, request: ChatRequest, task_header: str | N
     if request.model == AUTO_MODEL:
         decision = build_router(profile).route(Call(request, profile, verifier is not None))
         if decision.route == Invocation.Route.STUDENT and student is None:
-            decision = Decision(Invocation.Route.TEACHER, decision.score, decision.policy, "no student backend")
+            decision = Decision(
+                Invocation.Route.TEACHER, decision.score, decision.policy, "no student backend"
+            )
     elif forced is not None:
         teacher, student = (forced, None) if forced.role == Backend.Role.TEACHER else (teacher, forced)
         decision = Decision(forced.role, None, "forced", f"model names backend {forced.name!r}")

@@ -9,7 +9,10 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
-MONEY = {"max_digits": 16, "decimal_places": 8}
+
+def money(**kwargs: object) -> models.DecimalField:
+    """A USD amount with eight decimals (token prices are fractions of a cent)."""
+    return models.DecimalField(max_digits=16, decimal_places=8, **kwargs)  # type: ignore[arg-type]
 
 
 class ApiKey(models.Model):
@@ -23,11 +26,9 @@ class ApiKey(models.Model):
     )
     created_at = models.DateTimeField(default=timezone.now)
     revoked_at = models.DateTimeField(null=True, blank=True)
-    budget_usd = models.DecimalField(
-        **MONEY, null=True, blank=True, help_text="Spend limit in USD; empty means unlimited."
-    )
-    spent_usd = models.DecimalField(**MONEY, default=Decimal(0))
-    reserved_usd = models.DecimalField(**MONEY, default=Decimal(0))
+    budget_usd = money(null=True, blank=True, help_text="Spend limit in USD; empty means unlimited.")
+    spent_usd = money(default=Decimal(0))
+    reserved_usd = money(default=Decimal(0))
     rpm_limit = models.PositiveIntegerField(
         null=True, blank=True, help_text="Requests per minute; empty means unlimited."
     )
@@ -66,9 +67,7 @@ class Backend(models.Model):
     )
     input_cost_per_token = models.DecimalField(max_digits=20, decimal_places=14, null=True, blank=True)
     output_cost_per_token = models.DecimalField(max_digits=20, decimal_places=14, null=True, blank=True)
-    cached_input_cost_per_token = models.DecimalField(
-        max_digits=20, decimal_places=14, null=True, blank=True
-    )
+    cached_input_cost_per_token = models.DecimalField(max_digits=20, decimal_places=14, null=True, blank=True)
     timeout_s = models.FloatField(default=120.0)
     is_active = models.BooleanField(default=True)
 
@@ -117,9 +116,12 @@ class Reservation(models.Model):
     """Estimated cost held on a key while a call runs; released by settle or, if lost, by beat."""
 
     api_key = models.ForeignKey(ApiKey, on_delete=models.CASCADE, related_name="reservations")
-    amount_usd = models.DecimalField(**MONEY)
+    amount_usd = money()
     created_at = models.DateTimeField(default=timezone.now)
     expires_at = models.DateTimeField(db_index=True)
+
+    def __str__(self) -> str:
+        return f"{self.amount_usd} on key {self.api_key_id} until {self.expires_at:%H:%M:%S}"
 
 
 class Invocation(models.Model):
@@ -153,7 +155,7 @@ class Invocation(models.Model):
     legs = models.JSONField(default=list)
     prompt_tokens = models.PositiveIntegerField(default=0)
     completion_tokens = models.PositiveIntegerField(default=0)
-    cost_usd = models.DecimalField(**MONEY, default=Decimal(0))
+    cost_usd = money(default=Decimal(0))
     latency_ms = models.FloatField(default=0.0)
     overhead_ms = models.FloatField(default=0.0)
     request = models.JSONField()

@@ -45,11 +45,11 @@ class Usage:
 
 def prices_for(backend: Backend) -> Prices:
     if backend.input_cost_per_token is not None and backend.output_cost_per_token is not None:
-        cached = backend.cached_input_cost_per_token
+        cached_price = backend.cached_input_cost_per_token
         return Prices(
             backend.input_cost_per_token,
             backend.output_cost_per_token,
-            cached if cached is not None else backend.input_cost_per_token,
+            cached_price if cached_price is not None else backend.input_cost_per_token,
         )
     import litellm  # heavy import (~3 s), only needed for unpriced backends
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from decimal import Decimal
 
 from django.conf import settings
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.db import transaction
 from django.utils import timezone
 
@@ -17,7 +17,7 @@ from routing.models import ApiKey, Backend, TaskProfile
 def api_key_create(
     *,
     name: str,
-    owner: AbstractBaseUser | None = None,
+    owner: User | None = None,
     budget_usd: Decimal | None = None,
     rpm_limit: int | None = None,
 ) -> tuple[ApiKey, str]:

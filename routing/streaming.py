@@ -46,7 +46,8 @@ class Accumulator:
                 self.content.append(delta["content"])
             for call in delta.get("tool_calls") or []:
                 slot = self.tool_calls.setdefault(
-                    call.get("index", 0), {"id": None, "type": "function", "function": {"name": "", "arguments": ""}}
+                    call.get("index", 0),
+                    {"id": None, "type": "function", "function": {"name": "", "arguments": ""}},
                 )
                 slot["id"] = call.get("id") or slot["id"]
                 function = call.get("function") or {}
@@ -66,7 +67,12 @@ def completion_chunks(
     completion_id: str, model: str, message: dict[str, Any], finish_reason: str, usage: dict[str, Any] | None
 ) -> list[dict[str, Any]]:
     """A whole (verified) answer as the chunks a streaming upstream would have sent."""
-    base = {"id": completion_id, "object": "chat.completion.chunk", "created": int(time.time()), "model": model}
+    base = {
+        "id": completion_id,
+        "object": "chat.completion.chunk",
+        "created": int(time.time()),
+        "model": model,
+    }
     delta: dict[str, Any] = {"role": "assistant", "content": message.get("content") or ""}
     if message.get("tool_calls"):
         delta["tool_calls"] = [{"index": i, **call} for i, call in enumerate(message["tool_calls"])]
@@ -188,7 +194,11 @@ async def _stream_through(
             leg.error, leg.error_status, leg.verdict = exc.message, exc.status, Invocation.Verdict.ERROR
     if chunks is None:
         last = record.legs[-1]
-        record.status_code, record.error, record.verdict = last.error_status, last.error, Invocation.Verdict.ERROR
+        record.status_code, record.error, record.verdict = (
+            last.error_status,
+            last.error,
+            Invocation.Verdict.ERROR,
+        )
         raise UpstreamError(last.error, timeout=last.error_status == 504)
     record.served_by = backend.role
     now = time.perf_counter()

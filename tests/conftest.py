@@ -10,7 +10,7 @@ import pytest
 import uvicorn
 
 from routing.models import Backend
-from tests.factories import ApiKeyFactory, BackendFactory
+from tests.factories import BackendFactory, KeyPair, make_key
 from tests.support.openai_stub import OpenAIStub, Reply
 
 # Prices the test backends charge (USD per token); the teacher is 10x the student.
@@ -41,7 +41,7 @@ def stub(upstream_stub: OpenAIStub) -> Iterator[OpenAIStub]:
 @pytest.fixture
 def backends(stub: OpenAIStub, transactional_db: None) -> dict[str, Backend]:
     """A teacher and a student backend, both served by the stub and told apart by model name."""
-    teacher = BackendFactory(
+    teacher = BackendFactory.create(
         name="teacher",
         role=Backend.Role.TEACHER,
         model="openai/teacher-model",
@@ -49,7 +49,7 @@ def backends(stub: OpenAIStub, transactional_db: None) -> dict[str, Backend]:
         input_cost_per_token=TEACHER_PRICES[0],
         output_cost_per_token=TEACHER_PRICES[1],
     )
-    student = BackendFactory(
+    student = BackendFactory.create(
         name="student",
         role=Backend.Role.STUDENT,
         model="openai/student-model",
@@ -61,15 +61,17 @@ def backends(stub: OpenAIStub, transactional_db: None) -> dict[str, Backend]:
 
 
 @pytest.fixture
-def api_key(transactional_db: None):  # type: ignore[no-untyped-def]
-    return ApiKeyFactory(name="test")
+def api_key(transactional_db: None) -> KeyPair:
+    return make_key(name="test")
 
 
 @pytest.fixture(scope="session")
 def gateway_url() -> Iterator[str]:
     """The real ASGI app served by uvicorn on a free port, for real HTTP clients."""
     port = free_port()
-    config = uvicorn.Config("app.asgi:application", host="127.0.0.1", port=port, log_level="warning", lifespan="off")
+    config = uvicorn.Config(
+        "app.asgi:application", host="127.0.0.1", port=port, log_level="warning", lifespan="off"
+    )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from dataclasses import dataclass
 from decimal import Decimal
 
 import factory
@@ -9,23 +10,33 @@ from routing.keys import generate_key
 from routing.models import ApiKey, Backend, Invocation, TaskProfile
 
 
-class ApiKeyFactory(factory.django.DjangoModelFactory):
-    """``ApiKeyFactory().raw`` is the usable secret of the created key."""
-
+class ApiKeyFactory(factory.django.DjangoModelFactory[ApiKey]):
     class Meta:
         model = ApiKey
 
     name = factory.Sequence(lambda n: f"key-{n}")
-
-    @classmethod
-    def _create(cls, model_class: type[ApiKey], *args: object, **kwargs: object) -> ApiKey:
-        raw, prefix, digest = generate_key()
-        key = super()._create(model_class, *args, prefix=prefix, key_hash=digest, **kwargs)
-        key.raw = raw  # type: ignore[attr-defined]
-        return key
+    prefix = factory.Sequence(lambda n: f"f{n:011d}")
+    key_hash = "0" * 64  # matches no key; use make_key for a usable one
 
 
-class BackendFactory(factory.django.DjangoModelFactory):
+@dataclass
+class KeyPair:
+    """A stored key and its secret, which only exists at creation."""
+
+    key: ApiKey
+    raw: str
+
+    @property
+    def pk(self) -> int:
+        return self.key.pk
+
+
+def make_key(**fields: object) -> KeyPair:
+    raw, prefix, digest = generate_key()
+    return KeyPair(ApiKeyFactory.create(prefix=prefix, key_hash=digest, **fields), raw)
+
+
+class BackendFactory(factory.django.DjangoModelFactory[Backend]):
     class Meta:
         model = Backend
         django_get_or_create = ("name",)
@@ -38,7 +49,7 @@ class BackendFactory(factory.django.DjangoModelFactory):
     output_cost_per_token = Decimal("0.000008")
 
 
-class TaskProfileFactory(factory.django.DjangoModelFactory):
+class TaskProfileFactory(factory.django.DjangoModelFactory[TaskProfile]):
     class Meta:
         model = TaskProfile
         django_get_or_create = ("name",)
@@ -48,7 +59,7 @@ class TaskProfileFactory(factory.django.DjangoModelFactory):
     verifier = factory.LazyFunction(dict)
 
 
-class InvocationFactory(factory.django.DjangoModelFactory):
+class InvocationFactory(factory.django.DjangoModelFactory[Invocation]):
     class Meta:
         model = Invocation
 

@@ -51,7 +51,5 @@ def verifier_kinds() -> list[str]:
 def build_verifier(config: dict[str, Any]) -> Verifier:
     kind = config.get("kind")
     if not isinstance(kind, str) or kind not in _REGISTRY:
-        raise VerifierConfigError(
-            f"verifier.kind must be one of {', '.join(verifier_kinds())}; got {kind!r}"
-        )
+        raise VerifierConfigError(f"verifier.kind must be one of {', '.join(verifier_kinds())}; got {kind!r}")
     return _REGISTRY[kind](config)

@@ -13,7 +13,7 @@ from django.utils import timezone
 from routing import budgets
 from routing.models import ApiKey, Invocation, Reservation
 from routing.pricing import cost_bound, prices_for, prompt_token_bound
-from tests.factories import ApiKeyFactory
+from tests.factories import ApiKeyFactory, make_key
 from tests.support.openai_stub import Reply
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -23,7 +23,10 @@ HELLO = {"model": "auto", "messages": [{"role": "user", "content": "hi"}], "max_
 
 def call(gateway_url: str, key: str) -> httpx.Response:
     return httpx.post(
-        f"{gateway_url}/v1/chat/completions", json=HELLO, headers={"Authorization": f"Bearer {key}"}, timeout=60
+        f"{gateway_url}/v1/chat/completions",
+        json=HELLO,
+        headers={"Authorization": f"Bearer {key}"},
+        timeout=60,
     )
 
 
@@ -32,11 +35,12 @@ def test_concurrent_calls_never_overspend_the_budget(gateway_url, backends, stub
     teacher = backends["teacher"]
     body = {"messages": HELLO["messages"], "max_tokens": 50}
     worst = cost_bound(prices_for(teacher), prompt_tokens=prompt_token_bound(body), max_tokens=50)
-    key = ApiKeyFactory(budget_usd=worst * 3)
+    pair = make_key(budget_usd=worst * 3)
+    key = pair.key
     stub.responder = lambda body: Reply(content="a b c", delay_s=0.5)
 
     with ThreadPoolExecutor(max_workers=10) as pool:
-        statuses = [r.status_code for r in pool.map(lambda _: call(gateway_url, key.raw), range(10))]
+        statuses = [r.status_code for r in pool.map(lambda _: call(gateway_url, pair.raw), range(10))]
 
     assert statuses.count(200) == 3, statuses
     assert statuses.count(402) == 7
@@ -49,25 +53,24 @@ def test_concurrent_calls_never_overspend_the_budget(gateway_url, backends, stub
 
 
 def test_over_budget_error_is_openai_shaped(gateway_url, backends):
-    key = ApiKeyFactory(budget_usd=Decimal("0.0000001"))
-    resp = call(gateway_url, key.raw)
+    resp = call(gateway_url, make_key(budget_usd=Decimal("0.0000001")).raw)
     assert resp.status_code == 402
     assert resp.json()["error"]["code"] == "budget_exceeded"
 
 
 def test_requests_per_minute_limit(gateway_url, backends):
-    key = ApiKeyFactory(rpm_limit=3)
+    key = make_key(rpm_limit=3)
     statuses = [call(gateway_url, key.raw).status_code for _ in range(5)]
     assert statuses == [200, 200, 200, 429, 429]
     resp = call(gateway_url, key.raw)
     assert resp.json()["error"]["type"] == "rate_limit_error"
     assert 1 <= int(resp.headers["Retry-After"]) <= 60
-    other = ApiKeyFactory(rpm_limit=3)
+    other = make_key(rpm_limit=3)
     assert call(gateway_url, other.raw).status_code == 200  # limits are per key
 
 
 def test_lost_reservations_are_released(transactional_db):
-    key = ApiKeyFactory(budget_usd=Decimal(1))
+    key = ApiKeyFactory.create(budget_usd=Decimal(1))
     held = budgets.reserve(api_key_id=key.pk, amount=Decimal("0.4"))
     fresh = budgets.reserve(api_key_id=key.pk, amount=Decimal("0.4"))
     with pytest.raises(budgets.BudgetExceeded):
@@ -85,7 +88,7 @@ def test_lost_reservations_are_released(transactional_db):
 
 
 def test_settle_moves_reserved_to_spent(transactional_db):
-    key = ApiKeyFactory()
+    key = ApiKeyFactory.create()
     reservation = budgets.reserve(api_key_id=key.pk, amount=Decimal("0.5"))
     budgets.settle(reservation=reservation, actual=Decimal("0.125"))
     key = ApiKey.objects.get(pk=key.pk)

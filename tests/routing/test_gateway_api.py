@@ -11,7 +11,7 @@ import pytest
 from routing.models import Backend, Invocation, TaskProfile
 from tests.conftest import STUDENT_PRICES, TEACHER_PRICES
 from tests.factories import TaskProfileFactory
-from tests.support.openai_stub import OpenAIStub, Reply
+from tests.support.openai_stub import Reply
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -35,7 +35,7 @@ def by_model(student: str, teacher: str, **kw: object) -> object:
 
 
 def json_profile() -> TaskProfile:
-    return TaskProfileFactory(
+    return TaskProfileFactory.create(
         name="extract",
         policy=TaskProfile.Policy.STUDENT_WITH_FALLBACK,
         verifier={"kind": "json_schema", "schema": SCHEMA},
@@ -55,7 +55,12 @@ def test_default_profile_goes_to_the_teacher_and_is_logged(gateway_url, backends
     assert stub.requests[-1]["model"] == "teacher-model"
 
     row = Invocation.objects.get()
-    assert (row.route, row.served_by, row.fallback, row.profile.name) == ("teacher", "teacher", False, "default")
+    assert (row.route, row.served_by, row.fallback, row.profile.name) == (
+        "teacher",
+        "teacher",
+        False,
+        "default",
+    )
     assert len(row.legs) == 1
     usage = completion.usage
     assert usage is not None
@@ -85,8 +90,14 @@ def test_student_answer_failing_the_schema_falls_back_to_the_teacher(gateway_url
     assert (student_leg["role"], student_leg["verdict"]) == ("student", "fail")
     assert "population" in student_leg["detail"]
     assert (teacher_leg["role"], teacher_leg["verdict"]) == ("teacher", "pass")
-    student_cost = STUDENT_PRICES[0] * student_leg["prompt_tokens"] + STUDENT_PRICES[1] * student_leg["completion_tokens"]
-    teacher_cost = TEACHER_PRICES[0] * teacher_leg["prompt_tokens"] + TEACHER_PRICES[1] * teacher_leg["completion_tokens"]
+    student_cost = (
+        STUDENT_PRICES[0] * student_leg["prompt_tokens"]
+        + STUDENT_PRICES[1] * student_leg["completion_tokens"]
+    )
+    teacher_cost = (
+        TEACHER_PRICES[0] * teacher_leg["prompt_tokens"]
+        + TEACHER_PRICES[1] * teacher_leg["completion_tokens"]
+    )
     assert student_cost > 0 and teacher_cost > 0
     assert row.cost_usd == student_cost + teacher_cost
 
@@ -111,12 +122,15 @@ def test_skillbook_text_is_prepended_for_the_student_only(gateway_url, backends,
         model="auto", messages=[{"role": "user", "content": "Paris"}], metadata={"task": "extract"}
     )
     student_req, teacher_req = stub.requests
-    assert student_req["messages"][0] == {"role": "system", "content": "Always answer with city and population."}
+    assert student_req["messages"][0] == {
+        "role": "system",
+        "content": "Always answer with city and population.",
+    }
     assert teacher_req["messages"] == [{"role": "user", "content": "Paris"}]
 
 
 def test_tool_calls_round_trip_and_are_verified(gateway_url, backends, api_key, stub):
-    TaskProfileFactory(name="tools", verifier={"kind": "tool_args"})
+    TaskProfileFactory.create(name="tools", verifier={"kind": "tool_args"})
     tools = [
         {
             "type": "function",

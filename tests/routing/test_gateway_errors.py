@@ -69,7 +69,9 @@ def test_malformed_json_is_a_400(gateway_url, backends, api_key, content):
 
 def test_huge_body_is_refused_before_parsing(gateway_url, backends, api_key):
     with override_settings(SKILLGATE={**settings.SKILLGATE, "MAX_BODY_BYTES": 1000}):
-        resp = post(gateway_url, api_key.raw, {**HELLO, "messages": [{"role": "user", "content": "x" * 5000}]})
+        resp = post(
+            gateway_url, api_key.raw, {**HELLO, "messages": [{"role": "user", "content": "x" * 5000}]}
+        )
     assert resp.status_code == 413
     assert error_of(resp)["code"] == "request_too_large"
 
@@ -82,7 +84,9 @@ def test_unknown_model_and_unknown_profile(gateway_url, backends, api_key):
 
 
 def test_bad_verifier_in_metadata_is_a_400(gateway_url, backends, api_key):
-    resp = post(gateway_url, api_key.raw, {**HELLO, "metadata": {"verifier": {"kind": "regex", "pattern": "("}}})
+    resp = post(
+        gateway_url, api_key.raw, {**HELLO, "metadata": {"verifier": {"kind": "regex", "pattern": "("}}}
+    )
     assert resp.status_code == 400 and error_of(resp)["param"] == "metadata.verifier"
 
 
@@ -96,7 +100,7 @@ def test_missing_or_wrong_key_is_a_401(gateway_url, backends, header):
 
 def test_revoked_key_is_refused(gateway_url, backends, api_key):
     assert post(gateway_url, api_key.raw, HELLO).status_code == 200
-    api_key_revoke(api_key=api_key)
+    api_key_revoke(api_key=api_key.key)
     with pytest.raises(openai.AuthenticationError):
         client(gateway_url, api_key.raw).chat.completions.create(**HELLO)
 
@@ -128,7 +132,7 @@ def test_upstream_timeout_is_a_504(gateway_url, backends, api_key, stub):
 
 
 def test_student_server_down_falls_back_to_the_teacher(gateway_url, backends, api_key, stub):
-    TaskProfileFactory(name="chat", verifier={})
+    TaskProfileFactory.create(name="chat", verifier={})
     backends["student"].api_base = "http://127.0.0.1:9/v1"  # nothing listens there
     backends["student"].save()
     raw = client(gateway_url, api_key.raw).chat.completions.with_raw_response.create(

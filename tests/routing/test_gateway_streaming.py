@@ -55,7 +55,7 @@ def test_no_usage_chunk_unless_asked(gateway_url, backends, api_key, stub):
 
 
 def test_verified_student_stream_is_buffered_and_falls_back(gateway_url, backends, api_key, stub):
-    TaskProfileFactory(name="extract", verifier={"kind": "json_schema", "schema": SCHEMA})
+    TaskProfileFactory.create(name="extract", verifier={"kind": "json_schema", "schema": SCHEMA})
     stub.responder = by_model(student='{"city": "Paris"}', teacher=GOOD)
     with client(gateway_url, api_key.raw).chat.completions.with_streaming_response.create(
         model="auto",
@@ -78,7 +78,7 @@ def test_verified_student_stream_is_buffered_and_falls_back(gateway_url, backend
 
 
 def test_verified_student_stream_that_passes_is_sent_whole(gateway_url, backends, api_key, stub):
-    TaskProfileFactory(name="extract", verifier={"kind": "json_schema", "schema": SCHEMA})
+    TaskProfileFactory.create(name="extract", verifier={"kind": "json_schema", "schema": SCHEMA})
     stub.responder = by_model(student=GOOD, teacher="unused")
     with client(gateway_url, api_key.raw).chat.completions.with_streaming_response.create(
         model="auto",
@@ -95,7 +95,9 @@ def test_verified_student_stream_that_passes_is_sent_whole(gateway_url, backends
 
 
 def test_streamed_tool_calls_are_reassembled(gateway_url, backends, api_key, stub):
-    TaskProfileFactory(name="tools", policy=TaskProfile.Policy.ALWAYS_TEACHER, verifier={"kind": "tool_args"})
+    TaskProfileFactory.create(
+        name="tools", policy=TaskProfile.Policy.ALWAYS_TEACHER, verifier={"kind": "tool_args"}
+    )
     call = {"id": "c1", "type": "function", "function": {"name": "scale", "arguments": '{"replicas": 3}'}}
     stub.responder = lambda body: Reply(content=None, tool_calls=[call])
     tools = [{"type": "function", "function": {"name": "scale", "parameters": {"type": "object"}}}]

@@ -66,12 +66,17 @@ class OpenAIStub:
         if reply.delay_s:
             await asyncio.sleep(reply.delay_s)
         if reply.status != 200:
-            error = {"message": reply.error or "stub failure", "type": "server_error", "param": None, "code": None}
+            error = {
+                "message": reply.error or "stub failure",
+                "type": "server_error",
+                "param": None,
+                "code": None,
+            }
             return web.json_response({"error": error}, status=reply.status)
         message: dict[str, Any] = {"role": "assistant", "content": reply.content}
         if reply.tool_calls:
             message["tool_calls"] = reply.tool_calls
-        usage = {
+        usage: dict[str, Any] = {
             "prompt_tokens": _words(body.get("messages")),
             "completion_tokens": _words(reply.content) + _words(reply.tool_calls),
             "prompt_tokens_details": {"cached_tokens": reply.cached_tokens},
@@ -81,7 +86,9 @@ class OpenAIStub:
         base = {"id": f"chatcmpl-{uuid.uuid4().hex}", "created": int(time.time()), "model": body["model"]}
         if not body.get("stream"):
             choice = {"index": 0, "message": message, "finish_reason": finish}
-            return web.json_response({**base, "object": "chat.completion", "choices": [choice], "usage": usage})
+            return web.json_response(
+                {**base, "object": "chat.completion", "choices": [choice], "usage": usage}
+            )
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await response.prepare(request)
         chunk = {**base, "object": "chat.completion.chunk"}

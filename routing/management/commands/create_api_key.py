@@ -35,5 +35,7 @@ class Command(BaseCommand):
         key, raw = api_key_create(
             name=str(opts["name"]), owner=owner, budget_usd=budget, rpm_limit=int(str(rpm)) if rpm else None
         )
-        self.stdout.write(f"Created API key {key.name!r} (prefix {key.prefix}). Store it now, it is shown once:")
+        self.stdout.write(
+            f"Created API key {key.name!r} (prefix {key.prefix}). Store it now, it is shown once:"
+        )
         self.stdout.write(raw)

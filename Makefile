@@ -1,0 +1,33 @@
+# The two commands of the README:  `make run`  and  `make test`.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := flock /tmp/pip.lock $(VENV)/bin/pip
+
+.PHONY: run test setup setup-ml demo-model lint
+
+$(VENV)/.core-installed: pyproject.toml
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+	$(PIP) install -q -e ".[dev]"
+	touch $@
+
+setup: $(VENV)/.core-installed
+
+setup-ml: setup
+	bash infra/install_ml.sh $(VENV)
+
+demo-model: setup-ml
+	$(PY) infra/build_demo_model.py
+
+## Set up everything and run the service (web + worker + local vLLM student) with demo data.
+run: demo-model
+	$(PY) manage.py serve
+
+lint: setup
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy .
+
+## Set up everything and run lint, types and the test suite.
+test: setup-ml lint
+	$(VENV)/bin/pytest

@@ -1,0 +1,108 @@
+"""`manage.py serve`: bootstrap, then run web server, Celery worker (+beat) and the local student
+together, send a little demo traffic, and stop everything on Ctrl-C."""
+
+from __future__ import annotations
+
+import signal
+import time
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from django.conf import settings
+from django.core.management import call_command
+from django.core.management.base import BaseCommand, CommandParser
+
+from app.supervisor import Supervisor, python
+from app.traffic import send_demo_traffic
+
+
+class Command(BaseCommand):
+    help = __doc__
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--host", default="127.0.0.1")
+        parser.add_argument("--port", type=int, default=8000)
+        parser.add_argument("--no-student", action="store_true", help="do not start the local vLLM student")
+        parser.add_argument("--no-demo", action="store_true", help="do not send demo traffic")
+
+    def handle(self, *args: object, **opts: object) -> None:
+        call_command("bootstrap", stdout=self.stdout)
+        root = Path(settings.BASE_DIR)
+        log_dir = settings.VAR_DIR / "logs"
+        log_dir.mkdir(exist_ok=True)
+        sup = Supervisor(log_dir)
+        stop = False
+
+        def on_signal(signum: int, frame: FrameType | None) -> None:
+            nonlocal stop
+            stop = True
+
+        signal.signal(signal.SIGINT, on_signal)
+        signal.signal(signal.SIGTERM, on_signal)
+        local: dict[str, Any] = settings.SKILLGATE["LOCAL_STUDENT"]
+        base = f"http://{opts['host']}:{opts['port']}"
+        try:
+            if not opts["no_student"] and Path(local["MODEL_DIR"]).is_dir():
+                sup.start(
+                    "student",
+                    ["bash", str(root / "infra" / "vllm_serve.sh")],
+                    {
+                        "MODEL_DIR": local["MODEL_DIR"],
+                        "SERVED_NAME": local["SERVED_NAME"],
+                        "PORT": str(local["PORT"]),
+                    },
+                    to_log=True,
+                )
+            elif not opts["no_student"]:
+                self.stdout.write(f"[serve] no local model at {local['MODEL_DIR']}: student not started")
+            sup.start(
+                "web",
+                [
+                    python(),
+                    "-m",
+                    "uvicorn",
+                    "app.asgi:application",
+                    "--host",
+                    str(opts["host"]),
+                    "--port",
+                    str(opts["port"]),
+                    "--log-level",
+                    "warning",
+                ],
+            )
+            sup.start(
+                "worker",
+                [
+                    python(),
+                    "-m",
+                    "celery",
+                    "-A",
+                    "app",
+                    "worker",
+                    "--beat",
+                    "--loglevel",
+                    "WARNING",
+                    "--concurrency",
+                    "1",
+                    "--queues",
+                    "default",
+                ],
+                to_log=True,
+            )
+            sup.wait_http("web", f"{base}/readyz", 60)
+            if "student" in sup.children:
+                self.stdout.write("[serve] waiting for the local student (vLLM on CPU, ~30-60 s)...")
+                sup.wait_http("student", f"http://127.0.0.1:{local['PORT']}/v1/models", 300)
+            self.stdout.write(f"[serve] Skillgate is up: {base}/v1 (OpenAI API), {base}/admin/ (dashboard)")
+            if not opts["no_demo"] and "student" in sup.children:
+                for line in send_demo_traffic(f"{base}/v1"):
+                    self.stdout.write(f"[demo] {line}")
+            self.stdout.write("[serve] running; Ctrl-C stops everything")
+            while not stop:
+                if (name := sup.dead()) is not None:
+                    self.stderr.write(f"[serve] {name} exited; stopping")
+                    break
+                time.sleep(0.5)
+        finally:
+            sup.stop_all()
