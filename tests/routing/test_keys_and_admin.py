@@ -6,8 +6,8 @@ import io
 import re
 
 import httpx
-from asgiref.sync import async_to_sync
 import pytest
+from asgiref.sync import async_to_sync
 from django.core.management import CommandError, call_command
 from django.test import Client
 
