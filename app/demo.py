@@ -89,6 +89,7 @@ def demo_calls(limit_code: int = 4) -> list[dict[str, Any]]:
         calls.append(
             {
                 "model": "auto",
+                "temperature": 0,
                 "metadata": {"task": "extract-json"},
                 "messages": [
                     {"role": "system", "content": 'Reply with JSON only: {"city": ..., "country": ...}.'},
@@ -100,6 +101,7 @@ def demo_calls(limit_code: int = 4) -> list[dict[str, Any]]:
         calls.append(
             {
                 "model": "auto",
+                "temperature": 0,
                 "metadata": {
                     "task": "short-answer",
                     "verifier": {"kind": "regex", "pattern": answer, "flags": ["IGNORECASE"]},
@@ -111,6 +113,7 @@ def demo_calls(limit_code: int = 4) -> list[dict[str, Any]]:
         calls.append(
             {
                 "model": "auto",
+                "temperature": 0,
                 "metadata": {
                     "task": "python-code",
                     "verifier": {

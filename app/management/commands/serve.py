@@ -32,14 +32,11 @@ class Command(BaseCommand):
         log_dir = settings.VAR_DIR / "logs"
         log_dir.mkdir(exist_ok=True)
         sup = Supervisor(log_dir)
-        stop = False
 
-        def on_signal(signum: int, frame: FrameType | None) -> None:
-            nonlocal stop
-            stop = True
+        def on_term(signum: int, frame: FrameType | None) -> None:
+            raise KeyboardInterrupt
 
-        signal.signal(signal.SIGINT, on_signal)
-        signal.signal(signal.SIGTERM, on_signal)
+        signal.signal(signal.SIGTERM, on_term)
         local: dict[str, Any] = settings.SKILLGATE["LOCAL_STUDENT"]
         base = f"http://{opts['host']}:{opts['port']}"
         try:
@@ -99,10 +96,10 @@ class Command(BaseCommand):
                 for line in send_demo_traffic(f"{base}/v1"):
                     self.stdout.write(f"[demo] {line}")
             self.stdout.write("[serve] running; Ctrl-C stops everything")
-            while not stop:
-                if (name := sup.dead()) is not None:
-                    self.stderr.write(f"[serve] {name} exited; stopping")
-                    break
+            while (name := sup.dead()) is None:
                 time.sleep(0.5)
+            self.stderr.write(f"[serve] {name} exited; stopping")
+        except KeyboardInterrupt:
+            self.stdout.write("[serve] stopping")
         finally:
             sup.stop_all()

@@ -1,0 +1,75 @@
+"""`manage.py serve` on the embedded default: bootstraps, prints the demo secrets once, serves, and
+stops every child on SIGTERM."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.conftest import free_port
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def start_serve(tmp_path: Path, port: int) -> subprocess.Popen[str]:
+    servers = ("DATABASE_URL", "CELERY_BROKER_URL", "CACHE_URL")
+    env = {
+        **{k: v for k, v in os.environ.items() if k not in servers},
+        "SKILLGATE_VAR_DIR": str(tmp_path / "var"),
+        "DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}",
+    }
+    return subprocess.Popen(
+        [sys.executable, "manage.py", "serve", "--no-student", "--no-demo", "--port", str(port)],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
+def wait_ready(url: str, proc: subprocess.Popen[str]) -> None:
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, proc.stdout.read() if proc.stdout else ""
+        try:
+            if httpx.get(url, timeout=1).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.3)
+    pytest.fail("serve did not become ready")
+
+
+def test_serve_runs_on_the_embedded_default_and_stops_cleanly(tmp_path):
+    port = free_port()
+    proc = start_serve(tmp_path, port)
+    try:
+        wait_ready(f"http://127.0.0.1:{port}/readyz", proc)
+        assert (tmp_path / "db.sqlite3").exists()
+        assert (tmp_path / "var" / "broker" / "queue").is_dir()  # the file transport, no broker server
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=60)
+    assert "Demo admin user: demo / " in out
+    assert "Demo API key: sg-" in out
+    with pytest.raises(httpx.TransportError):
+        httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1)
+    worker_log = (tmp_path / "var" / "logs" / "worker.log").read_text()
+    assert "Traceback" not in worker_log
+
+    # A second start keeps the demo user and key and does not print secrets again.
+    proc = start_serve(tmp_path, port)
+    try:
+        wait_ready(f"http://127.0.0.1:{port}/readyz", proc)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=60)
+    assert "already exist" in out and "sg-" not in out
