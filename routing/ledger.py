@@ -30,6 +30,7 @@ class Leg:
     detail: str = ""
     error: str = ""
     error_status: int = 0
+    usage_estimated: bool = False
 
     def as_json(self) -> dict[str, Any]:
         data = asdict(self)

@@ -8,6 +8,7 @@ asked for it (``stream_options.include_usage``), as OpenAI does.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import AsyncIterator
@@ -207,8 +208,17 @@ async def _stream_through(
 
     async def settle(acc: Accumulator) -> None:
         leg.latency_ms = (time.perf_counter() - opened) * 1000
-        price_leg(leg, backend, Usage.from_openai(acc.usage))
         message = acc.message()
+        if acc.usage is None:
+            # Cut off before the usage chunk (client hung up, upstream broke): the tokens were
+            # still spent, so charge litellm's count of them and mark the leg as estimated.
+            leg.usage_estimated = True
+            calls = message.get("tool_calls")
+            text = (message.get("content") or "") + (json.dumps(calls) if calls else "")
+            usage = await asyncio.to_thread(upstream.estimate_usage, backend, prep.body_for(backend), text)
+        else:
+            usage = Usage.from_openai(acc.usage)
+        price_leg(leg, backend, usage)
         record.response = {"message": message, "finish_reason": acc.finish_reason}
         if not leg.error:
             await verify(prep, leg, message)

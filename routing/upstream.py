@@ -76,6 +76,16 @@ def _message_dict(message: Any) -> dict[str, Any]:
     return out
 
 
+def estimate_usage(backend: Backend, body: dict[str, Any], completion_text: str) -> Usage:
+    """Token counts by litellm's tokenizer, for a stream cut off before its usage chunk."""
+    litellm = _litellm()
+    model = backend.litellm_model
+    return Usage(
+        prompt_tokens=litellm.token_counter(model=model, messages=body.get("messages") or []),
+        completion_tokens=litellm.token_counter(model=model, text=completion_text) if completion_text else 0,
+    )
+
+
 async def complete(backend: Backend, body: dict[str, Any]) -> Completion:
     litellm = _litellm()
     started = time.perf_counter()

@@ -4,11 +4,13 @@ must be verified are buffered and verified before the first byte."""
 from __future__ import annotations
 
 import json
+import time
 
+import httpx
 import openai
 import pytest
 
-from routing.models import Invocation, TaskProfile
+from routing.models import ApiKey, Invocation, Reservation, TaskProfile
 from tests.factories import TaskProfileFactory
 from tests.routing.test_gateway_api import GOOD, SCHEMA, by_model, client
 from tests.support.openai_stub import Reply
@@ -115,3 +117,28 @@ def test_streamed_tool_calls_are_reassembled(gateway_url, backends, api_key, stu
     row = Invocation.objects.get()
     assert row.response["message"]["tool_calls"][0]["function"]["arguments"] == '{"replicas": 3}'
     assert row.verdict == "pass"
+
+
+def test_client_hanging_up_mid_stream_still_writes_one_row_and_settles(gateway_url, backends, api_key, stub):
+    stub.responder = lambda body: Reply(content=" ".join(["word"] * 40), chunk_delay_s=0.05)
+    with httpx.stream(
+        "POST",
+        f"{gateway_url}/v1/chat/completions",
+        json={"model": "auto", "messages": [{"role": "user", "content": "talk"}], "stream": True},
+        headers={"Authorization": f"Bearer {api_key.raw}"},
+    ) as resp:
+        for line in resp.iter_lines():
+            if line.startswith("data: ") and "word" in line:
+                break  # hang up after the first words
+    deadline = time.monotonic() + 10
+    while not Invocation.objects.exists():
+        assert time.monotonic() < deadline, "no ledger row after the client hung up"
+        time.sleep(0.1)
+    row = Invocation.objects.get()
+    assert row.served_by == "teacher" and row.stream
+    assert 0 < len(row.response["message"]["content"].split()) < 40
+    # The cut-off stream never sent usage: the tokens are counted and charged, marked as estimated.
+    (leg,) = row.legs
+    assert leg["usage_estimated"] and leg["completion_tokens"] > 0 and row.cost_usd > 0
+    key = ApiKey.objects.get(pk=api_key.pk)
+    assert key.reserved_usd == 0 and key.spent_usd == row.cost_usd and not Reservation.objects.exists()

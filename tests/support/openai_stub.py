@@ -27,6 +27,7 @@ class Reply:
     status: int = 200
     error: str = ""
     delay_s: float = 0.0
+    chunk_delay_s: float = 0.0
     cached_tokens: int = 0
 
 
@@ -99,6 +100,7 @@ class OpenAIStub:
         await send({**chunk, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]})
         for piece in (reply.content or "").split(" ") if reply.content else []:
             await send({**chunk, "choices": [{"index": 0, "delta": {"content": piece + " "}}]})
+            await asyncio.sleep(reply.chunk_delay_s)
         for i, call in enumerate(reply.tool_calls or []):
             await send({**chunk, "choices": [{"index": 0, "delta": {"tool_calls": [{"index": i, **call}]}}]})
         await send({**chunk, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]})
