@@ -7,6 +7,7 @@ from django.http import HttpRequest
 
 from routing.keys import generate_key
 from routing.models import ApiKey, Backend, Invocation, TaskProfile
+from routing.pricing import PricingError, prices_for
 from routing.services import api_key_revoke
 
 
@@ -60,8 +61,36 @@ class ApiKeyAdmin(admin.ModelAdmin):
         messages.success(request, f"Revoked {queryset.count()} key(s).")
 
 
+class BackendForm(forms.ModelForm):
+    class Meta:
+        model = Backend
+        fields = [
+            "name",
+            "role",
+            "model",
+            "adapter",
+            "api_base",
+            "api_key_env",
+            "input_cost_per_token",
+            "output_cost_per_token",
+            "cached_input_cost_per_token",
+            "timeout_s",
+            "is_active",
+        ]
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        if data.get("model"):
+            try:
+                prices_for(Backend(**{k: v for k, v in data.items() if k != "id"}))
+            except PricingError as exc:
+                raise forms.ValidationError(str(exc)) from None
+        return data
+
+
 @admin.register(Backend)
 class BackendAdmin(admin.ModelAdmin):
+    form = BackendForm
     list_display = ["name", "role", "model", "adapter", "api_base", "is_active"]
 
 

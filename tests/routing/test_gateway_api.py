@@ -183,3 +183,37 @@ def test_student_uses_the_admitted_adapter_name(gateway_url, backends, api_key, 
         model="student", messages=[{"role": "user", "content": "hi"}]
     )
     assert stub.requests[-1]["model"] == "student-v2"
+
+
+def test_known_provider_model_is_priced_from_litellms_price_map(gateway_url, backends, api_key, stub):
+    import litellm
+
+    Backend.objects.filter(name="teacher").update(
+        model="openai/gpt-4o-mini", input_cost_per_token=None, output_cost_per_token=None
+    )
+    completion = client(gateway_url, api_key.raw).chat.completions.create(
+        model="auto", messages=[{"role": "user", "content": "hello there"}]
+    )
+    info = litellm.get_model_info("openai/gpt-4o-mini")
+    usage = completion.usage
+    assert usage is not None
+    expected = (
+        Decimal(str(info["input_cost_per_token"])) * usage.prompt_tokens
+        + Decimal(str(info["output_cost_per_token"])) * usage.completion_tokens
+    )
+    row = Invocation.objects.get()
+    assert row.cost_usd == expected > 0
+    assert stub.requests[-1]["model"] == "gpt-4o-mini"
+
+
+def test_unpriced_self_hosted_backend_is_a_clear_503(gateway_url, backends, api_key):
+    Backend.objects.filter(name="teacher").update(
+        model="hosted_vllm/my-model", input_cost_per_token=None, output_cost_per_token=None
+    )
+    with pytest.raises(openai.APIStatusError) as excinfo:
+        client(gateway_url, api_key.raw).chat.completions.create(
+            model="auto", messages=[{"role": "user", "content": "hi"}]
+        )
+    assert excinfo.value.status_code == 503
+    assert "set input/output cost per token" in excinfo.value.message
+    assert not Invocation.objects.exists()

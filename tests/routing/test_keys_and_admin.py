@@ -12,7 +12,7 @@ from django.core.management import CommandError, call_command
 from django.test import Client
 
 from routing.keys import authenticate, hash_key
-from routing.models import ApiKey
+from routing.models import ApiKey, Backend
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -74,3 +74,21 @@ def test_health_endpoints(gateway_url):
     assert httpx.get(f"{gateway_url}/healthz").json() == {"status": "ok"}
     ready = httpx.get(f"{gateway_url}/readyz")
     assert ready.status_code == 200 and ready.json()["database"] == "ok"
+
+
+def test_admin_refuses_a_backend_without_a_price(admin_user):
+    browser = Client()
+    browser.force_login(admin_user)
+    form = {
+        "name": "mine",
+        "role": "teacher",
+        "model": "hosted_vllm/mine",
+        "timeout_s": "30",
+        "is_active": "on",
+    }
+    resp = browser.post("/admin/routing/backend/add/", form)
+    assert resp.status_code == 200 and "set input/output cost per token" in resp.content.decode()
+    assert not Backend.objects.filter(name="mine").exists()
+    form |= {"input_cost_per_token": "0.000001", "output_cost_per_token": "0.000002"}
+    assert browser.post("/admin/routing/backend/add/", form).status_code == 302
+    assert Backend.objects.filter(name="mine").exists()
