@@ -1,9 +1,10 @@
 """The student served by a real vLLM (CPU backend) with LoRA adapters, reached through litellm.
 
 One server for the whole module (start-up 40-90 s on 2 cores). Needs the ml extra
-(``infra/install_ml.sh``); skipped otherwise. No database: run alone with
+(``infra/install_ml.sh``); skipped otherwise. The gateway tests drive the running server with the
+openai SDK and the student backend pointed at this vLLM. Run alone with
 
-    .venv/bin/pytest -m vllm -p no:django --noconftest tests/routing/test_vllm_student.py
+    .venv/bin/pytest tests/routing/test_vllm_student.py
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import subprocess
 from collections.abc import Iterator
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -137,6 +139,77 @@ def test_runtime_load_and_unload_adapter(server: VllmServer, adapters: dict[str,
         server.unload_lora(SECOND)
     assert SECOND not in server.models()
     assert STUDENT in server.models()
+
+
+def _gateway_student(server: VllmServer) -> None:
+    """Point the test student backend at this vLLM, with the adapter as its model name."""
+    from routing.models import Backend
+
+    Backend.objects.filter(name="student").update(
+        model="hosted_vllm/tiny-base", adapter=STUDENT, api_base=server.base_url
+    )
+
+
+OK_SCHEMA = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}
+CITY_SCHEMA = {"type": "object", "required": ["city"]}
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("stream", [False, True])
+def test_gateway_serves_a_verified_student_answer_from_vllm(
+    server: VllmServer, gateway_url: str, backends: Any, api_key: Any, stub: Any, stream: bool
+) -> None:
+    import openai
+
+    from routing.models import Invocation
+    from tests.factories import TaskProfileFactory
+
+    _gateway_student(server)
+    TaskProfileFactory.create(name="ok-json", verifier={"kind": "json_schema", "schema": OK_SCHEMA})
+    client = openai.OpenAI(base_url=f"{gateway_url}/v1", api_key=api_key.raw, max_retries=0)
+    kwargs: dict[str, Any] = {"stream": True, "stream_options": {"include_usage": True}} if stream else {}
+    with client.chat.completions.with_streaming_response.create(
+        model="auto", messages=MESSAGES, max_tokens=8, temperature=0, metadata={"task": "ok-json"}, **kwargs
+    ) as raw:
+        assert raw.headers["x-skillgate-served-by"] == "student"
+        assert raw.headers["x-skillgate-verdict"] == "pass"
+        parsed = raw.parse()
+        if stream:
+            text = "".join(c.choices[0].delta.content or "" for c in parsed if c.choices)
+        else:
+            text = parsed.choices[0].message.content
+    assert text == STUDENT_REPLY
+    assert stub.requests == []  # the teacher was never asked
+    row = Invocation.objects.get()
+    (leg,) = row.legs
+    assert (leg["role"], leg["model"], leg["verdict"]) == ("student", f"hosted_vllm/{STUDENT}", "pass")
+    assert leg["prompt_tokens"] > 0 and row.cost_usd > 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_gateway_falls_back_when_the_vllm_student_fails_the_schema(
+    server: VllmServer, gateway_url: str, backends: Any, api_key: Any, stub: Any
+) -> None:
+    import openai
+
+    from routing.models import Invocation
+    from tests.factories import TaskProfileFactory
+    from tests.support.openai_stub import Reply
+
+    _gateway_student(server)
+    TaskProfileFactory.create(name="city", verifier={"kind": "json_schema", "schema": CITY_SCHEMA})
+    stub.responder = lambda body: Reply(content='{"city": "Paris"}')
+    client = openai.OpenAI(base_url=f"{gateway_url}/v1", api_key=api_key.raw, max_retries=0)
+    raw = client.chat.completions.with_raw_response.create(
+        model="auto", messages=MESSAGES, max_tokens=8, temperature=0, metadata={"task": "city"}
+    )
+    assert raw.parse().choices[0].message.content == '{"city": "Paris"}'
+    assert raw.headers["x-skillgate-fallback"] == "true"
+    row = Invocation.objects.get()
+    student, teacher = row.legs
+    assert student["verdict"] == "fail" and "city" in student["detail"]
+    assert Decimal(student["cost_usd"]) > 0 and Decimal(teacher["cost_usd"]) > 0
+    assert row.cost_usd == Decimal(student["cost_usd"]) + Decimal(teacher["cost_usd"])
 
 
 def test_stopping_leaves_no_vllm_process(server: VllmServer) -> None:
