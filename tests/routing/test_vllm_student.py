@@ -177,7 +177,7 @@ def test_gateway_serves_a_verified_student_answer_from_vllm(
         if stream:
             text = "".join(c.choices[0].delta.content or "" for c in parsed if c.choices)
         else:
-            text = parsed.choices[0].message.content
+            text = parsed.choices[0].message.content or ""
     assert text == STUDENT_REPLY
     assert stub.requests == []  # the teacher was never asked
     row = Invocation.objects.get()
