@@ -1,14 +1,18 @@
 # The two commands of the README:  `make run`  and  `make test`.
+SHELL := /bin/bash
+.SHELLFLAGS := -o pipefail -c
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := flock /tmp/pip.lock $(VENV)/bin/pip
+# This machine's pip config names local package folders that may not exist; hide those warnings.
+QUIET := 2>&1 | { grep -v "is ignored: it is neither a file nor a directory" || true; }
 
 .PHONY: run test setup setup-ml demo-model lint
 
 $(VENV)/.core-installed: pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
-	$(PIP) install -q --upgrade pip
-	$(PIP) install -q -e ".[dev]"
+	$(PIP) install -q --upgrade pip $(QUIET)
+	$(PIP) install -q -e ".[dev]" $(QUIET)
 	touch $@
 
 setup: $(VENV)/.core-installed
