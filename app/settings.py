@@ -96,13 +96,20 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test.sqlite3")}
 elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     DATABASES["default"]["OPTIONS"] = {"pool": {"min_size": 2, "max_size": env_int("DB_POOL_SIZE", 20)}}
+    # Lets concurrent test runs on one server (CI and a developer, say) use separate databases.
+    if _test_db := env_optional("TEST_DATABASE_NAME"):
+        DATABASES["default"]["TEST"] = {"NAME": _test_db}
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 _cache_url = env_optional("CACHE_URL")
 CACHES = {
     "default": (
-        {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": _cache_url}
+        {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": _cache_url,
+            "KEY_PREFIX": env_str("CACHE_KEY_PREFIX", "skillgate"),
+        }
         if _cache_url
         else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "skillgate"}
     )
@@ -151,7 +158,8 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_IGNORE_RESULT = True
-CELERY_TASK_DEFAULT_QUEUE = "default"
+# Separate names let several installations (or test runs) share one broker.
+CELERY_TASK_DEFAULT_QUEUE = env_str("CELERY_DEFAULT_QUEUE", "default")
 CELERY_BEAT_SCHEDULE = {
     "release-stale-reservations": {
         "task": "routing.tasks.release_stale_reservations",

@@ -8,4 +8,5 @@ urlpatterns = [
     path("healthz", health.healthz),
     path("readyz", health.readyz),
     path("v1/", include("routing.urls")),
+    path("api/", include("diagnostics.urls")),
 ]

@@ -38,7 +38,20 @@ def worker(transactional_db: None):  # type: ignore[no-untyped-def]
         "CELERY_BROKER_URL": settings.CELERY_BROKER_URL,
     }
     proc = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "app", "worker", "--pool", "solo", "--loglevel", "INFO"],
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "app",
+            "worker",
+            "--pool",
+            "solo",
+            "--loglevel",
+            "INFO",
+            "--queues",
+            settings.CELERY_TASK_DEFAULT_QUEUE,
+        ],
         env=env,
         start_new_session=True,
         stdout=subprocess.PIPE,

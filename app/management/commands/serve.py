@@ -83,7 +83,7 @@ class Command(BaseCommand):
                     "--concurrency",
                     "1",
                     "--queues",
-                    "default",
+                    settings.CELERY_TASK_DEFAULT_QUEUE,
                 ],
                 to_log=True,
             )
