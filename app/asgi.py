@@ -1,7 +1,37 @@
+"""ASGI entry point. The OpenAI-compatible API and the probes are served by a handler without the
+browser middleware (sessions, CSRF, auth, messages): each sync middleware costs two thread hops
+per request under ASGI, and an API authenticated by bearer keys needs none of them."""
+
 import os
+from typing import Any
 
 from django.core.asgi import get_asgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "app.settings")
 
-application = get_asgi_application()
+site = get_asgi_application()
+
+from django.core.handlers.asgi import ASGIHandler  # noqa: E402  (after django.setup())
+from django.core.handlers.exception import convert_exception_to_response  # noqa: E402
+
+API_PREFIXES = ("/v1/", "/healthz", "/readyz")
+
+
+class ApiHandler(ASGIHandler):
+    def load_middleware(self, is_async: bool = False) -> None:
+        handler: Any = self
+        handler._view_middleware = []
+        handler._template_response_middleware = []
+        handler._exception_middleware = []
+        get_response = handler._get_response_async if is_async else handler._get_response
+        handler._middleware_chain = convert_exception_to_response(get_response)
+
+
+api = ApiHandler()
+
+
+async def application(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    if scope["type"] == "http" and scope["path"].startswith(API_PREFIXES):
+        await api(scope, receive, send)
+    else:
+        await site(scope, receive, send)

@@ -1,1 +1,158 @@
+"""Incidents, their diagnoses (trajectories of steps) and the actions proposed to fix them."""
 
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+
+class Incident(models.Model):
+    class Source(models.TextChoices):
+        DASHBOARD = "dashboard"
+        API = "api"
+        SLACK = "slack"
+        ALERT = "alert"
+
+    class Status(models.TextChoices):
+        OPEN = "open"
+        INVESTIGATING = "investigating"
+        DIAGNOSED = "diagnosed"
+        RESOLVED = "resolved"
+        FAILED = "failed"
+
+    title = models.CharField(max_length=300)
+    description = models.TextField(blank=True)
+    source = models.CharField(max_length=12, choices=Source.choices, default=Source.API)
+    alert = models.JSONField(default=dict, blank=True, help_text="The alert payload as received (one alert).")
+    environment = models.CharField(
+        max_length=100, help_text="Where to diagnose: replay, local, kubernetes, ..."
+    )
+    environment_options = models.JSONField(default=dict, blank=True)
+    slack_channel = models.CharField(max_length=64, blank=True)
+    slack_thread_ts = models.CharField(max_length=64, blank=True)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.OPEN)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="incidents"
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["-created_at"], name="incident_recent")]
+
+    def __str__(self) -> str:
+        return f"#{self.pk} {self.title}"
+
+
+class Trajectory(models.Model):
+    """One diagnosis run of an incident: its steps, its findings and its final diagnosis."""
+
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        SUCCEEDED = "succeeded"
+        FAILED = "failed"
+
+    class Mode(models.TextChoices):
+        LLM = "llm"
+        ANALYZERS = "analyzers", "analyzers only"
+
+    incident = models.ForeignKey(Incident, on_delete=models.CASCADE, related_name="trajectories")
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.QUEUED)
+    mode = models.CharField(max_length=10, choices=Mode.choices, default=Mode.ANALYZERS)
+    requested_mode = models.CharField(max_length=10, blank=True, help_text="Empty: LLM when configured.")
+    created_at = models.DateTimeField(default=timezone.now)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    diagnosis = models.TextField(blank=True)
+    root_cause = models.TextField(blank=True)
+    findings = models.JSONField(default=list, blank=True)
+    tool_calls = models.PositiveIntegerField(default=0)
+    no_data_calls = models.PositiveIntegerField(default=0)
+    error = models.TextField(blank=True)
+    graded = models.BooleanField(default=False)
+    success = models.BooleanField(null=True, blank=True)
+    grading = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        verbose_name_plural = "trajectories"
+        indexes = [models.Index(fields=["status", "started_at"], name="trajectory_claim")]
+
+    def __str__(self) -> str:
+        return f"trajectory {self.pk} of incident {self.incident_id} ({self.status})"
+
+
+class Step(models.Model):
+    class Phase(models.TextChoices):
+        ALERT = "alert"
+        PROBE = "probe"
+        PROPOSE = "propose"
+        NOTE = "note"
+        SUBMIT = "submit"
+        EXECUTE = "execute"
+        HEALTH = "health"
+        ERROR = "error"
+
+    trajectory = models.ForeignKey(Trajectory, on_delete=models.CASCADE, related_name="steps")
+    index = models.PositiveIntegerField()
+    phase = models.CharField(max_length=10, choices=Phase.choices)
+    tool = models.CharField(max_length=200, blank=True)
+    arguments = models.JSONField(default=dict, blank=True)
+    result = models.TextField(blank=True, help_text="Raw tool output, cut to DIAGNOSTICS_STEP_RESULT_CHARS.")
+    result_truncated = models.BooleanField(default=False)
+    ok = models.BooleanField(default=True)
+    no_data = models.BooleanField(default=False)
+    summary = models.TextField(blank=True, help_text="What the Observer saw (compressed).")
+    findings = models.JSONField(default=list, blank=True)
+    gateway_invocation_id = models.CharField(max_length=36, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["trajectory", "index"]
+        constraints = [models.UniqueConstraint(fields=["trajectory", "index"], name="step_unique_index")]
+
+    def __str__(self) -> str:
+        return f"step {self.index} {self.phase} {self.tool}"
+
+
+class ActionRequest(models.Model):
+    """A write action the agent proposes. Nothing runs until someone allowed to approve does."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending"
+        APPROVED = "approved"
+        DENIED = "denied"
+        EXPIRED = "expired"
+        EXECUTING = "executing"
+        EXECUTED = "executed"
+        FAILED = "failed"
+
+    trajectory = models.ForeignKey(Trajectory, on_delete=models.CASCADE, related_name="actions")
+    tool = models.CharField(max_length=200, help_text="The action's name on the environment's allow-list.")
+    args = models.JSONField(default=dict, blank=True)
+    plan_hash = models.CharField(max_length=64, help_text="sha256 of the canonical JSON of tool and args.")
+    reason = models.TextField(blank=True)
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    decided_at = models.DateTimeField(null=True, blank=True)
+    decision_note = models.TextField(blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    expires_at = models.DateTimeField()
+    executed_at = models.DateTimeField(null=True, blank=True)
+    result = models.JSONField(default=dict, blank=True)
+    health_after = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        permissions = [
+            ("approve_actionrequest", "Can approve or deny actions proposed by the diagnosis agent")
+        ]
+        indexes = [models.Index(fields=["status", "expires_at"], name="action_status_expiry")]
+
+    def __str__(self) -> str:
+        return f"action {self.pk} {self.tool} ({self.status})"

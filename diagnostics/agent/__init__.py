@@ -1,0 +1,9 @@
+"""The diagnosis agent (design.md section 4): roles are enforced by the objects each one holds.
+
+- ``probe.Probe`` holds only ReadToolsets;
+- ``analyzers`` turn raw tool output into findings, deterministically;
+- ``compressor`` summarizes raw output for the Observer under a token budget;
+- ``observer`` (LLM through the gateway) and ``planner`` (no LLM) decide the next step;
+- ``executor.Executor`` is the only holder of WriteToolsets;
+- ``runner`` wires them for one trajectory and records every step.
+"""

@@ -1,0 +1,33 @@
+"""Analyzers: deterministic functions from raw tool output to findings (a small ABC + registry)."""
+
+from diagnostics.agent.analyzers import (  # noqa: F401  (registration)
+    events,
+    kubernetes,
+    log_signals,
+    logs,
+    metrics,
+    platform,
+    tables,
+    traces,
+)
+from diagnostics.agent.analyzers.base import (
+    AnalysisState,
+    Analyzer,
+    Lead,
+    ToolOutput,
+    analyze,
+    analyzer_names,
+    normalize,
+    register,
+)
+
+__all__ = [
+    "AnalysisState",
+    "Analyzer",
+    "Lead",
+    "ToolOutput",
+    "analyze",
+    "analyzer_names",
+    "normalize",
+    "register",
+]

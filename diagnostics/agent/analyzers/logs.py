@@ -1,0 +1,311 @@
+"""Logs (and alert text) -> failure findings: missing env vars and files, connection and DNS
+failures, expired certificates, full disks, permissions (timing, exceptions and HTTP error rates
+are in log_signals)."""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+
+from diagnostics.agent.analyzers.base import AnalysisState, Analyzer, ToolOutput, clip, register
+from diagnostics.agent.findings import Finding, Remedy, Severity
+
+_ENV_PATTERNS = (
+    re.compile(
+        r"(?:environment variable|env(?:ironment)?[ "
+        r"_-]?var(?:iable)?|\benv)\s+[`'\"$]?\{?([A-Z][A-Z0-9_]{2,})"
+        r"\}?[`'\"]?\s+(?:is\s+)?(?:not set|undefined|not defined|missing|required|empty|is empty|must be set"
+        r"|unset)",
+        re.IGNORECASE,
+    ),
+    re.compile(
+        r"missing (?:required )?(?:environment variable|env(?:ironment)? var(?:iable)?)s?:?\s+[`'\"]?"
+        r"([A-Z][A-Z0-9_]{2,})",
+        re.IGNORECASE,
+    ),
+    re.compile(
+        r"\b([A-Z][A-Z0-9]*_[A-Z0-9_]+)\b[`'\"]?\s+(?:environment variable\s+)?(?:is not set|must be set|is "
+        r"required|not set|is undefined|is missing)"
+    ),
+    re.compile(r"KeyError: ['\"]([A-Z][A-Z0-9_]{2,})['\"]"),
+    re.compile(r"required key \[?([A-Z][A-Z0-9_]+)\]? missing value"),
+)
+_FILE_PATTERNS = (
+    re.compile(
+        r"(?:No such file or directory|ENOENT|does not exist|not found|cannot open|can't open|unable to "
+        r"open)[^\n/]{0,40}['\"`]?(/[\w.@-]+(?:/[\w.@-]+)+)"
+    ),
+    re.compile(
+        r"['\"`]?(/[\w.@-]+(?:/[\w.@-]+)+)['\"`]?:?[^\n]{0,20}(?:No such file or directory|no such file|does "
+        r"not exist|not found)",
+        re.IGNORECASE,
+    ),
+)
+_HOST_PORT = re.compile(
+    r"(?<![\w.:/-])((?:[a-zA-Z][\w-]*(?:\.[\w-]+)*)|(?:\d{1,3}(?:\.\d{1,3}){3})):(\d{2,5})\b"
+)
+_CONN_WORDS = re.compile(
+    r"refused|timed? ?out|unreachable|could not connect|couldn't connect|unable to connect|cannot "
+    r"connect|failed to "
+    r"connect|connection (?:failed|error|reset|closed)|connect failed|no available "
+    r"connection|econnrefused|etimedout|"
+    r"dial tcp|host\(s\) tried|no route",
+    re.IGNORECASE,
+)
+DB_WORDS = re.compile(
+    r"\b(db|database|sql|postgres\w*|mysql|mongo\w*|redis|jdbc|query|cassandra|oracle)\b", re.IGNORECASE
+)
+_DB_PORTS = {"5432", "3306", "27017", "6379", "1521", "1433", "9042", "3333"}
+_DNS_PATTERNS = (
+    re.compile(r"Could not resolve host:?\s*([\w.-]+)"),
+    re.compile(r"getaddrinfo (?:ENOTFOUND|EAI_AGAIN)\s+([\w.-]+)"),
+    re.compile(r"lookup ([\w.-]+)(?: on [\d.:\[\]]+)?: (?:no such host|server misbehaving|i/o timeout)"),
+    re.compile(r"UnknownHostException:?\s*([\w.-]+)"),
+    re.compile(r"server can't find ([\w.-]+?)\.?:"),
+    re.compile(
+        r"(?:Failed to resolve|could not resolve|cannot resolve|unable to "
+        r"resolve)\s+['\"]?([\w.-]+\.[a-z]{2,})",
+        re.IGNORECASE,
+    ),
+    re.compile(
+        r"([\w.-]+\.[a-z]{2,})[^\n]{0,40}(?:Name or service not known|Temporary failure in name resolution|"
+        r"nodename nor servname provided)"
+    ),
+)
+_CERT = re.compile(
+    r"certificate has expired|certificate (?:is )?expired|x509: certificate has "
+    r"expired|CERTIFICATE_VERIFY_FAILED[^\n]*"
+    r"expired|SSL certificate problem: certificate has expired|cert(?:ificate)? expired",
+    re.IGNORECASE,
+)
+_CERT_DATE = re.compile(
+    r"(?:after|expired (?:on|at)|notAfter=?|not after:?|expir\w* (?:on|at))\s*([0-9]{4}-[0-9]{2}-"
+    r"[0-9]{2}[T ]?[0-9:]*Z?)",
+    re.IGNORECASE,
+)
+_CERT_SOON = re.compile(r"certificate[^\n]{0,60}expires? in (\d+) days?", re.IGNORECASE)
+
+
+def log_subject(out: ToolOutput, state: AnalysisState) -> tuple[str, str, str]:
+    """(whose log, the finding subject, ' in the logs of X') for a log output."""
+    source = str(out.params.get("pod_name") or out.params.get("service") or out.params.get("name") or "")
+    if source in ("", "*"):
+        source = state.alert.subject.name
+    subject = f"pod/{out.params.get('namespace')}/{source}" if out.params.get("namespace") else source
+    where = f" in the logs of {source}" if source and out.tool != "alert" else ""
+    return source, subject, where
+
+
+def _transient(text: str, needle: str) -> str:
+    """'3 of 2649 log lines' when ``needle`` is rare in a long log, else ''."""
+    lines = text.splitlines()
+    hits = sum(1 for line in lines if needle in line)
+    if len(lines) > 200 and hits / len(lines) < 0.01:
+        return f"{hits} of {len(lines)} log lines"
+    return ""
+
+
+@register
+class LogAnalyzer(Analyzer):
+    name = "logs"
+
+    def applies(self, out: ToolOutput) -> bool:
+        return out.is_log and bool(out.text.strip())
+
+    def analyze(self, out: ToolOutput, state: AnalysisState) -> list[Finding]:
+        text = out.text
+        source, subject, where = log_subject(out, state)
+        findings: list[Finding] = []
+        findings += self._env(text, subject, where, source)
+        findings += self._files(text, subject, where)
+        findings += self._dns(text, subject, where, state)
+        if not any(f.kind == "dns_failure" for f in findings):
+            findings += self._connections(text, subject, where, source)
+        findings += self._certs(text, subject, where)
+        if "No space left on device" in text:
+            findings.append(
+                Finding(
+                    "disk_full",
+                    f"The disk is full{where}: writes fail with 'No space left on device'.",
+                    Severity.CRITICAL,
+                    subject,
+                    "No space left on device",
+                    85,
+                    "Free space or grow the volume.",
+                    Remedy(("clean_disk", "cleanup", "free_disk"), source, {}, "free disk space"),
+                )
+            )
+        if re.search(r"permission denied|EACCES", text, re.IGNORECASE):
+            line = next(
+                li for li in text.splitlines() if re.search(r"permission denied|EACCES", li, re.IGNORECASE)
+            )
+            findings.append(
+                Finding(
+                    "permission_denied",
+                    f"Permission denied{where}: {clip(line, 160)}.",
+                    Severity.WARNING,
+                    subject,
+                    clip(line),
+                    60,
+                )
+            )
+        return findings
+
+    def _env(self, text: str, subject: str, where: str, source: str) -> list[Finding]:
+        names: dict[str, str] = {}
+        for pattern in _ENV_PATTERNS:
+            for match in pattern.finditer(text):
+                names.setdefault(match.group(1), match.group(0))
+        return [
+            Finding(
+                "missing_env_var",
+                f"The `{name}` environment variable is undefined or missing{where}: the application reports "
+                f"'{clip(line, 120)}' and exits.",
+                Severity.CRITICAL,
+                subject,
+                clip(line),
+                92,
+                f"Set the environment variable {name} in the container spec (env or envFrom).",
+                Remedy(
+                    ("set_env", "patch_env", "rollback", "rollout_undo"),
+                    source,
+                    {"name": name},
+                    f"set the environment variable {name}",
+                ),
+            )
+            for name, line in names.items()
+        ]
+
+    def _files(self, text: str, subject: str, where: str) -> list[Finding]:
+        paths: dict[str, str] = {}
+        for pattern in _FILE_PATTERNS:
+            for match in pattern.finditer(text):
+                path = match.group(1)
+                if not path.startswith(("/dev/", "/proc/", "/var/run/secrets")):
+                    paths.setdefault(path, match.group(0))
+        return [
+            Finding(
+                "missing_file",
+                f"A required file is missing{where}: {path} does not exist ('{clip(line, 120)}').",
+                Severity.CRITICAL,
+                subject,
+                clip(line),
+                85,
+                f"Provide {path} (mount the ConfigMap/Secret/volume that holds it) or fix the configured "
+                "path.",
+            )
+            for path, line in list(paths.items())[:3]
+        ]
+
+    def _dns(self, text: str, subject: str, where: str, state: AnalysisState) -> list[Finding]:
+        hosts: dict[str, str] = {}
+        for pattern in _DNS_PATTERNS:
+            for match in pattern.finditer(text):
+                hosts.setdefault(match.group(1).rstrip("."), match.group(0))
+        findings = []
+        for host, line in hosts.items():
+            urls = [u for u in state.fact_set("urls") if host in u]
+            url = f" (URL {urls[0]})" if urls else ""
+            transient = _transient(text, host)
+            findings.append(
+                Finding(
+                    "dns_failure",
+                    f"DNS resolution failure{where}: the host {host} could not be resolved to an IP "
+                    f"address{url} "
+                    f"('{clip(line, 100)}')" + (f"; only {transient} (transient)." if transient else "."),
+                    Severity.WARNING if transient else Severity.CRITICAL,
+                    subject,
+                    clip(line),
+                    30 if transient else 90,
+                    f"Check the hostname {host} (a typo or a host that does not exist), the DNS server and "
+                    "any "
+                    "NetworkPolicy blocking DNS (port 53).",
+                )
+            )
+        return findings
+
+    def _connections(self, text: str, subject: str, where: str, source: str) -> list[Finding]:
+        targets: dict[str, list[str]] = defaultdict(list)
+        for line in text.splitlines():
+            if not _CONN_WORDS.search(line) or ("http://" in line.lower() and "refused" not in line.lower()):
+                continue
+            for host, port in _HOST_PORT.findall(line):
+                if host.lower() in ("http", "https", "localhost") and port in ("80", "443"):
+                    continue
+                targets[f"{host}:{port}"].append(line.strip())
+        findings = []
+        total = max(1, len(text.splitlines()))
+        for target, lines in targets.items():
+            sample = lines[0]
+            is_db = bool(DB_WORDS.search(sample)) or target.rsplit(":", 1)[1] in _DB_PORTS
+            refused = "refused" in sample.lower()
+            what = "the database" if is_db else "the dependency"
+            how = "connection refused" if refused else clip(sample, 120)
+            often = f"repeatedly ({len(lines)} times)" if len(lines) > 1 else "once"
+            transient = total > 200 and len(lines) / total < 0.01
+            findings.append(
+                Finding(
+                    "connection_failure",
+                    f"{source or 'The application'} fails to connect to {what} at {target} {often}, per "
+                    "its logs: "
+                    f"'{how}'" + (" (transient)." if transient else "."),
+                    Severity.WARNING if transient else Severity.CRITICAL,
+                    subject,
+                    clip(sample),
+                    30 if transient else (85 if is_db else 82),
+                    f"Check that {target} is up, reachable and the right address (service name and port).",
+                    Remedy(
+                        ("restart", "start"),
+                        target.rsplit(":", 1)[0],
+                        {},
+                        f"restart {target.rsplit(':', 1)[0]}",
+                    ),
+                )
+            )
+        if not findings and re.search(r"connection refused|ECONNREFUSED", text, re.IGNORECASE):
+            line = next(
+                li for li in text.splitlines() if re.search(r"connection refused|ECONNREFUSED", li, re.I)
+            )
+            findings.append(
+                Finding(
+                    "connection_failure",
+                    f"Connections are refused{where}: '{clip(line, 140)}'.",
+                    Severity.CRITICAL,
+                    subject,
+                    clip(line),
+                    75,
+                )
+            )
+        return findings[:3]
+
+    def _certs(self, text: str, subject: str, where: str) -> list[Finding]:
+        match = _CERT.search(text)
+        if match:
+            line = next((li for li in text.splitlines() if _CERT.search(li)), match.group(0))
+            date = _CERT_DATE.search(text)
+            when = f" (expired {date.group(1)})" if date else ""
+            return [
+                Finding(
+                    "certificate_expired",
+                    f"A TLS certificate has expired{when}{where}: '{clip(line, 140)}'.",
+                    Severity.CRITICAL,
+                    subject,
+                    clip(line),
+                    90,
+                    "Renew the certificate (and the Secret that holds it), then restart the clients.",
+                )
+            ]
+        soon = _CERT_SOON.search(text)
+        if soon and int(soon.group(1)) <= 14:
+            return [
+                Finding(
+                    "certificate_expiring",
+                    f"A TLS certificate expires in {soon.group(1)} days{where}.",
+                    Severity.WARNING,
+                    subject,
+                    clip(soon.group(0)),
+                    50,
+                    "Renew the certificate soon.",
+                )
+            ]
+        return []

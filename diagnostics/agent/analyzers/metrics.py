@@ -1,0 +1,322 @@
+"""Metrics (Prometheus exposition text or query API JSON) -> CPU throttling, latency, error rate,
+memory pressure."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import defaultdict
+from dataclasses import dataclass
+
+from django.conf import settings
+
+from diagnostics.agent.analyzers.base import AnalysisState, Analyzer, ToolOutput, register
+from diagnostics.agent.findings import Finding, Remedy, Severity
+
+_SAMPLE = re.compile(
+    r"^([a-zA-Z_:][\w:]*)(\{[^}]*\})?\s+([-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|NaN|\+Inf|-Inf))\s*$",
+    re.MULTILINE,
+)
+_LABEL = re.compile(r"(\w+)=\"([^\"]*)\"")
+
+
+@dataclass(frozen=True)
+class Sample:
+    name: str
+    labels: dict[str, str]
+    value: float
+
+    @property
+    def target(self) -> str:
+        for key in ("pod", "container", "service", "job", "instance", "deployment", "app"):
+            if self.labels.get(key):
+                return self.labels[key]
+        return ""
+
+
+def parse_samples(text: str) -> list[Sample]:
+    samples = [
+        Sample(m.group(1), dict(_LABEL.findall(m.group(2) or "")), float(m.group(3)))
+        for m in _SAMPLE.finditer(text)
+        if m.group(3) not in ("NaN",)
+    ]
+    if samples:
+        return samples
+    try:
+        data = json.loads(text)
+    except (json.JSONDecodeError, ValueError):
+        return []
+    result = data.get("data", {}).get("result", []) if isinstance(data, dict) else []
+    for series in result if isinstance(result, list) else []:
+        metric = series.get("metric", {}) if isinstance(series, dict) else {}
+        value = series.get("value") or (series.get("values") or [[0, "nan"]])[-1]
+        try:
+            number = float(value[1])
+        except (TypeError, ValueError, IndexError):
+            continue
+        samples.append(
+            Sample(str(metric.get("__name__", "")), {k: str(v) for k, v in metric.items()}, number)
+        )
+    return samples
+
+
+@register
+class MetricsAnalyzer(Analyzer):
+    name = "metrics"
+
+    def applies(self, out: ToolOutput) -> bool:
+        return bool(_SAMPLE.search(out.text)) or '"resultType"' in out.text
+
+    def analyze(self, out: ToolOutput, state: AnalysisState) -> list[Finding]:
+        samples = parse_samples(out.text)
+        findings: list[Finding] = []
+        findings += self._throttling(samples)
+        findings += self._latency(samples)
+        findings += self._errors(samples)
+        return findings
+
+    def _throttling(self, samples: list[Sample]) -> list[Finding]:
+        threshold = float(getattr(settings, "DIAGNOSTICS_THROTTLING_THRESHOLD", 0.25))
+        by_target: dict[str, dict[str, float]] = defaultdict(dict)
+        for s in samples:
+            if "throttled" in s.name or "cfs_periods" in s.name:
+                by_target[s.target][s.name] = s.value
+        findings = []
+        for target, values in by_target.items():
+            ratio = next((v for k, v in values.items() if "ratio" in k or "percent" in k), None)
+            throttled = next((v for k, v in values.items() if "throttled_periods" in k), None)
+            periods = next((v for k, v in values.items() if k.endswith("cfs_periods_total")), None)
+            if ratio is None and throttled is not None and periods:
+                ratio = throttled / periods
+            if ratio is not None and ratio > 1:
+                ratio /= 100
+            if ratio is not None and ratio >= threshold:
+                findings.append(
+                    Finding(
+                        "cpu_throttling",
+                        f"CPU throttling: {target or 'the container'} is throttled in {ratio:.0%} of its "
+                        "CPU periods (it hits its CPU limit).",
+                        Severity.WARNING,
+                        target,
+                        f"throttled ratio {ratio:.2f}",
+                        70,
+                        "Raise the CPU limit or reduce CPU use (a busy loop or a CPU hog).",
+                        Remedy(("increase_cpu_limit", "restart"), target, {}, "raise the CPU limit"),
+                    )
+                )
+        for s in samples:
+            if s.name.endswith(("cpu_usage_percent", "cpu_percent")) and s.value >= 90:
+                findings.append(
+                    Finding(
+                        "cpu_saturation",
+                        f"{s.target or 'A process'} uses {s.value:.0f}% CPU.",
+                        Severity.WARNING,
+                        s.target,
+                        f"{s.name}={s.value}",
+                        65,
+                        remedy=Remedy(("restart",), s.target, {}, f"restart {s.target}"),
+                    )
+                )
+        return findings
+
+    def _latency(self, samples: list[Sample]) -> list[Finding]:
+        threshold = float(getattr(settings, "DIAGNOSTICS_LATENCY_THRESHOLD_S", 1.0))
+        findings = []
+        for s in samples:
+            if not re.search(r"latency|duration", s.name) or s.name.endswith(("_count", "_bucket", "_sum")):
+                continue
+            seconds = s.value / 1000 if s.name.endswith(("_ms", "_milliseconds")) else s.value
+            quantile = s.labels.get("quantile")
+            if seconds >= threshold and (quantile is None or float(quantile) >= 0.9):
+                q = f"p{float(quantile) * 100:g} " if quantile else ""
+                findings.append(
+                    Finding(
+                        "high_latency",
+                        f"High latency: {q}{s.name} of {s.target or 'the service'} is {seconds:.2f} s "
+                        f"(threshold {threshold:g} s).",
+                        Severity.WARNING,
+                        s.target,
+                        f"{s.name}={s.value}",
+                        55,
+                    )
+                )
+        return findings[:3]
+
+    def _errors(self, samples: list[Sample]) -> list[Finding]:
+        threshold = float(getattr(settings, "DIAGNOSTICS_ERROR_RATE_THRESHOLD", 0.05))
+        totals: dict[str, float] = defaultdict(float)
+        errors: dict[str, float] = defaultdict(float)
+        findings = []
+        for s in samples:
+            if "requests" not in s.name or s.name.endswith(("_bucket", "_sum")):
+                continue
+            code = s.labels.get("code") or s.labels.get("status") or s.labels.get("status_code") or ""
+            totals[s.target] += s.value
+            if code.startswith("5"):
+                errors[s.target] += s.value
+        for target, total in totals.items():
+            if total >= 10 and errors[target] / total >= threshold:
+                ratio = errors[target] / total
+                findings.append(
+                    Finding(
+                        "error_rate",
+                        f"Error-rate spike: {ratio:.0%} of the requests to {target or 'the service'} fail "
+                        "with HTTP 5xx.",
+                        Severity.CRITICAL,
+                        target,
+                        f"{errors[target]:g}/{total:g} 5xx",
+                        65,
+                    )
+                )
+        for s in samples:
+            if s.name.endswith("error_ratio") and s.value >= threshold:
+                findings.append(
+                    Finding(
+                        "error_rate",
+                        f"Error-rate spike: {s.target or 'the service'} error ratio is {s.value:.0%}.",
+                        Severity.CRITICAL,
+                        s.target,
+                        f"{s.name}={s.value}",
+                        65,
+                    )
+                )
+        return findings
+
+
+_SECTION = re.compile(r"^==\s*([\w.-]+)\s*:?", re.MULTILINE)
+_KV = re.compile(r"\b(error_ratio|p95_ms|p99_ms|errors_5xx|requests)=([\d.]+)")
+
+
+@register
+class MetricsSummaryAnalyzer(Analyzer):
+    """``key=value`` request summaries (``requests=120 errors_5xx=30 error_ratio=0.25 p95_ms=2400``)."""
+
+    name = "metrics_summary"
+
+    def applies(self, out: ToolOutput) -> bool:
+        return _KV.search(out.text) is not None
+
+    def analyze(self, out: ToolOutput, state: AnalysisState) -> list[Finding]:
+        error_threshold = float(getattr(settings, "DIAGNOSTICS_ERROR_RATE_THRESHOLD", 0.05))
+        latency_ms = float(getattr(settings, "DIAGNOSTICS_LATENCY_THRESHOLD_S", 1.0)) * 1000
+        findings = []
+        default = str(out.params.get("service") or out.params.get("name") or "")
+        for line in out.text.splitlines():
+            values = {k: float(v) for k, v in _KV.findall(line)}
+            if not values:
+                continue
+            section = _SECTION.match(line)
+            target = section.group(1) if section else default
+            ratio = values.get("error_ratio")
+            if ratio is not None and ratio >= error_threshold and values.get("requests", 10) >= 10:
+                findings.append(
+                    Finding(
+                        "error_rate",
+                        f"Error-rate spike in {target or 'the service'}: {ratio:.0%} of requests fail with "
+                        f"HTTP 5xx ({values.get('errors_5xx', 0):.0f} of {values.get('requests', 0):.0f}).",
+                        Severity.CRITICAL,
+                        target,
+                        line.strip()[:200],
+                        66,
+                        remedy=Remedy(("rollback", "restart"), target, {}, f"roll back or restart {target}"),
+                    )
+                )
+            p95 = values.get("p99_ms") or values.get("p95_ms")
+            if p95 is not None and p95 >= latency_ms:
+                findings.append(
+                    Finding(
+                        "high_latency",
+                        f"High latency in {target or 'the service'}: p95 {p95:.0f} ms (threshold "
+                        f"{latency_ms:.0f} ms).",
+                        Severity.WARNING,
+                        target,
+                        line.strip()[:200],
+                        58,
+                        remedy=Remedy(("rollback", "restart"), target, {}, f"roll back or restart {target}"),
+                    )
+                )
+        return findings
+
+
+_PERCENT_USED = re.compile(r"(\d+(?:\.\d+)?)%\s*(?:of quota|used|full)")
+_DF_ROW = re.compile(r"^(\S+)\s+\S+\s+\S+\s+\S+\s+(\d+)%\s+(\S+)$")
+
+
+def _usage_rows(text: str) -> list[tuple[str, float]]:
+    rows = []
+    for line in text.splitlines():
+        if "%" not in line or len(line) > 500:
+            continue
+        if match := _PERCENT_USED.search(line):
+            rows.append((line.split()[0], float(match.group(1))))
+        elif match := _DF_ROW.match(line.strip()):
+            rows.append((match.group(3), float(match.group(2))))
+    return rows
+
+
+@register
+class DiskUsageAnalyzer(Analyzer):
+    name = "disk_usage"
+
+    def applies(self, out: ToolOutput) -> bool:
+        return "%" in out.text and bool(_usage_rows(out.text))
+
+    def analyze(self, out: ToolOutput, state: AnalysisState) -> list[Finding]:
+        threshold = float(getattr(settings, "DIAGNOSTICS_DISK_THRESHOLD_PERCENT", 90))
+        findings = []
+        seen: set[str] = set()
+        rows = _usage_rows(out.text)
+        for where, used in rows:
+            if used < threshold or where in seen:
+                continue
+            seen.add(where)
+            folder = str(out.params.get("folder") or where)
+            findings.append(
+                Finding(
+                    "disk_full",
+                    f"The disk space of {where} is {used:.0f}% used (threshold {threshold:.0f}%): writes "
+                    "will fail when it is full.",
+                    Severity.CRITICAL if used >= 99 else Severity.WARNING,
+                    f"disk/{where}",
+                    f"{where} {used:.1f}%",
+                    78,
+                    "Free space (delete old files) or grow the volume/quota.",
+                    Remedy(
+                        ("clear_quota_folder", "clear", "clean_disk", "cleanup", "free_disk"),
+                        folder,
+                        {"folder": folder},
+                        f"free space in {folder}",
+                    ),
+                )
+            )
+        return findings
+
+
+_TOP_ROW = re.compile(r"^(\S+)\s+(\d+)\s+(\d+(?:\.\d+)?)\s+(\d+(?:\.\d+)?)\s+\d+\s*$", re.MULTILINE)
+
+
+@register
+class ProcessTopAnalyzer(Analyzer):
+    """Per-process CPU% tables (``NAME PID CPU% RSS UPTIME``): a process burning a whole CPU."""
+
+    name = "process_top"
+
+    def applies(self, out: ToolOutput) -> bool:
+        return "CPU%" in out.text and _TOP_ROW.search(out.text) is not None
+
+    def analyze(self, out: ToolOutput, state: AnalysisState) -> list[Finding]:
+        threshold = float(getattr(settings, "DIAGNOSTICS_CPU_THRESHOLD_PERCENT", 85))
+        return [
+            Finding(
+                "cpu_saturation",
+                f"Process {name} uses {float(cpu):.0f}% CPU (a CPU hog or a busy loop).",
+                Severity.WARNING,
+                f"process/{name}",
+                f"{name} pid {pid} CPU {cpu}%",
+                64,
+                f"Find what {name} is busy with; restart it if it is stuck.",
+                Remedy(("restart",), name.split("_")[0], {}, f"restart {name}"),
+            )
+            for name, pid, cpu, _rss in _TOP_ROW.findall(out.text)
+            if float(cpu) >= threshold
+        ]

@@ -1,0 +1,365 @@
+"""One investigation: wire the roles and loop decide -> probe -> analyze -> compress -> record.
+
+The runner gives the Probe the environment's read toolsets and the Observer only the *specs* of
+the write actions (plain data). Write toolsets are not kept: proposals become ActionRequests
+through the Recorder, and only the Executor (after approval) ever holds a WriteToolset.
+Every step is handed to the Recorder as it happens (the database recorder commits each one).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from jsonschema import Draft202012Validator
+
+from diagnostics import services
+from diagnostics.agent import config
+from diagnostics.agent.analyzers import AnalysisState, ToolOutput, analyze, normalize
+from diagnostics.agent.compressor import Compressor
+from diagnostics.agent.diagnosis import build_diagnosis, rank_findings
+from diagnostics.agent.findings import Finding
+from diagnostics.agent.llm import GatewayClient, gateway_client
+from diagnostics.agent.observer import (
+    PROBE,
+    PROPOSE,
+    SUBMIT,
+    InvestigationView,
+    LLMObserver,
+    Observer,
+    StepView,
+)
+from diagnostics.agent.planner import RulePlanner
+from diagnostics.agent.probe import Probe
+from diagnostics.agent.subject import AlertContext, from_payload
+from diagnostics.models import Incident, Trajectory
+from diagnostics.toolsets.base import ToolSpec
+from diagnostics.toolsets.registry import Environment, build_environment
+
+MODE_LLM = "llm"
+MODE_ANALYZERS = "analyzers"
+
+
+@dataclass
+class StepRecord:
+    phase: str
+    tool: str = ""
+    arguments: dict[str, Any] = field(default_factory=dict)
+    result: str = ""
+    result_truncated: bool = False
+    ok: bool = True
+    no_data: bool = False
+    summary: str = ""
+    findings: list[dict[str, Any]] = field(default_factory=list)
+    invocation_id: str = ""
+
+
+class Recorder(Protocol):
+    def step(self, record: StepRecord) -> None: ...
+
+    def propose(self, *, action: str, args: dict[str, Any], reason: str) -> str:
+        """Records a proposed action; returns a reference to it (e.g. the ActionRequest id)."""
+        ...
+
+
+class MemoryRecorder:
+    """Keeps steps in memory (the replay evaluation runs without a database)."""
+
+    def __init__(self) -> None:
+        self.steps: list[StepRecord] = []
+        self.proposals: list[dict[str, Any]] = []
+
+    def step(self, record: StepRecord) -> None:
+        self.steps.append(record)
+
+    def propose(self, *, action: str, args: dict[str, Any], reason: str) -> str:
+        self.proposals.append({"action": action, "args": args, "reason": reason})
+        return f"proposal-{len(self.proposals)}"
+
+
+@dataclass
+class Outcome:
+    mode: str
+    diagnosis: str
+    root_cause: str
+    findings: list[Finding]
+    tool_calls: list[dict[str, Any]]
+    no_data_calls: int
+    proposals: list[dict[str, Any]]
+    healthy: bool | None = None
+    exhausted: bool = False
+
+
+def action_specs(environment: Environment) -> list[ToolSpec]:
+    """The specs of the environment's write actions; the write toolsets themselves are dropped."""
+    return [spec for toolset in environment.write_toolsets() for spec in toolset.actions()]
+
+
+def choose_mode(requested: str = "") -> str:
+    if requested in (MODE_LLM, MODE_ANALYZERS):
+        return requested
+    return MODE_LLM if config.llm_configured() else MODE_ANALYZERS
+
+
+def build_observer_for(mode: str, client: GatewayClient | None = None) -> Observer:
+    planner = RulePlanner()
+    if mode != MODE_LLM:
+        return planner
+    client = client or gateway_client(config.observer_profile())
+    if client is None:
+        return planner
+    return LLMObserver(client=client, fallback=planner)
+
+
+def _clip(text: str) -> tuple[str, bool]:
+    limit = config.result_chars()
+    return (text, False) if len(text) <= limit else (text[:limit] + "\n… (cut)", True)
+
+
+def investigate(
+    *,
+    alert: AlertContext,
+    environment: Environment,
+    recorder: Recorder,
+    mode: str = "",
+    observer: Observer | None = None,
+) -> Outcome:
+    mode = choose_mode(mode)
+    observer = observer or build_observer_for(mode)
+    if isinstance(observer, RulePlanner):
+        mode = MODE_ANALYZERS
+    probe = Probe(environment.read_toolsets())
+    actions = action_specs(environment)
+    state = AnalysisState(alert)
+    compressor = Compressor(budget_tokens=config.summary_budget_tokens())
+    findings: list[Finding] = []
+    keys: set[tuple[str, str, str]] = set()
+    steps: list[StepView] = []
+    tool_calls: list[dict[str, Any]] = []
+    proposed: list[tuple[str, dict[str, Any]]] = []
+    proposals: list[dict[str, Any]] = []
+
+    def add(new: list[Finding]) -> list[Finding]:
+        fresh = [f for f in new if f.key() not in keys]
+        keys.update(f.key() for f in fresh)
+        findings.extend(fresh)
+        return fresh
+
+    alert_text = normalize(alert.as_text())
+    fresh = add(analyze(ToolOutput("alert", {}, alert_text), state))
+    result, cut = _clip(alert_text)
+    recorder.step(
+        StepRecord(
+            "alert",
+            "",
+            alert.to_json(),
+            result,
+            cut,
+            summary=alert.title or alert.text[:200],
+            findings=[f.to_json() for f in fresh],
+        )
+    )
+    tools = probe.tools()
+    diagnosis_text, root_cause, submit_invocation = "", "", ""
+    exhausted = True
+    for iteration in range(observer.max_iterations):
+        view = InvestigationView(
+            alert,
+            tools,
+            actions,
+            list(findings),
+            list(steps),
+            state,
+            iteration,
+            observer.max_iterations,
+            list(proposed),
+        )
+        decision = observer.decide(view)
+        if decision.note:
+            recorder.step(StepRecord("note", summary=decision.note, ok=False))
+        if decision.kind == PROBE:
+            outcome = probe.call(decision.tool, decision.params)
+            out = ToolOutput(
+                outcome.tool, outcome.params, normalize(outcome.output), outcome.ok, outcome.no_data
+            )
+            fresh = add(analyze(out, state))
+            summary = compressor.summarize(outcome)
+            result, cut = _clip(outcome.output)
+            recorder.step(
+                StepRecord(
+                    "probe",
+                    decision.tool,
+                    dict(decision.params),
+                    result,
+                    cut,
+                    outcome.ok,
+                    outcome.no_data,
+                    summary,
+                    [f.to_json() for f in fresh],
+                    decision.invocation_id,
+                )
+            )
+            steps.append(
+                StepView(
+                    len(steps) + 1,
+                    decision.tool,
+                    dict(decision.params),
+                    outcome.ok,
+                    outcome.no_data,
+                    summary,
+                    tuple(f.summary for f in fresh),
+                )
+            )
+            tool_calls.append(
+                {
+                    "tool": decision.tool,
+                    "params": decision.params,
+                    "ok": outcome.ok,
+                    "no_data": outcome.no_data,
+                }
+            )
+        elif decision.kind == PROPOSE:
+            problem = _invalid_proposal(decision.action, decision.args, actions, proposed)
+            if problem:
+                recorder.step(
+                    StepRecord(
+                        "propose",
+                        decision.action,
+                        dict(decision.args),
+                        ok=False,
+                        summary=f"Proposal refused: {problem}",
+                        invocation_id=decision.invocation_id,
+                    )
+                )
+                continue
+            reference = recorder.propose(
+                action=decision.action, args=dict(decision.args), reason=decision.reason
+            )
+            proposed.append((decision.action, dict(decision.args)))
+            proposals.append(
+                {
+                    "action": decision.action,
+                    "args": decision.args,
+                    "reason": decision.reason,
+                    "reference": reference,
+                }
+            )
+            recorder.step(
+                StepRecord(
+                    "propose",
+                    decision.action,
+                    dict(decision.args),
+                    summary=f"Proposed {decision.action} ({reference}), waiting for approval: "
+                    f"{decision.reason}",
+                    invocation_id=decision.invocation_id,
+                )
+            )
+        elif decision.kind == SUBMIT:
+            diagnosis_text, root_cause = decision.diagnosis, decision.root_cause
+            submit_invocation = decision.invocation_id
+            exhausted = False
+            break
+    fallback = build_diagnosis(
+        alert,
+        findings,
+        state,
+        calls=len(tool_calls),
+        no_data=probe.no_data_calls,
+        proposed=[f"{a} {json.dumps(args, sort_keys=True)}" for a, args in proposed],
+    )
+    if exhausted:
+        diagnosis_text = f"{fallback.text}\n(The step budget of {observer.max_iterations} ran out.)"
+        root_cause = fallback.root_cause
+    recorder.step(
+        StepRecord(
+            "submit",
+            summary=root_cause or diagnosis_text[:300],
+            result=diagnosis_text,
+            findings=[f.to_json() for f in rank_findings(findings) if f.is_problem][:10],
+            invocation_id=submit_invocation,
+        )
+    )
+    return Outcome(
+        mode=mode,
+        diagnosis=diagnosis_text,
+        root_cause=root_cause or fallback.root_cause,
+        findings=rank_findings(findings),
+        tool_calls=tool_calls,
+        no_data_calls=probe.no_data_calls,
+        proposals=proposals,
+        healthy=fallback.healthy,
+        exhausted=exhausted,
+    )
+
+
+def _invalid_proposal(
+    action: str, args: dict[str, Any], actions: list[ToolSpec], proposed: list[tuple[str, dict[str, Any]]]
+) -> str:
+    spec = next((a for a in actions if a.name == action), None)
+    if spec is None:
+        return f"{action!r} is not an allowed action here"
+    errors = list(Draft202012Validator(spec.parameters).iter_errors(args))
+    if errors:
+        return f"invalid arguments: {errors[0].message}"
+    if (action, args) in proposed:
+        return "already proposed"
+    return ""
+
+
+# --- persistence ---------------------------------------------------------------------------------
+
+
+class DatabaseRecorder:
+    """Commits every step as it happens, and turns proposals into pending ActionRequests."""
+
+    def __init__(self, trajectory: Trajectory) -> None:
+        self.trajectory = trajectory
+
+    def step(self, record: StepRecord) -> None:
+        services.step_record(
+            trajectory=self.trajectory,
+            phase=record.phase,
+            tool=record.tool[:200],
+            arguments=record.arguments,
+            result=record.result,
+            result_truncated=record.result_truncated,
+            ok=record.ok,
+            no_data=record.no_data,
+            summary=record.summary,
+            findings=record.findings,
+            gateway_invocation_id=record.invocation_id[:36],
+        )
+
+    def propose(self, *, action: str, args: dict[str, Any], reason: str) -> str:
+        request = services.action_request_propose(
+            trajectory=self.trajectory, tool=action, args=args, reason=reason
+        )
+        return f"action request {request.pk}"
+
+
+def alert_context_for(incident: Incident) -> AlertContext:
+    return from_payload(incident.alert or {}, title=incident.title, description=incident.description)
+
+
+def run_trajectory(trajectory: Trajectory, *, observer: Observer | None = None) -> Outcome:
+    """Runs a claimed trajectory to the end and stores its diagnosis."""
+    incident = trajectory.incident
+    environment = build_environment(incident.environment, incident.environment_options)
+    outcome = investigate(
+        alert=alert_context_for(incident),
+        environment=environment,
+        recorder=DatabaseRecorder(trajectory),
+        mode=trajectory.requested_mode,
+        observer=observer,
+    )
+    services.trajectory_finish(
+        trajectory=trajectory,
+        mode=outcome.mode,
+        diagnosis=outcome.diagnosis,
+        root_cause=outcome.root_cause,
+        findings=[f.to_json() for f in outcome.findings],
+        tool_calls=len(outcome.tool_calls),
+        no_data_calls=outcome.no_data_calls,
+    )
+    return outcome

@@ -1,0 +1,1 @@
+"""Replay evaluation of the diagnosis agent: cases, grading, metrics."""

@@ -1,0 +1,76 @@
+"""Recorded cases (../shared/eval/README.md): the alert or question the agent gets, and the facts a
+correct diagnosis states. The agent sees only the alert/question; expected facts go to the grader."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from diagnostics.agent.subject import AlertContext, from_investigation, from_text, from_workload_health
+
+
+@dataclass
+class Case:
+    name: str
+    path: Path
+    prompt: str = ""
+    payload: dict[str, Any] = field(default_factory=dict)
+    expected: list[str] | None = None
+
+    def alert(self) -> AlertContext:
+        if "request" in self.payload:
+            return from_investigation(self.payload["request"], self.payload.get("issue"))
+        if "resource" in self.payload:
+            return from_workload_health(self.payload)
+        return from_text(self.prompt)
+
+
+def _json(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        return {}
+    try:
+        value = json.loads(path.read_text())
+    except json.JSONDecodeError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def expected_facts(value: Any) -> list[str] | None:
+    """``expected_output`` as a list of facts: a YAML list, or a string (split on '- ' bullets)."""
+    if value is None:
+        return None
+    if isinstance(value, list):
+        return [str(v).strip() for v in value if str(v).strip()]
+    text = str(value).strip()
+    lines = [line.strip() for line in text.splitlines()]
+    bullets = [line[2:].strip() for line in lines if line.startswith("- ")]
+    if bullets and all(line.startswith(("- ", "#")) or not line for line in lines):
+        return bullets
+    return [text] if text else []
+
+
+def load_case(path: Path, root: Path) -> Case:
+    spec_path = path / "test_case.yaml"
+    spec = yaml.safe_load(spec_path.read_text()) if spec_path.is_file() else {}
+    spec = spec if isinstance(spec, dict) else {}
+    case = Case(name=str(path.relative_to(root)), path=path, prompt=str(spec.get("user_prompt") or ""))
+    case.expected = expected_facts(spec.get("expected_output"))
+    request = _json(path / "investigate_request.json")
+    workload = _json(path / "workload_health_request.json")
+    if request:
+        case.payload = {"request": request, "issue": _json(path / "issue_data.json")}
+    elif workload:
+        case.payload = workload
+    return case
+
+
+def discover_cases(root: Path) -> list[Case]:
+    """Every folder under ``root`` that holds a test_case.yaml or an alert, in name order."""
+    folders = {p.parent for p in root.rglob("test_case.yaml")}
+    folders |= {p.parent for p in root.rglob("investigate_request.json")}
+    folders |= {p.parent for p in root.rglob("workload_health_request.json")}
+    return [load_case(folder, root) for folder in sorted(folders)]

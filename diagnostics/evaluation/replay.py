@@ -1,0 +1,150 @@
+"""Run the agent on recorded cases (the replay environment) and grade the diagnoses."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from diagnostics.agent.llm import GatewayClient
+from diagnostics.agent.observer import Observer
+from diagnostics.agent.runner import MemoryRecorder, build_observer_for, investigate
+from diagnostics.evaluation import metrics
+from diagnostics.evaluation.cases import Case, discover_cases
+from diagnostics.evaluation.grading import Grade, grade
+from diagnostics.toolsets.replay import ReplayEnvironment
+
+
+@dataclass
+class CaseRun:
+    case: str
+    run: int
+    mode: str
+    diagnosis: str = ""
+    findings: list[str] = field(default_factory=list)
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    no_data_calls: int = 0
+    proposals: list[dict[str, Any]] = field(default_factory=list)
+    grade: Grade | None = None
+    seconds: float = 0.0
+    error: str = ""
+
+    @property
+    def passed(self) -> bool:
+        return bool(self.grade and self.grade.passed)
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "case": self.case,
+            "diagnosis": self.diagnosis,
+            "findings": self.findings,
+            "tool_calls": self.tool_calls,
+            "run": self.run,
+            "mode": self.mode,
+            "no_data_calls": self.no_data_calls,
+            "proposed_actions": self.proposals,
+            "seconds": round(self.seconds, 3),
+        }
+        if self.grade is not None:
+            data["passed"] = self.grade.passed
+            data["grading"] = self.grade.to_json()
+        if self.error:
+            data["error"] = self.error
+        return data
+
+
+def run_case(case: Case, *, run: int, mode: str, observer: Observer | None = None) -> CaseRun:
+    started = time.perf_counter()
+    environment = ReplayEnvironment({"case_dir": str(case.path)})
+    result = CaseRun(case=case.name, run=run, mode=mode)
+    try:
+        outcome = investigate(
+            alert=case.alert(),
+            environment=environment,
+            recorder=MemoryRecorder(),
+            mode=mode,
+            observer=observer,
+        )
+    except Exception as exc:  # one broken case must not stop the evaluation
+        result.error = f"{type(exc).__name__}: {exc}"
+        result.seconds = time.perf_counter() - started
+        return result
+    result.mode = outcome.mode
+    result.diagnosis = outcome.diagnosis
+    result.findings = [f.summary for f in outcome.findings]
+    result.tool_calls = outcome.tool_calls
+    result.no_data_calls = outcome.no_data_calls
+    result.proposals = outcome.proposals
+    result.seconds = time.perf_counter() - started
+    return result
+
+
+def evaluate(
+    root: Path,
+    *,
+    runs: int = 1,
+    mode: str = "analyzers",
+    judge: GatewayClient | None = None,
+    grader: str = "auto",
+    only: str = "",
+    observer_factory: Callable[[], Observer] | None = None,
+    progress: Callable[[CaseRun], None] | None = None,
+) -> list[CaseRun]:
+    results = []
+    for case in discover_cases(root):
+        if only and only not in case.name:
+            continue
+        for run in range(1, runs + 1):
+            observer = observer_factory() if observer_factory else build_observer_for(mode)
+            result = run_case(case, run=run, mode=mode, observer=observer)
+            if case.expected is not None and not result.error:
+                result.grade = grade(case.expected, result.diagnosis, judge=judge, mode=grader)
+            results.append(result)
+            if progress is not None:
+                progress(result)
+    return results
+
+
+def by_case(results: list[CaseRun]) -> dict[str, list[bool]]:
+    table: dict[str, list[bool]] = {}
+    for result in results:
+        if result.grade is not None or result.error:
+            table.setdefault(result.case, []).append(result.passed)
+    return table
+
+
+def render_table(results: list[CaseRun], *, runs: int) -> str:
+    cases: dict[str, list[CaseRun]] = {}
+    for result in results:
+        cases.setdefault(result.case, []).append(result)
+    width = max([len(name) for name in cases] + [4])
+    lines = [f"{'case':<{width}}  {'passed':>6}  {'facts':>5}  {'calls':>5}  {'no-data':>7}  {'judge':>5}"]
+    for name, case_runs in cases.items():
+        graded = [r for r in case_runs if r.grade is not None]
+        passed = sum(r.passed for r in case_runs)
+        last = case_runs[-1]
+        facts = "-"
+        judge = "-"
+        if last.grade is not None:
+            facts = f"{sum(f.passed for f in last.grade.facts)}/{len(last.grade.facts)}"
+            if last.grade.judge and last.grade.judge.get("available"):
+                judge = "pass" if last.grade.judge.get("passed") else "fail"
+        shown = f"{passed}/{len(case_runs)}" if graded or last.error else "n/a"
+        if last.error:
+            facts = "error"
+        lines.append(
+            f"{name:<{width}}  {shown:>6}  {facts:>5}  {len(last.tool_calls):>5}  {last.no_data_calls:>7}  "
+            f"{judge:>5}"
+        )
+    table = by_case(results)
+    total = sum(len(v) for v in table.values())
+    passed_runs = sum(sum(v) for v in table.values())
+    lines.append("")
+    lines.append(
+        f"pass rate {metrics.pass_rate(table):.1%} ({passed_runs}/{total} graded runs)   "
+        f"best@{runs} {metrics.best_at_k(table):.1%}   avg@{runs} {metrics.avg_at_k(table):.1%}   "
+        f"cases {len(table)}"
+    )
+    return "\n".join(lines)

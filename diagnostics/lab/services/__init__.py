@@ -1,0 +1,1 @@
+"""Small programs the local lab runs under supervisord (standard library only)."""

@@ -1,0 +1,73 @@
+"""Toolset interfaces. Read and write are different classes with different entry points: a Probe is
+given only ReadToolsets, the Executor is the only holder of WriteToolsets (design.md section 4).
+
+Environments (replay, local, kubernetes, prometheus) implement these ABCs and register by name.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """A tool an agent may ask for: a name, what it does, and a JSON schema of its parameters."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any] = field(default_factory=lambda: {"type": "object", "properties": {}})
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    tool: str
+    params: dict[str, Any]
+    output: str
+    ok: bool = True
+    # No recording / no data for this call: a clear result, never an exception.
+    no_data: bool = False
+
+
+@dataclass(frozen=True)
+class ActionResult:
+    action: str
+    args: dict[str, Any]
+    ok: bool
+    output: str
+
+
+@dataclass(frozen=True)
+class HealthResult:
+    healthy: bool
+    detail: str
+
+
+class ReadToolset(ABC):
+    """Read-only tools: logs, metrics, traces, describe/get, events, config, process state."""
+
+    name: ClassVar[str]
+
+    @abstractmethod
+    def tools(self) -> list[ToolSpec]: ...
+
+    @abstractmethod
+    def call(self, tool: str, params: dict[str, Any]) -> ToolResult: ...
+
+
+class WriteToolset(ABC):
+    """Write actions (restart, rollback, scale, patch config), each on an allow-list with an
+    argument schema. Only the Executor holds one."""
+
+    name: ClassVar[str]
+
+    @abstractmethod
+    def actions(self) -> list[ToolSpec]: ...
+
+    @abstractmethod
+    def run(self, action: str, args: dict[str, Any]) -> ActionResult: ...
+
+    @abstractmethod
+    def health(self, target: str) -> HealthResult:
+        """Whether what an action was meant to restore is healthy again."""
