@@ -33,6 +33,18 @@ PROFILES: dict[str, dict[str, Any]] = {
         "verifier": {"kind": "python_tests"},
         "max_tokens": 256,
     },
+    # The diagnosis agents' LLM calls: the Observer sends its JSON protocol schema as the call's
+    # verifier; the judge grades diagnoses against expected facts.
+    "sre-observer": {
+        "description": "The SRE Observer's decisions (JSON protocol, verified per call).",
+        "policy": TaskProfile.Policy.STUDENT_WITH_FALLBACK,
+        "verifier": {},
+    },
+    "sre-judge": {
+        "description": "Grades a diagnosis against expected facts.",
+        "policy": TaskProfile.Policy.ALWAYS_TEACHER,
+        "verifier": {},
+    },
     "short-answer": {
         "description": "One-word answers checked by a regex given with each call.",
         "policy": TaskProfile.Policy.STUDENT_WITH_FALLBACK,

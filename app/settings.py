@@ -165,6 +165,7 @@ CELERY_BEAT_SCHEDULE = {
         "task": "routing.tasks.release_stale_reservations",
         "schedule": 60.0,
     },
+    "expire-diagnostic-actions": {"task": "diagnostics.tasks.expire_actions", "schedule": 60.0},
 }
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 
