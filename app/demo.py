@@ -80,7 +80,7 @@ def bootstrap_demo() -> Created:
 
 
 def eval_tasks(limit: int) -> list[dict[str, Any]]:
-    path = Path(settings.BASE_DIR).parent / "shared" / "eval" / "he_mbpp.jsonl"
+    path = Path(settings.EVAL_DIR) / "he_mbpp.jsonl"
     if not path.exists():
         return []
     tasks = []

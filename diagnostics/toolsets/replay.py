@@ -340,7 +340,7 @@ class ReplayToolset(ReadToolset):
 
 
 def replay_root() -> Path:
-    default = Path(settings.BASE_DIR).parent / "shared" / "eval" / "holmesgpt" / "cases"
+    default = Path(settings.EVAL_DIR) / "holmesgpt" / "cases"
     return Path(getattr(settings, "DIAGNOSTICS_REPLAY_ROOT", default))
 
 

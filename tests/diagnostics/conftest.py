@@ -17,7 +17,7 @@ from diagnostics.toolsets.base import (
 )
 from diagnostics.toolsets.registry import Environment, register_environment
 
-CASES = Path(settings.BASE_DIR).parent / "shared" / "eval" / "holmesgpt" / "cases"
+CASES = Path(settings.EVAL_DIR) / "holmesgpt" / "cases"
 
 _SERVICE = {"type": "object", "properties": {"service": {"type": "string"}}, "required": ["service"]}
 

@@ -8,11 +8,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from django.conf import settings
 
 from routing.verifiers import VerifierConfigError, build_verifier, verifier_kinds
 from routing.verifiers.python_tests import extract_code
 
-EVAL_SET = Path("/work/shared/eval/he_mbpp.jsonl")
+EVAL_SET = Path(settings.EVAL_DIR) / "he_mbpp.jsonl"
 
 
 def answer(content: Any, **extra: Any) -> dict[str, Any]:
