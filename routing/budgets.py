@@ -47,6 +47,11 @@ def reserve(*, api_key_id: int, amount: Decimal) -> Reservation:
         )
 
 
+def charge(*, api_key_id: int, actual: Decimal) -> None:
+    """Charge a key without a budget, which holds no reservation (nothing to overspend)."""
+    ApiKey.objects.filter(pk=api_key_id).update(spent_usd=F("spent_usd") + actual)
+
+
 def settle(*, reservation: Reservation, actual: Decimal) -> None:
     """Release the reservation and charge ``actual``; call inside the ledger's transaction."""
     deleted, _ = Reservation.objects.filter(pk=reservation.pk).delete()

@@ -146,15 +146,22 @@ def legs_planned(prep: Prepared) -> list[Backend]:
     return [prep.student] if prep.decision.policy == "forced" else [prep.student, prep.teacher]
 
 
-async def reserve_budget(prep: Prepared) -> Reservation:
-    """Hold the worst case of every leg this call may run (student, then teacher on fallback)."""
-    total = Decimal(0)
+async def reserve_budget(prep: Prepared) -> Reservation | None:
+    """Hold the worst case of every leg this call may run (student, then teacher on fallback).
+
+    A key without a budget cannot overspend, so it holds nothing and is only charged afterwards.
+    Either way every leg must be priced before it runs.
+    """
     try:
-        for backend in legs_planned(prep):
-            bound = prompt_token_bound(prep.body_for(backend))
-            total += cost_bound(prices_for(backend), prompt_tokens=bound, max_tokens=prep.max_tokens)
+        prices = [(backend, prices_for(backend)) for backend in legs_planned(prep)]
     except PricingError as exc:
         raise ApiError(503, str(exc), type="server_error", code="backend_unpriced") from None
+    if prep.api_key.budget_usd is None:
+        return None
+    total = Decimal(0)
+    for backend, price in prices:
+        bound = prompt_token_bound(prep.body_for(backend))
+        total += cost_bound(price, prompt_tokens=bound, max_tokens=prep.max_tokens)
     return await sync_to_async(budgets.reserve)(api_key_id=prep.api_key.pk, amount=total)
 
 
@@ -201,7 +208,7 @@ def finish(record: CallRecord, prep: Prepared, upstream_ms: float) -> None:
     record.overhead_ms = max(0.0, record.latency_ms - upstream_ms)
 
 
-async def save(record: CallRecord, reservation: Reservation) -> None:
+async def save(record: CallRecord, reservation: Reservation | None) -> None:
     # Shielded: a client that disconnects must not cancel the ledger write or the settlement.
     await asyncio.shield(sync_to_async(record_call)(record=record, reservation=reservation))
 

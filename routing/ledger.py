@@ -70,7 +70,7 @@ class CallRecord:
         return self.route == Invocation.Route.STUDENT and self.served_by == Invocation.Route.TEACHER
 
 
-def record_call(*, record: CallRecord, reservation: Reservation) -> Invocation:
+def record_call(*, record: CallRecord, reservation: Reservation | None) -> Invocation:
     with transaction.atomic():
         invocation = Invocation.objects.create(
             id=record.id,
@@ -96,5 +96,8 @@ def record_call(*, record: CallRecord, reservation: Reservation) -> Invocation:
             request=record.request,
             response=record.response,
         )
-        budgets.settle(reservation=reservation, actual=record.cost_usd)
+        if reservation is None:
+            budgets.charge(api_key_id=record.api_key_id, actual=record.cost_usd)
+        else:
+            budgets.settle(reservation=reservation, actual=record.cost_usd)
     return invocation

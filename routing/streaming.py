@@ -136,7 +136,7 @@ async def stream_call(prep: Prepared) -> StreamPlan:
 def _replay_verified(
     prep: Prepared,
     record: CallRecord,
-    reservation: Reservation,
+    reservation: Reservation | None,
     done: upstream.Completion,
     completion_id: str,
     want_usage: bool,
@@ -162,7 +162,7 @@ def _replay_verified(
 def _replay_unverified_or_fail(
     prep: Prepared,
     record: CallRecord,
-    reservation: Reservation,
+    reservation: Reservation | None,
     done: upstream.Completion | None,
     completion_id: str,
     want_usage: bool,
@@ -177,7 +177,7 @@ def _replay_unverified_or_fail(
 async def _stream_through(
     prep: Prepared,
     record: CallRecord,
-    reservation: Reservation,
+    reservation: Reservation | None,
     backends: list[Backend],
     completion_id: str,
     want_usage: bool,

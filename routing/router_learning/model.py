@@ -1,0 +1,183 @@
+"""The learned router's model: class-balanced logistic regression, grouped CV, Platt calibration.
+
+Training uses scikit-learn; inference is pure numpy over the JSON the model serialises to (no
+pickle: a RouterVersion row, or a file shared between installations, is data, never code).
+
+score(x) = sigmoid(a * (w . (x - mean) / scale + b) + c): the standardised linear logit of a
+class-balanced fit, mapped by Platt parameters (a, c) fitted on out-of-fold logits of grouped
+cross-validation, so the score is a calibrated probability that the call needs the teacher.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from sklearn.exceptions import ConvergenceWarning
+
+from routing.router_learning.features import PER_FEATURE_BLOCKS, FeatureSpec, FeatureSpecError
+
+FORMAT = "skillgate.router.logreg/1"
+
+
+def sigmoid(z: np.ndarray) -> np.ndarray:
+    return np.asarray(1.0 / (1.0 + np.exp(-np.clip(z, -60.0, 60.0))), dtype=np.float64)
+
+
+@dataclass
+class LearnedRouterModel:
+    feature_spec: FeatureSpec
+    mean: np.ndarray
+    scale: np.ndarray
+    coef: np.ndarray
+    intercept: float
+    platt_a: float
+    platt_b: float
+    info: dict[str, Any] = field(default_factory=dict)
+
+    def check_spec(self, spec: FeatureSpec) -> None:
+        if spec != self.feature_spec:
+            raise FeatureSpecError(
+                f"features of another kind: model has {self.feature_spec.to_json()}, got {spec.to_json()}"
+            )
+
+    def logits(self, features: np.ndarray) -> np.ndarray:
+        x = np.atleast_2d(np.asarray(features, dtype=np.float64))
+        if x.shape[1] != self.coef.shape[0]:
+            raise FeatureSpecError(f"expected {self.coef.shape[0]} features, got {x.shape[1]}")
+        return np.asarray(((x - self.mean) / self.scale) @ self.coef + self.intercept)
+
+    def score_many(self, features: np.ndarray) -> np.ndarray:
+        return sigmoid(self.platt_a * self.logits(features) + self.platt_b)
+
+    def score(self, features: np.ndarray) -> float:
+        """Calibrated probability that this call needs the teacher."""
+        return float(self.score_many(features)[0])
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "format": FORMAT,
+            "feature_spec": self.feature_spec.to_json(),
+            "mean": self.mean.tolist(),
+            "scale": self.scale.tolist(),
+            "coef": self.coef.tolist(),
+            "intercept": self.intercept,
+            "platt": {"a": self.platt_a, "b": self.platt_b},
+            "info": self.info,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> LearnedRouterModel:
+        if not isinstance(data, dict) or data.get("format") != FORMAT:
+            raise ValueError(f"not a {FORMAT} model")
+        spec = FeatureSpec.from_json(data["feature_spec"])
+        arrays = [np.asarray(data[k], dtype=np.float64) for k in ("mean", "scale", "coef")]
+        if any(a.shape != (spec.dims,) for a in arrays):
+            raise ValueError(f"model arrays do not match the spec's {spec.dims} features")
+        numbers = [
+            *arrays,
+            np.asarray([data["intercept"], data["platt"]["a"], data["platt"]["b"]], dtype=np.float64),
+        ]
+        if not all(np.isfinite(a).all() for a in numbers) or (arrays[1] <= 0).any():
+            raise ValueError("model parameters must be finite, scales positive")
+        return cls(
+            feature_spec=spec,
+            mean=arrays[0],
+            scale=arrays[1],
+            coef=arrays[2],
+            intercept=float(data["intercept"]),
+            platt_a=float(data["platt"]["a"]),
+            platt_b=float(data["platt"]["b"]),
+            info=dict(data.get("info") or {}),
+        )
+
+
+def _fit_lr(x: np.ndarray, y: np.ndarray, c: float, seed: int) -> tuple[np.ndarray, float]:
+    from sklearn.linear_model import LogisticRegression
+    from threadpoolctl import threadpool_limits
+
+    lr = LogisticRegression(C=c, class_weight="balanced", max_iter=500, random_state=seed)
+    with threadpool_limits(1), warnings.catch_warnings():  # 2 BLAS threads on 2 busy cores: 3x slower
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        lr.fit(x, y)
+    return lr.coef_[0].astype(np.float64), float(lr.intercept_[0])
+
+
+def _standardizer(x: np.ndarray, spec: FeatureSpec) -> tuple[np.ndarray, np.ndarray]:
+    """Per-feature scaling for the meta blocks; one scale per text block (hashed n-grams and
+    embeddings keep their geometry, and rare n-grams are not blown up)."""
+    mean = x.mean(axis=0)
+    std = x.std(axis=0)
+    scale = np.ones(x.shape[1])
+    start = 0
+    for name, size in spec.block_sizes.items():
+        block = slice(start, start + size)
+        if name in PER_FEATURE_BLOCKS:
+            scale[block] = np.where(std[block] < 1e-8, 1.0, std[block])
+        elif size:
+            rms = float(np.sqrt(np.mean(std[block] ** 2)))
+            scale[block] = rms if rms > 1e-8 else 1.0
+        start += size
+    return mean, scale
+
+
+def _platt(logits: np.ndarray, y: np.ndarray) -> tuple[float, float]:
+    from sklearn.linear_model import LogisticRegression
+
+    if len(np.unique(y)) < 2:
+        prevalence = min(max(float(y.mean()), 1e-4), 1 - 1e-4)
+        return 0.0, math.log(prevalence / (1 - prevalence))
+    platt = LogisticRegression(C=1e4, max_iter=1000).fit(logits.reshape(-1, 1), y)
+    return float(platt.coef_[0, 0]), float(platt.intercept_[0])
+
+
+def fit_router_model(
+    features: np.ndarray,
+    labels: np.ndarray,
+    groups: np.ndarray,
+    *,
+    spec: FeatureSpec,
+    c_grid: tuple[float, ...] = (0.003, 0.01, 0.03, 0.1),
+    folds: int = 5,
+    seed: int = 0,
+) -> LearnedRouterModel:
+    """Pick C by grouped CV (ROC AUC of out-of-fold logits), Platt-calibrate on those logits,
+    then refit on everything. Groups are task ids: a task's calls never straddle folds."""
+    from sklearn.metrics import roc_auc_score
+    from sklearn.model_selection import GroupKFold
+
+    x = np.asarray(features, dtype=np.float64)
+    y = np.asarray(labels, dtype=np.int64)
+    if x.ndim != 2 or x.shape[1] != spec.dims or len(y) != len(x):
+        raise FeatureSpecError(f"features must be (n, {spec.dims}) with one label per row")
+    mean, scale = _standardizer(x, spec)
+    z = (x - mean) / scale
+    info: dict[str, Any] = {"n": len(y), "positives": int(y.sum()), "groups": len(np.unique(groups))}
+    if len(np.unique(y)) < 2:
+        a, b = _platt(np.zeros(len(y)), y)
+        info["note"] = "one class only: constant score"
+        return LearnedRouterModel(spec, mean, scale, np.zeros(spec.dims), 0.0, a, b, info)
+    n_folds = min(folds, info["groups"])
+    best: tuple[float, float, np.ndarray] | None = None
+    if n_folds >= 2:
+        for c in c_grid:
+            oof = np.zeros(len(y))
+            for train, test in GroupKFold(n_splits=n_folds).split(z, y, groups):
+                if len(np.unique(y[train])) < 2:
+                    oof[test] = 0.0
+                    continue
+                w, b0 = _fit_lr(z[train], y[train], c, seed)
+                oof[test] = z[test] @ w + b0
+            auc = float(roc_auc_score(y, oof)) if len(np.unique(y)) > 1 else 0.5
+            info.setdefault("cv_auc", {})[str(c)] = round(auc, 4)
+            if best is None or auc > best[0]:
+                best = (auc, c, oof)
+    c = best[1] if best else c_grid[len(c_grid) // 2]
+    coef, intercept = _fit_lr(z, y, c, seed)
+    calibration_logits = best[2] if best else z @ coef + intercept
+    a, b = _platt(calibration_logits, y)
+    info.update({"C": c, "folds": n_folds, "platt_on": "out-of-fold" if best else "in-sample"})
+    return LearnedRouterModel(spec, mean, scale, coef, intercept, a, b, info)
