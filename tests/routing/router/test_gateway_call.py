@@ -1,0 +1,24 @@
+"""The gateway's view of a call (routing.router.Call) gives the same features as its replay record."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from routing.models import TaskProfile
+from routing.protocol import ChatRequest
+from routing.router import Call
+from routing.router_learning.features import CallInput, Featurizer
+from routing.router_learning.synthetic import generate
+
+
+def test_call_and_record_give_the_same_features(featurizer: Featurizer):
+    for record in generate(40, regime="mixed", seed=9):
+        body = {"model": "auto", **record.request}
+        if not body["tools"]:
+            del body["tools"]
+        request = ChatRequest.model_validate(body)
+        profile = TaskProfile(name=record.profile, skillbook_text="tips" if record.skillbook_matched else "")
+        from_call = CallInput.from_call(Call(request, profile, record.has_verifier))
+        from_record = CallInput.from_record(record)
+        assert from_call.turn_index == from_record.turn_index
+        assert np.allclose(featurizer.transform(from_call), featurizer.transform(from_record))

@@ -1,0 +1,85 @@
+"""The model: safe JSON serialisation, identical scores after a round trip, spec mismatches refused."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from routing.router_learning.evaluate import EvalReport, featurize
+from routing.router_learning.features import FeatureSpec, FeatureSpecError, hashing_spec, make_featurizer
+from routing.router_learning.model import LearnedRouterModel, fit_router_model
+from routing.router_learning.runtime import LoadedRouter
+
+
+def test_round_trip_gives_identical_scores(mixed_report: EvalReport, mixed_test, featurizer):
+    model = mixed_report.router.model
+    text = json.dumps(model.to_json())  # what a RouterVersion row or a shared file holds
+    again = LearnedRouterModel.from_json(json.loads(text))
+    x = featurize(mixed_test[:200], featurizer)
+    assert np.array_equal(model.score_many(x), again.score_many(x))
+    assert again.feature_spec == model.feature_spec
+    assert "pickle" not in text and model.info == again.info
+
+
+def test_scores_are_calibrated_probabilities(mixed_report: EvalReport, mixed_test, featurizer):
+    complete = [r for r in mixed_test if r.complete]
+    scores = mixed_report.router.model.score_many(featurize(complete, featurizer))
+    labels = np.asarray([bool(r.needs_teacher) for r in complete])
+    assert ((scores > 0) & (scores < 1)).all()
+    for low, high in [(0.0, 0.3), (0.3, 0.7), (0.7, 1.0)]:  # mean score tracks the label rate per bin
+        sel = (scores >= low) & (scores < high)
+        if sel.sum() > 50:
+            assert abs(scores[sel].mean() - labels[sel].mean()) < 0.12
+
+
+def test_features_of_another_kind_are_refused(mixed_report: EvalReport):
+    model = mixed_report.router.model
+    other = make_featurizer(hashing_spec(ngram_dims=128))
+    with pytest.raises(FeatureSpecError, match="another kind"):
+        model.check_spec(other.spec)
+    with pytest.raises(FeatureSpecError):
+        LoadedRouter(model, 0.5, other)
+    with pytest.raises(FeatureSpecError, match="expected"):
+        model.score(np.zeros(other.spec.dims))
+
+
+def test_tampered_or_foreign_json_is_refused(mixed_report: EvalReport):
+    data = mixed_report.router.model.to_json()
+    with pytest.raises(ValueError, match="not a"):
+        LearnedRouterModel.from_json({**data, "format": "pickle"})
+    with pytest.raises(ValueError, match="do not match"):
+        LearnedRouterModel.from_json({**data, "coef": data["coef"][:-1]})
+    with pytest.raises(ValueError, match="finite"):
+        LearnedRouterModel.from_json({**data, "intercept": float("nan")})
+    with pytest.raises(FeatureSpecError):
+        FeatureSpec.from_json({**data["feature_spec"], "wormhole": 1})
+
+
+def test_minilm_spec_needs_the_same_embedder():
+    spec = FeatureSpec(embedder="minilm", embedder_id="some-other-model", context_tokens=128)
+    with pytest.raises(FeatureSpecError):
+        make_featurizer(spec, build=False)
+
+
+def test_one_class_training_gives_a_constant_score():
+    spec = hashing_spec(ngram_dims=8)
+    x = np.random.default_rng(0).random((20, spec.dims))
+    model = fit_router_model(x, np.zeros(20), np.arange(20), spec=spec)
+    scores = model.score_many(x)
+    assert np.allclose(scores, scores[0]) and scores[0] < 0.01
+
+
+def test_loaded_router_decides_with_its_threshold(mixed_report: EvalReport, mixed_test, featurizer):
+    from routing.router_learning.features import CallInput
+
+    fields = mixed_report.router.version_fields()
+    router = LoadedRouter.from_fields(
+        model=json.loads(json.dumps(fields["model"])), threshold=fields["threshold"]
+    )
+    call = CallInput.from_record(mixed_test[0])
+    decision = router.decide(call)
+    assert decision.route == ("teacher" if decision.score >= fields["threshold"] else "student")
+    assert decision.score == mixed_report.router.model.score(featurizer.transform(call))
+    assert set(fields) == {"model", "feature_spec", "threshold", "target", "calibration"}
