@@ -41,6 +41,7 @@ class OpenAIStub:
     host: str = "127.0.0.1"
     port: int = 0
     requests: list[dict[str, Any]] = field(default_factory=list)
+    authorizations: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -63,6 +64,7 @@ class OpenAIStub:
     async def _chat(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()
         self.requests.append(body)
+        self.authorizations.append(request.headers.get("Authorization", ""))
         reply = self.responder(body)
         if reply.delay_s:
             await asyncio.sleep(reply.delay_s)
