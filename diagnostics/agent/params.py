@@ -164,6 +164,8 @@ def fill_action_args(spec: ToolSpec, finding: Finding) -> dict[str, Any] | None:
             args[name] = remedy.target
         elif name == "namespace" and namespace:
             args[name] = namespace
+        elif isinstance(props[name], dict) and len(props[name].get("enum") or []) == 1:
+            args[name] = props[name]["enum"][0]  # the only value the action accepts
     if any(name not in args for name in required_of(spec)):
         return None
     return args

@@ -56,6 +56,16 @@ def _key(tool: str, params: dict[str, Any]) -> str:
     return f"{tool} {json.dumps(params, sort_keys=True, default=str)}"
 
 
+def _within_enums(spec: Any, params: dict[str, Any]) -> bool:
+    """False when a parameter is given a value outside the closed list its schema allows."""
+    props = props_of(spec)
+    for name, value in params.items():
+        schema = props.get(name)
+        if isinstance(schema, dict) and schema.get("enum") and value not in schema["enum"]:
+            return False
+    return True
+
+
 @register
 class RulePlanner(Observer):
     mode = "analyzers"
@@ -141,7 +151,17 @@ class RulePlanner(Observer):
         for spec in view.tools:
             if not required_of(spec) and any(w in spec.name.lower() for w in OVERVIEW_WORDS):
                 self._push(spec.name, {}, 65, "overview of the system's health")
-        if subject.name:
+        services = self._enumerated_services(view)
+        if services:
+            # Tools that take a service from a closed list (the local lab): inspect the services the
+            # incident names first, then every other one, so a vague report still gets localized.
+            named = [n for n in subject.names if n in services]
+            for i, name in enumerate([*named, *(s for s in services if s not in named)]):
+                self._inspect(view, ObjRef("service", name), (95 if name in named else 60) - i)
+            for spec in view.tools:  # a small system: every whole-system view (top, disk, events)
+                if not required_of(spec):
+                    self._push(spec.name, {}, 64, "whole-system view")
+        elif subject.name:
             if subject.namespace or subject.kind in CLUSTER_KINDS:
                 kinds = [subject.kind] if subject.kind else ["deployment", "pod"]
                 for i, kind in enumerate(kinds):
@@ -155,6 +175,16 @@ class RulePlanner(Observer):
             for kind in ("deployment", "pod"):
                 self._list(view, kind, subject.namespace, 85, "what runs in the namespace")
         self._topics(view, subject.namespace)
+
+    @staticmethod
+    def _enumerated_services(view: InvestigationView) -> list[str]:
+        """The closed list of service names the tools accept (e.g. the lab's), in order; else []."""
+        names: list[str] = []
+        for spec in view.tools:
+            schema = props_of(spec).get("service")
+            if "service" in required_of(spec) and isinstance(schema, dict):
+                names += [str(v) for v in schema.get("enum") or [] if str(v) not in names]
+        return names
 
     def _discover(self, view: InvestigationView) -> None:
         subject = view.alert.subject
@@ -240,7 +270,7 @@ class RulePlanner(Observer):
             if describe_only and "describe" not in spec.name.lower():
                 continue
             params = fill_params(spec, obj)
-            if params is None:
+            if params is None or not _within_enums(spec, params):
                 continue
             weight = tool_weight(spec.name, obj.kind)
             if not weight:
@@ -314,7 +344,7 @@ class RulePlanner(Observer):
         self._proposed = True
         problems = sorted((f for f in view.findings if f.is_problem and f.remedy), key=lambda f: -f.rank)
         by_name = {a.name: a for a in view.actions}
-        for finding in problems[:3]:
+        for finding in problems[:5]:
             assert finding.remedy is not None
             for candidate in finding.remedy.actions:
                 spec = by_name.get(candidate) or next(
@@ -323,7 +353,8 @@ class RulePlanner(Observer):
                 if spec is None:
                     continue
                 args = fill_action_args(spec, finding)
-                if args is None:
+                # A target the action cannot take (e.g. an address, not one of its services): next.
+                if args is None or not _within_enums(spec, args):
                     continue
                 return Decision(
                     PROPOSE,

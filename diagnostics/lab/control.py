@@ -106,7 +106,17 @@ class Lab:
                 self.stop(service)
         self._apply_worker_count()
         self._rpc("supervisor.startAllProcesses", True)
-        return self.wait_healthy("lab", timeout)
+        check = self.wait_healthy("lab", timeout)
+        self._clear_logs()
+        return check
+
+    def _clear_logs(self) -> None:
+        """Known-good includes the evidence: a fault injected after a heal is not mixed with the
+        errors of the previous one (or of the heal's own restarts). Logs are opened for append, so
+        truncating them under the running processes is safe."""
+        for log in self.config.logs_dir.glob("*.log"):
+            with log.open("r+b") as handle:
+                handle.truncate(0)
 
     def wait_healthy(self, target: str, timeout: float) -> Check:
         check = self.health.wait(target, timeout)
@@ -125,7 +135,7 @@ class Lab:
         deploy.install_releases(cfg)
         if reset:
             if deploy.current(cfg, "api") != KNOWN_GOOD:
-                deploy.switch(cfg, "api", KNOWN_GOOD, actor="lab heal")
+                deploy.switch(cfg, "api", KNOWN_GOOD, actor="lab heal (rollback to known-good)")
             clear_spool(cfg.spool_dir)
             write_state(cfg, workers=cfg.workers)
         elif "workers" not in read_state(cfg):
@@ -232,7 +242,8 @@ class Lab:
             target = deploy.previous_release(self.config, service)
         except deploy.DeployError as exc:
             raise LabError(str(exc)) from None
-        return self.deploy(service, target, actor=actor), target
+        # Marked as a rollback in the deploy log: it is the fix, not a new suspect deploy.
+        return self.deploy(service, target, actor=f"{actor} (rollback)"), target
 
     def read_config(self, service: str) -> dict[str, Any]:
         if service not in CONFIGURABLE:

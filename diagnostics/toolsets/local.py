@@ -341,6 +341,7 @@ class LocalWriteToolset(WriteToolset):
             return ActionResult(action, args, False, f"failed: {exc}")
 
     def health(self, target: str) -> HealthResult:
+        target = target or "lab"  # an action on no one service (clear_quota_folder, scale_workers)
         if target not in (*SERVICES, "lab"):
             return HealthResult(False, f"unknown target {target!r}; one of {', '.join((*SERVICES, 'lab'))}")
         check = self._health.wait(target)

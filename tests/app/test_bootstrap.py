@@ -17,6 +17,7 @@ from tests.conftest import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 
+
 def wait_healthy(url: str) -> None:
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
+from typing import Any
 
 from diagnostics.agent.analyzers.base import AnalysisState, Analyzer, ToolOutput, clip, register
 from diagnostics.agent.findings import Finding, Remedy, Severity
@@ -105,6 +106,24 @@ def _transient(text: str, needle: str) -> str:
     return ""
 
 
+_CONFIG_ERROR = re.compile(
+    r"config(?:uration)? error[^\n]*?\b([a-z][a-z0-9_.]*) must be (?:an? )?([^,\n]*?),? got '([^'\n]*)'",
+    re.IGNORECASE,
+)
+_UNIT_NUMBER = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|sec|secs|seconds)?\s*$", re.IGNORECASE)
+
+
+def _coerce(expected: str, got: str) -> Any:
+    """The value meant by a config value of the wrong type ('30s' for a number -> 30), else None."""
+    if not re.search(r"integer|number|float|int\b", expected, re.IGNORECASE):
+        return None
+    match = _UNIT_NUMBER.match(got)
+    if match is None:
+        return None
+    value = float(match.group(1)) / (1000 if (match.group(2) or "").lower() == "ms" else 1)
+    return int(value) if value.is_integer() else value
+
+
 @register
 class LogAnalyzer(Analyzer):
     name = "logs"
@@ -132,9 +151,15 @@ class LogAnalyzer(Analyzer):
                     "No space left on device",
                     85,
                     "Free space or grow the volume.",
-                    Remedy(("clean_disk", "cleanup", "free_disk"), source, {}, "free disk space"),
+                    Remedy(
+                        ("clean_disk", "cleanup", "free_disk", "clear_quota_folder"),
+                        source,
+                        {},
+                        "free disk space",
+                    ),
                 )
             )
+        findings += self._config_errors(text, subject, where, source)
         if re.search(r"permission denied|EACCES", text, re.IGNORECASE):
             line = next(
                 li for li in text.splitlines() if re.search(r"permission denied|EACCES", li, re.IGNORECASE)
@@ -147,6 +172,41 @@ class LogAnalyzer(Analyzer):
                     subject,
                     clip(line),
                     60,
+                )
+            )
+        return findings
+
+    def _config_errors(self, text: str, subject: str, where: str, source: str) -> list[Finding]:
+        """'config error: KEY must be a number, got '30s'': the service refuses to start on its config."""
+        findings: list[Finding] = []
+        seen: set[str] = set()
+        for match in _CONFIG_ERROR.finditer(text):
+            key, expected, got = match.group(1), match.group(2).strip(), match.group(3)
+            if key in seen:
+                continue
+            seen.add(key)
+            value = _coerce(expected, got)
+            remedy = None
+            if value is not None:
+                remedy = Remedy(
+                    ("patch_config", "set_config", "update_config"),
+                    source,
+                    {"key": key, "value": value},
+                    f"set {key} to {value!r}",
+                )
+            findings.append(
+                Finding(
+                    "bad_config",
+                    f"Invalid configuration{where}: {key} must be {expected}, got '{got}'; "
+                    "the service exits at start.",
+                    Severity.CRITICAL,
+                    subject,
+                    clip(match.group(0)),
+                    92,
+                    f"Set {key} to a valid value ({expected})"
+                    + (f", e.g. {value!r}" if value is not None else "")
+                    + ", then restart.",
+                    remedy,
                 )
             )
         return findings

@@ -200,7 +200,8 @@ class ProcessStatusAnalyzer(Analyzer):
                     Severity.CRITICAL,
                     f"process/{name}",
                     clip(detail),
-                    60,
+                    # Above the error-rate spikes of its callers: those are its symptoms.
+                    75,
                     f"Find why {name} stopped (its log), fix it, then start it again.",
                     Remedy(("restart", "start"), name, {}, f"restart {name}"),
                 )
