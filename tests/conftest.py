@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -12,16 +11,11 @@ import uvicorn
 from routing.models import Backend
 from tests.factories import BackendFactory, KeyPair, make_key
 from tests.support.openai_stub import OpenAIStub, Reply
+from tests.support.vllm import free_port
 
 # Prices the test backends charge (USD per token); the teacher is 10x the student.
 TEACHER_PRICES = (Decimal("0.000010"), Decimal("0.000030"))
 STUDENT_PRICES = (Decimal("0.000001"), Decimal("0.000003"))
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @pytest.fixture(scope="session")
