@@ -10,6 +10,27 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+import jsonschema
+
+
+def object_schema(properties: dict[str, Any], required: list[str] | None = None) -> dict[str, Any]:
+    """The parameters schema of a tool or action: these properties and no others."""
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": required or [],
+        "additionalProperties": False,
+    }
+
+
+def validation_error(schema: dict[str, Any], value: dict[str, Any]) -> str | None:
+    """Why ``value`` does not fit ``schema``, or None when it does."""
+    try:
+        jsonschema.validate(value, schema)
+    except jsonschema.ValidationError as exc:
+        return exc.message
+    return None
+
 
 @dataclass(frozen=True)
 class ToolSpec:

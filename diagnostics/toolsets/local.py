@@ -14,8 +14,6 @@ import xmlrpc.client
 from collections.abc import Callable
 from typing import Any, ClassVar
 
-import jsonschema
-
 from diagnostics.lab import deploy
 from diagnostics.lab.config import CONFIGURABLE, MAX_WORKERS, SERVICES, LabConfig
 from diagnostics.lab.control import Lab, LabError
@@ -38,20 +36,13 @@ from diagnostics.toolsets.base import (
     ToolResult,
     ToolSpec,
     WriteToolset,
+    object_schema,
+    validation_error,
 )
 
 MAX_OUTPUT = 12_000
 _SERVICE = {"type": "string", "enum": list(SERVICES)}
 _LOG_SOURCES = [*SERVICES, "supervisord"]
-
-
-def _schema(properties: dict[str, Any], required: list[str] | None = None) -> dict[str, Any]:
-    return {
-        "type": "object",
-        "properties": properties,
-        "required": required or [],
-        "additionalProperties": False,
-    }
 
 
 def _clip(text: str) -> str:
@@ -63,14 +54,6 @@ def _tail_lines(text: str, lines: int, grep: str | None) -> str:
     if grep:
         rows = [row for row in rows if grep.lower() in row.lower()]
     return "\n".join(rows[-lines:])
-
-
-def _validation_error(schema: dict[str, Any], value: dict[str, Any]) -> str | None:
-    try:
-        jsonschema.validate(value, schema)
-    except jsonschema.ValidationError as exc:
-        return exc.message
-    return None
 
 
 class LocalReadToolset(ReadToolset):
@@ -91,7 +74,7 @@ class LocalReadToolset(ReadToolset):
             ToolSpec(
                 "tail_log",
                 "Last lines of a service's log (stdout and stderr), optionally only lines containing `grep`.",
-                _schema(
+                object_schema(
                     {
                         "service": {"type": "string", "enum": _LOG_SOURCES},
                         "lines": lines,
@@ -103,33 +86,33 @@ class LocalReadToolset(ReadToolset):
             ToolSpec(
                 "supervisor_events",
                 "supervisord's own log: spawned, exited (with exit status), gave up (FATAL), stopped.",
-                _schema({"lines": lines, "grep": {"type": "string"}}),
+                object_schema({"lines": lines, "grep": {"type": "string"}}),
             ),
             ToolSpec(
                 "read_metrics",
                 "A service's Prometheus metrics (the store: Redis INFO), with a request/error/latency "
                 "summary; `match` keeps only lines containing it.",
-                _schema({"service": _SERVICE, "match": {"type": "string"}}, ["service"]),
+                object_schema({"service": _SERVICE, "match": {"type": "string"}}, ["service"]),
             ),
             ToolSpec(
                 "http_check",
                 "GET a service's /healthz: status code, latency and body.",
-                _schema({"service": {"type": "string", "enum": ["api", "web", "worker"]}}, ["service"]),
+                object_schema({"service": {"type": "string", "enum": ["api", "web", "worker"]}}, ["service"]),
             ),
             ToolSpec(
                 "read_config",
                 "A service's config file (JSON).",
-                _schema({"service": {"type": "string", "enum": list(CONFIGURABLE)}}, ["service"]),
+                object_schema({"service": {"type": "string", "enum": list(CONFIGURABLE)}}, ["service"]),
             ),
             ToolSpec(
                 "disk_usage",
                 "Bytes used in the quota folder against its quota, and its largest files.",
-                _schema({"folder": {"type": "string", "enum": ["spool"]}}),
+                object_schema({"folder": {"type": "string", "enum": ["spool"]}}),
             ),
             ToolSpec(
                 "deploy_history",
                 "A service's releases, the current one, and its recent deploys and rollbacks.",
-                _schema({"service": {"type": "string", "enum": list(deploy.DEPLOYABLE)}}, ["service"]),
+                object_schema({"service": {"type": "string", "enum": list(deploy.DEPLOYABLE)}}, ["service"]),
             ),
         ]
 
@@ -137,7 +120,7 @@ class LocalReadToolset(ReadToolset):
         specs = {spec.name: spec for spec in self.tools()}
         if tool not in specs:
             return ToolResult(tool, params, f"unknown tool {tool!r}; tools: {', '.join(specs)}", ok=False)
-        error = _validation_error(specs[tool].parameters, params)
+        error = validation_error(specs[tool].parameters, params)
         if error:
             return ToolResult(tool, params, f"invalid parameters: {error}", ok=False)
         handler: Callable[..., str] = getattr(self, f"_{tool}")
@@ -293,23 +276,25 @@ class LocalWriteToolset(WriteToolset):
             ToolSpec(
                 "restart_service",
                 "Restart a service's processes (starts them if stopped or FATAL).",
-                _schema({"service": _SERVICE}, ["service"]),
+                object_schema({"service": _SERVICE}, ["service"]),
             ),
             ToolSpec(
                 "rollback_deploy",
                 "Point the service's `current` release back at the one deployed before it, and restart it.",
-                _schema({"service": {"type": "string", "enum": list(deploy.DEPLOYABLE)}}, ["service"]),
+                object_schema({"service": {"type": "string", "enum": list(deploy.DEPLOYABLE)}}, ["service"]),
             ),
             ToolSpec(
                 "scale_workers",
                 f"Set the number of worker processes (1..{MAX_WORKERS}).",
-                _schema({"count": {"type": "integer", "minimum": 1, "maximum": MAX_WORKERS}}, ["count"]),
+                object_schema(
+                    {"count": {"type": "integer", "minimum": 1, "maximum": MAX_WORKERS}}, ["count"]
+                ),
             ),
             ToolSpec(
                 "patch_config",
                 "Set one allow-listed key of a service's config file and restart the service. "
                 f"Allowed: {allowed}",
-                _schema(
+                object_schema(
                     {
                         "service": {"type": "string", "enum": sorted({s for s, _ in PATCHABLE})},
                         "key": {"type": "string", "enum": sorted({k for _, k in PATCHABLE})},
@@ -321,7 +306,7 @@ class LocalWriteToolset(WriteToolset):
             ToolSpec(
                 "clear_quota_folder",
                 "Delete every file in the quota folder (the worker's spool of results).",
-                _schema({"folder": {"type": "string", "enum": ["spool"]}}, ["folder"]),
+                object_schema({"folder": {"type": "string", "enum": ["spool"]}}, ["folder"]),
             ),
         ]
 
@@ -329,7 +314,7 @@ class LocalWriteToolset(WriteToolset):
         specs = {spec.name: spec for spec in self.actions()}
         if action not in specs:
             return ActionResult(action, args, False, f"refused: {action!r} is not on the allow-list")
-        error = _validation_error(specs[action].parameters, args)
+        error = validation_error(specs[action].parameters, args)
         if error:
             return ActionResult(action, args, False, f"refused: invalid arguments: {error}")
         handler: Callable[..., str] = getattr(self, f"_{action}")
@@ -367,7 +352,7 @@ class LocalWriteToolset(WriteToolset):
         schema = PATCHABLE.get((service, key))
         if schema is None:
             raise PermissionError(f"{service}.{key} is not an allow-listed config key")
-        error = _validation_error({"type": "object", "properties": {"value": schema}}, {"value": value})
+        error = validation_error({"type": "object", "properties": {"value": schema}}, {"value": value})
         if error:
             raise PermissionError(f"{service}.{key}: {error}")
         old = self._lab.set_config_key(service, key, value)

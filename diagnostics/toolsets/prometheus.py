@@ -13,11 +13,10 @@ from datetime import UTC, datetime
 from typing import Any, ClassVar
 
 import httpx
-import jsonschema
 from django.core.exceptions import ImproperlyConfigured
 
 from app.env import env_float, env_optional
-from diagnostics.toolsets.base import ReadToolset, ToolResult, ToolSpec
+from diagnostics.toolsets.base import ReadToolset, ToolResult, ToolSpec, object_schema, validation_error
 
 MAX_SERIES = 50
 MAX_OUTPUT = 12_000
@@ -78,10 +77,6 @@ def _labels(metric: dict[str, str]) -> str:
     return f"{name}{{{rest}}}"
 
 
-def _schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
-    return {"type": "object", "properties": properties, "required": required, "additionalProperties": False}
-
-
 class PrometheusReadToolset(ReadToolset):
     name: ClassVar[str] = "prometheus"
 
@@ -99,13 +94,13 @@ class PrometheusReadToolset(ReadToolset):
             ToolSpec(
                 "execute_prometheus_instant_query",
                 "Evaluate a PromQL expression at one time (default now): GET /api/v1/query",
-                _schema({"query": query, "time": _TIME}, ["query"]),
+                object_schema({"query": query, "time": _TIME}, ["query"]),
             ),
             ToolSpec(
                 "execute_prometheus_range_query",
                 "Evaluate a PromQL expression over a time range: GET /api/v1/query_range. start defaults "
                 "to -1h, end to now, step (seconds) to about 120 points.",
-                _schema(
+                object_schema(
                     {"query": query, "start": _TIME, "end": _TIME, "step": {"type": "number", "minimum": 1}},
                     ["query"],
                 ),
@@ -113,12 +108,12 @@ class PrometheusReadToolset(ReadToolset):
             ToolSpec(
                 "list_prometheus_alerts",
                 "Active alerts (firing and pending) with labels and annotations: GET /api/v1/alerts",
-                _schema({"state": {"type": "string", "enum": ["firing", "pending"]}}, []),
+                object_schema({"state": {"type": "string", "enum": ["firing", "pending"]}}, []),
             ),
             ToolSpec(
                 "list_prometheus_targets",
                 "Scrape targets, their health and last error: GET /api/v1/targets",
-                _schema({"health": {"type": "string", "enum": ["up", "down", "unknown"]}}, []),
+                object_schema({"health": {"type": "string", "enum": ["up", "down", "unknown"]}}, []),
             ),
         ]
 
@@ -126,10 +121,9 @@ class PrometheusReadToolset(ReadToolset):
         specs = {spec.name: spec for spec in self.tools()}
         if tool not in specs:
             return ToolResult(tool, params, f"unknown tool {tool!r}", ok=False)
-        try:
-            jsonschema.validate(params, specs[tool].parameters)
-        except jsonschema.ValidationError as exc:
-            return ToolResult(tool, params, f"invalid parameters: {exc.message}", ok=False)
+        error = validation_error(specs[tool].parameters, params)
+        if error:
+            return ToolResult(tool, params, f"invalid parameters: {error}", ok=False)
         handler: Callable[..., str] = getattr(self, f"_{tool}")
         try:
             output = handler(**params)

@@ -29,6 +29,8 @@ from diagnostics.toolsets.base import (
     ToolResult,
     ToolSpec,
     WriteToolset,
+    object_schema,
+    validation_error,
 )
 from diagnostics.toolsets.kubernetes.client import (
     APIS,
@@ -44,8 +46,6 @@ from diagnostics.toolsets.kubernetes.client import (
     api_client,
     api_error,
     deployment_health,
-    invalid,
-    schema,
 )
 from diagnostics.toolsets.kubernetes.render import describe, events_table, kind_title, table
 
@@ -67,24 +67,24 @@ class KubernetesReadToolset(ReadToolset):
     def tools(self) -> list[ToolSpec]:
         ns = {"type": "string", "pattern": NAME_SCHEMA["pattern"]}
         limit = {"type": "integer", "minimum": 1, "maximum": 2000}
-        name_ns = schema({"kind": KIND_SCHEMA, "name": NAME_SCHEMA, "namespace": ns}, ["kind", "name"])
+        name_ns = object_schema({"kind": KIND_SCHEMA, "name": NAME_SCHEMA, "namespace": ns}, ["kind", "name"])
         logs = {"namespace": ns, "pod_name": NAME_SCHEMA, "container": NAME_SCHEMA, "limit": limit}
         return [
             ToolSpec(
                 "kubectl_get_by_kind_in_namespace",
                 "kubectl get KIND -n NAMESPACE -o wide",
-                schema({"kind": KIND_SCHEMA, "namespace": ns}, ["kind", "namespace"]),
+                object_schema({"kind": KIND_SCHEMA, "namespace": ns}, ["kind", "namespace"]),
             ),
             ToolSpec(
                 "kubectl_get_by_kind_in_cluster",
                 "kubectl get KIND -A -o wide",
-                schema({"kind": KIND_SCHEMA}, ["kind"]),
+                object_schema({"kind": KIND_SCHEMA}, ["kind"]),
             ),
             ToolSpec("kubectl_get_by_name", "kubectl get KIND NAME -n NAMESPACE -o wide", name_ns),
             ToolSpec(
                 "kubectl_find_resource",
                 "Resources of KIND in any namespace whose name contains KEYWORD",
-                schema(
+                object_schema(
                     {"kind": KIND_SCHEMA, "keyword": {"type": "string", "minLength": 1}}, ["kind", "keyword"]
                 ),
             ),
@@ -95,7 +95,7 @@ class KubernetesReadToolset(ReadToolset):
             ToolSpec(
                 "kubectl_events",
                 "kubectl events --for RESOURCE_TYPE/RESOURCE_NAME -n NAMESPACE",
-                schema(
+                object_schema(
                     {"resource_type": KIND_SCHEMA, "resource_name": NAME_SCHEMA, "namespace": ns},
                     ["resource_type", "resource_name", "namespace"],
                 ),
@@ -103,12 +103,12 @@ class KubernetesReadToolset(ReadToolset):
             ToolSpec(
                 "fetch_pod_logs",
                 "The last LIMIT log lines of a pod (optionally only lines containing FILTER)",
-                schema({**logs, "filter": {"type": "string"}}, ["namespace", "pod_name"]),
+                object_schema({**logs, "filter": {"type": "string"}}, ["namespace", "pod_name"]),
             ),
             ToolSpec(
                 "kubectl_previous_logs",
                 "Logs of the previous (crashed) container of a pod",
-                schema(logs, ["namespace", "pod_name"]),
+                object_schema(logs, ["namespace", "pod_name"]),
             ),
         ]
 
@@ -116,7 +116,7 @@ class KubernetesReadToolset(ReadToolset):
         specs = {spec.name: spec for spec in self.tools()}
         if tool not in specs:
             return ToolResult(tool, params, f"unknown tool {tool!r}", ok=False)
-        error = invalid(specs[tool].parameters, params)
+        error = validation_error(specs[tool].parameters, params)
         if error:
             return ToolResult(tool, params, f"invalid parameters: {error}", ok=False)
         handler: Callable[..., str] = getattr(self, f"_{tool}")
@@ -252,12 +252,12 @@ class KubernetesWriteToolset(WriteToolset):
             ToolSpec(
                 "rollout_restart",
                 "kubectl rollout restart deployment/DEPLOYMENT -n NAMESPACE",
-                schema(target, ["namespace", "deployment"]),
+                object_schema(target, ["namespace", "deployment"]),
             ),
             ToolSpec(
                 "scale",
                 "kubectl scale deployment/DEPLOYMENT --replicas=N -n NAMESPACE",
-                schema(
+                object_schema(
                     {**target, "replicas": {"type": "integer", "minimum": 0, "maximum": 50}},
                     ["namespace", "deployment", "replicas"],
                 ),
@@ -265,14 +265,14 @@ class KubernetesWriteToolset(WriteToolset):
             ToolSpec(
                 "rollback",
                 "kubectl rollout undo deployment/DEPLOYMENT [--to-revision=N] -n NAMESPACE",
-                schema(
+                object_schema(
                     {**target, "to_revision": {"type": "integer", "minimum": 1}}, ["namespace", "deployment"]
                 ),
             ),
             ToolSpec(
                 "patch",
                 "Patch one container of a deployment: set or remove env vars, set resources",
-                schema(
+                object_schema(
                     {
                         **target,
                         "container": NAME_SCHEMA,
@@ -294,7 +294,7 @@ class KubernetesWriteToolset(WriteToolset):
         specs = {spec.name: spec for spec in self.actions()}
         if action not in specs:
             return ActionResult(action, args, False, f"refused: {action!r} is not on the allow-list")
-        error = invalid(specs[action].parameters, args)
+        error = validation_error(specs[action].parameters, args)
         if error:
             return ActionResult(action, args, False, f"refused: invalid arguments: {error}")
         allowed = self._config.write_namespaces

@@ -5,9 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
 
-import jsonschema
 from django.core.exceptions import ImproperlyConfigured
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
@@ -66,18 +64,6 @@ def api_client(kubeconfig: str, context: str | None) -> Iterator[k8s.ApiClient]:
         yield api
     finally:
         api.close()
-
-
-def schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
-    return {"type": "object", "properties": properties, "required": required, "additionalProperties": False}
-
-
-def invalid(schema: dict[str, Any], value: dict[str, Any]) -> str | None:
-    try:
-        jsonschema.validate(value, schema)
-    except jsonschema.ValidationError as exc:
-        return exc.message
-    return None
 
 
 def api_error(exc: Exception) -> str:
