@@ -1,0 +1,3 @@
+"""Adapters and the training runs that produce them."""
+
+__all__: list[str] = []

@@ -1,0 +1,3 @@
+"""Demonstrations, SkillBooks, admissions and the learning cycle."""
+
+__all__: list[str] = []

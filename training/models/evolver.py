@@ -1,0 +1,3 @@
+"""Corrective plans and diagnostic skills (the AOI Evolver)."""
+
+__all__: list[str] = []

@@ -1,0 +1,1 @@
+"""Training writes, one module per concern: `adapters`, `cycle`, `evolver`."""
