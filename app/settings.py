@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
 
 from app.env import env_bool, env_float, env_int, env_list, env_optional, env_str
 
@@ -49,6 +50,7 @@ INSTALLED_APPS = [
     "routing",
     "training",
     "diagnostics",
+    "diagnostics.slack",
 ]
 
 MIDDLEWARE = [
@@ -168,6 +170,7 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": 60.0,
     },
     "expire-diagnostic-actions": {"task": "diagnostics.tasks.expire_actions", "schedule": 60.0},
+    "purge-slack-events": {"task": "diagnostics.slack.tasks.purge_events", "schedule": 3600.0},
 }
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 
@@ -212,3 +215,13 @@ SKILLGATE: dict[str, Any] = {
         "PORT": env_int("SKILLGATE_STUDENT_PORT", 8001),
     },
 }
+
+# --- Slack bot ----------------------------------------------------------------------------------
+# Off (its endpoint answers 404) until both the bot token and the signing secret are set.
+SLACK_BOT_TOKEN = env_optional("SLACK_BOT_TOKEN") or ""
+SLACK_SIGNING_SECRET = env_optional("SLACK_SIGNING_SECRET") or ""
+if bool(SLACK_BOT_TOKEN) != bool(SLACK_SIGNING_SECRET):
+    raise ImproperlyConfigured("Set both SLACK_BOT_TOKEN and SLACK_SIGNING_SECRET, or neither.")
+# The Web API base URL; only a test or a proxy changes it.
+SLACK_API_URL = env_str("SLACK_API_URL", "https://slack.com/api/")
+SLACK_COMMAND = env_str("SLACK_COMMAND", "/sre")

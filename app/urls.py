@@ -9,4 +9,5 @@ urlpatterns = [
     path("readyz", health.readyz),
     path("v1/", include("routing.urls")),
     path("api/", include("diagnostics.urls")),
+    path("slack/", include("diagnostics.slack.urls")),
 ]

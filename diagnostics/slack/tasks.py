@@ -1,0 +1,292 @@
+"""Celery tasks of the Slack bot: thin, take ids, claim with a conditional UPDATE, idempotent, acks_late.
+
+The endpoint enqueues ``handle_event`` (one stored delivery); a committed Step of a Slack incident
+enqueues ``sync_thread`` (post what the thread has not shown yet). They run on DIAGNOSTICS_QUEUE, like
+the diagnosis tasks (default: Celery's default queue).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from typing import Any
+
+from celery import shared_task
+from django.db import OperationalError
+from slack_sdk import WebClient
+from slack_sdk.errors import SlackApiError, SlackClientError
+from slack_sdk.webhook import WebhookClient
+
+from diagnostics import selectors as diagnostics_selectors
+from diagnostics import services as diagnostics_services
+from diagnostics.agent import config
+from diagnostics.models import ActionRequest, Incident, Step, Trajectory
+from diagnostics.slack import conf, messages, selectors, services
+from diagnostics.slack.models import SlackEvent
+
+log = logging.getLogger(__name__)
+MENTION = re.compile(r"<@[A-Z0-9]+(\|[^>]*)?>")
+BATCH = 50
+
+
+def _options() -> dict[str, str]:
+    queue = config.setting("DIAGNOSTICS_QUEUE", "")
+    return {"queue": str(queue)} if queue else {}
+
+
+def enqueue_event(event_id: int) -> None:
+    handle_event.apply_async((event_id,), **_options())
+
+
+def enqueue_sync(trajectory_id: int) -> None:
+    sync_thread.apply_async((trajectory_id,), **_options())
+
+
+# --- deliveries ----------------------------------------------------------------------------------
+
+
+@shared_task(
+    acks_late=True, ignore_result=True, autoretry_for=(OperationalError,), retry_backoff=True, max_retries=3
+)
+def handle_event(event_id: int) -> str:
+    event = services.slack_event_claim(event_id=event_id)
+    if event is None:
+        return "not claimed"
+    handler = {
+        SlackEvent.Kind.COMMAND: _open_from_command,
+        SlackEvent.Kind.MENTION: _open_from_mention,
+        SlackEvent.Kind.ACTION: _decide,
+    }[SlackEvent.Kind(event.kind)]
+    try:
+        return handler(event, conf.web_client())
+    except SlackClientError as exc:
+        log.warning("Slack delivery %s failed: %s", event.key, exc)
+        services.slack_event_finish(event=event, error=f"{type(exc).__name__}: {exc}")
+        return "failed"
+
+
+def _open_from_command(event: SlackEvent, client: WebClient) -> str:
+    """``/sre diagnose <text>``: a root message in the channel, the incident threaded under it."""
+    body = event.payload
+    text, user_id, channel = body["diagnose_text"], body["user_id"], body["channel_id"]
+    try:
+        root = client.chat_postMessage(
+            channel=channel,
+            text=f":rotating_light: *Incident:* {messages.clip(text, 2000)}\nOpened by <@{user_id}> "
+            f"with `{body.get('command', conf.command_name())} diagnose`.",
+        )
+    except SlackApiError as exc:
+        _respond(
+            body.get("response_url", ""), f"I could not post in this channel ({exc.response.get('error')})."
+        )
+        services.slack_event_finish(event=event, error=str(exc))
+        return "failed"
+    incident = _open(text=text, user_id=user_id, channel=str(root["channel"]), thread_ts=str(root["ts"]))
+    services.slack_event_finish(event=event, incident=incident)
+    return "opened"
+
+
+def _open_from_mention(event: SlackEvent, client: WebClient) -> str:
+    """A mention opens an incident threaded under the mention (or in the thread it was made in)."""
+    mention = event.payload["event"]
+    text = " ".join(MENTION.sub(" ", mention.get("text", "")).split())
+    channel, thread_ts = mention["channel"], mention.get("thread_ts") or mention["ts"]
+    if not text:
+        client.chat_postMessage(
+            channel=channel,
+            thread_ts=thread_ts,
+            text="Tell me what is wrong, e.g. `@bot the api returns 502`.",
+        )
+        services.slack_event_finish(event=event, error="empty mention")
+        return "empty"
+    incident = _open(text=text, user_id=mention.get("user", ""), channel=channel, thread_ts=thread_ts)
+    services.slack_event_finish(event=event, incident=incident)
+    return "opened"
+
+
+def _open(*, text: str, user_id: str, channel: str, thread_ts: str) -> Incident:
+    return diagnostics_services.incident_open(
+        title=text,
+        description=text,
+        source=Incident.Source.SLACK,
+        created_by=selectors.user_for_slack(slack_user_id=user_id) if user_id else None,
+        slack_channel=channel,
+        slack_thread_ts=thread_ts,
+    )
+
+
+def _respond(response_url: str, text: str) -> None:
+    if response_url:
+        WebhookClient(response_url, timeout=10).send(text=text, response_type="ephemeral")
+
+
+def _decide(event: SlackEvent, client: WebClient) -> str:
+    """An Approve / Deny click, decided by the diagnostics services as the linked Django user."""
+    body = event.payload
+    clicked = body["actions"][0]
+    slack_user = body["user"]["id"]
+    channel = body.get("channel", {}).get("id") or body["container"]["channel_id"]
+    message_ts = body["container"]["message_ts"]
+    thread_ts = body.get("message", {}).get("thread_ts") or body["container"].get("thread_ts") or message_ts
+    value = json.loads(clicked["value"])
+    action_id, plan = int(value["action"]), str(value["plan"])
+
+    def refuse(message: str, code: str) -> str:
+        client.chat_postEphemeral(
+            channel=channel, user=slack_user, thread_ts=thread_ts, text=f":warning: {message}"
+        )
+        services.slack_event_finish(event=event, error=code)
+        return code
+
+    user = selectors.user_for_slack(slack_user_id=slack_user)
+    if user is None:
+        return refuse(
+            f"Your Slack account (<@{slack_user}>) is not linked to a Skillgate user, so you cannot decide "
+            "on actions. Ask an admin to link it (Admin > Slack users).",
+            "unlinked_user",
+        )
+    approve = clicked["action_id"] == messages.APPROVE
+    try:
+        if approve:
+            decided = diagnostics_services.action_request_approve(
+                action_request_id=action_id, user=user, plan_hash_seen=plan, note="via Slack"
+            )
+        else:
+            decided = diagnostics_services.action_request_deny(
+                action_request_id=action_id, user=user, note="via Slack"
+            )
+    except diagnostics_services.ServiceError as exc:
+        current = diagnostics_selectors.action_request_get(action_request_id=action_id)
+        wanted = ActionRequest.Status.DENIED if not approve else None
+        repeat = (
+            current is not None
+            and exc.code == "action_not_pending"
+            and current.decided_by_id == user.pk
+            and (current.status == wanted if wanted else current.status != ActionRequest.Status.DENIED)
+        )
+        if current is not None:
+            _update_action(client, channel, message_ts, current)  # show the real state; drop stale buttons
+        if repeat:  # a double click: the first one decided, nothing more to do
+            services.slack_event_finish(event=event)
+            return "already decided"
+        return refuse(exc.message, exc.code)
+    _update_action(client, channel, message_ts, decided)
+    services.slack_event_finish(event=event, incident=decided.trajectory.incident)
+    return decided.status
+
+
+def _update_action(client: WebClient, channel: str, ts: str, action: ActionRequest) -> None:
+    text, blocks = messages.action(action)
+    client.chat_update(channel=channel, ts=ts, text=text, blocks=blocks)
+
+
+# --- the thread ----------------------------------------------------------------------------------
+
+
+@shared_task(
+    acks_late=True,
+    ignore_result=True,
+    autoretry_for=(OperationalError, SlackClientError),
+    retry_backoff=True,
+    max_retries=5,
+)
+def sync_thread(trajectory_id: int) -> int:
+    """Posts the trajectory's steps the thread has not shown yet, in order; returns how many.
+
+    Progress lines are batched into one message; proposals (with buttons), the diagnosis and a failure
+    get messages of their own. Each batch is claimed on the cursor before it is posted, so concurrent
+    runs never post a step twice; a failed post gives its claim back and the task retries.
+    """
+    trajectory = Trajectory.objects.select_related("incident").filter(pk=trajectory_id).first()
+    if trajectory is None or not conf.enabled():
+        return 0
+    incident = trajectory.incident
+    if not incident.slack_channel or not incident.slack_thread_ts:
+        return 0
+    cursor = services.thread_cursor_get(trajectory=trajectory)
+    client = conf.web_client()
+    posted = 0
+    while True:
+        cursor.refresh_from_db()
+        steps = list(
+            diagnostics_selectors.trajectory_steps_after(
+                trajectory_id=trajectory_id, after_index=cursor.posted_index
+            )[:BATCH]
+        )
+        if not steps:
+            return posted
+        batch = _batch(steps)
+        start, end = cursor.posted_index, batch[-1].index
+        if not services.thread_cursor_advance(cursor_id=cursor.pk, from_index=start, to_index=end):
+            return posted  # another run claimed these steps
+        try:
+            _post(client, incident, trajectory, batch)
+        except Exception:
+            services.thread_cursor_rewind(cursor_id=cursor.pk, from_index=start, to_index=end)
+            raise
+        posted += len(batch)
+
+
+def _batch(steps: list[Step]) -> list[Step]:
+    """The leading run of progress steps, or the first step alone when it needs a message of its own."""
+    if not _is_progress(steps[0]):
+        return steps[:1]
+    run = []
+    for step in steps:
+        if not _is_progress(step):
+            break
+        run.append(step)
+    return run
+
+
+def _is_progress(step: Step) -> bool:
+    return step.phase in messages.PROGRESS_PHASES or (step.phase == Step.Phase.PROPOSE and not step.ok)
+
+
+def _post(client: WebClient, incident: Incident, trajectory: Trajectory, batch: list[Step]) -> None:
+    where: dict[str, Any] = {"channel": incident.slack_channel, "thread_ts": incident.slack_thread_ts}
+    step = batch[0]
+    if _is_progress(step):
+        text, blocks = messages.progress(batch, opened=(incident, trajectory) if step.index == 1 else None)
+        client.chat_postMessage(**where, text=text, blocks=blocks)
+        for executed in (s for s in batch if s.phase == Step.Phase.EXECUTE):
+            _refresh_action_message(client, trajectory, executed)
+    elif step.phase == Step.Phase.PROPOSE:
+        for action in selectors.actions_to_post(trajectory_id=trajectory.pk):
+            message = services.action_message_claim(action=action, channel=incident.slack_channel)
+            if message is None:
+                continue
+            text, blocks = messages.action(action)
+            try:
+                response = client.chat_postMessage(**where, text=text, blocks=blocks)
+            except Exception:
+                services.action_message_release(message=message)
+                raise
+            services.action_message_posted(message=message, ts=str(response["ts"]))
+    elif step.phase == Step.Phase.SUBMIT:
+        text, blocks = messages.diagnosis(step, trajectory_id=trajectory.pk)
+        client.chat_postMessage(**where, text=text, blocks=blocks)
+    else:
+        client.chat_postMessage(**where, text=messages.failure(step))
+
+
+def _refresh_action_message(client: WebClient, trajectory: Trajectory, step: Step) -> None:
+    """After an action ran, its message shows the outcome instead of 'running'."""
+    action = (
+        ActionRequest.objects.filter(
+            trajectory=trajectory,
+            tool=step.tool,
+            status__in=[ActionRequest.Status.EXECUTED, ActionRequest.Status.FAILED],
+        )
+        .order_by("-executed_at")
+        .first()
+    )
+    message = selectors.action_message_for(action_request_id=action.pk) if action else None
+    if message is not None:
+        _update_action(client, message.channel, message.ts, message.action)
+
+
+@shared_task(acks_late=True, ignore_result=True)
+def purge_events() -> int:
+    return services.slack_events_purge()
