@@ -9,5 +9,7 @@ urlpatterns = [
     path("readyz", health.readyz),
     path("v1/", include("routing.urls")),
     path("api/", include("diagnostics.urls")),
+    path("accounts/", include("django.contrib.auth.urls")),
+    path("", include("app.web.urls")),
     path("slack/", include("diagnostics.slack.urls")),
 ]

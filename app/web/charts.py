@@ -1,0 +1,125 @@
+"""Server-side SVG charts: geometry computed here, drawn by templates/web/partials/chart.html.
+
+No JavaScript and no chart library: a chart is a viewBox, axes with ticks, and polylines or
+points; labels are rendered by the template (and so escaped by it).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+WIDTH, HEIGHT = 640, 220
+LEFT, RIGHT, TOP, BOTTOM = 56, 16, 14, 34
+COLORS = ["#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c"]
+
+
+@dataclass
+class Tick:
+    pos: float
+    label: str
+
+
+@dataclass
+class Series:
+    name: str
+    color: str
+    points: list[tuple[float, float]]  # chart coordinates
+    dashed: bool = False
+
+    @property
+    def polyline(self) -> str:
+        return " ".join(f"{x:.1f},{y:.1f}" for x, y in self.points)
+
+
+@dataclass
+class Marker:
+    x: float
+    y: float
+    label: str
+    color: str = "#111827"
+
+
+@dataclass
+class Chart:
+    title: str
+    x_label: str
+    y_label: str
+    series: list[Series]
+    x_ticks: list[Tick]
+    y_ticks: list[Tick]
+    markers: list[Marker] = field(default_factory=list)
+    lines: bool = True
+    width: int = WIDTH
+    height: int = HEIGHT
+    left: int = LEFT
+    right: int = WIDTH - RIGHT
+    top: int = TOP
+    bottom: int = HEIGHT - BOTTOM
+
+    @property
+    def empty(self) -> bool:
+        return not any(s.points for s in self.series)
+
+
+def nice_ticks(low: float, high: float, count: int = 4) -> list[float]:
+    """Round tick values covering [low, high] (1, 2, 5 times a power of ten apart)."""
+    if high <= low:
+        high = low + 1.0
+    raw = (high - low) / count
+    power = 10 ** math.floor(math.log10(raw))
+    step = next(m * power for m in (1, 2, 5, 10) if m * power >= raw)
+    start = math.floor(low / step) * step
+    ticks = []
+    value = start
+    while value <= high + step * 0.5:
+        ticks.append(round(value, 12))
+        value += step
+    return ticks
+
+
+def line_chart(
+    *,
+    title: str,
+    x_values: Sequence[float],
+    series: Sequence[tuple[str, Sequence[float | None]]],
+    x_label: str = "",
+    y_label: str = "",
+    x_format: Callable[[float], str] = lambda v: f"{v:g}",
+    y_format: Callable[[float], str] = lambda v: f"{v:g}",
+    y_min: float | None = None,
+    y_max: float | None = None,
+    x_tick_count: int = 6,
+    lines: bool = True,
+    markers: Sequence[tuple[float, float, str]] = (),
+    dashed: Sequence[str] = (),
+) -> Chart:
+    """Series share the x values; a None value is a gap (the point is left out)."""
+    chart = Chart(title, x_label, y_label, [], [], [], lines=lines)
+    values = [v for _, ys in series for v in ys if v is not None] + [m[1] for m in markers]
+    xs = list(x_values) + [m[0] for m in markers]
+    if not values or not xs:
+        chart.series = [Series(name, COLORS[i % len(COLORS)], []) for i, (name, _) in enumerate(series)]
+        return chart
+    y_ticks = nice_ticks(min(values) if y_min is None else y_min, max(values) if y_max is None else y_max)
+    low_y, high_y = y_ticks[0], y_ticks[-1]
+    low_x, high_x = min(xs), max(xs)
+    if high_x == low_x:
+        low_x, high_x = low_x - 1, high_x + 1
+
+    def px(x: float) -> float:
+        return chart.left + (x - low_x) / (high_x - low_x) * (chart.right - chart.left)
+
+    def py(y: float) -> float:
+        return chart.bottom - (y - low_y) / (high_y - low_y or 1) * (chart.bottom - chart.top)
+
+    for i, (name, ys) in enumerate(series):
+        points = [(px(x), py(y)) for x, y in zip(x_values, ys, strict=True) if y is not None]
+        chart.series.append(Series(name, COLORS[i % len(COLORS)], points, dashed=name in dashed))
+    chart.y_ticks = [Tick(py(v), y_format(v)) for v in y_ticks]
+    every = max(1, math.ceil(len(x_values) / x_tick_count))
+    tick_xs = sorted(set(x_values))[::every] if x_values else [low_x, high_x]
+    chart.x_ticks = [Tick(px(x), x_format(x)) for x in tick_xs]
+    chart.markers = [Marker(px(x), py(y), label) for x, y, label in markers]
+    return chart

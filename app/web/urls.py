@@ -1,0 +1,29 @@
+"""The dashboard's URLs, mounted at / (login at /accounts/login/)."""
+
+from django.urls import path
+
+from app.web.views import calls, incidents, keys, overview
+
+app_name = "web"
+
+urlpatterns = [
+    path("", overview.overview, name="overview"),
+    path("calls/", calls.calls, name="calls"),
+    path("calls/<uuid:invocation_id>/", calls.call_detail, name="call"),
+    path("incidents/", incidents.incidents, name="incidents"),
+    path("incidents/<int:incident_id>/", incidents.incident, name="incident"),
+    path(
+        "incidents/<int:incident_id>/actions/<int:action_id>/approve",
+        incidents.action_decide,
+        {"decision": "approve"},
+        name="action-approve",
+    ),
+    path(
+        "incidents/<int:incident_id>/actions/<int:action_id>/deny",
+        incidents.action_decide,
+        {"decision": "deny"},
+        name="action-deny",
+    ),
+    path("keys/", keys.keys, name="keys"),
+    path("keys/<int:key_id>/revoke", keys.key_revoke, name="key-revoke"),
+]

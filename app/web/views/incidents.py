@@ -1,0 +1,177 @@
+"""Incidents: the list and the open form; an incident's diagnosis followed live; approve or deny."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.contrib import messages
+from django.contrib.auth.models import User
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect
+from django.utils import timezone
+from django.views.decorators.http import require_POST
+
+from app.web import roles
+from app.web.forms import IncidentOpenForm
+from app.web.pages import can, page, render_page
+from diagnostics import selectors, services
+from diagnostics.models import ActionRequest, Incident, Trajectory
+
+LIST_PARTIALS = {"incident-form": "web/partials/incident_form.html"}
+DETAIL_PARTIALS = {"incident-live": "web/partials/incident_live.html"}
+ACTIVE_ACTIONS = (ActionRequest.Status.APPROVED, ActionRequest.Status.EXECUTING)
+
+
+def _list_context(request: HttpRequest, form: IncidentOpenForm) -> dict[str, Any]:
+    return {
+        "incidents": selectors.incident_list(limit=100),
+        "form": form,
+        "can_open": can(request, roles.OPEN_INCIDENT),
+        "nav": "incidents",
+    }
+
+
+@page(roles.VIEW_INCIDENTS)
+def incidents(request: HttpRequest) -> HttpResponse:
+    if request.method == "POST":
+        return _open(request)
+    context = _list_context(request, IncidentOpenForm(initial={"environment": "local"}))
+    return render_page(request, "web/incidents.html", context, partials=LIST_PARTIALS)
+
+
+def _open(request: HttpRequest) -> HttpResponse:
+    if not can(request, roles.OPEN_INCIDENT):
+        raise PermissionDenied("Only operators may open incidents and start diagnoses.")
+    form = IncidentOpenForm(request.POST)
+    if not form.is_valid():
+        context = _list_context(request, form)
+        return render_page(request, "web/incidents.html", context, partials=LIST_PARTIALS, status=400)
+    data = form.cleaned_data
+    assert isinstance(request.user, User)
+    try:
+        incident = services.incident_open(
+            title=data["title"],
+            description=data["description"],
+            source=Incident.Source.DASHBOARD,
+            environment=data["environment"],
+            environment_options=form.environment_options(),
+            created_by=request.user,
+            mode=data["mode"],
+        )
+    except services.ServiceError as exc:
+        form.add_error(None, exc.message)
+        context = _list_context(request, form)
+        return render_page(request, "web/incidents.html", context, partials=LIST_PARTIALS, status=exc.status)
+    response = redirect("web:incident", incident_id=incident.pk)
+    if getattr(request, "htmx", None):
+        response["HX-Redirect"] = response["Location"]  # a full page load of the new incident
+    return response
+
+
+@dataclass
+class AuditEvent:
+    at: datetime
+    who: str
+    what: str
+
+
+def audit_trail(incident: Incident) -> list[AuditEvent]:
+    """Who did what and when: the opening, each diagnosis, each action's proposal, decision and run."""
+    events = [
+        AuditEvent(
+            incident.created_at, _name(incident.created_by), f"opened the incident ({incident.source})"
+        )
+    ]
+    for trajectory in incident.trajectories.all():
+        if trajectory.started_at:
+            events.append(AuditEvent(trajectory.started_at, "agent", f"started diagnosis {trajectory.pk}"))
+        if trajectory.finished_at:
+            events.append(
+                AuditEvent(trajectory.finished_at, "agent", f"diagnosis {trajectory.pk} {trajectory.status}")
+            )
+        for action in trajectory.actions.all():
+            events.append(
+                AuditEvent(
+                    action.created_at,
+                    "agent",
+                    f"proposed {action.tool} {action.args} for {_name(action.requested_by)}",
+                )
+            )
+            if action.decided_at:
+                note = f": {action.decision_note}" if action.decision_note else ""
+                events.append(
+                    AuditEvent(
+                        action.decided_at, _name(action.decided_by), f"{action.status} {action.tool}{note}"
+                    )
+                )
+            if action.executed_at and action.status in (
+                ActionRequest.Status.EXECUTED,
+                ActionRequest.Status.FAILED,
+            ):
+                ok = "succeeded" if action.status == ActionRequest.Status.EXECUTED else "failed"
+                events.append(AuditEvent(action.executed_at, "executor", f"ran {action.tool}: {ok}"))
+    return sorted(events, key=lambda e: e.at)
+
+
+def _name(user: Any) -> str:
+    return user.get_username() if user is not None else "—"
+
+
+def _detail_context(request: HttpRequest, incident_id: int, error: str = "") -> dict[str, Any]:
+    incident = selectors.incident_detail(incident_id=incident_id)
+    if incident is None:
+        raise Http404(f"No incident {incident_id}.")
+    trajectories = list(incident.trajectories.all())
+    live = any(
+        t.status in (Trajectory.Status.QUEUED, Trajectory.Status.RUNNING)
+        or any(a.status in ACTIVE_ACTIONS for a in t.actions.all())
+        for t in trajectories
+    )
+    return {
+        "incident": incident,
+        "trajectories": trajectories,
+        "live": live,
+        "audit": audit_trail(incident),
+        "may_approve": can(request, roles.APPROVE_ACTION),
+        "now": timezone.now(),
+        "error": error,
+        "nav": "incidents",
+    }
+
+
+@page(roles.VIEW_INCIDENTS)
+def incident(request: HttpRequest, incident_id: int) -> HttpResponse:
+    context = _detail_context(request, incident_id)
+    return render_page(request, "web/incident.html", context, partials=DETAIL_PARTIALS)
+
+
+@require_POST
+@page(roles.VIEW_INCIDENTS)
+def action_decide(request: HttpRequest, incident_id: int, action_id: int, decision: str) -> HttpResponse:
+    """Approve or deny: the service checks the permission, the requester, expiry and the plan."""
+    action = selectors.action_request_get(action_request_id=action_id)
+    if action is None or action.trajectory.incident_id != incident_id:
+        raise Http404(f"No action {action_id} on incident {incident_id}.")
+    note = request.POST.get("note", "")[:2000]
+    try:
+        if decision == "approve":
+            services.action_request_approve(
+                action_request_id=action_id,
+                user=request.user,
+                plan_hash_seen=request.POST.get("plan_hash") or None,
+                note=note,
+            )
+        else:
+            services.action_request_deny(action_request_id=action_id, user=request.user, note=note)
+    except services.ServiceError as exc:
+        context = _detail_context(request, incident_id, error=exc.message)
+        return render_page(request, "web/incident.html", context, partials=DETAIL_PARTIALS, status=exc.status)
+    if getattr(request, "htmx", None):
+        return render_page(
+            request, "web/incident.html", _detail_context(request, incident_id), partials=DETAIL_PARTIALS
+        )
+    messages.success(request, f"Action {action_id} {decision}d.")
+    return redirect("web:incident", incident_id=incident_id)
