@@ -6,6 +6,7 @@ file-based Celery transport under var/, so a newcomer needs no server at all.
 
 from __future__ import annotations
 
+import json
 import secrets
 from pathlib import Path
 from typing import Any
@@ -220,6 +221,18 @@ SKILLGATE: dict[str, Any] = {
         "SERVED_NAME": _DEMO_MODEL,
         "PORT": env_int("SKILLGATE_STUDENT_PORT", 8001),
     },
+}
+
+# --- Training (adapters) ------------------------------------------------------------------------
+# Training runs on its own queue, one task per worker child, prefetch 1: `gpu` unless the default
+# queue is renamed (then "<default>-gpu", so parallel test runs and installations stay apart).
+_GPU_QUEUE = env_str(
+    "CELERY_GPU_QUEUE", "gpu" if CELERY_TASK_DEFAULT_QUEUE == "default" else f"{CELERY_TASK_DEFAULT_QUEUE}-gpu"
+)
+CELERY_TASK_ROUTES = {"training.tasks.adapters.adapter_train": {"queue": _GPU_QUEUE}}
+CELERY_BEAT_SCHEDULE["recover-training-runs"] = {
+    "task": "training.tasks.adapters.training_runs_recover",
+    "schedule": 60.0,
 }
 
 # --- Slack bot ----------------------------------------------------------------------------------

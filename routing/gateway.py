@@ -7,6 +7,7 @@ variant lives in routing/streaming.py and reuses ``prepare`` and the leg helpers
 from __future__ import annotations
 
 import asyncio
+import copy
 import time
 import uuid
 from dataclasses import dataclass
@@ -113,6 +114,9 @@ async def prepare(*, api_key: ApiKey, request: ChatRequest, task_header: str | N
     profile, backends = await sync_to_async(_load_profile_and_backends)(profile_name_of(request, task_header))
     teacher = profile.teacher or next((b for b in backends if b.role == Backend.Role.TEACHER), None)
     student = profile.student or next((b for b in backends if b.role == Backend.Role.STUDENT), None)
+    if student is not None and profile.student_adapter:
+        student = copy.copy(student)  # this profile's admitted adapter, not the backend's default
+        student.adapter = profile.student_adapter
     if teacher is None:
         raise ApiError(503, "No teacher backend is configured.", type="server_error", code="no_backend")
     verifier = _verifier_for(request, profile)

@@ -107,6 +107,11 @@ class TaskProfile(models.Model):
     skillbook_text = models.TextField(
         blank=True, help_text="Admitted SkillBook text, prepended to the student's prompt."
     )
+    student_adapter = models.CharField(
+        max_length=200,
+        blank=True,
+        help_text="Admitted LoRA adapter for this profile; overrides the student backend's adapter when set.",
+    )
 
     def __str__(self) -> str:
         return self.name

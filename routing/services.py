@@ -67,3 +67,14 @@ def backends_sync_from_settings() -> list[Backend]:
 def task_profile_upsert(*, name: str, **fields: object) -> TaskProfile:
     profile, _ = TaskProfile.objects.update_or_create(name=name, defaults=fields)
     return profile
+
+
+@transaction.atomic
+def task_profile_student_adapter_set(*, profile_id: int, adapter_name: str) -> TaskProfile:
+    """Makes ``adapter_name`` (a LoRA the student's vLLM serves) the profile's student model name.
+
+    An empty name goes back to the student backend's own model. Calls that already read the profile
+    keep the name they read; only calls that start afterwards use the new one.
+    """
+    TaskProfile.objects.filter(pk=profile_id).update(student_adapter=adapter_name)
+    return TaskProfile.objects.get(pk=profile_id)

@@ -1,1 +1,344 @@
-"""services: adapters."""
+"""Adapter training runs: start (queue), execute (on the `gpu` worker), recover (beat).
+
+The public entry points the learning cycle calls:
+
+    run = training_run_start(profile_id=..., demonstration_ids=[...], grpo=False)
+    adapter_load(adapter_id=...)        # training.deploy: into the student's vLLM (admission replays it)
+    adapter_activate(adapter_id=...)    # load, then route the profile's student calls to it
+    adapter_refuse(adapter_id=..., reason=...)
+    adapter_rollback(profile_id=...)    # back to the previous adapter (or the base model)
+
+A run freezes its data set (examples, SkillBook text, hyper-parameters) on its row when it is created, so
+a retried or requeued run trains on the same data. The worker claims a queued run with a conditional
+UPDATE, writes a heartbeat from a side thread while it trains, and reports progress from a trainer
+callback; a run whose heartbeat stops (worker killed) is requeued once by beat, then failed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import shutil
+import threading
+import traceback
+from collections.abc import Iterator, Sequence
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import F, Max
+from django.utils import timezone
+
+from routing.models import TaskProfile
+from routing.verifiers import build_verifier
+from training.deploy import (
+    adapter_activate,
+    adapter_load,
+    adapter_refuse,
+    adapter_rollback,
+    adapter_unload,
+    adapters_unload_retired,
+)
+from training.models import Adapter, Demonstration, TrainingRun, TrainingSettings
+from training.trainer.config import Hyperparameters
+from training.trainer.datasets import Example, Message
+
+__all__ = [
+    "adapter_activate",
+    "adapter_load",
+    "adapter_refuse",
+    "adapter_rollback",
+    "adapter_unload",
+    "adapters_unload_retired",
+    "training_run_execute",
+    "training_run_start",
+    "training_runs_recover",
+]
+
+logger = logging.getLogger(__name__)
+
+# Progress points kept on the row (the newest; a long run keeps its tail).
+MAX_PROGRESS_POINTS = 500
+
+
+class TrainingError(ValueError):
+    """A run cannot be started: no data, unknown profile, bad hyper-parameters."""
+
+
+def _conf() -> dict[str, Any]:
+    return dict(settings.SKILLGATE["TRAINING"])
+
+
+def resolve_hyperparameters(profile: TaskProfile, overrides: dict[str, Any] | None) -> Hyperparameters:
+    """Trainer defaults <- settings <- the profile's TrainingSettings <- this run's overrides."""
+    profile_settings = TrainingSettings.objects.filter(profile=profile).first()
+    merged = {
+        **_conf()["HYPERPARAMETERS"],
+        **(profile_settings.hyperparameters if profile_settings else {}),
+        **(overrides or {}),
+    }
+    try:
+        return Hyperparameters.from_dict(merged)
+    except ValueError as exc:
+        raise TrainingError(str(exc)) from None
+
+
+def base_model_for(profile: TaskProfile) -> str:
+    profile_settings = TrainingSettings.objects.filter(profile=profile).first()
+    return (profile_settings.base_model if profile_settings else "") or str(_conf()["BASE_MODEL"])
+
+
+@transaction.atomic
+def training_run_start(
+    *,
+    profile_id: int,
+    demonstration_ids: Sequence[int] | None = None,
+    examples: Sequence[Example] | None = None,
+    grpo: bool = False,
+    system_prompt: str | None = None,
+    hyperparameters: dict[str, Any] | None = None,
+    enqueue: bool = True,
+) -> TrainingRun:
+    """Creates the next candidate adapter of the profile and its queued training run.
+
+    Data: the given demonstrations (train split or not, as the caller chose) and/or plain ``examples``.
+    ``system_prompt`` is the SkillBook text in front of every prompt (default: the profile's admitted
+    SkillBook). The adapter continues the profile's active adapter when there is one. The task is
+    enqueued on the `gpu` queue when the transaction commits (``enqueue=False`` leaves it to the caller,
+    e.g. to run it in this process).
+    """
+    profile = TaskProfile.objects.select_for_update().get(pk=profile_id)
+    demos = list(
+        Demonstration.objects.filter(pk__in=list(demonstration_ids or []), profile=profile).order_by("pk")
+    )
+    if demonstration_ids and len(demos) != len(set(demonstration_ids)):
+        raise TrainingError("some demonstrations do not exist or belong to another profile")
+    data = [Example(messages=list(d.messages), completion=d.completion) for d in demos]
+    data += list(examples or [])
+    if not data:
+        raise TrainingError("a training run needs at least one demonstration or example")
+    hp = resolve_hyperparameters(profile, hyperparameters)
+    parent = Adapter.objects.filter(profile=profile, status=Adapter.Status.ACTIVE).first()
+    version = (Adapter.objects.filter(profile=profile).aggregate(v=Max("version"))["v"] or 0) + 1
+    name = f"{profile.name}-v{version}"
+    adapter = Adapter.objects.create(
+        profile=profile,
+        version=version,
+        name=name,
+        path=str(Path(_conf()["ADAPTER_DIR"]) / name),
+        base_model=parent.base_model if parent else base_model_for(profile),
+        parent=parent,
+    )
+    run = TrainingRun.objects.create(
+        adapter=adapter,
+        kind=TrainingRun.Kind.SFT_GRPO if grpo else TrainingRun.Kind.SFT,
+        hyperparameters=hp.to_dict(),
+        examples=[example.to_dict() for example in data],
+        system_prompt=profile.skillbook_text if system_prompt is None else system_prompt,
+        demonstration_ids=[d.pk for d in demos],
+        demonstration_count=len(demos),
+        total_steps=hp.sft_steps + (hp.grpo_steps if grpo else 0),
+    )
+    if enqueue:
+        from training.tasks.adapters import adapter_train
+
+        transaction.on_commit(lambda: adapter_train.delay(run.pk))
+    return run
+
+
+def training_run_claim(*, run_id: int, task_id: str = "") -> bool:
+    """queued -> running, once: the one conditional UPDATE that makes a delivery own the run."""
+    now = timezone.now()
+    return (
+        TrainingRun.objects.filter(pk=run_id, status=TrainingRun.Status.QUEUED).update(
+            status=TrainingRun.Status.RUNNING,
+            started_at=now,
+            heartbeat_at=now,
+            celery_task_id=task_id,
+            attempts=F("attempts") + 1,
+            error="",
+        )
+        == 1
+    )
+
+
+def _still_ours(run_id: int, attempt: int) -> Any:
+    """Rows of this run as long as this attempt owns it (recovery may have requeued it meanwhile)."""
+    return TrainingRun.objects.filter(pk=run_id, status=TrainingRun.Status.RUNNING, attempts=attempt)
+
+
+@contextlib.contextmanager
+def _heartbeat(run_id: int, attempt: int, every_s: float) -> Iterator[None]:
+    """Writes ``heartbeat_at`` every ``every_s`` seconds from a side thread while the block runs."""
+    from django.db import connection
+
+    stop = threading.Event()
+
+    def beat() -> None:
+        try:
+            while not stop.wait(every_s):
+                _still_ours(run_id, attempt).update(heartbeat_at=timezone.now())
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=beat, name=f"heartbeat-run-{run_id}", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(timeout=every_s + 5)
+
+
+class _ProgressWriter:
+    """The trainer's report function: appends a point and moves the step counter on the row."""
+
+    def __init__(self, run: TrainingRun, offset: int) -> None:
+        self.run_id = run.pk
+        self.attempt = run.attempts
+        self.offset = offset  # steps of earlier phases (SFT before GRPO)
+        self.points: list[dict[str, Any]] = list(run.progress)
+
+    def __call__(self, event: Any) -> None:
+        step = self.offset + event.step
+        point = {"phase": event.phase, "step": step, "loss": event.loss, "reward": event.reward}
+        point["t"] = event.elapsed_s
+        if self.points and self.points[-1]["step"] == step and self.points[-1]["phase"] == event.phase:
+            self.points[-1] = point  # the final report of a phase repeats its last step with its logs
+        else:
+            self.points.append(point)
+        self.points = self.points[-MAX_PROGRESS_POINTS:]
+        _still_ours(self.run_id, self.attempt).update(
+            step=step, progress=self.points, heartbeat_at=timezone.now()
+        )
+
+
+def profile_verify(profile: TaskProfile) -> Any:
+    """The profile's verifier as ``verify(messages, completion_text) -> bool`` (GRPO reward)."""
+    verifier = build_verifier(dict(profile.verifier or {}))
+
+    def verify(messages: list[Message], text: str) -> bool:
+        message = {"role": "assistant", "content": text}
+        return verifier.verify(request={"messages": messages}, message=message).passed
+
+    return verify
+
+
+def training_run_execute(*, run_id: int, task_id: str = "") -> TrainingRun:
+    """Claims and runs one training run in this process; returns the row as it ended.
+
+    Another delivery of the same task (redelivery after a lost worker, a duplicate) finds the run
+    claimed and returns without training. Errors mark the run and its adapter failed and re-raise.
+    """
+    if not training_run_claim(run_id=run_id, task_id=task_id):
+        logger.info("training run %s is not queued; nothing to do", run_id)
+        return TrainingRun.objects.get(pk=run_id)
+    run = TrainingRun.objects.select_related("adapter", "adapter__profile", "adapter__parent").get(pk=run_id)
+    conf = _conf()
+    try:
+        with _heartbeat(run.pk, run.attempts, float(conf["HEARTBEAT_S"])):
+            metrics = _train(run, interval_s=float(conf["PROGRESS_INTERVAL_S"]))
+    except BaseException as exc:  # SoftTimeLimitExceeded is a BaseException subclass in billiard
+        _finish(
+            run, TrainingRun.Status.FAILED, error=f"{type(exc).__name__}: {exc}", log=traceback.format_exc()
+        )
+        raise
+    _finish(run, TrainingRun.Status.SUCCEEDED, metrics=metrics)
+    return TrainingRun.objects.get(pk=run_id)
+
+
+def _train(run: TrainingRun, *, interval_s: float) -> dict[str, Any]:
+    from training.trainer.grpo import train_grpo
+    from training.trainer.sft import train_sft
+
+    adapter = run.adapter
+    hp = Hyperparameters.from_dict(run.hyperparameters)
+    examples = [Example.from_dict(e) for e in run.examples]
+    output = Path(adapter.path)
+    if output.exists():
+        shutil.rmtree(output)  # left by an attempt that died
+    parent_dir = Path(adapter.parent.path) if adapter.parent else None
+    sft = train_sft(
+        base_model_dir=Path(adapter.base_model),
+        output_dir=output,
+        examples=examples,
+        system_prompt=run.system_prompt,
+        hyperparameters=hp,
+        parent_adapter_dir=parent_dir,
+        report=_ProgressWriter(run, offset=0),
+        report_interval_s=interval_s,
+    )
+    metrics = sft.metrics("sft")
+    if run.kind == TrainingRun.Kind.SFT_GRPO and hp.grpo_steps > 0:
+        run.refresh_from_db(fields=["progress"])
+        grpo = train_grpo(
+            base_model_dir=Path(adapter.base_model),
+            output_dir=output,
+            prompts=[e.messages for e in examples],
+            verify=profile_verify(adapter.profile),
+            system_prompt=run.system_prompt,
+            hyperparameters=hp,
+            adapter_dir=output,
+            report=_ProgressWriter(run, offset=sft.steps),
+            report_interval_s=interval_s,
+        )
+        metrics.update(grpo.metrics("grpo"))
+    for work in output.glob(".work-*"):
+        shutil.rmtree(work, ignore_errors=True)
+    metrics["examples"] = len(examples)
+    return metrics
+
+
+def _finish(
+    run: TrainingRun, status: str, *, metrics: dict[str, Any] | None = None, error: str = "", log: str = ""
+) -> None:
+    with transaction.atomic():
+        updated = _still_ours(run.pk, run.attempts).update(
+            status=status, finished_at=timezone.now(), metrics=metrics or {}, error=error, log=log
+        )
+        if not updated:
+            return  # recovery took the run over meanwhile; its decision stands
+        if status == TrainingRun.Status.SUCCEEDED:
+            Adapter.objects.filter(pk=run.adapter_id).update(metrics=metrics or {})
+        else:
+            Adapter.objects.filter(pk=run.adapter_id, status=Adapter.Status.CANDIDATE).update(
+                status=Adapter.Status.FAILED
+            )
+
+
+def training_runs_recover(
+    *, stale_after_s: float | None = None, max_attempts: int | None = None
+) -> list[int]:
+    """Runs left "running" by a dead worker (no heartbeat for ``stale_after_s``): requeued while they
+    have attempts left, failed after. Returns the ids it handled."""
+    conf = _conf()
+    stale_after_s = float(conf["STALE_AFTER_S"] if stale_after_s is None else stale_after_s)
+    max_attempts = int(conf["MAX_ATTEMPTS"] if max_attempts is None else max_attempts)
+    cutoff = timezone.now() - timedelta(seconds=stale_after_s)
+    handled: list[int] = []
+    stale = TrainingRun.objects.filter(status=TrainingRun.Status.RUNNING, heartbeat_at__lt=cutoff)
+    for run in stale.only("pk", "attempts", "adapter_id"):
+        with transaction.atomic():
+            # Conditional on the same attempt and a still-stale heartbeat: a live worker wins.
+            mine = TrainingRun.objects.filter(
+                pk=run.pk, status=TrainingRun.Status.RUNNING, attempts=run.attempts, heartbeat_at__lt=cutoff
+            )
+            note = f"worker lost (no heartbeat for {stale_after_s:.0f} s) on attempt {run.attempts}"
+            if run.attempts < max_attempts:
+                if not mine.update(status=TrainingRun.Status.QUEUED, error=note, step=0, progress=[]):
+                    continue
+                from training.tasks.adapters import adapter_train
+
+                run_id = run.pk
+                transaction.on_commit(lambda run_id=run_id: adapter_train.delay(run_id))  # type: ignore[misc]
+            else:
+                if not mine.update(status=TrainingRun.Status.FAILED, error=note, finished_at=timezone.now()):
+                    continue
+                Adapter.objects.filter(pk=run.adapter_id, status=Adapter.Status.CANDIDATE).update(
+                    status=Adapter.Status.FAILED
+                )
+            handled.append(run.pk)
+            logger.warning("training run %s: %s", run.pk, note)
+    return handled

@@ -1,1 +1,42 @@
-"""tasks: adapters."""
+"""Celery tasks for adapters: training on the `gpu` queue, recovery and unloading on beat.
+
+``adapter_train`` is routed to ``settings.SKILLGATE["TRAINING"]["QUEUE"]`` (``CELERY_TASK_ROUTES``). Run
+its worker with ``--prefetch-multiplier 1 --max-tasks-per-child 1`` (one long job at a time, a fresh
+process per run so the model's memory is given back). Soft and hard time limits come from settings.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from celery import shared_task
+from django.conf import settings
+
+from training.services import adapters as services
+
+_LIMITS = settings.SKILLGATE["TRAINING"]
+
+
+@shared_task(
+    bind=True,
+    acks_late=True,
+    ignore_result=True,
+    soft_time_limit=_LIMITS["SOFT_TIME_LIMIT_S"],
+    time_limit=_LIMITS["TIME_LIMIT_S"],
+)
+def adapter_train(self: Any, run_id: int) -> str:
+    """Trains one queued run; a second delivery of the same run does nothing."""
+    run = services.training_run_execute(run_id=run_id, task_id=self.request.id or "")
+    return str(run.status)
+
+
+@shared_task(acks_late=True, ignore_result=True)
+def training_runs_recover() -> list[int]:
+    """Requeues (once) or fails runs whose worker stopped sending heartbeats."""
+    return services.training_runs_recover()
+
+
+@shared_task(acks_late=True, ignore_result=True)
+def adapters_unload_retired() -> list[str]:
+    """Unloads from vLLM the adapters retired longer ago than the grace period."""
+    return services.adapters_unload_retired()

@@ -1,0 +1,90 @@
+"""GRPO with TRL on an adapter: the verifier's binary verdict is the reward."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from training.trainer.config import Hyperparameters
+from training.trainer.datasets import Message, grpo_dataset
+from training.trainer.progress import Report
+from training.trainer.sft import TrainResult, common_args, load_trainable, peak_rss_mb, save_adapter
+
+# (prompt messages as the example gave them, completion text) -> passed?
+Verify = Callable[[list[Message], str], bool]
+
+
+def completion_text(completion: Any) -> str:
+    """TRL passes conversational completions as ``[{"role": "assistant", "content": ...}]``."""
+    if isinstance(completion, list):
+        return "".join(str(m.get("content") or "") for m in completion if isinstance(m, dict))
+    return str(completion)
+
+
+def verifier_reward(prompts: Sequence[list[Message]], verify: Verify) -> Callable[..., list[float | None]]:
+    """A TRL reward function: 1.0 when ``verify`` passes the completion for its original prompt, else 0.0."""
+
+    def reward(completions: list[Any], index: list[int], **kwargs: Any) -> list[float | None]:
+        return [
+            1.0 if verify(prompts[i], completion_text(c)) else 0.0
+            for c, i in zip(completions, index, strict=True)
+        ]
+
+    reward.__name__ = "verifier"
+    return reward
+
+
+def train_grpo(
+    *,
+    base_model_dir: Path,
+    output_dir: Path,
+    prompts: Sequence[list[Message]],
+    verify: Verify,
+    system_prompt: str = "",
+    hyperparameters: Hyperparameters | None = None,
+    adapter_dir: Path | None = None,
+    report: Report | None = None,
+    report_interval_s: float = 2.0,
+) -> TrainResult:
+    """Continue ``adapter_dir`` (or a fresh LoRA) with GRPO on ``prompts``; save to ``output_dir``."""
+    from trl import GRPOConfig, GRPOTrainer
+
+    from training.trainer.progress import ProgressCallback
+
+    hp = hyperparameters or Hyperparameters()
+    started = time.monotonic()
+    model, tokenizer = load_trainable(Path(base_model_dir), adapter_dir, hp)
+    callback = ProgressCallback(
+        report or (lambda event: None), phase="grpo", min_interval_s=report_interval_s
+    )
+    args = common_args(hp, Path(output_dir) / ".work-grpo")
+    # One prompt per step, sampled num_generations times (the batch must divide by num_generations).
+    args["per_device_train_batch_size"] = hp.num_generations
+    config = GRPOConfig(
+        **args,
+        max_steps=hp.grpo_steps,
+        learning_rate=hp.grpo_learning_rate,
+        num_generations=hp.num_generations,
+        max_completion_length=hp.max_completion_length,
+        temperature=hp.temperature,
+        beta=hp.beta,
+    )
+    trainer = GRPOTrainer(
+        model=model,
+        reward_funcs=verifier_reward(prompts, verify),
+        args=config,
+        train_dataset=grpo_dataset(prompts, system_prompt),
+        processing_class=tokenizer,
+        callbacks=[callback],
+    )
+    trainer.train()
+    save_adapter(trainer.model, Path(output_dir), Path(base_model_dir))
+    return TrainResult(
+        steps=int(trainer.state.global_step),
+        runtime_s=time.monotonic() - started,
+        losses=callback.losses,
+        rewards=callback.rewards,
+        peak_rss_mb=peak_rss_mb(),
+    )
