@@ -226,13 +226,39 @@ SKILLGATE: dict[str, Any] = {
 # --- Training (adapters) ------------------------------------------------------------------------
 # Training runs on its own queue, one task per worker child, prefetch 1: `gpu` unless the default
 # queue is renamed (then "<default>-gpu", so parallel test runs and installations stay apart).
-_GPU_QUEUE = env_str(
-    "CELERY_GPU_QUEUE", "gpu" if CELERY_TASK_DEFAULT_QUEUE == "default" else f"{CELERY_TASK_DEFAULT_QUEUE}-gpu"
-)
+_GPU_QUEUE_DEFAULT = "gpu" if CELERY_TASK_DEFAULT_QUEUE == "default" else f"{CELERY_TASK_DEFAULT_QUEUE}-gpu"
+_GPU_QUEUE = env_str("CELERY_GPU_QUEUE", _GPU_QUEUE_DEFAULT)
 CELERY_TASK_ROUTES = {"training.tasks.adapters.adapter_train": {"queue": _GPU_QUEUE}}
 CELERY_BEAT_SCHEDULE["recover-training-runs"] = {
     "task": "training.tasks.adapters.training_runs_recover",
     "schedule": 60.0,
+}
+CELERY_BEAT_SCHEDULE["unload-retired-adapters"] = {
+    "task": "training.tasks.adapters.adapters_unload_retired",
+    "schedule": 300.0,
+}
+SKILLGATE["TRAINING"] = {
+    "QUEUE": _GPU_QUEUE,
+    # The student's base model (must be the model vLLM serves) and where adapters are written.
+    "BASE_MODEL": env_str("SKILLGATE_TRAINING_BASE_MODEL", SKILLGATE["LOCAL_STUDENT"]["MODEL_DIR"]),
+    "ADAPTER_DIR": Path(env_str("SKILLGATE_ADAPTER_DIR", str(VAR_DIR / "adapters"))),
+    # Celery limits of one training task: SoftTimeLimitExceeded marks the run failed; the hard limit
+    # kills the child, and the recovery below then handles the run.
+    "SOFT_TIME_LIMIT_S": env_int("SKILLGATE_TRAINING_SOFT_TIME_LIMIT_S", 3600),
+    "TIME_LIMIT_S": env_int("SKILLGATE_TRAINING_TIME_LIMIT_S", 3900),
+    # A running run writes a heartbeat this often; beat recovers runs silent for STALE_AFTER_S
+    # (requeued while attempts < MAX_ATTEMPTS, failed after).
+    "HEARTBEAT_S": env_float("SKILLGATE_TRAINING_HEARTBEAT_S", 10.0),
+    "STALE_AFTER_S": env_int("SKILLGATE_TRAINING_STALE_AFTER_S", 120),
+    "MAX_ATTEMPTS": env_int("SKILLGATE_TRAINING_MAX_ATTEMPTS", 2),
+    "PROGRESS_INTERVAL_S": env_float("SKILLGATE_TRAINING_PROGRESS_INTERVAL_S", 2.0),
+    # Overrides of training.trainer.Hyperparameters for every profile (JSON); per profile in the admin.
+    "HYPERPARAMETERS": json.loads(env_str("SKILLGATE_TRAINING_HYPERPARAMETERS", "{}")),
+    # A replaced adapter stays loaded in vLLM this long, so calls that started with its name finish
+    # (and rollback is instant); longer than any upstream call can take.
+    "UNLOAD_GRACE_S": env_int(
+        "SKILLGATE_ADAPTER_UNLOAD_GRACE_S", int(2 * SKILLGATE["UPSTREAM_TIMEOUT_S"]) + 60
+    ),
 }
 
 # --- Slack bot ----------------------------------------------------------------------------------
