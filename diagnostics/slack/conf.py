@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.conf import settings
 from slack_sdk import WebClient
+from slack_sdk.http_retry.builtin_handlers import RateLimitErrorRetryHandler
 
 DEFAULT_API_URL = "https://slack.com/api/"
 OFF_MESSAGE = "The Slack bot is off: set SLACK_BOT_TOKEN and SLACK_SIGNING_SECRET to turn it on."
@@ -32,7 +33,10 @@ def command_name() -> str:
 
 
 def web_client_for(*, token: str, api_url: str) -> WebClient:
-    return WebClient(token=token, base_url=api_url, timeout=15)
+    """Retries a dropped connection (slack_sdk's default) and waits out rate limits (429 Retry-After)."""
+    client = WebClient(token=token, base_url=api_url, timeout=15)
+    client.retry_handlers.append(RateLimitErrorRetryHandler(max_retry_count=2))
+    return client
 
 
 def web_client() -> WebClient:

@@ -20,6 +20,7 @@ import pytest
 from django.contrib.auth.models import User
 from slack_sdk.signature import SignatureVerifier
 
+from diagnostics.models import Step
 from diagnostics.slack import services
 from tests.diagnostics.conftest import FakeWrite, _user
 from tests.support.slack_stub import TEAM_ID, SlackStub
@@ -56,6 +57,8 @@ class Queue:
     """Celery messages the code sent, run in order by ``drain`` (the test plays the worker)."""
 
     sent: list[tuple[str, int]] = field(default_factory=list)
+    # For each thread sync sent: how many steps its trajectory had committed at that moment.
+    steps_at_sync: list[int] = field(default_factory=list)
 
     def drain(self, limit: int = 500) -> list[tuple[str, int]]:
         from diagnostics.slack.tasks import handle_event, sync_thread
@@ -79,11 +82,16 @@ class Queue:
 @pytest.fixture
 def queue(monkeypatch: pytest.MonkeyPatch) -> Queue:
     queue = Queue()
+
+    def sync(pk: int) -> None:
+        queue.steps_at_sync.append(Step.objects.filter(trajectory_id=pk).count())
+        queue.sent.append(("sync", pk))
+
+    monkeypatch.setattr("diagnostics.slack.tasks.enqueue_sync", sync)
     for target, name in [
         ("diagnostics.tasks.enqueue_diagnosis", "diagnosis"),
         ("diagnostics.tasks.enqueue_execution", "execution"),
         ("diagnostics.slack.tasks.enqueue_event", "event"),
-        ("diagnostics.slack.tasks.enqueue_sync", "sync"),
     ]:
         monkeypatch.setattr(target, lambda pk, name=name: queue.sent.append((name, pk)))
     return queue

@@ -103,8 +103,8 @@ def test_a_double_click_decides_and_runs_once(bot, slack_client, queue, proposal
     assert late.status_code == 200
     queue.drain()
     assert write_log == [("restart_service", {"service": "api"})]
-    action = ActionRequest.objects.get()
-    assert action.status == ActionRequest.Status.EXECUTED and action.decided_by.username == "approver"
+    action = ActionRequest.objects.select_related("decided_by").get()
+    assert action.status == ActionRequest.Status.EXECUTED and str(action.decided_by) == "approver"
     ephemerals = bot.of("chat.postEphemeral")
     assert [e["user"] for e in ephemerals] == ["U0OTHER"]  # the repeat click is silent
     assert "already" in ephemerals[0]["text"]
@@ -116,7 +116,7 @@ def test_deny_records_the_decision_and_nothing_runs(bot, slack_client, queue, pr
     slack_client.click(proposal["message"], action_id="deny_action", user="U0APPROVER")
     queue.drain()
     action = ActionRequest.objects.get()
-    assert action.status == ActionRequest.Status.DENIED and action.decided_by.username == "approver"
+    assert action.status == ActionRequest.Status.DENIED and str(action.decided_by) == "approver"
     assert write_log == [] and ("execution", action.pk) not in queue.sent
     (update,) = updates_of(bot, proposal["message"])
     assert "Denied by approver." in context_of(update)

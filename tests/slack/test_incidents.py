@@ -29,6 +29,9 @@ def test_slash_command_acks_at_once_then_opens_an_incident_and_posts_the_diagnos
     queue.drain()
 
     incident = Incident.objects.get()
+    # Each committed step sent a thread sync while the diagnosis was still running.
+    steps = incident.trajectories.get().steps.count()
+    assert steps > 3 and queue.steps_at_sync == list(range(1, steps + 1))
     root = bot.posted()[0]
     assert (root["channel"], "thread_ts" in root) == (CHANNEL, False)
     assert "the api service is down" in root["text"] and "<@U0OPENER>" in root["text"]
@@ -63,7 +66,6 @@ def test_slash_command_acks_at_once_then_opens_an_incident_and_posts_the_diagnos
     assert "DATABASE_URL" in final_blocks
     # Every step posted once and in order; every call carried the bot token.
     assert bot.posted()[-1] == final[0]
-    steps = trajectory.steps.count()
     assert trajectory.slack_cursor.posted_index == steps
     assert {c.token for c in bot.calls} == {TOKEN}
 

@@ -1,0 +1,18 @@
+"""The Celery app for the worker of the end-to-end Slack test: the project's app, plus the fake
+environment of the diagnostics tests (registered here, in the worker) as the default environment.
+
+Run as ``celery -A tests.slack.worker worker``.
+"""
+
+import django
+from django.conf import settings
+
+from app.celery import celery_app
+
+django.setup()
+
+import tests.diagnostics.conftest  # noqa: E402, F401  (registers the "fake" environment)
+
+settings.DIAGNOSTICS_DEFAULT_ENVIRONMENT = "fake"
+
+__all__ = ["celery_app"]
