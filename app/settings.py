@@ -270,3 +270,36 @@ if bool(SLACK_BOT_TOKEN) != bool(SLACK_SIGNING_SECRET):
 # The Web API base URL; only a test or a proxy changes it.
 SLACK_API_URL = env_str("SLACK_API_URL", "https://slack.com/api/")
 SLACK_COMMAND = env_str("SLACK_COMMAND", "/sre")
+
+# --- Learning cycle (replay -> SkillBook -> adapter -> router -> admission) ---------------------
+CELERY_BEAT_SCHEDULE["poll-cycles"] = {"task": "training.tasks.cycle.cycles_poll", "schedule": 30.0}
+CELERY_BEAT_SCHEDULE["autostart-cycles"] = {"task": "training.tasks.cycle.cycles_autostart", "schedule": 60.0}
+if (_cycle_every := env_int("SKILLGATE_CYCLE_SCHEDULE_S", 0)) > 0:
+    CELERY_BEAT_SCHEDULE["scheduled-cycles"] = {
+        "task": "training.tasks.cycle.cycles_scheduled",
+        "schedule": float(_cycle_every),
+    }
+SKILLGATE["CYCLE"] = {
+    # Queue of the cycle's stage tasks; empty for Celery's default queue.
+    "QUEUE": env_str("SKILLGATE_CYCLE_QUEUE", ""),
+    # A profile that gathers this many failed student calls since its last cycle starts one (0: off).
+    "AUTO_FAILURES": env_int("SKILLGATE_CYCLE_AUTO_FAILURES", 50),
+    # Failed calls replayed per cycle; sampled student retries per call (0: no self-repair pairs).
+    "REPLAY_LIMIT": env_int("SKILLGATE_CYCLE_REPLAY_LIMIT", 200),
+    "SELF_REPAIR_TRIES": env_int("SKILLGATE_CYCLE_SELF_REPAIR_TRIES", 1),
+    "SELF_REPAIR_TEMPERATURE": env_float("SKILLGATE_CYCLE_SELF_REPAIR_TEMPERATURE", 0.8),
+    # One prompt in HELDOUT_SHARDS (by hash) is held out for admission and never trained on.
+    "HELDOUT_SHARDS": env_int("SKILLGATE_CYCLE_HELDOUT_SHARDS", 5),
+    "SKILLBOOK_MAX_CHARS": env_int("SKILLGATE_SKILLBOOK_MAX_CHARS", 1200),
+    "SKILLBOOK_WINDOW": env_int("SKILLGATE_SKILLBOOK_WINDOW", 500),
+    # Train an adapter even when replay added no demonstration this cycle.
+    "TRAIN_WITHOUT_NEW": env_bool("SKILLGATE_CYCLE_TRAIN_WITHOUT_NEW", False),
+    # Admission: McNemar level, held-out items needed and used, parallel calls.
+    "ADMISSION_ALPHA": env_float("SKILLGATE_ADMISSION_ALPHA", 0.05),
+    "ADMISSION_MIN_ITEMS": env_int("SKILLGATE_ADMISSION_MIN_ITEMS", 10),
+    "ADMISSION_MAX_ITEMS": env_int("SKILLGATE_ADMISSION_MAX_ITEMS", 200),
+    "ADMISSION_CONCURRENCY": env_int("SKILLGATE_ADMISSION_CONCURRENCY", 4),
+    # A stage held longer than this by a worker that died is queued again, up to STAGE_MAX_ATTEMPTS.
+    "STAGE_TIMEOUT_S": env_int("SKILLGATE_CYCLE_STAGE_TIMEOUT_S", 3600),
+    "STAGE_MAX_ATTEMPTS": env_int("SKILLGATE_CYCLE_STAGE_MAX_ATTEMPTS", 3),
+}

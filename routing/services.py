@@ -78,3 +78,13 @@ def task_profile_student_adapter_set(*, profile_id: int, adapter_name: str) -> T
     """
     TaskProfile.objects.filter(pk=profile_id).update(student_adapter=adapter_name)
     return TaskProfile.objects.get(pk=profile_id)
+
+
+@transaction.atomic
+def task_profile_skillbook_set(*, profile_id: int, text: str) -> TaskProfile:
+    """Makes ``text`` the SkillBook the gateway puts in front of the profile's student prompts.
+
+    Written by training's admission; calls that already read the profile keep the text they read.
+    """
+    TaskProfile.objects.filter(pk=profile_id).update(skillbook_text=text)
+    return TaskProfile.objects.get(pk=profile_id)

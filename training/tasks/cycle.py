@@ -1,1 +1,58 @@
-"""tasks: cycle."""
+"""Celery tasks of the learning cycle, thin like views: take ids, claim with a conditional UPDATE
+(in the service), idempotent, acks_late, retried only on transient errors.
+
+Stages run on the queue named by ``SKILLGATE["CYCLE"]["QUEUE"]`` (default: Celery's default queue);
+training itself runs on the trainer's ``gpu`` queue.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from celery import shared_task
+
+from training.services.cycle import orchestrate
+from training.services.cycle.calls import cycle_setting
+
+
+def _options() -> dict[str, Any]:
+    queue = cycle_setting("QUEUE")
+    return {"queue": queue} if queue else {}
+
+
+def enqueue_stage(cycle_id: int, stage: str) -> None:
+    cycle_stage.apply_async((cycle_id, stage), **_options())
+
+
+@shared_task(
+    acks_late=True,
+    ignore_result=True,
+    autoretry_for=orchestrate.TRANSIENT,
+    retry_backoff=True,
+    max_retries=5,
+)
+def cycle_stage(cycle_id: int, stage: str) -> str:
+    return orchestrate.cycle_stage_run(cycle_id=cycle_id, stage=stage)
+
+
+@shared_task(acks_late=True, ignore_result=True)
+def cycles_poll() -> int:
+    return orchestrate.cycles_poll()
+
+
+@shared_task(acks_late=True, ignore_result=True)
+def cycles_autostart() -> list[int]:
+    return orchestrate.cycles_autostart()
+
+
+@shared_task(acks_late=True, ignore_result=True)
+def cycles_scheduled() -> list[int]:
+    return orchestrate.cycles_start_scheduled()
+
+
+@shared_task(acks_late=True, ignore_result=True, autoretry_for=orchestrate.TRANSIENT, max_retries=3)
+def replay_profile(profile_id: int, invocation_ids: list[str] | None = None) -> dict[str, Any]:
+    """Replay on its own (outside a cycle): failed student calls of a profile become demonstrations."""
+    from training.services.cycle import demonstrations_replay
+
+    return demonstrations_replay(profile_id=profile_id, invocation_ids=invocation_ids).as_json()

@@ -1,0 +1,95 @@
+"""Reads of the training tables and of the ledger the cycle learns from."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from django.db.models import Count, Q, QuerySet
+
+from routing.models import Invocation
+from training.models import Admission, Cycle, Demonstration, ReplayAttempt, SkillBook
+
+
+def student_failed(invocation: Invocation) -> bool:
+    """Whether a student leg of the call answered and failed the verifier."""
+    return any(
+        leg.get("role") == "student" and leg.get("verdict") == Invocation.Verdict.FAIL
+        for leg in invocation.legs or []
+    )
+
+
+def failed_student_calls(
+    *,
+    profile_id: int,
+    sources: int,
+    invocation_ids: list[str] | None = None,
+    limit: int = 200,
+) -> list[Invocation]:
+    """The profile's calls whose student answer failed verification, newest first, leaving out those
+    already replayed for all ``sources`` (teacher, and self-repair when enabled)."""
+    done = (
+        ReplayAttempt.objects.filter(profile_id=profile_id)
+        .values("invocation_id")
+        .annotate(n=Count("id"))
+        .filter(n__gte=sources)
+        .values("invocation_id")
+    )
+    calls = (
+        Invocation.objects.filter(profile_id=profile_id, route=Invocation.Route.STUDENT)
+        .filter(Q(fallback=True) | Q(verdict=Invocation.Verdict.FAIL))
+        .exclude(pk__in=done)
+        .order_by("-created_at")
+    )
+    if invocation_ids is not None:
+        calls = calls.filter(pk__in=invocation_ids)
+    return [call for call in calls[: limit * 2] if student_failed(call)][:limit]
+
+
+def failures_since(*, profile_id: int, since: datetime | None) -> int:
+    """How many calls of the profile fell back (or failed on the student) since ``since``."""
+    calls = Invocation.objects.filter(profile_id=profile_id, route=Invocation.Route.STUDENT).filter(
+        Q(fallback=True) | Q(verdict=Invocation.Verdict.FAIL)
+    )
+    if since is not None:
+        calls = calls.filter(created_at__gt=since)
+    return calls.count()
+
+
+def demonstrations(*, profile_id: int, split: str) -> QuerySet[Demonstration]:
+    return Demonstration.objects.filter(profile_id=profile_id, split=split).order_by("created_at", "pk")
+
+
+def skillbook_latest(*, profile_id: int) -> SkillBook | None:
+    return SkillBook.objects.filter(profile_id=profile_id).order_by("-version").first()
+
+
+def skillbook_active(*, profile_id: int) -> SkillBook | None:
+    return (
+        SkillBook.objects.filter(profile_id=profile_id, activated_at__isnull=False)
+        .order_by("-activated_at", "-version")
+        .first()
+    )
+
+
+def cycle_list(*, profile_id: int | None = None, limit: int = 50) -> QuerySet[Cycle]:
+    cycles = Cycle.objects.select_related("profile", "admission").order_by("-created_at")
+    if profile_id is not None:
+        cycles = cycles.filter(profile_id=profile_id)
+    return cycles[:limit]
+
+
+def admission_list(*, profile_id: int | None = None, limit: int = 50) -> QuerySet[Admission]:
+    admissions = Admission.objects.select_related("profile").order_by("-created_at")
+    if profile_id is not None:
+        admissions = admissions.filter(profile_id=profile_id)
+    return admissions[:limit]
+
+
+def replay_counts(*, profile_id: int) -> dict[str, Any]:
+    rows = (
+        ReplayAttempt.objects.filter(profile_id=profile_id)
+        .values("source", "outcome")
+        .annotate(n=Count("id"))
+    )
+    return {f"{row['source']}:{row['outcome']}": row["n"] for row in rows}

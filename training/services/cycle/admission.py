@@ -1,0 +1,252 @@
+"""Admission: replay a held-out set with a candidate configuration and with the active one, compare.
+
+Both sides run the deployed student-with-fallback policy through the real backends: the student (its
+adapter, the SkillBook in front) answers, the verifier checks, and a failed answer falls back to the
+teacher. The teacher sees neither adapter nor SkillBook, so its answer to an item is the same for both
+sides and is asked once. A candidate is admitted only when
+
+* its pass rate is not worse: an exact McNemar test on the paired outcomes (``b`` items only the active
+  side passed, ``c`` only the candidate passed) does not find it worse at level ``alpha``; and
+* its mean cost per call or its fallback rate is lower than the active configuration's.
+
+The held-out set is every distinct prompt of the profile in the held-out shard (``split_of``): held-out
+demonstrations and held-out ledger calls, including those the student passed, so a candidate that breaks
+what already worked is caught too. Nothing in it is ever trained on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+from django.db import transaction
+from scipy.stats import binomtest
+
+from routing import upstream
+from routing.errors import UpstreamError
+from routing.models import Backend, Invocation, TaskProfile
+from routing.pricing import prices_for, usage_cost
+from routing.verifiers import Verifier
+from training.models import Admission, Demonstration
+from training.services.cycle.calls import (
+    cycle_setting,
+    split_of,
+    student_of,
+    teacher_of,
+    upstream_body,
+    verifier_for,
+    with_skillbook,
+)
+
+
+@dataclass(frozen=True)
+class Configuration:
+    """What the student is: its adapter name ('' for the backend's own model) and its SkillBook text."""
+
+    adapter: str
+    skillbook_text: str
+
+
+@dataclass
+class Item:
+    key: str
+    request: dict[str, Any]
+    verifier: Verifier
+
+
+@dataclass
+class Leg:
+    passed: bool
+    cost: Decimal
+    error: str = ""
+
+
+@dataclass
+class SideMetrics:
+    n: int = 0
+    passed: int = 0
+    student_passed: int = 0
+    fallbacks: int = 0
+    errors: int = 0
+    cost: Decimal = Decimal(0)
+    outcomes: list[bool] = field(default_factory=list)
+
+    def as_json(self) -> dict[str, Any]:
+        n = max(self.n, 1)
+        return {
+            "n": self.n,
+            "pass_rate": self.passed / n,
+            "student_pass_rate": self.student_passed / n,
+            "fallback_rate": self.fallbacks / n,
+            "cost_usd": float(self.cost / n),
+            "student_errors": self.errors,
+        }
+
+
+def heldout_items(*, profile: TaskProfile, limit: int) -> list[Item]:
+    """Distinct held-out prompts of the profile that have a verifier, newest first."""
+    seen: set[str] = set()
+    items: list[Item] = []
+
+    def add(request: dict[str, Any]) -> None:
+        key = hashlib.sha256(json.dumps(request.get("messages"), sort_keys=True).encode()).hexdigest()
+        if key in seen or len(items) >= limit:
+            return
+        verifier = verifier_for(profile, request)
+        if verifier is not None:
+            seen.add(key)
+            items.append(Item(key, request, verifier))
+
+    for demonstration in Demonstration.objects.filter(
+        profile=profile, split=Demonstration.Split.HELDOUT
+    ).order_by("-created_at", "-pk"):
+        add(demonstration.request or {"messages": demonstration.messages})
+    for invocation in Invocation.objects.filter(profile=profile).order_by("-created_at")[: limit * 20]:
+        if invocation.request.get("messages") and split_of(invocation.request["messages"]) == "heldout":
+            add(invocation.request)
+    return items
+
+
+async def _leg(backend: Backend, body: dict[str, Any], item: Item) -> Leg:
+    try:
+        completion = await upstream.complete(backend, body)
+    except UpstreamError as exc:
+        return Leg(False, Decimal(0), exc.message)
+    verdict = await asyncio.to_thread(item.verifier.verify, request=item.request, message=completion.message)
+    return Leg(verdict.passed, usage_cost(prices_for(backend), completion.usage))
+
+
+async def _evaluate(
+    profile: TaskProfile, items: list[Item], sides: list[Configuration]
+) -> tuple[list[list[Leg]], list[Leg | None]]:
+    """Student legs per side and item, and the teacher leg per item (None where no side fell back)."""
+    limit = asyncio.Semaphore(int(cycle_setting("ADMISSION_CONCURRENCY")))
+    teacher = teacher_of(profile)
+
+    async def student_leg(side: Configuration, item: Item) -> Leg:
+        body = upstream_body(profile, item.request, temperature=0)
+        body["messages"] = with_skillbook(body["messages"], side.skillbook_text)
+        async with limit:
+            return await _leg(student_of(profile, adapter=side.adapter), body, item)
+
+    async def teacher_leg(item: Item) -> Leg:
+        async with limit:
+            return await _leg(teacher, upstream_body(profile, item.request, temperature=0), item)
+
+    students = [await asyncio.gather(*(student_leg(side, item) for item in items)) for side in sides]
+    need = [any(not legs[i].passed for legs in students) for i in range(len(items))]
+    answered = await asyncio.gather(
+        *(teacher_leg(item) for item, needed in zip(items, need, strict=True) if needed)
+    )
+    it = iter(answered)
+    teachers = [next(it) if needed else None for needed in need]
+    return [list(legs) for legs in students], teachers
+
+
+def _metrics(students: list[Leg], teachers: list[Leg | None]) -> SideMetrics:
+    side = SideMetrics()
+    for student, teacher in zip(students, teachers, strict=True):
+        side.n += 1
+        side.cost += student.cost
+        side.errors += bool(student.error)
+        if student.passed:
+            side.student_passed += 1
+            side.outcomes.append(True)
+            continue
+        assert teacher is not None
+        side.fallbacks += 1
+        side.cost += teacher.cost
+        side.outcomes.append(teacher.passed)
+    side.passed = sum(side.outcomes)
+    return side
+
+
+def mcnemar(active: list[bool], candidate: list[bool]) -> tuple[int, int, float]:
+    """(b, c, two-sided exact p): b = only the active side passed, c = only the candidate passed."""
+    b = sum(1 for a, c in zip(active, candidate, strict=True) if a and not c)
+    c = sum(1 for a, c in zip(active, candidate, strict=True) if c and not a)
+    p = float(binomtest(b, b + c, 0.5).pvalue) if b + c else 1.0
+    return b, c, p
+
+
+def decide(
+    active: SideMetrics, candidate: SideMetrics, *, b: int, c: int, p: float, alpha: float, min_items: int
+) -> tuple[str, str]:
+    if candidate.n < min_items:
+        return Admission.Decision.REFUSED, f"only {candidate.n} held-out items; admission needs {min_items}"
+    act, cand = active.as_json(), candidate.as_json()
+    if b > c and p < alpha:
+        return Admission.Decision.REFUSED, (
+            f"pass rate worse: {cand['pass_rate']:.3f} vs {act['pass_rate']:.3f} "
+            f"(McNemar b={b}, c={c}, p={p:.4f} < {alpha})"
+        )
+    cheaper = candidate.cost < active.cost
+    fewer_fallbacks = candidate.fallbacks < active.fallbacks
+    if not (cheaper or fewer_fallbacks):
+        return Admission.Decision.REFUSED, (
+            f"neither cost ({cand['cost_usd']:.6g} vs {act['cost_usd']:.6g} USD per call) nor fallback rate "
+            f"({cand['fallback_rate']:.3f} vs {act['fallback_rate']:.3f}) improves"
+        )
+    gains = [
+        f"cost {act['cost_usd']:.6g} -> {cand['cost_usd']:.6g} USD per call" if cheaper else "",
+        f"fallback rate {act['fallback_rate']:.3f} -> {cand['fallback_rate']:.3f}" if fewer_fallbacks else "",
+    ]
+    return Admission.Decision.ADMITTED, (
+        f"pass rate not worse ({cand['pass_rate']:.3f} vs {act['pass_rate']:.3f}, McNemar b={b}, c={c}, "
+        f"p={p:.4f}); " + "; ".join(g for g in gains if g)
+    )
+
+
+def admission_evaluate(
+    *,
+    profile_id: int,
+    kind: str,
+    candidate: Configuration,
+    active: Configuration,
+    candidate_ids: dict[str, Any],
+    active_ids: dict[str, Any],
+) -> Admission:
+    """Runs the held-out comparison and records the decision. Applying it is the caller's part."""
+    profile = TaskProfile.objects.select_related("teacher", "student").get(pk=profile_id)
+    alpha = float(cycle_setting("ADMISSION_ALPHA"))
+    items = heldout_items(profile=profile, limit=int(cycle_setting("ADMISSION_MAX_ITEMS")))
+    if items:
+        (active_legs, candidate_legs), teachers = asyncio.run(_evaluate(profile, items, [active, candidate]))
+    else:
+        active_legs, candidate_legs, teachers = [], [], []
+    act, cand = _metrics(active_legs, teachers), _metrics(candidate_legs, teachers)
+    b, c, p = mcnemar(act.outcomes, cand.outcomes)
+    decision, reason = decide(
+        act, cand, b=b, c=c, p=p, alpha=alpha, min_items=int(cycle_setting("ADMISSION_MIN_ITEMS"))
+    )
+    per_item = [
+        {
+            "key": item.key[:16],
+            "active": {"student": a.passed, "passed": ao, "error": a.error[:200]},
+            "candidate": {"student": k.passed, "passed": ko, "error": k.error[:200]},
+            "teacher": None if t is None else t.passed,
+        }
+        for item, a, k, t, ao, ko in zip(
+            items, active_legs, candidate_legs, teachers, act.outcomes, cand.outcomes, strict=True
+        )
+    ]
+    with transaction.atomic():
+        return Admission.objects.create(
+            profile=profile,
+            kind=kind,
+            candidate=candidate_ids,
+            active=active_ids,
+            candidate_metrics=cand.as_json(),
+            active_metrics=act.as_json(),
+            mcnemar_b=b,
+            mcnemar_c=c,
+            p_value=p,
+            alpha=alpha,
+            decision=decision,
+            reason=reason,
+            items=per_item,
+        )

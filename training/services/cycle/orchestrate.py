@@ -1,0 +1,343 @@
+"""The cycle's state machine: start, claim a stage, run it, advance; each stage idempotent.
+
+``cycle_start`` creates the row (one unfinished cycle per profile: starting twice returns the running
+one) and enqueues its first stage on commit. ``cycle_stage_run`` is what the stage task calls: it
+claims the row with a conditional UPDATE, runs the stage and either advances (enqueuing the next stage)
+or leaves the cycle waiting on a job elsewhere, which ``cycles_poll`` advances when it ends.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+from django.db import IntegrityError, OperationalError, transaction
+from django.db.models import F
+from django.utils import timezone
+
+from routing.errors import UpstreamError
+from routing.models import TaskProfile
+from training import selectors
+from training.models import Admission, Cycle, Demonstration
+from training.services.cycle.admission import Configuration, admission_evaluate
+from training.services.cycle.calls import CycleError, cycle_setting
+from training.services.cycle.replay import demonstrations_replay
+from training.services.cycle.skillbook import skillbook_activate, skillbook_update
+
+log = logging.getLogger(__name__)
+
+Stage = Cycle.Stage
+Status = Cycle.Status
+NEXT = {
+    Stage.REPLAY: Stage.SKILLBOOK,
+    Stage.SKILLBOOK: Stage.ADAPTER,
+    Stage.ADAPTER: Stage.ROUTER,
+    Stage.ROUTER: Stage.ADMISSION,
+    Stage.ADMISSION: Stage.DONE,
+}
+WAIT = "wait"
+# A database hiccup or a backend that failed as a whole: the stage is given back and retried.
+TRANSIENT = (OperationalError, UpstreamError)
+
+
+def _enqueue(cycle_id: int, stage: str) -> None:
+    from training.tasks.cycle import enqueue_stage
+
+    transaction.on_commit(lambda: enqueue_stage(cycle_id, stage))
+
+
+def cycle_start(*, profile_id: int, trigger: str = Cycle.Trigger.API) -> tuple[Cycle, bool]:
+    """(the cycle, created): a profile's unfinished cycle is returned instead of starting another."""
+    TaskProfile.objects.get(pk=profile_id)
+    running = Cycle.objects.filter(profile_id=profile_id, status__in=Cycle.UNFINISHED).first()
+    if running is not None:
+        return running, False
+    try:
+        with transaction.atomic():
+            cycle = Cycle.objects.create(profile_id=profile_id, trigger=trigger)
+            _enqueue(cycle.pk, cycle.stage)
+    except IntegrityError:
+        return Cycle.objects.get(profile_id=profile_id, status__in=Cycle.UNFINISHED), False
+    return cycle, True
+
+
+def _claim(cycle_id: int, stage: str) -> Cycle | None:
+    claimed = Cycle.objects.filter(pk=cycle_id, stage=stage, status=Status.QUEUED).update(
+        status=Status.RUNNING, stage_started_at=timezone.now(), attempts=F("attempts") + 1
+    )
+    return Cycle.objects.select_related("profile").get(pk=cycle_id) if claimed else None
+
+
+def _elapsed(cycle: Cycle) -> float:
+    started = cycle.stage_started_at or timezone.now()
+    return round((timezone.now() - started).total_seconds(), 3)
+
+
+@transaction.atomic
+def _advance(cycle: Cycle, **fields: Any) -> None:
+    """Records the stage's time and moves to the next stage (or finishes), enqueuing it on commit."""
+    timings = {**cycle.timings, cycle.stage: cycle.timings.get(cycle.stage, 0) + _elapsed(cycle)}
+    stage = NEXT[Stage(cycle.stage)]
+    done = stage == Stage.DONE
+    updates: dict[str, Any] = {
+        "timings": timings,
+        "stage": stage,
+        "status": Status.SUCCEEDED if done else Status.QUEUED,
+        "stage_started_at": None,
+        "attempts": 0,
+        "stats": cycle.stats,
+        **fields,
+    }
+    if done:
+        updates["finished_at"] = timezone.now()
+    Cycle.objects.filter(pk=cycle.pk, stage=cycle.stage).update(**updates)
+    if not done:
+        _enqueue(cycle.pk, stage)
+
+
+def cycle_fail(*, cycle_id: int, error: str) -> None:
+    Cycle.objects.filter(pk=cycle_id, status__in=Cycle.UNFINISHED).update(
+        status=Status.FAILED, error=error[:4000], finished_at=timezone.now()
+    )
+
+
+def cycle_release(*, cycle_id: int, stage: str) -> None:
+    """Gives a claimed stage back (a transient error): the retried task can claim it again."""
+    Cycle.objects.filter(pk=cycle_id, stage=stage, status=Status.RUNNING).update(status=Status.QUEUED)
+
+
+# --- stages -------------------------------------------------------------------------------------
+
+
+def _replay(cycle: Cycle) -> str | None:
+    result = demonstrations_replay(profile_id=cycle.profile_id)
+    cycle.stats["replay"] = result.as_json()
+    return None
+
+
+def _skillbook(cycle: Cycle) -> str | None:
+    update = skillbook_update(profile_id=cycle.profile_id)
+    cycle.stats["skillbook"] = {
+        "version": update.skillbook.version if update.skillbook else None,
+        "changed": update.changed,
+        "error": update.error,
+    }
+    cycle.skillbook = update.skillbook
+    return None
+
+
+def _candidate_text(cycle: Cycle) -> str:
+    return cycle.skillbook.text if cycle.skillbook else cycle.profile.skillbook_text
+
+
+def _adapter(cycle: Cycle) -> str | None:
+    """Starts the trainer's run on the train demonstrations (the SkillBook candidate in front)."""
+    try:
+        from training.services.adapters import training_run_start
+    except ImportError:
+        cycle.stats["adapter"] = {"skipped": "no trainer installed"}
+        return None
+    ids = list(
+        selectors.demonstrations(profile_id=cycle.profile_id, split=Demonstration.Split.TRAIN).values_list(
+            "pk", flat=True
+        )
+    )
+    new = cycle.stats.get("replay", {}).get("demonstrations", 0)
+    if not ids or (not new and not cycle_setting("TRAIN_WITHOUT_NEW")):
+        cycle.stats["adapter"] = {"skipped": "no new demonstrations" if ids else "no demonstrations"}
+        return None
+    run = training_run_start(
+        profile_id=cycle.profile_id, demonstration_ids=ids, system_prompt=_candidate_text(cycle)
+    )
+    cycle.training_run = run
+    cycle.stats["adapter"] = {"training_run": run.pk, "demonstrations": len(ids)}
+    return WAIT
+
+
+def _router(cycle: Cycle) -> str | None:
+    cycle.stats["router"] = {"skipped": "the router is retrained and admitted by its own job"}
+    return None
+
+
+def _admission(cycle: Cycle) -> str | None:
+    profile = cycle.profile
+    run = cycle.training_run
+    adapter = run.adapter if run is not None and run.status == run.Status.SUCCEEDED else None
+    active_book = selectors.skillbook_active(profile_id=profile.pk)
+    candidate_ids: dict[str, Any] = {}
+    if cycle.skillbook is not None:
+        candidate_ids["skillbook"] = cycle.skillbook.pk
+    if adapter is not None:
+        candidate_ids["adapter"] = adapter.pk
+    if not candidate_ids:
+        cycle.stats["admission"] = {"skipped": "no candidate"}
+        return None
+    kind = Admission.Kind.JOINT if len(candidate_ids) > 1 else next(iter(candidate_ids))
+    if adapter is not None:
+        from training.services.adapters import adapter_load
+
+        adapter_load(adapter_id=adapter.pk)
+    active = Configuration(adapter=profile.student_adapter, skillbook_text=profile.skillbook_text)
+    candidate = Configuration(
+        adapter=adapter.name if adapter is not None else profile.student_adapter,
+        skillbook_text=_candidate_text(cycle),
+    )
+    admission = admission_evaluate(
+        profile_id=profile.pk,
+        kind=kind,
+        candidate=candidate,
+        active=active,
+        candidate_ids=candidate_ids,
+        active_ids={
+            "skillbook": active_book.pk if active_book else None,
+            "adapter_name": profile.student_adapter or None,
+        },
+    )
+    cycle.admission = admission
+    cycle.stats["admission"] = {"decision": admission.decision, "reason": admission.reason}
+    admission_apply(admission=admission)
+    return None
+
+
+def admission_apply(*, admission: Admission) -> None:
+    """Admitted: the candidate's parts become the gateway's. Refused: a candidate adapter is retired."""
+    skillbook_id = admission.candidate.get("skillbook")
+    adapter_id = admission.candidate.get("adapter")
+    if admission.decision == Admission.Decision.ADMITTED:
+        if skillbook_id is not None:
+            skillbook_activate(skillbook_id=skillbook_id)
+        if adapter_id is not None:
+            from training.services.adapters import adapter_activate
+
+            adapter_activate(adapter_id=adapter_id)
+    elif adapter_id is not None:
+        from training.services.adapters import adapter_refuse
+
+        adapter_refuse(adapter_id=adapter_id, reason=admission.reason)
+
+
+STAGES: dict[str, Callable[[Cycle], str | None]] = {
+    Stage.REPLAY: _replay,
+    Stage.SKILLBOOK: _skillbook,
+    Stage.ADAPTER: _adapter,
+    Stage.ROUTER: _router,
+    Stage.ADMISSION: _admission,
+}
+
+
+def cycle_stage_run(*, cycle_id: int, stage: str) -> str:
+    """Claims and runs one stage. Returns 'not claimed', 'waiting', 'advanced' or 'failed'.
+
+    Transient errors propagate after the claim is released, so the task's retry can claim it again.
+    """
+    cycle = _claim(cycle_id, stage)
+    if cycle is None:
+        return "not claimed"
+    try:
+        outcome = STAGES[stage](cycle)
+    except CycleError as exc:
+        cycle_fail(cycle_id=cycle_id, error=f"{stage}: {exc}")
+        return "failed"
+    except TRANSIENT as exc:
+        log.warning("cycle %s stage %s: transient error %s; retrying", cycle_id, stage, exc)
+        cycle_release(cycle_id=cycle_id, stage=stage)
+        raise
+    except Exception as exc:
+        log.exception("cycle %s stage %s failed", cycle_id, stage)
+        cycle_fail(cycle_id=cycle_id, error=f"{stage}: {type(exc).__name__}: {exc}")
+        return "failed"
+    if outcome == WAIT:
+        Cycle.objects.filter(pk=cycle_id, stage=stage, status=Status.RUNNING).update(
+            status=Status.WAITING, stats=cycle.stats, training_run=cycle.training_run
+        )
+        return "waiting"
+    _advance(
+        cycle,
+        skillbook=cycle.skillbook,
+        training_run=cycle.training_run,
+        admission=cycle.admission,
+    )
+    return "advanced"
+
+
+# --- beat ---------------------------------------------------------------------------------------
+
+
+def cycles_poll() -> int:
+    """Advances cycles whose training run ended, and gives back stages held by a dead worker."""
+    moved = 0
+    for cycle in Cycle.objects.filter(status=Status.WAITING, stage=Stage.ADAPTER).select_related(
+        "training_run", "profile"
+    ):
+        run = cycle.training_run
+        if run is not None and not run.is_finished:
+            continue
+        cycle.stats["adapter"] = {
+            **cycle.stats.get("adapter", {}),
+            "status": run.status if run else "missing",
+            "error": (run.error if run else "")[:500],
+        }
+        cycle.stage_started_at = cycle.stage_started_at or cycle.created_at
+        _advance(cycle)
+        moved += 1
+    stale = timezone.now() - timedelta(seconds=int(cycle_setting("STAGE_TIMEOUT_S")))
+    for cycle in Cycle.objects.filter(status=Status.RUNNING, stage_started_at__lt=stale):
+        if cycle.attempts >= int(cycle_setting("STAGE_MAX_ATTEMPTS")):
+            cycle_fail(
+                cycle_id=cycle.pk, error=f"{cycle.stage}: no worker finished it in {cycle.attempts} tries"
+            )
+            continue
+        with transaction.atomic():
+            if Cycle.objects.filter(pk=cycle.pk, status=Status.RUNNING, stage=cycle.stage).update(
+                status=Status.QUEUED
+            ):
+                _enqueue(cycle.pk, cycle.stage)
+                moved += 1
+    return moved
+
+
+def cycles_autostart() -> list[int]:
+    """Starts a cycle for every profile that gathered AUTO_FAILURES failed student calls since its
+    last cycle began (0 turns this off)."""
+    threshold = int(cycle_setting("AUTO_FAILURES"))
+    if threshold <= 0:
+        return []
+    started = []
+    for profile in TaskProfile.objects.exclude(policy=TaskProfile.Policy.ALWAYS_TEACHER):
+        last = Cycle.objects.filter(profile=profile).order_by("-created_at").first()
+        if last is not None and last.status in Cycle.UNFINISHED:
+            continue
+        if (
+            selectors.failures_since(profile_id=profile.pk, since=last.created_at if last else None)
+            >= threshold
+        ):
+            cycle, created = cycle_start(profile_id=profile.pk, trigger=Cycle.Trigger.AUTO)
+            if created:
+                started.append(cycle.pk)
+    return started
+
+
+def cycles_start_scheduled() -> list[int]:
+    """The schedule's cycle: every profile with a student policy and a failure since its last cycle."""
+    started = []
+    for profile in TaskProfile.objects.exclude(policy=TaskProfile.Policy.ALWAYS_TEACHER):
+        last = Cycle.objects.filter(profile=profile).order_by("-created_at").first()
+        if selectors.failures_since(profile_id=profile.pk, since=last.created_at if last else None):
+            cycle, created = cycle_start(profile_id=profile.pk, trigger=Cycle.Trigger.SCHEDULE)
+            if created:
+                started.append(cycle.pk)
+    return started
+
+
+__all__ = [
+    "admission_apply",
+    "cycle_fail",
+    "cycle_release",
+    "cycle_stage_run",
+    "cycle_start",
+    "cycles_autostart",
+    "cycles_poll",
+    "cycles_start_scheduled",
+]

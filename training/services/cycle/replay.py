@@ -1,0 +1,205 @@
+"""Replay: failed student calls become verified demonstrations.
+
+For every call of a profile whose student answer failed verification, the teacher answers the same
+request (the fallback answer the ledger already holds is reused when it passed: it is the teacher's
+answer to the same request, already paid for) and the student tries once more by itself. An answer
+becomes a :class:`Demonstration` only when it passes the call's verifier; a failing one is rejected
+and counted. Every outcome is remembered per (call, source), so replaying again adds nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db import transaction
+
+from routing.errors import UpstreamError
+from routing.models import Invocation, TaskProfile
+from training import selectors
+from training.models import Demonstration, ReplayAttempt
+from training.services.cycle.calls import (
+    call,
+    completion_text,
+    cycle_setting,
+    split_of,
+    student_of,
+    task_signature,
+    teacher_of,
+    upstream_body,
+    verifier_config,
+    verifier_for,
+    verify,
+    with_skillbook,
+)
+
+log = logging.getLogger(__name__)
+
+Source = Demonstration.Source
+
+
+@dataclass
+class ReplayResult:
+    calls: int = 0
+    accepted: dict[str, int] = field(default_factory=lambda: {Source.TEACHER: 0, Source.SELF_REPAIR: 0})
+    rejected: dict[str, int] = field(default_factory=lambda: {Source.TEACHER: 0, Source.SELF_REPAIR: 0})
+    unverifiable: int = 0
+    errors: int = 0
+    demonstration_ids: list[int] = field(default_factory=list)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "calls": self.calls,
+            "accepted": dict(self.accepted),
+            "rejected": dict(self.rejected),
+            "unverifiable": self.unverifiable,
+            "errors": self.errors,
+            "demonstrations": len(self.demonstration_ids),
+        }
+
+
+def _served_teacher_answer(invocation: Invocation) -> dict[str, Any] | None:
+    """The teacher's fallback answer from the ledger, when it passed verification."""
+    if invocation.served_by != Invocation.Route.TEACHER or invocation.verdict != Invocation.Verdict.PASS:
+        return None
+    message = (invocation.response or {}).get("message")
+    return message if isinstance(message, dict) else None
+
+
+@transaction.atomic
+def _record(
+    *,
+    invocation: Invocation,
+    source: str,
+    outcome: str,
+    detail: str,
+    message: dict[str, Any] | None = None,
+) -> Demonstration | None:
+    ReplayAttempt.objects.get_or_create(
+        invocation=invocation,
+        source=source,
+        defaults={"profile_id": invocation.profile_id, "outcome": outcome, "detail": detail[:4000]},
+    )
+    if outcome != ReplayAttempt.Outcome.ACCEPTED or message is None:
+        return None
+    request = invocation.request
+    signature, _ = task_signature(request)
+    demonstration, _ = Demonstration.objects.get_or_create(
+        invocation=invocation,
+        source=source,
+        defaults={
+            "profile_id": invocation.profile_id,
+            "messages": request["messages"],
+            "request": request,
+            "completion": completion_text(message),
+            "verdict": {
+                "passed": True,
+                "detail": detail[:1000],
+                "message": message,
+                "verifier": verifier_config(invocation.profile, request),
+            },
+            "task_signature": signature,
+            "split": split_of(request["messages"]),
+        },
+    )
+    return demonstration
+
+
+def _replay_teacher(profile: TaskProfile, invocation: Invocation, result: ReplayResult) -> None:
+    verifier = verifier_for(profile, invocation.request)
+    if verifier is None:
+        _record(
+            invocation=invocation,
+            source=Source.TEACHER,
+            outcome=ReplayAttempt.Outcome.UNVERIFIABLE,
+            detail="",
+        )
+        result.unverifiable += 1
+        return
+    message = _served_teacher_answer(invocation)
+    if message is None:
+        message = call(teacher_of(profile), upstream_body(profile, invocation.request)).message
+    passed, detail = verify(verifier, invocation.request, message)
+    outcome = ReplayAttempt.Outcome.ACCEPTED if passed else ReplayAttempt.Outcome.REJECTED
+    demonstration = _record(
+        invocation=invocation, source=Source.TEACHER, outcome=outcome, detail=detail, message=message
+    )
+    if demonstration is None:
+        result.rejected[Source.TEACHER] += 1
+    else:
+        result.accepted[Source.TEACHER] += 1
+        result.demonstration_ids.append(demonstration.pk)
+
+
+def _replay_student(profile: TaskProfile, invocation: Invocation, result: ReplayResult) -> None:
+    """The student's own retry, sampled; the first passing one is a self-repair pair."""
+    verifier = verifier_for(profile, invocation.request)
+    if verifier is None:
+        _record(
+            invocation=invocation,
+            source=Source.SELF_REPAIR,
+            outcome=ReplayAttempt.Outcome.UNVERIFIABLE,
+            detail="",
+        )
+        return
+    student = student_of(profile)
+    body = upstream_body(
+        profile, invocation.request, temperature=float(cycle_setting("SELF_REPAIR_TEMPERATURE"))
+    )
+    body["messages"] = with_skillbook(body["messages"], profile.skillbook_text)
+    detail = "no retry"
+    for _ in range(int(cycle_setting("SELF_REPAIR_TRIES"))):
+        message = call(student, body).message
+        passed, detail = verify(verifier, invocation.request, message)
+        if passed:
+            demonstration = _record(
+                invocation=invocation,
+                source=Source.SELF_REPAIR,
+                outcome=ReplayAttempt.Outcome.ACCEPTED,
+                detail=detail,
+                message=message,
+            )
+            assert demonstration is not None
+            result.accepted[Source.SELF_REPAIR] += 1
+            result.demonstration_ids.append(demonstration.pk)
+            return
+    _record(
+        invocation=invocation,
+        source=Source.SELF_REPAIR,
+        outcome=ReplayAttempt.Outcome.REJECTED,
+        detail=detail,
+    )
+    result.rejected[Source.SELF_REPAIR] += 1
+
+
+def demonstrations_replay(*, profile_id: int, invocation_ids: list[str] | None = None) -> ReplayResult:
+    """Replays the profile's failed student calls not replayed yet (or only ``invocation_ids``).
+
+    A backend that fails (down, timed out) leaves that call unrecorded for the next replay; it is
+    counted in ``errors``. Not atomic as a whole: each call's outcome is committed as it is decided.
+    """
+    profile = TaskProfile.objects.select_related("teacher", "student").get(pk=profile_id)
+    self_repair = int(cycle_setting("SELF_REPAIR_TRIES")) > 0
+    calls = selectors.failed_student_calls(
+        profile_id=profile_id,
+        sources=2 if self_repair else 1,
+        invocation_ids=invocation_ids,
+        limit=int(cycle_setting("REPLAY_LIMIT")),
+    )
+    result = ReplayResult()
+    for invocation in calls:
+        result.calls += 1
+        done = set(ReplayAttempt.objects.filter(invocation=invocation).values_list("source", flat=True))
+        steps = [(Source.TEACHER, _replay_teacher)]
+        if self_repair:
+            steps.append((Source.SELF_REPAIR, _replay_student))
+        for source, step in steps:
+            if source in done:
+                continue
+            try:
+                step(profile, invocation, result)
+            except UpstreamError as exc:
+                log.warning("replay of %s on the %s failed: %s", invocation.pk, source, exc.message)
+                result.errors += 1
+    return result

@@ -1,0 +1,264 @@
+"""SkillBook: per task signature, success statistics, exemplars, failures, and a few pitfalls and
+patterns the teacher distills from them; rendered as text under a size cap.
+
+Every change of the text is a new :class:`SkillBook` version with a unified diff against the previous
+one. The text reaches the gateway only through admission (``skillbook_activate``), which writes it on
+the task profile through a routing service. When distillation fails (the teacher errs or answers
+something that is not the asked-for JSON) nothing changes: the previous version and text stay.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from routing.errors import UpstreamError
+from routing.models import Invocation, TaskProfile
+from routing.services import task_profile_skillbook_set
+from routing.verifiers.json_schema import message_text, schema_errors
+from training import selectors
+from training.models import Demonstration, Skill, SkillBook
+from training.services.cycle.calls import call, cycle_setting, task_signature, teacher_of
+
+MAX_ITEMS = 3
+MAX_ITEM_CHARS = 200
+EXEMPLARS = 3
+FAILURES = 5
+_EXCERPT = 300
+
+DISTILLED_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "patterns": {"type": "array", "items": {"type": "string", "minLength": 1}, "maxItems": MAX_ITEMS},
+        "pitfalls": {"type": "array", "items": {"type": "string", "minLength": 1}, "maxItems": MAX_ITEMS},
+    },
+    "required": ["patterns", "pitfalls"],
+    "additionalProperties": False,
+}
+
+DISTILL_PROMPT = (
+    "You maintain a SkillBook: short advice put in front of a small model's prompt for one kind of task. "
+    "From the verified good answers and the failures below, write at most {n} patterns (what good answers "
+    "do) and at most {n} pitfalls (what failed answers got wrong), each one short imperative sentence. "
+    'Reply with JSON only: {{"patterns": [...], "pitfalls": [...]}}.'
+)
+
+
+class DistillationError(Exception):
+    pass
+
+
+@dataclass
+class SkillBookUpdate:
+    skillbook: SkillBook | None  # the new version, or None when the text did not change
+    error: str = ""
+
+    @property
+    def changed(self) -> bool:
+        return self.skillbook is not None
+
+
+def _excerpt(text: str, limit: int = _EXCERPT) -> str:
+    text = text.strip()
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _last_user(messages: list[dict[str, Any]]) -> str:
+    return next((message_text(m) for m in reversed(messages) if m.get("role") == "user"), "")
+
+
+@dataclass
+class _Evidence:
+    label: str
+    calls: int
+    stats: dict[str, dict[str, int]]
+    exemplars: list[dict[str, str]]
+    failures: list[dict[str, str]]
+
+
+def _gather(profile: TaskProfile) -> dict[str, _Evidence]:
+    """Per signature: pass/fail per model over the latest ledger window, latest failures and exemplars."""
+    window = int(cycle_setting("SKILLBOOK_WINDOW"))
+    evidence: dict[str, _Evidence] = {}
+    stats: dict[str, dict[str, Counter[str]]] = defaultdict(lambda: defaultdict(Counter))
+    for invocation in Invocation.objects.filter(profile=profile).order_by("-created_at")[:window]:
+        signature, label = task_signature(invocation.request)
+        item = evidence.setdefault(signature, _Evidence(label, 0, {}, [], []))
+        item.calls += 1
+        for leg in invocation.legs or []:
+            verdict = leg.get("verdict")
+            if verdict in (Invocation.Verdict.PASS, Invocation.Verdict.FAIL):
+                stats[signature][str(leg.get("model"))][verdict] += 1
+            if (
+                leg.get("role") == "student"
+                and verdict == Invocation.Verdict.FAIL
+                and len(item.failures) < FAILURES
+            ):
+                item.failures.append(
+                    {
+                        "prompt": _excerpt(_last_user(invocation.request.get("messages") or [])),
+                        "problem": _excerpt(str(leg.get("detail") or "")),
+                    }
+                )
+    for signature, per_model in stats.items():
+        evidence[signature].stats = {model: dict(counts) for model, counts in sorted(per_model.items())}
+    for signature, item in evidence.items():
+        latest = Demonstration.objects.filter(
+            profile=profile, task_signature=signature, split=Demonstration.Split.TRAIN
+        ).order_by("-created_at", "-pk")[:EXEMPLARS]
+        item.exemplars = [
+            {"prompt": _excerpt(_last_user(d.messages)), "answer": _excerpt(d.completion)} for d in latest
+        ]
+    return evidence
+
+
+_FENCE = re.compile(r"\A\s*```(?:json)?\s*\n?(.*?)\n?\s*```\s*\Z", re.DOTALL)
+
+
+def parse_distilled(text: str) -> tuple[list[str], list[str]]:
+    """(patterns, pitfalls) from the teacher's answer; DistillationError unless it is the asked JSON."""
+    fenced = _FENCE.match(text or "")
+    try:
+        data = json.loads(fenced.group(1) if fenced else text)
+    except (TypeError, json.JSONDecodeError) as exc:
+        raise DistillationError(f"the teacher's answer is not JSON: {exc}") from None
+    problem = schema_errors(DISTILLED_SCHEMA, data)
+    if problem:
+        raise DistillationError(f"the teacher's answer does not match the schema: {problem}")
+
+    def clean(items: list[str]) -> list[str]:
+        return [_excerpt(" ".join(item.split()), MAX_ITEM_CHARS) for item in items if item.strip()]
+
+    return clean(data["patterns"]), clean(data["pitfalls"])
+
+
+def _distill(profile: TaskProfile, item: _Evidence) -> tuple[list[str], list[str]]:
+    material = json.dumps(
+        {"task": item.label, "good_answers": item.exemplars, "failures": item.failures},
+        ensure_ascii=False,
+        indent=1,
+    )
+    body = {
+        "messages": [
+            {"role": "system", "content": DISTILL_PROMPT.format(n=MAX_ITEMS)},
+            {"role": "user", "content": material},
+        ],
+        "temperature": 0,
+        "max_tokens": 400,
+        "response_format": {
+            "type": "json_schema",
+            "json_schema": {"name": "skillbook", "schema": DISTILLED_SCHEMA},
+        },
+    }
+    try:
+        answer = call(teacher_of(profile), body)
+    except UpstreamError as exc:
+        raise DistillationError(exc.message) from None
+    return parse_distilled(message_text(answer.message))
+
+
+def render(profile: TaskProfile, skills: list[Skill], *, max_chars: int) -> str:
+    """The SkillBook text: a section per signature, busiest first; whole lines dropped past the cap."""
+    lines: list[str] = []
+    used = 0
+
+    def add(line: str) -> bool:
+        nonlocal used
+        if used + len(line) + 1 > max_chars:
+            return False
+        lines.append(line)
+        used += len(line) + 1
+        return True
+
+    if not add(f"SkillBook for {profile.name} tasks (learned from verified answers):"):
+        return ""
+    for skill in skills:
+        if not (skill.patterns or skill.pitfalls):
+            continue
+        if not add(f"## {skill.label or skill.task_signature}"):
+            break
+        for pattern in skill.patterns:
+            add(f"- Do: {pattern}")
+        for pitfall in skill.pitfalls:
+            add(f"- Avoid: {pitfall}")
+        if skill.exemplars:
+            add("Example answer: " + _excerpt(skill.exemplars[0]["answer"], 240).replace("\n", " "))
+    return "\n".join(lines) if len(lines) > 1 else ""
+
+
+def _diff(old: str, new: str, old_version: int, new_version: int) -> str:
+    return "".join(
+        difflib.unified_diff(
+            old.splitlines(keepends=True),
+            new.splitlines(keepends=True),
+            fromfile=f"v{old_version}",
+            tofile=f"v{new_version}",
+        )
+    )
+
+
+def skillbook_update(*, profile_id: int) -> SkillBookUpdate:
+    """Refreshes the profile's skills and, when the rendered text changes, writes a new version.
+
+    Distillation runs only for signatures whose evidence changed since the last update. Any failure
+    leaves every skill and the SkillBook as they were and is returned in ``error``.
+    """
+    profile = TaskProfile.objects.select_related("teacher").get(pk=profile_id)
+    evidence = _gather(profile)
+    existing = {s.task_signature: s for s in Skill.objects.filter(profile=profile)}
+    distilled: dict[str, tuple[list[str], list[str]]] = {}
+    for signature, item in evidence.items():
+        skill = existing.get(signature)
+        unchanged = (
+            skill is not None and skill.exemplars == item.exemplars and skill.failures == item.failures
+        )
+        if unchanged or not (item.exemplars or item.failures):
+            continue
+        try:
+            distilled[signature] = _distill(profile, item)
+        except DistillationError as exc:
+            return SkillBookUpdate(None, f"distillation of {item.label!r} failed: {exc}")
+    with transaction.atomic():
+        now = timezone.now()
+        for signature, item in evidence.items():
+            skill = existing.get(signature) or Skill(profile=profile, task_signature=signature)
+            skill.label, skill.stats = item.label, item.stats
+            skill.exemplars, skill.failures, skill.updated_at = item.exemplars, item.failures, now
+            if signature in distilled:
+                skill.patterns, skill.pitfalls = distilled[signature]
+            skill.save()
+            existing[signature] = skill
+        ordered = sorted(
+            existing.values(),
+            key=lambda s: -evidence[s.task_signature].calls if s.task_signature in evidence else 0,
+        )
+        text = render(profile, ordered, max_chars=int(cycle_setting("SKILLBOOK_MAX_CHARS")))
+        latest = selectors.skillbook_latest(profile_id=profile_id)
+        if text == (latest.text if latest else ""):
+            return SkillBookUpdate(None)
+        version = (latest.version if latest else 0) + 1
+        skillbook = SkillBook.objects.create(
+            profile=profile,
+            version=version,
+            text=text,
+            diff=_diff(latest.text if latest else "", text, version - 1, version),
+            stats={s.task_signature: {"label": s.label, "models": s.stats} for s in ordered},
+        )
+    return SkillBookUpdate(skillbook)
+
+
+@transaction.atomic
+def skillbook_activate(*, skillbook_id: int) -> SkillBook:
+    """Makes this version the text the gateway puts in front of the student's prompt."""
+    skillbook = SkillBook.objects.select_for_update().get(pk=skillbook_id)
+    skillbook.activated_at = timezone.now()
+    skillbook.save(update_fields=["activated_at"])
+    task_profile_skillbook_set(profile_id=skillbook.profile_id, text=skillbook.text)
+    return skillbook
