@@ -11,7 +11,7 @@ from typing import Any
 
 from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
-from django.db.models import F
+from django.db.models import F, Q
 from django.utils import timezone
 
 from diagnostics.models import ActionRequest, Incident, Trajectory
@@ -30,12 +30,25 @@ def slack_event_record(
         return None
 
 
-def slack_event_claim(*, event_id: int) -> SlackEvent | None:
-    """RECEIVED -> PROCESSING with a conditional UPDATE; None when another worker has it or it is done."""
-    claimed = SlackEvent.objects.filter(pk=event_id, status=SlackEvent.Status.RECEIVED).update(
-        status=SlackEvent.Status.PROCESSING
+def slack_event_claim(*, event_id: int, stale_after_s: int = 600) -> SlackEvent | None:
+    """RECEIVED -> PROCESSING with a conditional UPDATE (or a PROCESSING one whose worker died long ago).
+
+    None when another worker has it or it is done: running the task twice is harmless.
+    """
+    now = timezone.now()
+    fresh = Q(status=SlackEvent.Status.RECEIVED)
+    stale = Q(status=SlackEvent.Status.PROCESSING, claimed_at__lt=now - timedelta(seconds=stale_after_s))
+    claimed = SlackEvent.objects.filter(fresh | stale, pk=event_id).update(
+        status=SlackEvent.Status.PROCESSING, claimed_at=now
     )
     return SlackEvent.objects.get(pk=event_id) if claimed else None
+
+
+def slack_event_release(*, event: SlackEvent) -> None:
+    """Gives a claimed event back (a transient failure), so the task's retry handles it."""
+    SlackEvent.objects.filter(pk=event.pk, status=SlackEvent.Status.PROCESSING).update(
+        status=SlackEvent.Status.RECEIVED
+    )
 
 
 def slack_event_finish(*, event: SlackEvent, incident: Incident | None = None, error: str = "") -> SlackEvent:

@@ -60,8 +60,15 @@ def handle_event(event_id: int) -> str:
     }[SlackEvent.Kind(event.kind)]
     try:
         return handler(event, conf.web_client())
+    except OperationalError:
+        services.slack_event_release(event=event)
+        raise  # the database was busy or gone: retried
     except SlackClientError as exc:
         log.warning("Slack delivery %s failed: %s", event.key, exc)
+        services.slack_event_finish(event=event, error=f"{type(exc).__name__}: {exc}")
+        return "failed"
+    except Exception as exc:
+        log.exception("Slack delivery %s failed", event.key)
         services.slack_event_finish(event=event, error=f"{type(exc).__name__}: {exc}")
         return "failed"
 

@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import time
+from datetime import timedelta
+
+from django.utils import timezone
 
 from diagnostics.models import ActionRequest, Incident, Trajectory
+from diagnostics.slack import services
 from diagnostics.slack.models import SlackEvent
+from diagnostics.slack.tasks import handle_event
 from tests.slack.conftest import CHANNEL, TOKEN, linked
 
 
@@ -121,7 +126,15 @@ def test_a_retried_event_is_handled_once(bot, slack_client, queue):
     queue.drain()
     assert Incident.objects.count() == 1
     # A redelivered task message finds the event already handled.
-    from diagnostics.slack.tasks import handle_event
-
     assert handle_event(event.pk) == "not claimed"
     assert Incident.objects.count() == 1
+
+
+def test_a_delivery_whose_worker_died_is_handled_when_its_task_comes_back(bot, slack_client, queue):
+    slack_client.mention("<@U0BOT> api is down", user="U0SOMEONE", event_id="Ev003", ts="1712.000300")
+    event = SlackEvent.objects.get()
+    assert services.slack_event_claim(event_id=event.pk) is not None  # a worker took it, then died
+    assert handle_event(event.pk) == "not claimed"  # within the window another worker may be on it
+    SlackEvent.objects.filter(pk=event.pk).update(claimed_at=timezone.now() - timedelta(minutes=11))
+    assert handle_event(event.pk) == "opened"
+    assert Incident.objects.count() == 1 and SlackEvent.objects.get().status == SlackEvent.Status.DONE
