@@ -177,6 +177,15 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": 60.0,
     },
     "expire-diagnostic-actions": {"task": "diagnostics.tasks.expire_actions", "schedule": 60.0},
+    # Learned routers: retrain profiles with new calls; compare live numbers with calibration.
+    "router-retrain": {
+        "task": "routing.tasks.router_retrain_due",
+        "schedule": float(env_int("SKILLGATE_ROUTER_RETRAIN_EVERY_S", 6 * 3600)),
+    },
+    "router-drift-check": {
+        "task": "routing.tasks.router_drift_check_all",
+        "schedule": float(env_int("SKILLGATE_ROUTER_DRIFT_CHECK_EVERY_S", 3600)),
+    },
     "purge-slack-events": {"task": "diagnostics.slack.tasks.purge_events", "schedule": 3600.0},
 }
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
@@ -214,6 +223,17 @@ SKILLGATE: dict[str, Any] = {
         "API_KEY_ENV": "SKILLGATE_STUDENT_API_KEY",
         "INPUT_COST": env_str("SKILLGATE_STUDENT_INPUT_COST_PER_TOKEN", "0.00000005"),
         "OUTPUT_COST": env_str("SKILLGATE_STUDENT_OUTPUT_COST_PER_TOKEN", "0.0000001"),
+    },
+    # Learned router (routing/router_versions/config.py has every key and its default; a profile's
+    # policy_params override the target and the sampling rates).
+    "ROUTER": {
+        "FEATURES": env_str("SKILLGATE_ROUTER_FEATURES", "auto"),
+        "TARGET": env_float("SKILLGATE_ROUTER_TARGET", 0.98),
+        "TEACHER_SAMPLE_RATE": env_float("SKILLGATE_TEACHER_SAMPLE_RATE", 0.05),
+        "STUDENT_SAMPLE_RATE": env_float("SKILLGATE_STUDENT_SAMPLE_RATE", 0.05),
+        "SAMPLE_DAILY_USD": env_float("SKILLGATE_SAMPLE_DAILY_USD", 1.0),
+        "DRIFT_SHARE_MARGIN": env_float("SKILLGATE_ROUTER_DRIFT_SHARE_MARGIN", 0.10),
+        "DRIFT_PASS_MARGIN": env_float("SKILLGATE_ROUTER_DRIFT_PASS_MARGIN", 0.05),
     },
     # The local student server that `manage.py serve` starts (vLLM on CPU, the demo model).
     "LOCAL_STUDENT": {

@@ -17,9 +17,9 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from django.conf import settings
 
-from routing import budgets, upstream
+from routing import budgets, teacher_sampling, upstream
 from routing.errors import ApiError, UpstreamError, bad_request
-from routing.ledger import CallRecord, Leg, record_call
+from routing.ledger import CallRecord, Leg
 from routing.models import ApiKey, Backend, Invocation, Reservation, TaskProfile
 from routing.pricing import PricingError, cost_bound, prices_for, prompt_token_bound, usage_cost
 from routing.protocol import ChatRequest
@@ -60,6 +60,13 @@ class Prepared:
             score=self.decision.score,
             stream=self.request.stream,
             request=self.request.model_dump(exclude_none=True),
+            router_version_id=self.decision.version_id,
+            sample_leg=teacher_sampling.draw(
+                profile=self.profile,
+                route=self.decision.route,
+                policy=self.decision.policy,
+                has_student=self.student is not None,
+            ),
         )
 
 
@@ -122,7 +129,7 @@ async def prepare(*, api_key: ApiKey, request: ChatRequest, task_header: str | N
     verifier = _verifier_for(request, profile)
     forced = next((b for b in backends if b.name == request.model), None)
     if request.model == AUTO_MODEL:
-        decision = build_router(profile).route(Call(request, profile, verifier is not None))
+        decision = await build_router(profile).aroute(Call(request, profile, verifier is not None))
         if decision.route == Invocation.Route.STUDENT and student is None:
             decision = Decision(
                 Invocation.Route.TEACHER, decision.score, decision.policy, "no student backend"
@@ -214,7 +221,8 @@ def finish(record: CallRecord, prep: Prepared, upstream_ms: float) -> None:
 
 async def save(record: CallRecord, reservation: Reservation | None) -> None:
     # Shielded: a client that disconnects must not cancel the ledger write or the settlement.
-    await asyncio.shield(sync_to_async(record_call)(record=record, reservation=reservation))
+    write = sync_to_async(teacher_sampling.record_and_sample)
+    await asyncio.shield(write(record=record, reservation=reservation))
 
 
 @dataclass

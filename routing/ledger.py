@@ -60,6 +60,9 @@ class CallRecord:
     response: dict[str, Any] | None = None
     latency_ms: float = 0.0
     overhead_ms: float = 0.0
+    router_version_id: int | None = None
+    sample_leg: str = ""  # drawn up front: the leg a background sample would add (teacher_sampling)
+    sample_state: str = ""
 
     @property
     def cost_usd(self) -> Decimal:
@@ -95,6 +98,8 @@ def record_call(*, record: CallRecord, reservation: Reservation | None) -> Invoc
             overhead_ms=record.overhead_ms,
             request=record.request,
             response=record.response,
+            router_version_id=record.router_version_id,
+            sample_state=record.sample_state,
         )
         if reservation is None:
             budgets.charge(api_key_id=record.api_key_id, actual=record.cost_usd)

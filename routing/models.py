@@ -89,6 +89,7 @@ class TaskProfile(models.Model):
         ALWAYS_TEACHER = "always_teacher"
         STUDENT_WITH_FALLBACK = "student_with_fallback"
         THRESHOLD = "threshold"
+        LEARNED = "learned"
 
     name = models.SlugField(max_length=100, unique=True)
     description = models.TextField(blank=True)
@@ -142,6 +143,13 @@ class Invocation(models.Model):
         UNVERIFIED = "unverified"
         ERROR = "error"
 
+    class SampleState(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        DONE = "done"
+        CAPPED = "capped"
+        FAILED = "failed"
+
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     created_at = models.DateTimeField(default=timezone.now)
     api_key = models.ForeignKey(ApiKey, on_delete=models.PROTECT, related_name="invocations")
@@ -165,6 +173,15 @@ class Invocation(models.Model):
     overhead_ms = models.FloatField(default=0.0)
     request = models.JSONField()
     response = models.JSONField(null=True, blank=True)
+    router_version = models.ForeignKey(
+        "RouterVersion", null=True, blank=True, on_delete=models.SET_NULL, related_name="invocations"
+    )
+    sample_state = models.CharField(
+        max_length=10,
+        choices=SampleState.choices,
+        blank=True,
+        help_text="Background sample of the leg the call did not run (routing/teacher_sampling.py).",
+    )
 
     class Meta:
         indexes = [
@@ -175,3 +192,78 @@ class Invocation(models.Model):
 
     def __str__(self) -> str:
         return f"{self.id} {self.route} {self.verdict}"
+
+
+class RouterVersion(models.Model):
+    """One trained, calibrated learned router of a task profile (MERA). The fitted model is JSON
+    (routing/router_learning/model.py), never pickle. Trained -> candidate -> admitted (active) or
+    rejected; activating one retires the profile's previous active version; rollback re-activates
+    an earlier one. The drift numbers compare live traffic with what calibration predicted."""
+
+    class Status(models.TextChoices):
+        TRAINING = "training"
+        CANDIDATE = "candidate"
+        ACTIVE = "active"
+        RETIRED = "retired"
+        REJECTED = "rejected"
+        FAILED = "failed"
+
+    profile = models.ForeignKey(TaskProfile, on_delete=models.CASCADE, related_name="router_versions")
+    number = models.PositiveIntegerField()
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.TRAINING)
+    status_reason = models.TextField(blank=True)
+    model = models.JSONField(default=dict, blank=True)
+    feature_spec = models.JSONField(default=dict, blank=True)
+    threshold = models.FloatField(null=True, blank=True)
+    target_pass_rate = models.FloatField()
+    target_relative = models.BooleanField(default=True, help_text="Target is a share of always-teacher's.")
+    max_p95_ms = models.FloatField(null=True, blank=True)
+    calibration = models.JSONField(default=dict, blank=True, help_text="Whole cost-quality curve and chosen point.")
+    predicted_teacher_share = models.FloatField(null=True, blank=True)
+    predicted_pass_rate = models.FloatField(null=True, blank=True)
+    predicted_cost_rel = models.FloatField(null=True, blank=True)
+    admission = models.JSONField(default=dict, blank=True, help_text="Replay of the held-out shard.")
+    training_records = models.PositiveIntegerField(default=0)
+    calibration_records = models.PositiveIntegerField(default=0)
+    heldout_records = models.PositiveIntegerField(default=0)
+    data_until = models.DateTimeField(null=True, blank=True, help_text="Newest ledger row it learned from.")
+    created_at = models.DateTimeField(default=timezone.now)
+    activated_at = models.DateTimeField(null=True, blank=True)
+    retired_at = models.DateTimeField(null=True, blank=True)
+    drift_flag = models.BooleanField(default=False)
+    drift_reason = models.TextField(blank=True)
+    drift_checked_at = models.DateTimeField(null=True, blank=True)
+    live_calls = models.PositiveIntegerField(default=0)
+    live_teacher_share = models.FloatField(null=True, blank=True)
+    live_pass_rate = models.FloatField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["profile_id", "-number"]
+        constraints = [
+            models.UniqueConstraint(fields=["profile", "number"], name="router_version_number"),
+            models.UniqueConstraint(
+                fields=["profile"], condition=models.Q(status="active"), name="one_active_router_version"
+            ),
+            models.UniqueConstraint(
+                fields=["profile"], condition=models.Q(status="training"), name="one_training_router_version"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.profile_id} v{self.number} [{self.status}]"
+
+
+class SampleSpend(models.Model):
+    """What background (sampled) legs cost per profile and UTC day; the daily cap is held by a
+    conditional UPDATE before a sampled leg runs, and settled to the actual cost after."""
+
+    profile = models.ForeignKey(TaskProfile, on_delete=models.CASCADE, related_name="sample_spend")
+    day = models.DateField()
+    spent_usd = money(default=Decimal(0))
+    calls = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["profile", "day"], name="sample_spend_day")]
+
+    def __str__(self) -> str:
+        return f"{self.profile_id} {self.day}: {self.spent_usd}"

@@ -11,8 +11,12 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from routing.models import Invocation, TaskProfile
+from asgiref.sync import sync_to_async
+
+from routing.models import Invocation, RouterVersion, TaskProfile
 from routing.protocol import ChatRequest
+from routing.router_learning.features import CallInput, FeatureSpecError
+from routing.router_learning.runtime import cached_router, loaded_router
 
 
 @dataclass(frozen=True)
@@ -44,6 +48,7 @@ class Decision:
     score: float | None
     policy: str
     reason: str
+    version_id: int | None = None  # the RouterVersion that decided (learned policy)
 
 
 class Router(ABC):
@@ -54,6 +59,10 @@ class Router(ABC):
 
     @abstractmethod
     def route(self, call: Call) -> Decision: ...
+
+    async def aroute(self, call: Call) -> Decision:
+        """What the (async) gateway calls; a policy that reads the database overrides it."""
+        return self.route(call)
 
 
 _ROUTERS: dict[str, type[Router]] = {}
@@ -109,3 +118,57 @@ class Threshold(Router):
         score = self.score(call)
         route = Invocation.Route.TEACHER if score >= threshold else Invocation.Route.STUDENT
         return Decision(route, score, self.policy, f"score {score:.3f} vs threshold {threshold:.3f}")
+
+
+def fixed_fallback(profile: TaskProfile, has_verifier: bool) -> Router:
+    """The fixed policy a learned profile uses while it has no usable router version:
+    ``policy_params.fallback``, else the cascade when the call has a verifier, else the teacher."""
+    params = profile.policy_params or {}
+    default = TaskProfile.Policy.STUDENT_WITH_FALLBACK if has_verifier else TaskProfile.Policy.ALWAYS_TEACHER
+    name = params.get("fallback") or default
+    cls = _ROUTERS.get(name)
+    if cls is None or cls.policy == TaskProfile.Policy.LEARNED:
+        raise ValueError(f"Task profile {profile.name!r} has an invalid fallback policy {name!r}")
+    return cls(params.get("fallback_params") or {})
+
+
+@register
+class Learned(Router):
+    """The profile's active RouterVersion: its calibrated score >= its threshold goes to the teacher;
+    below, the student answers (the teacher backs up a failed verification, as in the cascade).
+
+    One indexed read per call finds the active version (so an admission or a rollback takes effect
+    on the next call); the fitted model is loaded once per process per version id (versions are
+    immutable). No active version, or a model whose features this machine cannot compute
+    (FeatureSpecError, e.g. MiniLM missing): the profile's fixed fallback policy decides.
+    """
+
+    policy = TaskProfile.Policy.LEARNED
+
+    async def aroute(self, call: Call) -> Decision:
+        return await sync_to_async(self.route)(call)
+
+    def route(self, call: Call) -> Decision:
+        active = (
+            RouterVersion.objects.filter(profile_id=call.profile.pk, status=RouterVersion.Status.ACTIVE)
+            .values_list("pk", "number", "threshold")
+            .first()
+        )
+        if active is None:
+            return self._fallback(call, "no active router version")
+        pk, number, threshold = active
+        if threshold is None:
+            return self._fallback(call, f"router v{number} has no threshold")
+        router = cached_router(pk)
+        if router is None:
+            model = RouterVersion.objects.values_list("model", flat=True).get(pk=pk)
+            try:
+                router = loaded_router(pk, model=model, threshold=float(threshold))
+            except (FeatureSpecError, ValueError, KeyError, TypeError) as exc:
+                return self._fallback(call, f"router v{number} is unusable here ({exc})")
+        decided = router.decide(CallInput.from_call(call))
+        return Decision(decided.route, decided.score, self.policy, f"v{number}: {decided.reason}", pk)
+
+    def _fallback(self, call: Call, why: str) -> Decision:
+        decision = fixed_fallback(call.profile, call.has_verifier).route(call)
+        return Decision(decision.route, decision.score, decision.policy, f"{why}; {decision.reason}")

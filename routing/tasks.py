@@ -1,9 +1,77 @@
 from celery import shared_task
 
 from routing import budgets
+from routing.models import RouterVersion, TaskProfile
 
 
 @shared_task(acks_late=True, ignore_result=True)
 def release_stale_reservations() -> int:
     """Gives back budget held by calls that never settled (a server killed mid-call)."""
     return budgets.release_expired()
+
+
+@shared_task(acks_late=True, ignore_result=True)
+def sample_leg(invocation_id: str) -> str:
+    """Runs the background (sampled) leg of one call; see routing/teacher_sampling.py."""
+    from routing import teacher_sampling
+
+    return teacher_sampling.sample_run(invocation_id=invocation_id)
+
+
+@shared_task(acks_late=True, ignore_result=True)
+def router_retrain(profile_id: int) -> str:
+    """Train -> calibrate -> admit a new router version of one profile (on demand and by beat).
+    Two at once for one profile cannot happen: the second finds the first's 'training' row."""
+    from routing.router_versions.services import (
+        RouterTrainingError,
+        router_version_admit,
+        router_version_train,
+    )
+
+    profile = TaskProfile.objects.filter(pk=profile_id).first()
+    if profile is None:
+        return "no such profile"
+    try:
+        version = router_version_train(profile=profile)
+    except RouterTrainingError as exc:
+        return f"not trained: {exc}"
+    version = router_version_admit(version=version)
+    return f"v{version.number} {version.status}: {version.status_reason}"
+
+
+@shared_task(acks_late=True, ignore_result=True)
+def router_retrain_due() -> int:
+    """Beat: a retrain for every learned profile with calls newer than its newest version's data."""
+    queued = 0
+    for profile in TaskProfile.objects.filter(policy=TaskProfile.Policy.LEARNED):
+        newest_call = profile.invocations.order_by("-created_at").values_list("created_at", flat=True).first()
+        learned_until = (
+            profile.router_versions.exclude(data_until=None)
+            .order_by("-data_until")
+            .values_list("data_until", flat=True)
+            .first()
+        )
+        if newest_call is not None and (learned_until is None or newest_call > learned_until):
+            router_retrain.delay(profile.pk)
+            queued += 1
+    return queued
+
+
+@shared_task(acks_late=True, ignore_result=True)
+def router_drift_check(version_id: int) -> bool:
+    """Compares one active version's live numbers with its calibration; returns the drift flag."""
+    from routing.router_versions.drift import router_version_drift_check
+
+    version = RouterVersion.objects.filter(pk=version_id, status=RouterVersion.Status.ACTIVE).first()
+    if version is None:
+        return False
+    return router_version_drift_check(version=version).drift_flag
+
+
+@shared_task(acks_late=True, ignore_result=True)
+def router_drift_check_all() -> int:
+    """Beat: a drift check of every active version."""
+    ids = list(RouterVersion.objects.filter(status=RouterVersion.Status.ACTIVE).values_list("pk", flat=True))
+    for pk in ids:
+        router_drift_check.delay(pk)
+    return len(ids)

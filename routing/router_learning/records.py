@@ -240,7 +240,8 @@ def outcome_from_leg(leg: dict[str, Any]) -> Outcome:
 
 def record_from_invocation(inv: Invocation) -> ReplayRecord:
     """One ledger row as a replay record: the first student leg and the last teacher leg by role
-    (a background teacher sample is one more teacher leg). Latency includes verification time."""
+    (a background sample is one more leg, marked ``background``; its rate goes to
+    ``meta["sample_rate"]``). Latency includes verification time."""
     legs = [leg for leg in (inv.legs or []) if isinstance(leg, dict)]
     student = next((outcome_from_leg(leg) for leg in legs if leg.get("role") == "student"), None)
     teachers = [outcome_from_leg(leg) for leg in legs if leg.get("role") == "teacher"]
@@ -259,6 +260,10 @@ def record_from_invocation(inv: Invocation) -> ReplayRecord:
     matched = metadata.get("skillbook_matched") if isinstance(metadata, dict) else None
     if not isinstance(matched, bool):
         matched = bool(profile.skillbook_text) if profile is not None else False
+    meta: dict[str, Any] = {"origin": "ledger", "created_at": inv.created_at.isoformat(), "route": inv.route}
+    sampled = [leg for leg in legs if leg.get("background")]
+    if sampled:  # a background sample completed this record: it stands for 1/rate calls like it
+        meta["sample_rate"] = float(sampled[-1].get("sample_rate") or 1.0)
     slim: dict[str, Any] = {"messages": messages, "tools": list(request.get("tools") or [])}
     if request.get("response_format"):
         slim["response_format"] = request["response_format"]
@@ -272,5 +277,5 @@ def record_from_invocation(inv: Invocation) -> ReplayRecord:
         skillbook_matched=matched,
         student=student,
         teacher=teachers[-1] if teachers else None,
-        meta={"origin": "ledger", "created_at": inv.created_at.isoformat(), "route": inv.route},
+        meta=meta,
     )

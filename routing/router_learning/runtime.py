@@ -68,6 +68,12 @@ def featurizer_for(spec: FeatureSpec, *, folder: Path | None = None, build: bool
         return _FEATURIZERS[key]
 
 
+def cached_router(key: Any) -> LoadedRouter | None:
+    """The router already loaded for ``key`` in this process, if any (no database read needed)."""
+    with _LOCK:
+        return _ROUTERS.get(key)
+
+
 def loaded_router(key: Any, *, model: dict[str, Any], threshold: float, build: bool = False) -> LoadedRouter:
     """The process's router for ``key`` (e.g. the RouterVersion id; versions are immutable).
     ``build=False``: a request never waits minutes for the MiniLM assets; build them at set-up

@@ -1,0 +1,248 @@
+"""Background sampling of the leg a call did not run, so the ledger labels what the router decided.
+
+- A call routed to the student that passed (or stood unverified) gets, with probability
+  ``teacher_sample_rate``, the teacher run on the same request in the background: its verdict,
+  and, where the two answers can be compared, whether the student's answer was actually correct.
+- A call routed to the teacher up front gets, with probability ``student_sample_rate``, the student
+  (cheap): whether it would have passed, the label of the calls the router keeps away from it.
+
+The draw is made as the call starts (no database read); the leg runs in the Celery task
+``routing.tasks.sample_leg`` taking the invocation id, which claims the row with a conditional
+UPDATE (queued -> running) and appends the leg marked ``"background": true`` to ``Invocation.legs``,
+where replay export finds it (``record_from_invocation``).
+
+Cost bound: a ``SampleSpend`` row per profile and UTC day. Before a sampled leg runs, its worst
+case (prompt bytes x input price + max_tokens x output price) is added with one conditional UPDATE
+``spent + bound <= cap``; afterwards the difference to the actual cost is given back. The day's
+sampled spend therefore never exceeds the cap, however many workers run. The client's key is not
+charged for sampled legs: they are the operator's cost of learning.
+
+Correctness from the comparison: when both answers are structured (tool calls or JSON) they are
+compared as data; equal -> the student's answer is correct; different, with the teacher's answer
+passing its verifier (or none) -> the student's is wrong (the teacher is the reference). Free text
+that is not identical stays unknown (``correct`` null): quality then falls back to the verdict.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import time
+import uuid
+from decimal import Decimal
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from routing.errors import ApiError, UpstreamError
+from routing.ledger import CallRecord, record_call
+from routing.models import Backend, Invocation, Reservation, SampleSpend, TaskProfile
+from routing.pricing import PricingError, cost_bound, prices_for, prompt_token_bound
+from routing.router_versions.config import profile_setting
+
+TEACHER, STUDENT = Invocation.Route.TEACHER, Invocation.Route.STUDENT
+ANSWERED = (Invocation.Verdict.PASS, Invocation.Verdict.UNVERIFIED)
+
+
+def rates(profile: TaskProfile) -> tuple[float, float]:
+    """(teacher_sample_rate, student_sample_rate) of a profile: its policy_params, else for a
+    learned profile the SKILLGATE ROUTER defaults; other profiles sample only when they say so."""
+    if profile.policy != TaskProfile.Policy.LEARNED:
+        params = profile.policy_params or {}
+        return (
+            float(params.get("teacher_sample_rate") or 0.0),
+            float(params.get("student_sample_rate") or 0.0),
+        )
+    return (
+        float(profile_setting(profile, "teacher_sample_rate", "TEACHER_SAMPLE_RATE")),
+        float(profile_setting(profile, "student_sample_rate", "STUDENT_SAMPLE_RATE")),
+    )
+
+
+def draw(*, profile: TaskProfile, route: str, policy: str, has_student: bool) -> str:
+    """The leg a background sample would add to this call, or ''. Forced calls are never sampled."""
+    if policy == "forced" or not has_student:
+        return ""
+    teacher_rate, student_rate = rates(profile)
+    rate = teacher_rate if route == STUDENT else student_rate
+    if rate > 0 and random.random() < rate:
+        return TEACHER if route == STUDENT else STUDENT
+    return ""
+
+
+def eligible(record: CallRecord) -> bool:
+    if record.status_code != 200 or not record.sample_leg:
+        return False
+    if record.sample_leg == TEACHER:
+        return record.route == STUDENT and record.served_by == STUDENT and record.verdict in ANSWERED
+    return record.route == TEACHER and record.served_by == TEACHER
+
+
+def record_and_sample(*, record: CallRecord, reservation: Reservation | None) -> Invocation:
+    """The gateway's ledger write; a sampled call is marked queued in the same row and its
+    background leg enqueued once the row is committed."""
+    if eligible(record):
+        record.sample_state = Invocation.SampleState.QUEUED
+    invocation = record_call(record=record, reservation=reservation)
+    if record.sample_state:
+        from routing.tasks import sample_leg
+
+        transaction.on_commit(lambda: sample_leg.delay(str(invocation.pk)))
+    return invocation
+
+
+# --- the daily cap ------------------------------------------------------------------------------
+
+
+def spend_reserve(*, profile_id: int, day: Any, amount: Decimal, cap: Decimal) -> bool:
+    SampleSpend.objects.get_or_create(profile_id=profile_id, day=day)
+    return (
+        SampleSpend.objects.filter(profile_id=profile_id, day=day, spent_usd__lte=cap - amount).update(
+            spent_usd=F("spent_usd") + amount, calls=F("calls") + 1
+        )
+        == 1
+    )
+
+
+def spend_settle(*, profile_id: int, day: Any, reserved: Decimal, actual: Decimal) -> None:
+    SampleSpend.objects.filter(profile_id=profile_id, day=day).update(
+        spent_usd=F("spent_usd") - reserved + actual
+    )
+
+
+# --- comparing answers --------------------------------------------------------------------------
+
+
+def _structured(message: dict[str, Any] | None) -> Any:
+    if not message:
+        return None
+    if message.get("tool_calls"):
+        calls = []
+        for call in message["tool_calls"]:
+            function = call.get("function") or {}
+            try:
+                arguments = json.loads(function.get("arguments") or "{}")
+            except json.JSONDecodeError:
+                arguments = function.get("arguments")
+            calls.append([function.get("name"), arguments])
+        return calls
+    content = message.get("content")
+    if isinstance(content, str):
+        try:
+            value = json.loads(content)
+        except json.JSONDecodeError:
+            return None
+        return value if isinstance(value, dict | list) else None
+    return None
+
+
+def student_correct(
+    student: dict[str, Any] | None, teacher: dict[str, Any] | None, teacher_ok: bool
+) -> bool | None:
+    """Whether the student's answer was correct, judged against the teacher's; None: unknown."""
+    a, b = _structured(student), _structured(teacher)
+    if a is not None and b is not None:
+        return True if a == b else (False if teacher_ok else None)
+    text_a = " ".join(str((student or {}).get("content") or "").split())
+    text_b = " ".join(str((teacher or {}).get("content") or "").split())
+    return True if text_a and text_a == text_b else None
+
+
+# --- the background leg -------------------------------------------------------------------------
+
+
+def _backend(profile: TaskProfile, role: str) -> Backend | None:
+    chosen = profile.teacher if role == TEACHER else profile.student
+    if chosen is not None:
+        return chosen
+    return Backend.objects.filter(is_active=True, role=role).order_by("pk").first()
+
+
+def _finish(invocation_id: Any, state: str) -> str:
+    Invocation.objects.filter(pk=invocation_id).update(sample_state=state)
+    return state
+
+
+def sample_run(*, invocation_id: uuid.UUID | str) -> str:
+    """Runs the sampled leg of one queued call; returns the final sample state. Idempotent: only
+    a queued row is claimed, so a redelivered task does nothing."""
+    from routing.gateway import Prepared, _verifier_for, run_leg
+    from routing.protocol import ChatRequest
+    from routing.router import Decision
+
+    if not Invocation.objects.filter(pk=invocation_id, sample_state=Invocation.SampleState.QUEUED).update(
+        sample_state=Invocation.SampleState.RUNNING
+    ):
+        return "not queued"
+    inv = Invocation.objects.select_related("api_key", "profile__teacher", "profile__student").get(
+        pk=invocation_id
+    )
+    profile = inv.profile
+    role = TEACHER if inv.served_by == STUDENT else STUDENT
+    teacher, student = _backend(profile, TEACHER), _backend(profile, STUDENT)
+    backend = teacher if role == TEACHER else student
+    if backend is None or teacher is None:
+        return _finish(inv.pk, Invocation.SampleState.FAILED)
+    try:
+        request = ChatRequest.model_validate(inv.request)
+        verifier = _verifier_for(request, profile)
+        prices = prices_for(backend)
+    except (ApiError, PricingError, ValueError):
+        return _finish(inv.pk, Invocation.SampleState.FAILED)
+    max_tokens = request.output_cap(profile.max_tokens or settings.SKILLGATE["DEFAULT_MAX_TOKENS"])
+    decision = Decision(role, None, "sample", "background sample")
+    started = time.perf_counter()
+    prep = Prepared(inv.api_key, request, profile, teacher, student, verifier, decision, max_tokens, started)
+    prompt_bound = prompt_token_bound(prep.body_for(backend))
+    bound = cost_bound(prices, prompt_tokens=prompt_bound, max_tokens=max_tokens)
+    cap = Decimal(str(profile_setting(profile, "sample_daily_usd", "SAMPLE_DAILY_USD")))
+    day = timezone.now().date()
+    if not spend_reserve(profile_id=profile.pk, day=day, amount=bound, cap=cap):
+        return _finish(inv.pk, Invocation.SampleState.CAPPED)
+    scratch = CallRecord(
+        id=inv.pk,
+        api_key_id=inv.api_key_id,
+        profile_id=profile.pk,
+        requested_model=inv.requested_model,
+        route=role,
+        policy="sample",
+        score=None,
+        stream=False,
+        request=inv.request,
+    )
+    actual = bound  # an attempt that blew up keeps its worst case on the day's spend
+    try:
+        completion = asyncio.run(run_leg(prep, scratch, backend))
+        actual = scratch.legs[-1].cost_usd
+    except UpstreamError:
+        completion = None
+    finally:
+        spend_settle(profile_id=profile.pk, day=day, reserved=bound, actual=actual)
+    leg = scratch.legs[-1].as_json() if scratch.legs else None
+    if leg is None:
+        return _finish(inv.pk, Invocation.SampleState.FAILED)
+    teacher_rate, student_rate = rates(profile)
+    leg.update(background=True, sample_rate=teacher_rate if role == TEACHER else student_rate)
+    sampled_message = completion.message if completion is not None else None
+    with transaction.atomic():
+        row = Invocation.objects.select_for_update().get(pk=inv.pk)
+        legs = [dict(item) for item in row.legs or []]
+        served = (row.response or {}).get("message")
+        if role == TEACHER:
+            student_leg = next((item for item in legs if item.get("role") == STUDENT), None)
+            teacher_ok = leg.get("verdict") in ANSWERED
+            correct = student_correct(served, sampled_message, teacher_ok) if completion else None
+        else:
+            student_leg = leg
+            teacher_leg = next((item for item in reversed(legs) if item.get("role") == TEACHER), None)
+            teacher_ok = teacher_leg is not None and teacher_leg.get("verdict") in ANSWERED
+            correct = student_correct(sampled_message, served, teacher_ok) if completion else None
+        if student_leg is not None and correct is not None:
+            student_leg["correct"] = correct
+        legs.append(leg)
+        Invocation.objects.filter(pk=row.pk).update(legs=legs, sample_state=Invocation.SampleState.DONE)
+    return Invocation.SampleState.DONE

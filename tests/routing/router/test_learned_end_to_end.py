@@ -1,0 +1,104 @@
+"""End to end: calls through the live gateway fill the ledger (a real Celery worker runs the
+background teacher samples), a router version is trained from those rows, admitted on held-out
+replay, and the next calls the router learned need the teacher go straight to the teacher."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import openai
+import pytest
+
+from routing.models import Invocation, RouterVersion, TaskProfile
+from routing.router_learning.features import hashing_spec
+from routing.router_versions.services import router_version_admit, router_version_train
+from tests.factories import TaskProfileFactory
+from tests.routing.router.support import celery_worker
+from tests.support.openai_stub import Reply
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+SCHEMA = {"type": "object", "properties": {"total": {"type": "number"}}, "required": ["total"]}
+HARD = "multi-currency statement"
+
+
+def hard(i: int) -> str:
+    return f"Reconcile the {HARD} number {i} across three ledgers and give the total."
+
+
+def easy(i: int) -> str:
+    return f"Read the total printed on receipt number {i} and give it."
+
+
+def student_fails_on_hard(body: dict[str, object]) -> Reply:
+    text = json.dumps(body["messages"])
+    if "student" in str(body["model"]) and HARD in text:
+        return Reply(content='{"sum": "unknown"}')  # misses the required field: the verifier fails it
+    return Reply(content='{"total": 42}')
+
+
+def ask(client: openai.OpenAI, text: str) -> tuple[str, str]:
+    raw = client.chat.completions.with_raw_response.create(
+        model="auto",
+        messages=[{"role": "system", "content": "Answer as JSON."}, {"role": "user", "content": text}],
+        extra_headers={"X-Skillgate-Task": "totals"},
+    )
+    return raw.headers["x-skillgate-route"], raw.headers["x-skillgate-invocation"]
+
+
+def wait_for_samples(worker, timeout_s: float = 180) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout_s
+    pending = Invocation.SampleState.QUEUED, Invocation.SampleState.RUNNING
+    while Invocation.objects.filter(sample_state__in=pending).exists():
+        assert worker.poll() is None, worker.stdout.read().decode()[-2000:]
+        assert time.monotonic() < deadline, "the worker did not run the background samples"
+        time.sleep(0.3)
+
+
+def test_router_learns_from_the_ledger_and_routes_change(gateway_url, backends, api_key, stub, settings):
+    settings.SKILLGATE = {**settings.SKILLGATE, "ROUTER": {"MIN_HELDOUT_CALLS": 15}}
+    profile = TaskProfileFactory.create(
+        name="totals",
+        policy=TaskProfile.Policy.LEARNED,
+        verifier={"kind": "json_schema", "schema": SCHEMA},
+        policy_params={"teacher_sample_rate": 1.0, "target": 0.97, "target_relative": True},
+    )
+    stub.responder = student_fails_on_hard
+    client = openai.OpenAI(base_url=f"{gateway_url}/v1", api_key=api_key.raw, max_retries=0)
+
+    with celery_worker() as worker:
+        # No active version yet: the fallback policy sends every call to the student first.
+        for i in range(120):
+            route, _ = ask(client, hard(i) if i % 3 == 0 else easy(i))
+            assert route == "student"
+        wait_for_samples(worker)
+
+    rows = Invocation.objects.filter(profile=profile)
+    assert rows.count() == 120
+    assert rows.filter(fallback=True).count() == 40  # the hard calls fell back to the teacher
+    sampled = rows.filter(sample_state=Invocation.SampleState.DONE)
+    assert sampled.count() == 80  # every passed student call got its teacher sample
+    assert all(any(leg.get("background") for leg in row.legs) for row in sampled)
+
+    version = router_version_train(profile=profile, spec=hashing_spec(ngram_dims=256))
+    assert version.status == RouterVersion.Status.CANDIDATE, version.status_reason
+    assert version.calibration["met"] and version.calibration["curve"]
+    version = router_version_admit(version=version)
+    assert version.status == RouterVersion.Status.ACTIVE, version.status_reason
+    assert version.threshold is not None
+    assert version.admission["pass_rate"] >= version.admission["required_pass_rate"]
+
+    stub.requests.clear()
+    for i in range(1000, 1010):
+        route, invocation_id = ask(client, hard(i))
+        assert route == "teacher"
+        row = Invocation.objects.get(pk=invocation_id)
+        assert (row.policy, row.router_version_id, row.fallback) == ("learned", version.pk, False)
+        assert row.score is not None and row.score >= version.threshold
+    assert all("student" not in str(body["model"]) for body in stub.requests)
+    for i in range(1000, 1010):
+        route, invocation_id = ask(client, easy(i))
+        assert route == "student"
+        score = Invocation.objects.get(pk=invocation_id).score
+        assert score is not None and score < version.threshold
