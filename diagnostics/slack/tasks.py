@@ -28,6 +28,12 @@ from diagnostics.slack.models import SlackEvent
 log = logging.getLogger(__name__)
 MENTION = re.compile(r"<@[A-Z0-9]+(\|[^>]*)?>")
 BATCH = 50
+APPROVED_STATES = {
+    ActionRequest.Status.APPROVED,
+    ActionRequest.Status.EXECUTING,
+    ActionRequest.Status.EXECUTED,
+    ActionRequest.Status.FAILED,
+}
 
 
 def _options() -> dict[str, str]:
@@ -165,12 +171,12 @@ def _decide(event: SlackEvent, client: WebClient) -> str:
             )
     except diagnostics_services.ServiceError as exc:
         current = diagnostics_selectors.action_request_get(action_request_id=action_id)
-        wanted = ActionRequest.Status.DENIED if not approve else None
+        same = APPROVED_STATES if approve else {ActionRequest.Status.DENIED}
         repeat = (
             current is not None
             and exc.code == "action_not_pending"
             and current.decided_by_id == user.pk
-            and (current.status == wanted if wanted else current.status != ActionRequest.Status.DENIED)
+            and current.status in same
         )
         if current is not None:
             _update_action(client, channel, message_ts, current)  # show the real state; drop stale buttons
