@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 from django.contrib.auth.models import Group, User
@@ -46,3 +47,29 @@ def enqueued(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:
     monkeypatch.setattr("diagnostics.tasks.enqueue_diagnosis", lambda pk: sent.append(("diagnosis", pk)))
     monkeypatch.setattr("diagnostics.tasks.enqueue_execution", lambda pk: sent.append(("execution", pk)))
     return sent
+
+
+@pytest.fixture(scope="session")
+def browser_type_launch_args(
+    browser_type_launch_args: dict[str, Any], django_db_setup: None
+) -> dict[str, Any]:
+    """Debian's chromium (never `playwright install`), headless, no network chatter.
+
+    The test database is created first: Playwright's sync API keeps an event loop on the main
+    thread from launch on, and Django refuses sync ORM calls next to a running loop unless told.
+    """
+    from tests.web.browser import CHROMIUM
+
+    return {
+        **browser_type_launch_args,
+        "executable_path": CHROMIUM,
+        "args": [
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+        ],
+    }

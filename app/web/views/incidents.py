@@ -11,8 +11,10 @@ from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect
+from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_POST
+from django_htmx.http import HttpResponseClientRedirect
 
 from app.web import roles
 from app.web.forms import IncidentOpenForm
@@ -65,10 +67,9 @@ def _open(request: HttpRequest) -> HttpResponse:
         form.add_error(None, exc.message)
         context = _list_context(request, form)
         return render_page(request, "web/incidents.html", context, partials=LIST_PARTIALS, status=exc.status)
-    response = redirect("web:incident", incident_id=incident.pk)
-    if getattr(request, "htmx", None):
-        response["HX-Redirect"] = response["Location"]  # a full page load of the new incident
-    return response
+    if getattr(request, "htmx", None):  # a full page load of the new incident
+        return HttpResponseClientRedirect(reverse("web:incident", args=[incident.pk]))
+    return redirect("web:incident", incident_id=incident.pk)
 
 
 @dataclass
@@ -101,11 +102,11 @@ def audit_trail(incident: Incident) -> list[AuditEvent]:
                 )
             )
             if action.decided_at:
+                # Only a denial or an approval sets decided_at; the status may have moved on since.
+                decision = "denied" if action.status == ActionRequest.Status.DENIED else "approved"
                 note = f": {action.decision_note}" if action.decision_note else ""
                 events.append(
-                    AuditEvent(
-                        action.decided_at, _name(action.decided_by), f"{action.status} {action.tool}{note}"
-                    )
+                    AuditEvent(action.decided_at, _name(action.decided_by), f"{decision} {action.tool}{note}")
                 )
             if action.executed_at and action.status in (
                 ActionRequest.Status.EXECUTED,
