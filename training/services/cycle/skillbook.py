@@ -165,32 +165,28 @@ def _distill(profile: TaskProfile, item: _Evidence) -> tuple[list[str], list[str
 
 
 def render(profile: TaskProfile, skills: list[Skill], *, max_chars: int) -> str:
-    """The SkillBook text: a section per signature, busiest first; whole lines dropped past the cap."""
-    lines: list[str] = []
-    used = 0
+    """The SkillBook text: a section per signature, busiest first, cut at the cap in whole lines.
 
-    def add(line: str) -> bool:
-        nonlocal used
-        if used + len(line) + 1 > max_chars:
-            return False
-        lines.append(line)
-        used += len(line) + 1
-        return True
-
-    if not add(f"SkillBook for {profile.name} tasks (learned from verified answers):"):
-        return ""
+    A section's heading is only written together with its first line of advice.
+    """
+    lines = [f"SkillBook for {profile.name} tasks (learned from verified answers):"]
+    used = len(lines[0])
     for skill in skills:
-        if not (skill.patterns or skill.pitfalls):
+        advice = [f"- Do: {p}" for p in skill.patterns] + [f"- Avoid: {p}" for p in skill.pitfalls]
+        if not advice:
             continue
-        if not add(f"## {skill.label or skill.task_signature}"):
-            break
-        for pattern in skill.patterns:
-            add(f"- Do: {pattern}")
-        for pitfall in skill.pitfalls:
-            add(f"- Avoid: {pitfall}")
         if skill.exemplars:
-            add("Example answer: " + _excerpt(skill.exemplars[0]["answer"], 240).replace("\n", " "))
-    return "\n".join(lines) if len(lines) > 1 else ""
+            advice.append("Example answer: " + _excerpt(skill.exemplars[0]["answer"], 240).replace("\n", " "))
+        section = [f"## {skill.label or skill.task_signature}", *advice]
+        fitting = 0
+        while fitting < len(section) and used + sum(len(x) + 1 for x in section[: fitting + 1]) <= max_chars:
+            fitting += 1
+        if fitting >= 2:
+            lines += section[:fitting]
+            used += sum(len(x) + 1 for x in section[:fitting])
+        if fitting < len(section):
+            break
+    return "\n".join(lines) if len(lines) > 1 and used <= max_chars else ""
 
 
 def _diff(old: str, new: str, old_version: int, new_version: int) -> str:
