@@ -51,6 +51,12 @@ def failing_traffic(gateway_url, key, stub, cities):
     drive(gateway_url, key, "extract", [city_prompt(*c) for c in cities])
 
 
+def new_version(profile) -> SkillBook:
+    update = skillbook_update(profile_id=profile.pk)
+    assert update.skillbook is not None, update.error
+    return update.skillbook
+
+
 def distill_requests(stub):
     return [b for b in stub.requests if not is_student(b) and system_text(b).startswith("You maintain")]
 
@@ -62,7 +68,7 @@ def test_an_update_distills_advice_into_a_new_version_with_a_diff(gateway_url, b
 
     update = skillbook_update(profile_id=profile.pk)
 
-    assert update.changed and not update.error
+    assert update.changed and not update.error and update.skillbook is not None
     book = update.skillbook
     assert book.version == 1
     assert "Do: Copy the city and the country exactly as written." in book.text
@@ -107,11 +113,11 @@ def test_new_evidence_gives_a_new_version_whose_diff_shows_the_change(gateway_ur
     newer = {"patterns": ADVICE["patterns"], "pitfalls": ["Always include the country, even if obvious."]}
     stub.responder = responder(student=BAD, teacher=distilling(newer))
 
-    update = skillbook_update(profile_id=profile.pk)
+    book = new_version(profile)
 
-    assert update.skillbook.version == 2
-    assert "-- Avoid: Never leave out the country key." in update.skillbook.diff
-    assert "+- Avoid: Always include the country, even if obvious." in update.skillbook.diff
+    assert book.version == 2
+    assert "-- Avoid: Never leave out the country key." in book.diff
+    assert "+- Avoid: Always include the country, even if obvious." in book.diff
 
 
 @pytest.mark.parametrize(
@@ -127,7 +133,7 @@ def test_a_failed_distillation_keeps_the_previous_text(gateway_url, backends, ap
     profile = json_profile()
     failing_traffic(gateway_url, api_key.raw, stub, CITIES[:2])
     demonstrations_replay(profile_id=profile.pk)
-    first = skillbook_update(profile_id=profile.pk).skillbook
+    first = new_version(profile)
     failing_traffic(gateway_url, api_key.raw, stub, CITIES[2:4])
     stub.responder = responder(student=BAD, teacher=distilling(answer))
 
@@ -165,7 +171,7 @@ def test_an_activated_skillbook_is_put_in_front_of_the_students_prompt_only(
     profile = json_profile()
     failing_traffic(gateway_url, api_key.raw, stub, CITIES[:2])
     demonstrations_replay(profile_id=profile.pk)
-    book = skillbook_update(profile_id=profile.pk).skillbook
+    book = new_version(profile)
 
     skillbook_activate(skillbook_id=book.pk)
 
@@ -189,5 +195,5 @@ def test_the_cap_comes_from_the_settings(gateway_url, backends, api_key, stub):
     with override_settings(
         SKILLGATE={**settings.SKILLGATE, "CYCLE": {**settings.SKILLGATE["CYCLE"], "SKILLBOOK_MAX_CHARS": 200}}
     ):
-        book = skillbook_update(profile_id=profile.pk).skillbook
+        book = new_version(profile)
     assert len(book.text) <= 200 and "Do:" in book.text and "Avoid:" not in book.text
