@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from app.web.views import calls, incidents, keys, overview
+from app.web.views import calls, incidents, keys, overview, router
 
 app_name = "web"
 
@@ -24,6 +24,8 @@ urlpatterns = [
         {"decision": "deny"},
         name="action-deny",
     ),
+    path("router/", router.router, name="router"),
+    path("router/versions/<int:version_id>/rollback", router.router_rollback, name="router-rollback"),
     path("keys/", keys.keys, name="keys"),
     path("keys/<int:key_id>/revoke", keys.key_revoke, name="key-revoke"),
 ]

@@ -1,0 +1,64 @@
+"""Router page: active version, its cost-quality curve with the chosen point, drift, rollback."""
+
+from __future__ import annotations
+
+import pytest
+from django.urls import reverse
+from django.utils import timezone
+
+from routing.models import RouterVersion, TaskProfile
+from tests.factories import TaskProfileFactory
+
+pytestmark = pytest.mark.django_db
+
+
+def point(threshold: float, pass_rate: float, cost_rel: float) -> dict[str, float]:
+    return {"threshold": threshold, "pass_rate": pass_rate, "cost_rel": cost_rel, "teacher_share": cost_rel}
+
+
+@pytest.fixture
+def versions() -> dict[str, RouterVersion]:
+    profile = TaskProfileFactory.create(name="extract", policy=TaskProfile.Policy.LEARNED)
+    curve = [point(1.0, 0.80, 0.10), point(0.6, 0.95, 0.35), point(0.3, 0.99, 0.70), point(0.0, 1.0, 1.0)]
+    calibration = {"curve": curve, "chosen": curve[1], "required_pass_rate": 0.93, "reason": "cheapest"}
+    common = {"profile": profile, "target_pass_rate": 0.98, "calibration": calibration}
+    old = RouterVersion.objects.create(number=1, status=RouterVersion.Status.RETIRED, threshold=0.5, **common)
+    rejected = RouterVersion.objects.create(number=2, status=RouterVersion.Status.REJECTED, **common)
+    active = RouterVersion.objects.create(
+        number=3,
+        status=RouterVersion.Status.ACTIVE,
+        threshold=0.6,
+        predicted_pass_rate=0.95,
+        drift_flag=True,
+        drift_reason="live teacher share 0.62 vs predicted 0.35",
+        activated_at=timezone.now(),
+        **common,
+    )
+    return {"old": old, "rejected": rejected, "active": active}
+
+
+def test_the_router_page_shows_the_active_version_curve_and_drift(login, versions) -> None:
+    page = login("viewer").get(reverse("web:router"))
+    html = page.content.decode()
+    assert page.status_code == 200
+    assert "data-active-version>v3<" in html and "drifting" in html and "live teacher share 0.62" in html
+    assert html.count("<svg") == 1 and "t=0.6" in html  # the chosen point is labelled on the curve
+    assert html.count("<circle") == 4 + 4 + 1  # curve points, the required line's points, the marker
+    assert "Roll back to" not in html  # viewers may not
+
+
+def test_an_admin_rolls_back_to_an_earlier_version(login, versions) -> None:
+    client = login("admin")
+    assert b"Roll back to v1" in client.get(reverse("web:router")).content
+    response = client.post(reverse("web:router-rollback", args=[versions["old"].pk]))
+    assert response.status_code == 302
+    statuses = dict(RouterVersion.objects.values_list("number", "status"))
+    assert statuses == {1: "active", 2: "rejected", 3: "retired"}
+
+    refused = client.post(reverse("web:router-rollback", args=[versions["rejected"].pk]))
+    assert refused.status_code == 409 and b"only a retired" in refused.content
+
+
+def test_a_viewer_cannot_roll_back(login, versions) -> None:
+    assert login("viewer").post(reverse("web:router-rollback", args=[versions["old"].pk])).status_code == 403
+    assert RouterVersion.objects.get(number=3).status == RouterVersion.Status.ACTIVE
