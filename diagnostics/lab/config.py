@@ -103,6 +103,10 @@ class LabConfig:
     def state_path(self) -> Path:
         return self.root / "state.json"
 
+    @property
+    def changes_path(self) -> Path:
+        return self.root / "changes.jsonl"
+
     def config_path(self, service: str) -> Path:
         return self.config_dir / f"{service}.json"
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from diagnostics.lab import deploy
+from diagnostics.lab.changes import WORKERS_KEY, clear_changes, record_change
 from diagnostics.lab.config import CONFIGURABLE, MAX_WORKERS, SERVICES, LabConfig
 from diagnostics.lab.health import Check, HealthChecker
 from diagnostics.lab.probes import alive, processes_where
@@ -138,6 +139,7 @@ class Lab:
                 deploy.switch(cfg, "api", KNOWN_GOOD, actor="lab heal (rollback to known-good)")
             clear_spool(cfg.spool_dir)
             write_state(cfg, workers=cfg.workers)
+            clear_changes(cfg)  # known-good is the new baseline
         elif "workers" not in read_state(cfg):
             write_state(cfg, workers=cfg.workers)
         cfg.supervisord_conf.write_text(render_conf(cfg, workers=desired_workers(cfg)))
@@ -207,12 +209,14 @@ class Lab:
         for name in self.process_names(service):
             self._rpc("supervisor.signalProcess", f"{service}:{name}", signame)
 
-    def scale_workers(self, count: int) -> int:
+    def scale_workers(self, count: int, *, actor: str = "operator") -> int:
         """Set the worker group's numprocs (supervisorctl update, done over XML-RPC)."""
         if not 0 <= count <= MAX_WORKERS:
             raise LabError(f"worker count must be between 0 and {MAX_WORKERS}")
         previous = desired_workers(self.config)
         write_state(self.config, workers=count)
+        if previous != count:
+            record_change(self.config, service="worker", key=WORKERS_KEY, old=previous, new=count, by=actor)
         self._apply_worker_count()
         return previous
 
@@ -250,12 +254,15 @@ class Lab:
             raise LabError(f"{service} has no config file")
         return read_config(self.config, service)
 
-    def set_config_key(self, service: str, key: str, value: Any) -> Any:
-        """Write one key of a service's config file; return the old value (no restart)."""
+    def set_config_key(self, service: str, key: str, value: Any, *, actor: str = "operator") -> Any:
+        """Write one key of a service's config file and log the change; return the old value (no
+        restart)."""
         data = self.read_config(service)
         old = data.get(key)
         data[key] = value
         write_config(self.config, service, data)
+        if old != value:
+            record_change(self.config, service=service, key=key, old=old, new=value, by=actor)
         return old
 
     def clear_spool(self) -> tuple[int, int]:

@@ -102,7 +102,9 @@ class MemoryExhaustion(Fault):
     symptoms = (
         "worker processes restart over and over; supervisord log 'exited: worker_0 (exit status 137; "
         "not expected)'; worker log 'MemoryError ... memory limit 256 MiB (RLIMIT_AS) exhausted; exiting "
-        "with status 137 (OOMKilled)'; process_resident_memory_bytes climbs before each exit."
+        "with status 137 (OOMKilled)'; process_resident_memory_bytes climbs before each exit; read_config "
+        "shows 'changed worker.batch_size: 16 -> 4096'. Heals by reverting the change: a restart would "
+        "replay the crash, and a 4 GiB buffer does not fit any allowed memory limit."
     )
 
     def inject(self, lab: Lab) -> str:
@@ -139,7 +141,8 @@ class AddedLatency(Fault):
     description = "api.json gets cache_enabled = false: every item read goes to the slow database."
     symptoms = (
         "api latency p50 ~150 ms+ (lab_http_request_duration_seconds); api.log 'slow request GET "
-        "/api/items/N took 15x ms' and 'cache_enabled=False' at start; config shows cache_enabled false."
+        "/api/items/N took 15x ms' and 'cache_enabled=False' at start; read_config shows 'changed "
+        "api.cache_enabled: true -> false'."
     )
 
     def inject(self, lab: Lab) -> str:
@@ -194,7 +197,10 @@ class QueueBacklog(Fault):
     name = "queue_backlog"
     target = "worker"
     description = "The worker group is scaled to zero: jobs are queued and never processed."
-    symptoms = "list_processes: no worker process; api lab_queue_depth keeps growing; jobs stay 'queued'."
+    symptoms = (
+        "list_processes: no worker process, '(workers configured: 0)' and 'changed worker.workers: 2 -> 0'; "
+        "api lab_queue_depth keeps growing; jobs stay 'queued'."
+    )
 
     def inject(self, lab: Lab) -> str:
         previous = lab.scale_workers(0)

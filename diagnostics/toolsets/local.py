@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any, ClassVar
 
 from diagnostics.lab import deploy
+from diagnostics.lab.changes import render_changes
 from diagnostics.lab.config import CONFIGURABLE, MAX_WORKERS, SERVICES, LabConfig
 from diagnostics.lab.control import Lab, LabError
 from diagnostics.lab.health import HealthChecker
@@ -41,6 +42,7 @@ from diagnostics.toolsets.base import (
 )
 
 MAX_OUTPUT = 12_000
+ACTOR = "skillgate-executor"  # who the change log and the deploy log name for approved actions
 _SERVICE = {"type": "string", "enum": list(SERVICES)}
 _LOG_SOURCES = [*SERVICES, "supervisord"]
 
@@ -67,7 +69,11 @@ class LocalReadToolset(ReadToolset):
     def tools(self) -> list[ToolSpec]:
         lines = {"type": "integer", "minimum": 1, "maximum": 500, "default": 50}
         return [
-            ToolSpec("list_processes", "Every supervised process: state, pid, uptime, last exit status."),
+            ToolSpec(
+                "list_processes",
+                "Every supervised process: state, pid, uptime, last exit status; the worker count and "
+                "its recent changes.",
+            ),
             ToolSpec(
                 "process_top", "CPU % (sampled over 0.5 s) and resident memory of every running process."
             ),
@@ -101,7 +107,7 @@ class LocalReadToolset(ReadToolset):
             ),
             ToolSpec(
                 "read_config",
-                "A service's config file (JSON).",
+                "A service's config file (JSON) and its recent changes (who changed which key, when).",
                 object_schema({"service": {"type": "string", "enum": list(CONFIGURABLE)}}, ["service"]),
             ),
             ToolSpec(
@@ -147,6 +153,7 @@ class LocalReadToolset(ReadToolset):
             if p.get("spawnerr"):
                 rows.append(f"{'':<10} spawn error: {p['spawnerr']}")
         rows.append(f"(workers configured: {desired_workers(self._config)})")
+        rows.append(render_changes(self._config, "worker"))
         return "\n".join(rows)
 
     def _process_top(self) -> str:
@@ -229,7 +236,7 @@ class LocalReadToolset(ReadToolset):
 
     def _read_config(self, service: str) -> str:
         path = self._config.config_path(service)
-        return f"# {path}\n{path.read_text()}"
+        return f"# {path}\n{path.read_text()}\n{render_changes(self._config, service)}"
 
     def _disk_usage(self, folder: str = "spool") -> str:
         spool, quota = self._config.spool_dir, self._config.spool_quota_bytes
@@ -341,11 +348,11 @@ class LocalWriteToolset(WriteToolset):
         return f"{service} restarted in {time.monotonic() - start:.1f}s: {names}"
 
     def _rollback_deploy(self, service: str) -> str:
-        previous, target = self._lab.rollback(service, actor="skillgate-executor")
+        previous, target = self._lab.rollback(service, actor=ACTOR)
         return f"{service} rolled back from {previous} to {target} and restarted"
 
     def _scale_workers(self, count: int) -> str:
-        previous = self._lab.scale_workers(count)
+        previous = self._lab.scale_workers(count, actor=ACTOR)
         return f"workers scaled from {previous} to {count}"
 
     def _patch_config(self, service: str, key: str, value: Any) -> str:
@@ -355,7 +362,7 @@ class LocalWriteToolset(WriteToolset):
         error = validation_error({"type": "object", "properties": {"value": schema}}, {"value": value})
         if error:
             raise PermissionError(f"{service}.{key}: {error}")
-        old = self._lab.set_config_key(service, key, value)
+        old = self._lab.set_config_key(service, key, value, actor=ACTOR)
         self._lab.restart(service)
         return f"{service}.{key}: {old!r} -> {value!r}; {service} restarted"
 

@@ -315,3 +315,81 @@ def test_a_healthy_pod_is_reported_as_such():
     )
     findings, _ = run(text)
     assert kinds(findings) == {"pod_healthy"} and not any(f.is_problem for f in findings)
+
+
+# --- what changed: a problem that follows a recorded change is reverted -------------------------
+
+OOM_LOG = (
+    "== worker_0.log\n"
+    "2026-01-05 10:00:01,000 INFO worker_0[11] started: batch_size=4096 memory_limit=256 MiB\n"
+    "2026-01-05 10:00:03,000 CRITICAL worker_0[11] MemoryError: cannot allocate prefetch buffer for "
+    "batch_size=4096 (225 MiB allocated): memory limit 256 MiB (RLIMIT_AS) exhausted; exiting with "
+    "status 137 (OOMKilled)\n"
+)
+WORKER_CONFIG = (
+    '# /lab/config/worker.json\n{"batch_size": 4096, "memory_limit_mb": 256}\n'
+    "# recent changes of worker (oldest first):\n"
+    "changed worker.job_cost_ms: 20 -> 25 at 2026-01-05T09:00:00Z by alice\n"
+    "changed worker.batch_size: 16 -> 4096 at 2026-01-05T10:00:00Z by bob\n"
+)
+
+
+def _both(first: tuple[str, str], second: tuple[str, str]) -> list[Any]:
+    """Two outputs of one investigation, in this order, sharing the analysis state."""
+    state = AnalysisState(from_text("users report errors from the shop"))
+    found = analyze(ToolOutput(first[0], {"service": "worker"}, first[1]), state)
+    return found + analyze(ToolOutput(second[0], {"service": "worker"}, second[1]), state)
+
+
+@pytest.mark.parametrize("order", ["log first", "config first"])
+def test_out_of_memory_after_a_config_change_is_healed_by_reverting_the_key_it_names(order: str):
+    log, config = ("tail_log", OOM_LOG), ("read_config", WORKER_CONFIG)
+    findings = _both(log, config) if order == "log first" else _both(config, log)
+    oom = next(f for f in findings if f.kind == "oom_killed")
+    assert "256 MiB" in oom.summary and "batch_size=4096" in oom.summary
+    regressions = [f for f in findings if f.kind == "config_regression"]
+    # Both keys changed; the one the OOM line names is the prime suspect.
+    by_key = {f.remedy.args["key"]: f for f in regressions if f.remedy is not None}
+    assert set(by_key) == {"batch_size", "job_cost_ms"}
+    top = by_key["batch_size"]
+    assert top.rank > by_key["job_cost_ms"].rank and top.rank > oom.rank
+    assert top.remedy is not None
+    remedy = (top.remedy.actions[0], top.remedy.target, top.remedy.args["value"])
+    assert remedy == ("patch_config", "worker", 16)
+    assert "from 16 to 4096" in top.summary and "bob" in top.summary
+
+
+def test_a_change_with_no_problem_after_it_is_only_information():
+    findings, _ = run(WORKER_CONFIG, tool="read_config", params={"service": "worker"})
+    assert kinds(findings) == {"config_change"} and not any(f.is_problem for f in findings)
+
+
+def test_workers_scaled_to_zero_are_scaled_back_to_their_previous_count():
+    listing = (
+        "NAME  STATE  PID  EXIT  DESCRIPTION\napi   RUNNING  10  -  pid 10\n(workers configured: 0)\n"
+        "# recent changes of worker (oldest first):\n"
+        "changed worker.workers: 3 -> 0 at 2026-01-05T10:00:00Z by ops\n"
+    )
+    findings, _ = run(listing, tool="list_processes")
+    assert "scaled_to_zero" in kinds(findings)
+    revert = next(f for f in findings if f.kind == "config_regression")
+    assert revert.remedy is not None
+    assert (revert.remedy.actions[0], revert.remedy.args) == ("scale_workers", {"count": 3})
+
+
+def test_a_queue_that_piles_up_is_a_backlog_under_its_threshold_it_is_not():
+    metrics = "== api: requests=10 errors_5xx=0 error_ratio=0.000\nlab_queue_depth 42\nlab_cache_enabled 1\n"
+    findings, _ = run(metrics, tool="read_metrics", params={"service": "api"})
+    backlog = next(f for f in findings if f.kind == "queue_backlog")
+    assert "42" in backlog.summary and backlog.subject == "api"
+    quiet, _ = run(metrics.replace("42", "3"), tool="read_metrics", params={"service": "api"})
+    assert "queue_backlog" not in kinds(quiet)
+
+
+def test_requests_the_service_flags_as_slow_are_high_latency_under_the_global_threshold():
+    line = "2026-01-05 10:00:0{i},000 WARNING api[7] slow request GET /api/items/{i} took 151 ms\n"
+    findings, _ = run("".join(line.format(i=i) for i in range(5)), tool="tail_log", params={"service": "api"})
+    latency = next(f for f in findings if f.kind == "high_latency")
+    assert "5 slow requests" in latency.summary and latency.subject == "api"
+    single, _ = run(line.format(i=1), tool="tail_log", params={"service": "api"})
+    assert "high_latency" not in kinds(single)

@@ -28,6 +28,9 @@ from tests.factories import make_key
 # diagnosis or a finding must state, and the one action (with these arguments) that mitigates it.
 # bad_config: the agent reads "request_timeout_s must be ... a number, got '30s'" and proposes the
 # number meant (30), not the lab's own remedy value; the health check after it proves it heals.
+# memory_exhaustion, added_latency, queue_backlog: the agent ties the symptom (OOM kills, slow
+# requests, no worker) to the recorded change that preceded it and proposes reverting that change
+# to its previous value, read from the change log (not the lab's own remedy).
 EXPECTED: dict[str, tuple[str, tuple[str, ...], str, dict[str, Any]]] = {
     "bad_deploy": ("api", ("v2", "keyerror"), "rollback_deploy", {"service": "api"}),
     "dependency_down": ("store", ("refused", "stopped"), "restart_service", {"service": "store"}),
@@ -39,6 +42,19 @@ EXPECTED: dict[str, tuple[str, tuple[str, ...], str, dict[str, Any]]] = {
     ),
     "disk_full": ("worker", ("no space left",), "clear_quota_folder", {"folder": "spool"}),
     "cpu_hog": ("api", ("cpu",), "restart_service", {"service": "api"}),
+    "memory_exhaustion": (
+        "worker",
+        ("out of memory", "batch_size", "4096"),
+        "patch_config",
+        {"service": "worker", "key": "batch_size", "value": 16},
+    ),
+    "added_latency": (
+        "api",
+        ("latency", "slow request", "cache_enabled"),
+        "patch_config",
+        {"service": "api", "key": "cache_enabled", "value": True},
+    ),
+    "queue_backlog": ("worker", ("0 processes", "from 2 to 0"), "scale_workers", {"count": 2}),
 }
 # Give a fault time to show before the diagnosis looks (a crash loop, failing jobs, error logs).
 SETTLE_S = 3.0

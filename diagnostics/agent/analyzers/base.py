@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -90,11 +90,25 @@ class Analyzer(ABC):
 
 
 _REGISTRY: dict[str, type[Analyzer]] = {}
+# Correlators see each output's findings after the analyzers, with the shared state, and may add
+# findings that tie several outputs together (e.g. a problem that follows a recorded change).
+Correlator = Callable[[AnalysisState, list[Finding]], list[Finding]]
+_CORRELATORS: dict[str, Correlator] = {}
 
 
 def register(cls: type[Analyzer]) -> type[Analyzer]:
     _REGISTRY[cls.name] = cls
     return cls
+
+
+def register_correlator(func: Correlator) -> Correlator:
+    _CORRELATORS[func.__name__] = func
+    return func
+
+
+def service_of(subject: str) -> str:
+    """The service a finding's subject belongs to: ``process/worker_0`` -> ``worker``."""
+    return re.sub(r"_\d+$", "", subject.rsplit("/", 1)[-1])
 
 
 def analyzer_names() -> list[str]:
@@ -113,6 +127,8 @@ def analyze(out: ToolOutput, state: AnalysisState) -> list[Finding]:
             if finding.key() not in seen:
                 seen.add(finding.key())
                 findings.append(finding)
+    for name in sorted(_CORRELATORS):
+        findings += [f for f in _CORRELATORS[name](state, findings) if f.key() not in seen]
     return findings
 
 

@@ -27,6 +27,10 @@ _EXCEPTION = re.compile(
 )
 _PANIC = re.compile(r"^(?:panic|fatal error|FATAL|CRITICAL)[:\s]+(.{0,160})$", re.MULTILINE)
 _HTTP_STATUS = re.compile(r"\"\s(\d{3})\s|\"statusCode\":\s*(\d{3})|\bstatus[=:]\s*(\d{3})\b")
+# A line the service itself flags as slow (its own threshold, e.g. 'slow request GET /x took 151 ms').
+_SLOW_LINE = re.compile(
+    r"\bslow (request|query|call|operation)\b[^\n]*?\btook\s+(\d+(?:\.\d+)?)\s*(ms|s)\b", re.IGNORECASE
+)
 _RECURSION = " — the stack trace repeats the same frames: unbounded recursive calls exhausted the stack"
 _FRAME = re.compile(r"^\s*(?:\\t)?at\s+([\w.$<>]+)\(", re.MULTILINE)
 
@@ -50,8 +54,9 @@ class LogSignalAnalyzer(Analyzer):
     def analyze(self, out: ToolOutput, state: AnalysisState) -> list[Finding]:
         source, subject, where = log_subject(out, state)
         text = out.text
+        durations = self._durations(text, subject, source)
         return (
-            self._durations(text, subject, source)
+            (durations or self._flagged_slow(text, subject, source))
             + self._exceptions(text, subject, where)
             + self._http_errors(text, subject, source)
         )
@@ -107,6 +112,26 @@ class LogSignalAnalyzer(Analyzer):
                 )
             )
         return findings
+
+    def _flagged_slow(self, text: str, subject: str, source: str) -> list[Finding]:
+        """Operations the service logs as slow by its own threshold (under the global one)."""
+        matches = list(_SLOW_LINE.finditer(text))
+        if len(matches) < 3:  # one slow request is noise; a steady stream is a latency problem
+            return []
+        values = [_seconds(m.group(2), m.group(3)) for m in matches]
+        what = matches[-1].group(1).lower()
+        return [
+            Finding(
+                "high_latency",
+                f"High latency in {source or 'the service'}: it logs {len(matches)} slow {what}s "
+                f"(up to {max(values) * 1000:.0f} ms, e.g. '{clip(matches[-1].group(0), 80)}').",
+                Severity.WARNING,
+                subject,
+                clip(matches[-1].group(0)),
+                58,
+                f"Find what makes {source or 'the service'} slow (a dependency, a cache, a recent change).",
+            )
+        ]
 
     def _exceptions(self, text: str, subject: str, where: str) -> list[Finding]:
         findings = []
