@@ -1,0 +1,78 @@
+"""Ledger rows as the gateway writes them, for the router-version tests (no upstream needed)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from routing.models import ApiKey, Invocation, RouterVersion, TaskProfile
+from tests.factories import InvocationFactory
+
+
+def leg(role: str, verdict: str, *, correct: bool | None = None, background: bool = False) -> dict[str, Any]:
+    data: dict[str, Any] = {
+        "backend": role,
+        "role": role,
+        "model": f"{role}-model",
+        "cost_usd": "0.001" if role == "student" else "0.010",
+        "latency_ms": 100.0 if role == "student" else 400.0,
+        "verify_ms": 1.0,
+        "verdict": verdict,
+    }
+    if correct is not None:
+        data["correct"] = correct
+    if background:
+        data.update(background=True, sample_rate=1.0)
+    return data
+
+
+def call_row(
+    *,
+    profile: TaskProfile,
+    key: ApiKey,
+    text: str,
+    student_ok: bool,
+    teacher_ok: bool = True,
+    verified: bool = True,
+    version: RouterVersion | None = None,
+    route: str = "student",
+) -> Invocation:
+    """A call the cascade ran: the student, then the teacher when the verifier failed the student;
+    a passed student call carries a background teacher sample, so every row is complete. Without
+    a verifier the student's answer stands and the sample tells whether it was correct."""
+    request = {"messages": [{"role": "user", "content": text}]}
+    if route == "teacher":
+        legs = [leg("teacher", "pass" if verified else "unverified"), leg("student", "pass", background=True)]
+        return InvocationFactory.create(
+            api_key=key,
+            profile=profile,
+            request=request,
+            legs=legs,
+            route="teacher",
+            served_by="teacher",
+            verdict=legs[0]["verdict"],
+            router_version=version,
+        )
+    if verified and not student_ok:
+        verdict = "pass" if teacher_ok else "fail"
+        legs = [leg("student", "fail"), leg("teacher", verdict)]
+        served = "teacher"
+    elif verified:
+        legs = [leg("student", "pass"), leg("teacher", "pass", background=True)]
+        served, verdict = "student", "pass"
+    else:
+        legs = [
+            leg("student", "unverified", correct=student_ok),
+            leg("teacher", "unverified", correct=True, background=True),
+        ]
+        served, verdict = "student", "unverified"
+    return InvocationFactory.create(
+        api_key=key,
+        profile=profile,
+        request=request,
+        legs=legs,
+        route="student",
+        served_by=served,
+        verdict=verdict,
+        fallback=served == "teacher",
+        router_version=version,
+    )
