@@ -28,9 +28,26 @@ from diagnostics.toolsets.local import LocalReadToolset, LocalWriteToolset
 SYMPTOM_TIMEOUT = 20.0
 
 
+def _ephemeral_range() -> tuple[int, int]:
+    try:
+        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(low), int(high)
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
 def _free_port_base() -> int:
+    """A free range of lab ports below the kernel's ephemeral range.
+
+    A port in the ephemeral range can be taken at any moment by the local end of an outgoing
+    connection (the loadgen's, a health probe's, another test's); a lab service restarted while
+    such a connection holds its port fails to bind and the lab turns FATAL. Below the range, only
+    listeners compete, and the bind check here catches those.
+    """
+    low, _high = _ephemeral_range()
+    top = max(12000, low - 40)
     for _ in range(50):
-        base = random.randrange(20000, 60000, 20)
+        base = random.randrange(10000, top, 20)
         ports = [base, base + 1, base + 2, *range(base + 10, base + 14)]
         try:
             for port in ports:
