@@ -121,17 +121,18 @@ async def _leg(backend: Backend, body: dict[str, Any], item: Item) -> Leg:
 
 
 async def _evaluate(
-    profile: TaskProfile, items: list[Item], sides: list[Configuration]
+    profile: TaskProfile, items: list[Item], sides: list[tuple[Backend, str]], teacher: Backend
 ) -> tuple[list[list[Leg]], list[Leg | None]]:
-    """Student legs per side and item, and the teacher leg per item (None where no side fell back)."""
+    """Student legs per side (its backend and SkillBook text) and item, and the teacher leg per item
+    (None where no side fell back). Runs in an event loop: no database access in here."""
     limit = asyncio.Semaphore(int(cycle_setting("ADMISSION_CONCURRENCY")))
-    teacher = teacher_of(profile)
 
-    async def student_leg(side: Configuration, item: Item) -> Leg:
+    async def student_leg(side: tuple[Backend, str], item: Item) -> Leg:
+        student, skillbook_text = side
         body = upstream_body(profile, item.request, temperature=0)
-        body["messages"] = with_skillbook(body["messages"], side.skillbook_text)
+        body["messages"] = with_skillbook(body["messages"], skillbook_text)
         async with limit:
-            return await _leg(student_of(profile, adapter=side.adapter), body, item)
+            return await _leg(student, body, item)
 
     async def teacher_leg(item: Item) -> Leg:
         async with limit:
@@ -215,7 +216,10 @@ def admission_evaluate(
     alpha = float(cycle_setting("ADMISSION_ALPHA"))
     items = heldout_items(profile=profile, limit=int(cycle_setting("ADMISSION_MAX_ITEMS")))
     if items:
-        (active_legs, candidate_legs), teachers = asyncio.run(_evaluate(profile, items, [active, candidate]))
+        sides = [(student_of(profile, adapter=c.adapter), c.skillbook_text) for c in (active, candidate)]
+        (active_legs, candidate_legs), teachers = asyncio.run(
+            _evaluate(profile, items, sides, teacher_of(profile))
+        )
     else:
         active_legs, candidate_legs, teachers = [], [], []
     act, cand = _metrics(active_legs, teachers), _metrics(candidate_legs, teachers)
