@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from app.web.views import calls, incidents, keys, overview, router
+from app.web.views import calls, incidents, keys, learning, overview, router
 
 app_name = "web"
 
@@ -26,6 +26,9 @@ urlpatterns = [
     ),
     path("router/", router.router, name="router"),
     path("router/versions/<int:version_id>/rollback", router.router_rollback, name="router-rollback"),
+    path("learning/", learning.learning, name="learning"),
+    path("learning/<int:profile_id>/cycles", learning.cycle_new, name="cycle-start"),
+    path("learning/<int:profile_id>/adapter/rollback", learning.adapter_roll_back, name="adapter-rollback"),
     path("keys/", keys.keys, name="keys"),
     path("keys/<int:key_id>/revoke", keys.key_revoke, name="key-revoke"),
 ]
