@@ -6,7 +6,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from routing.keys import generate_key
-from routing.models import ApiKey, Backend, Invocation, TaskProfile
+from routing.models import ApiKey, Backend, Invocation, RouterVersion, TaskProfile
 from routing.pricing import PricingError, prices_for
 from routing.services import api_key_revoke
 
@@ -120,3 +120,61 @@ class InvocationAdmin(admin.ModelAdmin):
 
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
+
+
+@admin.register(RouterVersion)
+class RouterVersionAdmin(admin.ModelAdmin):
+    """Learned router versions: read-only numbers; admit a candidate or roll back to a retired one."""
+
+    list_display = [
+        "profile",
+        "number",
+        "status",
+        "threshold",
+        "predicted_teacher_share",
+        "predicted_pass_rate",
+        "live_teacher_share",
+        "live_pass_rate",
+        "drift_flag",
+        "created_at",
+        "activated_at",
+    ]
+    list_filter = ["status", "drift_flag", "profile"]
+    list_select_related = ["profile"]
+    exclude = ["model"]  # the fitted weights: large, and only meaningful to the router
+    actions = ["admit", "roll_back"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        return [f.name for f in RouterVersion._meta.fields if f.name != "model"]
+
+    @admin.action(description="Admit the selected candidates (replay on the held-out shard)")
+    def admit(self, request: HttpRequest, queryset: QuerySet[RouterVersion]) -> None:
+        from routing.router_versions.services import RouterVersionError, router_version_admit
+
+        for version in queryset.select_related("profile"):
+            try:
+                version = router_version_admit(version=version)
+            except RouterVersionError as exc:
+                messages.error(request, str(exc))
+                continue
+            messages.info(
+                request, f"{version.profile} v{version.number}: {version.status} {version.status_reason}"
+            )
+
+    @admin.action(description="Roll back to the selected version")
+    def roll_back(self, request: HttpRequest, queryset: QuerySet[RouterVersion]) -> None:
+        from routing.router_versions.services import RouterVersionError, router_version_rollback
+
+        if queryset.count() != 1:
+            messages.error(request, "Select exactly one version to roll back to.")
+            return
+        version = queryset.select_related("profile").get()
+        try:
+            router_version_rollback(profile=version.profile, to_version=version)
+        except RouterVersionError as exc:
+            messages.error(request, str(exc))
+            return
+        messages.success(request, f"{version.profile}: v{version.number} is active")
