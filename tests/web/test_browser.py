@@ -29,6 +29,7 @@ from tests.factories import KeyPair, TaskProfileFactory
 from tests.support.openai_stub import OpenAIStub, Reply
 from tests.web.browser import log_in, needs_chromium, screenshot
 from tests.web.conftest import PASSWORD
+from training.models import Cycle
 
 pytestmark = [needs_chromium, pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -92,7 +93,7 @@ def send_calls(gateway_url: str, api_key: KeyPair, stub: OpenAIStub) -> None:
     client.chat.completions.create(model="auto", messages=[{"role": "user", "content": "hello"}])
 
 
-def test_log_in_see_numbers_open_an_incident_watch_it_and_approve_the_fix(
+def test_log_in_see_numbers_open_an_incident_watch_it_approve_the_fix_and_start_a_cycle(
     browser: Browser,
     gateway_url: str,
     backends: dict[str, Any],
@@ -100,7 +101,12 @@ def test_log_in_see_numbers_open_an_incident_watch_it_and_approve_the_fix(
     stub: OpenAIStub,
     users: dict[str, User],
     inline_tasks: threading.Event,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    cycle_stages: list[tuple[int, str]] = []  # the cycle's Celery stages are not run here
+    monkeypatch.setattr(
+        "training.tasks.cycle.enqueue_stage", lambda pk, stage: cycle_stages.append((pk, stage))
+    )
     send_calls(gateway_url, api_key, stub)
 
     operator = browser.new_context(viewport={"width": 1280, "height": 900}).new_page()
@@ -168,3 +174,14 @@ def test_log_in_see_numbers_open_an_incident_watch_it_and_approve_the_fix(
     screenshot(approver, "keys")
     approver.click("nav >> text=Incidents")
     screenshot(approver, "incidents")
+    approver.click("nav >> text=Router")
+    screenshot(approver, "router")
+
+    operator.click("nav >> text=Learning")
+    operator.click("nav[aria-label=Profile] >> text=extract")
+    operator.click("[data-start-cycle]")
+    expect(operator.locator("[data-cycle]")).to_have_count(1)
+    expect(operator.locator("[data-cycle] .badge")).to_have_text("queued")
+    expect(operator.locator("#learning-live")).to_have_attribute("data-live", "true")
+    screenshot(operator, "learning")
+    assert cycle_stages == [(Cycle.objects.get(profile__name="extract").pk, "replay")]
