@@ -10,7 +10,9 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
 
+from app.web.roles import APPROVER
 from routing.models import ApiKey, TaskProfile
 from routing.services import api_key_create, backends_sync_from_settings
 
@@ -59,6 +61,13 @@ class Created:
     username: str | None = None
     password: str | None = None
     api_key: str | None = None
+    approver: str | None = None
+    approver_password: str | None = None
+
+
+# Whoever opens an incident requests its fixes and may not approve them: the demo approver
+# (role "approver" on the dashboard) approves the demo admin's incidents.
+DEMO_APPROVER = "demo-approver"
 
 
 def bootstrap_demo() -> Created:
@@ -74,6 +83,10 @@ def bootstrap_demo() -> Created:
     if not users.filter(username="demo").exists():
         created.username, created.password = "demo", secrets.token_urlsafe(12)
         users.create_superuser("demo", "demo@example.com", created.password)
+    if not users.filter(username=DEMO_APPROVER).exists():
+        created.approver, created.approver_password = DEMO_APPROVER, secrets.token_urlsafe(12)
+        approver = users.create_user(DEMO_APPROVER, "approver@example.com", created.approver_password)
+        approver.groups.add(Group.objects.get(name=APPROVER))
     if not ApiKey.objects.filter(name="demo").exists():
         _, created.api_key = api_key_create(name="demo", owner=users.get(username="demo"))
     return created

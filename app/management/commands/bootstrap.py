@@ -12,6 +12,11 @@ class Command(BaseCommand):
         created = bootstrap_demo()
         if created.username:
             self.stdout.write(f"Demo admin user: {created.username} / {created.password}  (shown once)")
+        if created.approver:
+            self.stdout.write(
+                f"Demo approver user: {created.approver} / {created.approver_password}  (shown once;"
+                " approves fixes of incidents the demo user opens)"
+            )
         if created.api_key:
             self.stdout.write(f"Demo API key: {created.api_key}  (shown once; only its hash is stored)")
         if not (created.username or created.api_key):
