@@ -312,7 +312,8 @@ SKILLGATE["CYCLE"] = {
     "HELDOUT_SHARDS": env_int("SKILLGATE_CYCLE_HELDOUT_SHARDS", 5),
     "SKILLBOOK_MAX_CHARS": env_int("SKILLGATE_SKILLBOOK_MAX_CHARS", 1200),
     "SKILLBOOK_WINDOW": env_int("SKILLGATE_SKILLBOOK_WINDOW", 500),
-    # Train an adapter even when replay added no demonstration this cycle.
+    # The adapter stage (off: cycles improve the SkillBook only); train even when replay added nothing.
+    "TRAIN_ADAPTER": env_bool("SKILLGATE_CYCLE_TRAIN_ADAPTER", True),
     "TRAIN_WITHOUT_NEW": env_bool("SKILLGATE_CYCLE_TRAIN_WITHOUT_NEW", False),
     # Admission: McNemar level, held-out items needed and used, parallel calls.
     "ADMISSION_ALPHA": env_float("SKILLGATE_ADMISSION_ALPHA", 0.05),

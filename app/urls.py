@@ -8,6 +8,7 @@ urlpatterns = [
     path("healthz", health.healthz),
     path("readyz", health.readyz),
     path("v1/", include("routing.urls")),
+    path("api/", include("training.urls")),
     path("api/", include("diagnostics.urls")),
     path("accounts/", include("django.contrib.auth.urls")),
     path("", include("app.web.urls")),

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
 
 from django.db.models import Count, Q, QuerySet
 
 from routing.models import Invocation
-from training.models import Admission, Cycle, Demonstration, ReplayAttempt, SkillBook
+from training.models import Admission, Cycle, Demonstration, ReplayAttempt, SkillBook, TrainingRun
 
 
 def student_failed(invocation: Invocation) -> bool:
@@ -72,8 +71,12 @@ def skillbook_active(*, profile_id: int) -> SkillBook | None:
     )
 
 
+def cycle_detail(*, cycle_id: int) -> Cycle | None:
+    return Cycle.objects.select_related("profile", "admission__profile").filter(pk=cycle_id).first()
+
+
 def cycle_list(*, profile_id: int | None = None, limit: int = 50) -> QuerySet[Cycle]:
-    cycles = Cycle.objects.select_related("profile", "admission").order_by("-created_at")
+    cycles = Cycle.objects.select_related("profile", "admission__profile").order_by("-created_at")
     if profile_id is not None:
         cycles = cycles.filter(profile_id=profile_id)
     return cycles[:limit]
@@ -86,10 +89,8 @@ def admission_list(*, profile_id: int | None = None, limit: int = 50) -> QuerySe
     return admissions[:limit]
 
 
-def replay_counts(*, profile_id: int) -> dict[str, Any]:
-    rows = (
-        ReplayAttempt.objects.filter(profile_id=profile_id)
-        .values("source", "outcome")
-        .annotate(n=Count("id"))
-    )
-    return {f"{row['source']}:{row['outcome']}": row["n"] for row in rows}
+def training_run_list(*, profile_id: int | None = None, limit: int = 50) -> QuerySet[TrainingRun]:
+    runs = TrainingRun.objects.select_related("adapter__profile").order_by("-created_at")
+    if profile_id is not None:
+        runs = runs.filter(adapter__profile_id=profile_id)
+    return runs[:limit]

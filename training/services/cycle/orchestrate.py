@@ -134,10 +134,10 @@ def _candidate_text(cycle: Cycle) -> str:
 
 def _adapter(cycle: Cycle) -> str | None:
     """Starts the trainer's run on the train demonstrations (the SkillBook candidate in front)."""
-    try:
-        from training.services.adapters import training_run_start
-    except ImportError:
-        cycle.stats["adapter"] = {"skipped": "no trainer installed"}
+    from training.services.adapters import training_run_start
+
+    if not cycle_setting("TRAIN_ADAPTER"):
+        cycle.stats["adapter"] = {"skipped": "adapter training is off (SKILLGATE_CYCLE_TRAIN_ADAPTER)"}
         return None
     ids = list(
         selectors.demonstrations(profile_id=cycle.profile_id, split=Demonstration.Split.TRAIN).values_list(

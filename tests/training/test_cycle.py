@@ -1,0 +1,282 @@
+"""The cycle's orchestration: stages claimed once, waiting on training, recovery of a stage held by a
+dead worker, automatic and scheduled starts; and one cycle end to end on a real Celery worker."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
+from datetime import timedelta
+
+import httpx
+import pytest
+from django.conf import settings
+from django.db import connection
+from django.test import override_settings
+from django.utils import timezone
+
+from routing.models import Invocation
+from tests.support.cycle import (
+    CITIES,
+    city_of,
+    city_prompt,
+    drive,
+    good,
+    json_profile,
+    responder,
+    system_text,
+)
+from training.models import Admission, Cycle, Demonstration, SkillBook, TrainingRun
+from training.services.cycle import cycle_stage_run, cycle_start, cycles_autostart, cycles_poll
+from training.services.cycle.orchestrate import cycles_start_scheduled
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+BAD = '{"city": "somewhere"}'
+ADVICE = {"patterns": ["Copy city and country as written."], "pitfalls": ["Never leave out the country key."]}
+
+
+@contextmanager
+def cycle_settings(**values):
+    with override_settings(
+        SKILLGATE={**settings.SKILLGATE, "CYCLE": {**settings.SKILLGATE["CYCLE"], **values}}
+    ):
+        yield
+
+
+def has_book(body) -> bool:
+    return system_text(body).startswith("SkillBook for")
+
+
+def teacher(body):
+    if system_text(body).startswith("You maintain a SkillBook"):
+        return json.dumps(ADVICE)
+    return good(*city_of(body))
+
+
+def student(body):
+    """Wrong without a SkillBook in front, right with one."""
+    return good(*city_of(body)) if has_book(body) else BAD
+
+
+def run_inline(cycle_id: int, *, until: str = Cycle.Stage.DONE) -> Cycle:
+    """Runs queued stages in this process, as the worker would, until ``until`` or a wait."""
+    cycle = Cycle.objects.get(pk=cycle_id)
+    while cycle.status == Cycle.Status.QUEUED and cycle.stage != until:
+        assert cycle_stage_run(cycle_id=cycle_id, stage=cycle.stage) in ("advanced", "waiting")
+        cycle.refresh_from_db()
+    return cycle
+
+
+@cycle_settings(HELDOUT_SHARDS=1, ADMISSION_MIN_ITEMS=5, TRAIN_ADAPTER=False)
+def test_a_cycle_in_process_admits_the_skillbook_that_fixes_the_student(gateway_url, backends, api_key, stub):
+    profile = json_profile()
+    stub.responder = responder(student=student, teacher=teacher)
+    calls = drive(gateway_url, api_key.raw, "extract", [city_prompt(*c) for c in CITIES[:6]])
+    assert all(c.fallback for c in calls)
+    cycle, created = cycle_start(profile_id=profile.pk)
+    assert created
+
+    cycle = run_inline(cycle.pk)
+
+    assert cycle.status == Cycle.Status.SUCCEEDED and cycle.stage == Cycle.Stage.DONE
+    assert set(cycle.timings) == {"replay", "skillbook", "adapter", "router", "admission"}
+    assert cycle.stats["replay"]["accepted"]["teacher"] == 6
+    assert cycle.stats["skillbook"]["version"] == 1
+    assert cycle.stats["adapter"]["skipped"].startswith("adapter training is off")
+    assert cycle.admission is not None and cycle.admission.decision == Admission.Decision.ADMITTED
+    assert cycle.admission.kind == "skillbook" and cycle.admission.candidate == {
+        "skillbook": cycle.skillbook_id
+    }
+    profile.refresh_from_db()
+    assert cycle.skillbook is not None and profile.skillbook_text == cycle.skillbook.text
+    # The next call is served by the student, with the admitted SkillBook in front.
+    [after] = drive(gateway_url, api_key.raw, "extract", [city_prompt("Seoul", "Korea")])
+    assert (after.route, after.served_by, after.fallback) == ("student", "student", False)
+
+
+@cycle_settings(TRAIN_ADAPTER=False)
+def test_a_stage_is_claimed_once(backends, stub):
+    profile = json_profile()
+    cycle, _ = cycle_start(profile_id=profile.pk)
+
+    assert cycle_stage_run(cycle_id=cycle.pk, stage="replay") == "advanced"
+    assert cycle_stage_run(cycle_id=cycle.pk, stage="replay") == "not claimed"  # a duplicate delivery
+    assert cycle_stage_run(cycle_id=cycle.pk, stage="admission") == "not claimed"  # not its turn
+    cycle.refresh_from_db()
+    assert (cycle.stage, cycle.status) == ("skillbook", "queued")
+
+
+def test_starting_a_second_cycle_returns_the_unfinished_one(backends):
+    profile = json_profile()
+    first, created = cycle_start(profile_id=profile.pk)
+    again, created_again = cycle_start(profile_id=profile.pk)
+    assert created and not created_again and again.pk == first.pk
+    Cycle.objects.filter(pk=first.pk).update(status=Cycle.Status.SUCCEEDED)
+    third, created_third = cycle_start(profile_id=profile.pk)
+    assert created_third and third.pk != first.pk
+
+
+@cycle_settings(HELDOUT_SHARDS=2, ADMISSION_MIN_ITEMS=1)
+def test_the_adapter_stage_waits_for_the_training_run_and_goes_on_when_it_fails(
+    gateway_url, backends, api_key, stub
+):
+    profile = json_profile()
+    stub.responder = responder(student=student, teacher=teacher)
+    drive(gateway_url, api_key.raw, "extract", [city_prompt(*c) for c in CITIES])
+    cycle, _ = cycle_start(profile_id=profile.pk)
+
+    cycle = run_inline(cycle.pk)
+
+    assert (cycle.stage, cycle.status) == ("adapter", "waiting")
+    run = cycle.training_run
+    assert run is not None and run.status == TrainingRun.Status.QUEUED
+    train = Demonstration.objects.filter(split="train")
+    assert 0 < train.count() < len(CITIES)  # the held-out half is never trained on
+    assert sorted(run.demonstration_ids) == sorted(train.values_list("pk", flat=True))
+    assert cycle.skillbook is not None and run.system_prompt == cycle.skillbook.text  # the candidate in front
+    assert cycles_poll() == 0  # still training
+    TrainingRun.objects.filter(pk=run.pk).update(status=TrainingRun.Status.FAILED, error="OOM")
+
+    assert cycles_poll() == 1
+    cycle = run_inline(cycle.pk)
+
+    assert cycle.status == Cycle.Status.SUCCEEDED
+    assert cycle.stats["adapter"]["status"] == "failed" and cycle.stats["adapter"]["error"] == "OOM"
+    # Admission judged the SkillBook alone: the failed adapter is no candidate.
+    assert cycle.admission is not None and cycle.admission.candidate == {"skillbook": cycle.skillbook_id}
+
+
+@cycle_settings(STAGE_TIMEOUT_S=60, STAGE_MAX_ATTEMPTS=2, TRAIN_ADAPTER=False)
+def test_a_stage_held_by_a_dead_worker_is_queued_again_then_failed(backends, stub):
+    profile = json_profile()
+    cycle, _ = cycle_start(profile_id=profile.pk)
+    old = timezone.now() - timedelta(seconds=120)
+    Cycle.objects.filter(pk=cycle.pk).update(status=Cycle.Status.RUNNING, stage_started_at=old, attempts=1)
+
+    assert cycles_poll() == 1
+    cycle.refresh_from_db()
+    assert cycle.status == Cycle.Status.QUEUED
+    assert cycle_stage_run(cycle_id=cycle.pk, stage="replay") == "advanced"  # the requeued stage runs
+
+    Cycle.objects.filter(pk=cycle.pk).update(status=Cycle.Status.RUNNING, stage_started_at=old, attempts=2)
+    cycles_poll()
+    cycle.refresh_from_db()
+    assert cycle.status == Cycle.Status.FAILED and "no worker finished it in 2 tries" in cycle.error
+
+
+@cycle_settings(AUTO_FAILURES=3, TRAIN_ADAPTER=False)
+def test_a_profile_with_enough_new_failures_starts_a_cycle_by_itself(gateway_url, backends, api_key, stub):
+    profile = json_profile()
+    stub.responder = responder(student=student, teacher=teacher)
+    drive(gateway_url, api_key.raw, "extract", [city_prompt(*c) for c in CITIES[:2]])
+    assert cycles_autostart() == []
+
+    drive(gateway_url, api_key.raw, "extract", [city_prompt(*CITIES[2])])
+    [cycle_id] = cycles_autostart()
+
+    assert Cycle.objects.filter(pk=cycle_id, profile=profile, trigger=Cycle.Trigger.AUTO).exists()
+    assert cycles_autostart() == []  # one unfinished cycle per profile
+    Cycle.objects.filter(pk=cycle_id).update(status=Cycle.Status.SUCCEEDED)
+    assert cycles_autostart() == []  # the failures before that cycle do not count again
+    drive(gateway_url, api_key.raw, "extract", [city_prompt(*c) for c in CITIES[3:6]])
+    assert len(cycles_autostart()) == 1
+
+
+def test_the_schedule_starts_cycles_only_for_profiles_with_new_failures(gateway_url, backends, api_key, stub):
+    failing, quiet = json_profile(), json_profile(name="quiet")
+    stub.responder = responder(student=student, teacher=teacher)
+    drive(gateway_url, api_key.raw, "extract", [city_prompt(*CITIES[0])])
+
+    started = cycles_start_scheduled()
+
+    assert [Cycle.objects.get(pk=i).profile_id for i in started] == [failing.pk]
+    assert Cycle.objects.get(pk=started[0]).trigger == Cycle.Trigger.SCHEDULE
+    assert not Cycle.objects.filter(profile=quiet).exists()
+
+
+# --- one cycle on a real Celery worker, started over the API -------------------------------------
+
+
+def worker_database_url() -> str:
+    conf = connection.settings_dict
+    if conf["ENGINE"].endswith("sqlite3"):
+        return f"sqlite:///{conf['NAME']}"
+    auth = conf["USER"] + (f":{conf['PASSWORD']}" if conf["PASSWORD"] else "")
+    return f"postgres://{auth}@{conf['HOST'] or '127.0.0.1'}:{conf['PORT'] or 5432}/{conf['NAME']}"
+
+
+@pytest.fixture
+def worker(transactional_db):
+    env = {
+        **os.environ,
+        "DATABASE_URL": worker_database_url(),
+        "CELERY_BROKER_URL": settings.CELERY_BROKER_URL,
+        "SKILLGATE_CYCLE_HELDOUT_SHARDS": "1",
+        "SKILLGATE_ADMISSION_MIN_ITEMS": "5",
+        "SKILLGATE_CYCLE_TRAIN_ADAPTER": "false",
+    }
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "app",
+            "worker",
+            "--pool",
+            "solo",
+            "--loglevel",
+            "INFO",
+            "--queues",
+            settings.CELERY_TASK_DEFAULT_QUEUE,
+        ],
+        env=env,
+        start_new_session=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    yield proc
+    os.killpg(proc.pid, signal.SIGTERM)
+    proc.wait(20)
+
+
+@pytest.mark.slow
+def test_a_cycle_started_over_the_api_runs_on_the_worker_and_the_next_calls_pass(
+    gateway_url, backends, api_key, stub, worker
+):
+    profile = json_profile()
+    stub.responder = responder(student=student, teacher=teacher)
+    drive(gateway_url, api_key.raw, "extract", [city_prompt(*c) for c in CITIES[:6]])
+    auth = {"Authorization": f"Bearer {api_key.raw}"}
+
+    http = httpx.Client(timeout=60)
+    started = http.post(f"{gateway_url}/api/cycles", json={"profile": "extract"}, headers=auth)
+
+    assert started.status_code == 201, started.text
+    cycle_id = started.json()["cycle"]["id"]
+    assert started.json()["cycle"]["trigger"] == "api"
+    deadline = time.monotonic() + 120
+    while (cycle := http.get(f"{gateway_url}/api/cycles/{cycle_id}", headers=auth).json()["cycle"])[
+        "status"
+    ] not in ("succeeded", "failed"):
+        assert worker.poll() is None, worker.stdout.read().decode()[-3000:]
+        assert time.monotonic() < deadline, f"the cycle did not finish: {cycle}"
+        time.sleep(0.5)
+    assert cycle["status"] == "succeeded", cycle["error"]
+    assert cycle["admission"]["decision"] == "admitted", cycle["admission"]["reason"]
+    assert cycle["admission"]["candidate_metrics"]["fallback_rate"] == 0.0
+    assert all(
+        cycle["timings"][stage] >= 0 for stage in ("replay", "skillbook", "adapter", "router", "admission")
+    )
+    profile.refresh_from_db()
+    assert profile.skillbook_text == SkillBook.objects.get(pk=cycle["skillbook"]).text
+
+    [after] = drive(gateway_url, api_key.raw, "extract", [city_prompt("Seoul", "Korea")])
+    assert after.served_by == Invocation.Route.STUDENT and not after.fallback
+    listed = http.get(f"{gateway_url}/api/admissions", params={"profile": "extract"}, headers=auth).json()
+    assert [a["id"] for a in listed["admissions"]] == [cycle["admission"]["id"]]
