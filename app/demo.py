@@ -47,6 +47,12 @@ PROFILES: dict[str, dict[str, Any]] = {
         "policy": TaskProfile.Policy.ALWAYS_TEACHER,
         "verifier": {},
     },
+    # The AOI Evolver's teacher calls: a failed diagnosis -> a corrective plan (JSON protocol).
+    "sre-evolver": {
+        "description": "Turns failed diagnoses into corrective plans (JSON protocol, verified per call).",
+        "policy": TaskProfile.Policy.ALWAYS_TEACHER,
+        "verifier": {},
+    },
     "short-answer": {
         "description": "One-word answers checked by a regex given with each call.",
         "policy": TaskProfile.Policy.STUDENT_WITH_FALLBACK,

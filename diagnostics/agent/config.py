@@ -46,6 +46,11 @@ def max_llm_iterations() -> int:
     return int(setting("DIAGNOSTICS_MAX_ITERATIONS", 12))
 
 
+def observer_max_tokens() -> int:
+    """Output cap of one Observer decision (a JSON object; small models ramble without a cap)."""
+    return int(setting("DIAGNOSTICS_OBSERVER_MAX_TOKENS", 900))
+
+
 def max_probes() -> int:
     """Tool calls the analyzers-only planner may make in one diagnosis."""
     return int(setting("DIAGNOSTICS_MAX_PROBES", 40))

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -21,6 +22,7 @@ from diagnostics.agent.analyzers import AnalysisState
 from diagnostics.agent.compressor import estimate_tokens
 from diagnostics.agent.findings import Finding
 from diagnostics.agent.llm import GatewayClient, LLMUnavailable
+from diagnostics.agent.skills import SkillEntry, incident_signature, matching, render_matches
 from diagnostics.agent.subject import AlertContext
 from diagnostics.toolsets.base import ToolSpec
 
@@ -144,7 +146,7 @@ def _spec_line(spec: ToolSpec) -> str:
     return f"- {spec.name}({params}): {spec.description[:160]}"
 
 
-def render_view(view: InvestigationView, budget_tokens: int) -> str:
+def render_view(view: InvestigationView, budget_tokens: int, skills: Sequence[SkillEntry] = ()) -> str:
     alert = view.alert
     parts = [
         "## Incident",
@@ -162,6 +164,8 @@ def render_view(view: InvestigationView, budget_tokens: int) -> str:
     parts += ["", "## Findings (deterministic analyzers)"]
     ranked = sorted(view.findings, key=lambda f: (-int(f.is_problem), -f.rank))
     parts += [f"- [{f.severity.name.lower()}] {f.summary}" for f in ranked[:25]] or ["- none yet"]
+    if skills:
+        parts += ["", *render_matches(skills)]
     if view.proposed:
         parts += ["", "## Already proposed", *(f"- {a} {json.dumps(args)}" for a, args in view.proposed)]
     header = "\n".join(parts)
@@ -214,30 +218,40 @@ def parse_decision(content: str, schema: dict[str, Any]) -> tuple[Decision | Non
 @register
 class LLMObserver(Observer):
     """Decides through the gateway. When the LLM fails twice in a row, the deterministic planner
-    takes over for the rest of the investigation (and says so in a step)."""
+    takes over for the rest of the investigation (and says so in a step).
+
+    ``skills`` are the diagnostic skills admitted for its profile; each prompt carries those whose
+    signature matches the incident as the findings so far describe it."""
 
     mode = "llm"
 
     def __init__(
-        self, *, client: GatewayClient, fallback: Observer, max_iterations: int | None = None
+        self,
+        *,
+        client: GatewayClient,
+        fallback: Observer,
+        max_iterations: int | None = None,
+        skills: Sequence[SkillEntry] = (),
     ) -> None:
         self.client = client
         self.fallback = fallback
         self.max_iterations = max_iterations or config.max_llm_iterations()
+        self.skills = list(skills)
         self.failed = False
 
     def decide(self, view: InvestigationView) -> Decision:
         if self.failed:
             return self.fallback.decide(view)
         schema = protocol_schema(view.tools, view.actions)
+        skills = matching(self.skills, incident_signature(view.alert, view.findings))
         messages: list[dict[str, Any]] = [
             {"role": "system", "content": SYSTEM_PROMPT},
-            {"role": "user", "content": render_view(view, config.context_budget_tokens())},
+            {"role": "user", "content": render_view(view, config.context_budget_tokens(), skills)},
         ]
         problem = ""
         for _attempt in range(2):
             try:
-                reply = self.client.complete(messages, schema=schema)
+                reply = self.client.complete(messages, schema=schema, max_tokens=config.observer_max_tokens())
             except LLMUnavailable as exc:
                 problem = str(exc)
                 break

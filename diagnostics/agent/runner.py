@@ -32,6 +32,7 @@ from diagnostics.agent.observer import (
 )
 from diagnostics.agent.planner import RulePlanner
 from diagnostics.agent.probe import Probe
+from diagnostics.agent.skills import observer_skills
 from diagnostics.agent.subject import AlertContext, from_payload
 from diagnostics.models import Incident, Trajectory
 from diagnostics.toolsets.base import ToolSpec
@@ -106,10 +107,11 @@ def build_observer_for(mode: str, client: GatewayClient | None = None) -> Observ
     planner = RulePlanner()
     if mode != MODE_LLM:
         return planner
-    client = client or gateway_client(config.observer_profile())
+    profile = config.observer_profile()
+    client = client or gateway_client(profile)
     if client is None:
         return planner
-    return LLMObserver(client=client, fallback=planner)
+    return LLMObserver(client=client, fallback=planner, skills=observer_skills(profile))
 
 
 def _clip(text: str) -> tuple[str, bool]:

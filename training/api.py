@@ -1,0 +1,72 @@
+"""The training REST API (JSON, same authentication and error shape as the incidents API).
+
+- ``POST /api/evolver/trajectories/<id>/mark-wrong`` ``{"note": "..."}``: a user says a finished
+  diagnosis is wrong; it is graded failed and sent to the Evolver (202, the skill job).
+- ``GET /api/evolver/skills/<id>``: a skill job and, once ready, its corrective plan.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django.contrib.auth.models import User
+from django.http import HttpRequest, JsonResponse
+
+from diagnostics.api import ApiError, Principal, endpoint
+from training.models import DiagnosticSkill
+from training.services.evolver import EvolverError, trajectory_mark_wrong
+
+MAX_NOTE = 4000
+
+
+def skill_json(skill: DiagnosticSkill) -> dict[str, Any]:
+    return {
+        "id": skill.pk,
+        "trajectory": skill.trajectory_id,
+        "status": skill.status,
+        "source": skill.source,
+        "note": skill.note,
+        "marked_by": skill.marked_by.get_username() if skill.marked_by else None,
+        "went_wrong": skill.went_wrong,
+        "explanation": skill.explanation,
+        "plan": skill.plan,
+        "signature": skill.signature,
+        "error": skill.error,
+        "created_at": skill.created_at.isoformat(),
+        "finished_at": skill.finished_at.isoformat() if skill.finished_at else None,
+    }
+
+
+def _note(request: HttpRequest) -> str:
+    try:
+        data = json.loads(request.body or b"{}")
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ApiError(400, f"Request body is not valid JSON: {exc}", "invalid_json") from None
+    note = data.get("note", "") if isinstance(data, dict) else None
+    if not isinstance(note, str) or not note.strip():
+        raise ApiError(400, "'note' must say what is wrong with the diagnosis.", "invalid_field")
+    if len(note) > MAX_NOTE:
+        raise ApiError(400, f"'note' is longer than {MAX_NOTE} characters.", "invalid_field")
+    return note.strip()
+
+
+@endpoint("POST")
+def trajectory_mark_wrong_view(
+    request: HttpRequest, principal: Principal, trajectory_id: int
+) -> JsonResponse:
+    if not isinstance(principal, User):
+        raise ApiError(403, "Only a user can mark a diagnosis wrong.", "forbidden")
+    try:
+        skill = trajectory_mark_wrong(trajectory_id=trajectory_id, user=principal, note=_note(request))
+    except EvolverError as exc:
+        raise ApiError(exc.status, exc.message, exc.code) from None
+    return JsonResponse({"skill": skill_json(skill)}, status=202)
+
+
+@endpoint("GET")
+def skill_detail(request: HttpRequest, principal: Principal, skill_id: int) -> JsonResponse:
+    skill = DiagnosticSkill.objects.select_related("marked_by").filter(pk=skill_id).first()
+    if skill is None:
+        raise ApiError(404, f"No diagnostic skill {skill_id}.", "not_found")
+    return JsonResponse({"skill": skill_json(skill)})
