@@ -74,31 +74,36 @@ def test_router_learns_from_the_ledger_and_routes_change(gateway_url, backends, 
             assert route == "student"
         wait_for_samples(worker)
 
-    rows = Invocation.objects.filter(profile=profile)
-    assert rows.count() == 120
-    assert rows.filter(fallback=True).count() == 40  # the hard calls fell back to the teacher
-    sampled = rows.filter(sample_state=Invocation.SampleState.DONE)
-    assert sampled.count() == 80  # every passed student call got its teacher sample
-    assert all(any(leg.get("background") for leg in row.legs) for row in sampled)
+        rows = Invocation.objects.filter(profile=profile)
+        assert rows.count() == 120
+        assert rows.filter(fallback=True).count() == 40  # the hard calls fell back to the teacher
+        sampled = rows.filter(sample_state=Invocation.SampleState.DONE)
+        assert sampled.count() == 80  # every passed student call got its teacher sample
+        assert all(any(leg.get("background") for leg in row.legs) for row in sampled)
 
-    version = router_version_train(profile=profile, spec=hashing_spec(ngram_dims=256))
-    assert version.status == RouterVersion.Status.CANDIDATE, version.status_reason
-    assert version.calibration["met"] and version.calibration["curve"]
-    version = router_version_admit(version=version)
-    assert version.status == RouterVersion.Status.ACTIVE, version.status_reason
-    assert version.threshold is not None
-    assert version.admission["pass_rate"] >= version.admission["required_pass_rate"]
+        version = router_version_train(profile=profile, spec=hashing_spec(ngram_dims=256))
+        assert version.status == RouterVersion.Status.CANDIDATE, version.status_reason
+        assert version.calibration["met"] and version.calibration["curve"]
+        version = router_version_admit(version=version)
+        assert version.status == RouterVersion.Status.ACTIVE, version.status_reason
+        assert version.threshold is not None
+        assert version.admission["pass_rate"] >= version.admission["required_pass_rate"]
 
-    stub.requests.clear()
-    for i in range(1000, 1010):
-        route, invocation_id = ask(client, hard(i))
-        assert route == "teacher"
-        row = Invocation.objects.get(pk=invocation_id)
-        assert (row.policy, row.router_version_id, row.fallback) == ("learned", version.pk, False)
-        assert row.score is not None and row.score >= version.threshold
-    assert all("student" not in str(body["model"]) for body in stub.requests)
-    for i in range(1000, 1010):
-        route, invocation_id = ask(client, easy(i))
-        assert route == "student"
-        score = Invocation.objects.get(pk=invocation_id).score
-        assert score is not None and score < version.threshold
+        stub.requests.clear()
+        for i in range(1000, 1010):
+            route, invocation_id = ask(client, hard(i))
+            assert route == "teacher"
+            row = Invocation.objects.get(pk=invocation_id)
+            assert (row.policy, row.router_version_id, row.fallback) == ("learned", version.pk, False)
+            assert row.score is not None and row.score >= version.threshold
+        assert all("student" not in str(body["model"]) for body in stub.requests)
+        easy_ids = []
+        for i in range(1000, 1010):
+            route, invocation_id = ask(client, easy(i))
+            assert route == "student"
+            score = Invocation.objects.get(pk=invocation_id).score
+            assert score is not None and score < version.threshold
+            easy_ids.append(invocation_id)
+        # The learned policy's student calls are sampled too, so the next version learns from them.
+        wait_for_samples(worker)
+        assert Invocation.objects.filter(pk__in=easy_ids, sample_state="done").count() == 10
