@@ -206,6 +206,9 @@ SKILLGATE: dict[str, Any] = {
     "UPSTREAM_TIMEOUT_S": env_float("SKILLGATE_UPSTREAM_TIMEOUT_S", 120.0),
     # A reservation not settled within this time (a crashed worker) is released by Celery beat.
     "RESERVATION_TTL_S": env_int("SKILLGATE_RESERVATION_TTL_S", 900),
+    # Each server process keeps API keys, task profiles and backends this long (0: read every call);
+    # changes made in the same process apply at once, other processes see them within this time.
+    "LOOKUP_CACHE_TTL_S": env_float("SKILLGATE_LOOKUP_CACHE_TTL_S", 5.0),
     "TEACHER": {
         "MODEL": _teacher_model,
         "API_BASE": env_optional("SKILLGATE_TEACHER_API_BASE")

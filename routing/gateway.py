@@ -12,12 +12,13 @@ import time
 import uuid
 from dataclasses import dataclass
 from decimal import Decimal
+from functools import cached_property
 from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
 
-from routing import budgets, teacher_sampling, upstream
+from routing import budgets, lookups, teacher_sampling, upstream
 from routing.errors import ApiError, UpstreamError, bad_request
 from routing.ledger import CallRecord, Leg
 from routing.models import ApiKey, Backend, Invocation, Reservation, TaskProfile
@@ -48,6 +49,10 @@ class Prepared:
             body["messages"] = _with_skillbook(body["messages"], self.profile.skillbook_text)
         return body
 
+    @cached_property
+    def request_dict(self) -> dict[str, Any]:
+        return self.request.model_dump(exclude_none=True)
+
     def new_record(self) -> CallRecord:
         assert self.profile.pk is not None
         return CallRecord(
@@ -59,7 +64,7 @@ class Prepared:
             policy=self.decision.policy,
             score=self.decision.score,
             stream=self.request.stream,
-            request=self.request.model_dump(exclude_none=True),
+            request=self.request_dict,
             router_version_id=self.decision.version_id,
             sample_leg=teacher_sampling.draw(
                 profile=self.profile,
@@ -100,7 +105,7 @@ def _verifier_for(request: ChatRequest, profile: TaskProfile) -> Verifier | None
         raise bad_request(f"Invalid verifier: {exc}", param="metadata.verifier") from None
 
 
-def _load_profile_and_backends(name: str) -> tuple[TaskProfile, list[Backend]]:
+def _load_profile_and_backends(name: str) -> tuple[TaskProfile, list[Backend]] | None:
     profile = TaskProfile.objects.select_related("student", "teacher").filter(name=name).first()
     if profile is None and name == DEFAULT_PROFILE:
         profile, _ = TaskProfile.objects.get_or_create(
@@ -108,17 +113,21 @@ def _load_profile_and_backends(name: str) -> tuple[TaskProfile, list[Backend]]:
             defaults={"description": "Calls that name no task profile: no verifier, so the teacher answers."},
         )
     if profile is None:
-        raise bad_request(
-            f"Unknown task profile {name!r}; create it in the admin or omit it for the default profile.",
-            param="metadata.task",
-            code="unknown_task_profile",
-        )
+        return None
     return profile, list(Backend.objects.filter(is_active=True).order_by("pk"))
 
 
 async def prepare(*, api_key: ApiKey, request: ChatRequest, task_header: str | None) -> Prepared:
     started = time.perf_counter()
-    profile, backends = await sync_to_async(_load_profile_and_backends)(profile_name_of(request, task_header))
+    name = profile_name_of(request, task_header)
+    found = await lookups.cached("profile", name, lambda: _load_profile_and_backends(name))
+    if found is None:
+        raise bad_request(
+            f"Unknown task profile {name!r}; create it in the admin or omit it for the default profile.",
+            param="metadata.task",
+            code="unknown_task_profile",
+        )
+    profile, backends = found
     teacher = profile.teacher or next((b for b in backends if b.role == Backend.Role.TEACHER), None)
     student = profile.student or next((b for b in backends if b.role == Backend.Role.STUDENT), None)
     if student is not None and profile.student_adapter:
@@ -180,9 +189,7 @@ async def verify(prep: Prepared, leg: Leg, message: dict[str, Any]) -> None:
     if prep.verifier is None:
         return
     started = time.perf_counter()
-    verdict = await asyncio.to_thread(
-        prep.verifier.verify, request=prep.request.model_dump(exclude_none=True), message=message
-    )
+    verdict = await asyncio.to_thread(prep.verifier.verify, request=prep.request_dict, message=message)
     leg.verify_ms = (time.perf_counter() - started) * 1000
     leg.verdict = Invocation.Verdict.PASS if verdict.passed else Invocation.Verdict.FAIL
     leg.detail = verdict.detail

@@ -6,6 +6,7 @@ import hashlib
 import hmac
 import secrets
 
+from routing import lookups
 from routing.models import ApiKey
 
 KEY_PREFIX = "sg-"
@@ -34,7 +35,9 @@ async def authenticate(raw: str) -> ApiKey | None:
     prefix = parse_prefix(raw)
     if prefix is None:
         return None
-    key = await ApiKey.objects.filter(prefix=prefix, revoked_at__isnull=True).afirst()
+    key = await lookups.cached(
+        "api_key", prefix, lambda: ApiKey.objects.filter(prefix=prefix, revoked_at__isnull=True).first()
+    )
     if key is None or not hmac.compare_digest(key.key_hash, hash_key(raw)):
         return None
     return key

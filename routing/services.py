@@ -9,6 +9,7 @@ from django.contrib.auth.models import User
 from django.db import transaction
 from django.utils import timezone
 
+from routing import lookups
 from routing.keys import generate_key
 from routing.models import ApiKey, Backend, TaskProfile
 
@@ -31,6 +32,7 @@ def api_key_create(
 
 def api_key_revoke(*, api_key: ApiKey) -> ApiKey:
     ApiKey.objects.filter(pk=api_key.pk, revoked_at__isnull=True).update(revoked_at=timezone.now())
+    lookups.clear()
     api_key.refresh_from_db()
     return api_key
 

@@ -44,6 +44,9 @@ def _call_kwargs(backend: Backend, body: dict[str, Any]) -> dict[str, Any]:
         kwargs["api_base"] = backend.api_base
     key = os.environ.get(backend.api_key_env) if backend.api_key_env else None
     kwargs["api_key"] = key or "none"
+    if backend.input_cost_per_token is not None:
+        kwargs["input_cost_per_token"] = float(backend.input_cost_per_token)
+        kwargs["output_cost_per_token"] = float(backend.output_cost_per_token or 0)
     return kwargs
 
 
