@@ -12,10 +12,14 @@ from pathlib import Path
 import pytest
 
 from diagnostics.lab import deploy
+from diagnostics.lab.changes import clear_changes, recent_changes, render_changes
 from diagnostics.lab.config import REPO_ROOT, LabConfig
+from diagnostics.lab.control import Lab
 from diagnostics.lab.probes import histogram_quantile, parse_metrics, summarize_http
 from diagnostics.lab.services.common import ConfigError, Metrics, RespClient, StoreError, load_json_config
+from diagnostics.lab.state import known_good_configs, write_config
 from diagnostics.lab.supervisor import render_conf
+from diagnostics.toolsets.local import LocalReadToolset
 from tests.conftest import free_port
 
 
@@ -113,3 +117,22 @@ def test_releases_switch_atomically_and_roll_back_to_the_previous_one(tmp_path: 
         deploy.switch(config, "api", "v9", actor="ci")
     with pytest.raises(deploy.DeployError):
         deploy.current(config, "worker")
+
+
+def test_config_edits_are_logged_with_who_and_when_and_shown_next_to_the_config(tmp_path: Path) -> None:
+    config = LabConfig(root=tmp_path, port_base=free_port())
+    for service, data in known_good_configs(config).items():
+        write_config(config, service, data)
+    lab = Lab(config)
+    assert lab.set_config_key("worker", "batch_size", 4096, actor="alice") == 16
+    assert lab.set_config_key("worker", "batch_size", 4096, actor="bob") == 4096  # no change, no entry
+    lab.set_config_key("api", "cache_enabled", False)
+    (change,) = recent_changes(config, "worker")
+    assert (change.key, change.old, change.new, change.by) == ("batch_size", 16, 4096, "alice")
+    line = render_changes(config, "worker").splitlines()[1]
+    assert line.startswith("changed worker.batch_size: 16 -> 4096 at ") and line.endswith(" by alice")
+    shown = LocalReadToolset(config).call("read_config", {"service": "api"}).output
+    assert '"cache_enabled": false' in shown and "changed api.cache_enabled: true -> false" in shown
+    clear_changes(config)
+    assert recent_changes(config, "worker") == []
+    assert "no recorded changes" in render_changes(config, "worker")
