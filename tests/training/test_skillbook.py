@@ -24,6 +24,7 @@ from tests.support.cycle import (
 from tests.support.openai_stub import Reply
 from training.models import Skill, SkillBook
 from training.services.cycle import demonstrations_replay, skillbook_activate, skillbook_update
+from training.services.cycle.calls import split_of
 from training.services.cycle.skillbook import render
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -197,3 +198,19 @@ def test_the_cap_comes_from_the_settings(gateway_url, backends, api_key, stub):
     ):
         book = new_version(profile)
     assert len(book.text) <= 200 and "Do:" in book.text and "Avoid:" not in book.text
+
+
+def test_heldout_prompts_never_reach_the_skillbook(gateway_url, backends, api_key, stub):
+    profile = json_profile()
+    heldout, train = ("Hanoi", "Vietnam"), ("Paris", "France")
+    assert split_of(city_prompt(*heldout)) == "heldout" and split_of(city_prompt(*train)) == "train"
+    failing_traffic(gateway_url, api_key.raw, stub, [heldout, train])
+    demonstrations_replay(profile_id=profile.pk)
+
+    book = new_version(profile)
+
+    skill = Skill.objects.get(profile=profile)
+    assert [f["prompt"] for f in skill.failures] == [city_prompt(*train)[1]["content"]]
+    assert [json.loads(e["answer"])["city"] for e in skill.exemplars] == ["Paris"]
+    [asked] = distill_requests(stub)
+    assert "Hanoi" not in asked["messages"][1]["content"] and "Hanoi" not in book.text

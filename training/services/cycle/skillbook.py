@@ -25,7 +25,7 @@ from routing.services import task_profile_skillbook_set
 from routing.verifiers.json_schema import message_text, schema_errors
 from training import selectors
 from training.models import Demonstration, Skill, SkillBook
-from training.services.cycle.calls import call, cycle_setting, task_signature, teacher_of
+from training.services.cycle.calls import call, cycle_setting, split_of, task_signature, teacher_of
 
 MAX_ITEMS = 3
 MAX_ITEM_CHARS = 200
@@ -91,6 +91,8 @@ def _gather(profile: TaskProfile) -> dict[str, _Evidence]:
     for invocation in Invocation.objects.filter(profile=profile).order_by("-created_at")[:window]:
         signature, label = task_signature(invocation.request)
         item = evidence.setdefault(signature, _Evidence(label, 0, {}, [], []))
+        # Held-out prompts judge admission: none of their text may reach the SkillBook.
+        heldout = split_of(invocation.request.get("messages") or []) == "heldout"
         item.calls += 1
         for leg in invocation.legs or []:
             verdict = leg.get("verdict")
@@ -100,6 +102,7 @@ def _gather(profile: TaskProfile) -> dict[str, _Evidence]:
                 leg.get("role") == "student"
                 and verdict == Invocation.Verdict.FAIL
                 and len(item.failures) < FAILURES
+                and not heldout
             ):
                 item.failures.append(
                     {
