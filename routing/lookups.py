@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 from asgiref.sync import sync_to_async
 from cachetools import TTLCache
 from django.conf import settings
+from django.db import transaction
 from django.db.models.signals import post_delete, post_save
 
 from routing.models import ApiKey, Backend, TaskProfile
@@ -54,6 +55,12 @@ async def cached(name: str, key: Any, load: Callable[[], T | None]) -> T | None:
 
 
 def clear(*_: Any, **__: Any) -> None:
+    """Forget everything once the current transaction commits (at once outside one), so no call can
+    cache the old row between this write and its commit."""
+    transaction.on_commit(forget_all)
+
+
+def forget_all() -> None:
     with _lock:
         for cache in _caches.values():
             cache.clear()

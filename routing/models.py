@@ -218,7 +218,9 @@ class RouterVersion(models.Model):
     target_pass_rate = models.FloatField()
     target_relative = models.BooleanField(default=True, help_text="Target is a share of always-teacher's.")
     max_p95_ms = models.FloatField(null=True, blank=True)
-    calibration = models.JSONField(default=dict, blank=True, help_text="Whole cost-quality curve and chosen point.")
+    calibration = models.JSONField(
+        default=dict, blank=True, help_text="Whole cost-quality curve and chosen point."
+    )
     predicted_teacher_share = models.FloatField(null=True, blank=True)
     predicted_pass_rate = models.FloatField(null=True, blank=True)
     predicted_cost_rel = models.FloatField(null=True, blank=True)

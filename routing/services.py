@@ -79,6 +79,7 @@ def task_profile_student_adapter_set(*, profile_id: int, adapter_name: str) -> T
     keep the name they read; only calls that start afterwards use the new one.
     """
     TaskProfile.objects.filter(pk=profile_id).update(student_adapter=adapter_name)
+    lookups.clear()
     return TaskProfile.objects.get(pk=profile_id)
 
 
@@ -89,4 +90,5 @@ def task_profile_skillbook_set(*, profile_id: int, text: str) -> TaskProfile:
     Written by training's admission; calls that already read the profile keep the text they read.
     """
     TaskProfile.objects.filter(pk=profile_id).update(skillbook_text=text)
+    lookups.clear()
     return TaskProfile.objects.get(pk=profile_id)

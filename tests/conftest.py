@@ -8,6 +8,7 @@ from decimal import Decimal
 import pytest
 import uvicorn
 
+from routing import lookups
 from routing.models import Backend
 from tests.factories import BackendFactory, KeyPair, make_key
 from tests.support.openai_stub import OpenAIStub, Reply
@@ -16,6 +17,12 @@ from tests.support.vllm import free_port
 # Prices the test backends charge (USD per token); the teacher is 10x the student.
 TEACHER_PRICES = (Decimal("0.000010"), Decimal("0.000030"))
 STUDENT_PRICES = (Decimal("0.000001"), Decimal("0.000003"))
+
+
+@pytest.fixture(autouse=True)
+def _fresh_lookups() -> None:
+    """Each test starts with the gateway's per-process lookup cache empty (its rows are gone)."""
+    lookups.forget_all()
 
 
 @pytest.fixture(scope="session")
