@@ -327,3 +327,23 @@ SKILLGATE["CYCLE"] = {
     "STAGE_TIMEOUT_S": env_int("SKILLGATE_CYCLE_STAGE_TIMEOUT_S", 3600),
     "STAGE_MAX_ATTEMPTS": env_int("SKILLGATE_CYCLE_STAGE_MAX_ATTEMPTS", 3),
 }
+
+# --- AOI Evolver (failed diagnoses -> corrective plans -> diagnostic skills) ---------------------
+# The sweep gives graded failures a job, exports successful diagnoses as demonstrations and sends a
+# changed skill set to replay admission (0: off).
+if (_evolver_every := env_int("SKILLGATE_EVOLVER_SWEEP_S", 300)) > 0:
+    CELERY_BEAT_SCHEDULE["evolver-sweep"] = {
+        "task": "training.tasks.evolver.evolver_sweep",
+        "schedule": float(_evolver_every),
+    }
+SKILLGATE["EVOLVER"] = {
+    # The teacher's task profile for corrective plans; the queue of the Evolver's tasks (empty: default).
+    "PROFILE": env_str("SKILLGATE_EVOLVER_PROFILE", "sre-evolver"),
+    "QUEUE": env_str("SKILLGATE_EVOLVER_QUEUE", ""),
+    "MAX_SKILLBOOK_CHARS": env_int("SKILLGATE_EVOLVER_MAX_SKILLBOOK_CHARS", 4000),
+    # Held-out cases replayed for admission (empty: the shared holmesgpt cases) and a name filter.
+    "HELDOUT_CASES": env_str("SKILLGATE_EVOLVER_HELDOUT_CASES", ""),
+    "HELDOUT_FILTER": env_str("SKILLGATE_EVOLVER_HELDOUT_FILTER", ""),
+    "STALE_AFTER_S": env_int("SKILLGATE_EVOLVER_STALE_AFTER_S", 600),
+    "MAX_ATTEMPTS": env_int("SKILLGATE_EVOLVER_MAX_ATTEMPTS", 3),
+}

@@ -36,6 +36,8 @@ DEFAULTS: dict[str, Any] = {
     "STALE_AFTER_S": 600,  # a running job older than this is claimed again (its worker died)
     "MAX_ATTEMPTS": 3,
     "QUEUE": "",  # empty: Celery's default queue
+    "HELDOUT_CASES": "",  # empty: the shared holmesgpt cases
+    "HELDOUT_FILTER": "",
 }
 
 
