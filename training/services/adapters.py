@@ -71,6 +71,11 @@ def _conf() -> dict[str, Any]:
     return dict(settings.SKILLGATE["TRAINING"])
 
 
+def training_queue() -> str:
+    """The Celery queue training tasks go to (``gpu`` by default)."""
+    return str(_conf()["QUEUE"])
+
+
 def resolve_hyperparameters(profile: TaskProfile, overrides: dict[str, Any] | None) -> Hyperparameters:
     """Trainer defaults <- settings <- the profile's TrainingSettings <- this run's overrides."""
     profile_settings = TrainingSettings.objects.filter(profile=profile).first()

@@ -82,8 +82,10 @@ class Command(BaseCommand):
                     "WARNING",
                     "--concurrency",
                     "1",
+                    # One dev worker takes both queues; a training run then holds it until done.
+                    # Production runs the gpu queue on its own worker (prefetch 1, one task per child).
                     "--queues",
-                    settings.CELERY_TASK_DEFAULT_QUEUE,
+                    f"{settings.CELERY_TASK_DEFAULT_QUEUE},{settings.SKILLGATE['TRAINING']['QUEUE']}",
                 ],
                 to_log=True,
             )
