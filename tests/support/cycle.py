@@ -37,11 +37,9 @@ Answer = str | Callable[[dict[str, Any]], str | Reply]
 
 
 def json_profile(name: str = "extract", **fields: Any) -> TaskProfile:
+    fields = {"policy": TaskProfile.Policy.STUDENT_WITH_FALLBACK, **fields}
     return TaskProfileFactory.create(
-        name=name,
-        policy=TaskProfile.Policy.STUDENT_WITH_FALLBACK,
-        verifier={"kind": "json_schema", "schema": CITY_SCHEMA},
-        **fields,
+        name=name, verifier={"kind": "json_schema", "schema": CITY_SCHEMA}, **fields
     )
 
 

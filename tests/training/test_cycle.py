@@ -19,7 +19,7 @@ from django.db import connection
 from django.test import override_settings
 from django.utils import timezone
 
-from routing.models import Invocation
+from routing.models import Invocation, RouterVersion
 from tests.support.cycle import (
     CITIES,
     city_of,
@@ -280,3 +280,27 @@ def test_a_cycle_started_over_the_api_runs_on_the_worker_and_the_next_calls_pass
     assert after.served_by == Invocation.Route.STUDENT and not after.fallback
     listed = http.get(f"{gateway_url}/api/admissions", params={"profile": "extract"}, headers=auth).json()
     assert [a["id"] for a in listed["admissions"]] == [cycle["admission"]["id"]]
+
+
+@cycle_settings(TRAIN_ADAPTER=False)
+def test_the_router_stage_retrains_a_learned_profiles_router_through_routing(
+    gateway_url, backends, api_key, stub
+):
+    profile = json_profile(policy="learned")
+    stub.responder = responder(student=student, teacher=teacher)
+    drive(gateway_url, api_key.raw, "extract", [city_prompt(*c) for c in CITIES[:3]])
+    cycle, _ = cycle_start(profile_id=profile.pk)
+
+    cycle = run_inline(cycle.pk, until=Cycle.Stage.ADMISSION)
+
+    # Routing trained a version and its own held-out admission rejected it (three calls): the cycle
+    # records the outcome and goes on.
+    version = RouterVersion.objects.get(profile=profile)
+    assert cycle.stage == Cycle.Stage.ADMISSION and cycle.status == Cycle.Status.QUEUED
+    assert cycle.stats["router"] == {
+        "version": version.pk,
+        "number": 1,
+        "status": RouterVersion.Status.REJECTED,
+        "reason": version.status_reason,
+    }
+    assert "held-out" in version.status_reason

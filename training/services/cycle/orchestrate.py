@@ -157,7 +157,29 @@ def _adapter(cycle: Cycle) -> str | None:
 
 
 def _router(cycle: Cycle) -> str | None:
-    cycle.stats["router"] = {"skipped": "the router is retrained and admitted by its own job"}
+    """A learned-policy profile gets a new router version, trained and calibrated on the ledger and
+    admitted or rejected by routing's own held-out replay (its numbers stay on the version)."""
+    if cycle.profile.policy != TaskProfile.Policy.LEARNED:
+        cycle.stats["router"] = {"skipped": f"policy {cycle.profile.policy} uses no learned router"}
+        return None
+    from routing.router_versions.services import (
+        RouterTrainingError,
+        router_version_admit,
+        router_version_train,
+    )
+
+    try:
+        version = router_version_train(profile=cycle.profile)
+    except RouterTrainingError as exc:
+        cycle.stats["router"] = {"error": str(exc)[:500]}
+        return None
+    version = router_version_admit(version=version)
+    cycle.stats["router"] = {
+        "version": version.pk,
+        "number": version.number,
+        "status": version.status,
+        "reason": version.status_reason[:500],
+    }
     return None
 
 
