@@ -219,6 +219,9 @@ SKILLGATE: dict[str, Any] = {
         or (None if _teacher_is_provider else _DEMO_TEACHER_PRICES[0]),
         "OUTPUT_COST": env_optional("SKILLGATE_TEACHER_OUTPUT_COST_PER_TOKEN")
         or (None if _teacher_is_provider else _DEMO_TEACHER_PRICES[1]),
+        # With no provider, the demo teacher is the student's base model asked for several answers,
+        # the first that passes the profile's verifier winning (best-of-n): slower, dearer, more accurate.
+        "SAMPLES": env_int("SKILLGATE_TEACHER_SAMPLES", 1 if _teacher_is_provider else 4),
     },
     "STUDENT": {
         "MODEL": env_str("SKILLGATE_STUDENT_MODEL", f"hosted_vllm/{_DEMO_MODEL}"),

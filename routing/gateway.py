@@ -28,6 +28,7 @@ from routing.router import Call, Decision, build_router
 from routing.verifiers import Verifier, VerifierConfigError, build_verifier
 
 AUTO_MODEL = "auto"
+BEST_OF_TEMPERATURE = 0.8
 DEFAULT_PROFILE = "default"
 
 
@@ -206,17 +207,45 @@ def price_leg(leg: Leg, backend: Backend, usage: upstream.Usage) -> None:
     leg.cost_usd = usage_cost(prices_for(backend), usage)
 
 
+def best_of(prep: Prepared, backend: Backend) -> int:
+    """How many answers to ask ``backend`` for: its ``samples`` when there is a verifier to choose."""
+    return backend.samples if backend.samples > 1 and prep.verifier is not None else 1
+
+
+async def verify_best_of(prep: Prepared, leg: Leg, completion: upstream.Completion) -> upstream.Completion:
+    """The first of the answers that passes verification, else the first answer, marked failed."""
+    verify_ms, first_failure, total = 0.0, "", len(completion.choices)
+    for index, (message, _) in enumerate(completion.choices):
+        await verify(prep, leg, message)
+        verify_ms += leg.verify_ms
+        if leg.verdict == Invocation.Verdict.PASS:
+            leg.verify_ms = verify_ms
+            leg.detail = f"best of {total}: answer {index + 1} passed. {leg.detail}".strip()
+            return completion.pick(index)
+        first_failure = first_failure or leg.detail
+    leg.verify_ms = verify_ms
+    leg.detail = f"best of {total}: no answer passed; the first failed: {first_failure}"
+    return completion.pick(0)
+
+
 async def run_leg(prep: Prepared, record: CallRecord, backend: Backend) -> upstream.Completion | None:
     leg = new_leg(backend)
     record.legs.append(leg)
+    body, samples = prep.body_for(backend), best_of(prep, backend)
+    if samples > 1:
+        # Sampling is what makes the answers differ; a greedy request would get n copies of one answer.
+        temperature = max(body.get("temperature") or 0.0, BEST_OF_TEMPERATURE)
+        body = {**body, "n": samples, "temperature": temperature}
     try:
-        completion = await upstream.complete(backend, prep.body_for(backend))
+        completion = await upstream.complete(backend, body)
     except UpstreamError as exc:
         leg.error, leg.error_status = exc.message, exc.status
         leg.verdict = Invocation.Verdict.ERROR
         return None
     leg.latency_ms = completion.latency_ms
     price_leg(leg, backend, completion.usage)
+    if samples > 1 and len(completion.choices) > 1:
+        return await verify_best_of(prep, leg, completion)
     await verify(prep, leg, completion.message)
     return completion
 

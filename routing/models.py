@@ -69,6 +69,13 @@ class Backend(models.Model):
     output_cost_per_token = models.DecimalField(max_digits=20, decimal_places=14, null=True, blank=True)
     cached_input_cost_per_token = models.DecimalField(max_digits=20, decimal_places=14, null=True, blank=True)
     timeout_s = models.FloatField(default=120.0)
+    samples = models.PositiveSmallIntegerField(
+        default=1,
+        help_text=(
+            "Best-of-n: ask for this many answers in one call and answer with the first that passes the "
+            "profile's verifier (1: a plain call). Makes a small model a stronger, costlier teacher."
+        ),
+    )
     is_active = models.BooleanField(default=True)
 
     def __str__(self) -> str:

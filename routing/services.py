@@ -60,6 +60,7 @@ def backends_sync_from_settings() -> list[Backend]:
                 "input_cost_per_token": _cost(conf["INPUT_COST"]),
                 "output_cost_per_token": _cost(conf["OUTPUT_COST"]),
                 "timeout_s": settings.SKILLGATE["UPSTREAM_TIMEOUT_S"],
+                "samples": conf.get("SAMPLES", 1),
             },
         )
         synced.append(backend)

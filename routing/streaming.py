@@ -17,7 +17,20 @@ from typing import Any
 
 from routing import upstream
 from routing.errors import ApiError, UpstreamError
-from routing.gateway import Prepared, finish, new_leg, price_leg, reserve_budget, run_leg, save, verify
+from routing.gateway import (
+    Prepared,
+    Result,
+    best_of,
+    complete_call,
+    finish,
+    legs_planned,
+    new_leg,
+    price_leg,
+    reserve_budget,
+    run_leg,
+    save,
+    verify,
+)
 from routing.ledger import CallRecord
 from routing.models import Backend, Invocation, Reservation
 from routing.pricing import Usage
@@ -104,6 +117,9 @@ def _headers(record: CallRecord, served_by: str, verdict: str, overhead_ms: floa
 
 
 async def stream_call(prep: Prepared) -> StreamPlan:
+    if any(best_of(prep, backend) > 1 for backend in legs_planned(prep)):
+        # A best-of-n backend chooses among whole answers, so the call runs whole and is then sent.
+        return _replay_result(prep, await complete_call(prep))
     reservation = await reserve_budget(prep)
     record = prep.new_record()
     completion_id = f"chatcmpl-{record.id.hex}"
@@ -157,6 +173,22 @@ def _replay_verified(
         yield DONE
 
     return StreamPlan(_headers(record, leg.role, leg.verdict, record.overhead_ms), body())
+
+
+def _replay_result(prep: Prepared, result: Result) -> StreamPlan:
+    """A call already run whole (and recorded) sent as the chunks of a stream."""
+    record, served = result.record, result.served
+    want_usage = bool(prep.request.stream_options and prep.request.stream_options.include_usage)
+    usage = result.completion.raw.get("usage") if want_usage else None
+    message, finish_reason = result.completion.message, result.completion.finish_reason
+    chunks = completion_chunks(f"chatcmpl-{record.id.hex}", served.model, message, finish_reason, usage)
+
+    async def body() -> AsyncIterator[bytes]:
+        for chunk in chunks:
+            yield sse(chunk)
+        yield DONE
+
+    return StreamPlan(_headers(record, served.role, served.verdict, record.overhead_ms), body())
 
 
 def _replay_unverified_or_fail(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from routing.errors import UpstreamError
@@ -36,6 +36,13 @@ class Completion:
     usage: Usage
     latency_ms: float
     raw: dict[str, Any] = field(repr=False)
+    # Every answer the backend gave, as (message, finish_reason): more than one for a best-of-n call.
+    choices: list[tuple[dict[str, Any], str]] = field(default_factory=list, repr=False)
+
+    def pick(self, index: int) -> Completion:
+        """This completion answering with its ``index``-th choice (usage still counts them all)."""
+        message, finish_reason = self.choices[index]
+        return replace(self, message=message, finish_reason=finish_reason)
 
 
 def _call_kwargs(backend: Backend, body: dict[str, Any]) -> dict[str, Any]:
@@ -98,13 +105,14 @@ async def complete(backend: Backend, body: dict[str, Any]) -> Completion:
         raise _upstream_error(backend, exc) from exc
     latency_ms = (time.perf_counter() - started) * 1000
     raw = response.model_dump()
-    choice = response.choices[0]
+    choices = [(_message_dict(c.message), c.finish_reason or "stop") for c in response.choices]
     return Completion(
-        message=_message_dict(choice.message),
-        finish_reason=choice.finish_reason or "stop",
+        message=choices[0][0],
+        finish_reason=choices[0][1],
         usage=Usage.from_openai(raw.get("usage")),
         latency_ms=latency_ms,
         raw=raw,
+        choices=choices,
     )
 
 

@@ -29,6 +29,8 @@ class Reply:
     delay_s: float = 0.0
     chunk_delay_s: float = 0.0
     cached_tokens: int = 0
+    # For a request with n > 1: one answer per entry (non-streamed), as vLLM and OpenAI answer n.
+    samples: list[str] | None = None
 
 
 def _words(value: Any) -> int:
@@ -88,10 +90,15 @@ class OpenAIStub:
         finish = "tool_calls" if reply.tool_calls else "stop"
         base = {"id": f"chatcmpl-{uuid.uuid4().hex}", "created": int(time.time()), "model": body["model"]}
         if not body.get("stream"):
-            choice = {"index": 0, "message": message, "finish_reason": finish}
-            return web.json_response(
-                {**base, "object": "chat.completion", "choices": [choice], "usage": usage}
-            )
+            answers = reply.samples if reply.samples and int(body.get("n") or 1) > 1 else [reply.content]
+            choices = [
+                {"index": i, "message": {**message, "content": text}, "finish_reason": finish}
+                for i, text in enumerate(answers)
+            ]
+            usage["completion_tokens"] = sum(_words(text) for text in answers) + _words(reply.tool_calls)
+            usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
+            completion = {**base, "object": "chat.completion", "choices": choices, "usage": usage}
+            return web.json_response(completion)
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await response.prepare(request)
         chunk = {**base, "object": "chat.completion.chunk"}
