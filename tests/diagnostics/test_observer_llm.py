@@ -82,8 +82,21 @@ def test_observer_decisions_go_through_the_gateway_and_are_logged(llm, stub):
     assert "#1 fetch_pod_logs" in second and "-> ok, 1 lines" in second  # a compressed summary of the step
 
 
-def test_a_failing_llm_hands_over_to_the_analyzers_only_planner(llm, stub):
-    stub.responder = lambda body: Reply(content="I think the pod is sad.")
+# What small models answer instead of the protocol (the last two are SmolLM2-135M's own answers):
+# prose, a decision outside the protocol, a list, and a fenced JSON object cut at the output cap.
+MALFORMED = [
+    "I think the pod is sad.",
+    json.dumps({"decision": "restart_everything"}),
+    "- 1.\n- 2.\n- 3.\n\n## Next steps\n- 1.",
+    '```json\n{\n  "decision": "probe",\n  "tool": "kubectl_find_resource",\n'
+    '  "params": {\n    "kind": "pod",\n    "labels": ["yourcompany/crw:latest"]\n  },\n'
+    '  "reason": "yourcompany/crw:latest-1-1-1-1-1-1',
+]
+
+
+@pytest.mark.parametrize("answer", MALFORMED, ids=["prose", "off-protocol", "list", "cut-fenced-json"])
+def test_a_failing_llm_hands_over_to_the_analyzers_only_planner(llm, stub, answer):
+    stub.responder = lambda body: Reply(content=answer)
     trajectory = open_case()
     run_diagnosis(trajectory.pk)
     trajectory.refresh_from_db()
