@@ -309,3 +309,23 @@ def test_a_successful_diagnosis_becomes_demonstrations_for_the_observer_once(llm
     assert {(r.source, r.profile.name) for r in rows} == {("trajectory", "sre-observer")}
     assert [json.loads(r.completion)["decision"] for r in rows] == ["probe", "submit"]
     assert rows[0].messages[0]["role"] == "system" and "Observer" in rows[0].messages[0]["content"]
+
+
+def test_the_beat_sweep_sends_a_changed_skill_set_to_admission_once(llm, stub, enqueued, monkeypatch):
+    from training.tasks import evolver as tasks
+
+    admissions: list[int] = []
+    monkeypatch.setattr(tasks.admit_skill_set, "apply_async", lambda args, **kw: admissions.append(args[0]))
+    skill = ready_skill(stub)
+    swept = tasks.evolver_sweep()
+    (skill_set,) = DiagnosticSkillSet.objects.all()
+    assert swept == {"jobs": [], "demonstrations": 0, "skill_sets": [skill_set.pk]}
+    assert admissions == [skill_set.pk] and list(skill_set.skills.all()) == [skill]
+    assert tasks.evolver_sweep()["skill_sets"] == []  # pending: not proposed twice
+    evolver.skill_set_decide(
+        skill_set=skill_set, active={CRASHPOD: True}, candidate={CRASHPOD: False}, llm=True
+    )
+    assert DiagnosticSkillSet.objects.get(pk=skill_set.pk).status == DiagnosticSkillSet.Status.REFUSED
+    assert tasks.evolver_sweep()["skill_sets"] == [] and admissions == [
+        skill_set.pk
+    ]  # refused: not replayed again

@@ -41,16 +41,15 @@ def admitted_set(profile: TaskProfile) -> DiagnosticSkillSet | None:
 @transaction.atomic
 def skill_set_propose(*, profile_id: int) -> DiagnosticSkillSet | None:
     """A candidate of every ready skill of the profile (newest first, under the size cap), or None
-    when it would render the same text as the admitted set."""
+    when a set with the same text exists (admitted, being decided, or refused: replayed once)."""
     profile = TaskProfile.objects.select_for_update().get(pk=profile_id)
     skills = list(
         DiagnosticSkill.objects.filter(profile=profile, status=DiagnosticSkill.Status.READY).order_by("-pk")
     )
     entries = [skill_entry(s) for s in skills]
     text = render_skillbook(entries, max_chars=int(evolver_setting("MAX_SKILLBOOK_CHARS")))
-    admitted = admitted_set(profile)
-    if not text or (admitted is not None and admitted.text == text):
-        return None
+    if not text or DiagnosticSkillSet.objects.filter(profile=profile, text=text).exists():
+        return None  # nothing new: this very set is admitted, pending, or was refused already
     last = DiagnosticSkillSet.objects.filter(profile=profile).order_by("-version").first()
     skill_set = DiagnosticSkillSet.objects.create(
         profile=profile, version=(last.version + 1) if last else 1, text=text
