@@ -1,5 +1,5 @@
-"""ASGI entry point. The OpenAI-compatible API and the probes are served by a handler without the
-browser middleware (sessions, CSRF, auth, messages): each sync middleware costs two thread hops
+"""ASGI entry point. The OpenAI-compatible API, the probes and the Slack endpoints are served by a handler
+without the browser middleware (sessions, CSRF, auth, messages): each sync middleware costs two thread hops
 per request under ASGI, and an API authenticated by bearer keys needs none of them."""
 
 import os
@@ -14,7 +14,8 @@ site = get_asgi_application()
 from django.core.handlers.asgi import ASGIHandler  # noqa: E402  (after django.setup())
 from django.core.handlers.exception import convert_exception_to_response  # noqa: E402
 
-API_PREFIXES = ("/v1/", "/healthz", "/readyz")
+# Slack's endpoints are signed by Slack, not by a browser session, and must ack within 3 s.
+API_PREFIXES = ("/v1/", "/healthz", "/readyz", "/slack/")
 
 
 class ApiHandler(ASGIHandler):
@@ -28,6 +29,12 @@ class ApiHandler(ASGIHandler):
 
 
 api = ApiHandler()
+
+# Import every view module now, not on the first request: a cold first request (scikit-learn, litellm)
+# would take seconds, past Slack's 3-second ack deadline.
+from django.urls import get_resolver  # noqa: E402
+
+get_resolver().url_patterns  # noqa: B018
 
 
 async def application(scope: dict[str, Any], receive: Any, send: Any) -> None:
