@@ -19,13 +19,15 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
+from diagnostics.agent.skills import HEADER as SKILLS_HEADER
+from diagnostics.agent.skills import with_skills
 from routing.errors import UpstreamError
 from routing.models import Invocation, TaskProfile
 from routing.services import task_profile_skillbook_set
 from routing.verifiers.json_schema import message_text, schema_errors
 from training import selectors
 from training.models import Demonstration, Skill, SkillBook
-from training.services.cycle.calls import call, cycle_setting, split_of, task_signature, teacher_of
+from training.services.cycle.calls import call, cycle_setting, sampled, split_of, task_signature, teacher_of
 
 MAX_ITEMS = 3
 MAX_ITEM_CHARS = 200
@@ -160,11 +162,18 @@ def _distill(profile: TaskProfile, item: _Evidence) -> tuple[list[str], list[str
             "json_schema": {"name": "skillbook", "schema": DISTILLED_SCHEMA},
         },
     }
+    teacher = teacher_of(profile)
     try:
-        answer = call(teacher_of(profile), body)
+        answer = call(teacher, sampled(teacher, body))
     except UpstreamError as exc:
         raise DistillationError(exc.message) from None
-    return parse_distilled(message_text(answer.message))
+    errors = []
+    for choice in answer.choices:  # a best-of-n teacher: the first answer in the asked-for shape
+        try:
+            return parse_distilled(message_text(choice))
+        except DistillationError as exc:
+            errors.append(exc)
+    raise errors[0]
 
 
 def render(profile: TaskProfile, skills: list[Skill], *, max_chars: int) -> str:
@@ -259,5 +268,9 @@ def skillbook_activate(*, skillbook_id: int) -> SkillBook:
     skillbook = SkillBook.objects.select_for_update().get(pk=skillbook_id)
     skillbook.activated_at = timezone.now()
     skillbook.save(update_fields=["activated_at"])
-    task_profile_skillbook_set(profile_id=skillbook.profile_id, text=skillbook.text)
+    # The Evolver's diagnostic-skills block (admitted separately) stays after the cycle's text.
+    current = TaskProfile.objects.get(pk=skillbook.profile_id).skillbook_text
+    _, header, skills = current.partition(SKILLS_HEADER)
+    text = with_skills(skillbook.text, header + skills)
+    task_profile_skillbook_set(profile_id=skillbook.profile_id, text=text)
     return skillbook
