@@ -62,8 +62,16 @@ def adapter_load(*, adapter_id: int) -> Adapter:
     adapter = Adapter.objects.get(pk=adapter_id)
     profile = TaskProfile.objects.select_related("student").get(pk=adapter.profile_id)
     url = f"{vllm_root(student_backend_for(profile))}/v1/load_lora_adapter"
-    response = _post(url, {"lora_name": adapter.name, "lora_path": str(adapter.path)})
-    if response.status_code != 200 and "already been loaded" not in response.text:
+    body = {"lora_name": adapter.name, "lora_path": str(adapter.path)}
+    response = _post(url, body)
+    if response.status_code != 200 and "already been loaded" in response.text and not adapter.is_loaded:
+        # The name is served but not by our load (a database reset while vLLM kept running): its
+        # weights may be another folder's. No call is routed to an adapter we never loaded: reload.
+        _post(
+            f"{vllm_root(student_backend_for(profile))}/v1/unload_lora_adapter", {"lora_name": adapter.name}
+        )
+        response = _post(url, body)
+    if response.status_code != 200 and not (adapter.is_loaded and "already been loaded" in response.text):
         raise DeployError(
             f"vLLM refused adapter {adapter.name!r} ({response.status_code}): {response.text[:500]}"
         )
