@@ -156,3 +156,21 @@ def _skillgate():
     from django.conf import settings
 
     return settings.SKILLGATE
+
+
+def test_a_best_of_n_teacher_gives_its_first_passing_answer(gateway_url, backends, api_key, stub):
+    profile = json_profile()
+    stub.responder = responder(student=BAD, teacher='{"country": "Peru"}')
+    drive(gateway_url, api_key.raw, "extract", [city_prompt("Lima", "Peru")])
+    backends["teacher"].samples = 3
+    backends["teacher"].save()
+    samples = [BAD, good("Lima", "Peru"), '{"city": "Lima", "country": "Chile"}']
+    stub.responder = responder(student=BAD, teacher=Reply(content=BAD, samples=samples))
+    seen = len(stub.requests)
+
+    result = demonstrations_replay(profile_id=profile.pk)
+
+    assert result.accepted["teacher"] == 1
+    assert Demonstration.objects.get(source="teacher").completion == good("Lima", "Peru")
+    [asked] = [b for b in stub.requests[seen:] if not is_student(b)]
+    assert asked["n"] == 3 and asked["temperature"] == 0.8

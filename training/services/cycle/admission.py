@@ -26,14 +26,15 @@ from typing import Any
 from django.db import transaction
 from scipy.stats import binomtest
 
-from routing import upstream
 from routing.errors import UpstreamError
 from routing.models import Backend, Invocation, TaskProfile
-from routing.pricing import prices_for, usage_cost
 from routing.verifiers import Verifier
 from training.models import Admission, Demonstration
 from training.services.cycle.calls import (
+    acall,
     cycle_setting,
+    first_passing,
+    sampled,
     split_of,
     student_of,
     teacher_of,
@@ -112,12 +113,13 @@ def heldout_items(*, profile: TaskProfile, limit: int) -> list[Item]:
 
 
 async def _leg(backend: Backend, body: dict[str, Any], item: Item) -> Leg:
+    """One backend's answer to an item as the gateway gets it (best-of-n for a sampling backend)."""
     try:
-        completion = await upstream.complete(backend, body)
+        answer = await acall(backend, sampled(backend, body))
     except UpstreamError as exc:
         return Leg(False, Decimal(0), exc.message)
-    verdict = await asyncio.to_thread(item.verifier.verify, request=item.request, message=completion.message)
-    return Leg(verdict.passed, usage_cost(prices_for(backend), completion.usage))
+    _, passed, _ = await asyncio.to_thread(first_passing, item.verifier, item.request, answer)
+    return Leg(passed, answer.cost_usd)
 
 
 async def _evaluate(

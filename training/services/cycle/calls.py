@@ -97,22 +97,54 @@ def with_skillbook(messages: list[dict[str, Any]], text: str) -> list[dict[str, 
 
 @dataclass
 class Answer:
-    message: dict[str, Any]
+    message: dict[str, Any]  # the first answer
     cost_usd: Decimal
     latency_ms: float
+    choices: list[dict[str, Any]]  # every answer: more than one from a best-of-n backend
+
+
+def sampled(backend: Backend, body: dict[str, Any]) -> dict[str, Any]:
+    """The body as the gateway sends it to ``backend`` when a verifier can choose: a best-of-n backend
+    (``samples`` > 1) is asked for n sampled answers in one call."""
+    if backend.samples <= 1:
+        return body
+    from routing.gateway import BEST_OF_TEMPERATURE
+
+    return {
+        **body,
+        "n": backend.samples,
+        "temperature": max(body.get("temperature") or 0.0, BEST_OF_TEMPERATURE),
+    }
+
+
+async def acall(backend: Backend, body: dict[str, Any]) -> Answer:
+    completion = await upstream.complete(backend, body)
+    choices = [message for message, _ in completion.choices] or [completion.message]
+    cost = usage_cost(prices_for(backend), completion.usage)
+    return Answer(completion.message, cost, completion.latency_ms, choices)
 
 
 def call(backend: Backend, body: dict[str, Any]) -> Answer:
     """One upstream call, synchronously (Celery tasks are synchronous). Raises UpstreamError."""
-    completion = asyncio.run(upstream.complete(backend, body))
-    return Answer(
-        completion.message, usage_cost(prices_for(backend), completion.usage), completion.latency_ms
-    )
+    return asyncio.run(acall(backend, body))
 
 
 def verify(verifier: Verifier, request: dict[str, Any], message: dict[str, Any]) -> tuple[bool, str]:
     verdict = verifier.verify(request=request, message=message)
     return verdict.passed, verdict.detail
+
+
+def first_passing(
+    verifier: Verifier, request: dict[str, Any], answer: Answer
+) -> tuple[dict[str, Any], bool, str]:
+    """(answer, passed, detail): the first of the answers that passes, else the first one, failed."""
+    first_detail = ""
+    for message in answer.choices:
+        passed, detail = verify(verifier, request, message)
+        if passed:
+            return message, True, detail
+        first_detail = first_detail or detail
+    return answer.choices[0], False, first_detail
 
 
 def completion_text(message: dict[str, Any]) -> str:
@@ -172,9 +204,12 @@ __all__ = [
     "Answer",
     "CycleError",
     "UpstreamError",
+    "acall",
     "call",
     "completion_text",
     "cycle_setting",
+    "first_passing",
+    "sampled",
     "split_of",
     "student_of",
     "task_signature",

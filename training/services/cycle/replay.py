@@ -23,6 +23,8 @@ from training.services.cycle.calls import (
     call,
     completion_text,
     cycle_setting,
+    first_passing,
+    sampled,
     split_of,
     student_of,
     task_signature,
@@ -119,8 +121,11 @@ def _replay_teacher(profile: TaskProfile, invocation: Invocation, result: Replay
         return
     message = _served_teacher_answer(invocation)
     if message is None:
-        message = call(teacher_of(profile), upstream_body(profile, invocation.request)).message
-    passed, detail = verify(verifier, invocation.request, message)
+        teacher = teacher_of(profile)
+        answer = call(teacher, sampled(teacher, upstream_body(profile, invocation.request)))
+        message, passed, detail = first_passing(verifier, invocation.request, answer)
+    else:
+        passed, detail = verify(verifier, invocation.request, message)
     outcome = ReplayAttempt.Outcome.ACCEPTED if passed else ReplayAttempt.Outcome.REJECTED
     demonstration = _record(
         invocation=invocation, source=Source.TEACHER, outcome=outcome, detail=detail, message=message
