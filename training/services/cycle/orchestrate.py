@@ -24,7 +24,7 @@ from training.models import Admission, Cycle, Demonstration
 from training.services.cycle.admission import Configuration, admission_evaluate
 from training.services.cycle.calls import CycleError, cycle_setting
 from training.services.cycle.replay import demonstrations_replay
-from training.services.cycle.skillbook import skillbook_activate, skillbook_update
+from training.services.cycle.skillbook import served_text, skillbook_activate, skillbook_update
 
 log = logging.getLogger(__name__)
 
@@ -129,7 +129,10 @@ def _skillbook(cycle: Cycle) -> str | None:
 
 
 def _candidate_text(cycle: Cycle) -> str:
-    return cycle.skillbook.text if cycle.skillbook else cycle.profile.skillbook_text
+    """The student's prompt prefix if the cycle's candidate is admitted (the active one otherwise)."""
+    if cycle.skillbook is None:
+        return cycle.profile.skillbook_text
+    return served_text(cycle.profile, cycle.skillbook.text)
 
 
 def _adapter(cycle: Cycle) -> str | None:

@@ -268,9 +268,13 @@ def skillbook_activate(*, skillbook_id: int) -> SkillBook:
     skillbook = SkillBook.objects.select_for_update().get(pk=skillbook_id)
     skillbook.activated_at = timezone.now()
     skillbook.save(update_fields=["activated_at"])
-    # The Evolver's diagnostic-skills block (admitted separately) stays after the cycle's text.
-    current = TaskProfile.objects.get(pk=skillbook.profile_id).skillbook_text
-    _, header, skills = current.partition(SKILLS_HEADER)
-    text = with_skills(skillbook.text, header + skills)
-    task_profile_skillbook_set(profile_id=skillbook.profile_id, text=text)
+    profile = TaskProfile.objects.get(pk=skillbook.profile_id)
+    task_profile_skillbook_set(profile_id=profile.pk, text=served_text(profile, skillbook.text))
     return skillbook
+
+
+def served_text(profile: TaskProfile, text: str) -> str:
+    """What the gateway puts in front of the student once ``text`` is admitted: the Evolver's
+    diagnostic-skills block (admitted separately) stays after the cycle's text."""
+    _, header, skills = profile.skillbook_text.partition(SKILLS_HEADER)
+    return with_skills(text, header + skills)
