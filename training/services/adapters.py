@@ -124,6 +124,8 @@ def training_run_start(
     data += list(examples or [])
     if not data:
         raise TrainingError("a training run needs at least one demonstration or example")
+    if grpo and not (profile.verifier or {}).get("kind"):
+        raise TrainingError(f"GRPO needs a verifier for its reward; profile {profile.name!r} has none")
     hp = resolve_hyperparameters(profile, hyperparameters)
     parent = Adapter.objects.filter(profile=profile, status=Adapter.Status.ACTIVE).first()
     version = (Adapter.objects.filter(profile=profile).aggregate(v=Max("version"))["v"] or 0) + 1

@@ -79,11 +79,12 @@ def train_grpo(
         processing_class=tokenizer,
         callbacks=[callback],
     )
-    trainer.train()
+    train_runtime_s = float(trainer.train().metrics.get("train_runtime", 0.0))
     save_adapter(trainer.model, Path(output_dir), Path(base_model_dir))
     return TrainResult(
         steps=int(trainer.state.global_step),
         runtime_s=time.monotonic() - started,
+        train_runtime_s=train_runtime_s,
         losses=callback.losses,
         rewards=callback.rewards,
         peak_rss_mb=peak_rss_mb(),

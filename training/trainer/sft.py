@@ -17,10 +17,15 @@ from training.trainer.progress import Report
 
 @dataclass
 class TrainResult:
-    """What a phase did: steps, losses or rewards as logged, time and peak memory of this process."""
+    """What a phase did: steps, losses or rewards as logged, time and peak memory of this process.
+
+    ``runtime_s`` is the whole phase (model loading, data preparation, saving); ``train_runtime_s`` the
+    optimisation steps alone, which ``s_per_step`` divides.
+    """
 
     steps: int
     runtime_s: float
+    train_runtime_s: float = 0.0
     losses: list[float] = field(default_factory=list)
     rewards: list[float] = field(default_factory=list)
     peak_rss_mb: float = 0.0
@@ -29,7 +34,8 @@ class TrainResult:
         out: dict[str, Any] = {
             f"{prefix}_steps": self.steps,
             f"{prefix}_runtime_s": round(self.runtime_s, 3),
-            f"{prefix}_s_per_step": round(self.runtime_s / self.steps, 4) if self.steps else None,
+            f"{prefix}_train_runtime_s": round(self.train_runtime_s, 3),
+            f"{prefix}_s_per_step": round(self.train_runtime_s / self.steps, 4) if self.steps else None,
             "peak_rss_mb": round(self.peak_rss_mb, 1),
         }
         if self.losses:
@@ -143,11 +149,12 @@ def train_sft(
         processing_class=tokenizer,
         callbacks=[callback],
     )
-    trainer.train()
+    train_runtime_s = float(trainer.train().metrics.get("train_runtime", 0.0))
     save_adapter(trainer.model, Path(output_dir), Path(base_model_dir))
     return TrainResult(
         steps=int(trainer.state.global_step),
         runtime_s=time.monotonic() - started,
+        train_runtime_s=train_runtime_s,
         losses=callback.losses,
         peak_rss_mb=peak_rss_mb(),
     )

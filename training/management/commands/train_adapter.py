@@ -77,8 +77,8 @@ class Command(BaseCommand):
         run = services.training_run_execute(run_id=run.pk)
         m = run.metrics
         self.stdout.write(
-            f"{run.status}: SFT {m.get('sft_steps')} steps in {m.get('sft_runtime_s')} s "
-            f"({m.get('sft_s_per_step')} s/step, "
+            f"{run.status}: SFT {m.get('sft_steps')} steps, {m.get('sft_s_per_step')} s/step "
+            f"(whole phase with loading {m.get('sft_runtime_s')} s, "
             f"loss {m.get('sft_first_loss')} -> {m.get('sft_final_loss')}); "
             + (
                 f"GRPO {m.get('grpo_steps')} steps, {m.get('grpo_s_per_step')} s/step, "
