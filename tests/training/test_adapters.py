@@ -330,3 +330,18 @@ def test_a_run_whose_worker_is_killed_is_recovered_and_finished_by_a_new_worker(
     assert done.status == TrainingRun.Status.SUCCEEDED, done.error
     assert done.attempts == 2 and done.step == 5
     assert (Path(done.adapter.path) / "adapter_model.safetensors").exists()
+
+
+@pytest.mark.django_db
+def test_admin_lists_adapters_runs_and_settings(admin_client: Any, training_conf: dict[str, Any]) -> None:
+    profile = make_profile()
+    TrainingSettings.objects.create(profile=profile, hyperparameters={"sft_steps": 3})
+    run = services.training_run_start(
+        profile_id=profile.pk, demonstration_ids=demonstrations(profile, 1), enqueue=False
+    )
+    for model in ("adapter", "trainingrun", "trainingsettings"):
+        response = admin_client.get(f"/admin/training/{model}/")
+        assert response.status_code == 200, model
+    assert run.adapter.name in admin_client.get("/admin/training/adapter/").content.decode()
+    page = admin_client.get(f"/admin/training/trainingrun/{run.pk}/change/")
+    assert page.status_code == 200 and "queued" in page.content.decode()
