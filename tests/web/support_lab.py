@@ -26,13 +26,15 @@ class Worker:
     def tail(self, chars: int = 4000) -> str:
         return self.log.read_text(errors="replace")[-chars:]
 
-    def wait_until(self, what: str, check: Callable[[], None], timeout: float) -> None:
-        """Retries ``check`` (a short Playwright ``expect``) until it passes; fails at once with the
-        worker's log if the worker died, or with it at the deadline."""
+    def wait_until(self, what: str, check: Callable[[], object], timeout: float) -> None:
+        """Retries ``check`` (a short Playwright ``expect``, or a predicate) until it passes; fails at
+        once with the worker's log if the worker died, or with it at the deadline."""
         deadline = time.monotonic() + timeout
         while True:
             try:
-                check()
+                if check() is False:
+                    time.sleep(0.3)
+                    raise AssertionError(f"not yet: {what}")
                 return
             except AssertionError as error:
                 if self.proc.poll() is not None:
@@ -45,21 +47,26 @@ class Worker:
 
 
 @contextlib.contextmanager
-def celery_worker(name: str) -> Iterator[Worker]:
-    """A worker on this run's queue, broker and test database; it inherits the environment (the
-    lab's SKILLGATE_LAB_* variables included). Its log goes to the artifacts folder."""
+def celery_worker(name: str, *, env: dict[str, str] | None = None, gpu: bool = False) -> Iterator[Worker]:
+    """A worker on this run's queue (and its gpu queue with ``gpu``), broker and test database; it
+    inherits the environment (the lab's SKILLGATE_LAB_* variables included) plus ``env``. Its log
+    goes to the artifacts folder."""
+    queues = [settings.CELERY_TASK_DEFAULT_QUEUE]
+    if gpu:
+        queues.append(settings.SKILLGATE["TRAINING"]["QUEUE"])
     log = ARTIFACTS.parent / f"{name}-worker.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     env = {
         **os.environ,
         "DATABASE_URL": worker_database_url(),
         "CELERY_BROKER_URL": settings.CELERY_BROKER_URL,
+        **(env or {}),
     }
     with log.open("wb") as out:
         proc = subprocess.Popen(
             [
                 *(sys.executable, "-m", "celery", "-A", "app", "worker", "--pool", "solo"),
-                *("--loglevel", "INFO", "--queues", settings.CELERY_TASK_DEFAULT_QUEUE),
+                *("--loglevel", "INFO", "--queues", ",".join(queues)),
             ],
             env=env,
             start_new_session=True,
