@@ -175,7 +175,7 @@ def test_log_in_see_numbers_open_an_incident_watch_it_approve_the_fix_and_start_
     approver.click("nav >> text=Incidents")
     screenshot(approver, "incidents")
     approver.click("nav >> text=Router")
-    screenshot(approver, "router")
+    screenshot(approver, "router-empty")
 
     operator.click("nav >> text=Learning")
     operator.click("nav[aria-label=Profile] >> text=extract")
@@ -183,5 +183,5 @@ def test_log_in_see_numbers_open_an_incident_watch_it_approve_the_fix_and_start_
     expect(operator.locator("[data-cycle]")).to_have_count(1)
     expect(operator.locator("[data-cycle] .badge")).to_have_text("queued")
     expect(operator.locator("#learning-live")).to_have_attribute("data-live", "true")
-    screenshot(operator, "learning")
+    screenshot(operator, "learning-cycle-queued")
     assert cycle_stages == [(Cycle.objects.get(profile__name="extract").pk, "replay")]
