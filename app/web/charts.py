@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 WIDTH, HEIGHT = 640, 220
-LEFT, RIGHT, TOP, BOTTOM = 56, 16, 14, 34
+LEFT, RIGHT, TOP, BOTTOM = 56, 16, 26, 34  # TOP leaves the y-axis title its own line
 COLORS = ["#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c"]
 
 
@@ -39,6 +39,7 @@ class Marker:
     y: float
     label: str
     color: str = "#111827"
+    anchor: str = "start"  # the label sits right of the marker ("end": left of it, near the right edge)
 
 
 @dataclass
@@ -91,11 +92,16 @@ def line_chart(
     y_min: float | None = None,
     y_max: float | None = None,
     x_tick_count: int = 6,
+    x_nice_ticks: bool = False,
     lines: bool = True,
     markers: Sequence[tuple[float, float, str]] = (),
     dashed: Sequence[str] = (),
 ) -> Chart:
-    """Series share the x values; a None value is a gap (the point is left out)."""
+    """Series share the x values; a None value is a gap (the point is left out).
+
+    x ticks sit on the data's x values (evenly spaced data, e.g. time buckets), or with ``x_nice_ticks``
+    on round values (clustered data, e.g. a cost-quality curve, whose labels would overlap).
+    """
     chart = Chart(title, x_label, y_label, [], [], [], lines=lines)
     values = [v for _, ys in series for v in ys if v is not None] + [m[1] for m in markers]
     xs = list(x_values) + [m[0] for m in markers]
@@ -118,8 +124,14 @@ def line_chart(
         points = [(px(x), py(y)) for x, y in zip(x_values, ys, strict=True) if y is not None]
         chart.series.append(Series(name, COLORS[i % len(COLORS)], points, dashed=name in dashed))
     chart.y_ticks = [Tick(py(v), y_format(v)) for v in y_ticks]
-    every = max(1, math.ceil(len(x_values) / x_tick_count))
-    tick_xs = sorted(set(x_values))[::every] if x_values else [low_x, high_x]
+    if x_nice_ticks:
+        tick_xs = [x for x in nice_ticks(low_x, high_x, x_tick_count) if low_x <= x <= high_x]
+    else:
+        every = max(1, math.ceil(len(x_values) / x_tick_count))
+        tick_xs = sorted(set(x_values))[::every] if x_values else [low_x, high_x]
     chart.x_ticks = [Tick(px(x), x_format(x)) for x in tick_xs]
-    chart.markers = [Marker(px(x), py(y), label) for x, y, label in markers]
+    middle = (chart.left + chart.right) / 2
+    chart.markers = [
+        Marker(px(x), py(y), label, anchor="start" if px(x) < middle else "end") for x, y, label in markers
+    ]
     return chart

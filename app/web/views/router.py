@@ -48,6 +48,7 @@ def curve_chart(version: RouterVersion) -> charts.Chart | None:
         y_format=lambda v: f"{v:.0f}%",
         markers=markers,
         dashed=["required"],
+        x_nice_ticks=True,
     )
 
 
