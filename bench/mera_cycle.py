@@ -1,0 +1,348 @@
+"""The MERA learning cycle, N times on one profile's task set, measured on held-out tasks.
+
+Everything real except the teacher by default: a fresh SQLite database, the gateway (uvicorn, model
+``auto``, student first with the teacher on a failed verification), the student served by vLLM (CPU
+build) with runtime LoRA loading, the cycle's stages (replay -> SkillBook -> adapter -> router ->
+admission, the same services the Celery tasks call, run here in-process one after another) and TRL/PEFT
+training in this process. The teacher is, by ``--teacher``: ``best-of-n`` (the demo teacher with no
+provider: the student's own base model on the same vLLM, asked for n sampled answers of which the
+gateway serves the first that passes the verifier), ``stub`` (a local OpenAI-protocol stub that answers
+every structured task correctly and distills a fixed piece of advice; no code tasks) or ``--teacher-url``
+(any OpenAI-compatible server, e.g. a provider).
+
+Per cycle: fresh train traffic goes through the gateway, a cycle runs, then the held-out tasks (one
+hash shard, never trained on) go through the gateway. Row 0 is before any cycle. Columns: the
+student's direct pass rate (its own answer verified), the policy's pass rate (student, teacher on a
+failed verification), the teacher alone, cost relative to sending every held-out call to the teacher,
+the fallback rate, the admission decision and the wall time of each stage.
+
+    .venv/bin/python -m bench.mera_cycle --quick                     # tiny model + stub teacher, ~5 min
+    .venv/bin/python -m bench.mera_cycle --student smollm2 --cycles 3   # SmolLM2-135M, best-of-4 teacher
+    .venv/bin/python -m bench.mera_cycle --task code --teacher-url URL --teacher-model M   # he_mbpp
+
+Output: the markdown table on stdout and in bench/results/mera_cycle.md; logs under var/bench/mera_cycle/.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+WORK = ROOT / "var" / "bench" / "mera_cycle"
+RESULTS = ROOT / "bench" / "results"
+SMOLLM2 = ROOT / "var" / "models" / "smollm2-135m-instruct"
+# The demo's extract-json schema. Its demo wording ("... Extract the city.", the format in a system
+# message) gets 0/6 from SmolLM2-135M greedy and 0/6 at best-of-4, so nothing could be learned from
+# its teacher; with the format in the user message the student still fails greedily (0/6) while its
+# best-of-4 passes 4/6 (measured with transformers on six capitals): a teacher to learn from.
+INSTRUCTION = 'Reply with JSON only: {"city": ..., "country": ...}.'
+ADVICE = {
+    "patterns": ['Answer with one JSON object: {"city": "<city>", "country": "<country>"}.'],
+    "pitfalls": ["Do not write any text before or after the JSON object."],
+}
+CAPITALS = (
+    "Paris France|Tokyo Japan|Lima Peru|Oslo Norway|Cairo Egypt|Quito Ecuador|Rome Italy|Seoul Korea|"
+    "Dakar Senegal|Hanoi Vietnam|Bern Switzerland|Accra Ghana|Madrid Spain|Lisbon Portugal|Berlin Germany|"
+    "Vienna Austria|Prague Czechia|Warsaw Poland|Athens Greece|Dublin Ireland|Helsinki Finland|"
+    "Stockholm Sweden|Copenhagen Denmark|Budapest Hungary|Bucharest Romania|Sofia Bulgaria|Zagreb Croatia|"
+    "Belgrade Serbia|Kyiv Ukraine|Riga Latvia|Vilnius Lithuania|Tallinn Estonia|Ankara Turkey|Tehran Iran|"
+    "Baghdad Iraq|Amman Jordan|Beirut Lebanon|Riyadh Arabia|Doha Qatar|Muscat Oman|Kabul Afghanistan|"
+    "Delhi India|Dhaka Bangladesh|Colombo Lanka|Bangkok Thailand|Manila Philippines|Jakarta Indonesia|"
+    "Beijing China|Canberra Australia|Wellington Zealand|Ottawa Canada|Havana Cuba|Bogota Colombia|"
+    "Caracas Venezuela|Santiago Chile|Asuncion Paraguay|Montevideo Uruguay|Brasilia Brazil|Nairobi Kenya|"
+    "Kampala Uganda|Lusaka Zambia|Harare Zimbabwe|Maputo Mozambique|Rabat Morocco|Tunis Tunisia|Abuja Nigeria"
+)
+
+
+@dataclass
+class Task:
+    messages: list[dict[str, Any]]
+    metadata: dict[str, Any]
+    answer: str  # what the stub teacher answers ("" when only a real teacher can)
+
+
+def structured_tasks() -> list[Task]:
+    tasks = []
+    for pair in CAPITALS.split("|"):
+        city, country = pair.split()
+        messages = [{"role": "user", "content": f"{city} is the capital of {country}. {INSTRUCTION}"}]
+        tasks.append(Task(messages, {"task": "extract-json"}, json.dumps({"city": city, "country": country})))
+    return tasks
+
+
+def code_tasks(limit: int) -> list[Task]:
+    path = Path(os.environ.get("SKILLGATE_EVAL_DIR", ROOT.parent / "shared" / "eval")) / "he_mbpp.jsonl"
+    tasks = []
+    for line in path.read_text().splitlines()[:limit]:
+        task = json.loads(line)
+        verifier = {"kind": "python_tests", "prompt": task["prompt"], "test": task["test"]}
+        verifier["entry_point"] = task["entry_point"]
+        messages = [{"role": "user", "content": f"Complete this Python function:\n\n{task['prompt']}"}]
+        tasks.append(Task(messages, {"task": "python-code", "verifier": verifier}, ""))
+    return tasks
+
+
+def configure(args: argparse.Namespace, run_dir: Path, base_model: Path) -> None:
+    """The environment the settings read; set before Django starts."""
+    hyper = json.loads(args.hyperparameters) if args.hyperparameters else {}
+    os.environ.update(
+        {
+            "DJANGO_SETTINGS_MODULE": "app.settings",
+            "DATABASE_URL": f"sqlite:///{run_dir / 'db.sqlite3'}",
+            "CELERY_BROKER_URL": "memory://",  # stages and training run in this process
+            "SKILLGATE_TRAINING_BASE_MODEL": str(base_model),
+            "SKILLGATE_ADAPTER_DIR": str(run_dir / "adapters"),
+            "SKILLGATE_TRAINING_HYPERPARAMETERS": json.dumps(hyper),
+            "SKILLGATE_CYCLE_HELDOUT_SHARDS": str(args.heldout_shards),
+            "SKILLGATE_ADMISSION_MIN_ITEMS": str(args.min_heldout),
+            "SKILLGATE_CYCLE_SELF_REPAIR_TRIES": str(args.self_repair),
+            "SKILLGATE_CYCLE_AUTO_FAILURES": "0",
+            "SKILLGATE_ROUTER_FEATURES": "hashing",
+            "LOG_LEVEL": "WARNING",
+        }
+    )
+
+
+def start_gateway() -> tuple[str, Any]:
+    import uvicorn
+
+    from tests.support.vllm import free_port
+
+    port = free_port()
+    config = uvicorn.Config("app.asgi:application", host="127.0.0.1", port=port, log_level="warning")
+    server = uvicorn.Server(config)
+    threading.Thread(target=server.run, daemon=True).start()
+    deadline = time.monotonic() + 60
+    while not server.started:
+        if time.monotonic() > deadline:
+            raise RuntimeError("the gateway did not start")
+        time.sleep(0.05)
+    return f"http://127.0.0.1:{port}", server
+
+
+def stub_teacher(tasks: list[Task]) -> Any:
+    from tests.support.openai_stub import OpenAIStub, Reply
+
+    answers = {json.dumps(t.messages[-1]["content"]): t.answer for t in tasks}
+
+    def respond(body: dict[str, Any]) -> Reply:
+        if str(body["messages"][0].get("content", "")).startswith("You maintain a SkillBook"):
+            return Reply(content=json.dumps(ADVICE))
+        return Reply(content=answers.get(json.dumps(body["messages"][-1]["content"]), ""))
+
+    return OpenAIStub(responder=respond).start()
+
+
+def send(client: Any, tasks: list[Task], model: str) -> list[Any]:
+    from routing.models import Invocation
+
+    before = set(Invocation.objects.values_list("pk", flat=True))
+    for task in tasks:
+        client.chat.completions.create(
+            model=model, messages=task.messages, temperature=0, extra_body={"metadata": task.metadata}
+        )
+    return list(Invocation.objects.exclude(pk__in=before))
+
+
+def measure(calls: list[Any], teacher: dict[str, float]) -> dict[str, float]:
+    n = max(len(calls), 1)
+    student = sum(any(g["role"] == "student" and g["verdict"] == "pass" for g in c.legs) for c in calls)
+    cost = sum((c.cost_usd for c in calls), Decimal(0))
+    return {
+        "direct": student / n,
+        "policy": sum(c.verdict == "pass" for c in calls) / n,
+        "fallback": sum(c.fallback for c in calls) / n,
+        "cost_rel": float(cost) / teacher["cost"] if teacher["cost"] else float("nan"),
+    }
+
+
+def run_cycle(profile_id: int) -> Any:
+    """One cycle through the stage services, as the Celery worker runs them; training in-process."""
+    from training.models import Cycle
+    from training.services.adapters import training_run_execute
+    from training.services.cycle import cycle_stage_run, cycle_start, cycles_poll
+
+    cycle, _ = cycle_start(profile_id=profile_id, trigger=Cycle.Trigger.BENCH)
+    while True:
+        cycle.refresh_from_db()
+        if cycle.status == Cycle.Status.QUEUED:
+            cycle_stage_run(cycle_id=cycle.pk, stage=cycle.stage)
+        elif cycle.status == Cycle.Status.WAITING:
+            assert cycle.training_run_id is not None
+            try:
+                training_run_execute(run_id=cycle.training_run_id)
+            except Exception as exc:  # recorded on the run; the cycle goes on without the adapter
+                print(f"  training failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+            cycles_poll()
+        else:
+            return cycle
+
+
+def row(k: int, cycle: Any, m: dict[str, float], teacher: dict[str, float]) -> str:
+    stages = ("replay", "skillbook", "adapter", "router", "admission")
+    times = " | ".join(f"{cycle.timings.get(s, 0):.1f}" if cycle else "" for s in stages)
+    if cycle is None:
+        what = "(before any cycle)"
+    elif cycle.admission is not None:
+        a = cycle.admission
+        what = f"{a.kind} {a.decision} (b={a.mcnemar_b}, c={a.mcnemar_c})"
+    else:
+        what = f"{cycle.status}: {cycle.stats.get('admission', {}).get('skipped', cycle.error)[:40]}"
+    demos = cycle.stats.get("replay", {}).get("demonstrations", 0) if cycle else ""
+    return (
+        f"| {k} | {demos} | {what} | {m['direct']:.3f} | {m['policy']:.3f} | {teacher['pass']:.3f} "
+        f"| {m['cost_rel']:.3f} | {m['fallback']:.3f} | {times} |"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--quick", action="store_true", help="tiny model, 2 cycles, stub teacher")
+    parser.add_argument("--cycles", type=int, default=3)
+    parser.add_argument("--task", choices=["structured", "code"], default="structured")
+    parser.add_argument("--student", choices=["tiny", "smollm2"], default="smollm2")
+    parser.add_argument("--code-tasks", type=int, default=120, help="he_mbpp tasks used with --task code")
+    parser.add_argument(
+        "--teacher", choices=["best-of-n", "stub"], help="default: stub with --quick, else best-of-n"
+    )
+    parser.add_argument("--samples", type=int, default=4, help="n of the best-of-n teacher")
+    parser.add_argument("--teacher-url", help="an OpenAI-compatible teacher instead")
+    parser.add_argument("--teacher-model", default="teacher", help="its model name (with --teacher-url)")
+    parser.add_argument("--hyperparameters", help='training overrides as JSON, e.g. {"sft_steps": 40}')
+    parser.add_argument("--heldout-shards", type=int, default=4, help="one prompt in N is held out")
+    parser.add_argument("--min-heldout", type=int, default=8)
+    parser.add_argument("--self-repair", type=int, default=0, help="sampled student retries per failure")
+    args = parser.parse_args()
+    if args.quick:
+        args.student, args.cycles = "tiny", min(args.cycles, 2)
+        args.hyperparameters = args.hyperparameters or json.dumps(
+            {"sft_steps": 60, "learning_rate": 1e-2, "batch_size": 4}
+        )
+    if args.task == "code" and not args.teacher_url:
+        parser.error(
+            "code tasks need a teacher that can code: pass --teacher-url (the stub only knows capitals)"
+        )
+    run_dir = WORK / time.strftime("%Y%m%d-%H%M%S")
+    run_dir.mkdir(parents=True)
+    sys.path.insert(0, str(ROOT))
+    from tests.support.tiny_model import tiny_model_dir
+
+    base_model = tiny_model_dir() if args.student == "tiny" else SMOLLM2
+    configure(args, run_dir, base_model)
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+    import openai
+
+    from routing.models import Backend, TaskProfile
+    from routing.services import api_key_create
+    from tests.support.vllm import VllmServer
+    from training.services.cycle.calls import split_of
+
+    tasks = structured_tasks() if args.task == "structured" else code_tasks(args.code_tasks)
+    heldout = [t for t in tasks if split_of(t.messages) == "heldout"]
+    train = [t for t in tasks if split_of(t.messages) == "train"]
+    print(f"{len(train)} train tasks in {args.cycles} batches, {len(heldout)} held out", file=sys.stderr)
+    stub = stub_teacher(tasks) if args.teacher == "stub" and not args.teacher_url else None
+    served = f"{args.student}-student"
+    vllm = VllmServer(base_model, served, log_dir=run_dir, env={"VLLM_ALLOW_RUNTIME_LORA_UPDATING": "True"})
+    started = time.monotonic()
+    vllm.start()
+    print(f"vLLM up in {time.monotonic() - started:.0f} s", file=sys.stderr)
+    try:
+        if args.teacher_url or stub is not None:
+            teacher_url = args.teacher_url or (stub.base_url if stub is not None else "")
+            teacher_model, samples = args.teacher_model, 1
+        else:  # the demo teacher: the base model, best-of-n filtered by the verifier
+            teacher_model, teacher_url, samples = served, vllm.base_url, args.samples
+        Backend.objects.create(
+            name="teacher",
+            role="teacher",
+            model=f"{'hosted_vllm' if samples > 1 else 'openai'}/{teacher_model}",
+            api_base=teacher_url,
+            api_key_env="SKILLGATE_TEACHER_API_KEY",
+            samples=samples,
+            input_cost_per_token=Decimal("0.0000005"),
+            output_cost_per_token=Decimal("0.000001"),
+        )
+        Backend.objects.create(
+            name="student",
+            role="student",
+            model=f"hosted_vllm/{served}",
+            api_base=vllm.base_url,
+            input_cost_per_token=Decimal("0.00000005"),
+            output_cost_per_token=Decimal("0.0000001"),
+        )
+        from app.demo import PROFILES
+
+        name = "extract-json" if args.task == "structured" else "python-code"
+        profile = TaskProfile.objects.create(name=name, **PROFILES[name])
+        gateway_url, server = start_gateway()
+        _, key = api_key_create(name="bench")
+        client = openai.OpenAI(base_url=f"{gateway_url}/v1", api_key=key, max_retries=0, timeout=600)
+        teacher_calls = send(client, heldout, "teacher")
+        teacher = {
+            "pass": sum(c.verdict == "pass" for c in teacher_calls) / max(len(teacher_calls), 1),
+            "cost": float(sum((c.cost_usd for c in teacher_calls), Decimal(0))),
+        }
+        header = (
+            "| cycle | new demos | admission | student direct | policy pass | teacher alone "
+            "| cost vs teacher | fallback | replay s | skillbook s | adapter s | router s | admission s |\n"
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+        )
+        lines = [row(0, None, measure(send(client, heldout, "auto"), teacher), teacher)]
+        print(header + "\n" + lines[0], file=sys.stderr)
+        batches = [train[i :: args.cycles] for i in range(args.cycles)]
+        for k, batch in enumerate(batches, start=1):
+            send(client, batch, "auto")
+            cycle = run_cycle(profile.pk)
+            lines.append(row(k, cycle, measure(send(client, heldout, "auto"), teacher), teacher))
+            print(lines[-1], file=sys.stderr)
+        server.should_exit = True
+    finally:
+        vllm.stop()
+        if stub is not None:
+            stub.stop()
+    report(args, base_model, len(train), len(heldout), header, lines)
+    shutil.rmtree(run_dir / "adapters", ignore_errors=True)
+
+
+def report(
+    args: argparse.Namespace, base: Path, n_train: int, n_heldout: int, header: str, lines: list[str]
+) -> None:
+    teacher = args.teacher_url or (
+        "stub (answers every task correctly, fixed distilled advice)"
+        if args.teacher == "stub"
+        else f"the base model itself, best-of-{args.samples} filtered by the verifier"
+    )
+    text = (
+        f"## MERA cycle: {args.task} task, student {args.student} ({base.name}), {args.cycles} cycles\n\n"
+        f"`{' '.join(['python -m bench.mera_cycle', *sys.argv[1:]])}` on {platform.node()} "
+        f"({os.cpu_count()} CPUs), {time.strftime('%Y-%m-%d')}. Teacher: {teacher}. {n_train} train tasks "
+        f"(a new batch per cycle), {n_heldout} held-out tasks (never trained on). Training: "
+        f"{args.hyperparameters or 'defaults'}. Times in seconds.\n\n{header}\n" + "\n".join(lines) + "\n"
+    )
+    print(text)
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    with (RESULTS / "mera_cycle.md").open("a") as out:
+        out.write(text + "\n")
+
+
+if __name__ == "__main__":
+    main()
