@@ -30,7 +30,7 @@ from tests.support.cycle import (
     responder,
     system_text,
 )
-from training.models import Admission, Cycle, Demonstration, SkillBook, TrainingRun
+from training.models import Adapter, Admission, Cycle, Demonstration, SkillBook, TrainingRun
 from training.services.cycle import cycle_stage_run, cycle_start, cycles_autostart, cycles_poll
 from training.services.cycle.orchestrate import cycles_start_scheduled
 
@@ -306,3 +306,28 @@ def test_the_router_stage_retrains_a_learned_profiles_router_through_routing(
         "reason": version.status_reason,
     }
     assert "held-out" in version.status_reason
+
+
+@cycle_settings(HELDOUT_SHARDS=2, ADMISSION_MIN_ITEMS=1)
+def test_a_trained_adapter_the_student_server_cannot_load_is_refused_and_the_skillbook_judged_alone(
+    gateway_url, backends, api_key, stub
+):
+    profile = json_profile()
+    stub.responder = responder(student=student, teacher=teacher)
+    drive(gateway_url, api_key.raw, "extract", [city_prompt(*c) for c in CITIES])
+    cycle, _ = cycle_start(profile_id=profile.pk)
+    cycle = run_inline(cycle.pk)
+    assert cycle.training_run is not None
+    TrainingRun.objects.filter(pk=cycle.training_run.pk).update(status=TrainingRun.Status.SUCCEEDED)
+    cycles_poll()
+
+    cycle = run_inline(cycle.pk)  # admission: the stub student server has no /v1/load_lora_adapter
+
+    assert cycle.status == Cycle.Status.SUCCEEDED
+    assert "load_error" in cycle.stats["adapter"]
+    adapter = Adapter.objects.get(pk=cycle.training_run.adapter_id)
+    assert adapter.status == Adapter.Status.RETIRED and "could not be loaded" in adapter.metrics["refused"]
+    assert cycle.admission is not None and cycle.admission.candidate == {"skillbook": cycle.skillbook_id}
+    assert cycle.admission.decision == Admission.Decision.ADMITTED
+    profile.refresh_from_db()
+    assert profile.student_adapter == ""

@@ -190,6 +190,16 @@ def _admission(cycle: Cycle) -> str | None:
     profile = cycle.profile
     run = cycle.training_run
     adapter = run.adapter if run is not None and run.status == run.Status.SUCCEEDED else None
+    if adapter is not None:
+        from training.deploy import DeployError
+        from training.services.adapters import adapter_load, adapter_refuse
+
+        try:
+            adapter_load(adapter_id=adapter.pk)  # the held-out replay calls it by name
+        except DeployError as exc:
+            adapter_refuse(adapter_id=adapter.pk, reason=f"could not be loaded for admission: {exc}")
+            cycle.stats["adapter"] = {**cycle.stats.get("adapter", {}), "load_error": str(exc)[:500]}
+            adapter = None
     active_book = selectors.skillbook_active(profile_id=profile.pk)
     candidate_ids: dict[str, Any] = {}
     if cycle.skillbook is not None:
@@ -200,10 +210,6 @@ def _admission(cycle: Cycle) -> str | None:
         cycle.stats["admission"] = {"skipped": "no candidate"}
         return None
     kind = Admission.Kind.JOINT if len(candidate_ids) > 1 else next(iter(candidate_ids))
-    if adapter is not None:
-        from training.services.adapters import adapter_load
-
-        adapter_load(adapter_id=adapter.pk)
     active = Configuration(adapter=profile.student_adapter, skillbook_text=profile.skillbook_text)
     candidate = Configuration(
         adapter=adapter.name if adapter is not None else profile.student_adapter,
