@@ -317,15 +317,16 @@ def test_a_trained_adapter_the_student_server_cannot_load_is_refused_and_the_ski
     drive(gateway_url, api_key.raw, "extract", [city_prompt(*c) for c in CITIES])
     cycle, _ = cycle_start(profile_id=profile.pk)
     cycle = run_inline(cycle.pk)
-    assert cycle.training_run is not None
-    TrainingRun.objects.filter(pk=cycle.training_run.pk).update(status=TrainingRun.Status.SUCCEEDED)
+    run = cycle.training_run
+    assert run is not None
+    TrainingRun.objects.filter(pk=run.pk).update(status=TrainingRun.Status.SUCCEEDED)
     cycles_poll()
 
     cycle = run_inline(cycle.pk)  # admission: the stub student server has no /v1/load_lora_adapter
 
     assert cycle.status == Cycle.Status.SUCCEEDED
     assert "load_error" in cycle.stats["adapter"]
-    adapter = Adapter.objects.get(pk=cycle.training_run.adapter_id)
+    adapter = Adapter.objects.get(pk=run.adapter_id)
     assert adapter.status == Adapter.Status.RETIRED and "could not be loaded" in adapter.metrics["refused"]
     assert cycle.admission is not None and cycle.admission.candidate == {"skillbook": cycle.skillbook_id}
     assert cycle.admission.decision == Admission.Decision.ADMITTED
