@@ -73,7 +73,14 @@ def trajectory_demonstrations_export(*, trajectory_id: int) -> int:
 
 def successful_trajectories_export(*, limit: int = 200) -> int:
     """Export every successful trajectory that has Observer calls not yet exported."""
-    exported = Demonstration.objects.filter(source=Demonstration.Source.TRAJECTORY).values("invocation_id")
+    # Steps keep the invocation id as text (dashed UUID): compare with the ids as that same text, which
+    # neither a uuid-typed subquery (PostgreSQL) nor SQLite's undashed hex column would give.
+    exported = [
+        str(pk)
+        for pk in Demonstration.objects.filter(source=Demonstration.Source.TRAJECTORY).values_list(
+            "invocation_id", flat=True
+        )
+    ]
     candidates = (
         Trajectory.objects.filter(status=Trajectory.Status.SUCCEEDED, mode=Trajectory.Mode.LLM)
         .exclude(success=False)
