@@ -7,7 +7,7 @@ PIP := flock /tmp/pip.lock $(VENV)/bin/pip
 # This machine's pip config names local package folders that may not exist; hide those warnings.
 QUIET := 2>&1 | { grep -v "is ignored: it is neither a file nor a directory" || true; }
 
-.PHONY: run test setup setup-ml demo-model lint
+.PHONY: run test test-slow setup setup-ml demo-model lint
 
 $(VENV)/.core-installed: pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -32,6 +32,10 @@ lint: setup
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy .
 
-## Set up everything and run lint, types and the test suite.
+## Set up everything and run lint, types and the default test suite (everything but the slow tests).
 test: setup-ml lint
-	$(VENV)/bin/pytest
+	$(VENV)/bin/pytest -m "not slow"
+
+## The slow tests: every lab fault, vLLM servers, killed workers, browser runs on the lab (CI runs both).
+test-slow: setup-ml
+	$(VENV)/bin/pytest -m slow

@@ -1,13 +1,16 @@
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
 
 import pytest
 from django.contrib.auth.models import Group, User
 from django.test import Client
 
 from app.web import roles
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Browser
 
 PASSWORD = "correct horse battery staple"
 
@@ -49,27 +52,31 @@ def enqueued(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:
     return sent
 
 
-@pytest.fixture(scope="session")
-def browser_type_launch_args(
-    browser_type_launch_args: dict[str, Any], django_db_setup: None
-) -> dict[str, Any]:
-    """Debian's chromium (never `playwright install`), headless, no network chatter.
+@pytest.fixture(scope="module")
+def browser(django_db_setup: None) -> Iterator[Browser]:
+    """Debian's chromium (never `playwright install`), headless, no network chatter, for one module.
 
-    The test database is created first: Playwright's sync API keeps an event loop on the main
-    thread from launch on, and Django refuses sync ORM calls next to a running loop unless told.
+    Playwright's sync API keeps an event loop running on the main thread while it is started: later
+    tests that call asyncio.run() or the ORM would fail next to it, and pages left open would keep
+    polling the server. So Playwright is started per module and stopped, with its browser, after it.
+    The test database is created first, before that loop exists.
     """
+    from playwright.sync_api import sync_playwright
+
     from tests.web.browser import CHROMIUM
 
-    return {
-        **browser_type_launch_args,
-        "executable_path": CHROMIUM,
-        "args": [
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-quic",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-        ],
-    }
+    args = [
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+    ]
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=args)
+        try:
+            yield launched
+        finally:
+            launched.close()
