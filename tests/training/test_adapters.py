@@ -213,7 +213,7 @@ def test_recovery_requeues_a_silent_run_once_then_fails_it(
 
 
 def _worker_env(conf: dict[str, Any]) -> dict[str, str]:
-    from tests.routing.test_celery_worker import worker_database_url
+    from tests.support.celery_worker import worker_database_url
 
     return {
         **os.environ,

@@ -34,12 +34,13 @@ from routing.router_versions.services import router_version_admit, router_versio
 from tests.factories import KeyPair, TaskProfileFactory
 from tests.routing.router.test_learned_end_to_end import SCHEMA, ask, easy, hard, student_fails_on_hard
 from tests.support import narrow_task
+from tests.support.celery_worker import Worker
 from tests.support.cycle import CITIES, city_prompt, drive, json_profile, responder
 from tests.support.openai_stub import OpenAIStub, Reply
 from tests.training.test_cycle import student, teacher
 from tests.web.browser import log_in, needs_chromium, screenshot
 from tests.web.conftest import PASSWORD
-from tests.web.support_lab import Worker, celery_worker
+from tests.web.support_lab import celery_worker
 from training.models import Admission, Cycle, Demonstration, TrainingRun
 from training.services.adapters import training_run_start
 

@@ -5,7 +5,6 @@ replay, and the next calls the router learned need the teacher go straight to th
 from __future__ import annotations
 
 import json
-import time
 
 import openai
 import pytest
@@ -14,7 +13,7 @@ from routing.models import Invocation, RouterVersion, TaskProfile
 from routing.router_learning.features import hashing_spec
 from routing.router_versions.services import router_version_admit, router_version_train
 from tests.factories import TaskProfileFactory
-from tests.routing.router.support import celery_worker
+from tests.support.celery_worker import Worker, celery_worker
 from tests.support.openai_stub import Reply
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -47,13 +46,10 @@ def ask(client: openai.OpenAI, text: str) -> tuple[str, str]:
     return raw.headers["x-skillgate-route"], raw.headers["x-skillgate-invocation"]
 
 
-def wait_for_samples(worker, timeout_s: float = 180) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout_s
+def wait_for_samples(worker: Worker, timeout_s: float = 180) -> None:
     pending = Invocation.SampleState.QUEUED, Invocation.SampleState.RUNNING
-    while Invocation.objects.filter(sample_state__in=pending).exists():
-        assert worker.poll() is None, worker.stdout.read().decode()[-2000:]
-        assert time.monotonic() < deadline, "the worker did not run the background samples"
-        time.sleep(0.3)
+    done = lambda: not Invocation.objects.filter(sample_state__in=pending).exists()  # noqa: E731
+    worker.wait_until("the background samples", done, timeout_s)
 
 
 def test_router_learns_from_the_ledger_and_routes_change(gateway_url, backends, api_key, stub, settings):
@@ -67,7 +63,7 @@ def test_router_learns_from_the_ledger_and_routes_change(gateway_url, backends, 
     stub.responder = student_fails_on_hard
     client = openai.OpenAI(base_url=f"{gateway_url}/v1", api_key=api_key.raw, max_retries=0)
 
-    with celery_worker() as worker:
+    with celery_worker("learned-router", loglevel="WARNING") as worker:
         # No active version yet: the fallback policy sends every call to the student first.
         for i in range(120):
             route, _ = ask(client, hard(i) if i % 3 == 0 else easy(i))
