@@ -16,7 +16,7 @@ student's direct pass rate (its own answer verified), the policy's pass rate (st
 failed verification), the teacher alone, cost relative to sending every held-out call to the teacher,
 the fallback rate, the admission decision and the wall time of each stage.
 
-    .venv/bin/python -m bench.mera_cycle --quick                     # tiny model + stub teacher, ~5 min
+    .venv/bin/python -m bench.mera_cycle --quick            # tiny model, narrow task, stub teacher, ~3 min
     .venv/bin/python -m bench.mera_cycle --student smollm2 --cycles 3   # SmolLM2-135M, best-of-4 teacher
     .venv/bin/python -m bench.mera_cycle --task code --teacher-url URL --teacher-model M   # he_mbpp
 
@@ -79,6 +79,16 @@ def structured_tasks() -> list[Task]:
         messages = [{"role": "user", "content": f"{city} is the capital of {country}. {INSTRUCTION}"}]
         tasks.append(Task(messages, {"task": "extract-json"}, json.dumps({"city": city, "country": country})))
     return tasks
+
+
+def narrow_tasks() -> list[Task]:
+    """The trainer tests' narrow task ({"city": <word>}): one the tiny model can learn in seconds."""
+    from tests.support import narrow_task
+
+    distinct = {json.dumps(p): p for p in narrow_task.heldout_prompts(200, seed=7)}
+    return [
+        Task(p, {"task": "city-json"}, json.dumps({"city": "disk"})) for p in list(distinct.values())[:80]
+    ]
 
 
 def code_tasks(limit: int) -> list[Task]:
@@ -210,9 +220,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--quick", action="store_true", help="tiny model, 2 cycles, stub teacher")
+    parser.add_argument(
+        "--quick", action="store_true", help="tiny model, narrow task, 2 cycles, stub teacher"
+    )
     parser.add_argument("--cycles", type=int, default=3)
-    parser.add_argument("--task", choices=["structured", "code"], default="structured")
+    parser.add_argument("--task", choices=["structured", "narrow", "code"], default="structured")
     parser.add_argument("--student", choices=["tiny", "smollm2"], default="smollm2")
     parser.add_argument("--code-tasks", type=int, default=120, help="he_mbpp tasks used with --task code")
     parser.add_argument(
@@ -227,14 +239,13 @@ def main() -> None:
     parser.add_argument("--self-repair", type=int, default=0, help="sampled student retries per failure")
     args = parser.parse_args()
     if args.quick:
-        args.student, args.cycles = "tiny", min(args.cycles, 2)
+        args.student, args.cycles, args.task = "tiny", min(args.cycles, 2), "narrow"
         args.hyperparameters = args.hyperparameters or json.dumps(
             {"sft_steps": 60, "learning_rate": 1e-2, "batch_size": 4}
         )
-    if args.task == "code" and not args.teacher_url:
-        parser.error(
-            "code tasks need a teacher that can code: pass --teacher-url (the stub only knows capitals)"
-        )
+    args.teacher = args.teacher or ("stub" if args.quick else "best-of-n")
+    if args.task == "code" and args.teacher == "stub" and not args.teacher_url:
+        parser.error("the stub teacher has no code answers: use --teacher best-of-n or --teacher-url")
     run_dir = WORK / time.strftime("%Y%m%d-%H%M%S")
     run_dir.mkdir(parents=True)
     sys.path.insert(0, str(ROOT))
@@ -255,7 +266,10 @@ def main() -> None:
     from tests.support.vllm import VllmServer
     from training.services.cycle.calls import split_of
 
-    tasks = structured_tasks() if args.task == "structured" else code_tasks(args.code_tasks)
+    if args.task == "code":
+        tasks = code_tasks(args.code_tasks)
+    else:
+        tasks = structured_tasks() if args.task == "structured" else narrow_tasks()
     heldout = [t for t in tasks if split_of(t.messages) == "heldout"]
     train = [t for t in tasks if split_of(t.messages) == "train"]
     print(f"{len(train)} train tasks in {args.cycles} batches, {len(heldout)} held out", file=sys.stderr)
@@ -290,9 +304,15 @@ def main() -> None:
             output_cost_per_token=Decimal("0.0000001"),
         )
         from app.demo import PROFILES
+        from tests.support import narrow_task
 
-        name = "extract-json" if args.task == "structured" else "python-code"
-        profile = TaskProfile.objects.create(name=name, **PROFILES[name])
+        narrow = {"policy": "student_with_fallback", "verifier": narrow_task.VERIFIER, "max_tokens": 16}
+        name, fields = {
+            "structured": ("extract-json", PROFILES["extract-json"]),
+            "narrow": ("city-json", narrow),
+            "code": ("python-code", PROFILES["python-code"]),
+        }[args.task]
+        profile = TaskProfile.objects.create(name=name, **fields)
         gateway_url, server = start_gateway()
         _, key = api_key_create(name="bench")
         client = openai.OpenAI(base_url=f"{gateway_url}/v1", api_key=key, max_retries=0, timeout=600)

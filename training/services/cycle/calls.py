@@ -18,7 +18,6 @@ from typing import Any
 from django.conf import settings
 
 from routing import upstream
-from routing.errors import UpstreamError
 from routing.models import Backend, TaskProfile
 from routing.pricing import prices_for, usage_cost
 from routing.protocol import ChatRequest
@@ -203,7 +202,6 @@ def split_of(messages: list[dict[str, Any]]) -> str:
 __all__ = [
     "Answer",
     "CycleError",
-    "UpstreamError",
     "acall",
     "call",
     "completion_text",
