@@ -122,9 +122,14 @@ def demo_calls(limit_code: int = 4) -> list[dict[str, Any]]:
                 "model": "auto",
                 "temperature": 0,
                 "metadata": {"task": "extract-json"},
+                # The format in the user message: SmolLM2-135M then fails greedily but passes at
+                # best-of-4 (the demo teacher), which gives a learning cycle something to learn from.
                 "messages": [
-                    {"role": "system", "content": 'Reply with JSON only: {"city": ..., "country": ...}.'},
-                    {"role": "user", "content": f"{city} is the capital of {country}. Extract the city."},
+                    {
+                        "role": "user",
+                        "content": f"{city} is the capital of {country}. Reply with JSON only: "
+                        '{"city": ..., "country": ...}.',
+                    }
                 ],
             }
         )
