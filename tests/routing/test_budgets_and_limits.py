@@ -37,7 +37,9 @@ def test_concurrent_calls_never_overspend_the_budget(gateway_url, backends, stub
     worst = cost_bound(prices_for(teacher), prompt_tokens=prompt_token_bound(body), max_tokens=50)
     pair = make_key(budget_usd=worst * 3)
     key = pair.key
-    stub.responder = lambda body: Reply(content="a b c", delay_s=0.5)
+    # The upstream holds each call long enough that all ten arrive while the first three still hold
+    # their reservations (a call that settled would free the unused part of its worst case).
+    stub.responder = lambda body: Reply(content="a b c", delay_s=3)
 
     with ThreadPoolExecutor(max_workers=10) as pool:
         statuses = [r.status_code for r in pool.map(lambda _: call(gateway_url, pair.raw), range(10))]
