@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -18,6 +17,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
+
+from tests.support.threaded_server import ThreadedServer
 
 
 @dataclass
@@ -38,17 +39,12 @@ def _words(value: Any) -> int:
 
 
 @dataclass
-class OpenAIStub:
+class OpenAIStub(ThreadedServer):
     responder: Callable[[dict[str, Any]], Reply] = field(default=lambda body: Reply())
     host: str = "127.0.0.1"
     port: int = 0
     requests: list[dict[str, Any]] = field(default_factory=list)
     authorizations: list[str] = field(default_factory=list)
-
-    def __post_init__(self) -> None:
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._runner: web.AppRunner | None = None
-        self._thread: threading.Thread | None = None
 
     @property
     def base_url(self) -> str:
@@ -118,40 +114,6 @@ class OpenAIStub:
         await response.write(b"data: [DONE]\n\n")
         await response.write_eof()
         return response
-
-    def start(self) -> OpenAIStub:
-        started = threading.Event()
-
-        def serve() -> None:
-            loop = asyncio.new_event_loop()
-            self._loop = loop
-            runner = web.AppRunner(self.app(), access_log=None)
-            loop.run_until_complete(runner.setup())
-            site = web.TCPSite(runner, self.host, self.port)
-            loop.run_until_complete(site.start())
-            self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-            self._runner = runner
-            started.set()
-            loop.run_forever()
-            loop.run_until_complete(runner.cleanup())
-            loop.close()
-
-        self._thread = threading.Thread(target=serve, daemon=True)
-        self._thread.start()
-        started.wait(10)
-        return self
-
-    def stop(self) -> None:
-        if self._loop is not None:
-            self._loop.call_soon_threadsafe(self._loop.stop)
-        if self._thread is not None:
-            self._thread.join(10)
-
-    def __enter__(self) -> OpenAIStub:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
 
 def main() -> None:

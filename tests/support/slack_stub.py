@@ -9,7 +9,6 @@ answer ``{"ok": false, "error": ...}`` (e.g. ``not_in_channel``).
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 import json
 import threading
@@ -17,6 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
+
+from tests.support.threaded_server import ThreadedServer
 
 TEAM_ID = "T0TEST"
 BOT_USER_ID = "U0BOT"
@@ -32,7 +33,7 @@ class Call:
 
 
 @dataclass
-class SlackStub:
+class SlackStub(ThreadedServer):
     host: str = "127.0.0.1"
     port: int = 0
     calls: list[Call] = field(default_factory=list)
@@ -40,8 +41,6 @@ class SlackStub:
     failures: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
         self._ts = itertools.count(1)
         self._lock = threading.Lock()
 
@@ -153,37 +152,3 @@ class SlackStub:
         with self._lock:
             self.responses.append({"name": request.match_info["name"], **body})
         return web.Response(text="ok")
-
-    def start(self) -> SlackStub:
-        started = threading.Event()
-
-        def serve() -> None:
-            loop = asyncio.new_event_loop()
-            self._loop = loop
-            runner = web.AppRunner(self.app(), access_log=None)
-            loop.run_until_complete(runner.setup())
-            site = web.TCPSite(runner, self.host, self.port)
-            loop.run_until_complete(site.start())
-            self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-            started.set()
-            loop.run_forever()
-            loop.run_until_complete(runner.cleanup())
-            loop.close()
-
-        self._thread = threading.Thread(target=serve, daemon=True)
-        self._thread.start()
-        if not started.wait(10):
-            raise RuntimeError("the Slack stub did not start")
-        return self
-
-    def stop(self) -> None:
-        if self._loop is not None:
-            self._loop.call_soon_threadsafe(self._loop.stop)
-        if self._thread is not None:
-            self._thread.join(10)
-
-    def __enter__(self) -> SlackStub:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
