@@ -40,11 +40,13 @@ class Worker:
         return self.log.read_text(errors="replace")[-chars:]
 
     def wait_until(self, what: str, check: Callable[[], object], timeout: float = 120) -> None:
-        """Retries ``check`` (a predicate, or a check that raises AssertionError) until it passes."""
+        """Retries ``check`` until it passes: a predicate passes when it returns something truthy; a
+        Playwright-style check returns None and fails by raising AssertionError."""
         deadline = time.monotonic() + timeout
         while True:
             try:
-                if not check():
+                result = check()
+                if result is not None and not result:
                     time.sleep(0.3)
                     raise AssertionError(f"not yet: {what}")
                 return
