@@ -7,7 +7,7 @@ PIP := flock /tmp/pip.lock $(VENV)/bin/pip
 # This machine's pip config names local package folders that may not exist; hide those warnings.
 QUIET := 2>&1 | { grep -v "is ignored: it is neither a file nor a directory" || true; }
 
-.PHONY: run test test-slow setup setup-ml demo-model lint
+.PHONY: run demo-cycle test test-slow setup setup-ml demo-model lint
 
 $(VENV)/.core-installed: pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -26,6 +26,10 @@ demo-model: setup-ml
 ## Set up everything and run the service (web + worker + local vLLM student) with demo data.
 run: demo-model
 	$(PY) manage.py serve
+
+## With `make run` serving (another terminal): failing calls -> a cycle on the worker -> an admitted adapter.
+demo-cycle: setup-ml
+	$(PY) manage.py demo_cycle
 
 lint: setup
 	$(VENV)/bin/ruff check .

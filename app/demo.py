@@ -15,6 +15,7 @@ from django.contrib.auth.models import Group
 from app.web.roles import APPROVER
 from routing.models import ApiKey, TaskProfile
 from routing.services import api_key_create, backends_sync_from_settings
+from training.models import TrainingSettings
 
 CITY_SCHEMA = {
     "type": "object",
@@ -62,6 +63,11 @@ PROFILES: dict[str, dict[str, Any]] = {
 }
 
 
+# Per-profile training overrides (the admin's "training settings"): 40 SFT steps took SmolLM2-135M's
+# held-out direct pass on extract-json from 0.00 to 0.95 in one cycle (bench/results/mera_cycle.md).
+TRAINING: dict[str, dict[str, Any]] = {"extract-json": {"sft_steps": 40}}
+
+
 @dataclass
 class Created:
     username: str | None = None
@@ -84,7 +90,10 @@ def bootstrap_demo() -> Created:
     created = Created()
     backends_sync_from_settings()
     for name, fields in PROFILES.items():
-        TaskProfile.objects.get_or_create(name=name, defaults=fields)
+        profile, _ = TaskProfile.objects.get_or_create(name=name, defaults=fields)
+        if name in TRAINING:
+            overrides = {"hyperparameters": TRAINING[name]}
+            TrainingSettings.objects.get_or_create(profile=profile, defaults=overrides)
     users = get_user_model().objects
     if not users.filter(username="demo").exists():
         created.username, created.password = "demo", secrets.token_urlsafe(12)
@@ -113,26 +122,62 @@ def eval_tasks(limit: int) -> list[dict[str, Any]]:
     return tasks
 
 
+def _pairs(text: str) -> tuple[tuple[str, str], ...]:
+    return tuple((city, country) for city, country in (pair.split(":") for pair in text.split("|")))
+
+
+# The extract-json task: "<city> is the capital of <country>." -> {"city": ..., "country": ...}. The
+# format is in the user message: SmolLM2-135M then fails greedily but passes at best-of-4 (the demo
+# teacher), which gives a learning cycle something to learn from. `make demo-cycle` and
+# bench/mera_cycle.py send all of them; about one in five is held out for admission (by hash).
+EXTRACT_JSON_FORMAT = 'Reply with JSON only: {"city": ..., "country": ...}.'
+CAPITALS = _pairs(
+    "Paris:France|Tokyo:Japan|Lima:Peru|Oslo:Norway|Cairo:Egypt|Quito:Ecuador|Rome:Italy|Seoul:Korea|"
+    "Dakar:Senegal|Hanoi:Vietnam|Bern:Switzerland|Accra:Ghana|Madrid:Spain|Lisbon:Portugal|"
+    "Berlin:Germany|Vienna:Austria|Prague:Czechia|Warsaw:Poland|Athens:Greece|Dublin:Ireland|"
+    "Helsinki:Finland|Stockholm:Sweden|Copenhagen:Denmark|Budapest:Hungary|Bucharest:Romania|"
+    "Sofia:Bulgaria|Zagreb:Croatia|Belgrade:Serbia|Kyiv:Ukraine|Riga:Latvia|Vilnius:Lithuania|"
+    "Tallinn:Estonia|Ankara:Turkey|Tehran:Iran|Baghdad:Iraq|Amman:Jordan|Beirut:Lebanon|"
+    "Riyadh:Saudi Arabia|Doha:Qatar|Muscat:Oman|Kabul:Afghanistan|Delhi:India|Dhaka:Bangladesh|"
+    "Colombo:Sri Lanka|Bangkok:Thailand|Manila:Philippines|Jakarta:Indonesia|Beijing:China|"
+    "Canberra:Australia|Wellington:New Zealand|Ottawa:Canada|Havana:Cuba|Bogota:Colombia|"
+    "Caracas:Venezuela|Santiago:Chile|Asuncion:Paraguay|Montevideo:Uruguay|Brasilia:Brazil|"
+    "Nairobi:Kenya|Kampala:Uganda|Lusaka:Zambia|Harare:Zimbabwe|Maputo:Mozambique|Rabat:Morocco|"
+    "Tunis:Tunisia|Abuja:Nigeria|Brussels:Belgium|Amsterdam:Netherlands|Luxembourg:Luxembourg|"
+    "Reykjavik:Iceland|Valletta:Malta|Nicosia:Cyprus|Tirana:Albania|Skopje:North Macedonia|"
+    "Podgorica:Montenegro|Sarajevo:Bosnia|Ljubljana:Slovenia|Bratislava:Slovakia|Minsk:Belarus|"
+    "Chisinau:Moldova|Tbilisi:Georgia|Yerevan:Armenia|Baku:Azerbaijan|Astana:Kazakhstan|"
+    "Tashkent:Uzbekistan|Bishkek:Kyrgyzstan|Dushanbe:Tajikistan|Islamabad:Pakistan|"
+    "Kathmandu:Nepal|Thimphu:Bhutan|Phnom Penh:Cambodia|Vientiane:Laos|Ulaanbaatar:Mongolia|"
+    "Taipei:Taiwan|Singapore:Singapore|Dili:Timor-Leste|Suva:Fiji|Apia:Samoa|Mexico City:Mexico|"
+    "Guatemala City:Guatemala|Managua:Nicaragua|Panama City:Panama|San Jose:Costa Rica|"
+    "Kingston:Jamaica|Nassau:Bahamas|La Paz:Bolivia|Georgetown:Guyana|Paramaribo:Suriname|"
+    "Buenos Aires:Argentina|Addis Ababa:Ethiopia|Khartoum:Sudan|Kigali:Rwanda|Dodoma:Tanzania|"
+    "Luanda:Angola|Windhoek:Namibia|Gaborone:Botswana|Pretoria:South Africa|Algiers:Algeria|"
+    "Tripoli:Libya|Bamako:Mali|Niamey:Niger|Ouagadougou:Burkina Faso|Conakry:Guinea|"
+    "Monrovia:Liberia|Freetown:Sierra Leone|Lome:Togo|Yaounde:Cameroon|Libreville:Gabon"
+)
+
+
+def extract_json_call(city: str, country: str) -> dict[str, Any]:
+    """The request body of one extract-json demo call."""
+    return {
+        "model": "auto",
+        "temperature": 0,
+        "metadata": {"task": "extract-json"},
+        "messages": [
+            {
+                "role": "user",
+                "content": f"{city} is the capital of {country}. {EXTRACT_JSON_FORMAT}",
+            }
+        ],
+    }
+
+
 def demo_calls(limit_code: int = 4) -> list[dict[str, Any]]:
     """Request bodies of the demo traffic: JSON extraction, short answers and code tasks."""
     calls: list[dict[str, Any]] = []
-    for city, country in [("Paris", "France"), ("Tokyo", "Japan"), ("Lima", "Peru"), ("Oslo", "Norway")]:
-        calls.append(
-            {
-                "model": "auto",
-                "temperature": 0,
-                "metadata": {"task": "extract-json"},
-                # The format in the user message: SmolLM2-135M then fails greedily but passes at
-                # best-of-4 (the demo teacher), which gives a learning cycle something to learn from.
-                "messages": [
-                    {
-                        "role": "user",
-                        "content": f"{city} is the capital of {country}. Reply with JSON only: "
-                        '{"city": ..., "country": ...}.',
-                    }
-                ],
-            }
-        )
+    calls.extend(extract_json_call(city, country) for city, country in CAPITALS[:4])
     for question, answer in [("What is the capital of France?", "Paris"), ("What is 2 + 3?", "5|five")]:
         calls.append(
             {

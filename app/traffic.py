@@ -7,7 +7,6 @@ from collections.abc import Iterator
 import openai
 
 from app.demo import demo_calls
-from routing.models import ApiKey
 from routing.services import api_key_create, api_key_revoke
 
 
@@ -31,4 +30,4 @@ def send_demo_traffic(base_url: str) -> Iterator[str]:
                 f"answer={content[:60]!r}"
             )
     finally:
-        api_key_revoke(api_key=ApiKey.objects.get(pk=key.pk))
+        api_key_revoke(api_key=key)

@@ -42,27 +42,10 @@ ROOT = Path(__file__).resolve().parent.parent
 WORK = ROOT / "var" / "bench" / "mera_cycle"
 RESULTS = ROOT / "bench" / "results"
 SMOLLM2 = ROOT / "var" / "models" / "smollm2-135m-instruct"
-# The demo's extract-json schema. Its demo wording ("... Extract the city.", the format in a system
-# message) gets 0/6 from SmolLM2-135M greedy and 0/6 at best-of-4, so nothing could be learned from
-# its teacher; with the format in the user message the student still fails greedily (0/6) while its
-# best-of-4 passes 4/6 (measured with transformers on six capitals): a teacher to learn from.
-INSTRUCTION = 'Reply with JSON only: {"city": ..., "country": ...}.'
 ADVICE = {
     "patterns": ['Answer with one JSON object: {"city": "<city>", "country": "<country>"}.'],
     "pitfalls": ["Do not write any text before or after the JSON object."],
 }
-CAPITALS = (
-    "Paris France|Tokyo Japan|Lima Peru|Oslo Norway|Cairo Egypt|Quito Ecuador|Rome Italy|Seoul Korea|"
-    "Dakar Senegal|Hanoi Vietnam|Bern Switzerland|Accra Ghana|Madrid Spain|Lisbon Portugal|Berlin Germany|"
-    "Vienna Austria|Prague Czechia|Warsaw Poland|Athens Greece|Dublin Ireland|Helsinki Finland|"
-    "Stockholm Sweden|Copenhagen Denmark|Budapest Hungary|Bucharest Romania|Sofia Bulgaria|Zagreb Croatia|"
-    "Belgrade Serbia|Kyiv Ukraine|Riga Latvia|Vilnius Lithuania|Tallinn Estonia|Ankara Turkey|Tehran Iran|"
-    "Baghdad Iraq|Amman Jordan|Beirut Lebanon|Riyadh Arabia|Doha Qatar|Muscat Oman|Kabul Afghanistan|"
-    "Delhi India|Dhaka Bangladesh|Colombo Lanka|Bangkok Thailand|Manila Philippines|Jakarta Indonesia|"
-    "Beijing China|Canberra Australia|Wellington Zealand|Ottawa Canada|Havana Cuba|Bogota Colombia|"
-    "Caracas Venezuela|Santiago Chile|Asuncion Paraguay|Montevideo Uruguay|Brasilia Brazil|Nairobi Kenya|"
-    "Kampala Uganda|Lusaka Zambia|Harare Zimbabwe|Maputo Mozambique|Rabat Morocco|Tunis Tunisia|Abuja Nigeria"
-)
 
 
 @dataclass
@@ -73,11 +56,14 @@ class Task:
 
 
 def structured_tasks() -> list[Task]:
+    """The demo's extract-json capitals (app/demo.py). With the format in the user message SmolLM2-135M
+    fails them greedily but its best-of-4 passes most: a teacher to learn from."""
+    from app.demo import CAPITALS, extract_json_call
+
     tasks = []
-    for pair in CAPITALS.split("|"):
-        city, country = pair.split()
-        messages = [{"role": "user", "content": f"{city} is the capital of {country}. {INSTRUCTION}"}]
-        tasks.append(Task(messages, {"task": "extract-json"}, json.dumps({"city": city, "country": country})))
+    for city, country in CAPITALS:
+        body = extract_json_call(city, country)
+        tasks.append(Task(body["messages"], body["metadata"], json.dumps({"city": city, "country": country})))
     return tasks
 
 
@@ -166,15 +152,11 @@ def send(client: Any, tasks: list[Task], model: str) -> list[Any]:
 
 
 def measure(calls: list[Any], teacher: dict[str, float]) -> dict[str, float]:
-    n = max(len(calls), 1)
-    student = sum(any(g["role"] == "student" and g["verdict"] == "pass" for g in c.legs) for c in calls)
-    cost = sum((c.cost_usd for c in calls), Decimal(0))
-    return {
-        "direct": student / n,
-        "policy": sum(c.verdict == "pass" for c in calls) / n,
-        "fallback": sum(c.fallback for c in calls) / n,
-        "cost_rel": float(cost) / teacher["cost"] if teacher["cost"] else float("nan"),
-    }
+    from app.demo_cycle import summarize
+
+    s = summarize(calls)
+    cost_rel = float(s.cost_usd) / teacher["cost"] if teacher["cost"] else float("nan")
+    return {"direct": s.direct, "policy": s.policy, "fallback": s.fallback, "cost_rel": cost_rel}
 
 
 def run_cycle(profile_id: int) -> Any:

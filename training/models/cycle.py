@@ -187,6 +187,7 @@ class Cycle(models.Model):
         SCHEDULE = "schedule"
         AUTO = "auto", "failures threshold"
         BENCH = "bench"
+        DEMO = "demo"
 
     class Status(models.TextChoices):
         QUEUED = "queued"
