@@ -79,20 +79,23 @@ def send(client: openai.OpenAI, bodies: Sequence[dict[str, Any]]) -> list[Invoca
 
 
 def follow(cycle_id: int, timeout_s: float, poll_s: float = 5.0) -> Iterator[str]:
-    """Yields a line whenever the cycle moves (stage, status, training progress) until it ends."""
+    """Yields a line whenever the cycle moves (stage, status, an eighth of its training run) until it
+    ends."""
     deadline = time.monotonic() + timeout_s
-    last = ""
+    last: tuple[object, ...] = ()
     while time.monotonic() < deadline:
         cycle = Cycle.objects.select_related("training_run").get(pk=cycle_id)
-        now = f"{cycle.stage} {cycle.status}"
+        line = f"{cycle.stage} {cycle.status}"
+        moved: tuple[object, ...] = (cycle.stage, cycle.status)
         run: TrainingRun | None = cycle.training_run
         if run is not None and cycle.stage == Cycle.Stage.ADAPTER:
-            loss = next((p["loss"] for p in reversed(run.progress) if p.get("loss") is not None), None)
-            now += f" (training {run.status}: step {run.step}/{run.total_steps}"
-            now += f", loss {loss:.3f})" if loss is not None else ")"
-        if now != last:
-            yield now
-            last = now
+            losses = [p["loss"] for p in run.progress if p.get("loss") is not None]
+            line += f" (training {run.status}: step {run.step}/{run.total_steps}"
+            line += f", loss {losses[-1]:.3f})" if losses else ")"
+            moved += (run.status, run.step // max(run.total_steps // 8, 1))
+        if moved != last:
+            yield line
+            last = moved
         if cycle.status not in Cycle.UNFINISHED:
             return
         time.sleep(poll_s)
