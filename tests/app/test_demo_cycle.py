@@ -10,10 +10,11 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from app.demo import CAPITALS, extract_json_call
-from app.demo_cycle import summarize
+from app.demo_cycle import follow, summarize
 from routing.models import Invocation
 from tests.conftest import free_port
-from tests.factories import InvocationFactory
+from tests.factories import InvocationFactory, TaskProfileFactory
+from training.models import Adapter, Cycle, TrainingRun
 from training.services.cycle.calls import split_of
 
 
@@ -65,3 +66,23 @@ def test_demo_cycle_refuses_to_start_when_nothing_serves() -> None:
     url = f"http://127.0.0.1:{free_port()}"
     with pytest.raises(CommandError, match=f"does not answer at {url}.*make run"):
         call_command("demo_cycle", "--url", url)
+
+
+@pytest.mark.django_db
+def test_follow_reports_the_training_run_by_eighths_and_stops_when_the_cycle_ends() -> None:
+    profile = TaskProfileFactory.create()
+    adapter = Adapter.objects.create(profile=profile, version=1, name="p-v1", path="/x", base_model="b")
+    run = TrainingRun.objects.create(
+        adapter=adapter, status=TrainingRun.Status.RUNNING, step=5, total_steps=40, progress=[]
+    )
+    cycle = Cycle.objects.create(
+        profile=profile, stage=Cycle.Stage.ADAPTER, status=Cycle.Status.WAITING, training_run=run
+    )
+    lines = follow(cycle.pk, timeout_s=30, poll_s=0)
+    assert next(lines) == "adapter waiting (training running: step 5/40)"
+    run.step, run.progress = 10, [{"step": 7, "loss": 0.5}, {"step": 10, "loss": 0.25}]
+    run.save()
+    assert next(lines) == "adapter waiting (training running: step 10/40, loss 0.250)"
+    Cycle.objects.filter(pk=cycle.pk).update(stage=Cycle.Stage.DONE, status=Cycle.Status.SUCCEEDED)
+    assert next(lines) == "done succeeded"
+    assert next(lines, None) is None
