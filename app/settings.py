@@ -296,6 +296,8 @@ if bool(SLACK_BOT_TOKEN) != bool(SLACK_SIGNING_SECRET):
 # The Web API base URL; only a test or a proxy changes it.
 SLACK_API_URL = env_str("SLACK_API_URL", "https://slack.com/api/")
 SLACK_COMMAND = env_str("SLACK_COMMAND", "/sre")
+# On: only Slack members linked to a user who may open incidents (operator role) start diagnoses.
+SLACK_OPEN_NEEDS_ROLE = env_bool("SLACK_OPEN_NEEDS_ROLE", False)
 
 # --- Learning cycle (replay -> SkillBook -> adapter -> router -> admission) ---------------------
 CELERY_BEAT_SCHEDULE["poll-cycles"] = {"task": "training.tasks.cycle.cycles_poll", "schedule": 30.0}

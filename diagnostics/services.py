@@ -21,6 +21,7 @@ from diagnostics.agent.subject import from_alertmanager
 from diagnostics.models import ActionRequest, Incident, Step, Trajectory
 
 APPROVE_PERMISSION = "diagnostics.approve_actionrequest"
+OPEN_PERMISSION = "diagnostics.add_incident"
 
 
 class ServiceError(Exception):

@@ -18,7 +18,7 @@ from django.apps import apps as global_apps
 from django.contrib.auth.management import create_permissions
 from django.contrib.auth.models import Group, Permission
 
-from diagnostics.services import APPROVE_PERMISSION
+from diagnostics.services import APPROVE_PERMISSION, OPEN_PERMISSION
 
 APPS = ("routing", "diagnostics", "training")
 VIEWER, OPERATOR, APPROVER, ADMIN = "viewer", "operator", "approver", "admin"
@@ -29,7 +29,7 @@ VIEW_CALLS = "routing.view_invocation"
 VIEW_KEYS = "routing.view_apikey"
 MANAGE_KEYS = "routing.change_apikey"
 VIEW_INCIDENTS = "diagnostics.view_incident"
-OPEN_INCIDENT = "diagnostics.add_incident"
+OPEN_INCIDENT = OPEN_PERMISSION
 APPROVE_ACTION = APPROVE_PERMISSION
 VIEW_LEARNING = "training.view_demonstration"
 

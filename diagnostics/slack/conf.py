@@ -28,6 +28,10 @@ def enabled() -> bool:
     return bool(bot_token() and signing_secret())
 
 
+def open_needs_role() -> bool:
+    return bool(getattr(settings, "SLACK_OPEN_NEEDS_ROLE", False))
+
+
 def command_name() -> str:
     return str(getattr(settings, "SLACK_COMMAND", "/sre"))
 

@@ -83,6 +83,10 @@ def _open_from_command(event: SlackEvent, client: WebClient) -> str:
     """``/sre diagnose <text>``: a root message in the channel, the incident threaded under it."""
     body = event.payload
     text, user_id, channel = body["diagnose_text"], body["user_id"], body["channel_id"]
+    if refusal := _may_not_open(user_id):
+        _respond(body.get("response_url", ""), refusal)
+        services.slack_event_finish(event=event, error=refusal)
+        return "refused"
     try:
         root = client.chat_postMessage(
             channel=channel,
@@ -105,6 +109,12 @@ def _open_from_mention(event: SlackEvent, client: WebClient) -> str:
     mention = event.payload["event"]
     text = " ".join(MENTION.sub(" ", mention.get("text", "")).split())
     channel, thread_ts = mention["channel"], mention.get("thread_ts") or mention["ts"]
+    if refusal := _may_not_open(mention.get("user", "")):
+        client.chat_postEphemeral(
+            channel=channel, user=mention.get("user", ""), thread_ts=thread_ts, text=refusal
+        )
+        services.slack_event_finish(event=event, error=refusal)
+        return "refused"
     if not text:
         client.chat_postMessage(
             channel=channel,
@@ -116,6 +126,22 @@ def _open_from_mention(event: SlackEvent, client: WebClient) -> str:
     incident = _open(text=text, user_id=mention.get("user", ""), channel=channel, thread_ts=thread_ts)
     services.slack_event_finish(event=event, incident=incident)
     return "opened"
+
+
+def _may_not_open(user_id: str) -> str:
+    """Why this Slack member may not open an incident ("" when they may). Anyone in a channel with the
+    bot may (diagnosis only reads) unless SLACK_OPEN_NEEDS_ROLE asks for a linked operator."""
+    if not conf.open_needs_role():
+        return ""
+    user = selectors.user_for_slack(slack_user_id=user_id) if user_id else None
+    if user is None:
+        return (
+            ":no_entry: Only members linked to a Skillgate user may open incidents here: ask an admin to "
+            "run `manage.py slack_link_user`."
+        )
+    if not user.has_perm(diagnostics_services.OPEN_PERMISSION):
+        return f":no_entry: Your Skillgate user {user.get_username()} may not open incidents (operator role)."
+    return ""
 
 
 def _open(*, text: str, user_id: str, channel: str, thread_ts: str) -> Incident:

@@ -5,8 +5,10 @@ from __future__ import annotations
 import time
 from datetime import timedelta
 
+from django.contrib.auth.models import Group
 from django.utils import timezone
 
+from app.web.roles import OPERATOR
 from diagnostics.models import ActionRequest, Incident, Trajectory
 from diagnostics.slack import services
 from diagnostics.slack.models import SlackEvent
@@ -138,3 +140,32 @@ def test_a_delivery_whose_worker_died_is_handled_when_its_task_comes_back(bot, s
     SlackEvent.objects.filter(pk=event.pk).update(claimed_at=timezone.now() - timedelta(minutes=11))
     assert handle_event(event.pk) == "opened"
     assert Incident.objects.count() == 1 and SlackEvent.objects.get().status == SlackEvent.Status.DONE
+
+
+def test_with_slack_open_needs_role_only_a_linked_operator_opens_incidents(
+    bot, slack_client, queue, settings
+):
+    settings.SLACK_OPEN_NEEDS_ROLE = True
+    viewer = linked("vic", "U0VIEWER", approver=False)  # linked, but no operator role
+    operator = linked("opal", "U0OPERATOR", approver=False)
+    operator.groups.add(Group.objects.get(name=OPERATOR))
+
+    slack_client.command("diagnose api down", user="U0STRANGER", response_url=bot.response_url("stranger"))
+    slack_client.command("diagnose api down", user="U0VIEWER", response_url=bot.response_url("viewer"))
+    queue.drain()
+    assert not Incident.objects.exists() and bot.posted() == []
+    refusals = {r["name"]: r for r in bot.responses}
+    assert all(r["response_type"] == "ephemeral" for r in refusals.values())
+    assert "slack_link_user" in refusals["stranger"]["text"]
+    assert f"{viewer.username} may not open incidents" in refusals["viewer"]["text"]
+    assert [e.status for e in SlackEvent.objects.all()] == [SlackEvent.Status.FAILED] * 2
+
+    slack_client.mention("<@U0BOT> api down", user="U0STRANGER", event_id="Ev010", ts="1712.000300")
+    queue.drain()
+    assert not Incident.objects.exists()
+    [ephemeral] = bot.of("chat.postEphemeral")
+    assert (ephemeral["user"], ephemeral["thread_ts"]) == ("U0STRANGER", "1712.000300")
+
+    slack_client.command("diagnose api down", user="U0OPERATOR")
+    queue.drain()
+    assert Incident.objects.get().created_by == operator
