@@ -201,6 +201,8 @@ _teacher_is_provider = env_optional("SKILLGATE_TEACHER_MODEL") is not None
 SKILLGATE: dict[str, Any] = {
     # Request bodies above this size are refused with 413 before they are parsed.
     "MAX_BODY_BYTES": env_int("SKILLGATE_MAX_BODY_BYTES", 4 * 1024 * 1024),
+    # Calls in flight per server process before new ones get a 503 (routing/inflight.py); 0: no limit.
+    "MAX_IN_FLIGHT": env_int("SKILLGATE_MAX_IN_FLIGHT", 0),
     # Output cap used when a call gives no max_tokens; it also bounds the budget reservation.
     "DEFAULT_MAX_TOKENS": env_int("SKILLGATE_DEFAULT_MAX_TOKENS", 1024),
     "UPSTREAM_TIMEOUT_S": env_float("SKILLGATE_UPSTREAM_TIMEOUT_S", 120.0),
