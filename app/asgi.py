@@ -34,11 +34,15 @@ api = ApiHandler()
 # would take seconds, past Slack's 3-second ack deadline.
 from django.urls import get_resolver  # noqa: E402
 
+from routing import inflight  # noqa: E402
+
 get_resolver().url_patterns  # noqa: B018
 
 
 async def application(scope: dict[str, Any], receive: Any, send: Any) -> None:
-    if scope["type"] == "http" and scope["path"].startswith(API_PREFIXES):
+    if scope["type"] == "http" and scope["path"] == inflight.CHAT_PATH and scope["method"] == "POST":
+        await inflight.guarded(api, scope, receive, send)  # shed past SKILLGATE_MAX_IN_FLIGHT
+    elif scope["type"] == "http" and scope["path"].startswith(API_PREFIXES):
         await api(scope, receive, send)
     else:
         await site(scope, receive, send)

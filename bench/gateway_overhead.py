@@ -463,7 +463,9 @@ def fresh_postgres(url: str) -> str:
     return url
 
 
-def start_skillgate(children: Children, stub: Target, database_url: str | None) -> tuple[Target, str]:
+def start_skillgate(
+    children: Children, stub: Target, database_url: str | None, max_in_flight: int = 0
+) -> tuple[Target, str]:
     if database_url:
         db_url = fresh_postgres(database_url)
         shown = urlunsplit(urlsplit(db_url)._replace(netloc=urlsplit(db_url).netloc.split("@")[-1]))
@@ -481,6 +483,7 @@ def start_skillgate(children: Children, stub: Target, database_url: str | None) 
         LOG_LEVEL="WARNING",
         DEBUG="false",
         DJANGO_SETTINGS_MODULE="app.settings",
+        SKILLGATE_MAX_IN_FLIGHT=str(max_in_flight),
     )
     seeded = run_captured(
         children,
@@ -922,6 +925,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "--timeout", type=float, default=10.0, help="client timeout per request, s (default 10)"
     )
     parser.add_argument("--skip-proxy", action="store_true", help="do not start or measure the LiteLLM proxy")
+    parser.add_argument(
+        "--max-in-flight", type=int, default=0, help="Skillgate's SKILLGATE_MAX_IN_FLIGHT (0: no limit)"
+    )
     parser.add_argument("--skip-search", action="store_true", help="only the fixed rates, no capacity search")
     parser.add_argument(
         "--database-url",
@@ -983,7 +989,7 @@ def main(argv: list[str]) -> int:
     with managed_children() as children:
         stub = start_stub(children)
         log(f"stub upstream at {stub.base_url}")
-        skillgate, db_label = start_skillgate(children, stub, args.database_url)
+        skillgate, db_label = start_skillgate(children, stub, args.database_url, args.max_in_flight)
         log(f"skillgate at {skillgate.base_url} on {db_label}")
         targets = [stub, skillgate]
         if not args.skip_proxy:

@@ -12,7 +12,7 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
-from routing import gateway, inflight, selectors
+from routing import gateway, selectors
 from routing.errors import ApiError, unauthorized
 from routing.keys import authenticate
 from routing.models import ApiKey
@@ -54,11 +54,6 @@ async def chat_completions(request: HttpRequest) -> HttpResponse:
     try:
         if request.method != "POST":
             raise _method_not_allowed(request.method or "")
-        inflight.enter()  # first: a full server sheds the call before spending anything on it
-    except ApiError as exc:
-        return exc.response()
-    streaming = False
-    try:
         api_key = await _api_key(request)
         body = _read_body(request)
         chat = parse_chat_request(body)
@@ -69,9 +64,8 @@ async def chat_completions(request: HttpRequest) -> HttpResponse:
         if chat.stream:
             plan = await stream_call(prep)
             response: HttpResponse | StreamingHttpResponse = StreamingHttpResponse(
-                inflight.CountedStream(plan.body), content_type="text/event-stream"
+                plan.body, content_type="text/event-stream"
             )
-            streaming = True  # counted until the stream ends or the response closes
             response["Cache-Control"] = "no-cache"
             response["X-Accel-Buffering"] = "no"
             for name, value in plan.headers.items():
@@ -80,9 +74,6 @@ async def chat_completions(request: HttpRequest) -> HttpResponse:
         result = await gateway.complete_call(prep)
     except ApiError as exc:
         return exc.response()
-    finally:
-        if not streaming:
-            inflight.leave()
     record, completion = result.record, result.completion
     payload = {
         "id": f"chatcmpl-{record.id.hex}",

@@ -1,21 +1,24 @@
-"""Load shedding: at most ``SKILLGATE_MAX_IN_FLIGHT`` calls in flight per server process (0: no limit).
+"""Load shedding: at most ``SKILLGATE_MAX_IN_FLIGHT`` chat calls in flight per server process (0: no
+limit), checked in front of Django so a refused call costs almost nothing.
 
-Past a process's capacity, queued calls only grow slower until clients time out (the gateway benchmark
-shows it); with a limit the extra calls get an immediate 503 OpenAI error with ``Retry-After``, which the
-openai SDK retries with backoff, and nothing is written for them. A streamed call counts until its
-stream ends or its response is closed (Django closes it also when the client went away first).
+Past the limit a call gets an immediate 503 OpenAI error with ``Retry-After`` (the openai SDK retries it
+with backoff) and nothing is written for it. A call counts from the moment the ASGI server hands it over
+until Django has sent its last byte (streams included) or the client went away. Everything here runs on
+the process's event loop, so the count needs no lock.
 """
 
 from __future__ import annotations
 
-import threading
-from collections.abc import AsyncIterator
+import json
+from typing import Any
 
 from django.conf import settings
 
 from routing.errors import ApiError
 
-_lock = threading.Lock()  # a response's close() may run in a worker thread
+CHAT_PATH = "/v1/chat/completions"
+ASGIApp = Any
+
 _in_flight = 0
 
 
@@ -23,15 +26,8 @@ def in_flight() -> int:
     return _in_flight
 
 
-def enter() -> None:
-    """Counts a call in, or raises the 503 when the process is full."""
-    global _in_flight
-    limit = int(settings.SKILLGATE["MAX_IN_FLIGHT"])
-    with _lock:
-        if not limit or _in_flight < limit:
-            _in_flight += 1
-            return
-    raise ApiError(
+def _overloaded(limit: int) -> ApiError:
+    return ApiError(
         503,
         f"Skillgate is at capacity ({limit} calls in flight on this server); retry shortly.",
         type="server_error",
@@ -40,32 +36,23 @@ def enter() -> None:
     )
 
 
-def leave() -> None:
+async def _refuse(error: ApiError, send: Any) -> None:
+    body = json.dumps(error.body()).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    headers += [(name.lower().encode(), value.encode()) for name, value in error.headers.items()]
+    await send({"type": "http.response.start", "status": error.status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def guarded(app: ASGIApp, scope: dict[str, Any], receive: Any, send: Any) -> None:
+    """Serves one chat call with ``app`` if the process has room, else answers the 503 itself."""
     global _in_flight
-    with _lock:
+    limit = int(settings.SKILLGATE["MAX_IN_FLIGHT"])
+    if limit and _in_flight >= limit:
+        await _refuse(_overloaded(limit), send)
+        return
+    _in_flight += 1
+    try:
+        await app(scope, receive, send)
+    finally:
         _in_flight -= 1
-
-
-class CountedStream:
-    """A stream's body that counts its call in flight until it ends or is closed, whichever is first."""
-
-    def __init__(self, body: AsyncIterator[bytes]) -> None:
-        self._body = body
-        self._open = True
-
-    def __aiter__(self) -> AsyncIterator[bytes]:
-        return self._iterate()
-
-    async def _iterate(self) -> AsyncIterator[bytes]:
-        try:
-            async for chunk in self._body:
-                yield chunk
-        finally:
-            self.close()
-
-    def close(self) -> None:
-        """Django registers it as one of the response's closers."""
-        with _lock:
-            was_open, self._open = self._open, False
-        if was_open:
-            leave()
