@@ -22,8 +22,8 @@ from typing import Any
 import openai
 
 from app.demo import CAPITALS, extract_json_call
+from app.traffic import demo_client
 from routing.models import Invocation, TaskProfile
-from routing.services import api_key_create, api_key_revoke
 from training.models import Adapter, Cycle, TrainingRun
 from training.services.cycle import cycle_start
 from training.services.cycle.calls import split_of
@@ -108,9 +108,7 @@ def run_demo_cycle(base_url: str, *, timeout_s: float, say: Callable[[str], None
     bodies = [extract_json_call(city, country) for city, country in CAPITALS]
     heldout = [b for b in bodies if split_of(b["messages"]) == "heldout"]
     train = [b for b in bodies if split_of(b["messages"]) == "train"]
-    key, raw = api_key_create(name="demo-cycle")
-    client = openai.OpenAI(base_url=f"{base_url}/v1", api_key=raw, max_retries=0, timeout=600)
-    try:
+    with demo_client(f"{base_url}/v1", name="demo-cycle") as client:
         say(f"{len(heldout)} held-out calls (never trained on) through the gateway...")
         before = summarize(send(client, heldout))
         say(f"before: {before.line()}")
@@ -142,5 +140,3 @@ def run_demo_cycle(base_url: str, *, timeout_s: float, say: Callable[[str], None
         )
         served = active is not None and after.student_models.get(active.name, 0) == after.calls
         return admission.decision == admission.Decision.ADMITTED and served and after.direct > before.direct
-    finally:
-        api_key_revoke(api_key=key)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 import openai
 
@@ -10,11 +11,19 @@ from app.demo import demo_calls
 from routing.services import api_key_create, api_key_revoke
 
 
-def send_demo_traffic(base_url: str) -> Iterator[str]:
-    """Yields one line per call. Uses a short-lived key of its own, revoked at the end."""
-    key, raw = api_key_create(name="demo-traffic")
-    client = openai.OpenAI(base_url=base_url, api_key=raw, max_retries=0, timeout=300)
+@contextmanager
+def demo_client(base_url: str, *, name: str) -> Iterator[openai.OpenAI]:
+    """An openai client on the gateway (``.../v1``) with a short-lived key of its own, revoked after."""
+    key, raw = api_key_create(name=name)
     try:
+        yield openai.OpenAI(base_url=base_url, api_key=raw, max_retries=0, timeout=600)
+    finally:
+        api_key_revoke(api_key=key)
+
+
+def send_demo_traffic(base_url: str) -> Iterator[str]:
+    """Yields one line per call."""
+    with demo_client(base_url, name="demo-traffic") as client:
         for body in demo_calls():
             task = body["metadata"]["task"]
             try:
@@ -29,5 +38,3 @@ def send_demo_traffic(base_url: str) -> Iterator[str]:
                 f"verdict={h['x-skillgate-verdict']} cost=${h['x-skillgate-cost-usd']} "
                 f"answer={content[:60]!r}"
             )
-    finally:
-        api_key_revoke(api_key=key)

@@ -4,22 +4,20 @@ dead worker, automatic and scheduled starts; and one cycle end to end on a real 
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import timedelta
+from typing import Any
 
 import httpx
 import pytest
 from django.conf import settings
-from django.db import connection
 from django.test import override_settings
 from django.utils import timezone
 
 from routing.models import Invocation, RouterVersion
+from tests.support.celery_worker import Worker, celery_worker
 from tests.support.cycle import (
     CITIES,
     city_of,
@@ -202,47 +200,15 @@ def test_the_schedule_starts_cycles_only_for_profiles_with_new_failures(gateway_
 # --- one cycle on a real Celery worker, started over the API -------------------------------------
 
 
-def worker_database_url() -> str:
-    conf = connection.settings_dict
-    if conf["ENGINE"].endswith("sqlite3"):
-        return f"sqlite:///{conf['NAME']}"
-    auth = conf["USER"] + (f":{conf['PASSWORD']}" if conf["PASSWORD"] else "")
-    return f"postgres://{auth}@{conf['HOST'] or '127.0.0.1'}:{conf['PORT'] or 5432}/{conf['NAME']}"
-
-
 @pytest.fixture
-def worker(transactional_db):
+def worker(transactional_db: None) -> Iterator[Worker]:
     env = {
-        **os.environ,
-        "DATABASE_URL": worker_database_url(),
-        "CELERY_BROKER_URL": settings.CELERY_BROKER_URL,
         "SKILLGATE_CYCLE_HELDOUT_SHARDS": "2",
         "SKILLGATE_ADMISSION_MIN_ITEMS": "5",
         "SKILLGATE_CYCLE_TRAIN_ADAPTER": "false",
     }
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "celery",
-            "-A",
-            "app",
-            "worker",
-            "--pool",
-            "solo",
-            "--loglevel",
-            "INFO",
-            "--queues",
-            settings.CELERY_TASK_DEFAULT_QUEUE,
-        ],
-        env=env,
-        start_new_session=True,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-    )
-    yield proc
-    os.killpg(proc.pid, signal.SIGTERM)
-    proc.wait(20)
+    with celery_worker("cycle-api", env=env) as running:
+        yield running
 
 
 @pytest.mark.slow
@@ -260,13 +226,13 @@ def test_a_cycle_started_over_the_api_runs_on_the_worker_and_the_next_calls_pass
     assert started.status_code == 201, started.text
     cycle_id = started.json()["cycle"]["id"]
     assert started.json()["cycle"]["trigger"] == "api"
-    deadline = time.monotonic() + 120
-    while (cycle := http.get(f"{gateway_url}/api/cycles/{cycle_id}", headers=auth).json()["cycle"])[
-        "status"
-    ] not in ("succeeded", "failed"):
-        assert worker.poll() is None, worker.stdout.read().decode()[-3000:]
-        assert time.monotonic() < deadline, f"the cycle did not finish: {cycle}"
-        time.sleep(0.5)
+    cycle: dict[str, Any] = {}
+
+    def finished() -> bool:
+        cycle.update(http.get(f"{gateway_url}/api/cycles/{cycle_id}", headers=auth).json()["cycle"])
+        return cycle["status"] in ("succeeded", "failed")
+
+    worker.wait_until("the cycle to finish", finished, 120)
     assert cycle["status"] == "succeeded", cycle["error"]
     assert cycle["admission"]["decision"] == "admitted", cycle["admission"]["reason"]
     assert cycle["admission"]["candidate_metrics"]["fallback_rate"] == 0.0

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
@@ -59,7 +60,9 @@ def browser(django_db_setup: None) -> Iterator[Browser]:
     Playwright's sync API keeps an event loop running on the main thread while it is started: later
     tests that call asyncio.run() or the ORM would fail next to it, and pages left open would keep
     polling the server. So Playwright is started per module and stopped, with its browser, after it.
-    The test database is created first, before that loop exists.
+    The test database is created first, before that loop exists. While the browser lives, the tests'
+    own ORM calls (and the database flush after each test: module scope outlives it) are sync calls next
+    to Playwright's loop, which Django allows only with DJANGO_ALLOW_ASYNC_UNSAFE.
     """
     from playwright.sync_api import sync_playwright
 
@@ -74,9 +77,13 @@ def browser(django_db_setup: None) -> Iterator[Browser]:
         "--disable-component-update",
         "--disable-sync",
     ]
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=args)
-        try:
-            yield launched
-        finally:
-            launched.close()
+    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+    try:
+        with sync_playwright() as playwright:
+            launched = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=args)
+            try:
+                yield launched
+            finally:
+                launched.close()
+    finally:
+        os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)

@@ -10,7 +10,6 @@ test see the page before the first step is committed, so the steps provably arri
 
 from __future__ import annotations
 
-import os
 import re
 import threading
 from collections.abc import Iterator
@@ -34,15 +33,6 @@ from training.models import Cycle
 pytestmark = [needs_chromium, pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 CITY = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _sync_orm_beside_playwright() -> Iterator[None]:
-    """Playwright's sync API keeps an event loop on this thread; the test's own ORM calls (and the
-    database flush after each test) are sync. Module scope: it outlives the flush."""
-    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
-    yield
-    os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
 
 
 @pytest.fixture

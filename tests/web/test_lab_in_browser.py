@@ -11,10 +11,8 @@ yet", so the steps provably arrive on the open page, without a reload.
 
 from __future__ import annotations
 
-import os
 import re
 import time
-from collections.abc import Iterator
 
 import pytest
 from django.contrib.auth.models import User
@@ -37,15 +35,6 @@ FAULT = "bad_config"
 PATCH = {"service": "api", "key": "request_timeout_s", "value": 30}
 # The diagnosis takes ~10 s and the fix ~6 s on an idle machine; the worker starts in a few seconds.
 WAIT_S = 150
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _sync_orm_beside_playwright() -> Iterator[None]:
-    """Playwright's sync API keeps an event loop on this thread; the test's own ORM calls (and the
-    database flush after each test) are sync. Module scope: it outlives the flush."""
-    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
-    yield
-    os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
 
 
 def test_open_an_incident_on_the_lab_watch_it_approve_the_fix_and_see_the_lab_healthy(

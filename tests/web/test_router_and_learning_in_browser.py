@@ -16,7 +16,6 @@ SKILLGATE_DOCS_SCREENSHOTS=1 refreshes docs/screenshots/router.png and learning.
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -51,15 +50,6 @@ pytestmark = [needs_chromium, pytest.mark.browser, pytest.mark.slow, pytest.mark
 WAIT_S = 240
 # Few steps: the loss chart has a point per step, and 30 steps take minutes on a busy 2-core machine.
 HYPERPARAMETERS = {**narrow_task.FAST, "sft_steps": 12}
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _sync_orm_beside_playwright() -> Iterator[None]:
-    """Playwright's sync API keeps an event loop on this thread; the test's own ORM calls (and the
-    database flush after each test) are sync. Module scope: it outlives the flush."""
-    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
-    yield
-    os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
 
 
 def respond(body: dict[str, Any]) -> Reply:
