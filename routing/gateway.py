@@ -25,7 +25,8 @@ from routing.models import ApiKey, Backend, Invocation, Reservation, TaskProfile
 from routing.pricing import PricingError, cost_bound, prices_for, prompt_token_bound, usage_cost
 from routing.protocol import ChatRequest
 from routing.router import Call, Decision, build_router
-from routing.verifiers import Verifier, VerifierConfigError, build_verifier
+from routing.verifier_policy import VerifierPolicyError, resolve
+from routing.verifiers import Verifier
 
 AUTO_MODEL = "auto"
 BEST_OF_TEMPERATURE = 0.8
@@ -43,6 +44,7 @@ class Prepared:
     decision: Decision
     max_tokens: int
     started: float
+    verifier_source: str = ""
 
     def body_for(self, backend: Backend) -> dict[str, Any]:
         body = self.request.upstream_body(max_tokens=self.max_tokens)
@@ -67,6 +69,7 @@ class Prepared:
             stream=self.request.stream,
             request=self.request_dict,
             router_version_id=self.decision.version_id,
+            verifier_source=self.verifier_source,
             sample_leg=teacher_sampling.draw(
                 profile=self.profile,
                 route=self.decision.route,
@@ -90,20 +93,16 @@ def profile_name_of(request: ChatRequest, header: str | None) -> str:
     return name
 
 
-def _verifier_for(request: ChatRequest, profile: TaskProfile) -> Verifier | None:
-    override = (request.metadata or {}).get("verifier")
-    if override is not None and not isinstance(override, dict):
-        raise bad_request("metadata.verifier must be an object.", param="metadata.verifier")
-    config = {**(profile.verifier or {}), **(override or {})}
-    if not config.get("kind"):
-        if (request.response_format or {}).get("type") == "json_schema":
-            config = {"kind": "json_schema"}
-        else:
-            return None
+def verifier_for(
+    request: ChatRequest, profile: TaskProfile, api_key: ApiKey | None
+) -> tuple[Verifier | None, str]:
+    """The call's verifier and its source, by the profile's policy (routing/verifier_policy.py)."""
     try:
-        return build_verifier(config)
-    except VerifierConfigError as exc:
-        raise bad_request(f"Invalid verifier: {exc}", param="metadata.verifier") from None
+        resolved = resolve(profile, request.model_dump(exclude_none=True), api_key=api_key)
+    except VerifierPolicyError as exc:
+        kind = "permission_error" if exc.status == 403 else "invalid_request_error"
+        raise ApiError(exc.status, exc.message, type=kind, param="metadata.verifier", code=exc.code) from None
+    return resolved.verifier, resolved.source
 
 
 def _load_profile_and_backends(name: str) -> tuple[TaskProfile, list[Backend]] | None:
@@ -136,7 +135,7 @@ async def prepare(*, api_key: ApiKey, request: ChatRequest, task_header: str | N
         student.adapter = profile.student_adapter
     if teacher is None:
         raise ApiError(503, "No teacher backend is configured.", type="server_error", code="no_backend")
-    verifier = _verifier_for(request, profile)
+    verifier, verifier_source = verifier_for(request, profile, api_key)
     forced = next((b for b in backends if b.name == request.model), None)
     if request.model == AUTO_MODEL:
         decision = await build_router(profile).aroute(Call(request, profile, verifier is not None))
@@ -156,7 +155,9 @@ async def prepare(*, api_key: ApiKey, request: ChatRequest, task_header: str | N
         )
     default_cap = profile.max_tokens or settings.SKILLGATE["DEFAULT_MAX_TOKENS"]
     max_tokens = request.output_cap(default_cap)
-    return Prepared(api_key, request, profile, teacher, student, verifier, decision, max_tokens, started)
+    return Prepared(
+        api_key, request, profile, teacher, student, verifier, decision, max_tokens, started, verifier_source
+    )
 
 
 def legs_planned(prep: Prepared) -> list[Backend]:

@@ -1,13 +1,20 @@
-"""Writes the one ledger row of a call and settles its budget reservation, atomically."""
+"""Writes the one ledger row of a call and settles its budget reservation, atomically; and keeps the
+bodies it stores to their lifetime (SKILLGATE LEDGER_STORE_BODIES, LEDGER_RETENTION_DAYS)."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import uuid
 from dataclasses import asdict, dataclass, field
+from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
 
 from routing import budgets
 from routing.models import Invocation, Reservation
@@ -63,6 +70,7 @@ class CallRecord:
     router_version_id: int | None = None
     sample_leg: str = ""  # drawn up front: the leg a background sample would add (teacher_sampling)
     sample_state: str = ""
+    verifier_source: str = ""  # routing/verifier_policy.py: "profile", "call" or "" (none)
 
     @property
     def cost_usd(self) -> Decimal:
@@ -96,13 +104,88 @@ def record_call(*, record: CallRecord, reservation: Reservation | None) -> Invoc
             cost_usd=record.cost_usd,
             latency_ms=record.latency_ms,
             overhead_ms=record.overhead_ms,
-            request=record.request,
-            response=record.response,
+            request=stored_request(record.request),  # hashes only when LEDGER_STORE_BODIES is off
+            response=stored_response(record.response),
             router_version_id=record.router_version_id,
             sample_state=record.sample_state,
+            verifier_source=record.verifier_source,
         )
         if reservation is None:
             budgets.charge(api_key_id=record.api_key_id, actual=record.cost_usd)
         else:
             budgets.settle(reservation=reservation, actual=record.cost_usd)
     return invocation
+
+
+# --- bodies: what is stored, and for how long ---------------------------------------------------
+# A row keeps its body while ``request`` holds the call's messages. Without one (hash-only mode, or
+# purged) ``request`` is ``{"sha256": ..., "message_count": n}`` (plus ``"purged": true`` once purged):
+# no ``messages`` key, so readers doing ``request.get("messages") or []`` see none; the replay, the
+# router's training data and background samples leave such rows out (``HAS_BODY``).
+HAS_BODY = Q(request__has_key="messages")
+
+
+def digest(value: Any) -> str:
+    """SHA-256 (hex) of ``value`` as canonical JSON: sorted keys, no spaces, UTF-8."""
+    canonical = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def has_body(request: Any) -> bool:
+    """Whether a ledger ``request`` still holds the call's messages (not hash-only, not purged)."""
+    return isinstance(request, dict) and isinstance(request.get("messages"), list)
+
+
+def stores_bodies() -> bool:
+    return bool(settings.SKILLGATE.get("LEDGER_STORE_BODIES", True))
+
+
+def request_stub(request: dict[str, Any]) -> dict[str, Any]:
+    """What stands for a request body that is not kept: its hash and how many messages it had."""
+    if not has_body(request):  # already a stub: keep its hash
+        return {key: request[key] for key in ("sha256", "message_count") if key in request}
+    return {"sha256": digest(request), "message_count": len(request["messages"])}
+
+
+def stored_request(request: dict[str, Any]) -> dict[str, Any]:
+    return request if stores_bodies() else request_stub(request)
+
+
+def stored_response(response: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The response as written: without LEDGER_STORE_BODIES, no message text, only its hash and the
+    finish reason."""
+    if response is None or stores_bodies():
+        return response
+    message = response.get("message")
+    return {
+        "message": None,
+        "finish_reason": response.get("finish_reason"),
+        "sha256": digest(message) if message is not None else None,
+    }
+
+
+def ledger_bodies_purge(*, now: datetime | None = None, batch: int | None = None) -> int:
+    """Blanks the bodies of calls older than LEDGER_RETENTION_DAYS (0: keeps them); returns how many.
+
+    The row stays, with its costs, tokens, legs, verdict and status (budgets and the dashboard read
+    them): ``request`` becomes ``{"purged": true, "sha256", "message_count"}``, ``response`` null. In
+    batches of LEDGER_PURGE_BATCH rows, oldest first, each batch its own transaction.
+    """
+    days = int(settings.SKILLGATE.get("LEDGER_RETENTION_DAYS", 0))
+    if days <= 0:
+        return 0
+    size = batch or int(settings.SKILLGATE.get("LEDGER_PURGE_BATCH", 500))
+    cutoff = (now or timezone.now()) - timedelta(days=days)
+    due = Invocation.objects.filter(created_at__lt=cutoff).filter(HAS_BODY | Q(response__isnull=False))
+    purged = 0
+    while True:
+        with transaction.atomic():
+            rows = list(due.order_by("created_at", "pk").only("pk", "request")[:size])
+            for row in rows:
+                row.request = {"purged": True, **request_stub(row.request or {})}
+            Invocation.objects.bulk_update(rows, ["request"])
+            # update(), not bulk_update: None is SQL NULL here, where bulk_update would store JSON null.
+            Invocation.objects.filter(pk__in=[row.pk for row in rows]).update(response=None)
+        purged += len(rows)
+        if len(rows) < size:
+            return purged

@@ -9,6 +9,8 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
+from routing.scopes import default_scopes
+
 
 def money(**kwargs: object) -> models.DecimalField:
     """A USD amount with eight decimals (token prices are fractions of a cent)."""
@@ -32,6 +34,16 @@ class ApiKey(models.Model):
     rpm_limit = models.PositiveIntegerField(
         null=True, blank=True, help_text="Requests per minute; empty means unlimited."
     )
+    scopes = models.JSONField(
+        default=default_scopes,
+        blank=True,
+        help_text="What the key may do (routing/scopes.py): llm, verifiers:call, incidents:read, "
+        "incidents:write, actions:approve, learning:read, learning:write.",
+    )
+    trusted_for_training = models.BooleanField(
+        default=False,
+        help_text="Answers checked only by this key's own per-call verifiers may become training data.",
+    )
 
     class Meta:
         verbose_name = "API key"
@@ -42,6 +54,9 @@ class ApiKey(models.Model):
     @property
     def is_active(self) -> bool:
         return self.revoked_at is None
+
+    def has_scope(self, scope: str) -> bool:
+        return isinstance(self.scopes, list) and scope in self.scopes
 
 
 class Backend(models.Model):
@@ -120,6 +135,17 @@ class TaskProfile(models.Model):
         blank=True,
         help_text="Admitted LoRA adapter for this profile; overrides the student backend's adapter when set.",
     )
+    allow_call_verifier = models.BooleanField(
+        default=False,
+        help_text="Calls may add their own verifier config (metadata.verifier) when their key holds the "
+        "verifiers:call scope; off: the profile's verifier is the only one.",
+    )
+    verifier_max_timeout_s = models.FloatField(
+        default=10.0, help_text="Upper bound of a code verifier's time limit (seconds), whoever sets it."
+    )
+    verifier_max_memory_mb = models.PositiveIntegerField(
+        default=512, help_text="Upper bound of a code verifier's memory limit (MiB), whoever sets it."
+    )
 
     def __str__(self) -> str:
         return self.name
@@ -149,6 +175,11 @@ class Invocation(models.Model):
         FAIL = "fail"
         UNVERIFIED = "unverified"
         ERROR = "error"
+
+    class VerifierSource(models.TextChoices):
+        NONE = "", "none"
+        PROFILE = "profile"
+        CALL = "call"
 
     class SampleState(models.TextChoices):
         QUEUED = "queued"
@@ -182,6 +213,12 @@ class Invocation(models.Model):
     response = models.JSONField(null=True, blank=True)
     router_version = models.ForeignKey(
         "RouterVersion", null=True, blank=True, on_delete=models.SET_NULL, related_name="invocations"
+    )
+    verifier_source = models.CharField(
+        max_length=10,
+        choices=VerifierSource.choices,
+        blank=True,
+        help_text="Whose verifier judged the call: the profile's, or the caller's (metadata.verifier).",
     )
     sample_state = models.CharField(
         max_length=10,

@@ -1,60 +1,88 @@
 """The OpenAI chat-completions request, parsed and validated with pydantic.
 
-Unknown OpenAI parameters (top_p, stop, seed, ...) are kept and passed upstream; known ones are
-type-checked so a bad field is named in a 400 instead of failing later.
+Only documented OpenAI parameters are accepted (an allow-list, ``extra="forbid"``): anything else is a
+400 naming the field, as OpenAI answers an unknown parameter. So no caller can reach litellm's own
+keyword arguments (``api_base``, ``base_url``, ``api_key``, ``mock_response``, ``extra_headers``,
+``num_retries``, ``timeout``, ...): the upstream body is built from the parsed fields alone, and
+``routing/upstream.py`` sets the connection arguments itself. The same holds one level down:
+messages, tools and stream options accept only their documented fields.
 """
 
 from __future__ import annotations
 
-import json
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from routing.errors import ApiError, bad_request
+from routing.json_body import JsonBodyError, loads_request
 
 
-class Message(BaseModel):
-    model_config = ConfigDict(extra="allow")
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
 
+
+class Message(Strict):
     role: Literal["system", "developer", "user", "assistant", "tool", "function"]
     content: str | list[dict[str, Any]] | None = None
+    name: str | None = None
+    tool_calls: list[dict[str, Any]] | None = None
+    tool_call_id: str | None = None
+    function_call: dict[str, Any] | None = None
+    refusal: str | None = None
+    audio: dict[str, Any] | None = None
 
 
-class FunctionDef(BaseModel):
-    model_config = ConfigDict(extra="allow")
-
+class FunctionDef(Strict):
     name: str = Field(min_length=1, max_length=64)
     description: str | None = None
     parameters: dict[str, Any] | None = None
+    strict: bool | None = None
 
 
-class Tool(BaseModel):
-    model_config = ConfigDict(extra="allow")
-
+class Tool(Strict):
     type: Literal["function"]
     function: FunctionDef
 
 
-class StreamOptions(BaseModel):
-    model_config = ConfigDict(extra="allow")
-
+class StreamOptions(Strict):
     include_usage: bool = False
+    include_obfuscation: bool | None = None
 
 
-class ChatRequest(BaseModel):
-    model_config = ConfigDict(extra="allow")
+class ChatRequest(Strict):
+    """Every documented parameter of ``POST /v1/chat/completions`` (OpenAI API reference, 2026)."""
 
     model: str = Field(min_length=1)
     messages: list[Message] = Field(min_length=1)
     tools: list[Tool] | None = None
     tool_choice: str | dict[str, Any] | None = None
+    parallel_tool_calls: bool | None = None
+    functions: list[FunctionDef] | None = None  # deprecated by OpenAI, still documented
+    function_call: str | dict[str, Any] | None = None
     response_format: dict[str, Any] | None = None
     temperature: float | None = Field(default=None, ge=0, le=2)
     top_p: float | None = Field(default=None, ge=0, le=1)
     max_tokens: int | None = Field(default=None, ge=1)
     max_completion_tokens: int | None = Field(default=None, ge=1)
     n: int | None = None
+    stop: str | list[str] | None = None
+    seed: int | None = None
+    presence_penalty: float | None = Field(default=None, ge=-2, le=2)
+    frequency_penalty: float | None = Field(default=None, ge=-2, le=2)
+    logit_bias: dict[str, float] | None = None
+    logprobs: bool | None = None
+    top_logprobs: int | None = Field(default=None, ge=0, le=20)
+    reasoning_effort: Literal["minimal", "low", "medium", "high"] | None = None
+    verbosity: Literal["low", "medium", "high"] | None = None
+    modalities: list[str] | None = None
+    audio: dict[str, Any] | None = None
+    prediction: dict[str, Any] | None = None
+    web_search_options: dict[str, Any] | None = None
+    service_tier: str | None = None
+    store: bool | None = None
+    prompt_cache_key: str | None = None
+    safety_identifier: str | None = None
     stream: bool = False
     stream_options: StreamOptions | None = None
     metadata: dict[str, Any] | None = None
@@ -79,10 +107,19 @@ class ChatRequest(BaseModel):
 
     def upstream_body(self, *, max_tokens: int) -> dict[str, Any]:
         """The body sent to a backend: the client's parameters without gateway-only fields."""
-        body = self.model_dump(exclude_none=True, exclude={"model", "metadata", "stream", "stream_options"})
+        body = self.model_dump(exclude_none=True, exclude=set(GATEWAY_ONLY))
         body.pop("max_completion_tokens", None)
         body["max_tokens"] = max_tokens
         return body
+
+
+# Parameters the gateway itself consumes: metadata (task profile, verifier), the stream flags (the
+# gateway streams or buffers itself) and store (OpenAI's own storage of completions).
+GATEWAY_ONLY = frozenset({"model", "metadata", "stream", "stream_options", "store"})
+
+
+# What may reach a backend: the OpenAI parameters of a chat completion, less the gateway's own.
+UPSTREAM_FIELDS = frozenset(ChatRequest.model_fields) - GATEWAY_ONLY
 
 
 def _param_name(loc: tuple[int | str, ...]) -> str:
@@ -94,9 +131,9 @@ def _param_name(loc: tuple[int | str, ...]) -> str:
 
 def parse_chat_request(raw: bytes) -> ChatRequest:
     try:
-        data = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise bad_request(f"Request body is not valid JSON: {exc}", code="invalid_json") from None
+        data = loads_request(raw)  # bounded size and nesting depth (SKILLGATE MAX_JSON_DEPTH)
+    except JsonBodyError as exc:
+        raise bad_request(exc.message, code=exc.code) from None
     if not isinstance(data, dict):
         raise bad_request("Request body must be a JSON object.", code="invalid_json")
     try:
@@ -104,4 +141,11 @@ def parse_chat_request(raw: bytes) -> ChatRequest:
     except ValidationError as exc:
         first = exc.errors()[0]
         param = _param_name(tuple(first["loc"]))
+        if first["type"] == "extra_forbidden":
+            raise ApiError(
+                400,
+                f"Unrecognized request argument supplied: {param}",
+                param=param,
+                code="unknown_parameter",
+            ) from None
         raise ApiError(400, f"Invalid value for '{param}': {first['msg']}", param=param) from None

@@ -39,7 +39,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from routing.errors import ApiError, UpstreamError
-from routing.ledger import CallRecord, record_call
+from routing.ledger import CallRecord, has_body, record_call, stores_bodies
 from routing.models import Backend, Invocation, Reservation, SampleSpend, TaskProfile
 from routing.pricing import PricingError, cost_bound, prices_for, prompt_token_bound
 from routing.router_versions.config import profile_setting
@@ -76,6 +76,8 @@ def draw(*, profile: TaskProfile, route: str, policy: str, has_student: bool) ->
 
 def eligible(record: CallRecord) -> bool:
     if record.status_code != 200 or not record.sample_leg:
+        return False
+    if not stores_bodies():  # the sample replays the stored request: a hash-only row has none
         return False
     if record.sample_leg == TEACHER:
         return record.route == STUDENT and record.served_by == STUDENT and record.verdict in ANSWERED
@@ -170,7 +172,7 @@ def _finish(invocation_id: Any, state: str) -> str:
 def sample_run(*, invocation_id: uuid.UUID | str) -> str:
     """Runs the sampled leg of one queued call; returns the final sample state. Idempotent: only
     a queued row is claimed, so a redelivered task does nothing."""
-    from routing.gateway import Prepared, _verifier_for, run_leg
+    from routing.gateway import Prepared, run_leg, verifier_for
     from routing.protocol import ChatRequest
     from routing.router import Decision
 
@@ -181,6 +183,8 @@ def sample_run(*, invocation_id: uuid.UUID | str) -> str:
     inv = Invocation.objects.select_related("api_key", "profile__teacher", "profile__student").get(
         pk=invocation_id
     )
+    if not has_body(inv.request):  # purged, or written in hash-only mode
+        return _finish(inv.pk, Invocation.SampleState.FAILED)
     profile = inv.profile
     role = TEACHER if inv.served_by == STUDENT else STUDENT
     teacher, student = _backend(profile, TEACHER), _backend(profile, STUDENT)
@@ -189,14 +193,25 @@ def sample_run(*, invocation_id: uuid.UUID | str) -> str:
         return _finish(inv.pk, Invocation.SampleState.FAILED)
     try:
         request = ChatRequest.model_validate(inv.request)
-        verifier = _verifier_for(request, profile)
+        verifier, verifier_source = verifier_for(request, profile, inv.api_key)
         prices = prices_for(backend)
     except (ApiError, PricingError, ValueError):
         return _finish(inv.pk, Invocation.SampleState.FAILED)
     max_tokens = request.output_cap(profile.max_tokens or settings.SKILLGATE["DEFAULT_MAX_TOKENS"])
     decision = Decision(role, None, "sample", "background sample")
     started = time.perf_counter()
-    prep = Prepared(inv.api_key, request, profile, teacher, student, verifier, decision, max_tokens, started)
+    prep = Prepared(
+        inv.api_key,
+        request,
+        profile,
+        teacher,
+        student,
+        verifier,
+        decision,
+        max_tokens,
+        started,
+        verifier_source,
+    )
     prompt_bound = prompt_token_bound(prep.body_for(backend))
     bound = cost_bound(prices, prompt_tokens=prompt_bound, max_tokens=max_tokens)
     cap = Decimal(str(profile_setting(profile, "sample_daily_usd", "SAMPLE_DAILY_USD")))

@@ -11,6 +11,7 @@ from typing import Any
 from routing.errors import UpstreamError
 from routing.models import Backend
 from routing.pricing import Usage
+from routing.protocol import UPSTREAM_FIELDS
 
 os.environ.setdefault("LITELLM_OFFLINE_MODE", "true")
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
@@ -46,6 +47,14 @@ class Completion:
 
 
 def _call_kwargs(backend: Backend, body: dict[str, Any]) -> dict[str, Any]:
+    """litellm's arguments: the body's OpenAI parameters, then the connection that only the operator sets.
+
+    A body key outside the OpenAI allow-list is a bug upstream of here (the request parser refuses
+    unknown fields), so it raises rather than reach litellm, where it could name a URL, a key or a mock.
+    """
+    stray = sorted(set(body) - UPSTREAM_FIELDS)
+    if stray:
+        raise ValueError(f"not an OpenAI parameter, refused before litellm: {', '.join(stray)}")
     kwargs: dict[str, Any] = {**body, "model": backend.litellm_model, "timeout": backend.timeout_s}
     if backend.api_base:
         kwargs["api_base"] = backend.api_base

@@ -63,7 +63,15 @@ def backends(stub: OpenAIStub, transactional_db: None) -> dict[str, Backend]:
 
 @pytest.fixture
 def api_key(transactional_db: None) -> KeyPair:
+    """An ordinary key, as ``create_api_key`` makes it: the ``llm`` scope alone."""
     return make_key(name="test")
+
+
+@pytest.fixture
+def trusted_key(transactional_db: None) -> KeyPair:
+    """The operator's own tooling (the diagnosis agents, a benchmark): it may send per-call verifiers
+    where a profile allows them, and their verdicts may become training data."""
+    return make_key(name="trusted", scopes=["llm", "verifiers:call"], trusted_for_training=True)
 
 
 @pytest.fixture(scope="session")

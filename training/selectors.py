@@ -6,6 +6,7 @@ from datetime import datetime
 
 from django.db.models import Count, Q, QuerySet
 
+from routing.ledger import HAS_BODY
 from routing.models import Invocation
 from training.models import Admission, Cycle, Demonstration, ReplayAttempt, SkillBook, TrainingRun
 
@@ -26,7 +27,9 @@ def failed_student_calls(
     limit: int = 200,
 ) -> list[Invocation]:
     """The profile's calls whose student answer failed verification, newest first, leaving out those
-    already replayed for all ``sources`` (teacher, and self-repair when enabled)."""
+    already replayed for all ``sources`` (teacher, and self-repair when enabled), and those judged by
+    the caller's own verifier unless the call's key is trusted for training (a caller's verifier could
+    pass anything, and its verdict must not make training data)."""
     done = (
         ReplayAttempt.objects.filter(profile_id=profile_id)
         .values("invocation_id")
@@ -37,7 +40,9 @@ def failed_student_calls(
     calls = (
         Invocation.objects.filter(profile_id=profile_id, route=Invocation.Route.STUDENT)
         .filter(Q(fallback=True) | Q(verdict=Invocation.Verdict.FAIL))
+        .exclude(verifier_source=Invocation.VerifierSource.CALL, api_key__trusted_for_training=False)
         .exclude(pk__in=done)
+        .filter(HAS_BODY)  # a purged or hash-only call has no request to replay
         .order_by("-created_at")
     )
     if invocation_ids is not None:
@@ -48,7 +53,8 @@ def failed_student_calls(
 def failures_since(*, profile_id: int, since: datetime | None) -> int:
     """How many calls of the profile fell back (or failed on the student) since ``since``."""
     calls = Invocation.objects.filter(profile_id=profile_id, route=Invocation.Route.STUDENT).filter(
-        Q(fallback=True) | Q(verdict=Invocation.Verdict.FAIL)
+        Q(fallback=True) | Q(verdict=Invocation.Verdict.FAIL),
+        HAS_BODY,  # only calls a cycle can replay
     )
     if since is not None:
         calls = calls.filter(created_at__gt=since)

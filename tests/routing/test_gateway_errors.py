@@ -11,7 +11,7 @@ from django.test import override_settings
 
 from routing.models import ApiKey, Invocation
 from routing.services import api_key_revoke
-from tests.factories import TaskProfileFactory
+from tests.factories import TaskProfileFactory, make_key
 from tests.routing.test_gateway_api import client
 from tests.support.openai_stub import Reply
 
@@ -83,11 +83,13 @@ def test_unknown_model_and_unknown_profile(gateway_url, backends, api_key):
     assert resp.status_code == 400 and error_of(resp)["param"] == "metadata.task"
 
 
-def test_bad_verifier_in_metadata_is_a_400(gateway_url, backends, api_key):
-    resp = post(
-        gateway_url, api_key.raw, {**HELLO, "metadata": {"verifier": {"kind": "regex", "pattern": "("}}}
-    )
+def test_bad_verifier_in_metadata_is_a_400(gateway_url, backends):
+    TaskProfileFactory.create(name="open", allow_call_verifier=True)
+    key = make_key(scopes=["llm", "verifiers:call"])
+    metadata = {"task": "open", "verifier": {"kind": "regex", "pattern": "("}}
+    resp = post(gateway_url, key.raw, {**HELLO, "metadata": metadata})
     assert resp.status_code == 400 and error_of(resp)["param"] == "metadata.verifier"
+    assert "does not compile" in str(error_of(resp)["message"])
 
 
 @pytest.mark.parametrize("header", [None, "Bearer", "Bearer sg-nothing.here", "Basic abc"])

@@ -10,7 +10,7 @@ from typing import Any
 
 import httpx
 import pytest
-from django.contrib.auth.models import User
+from django.contrib.auth.models import Group, Permission, User
 
 from diagnostics import services as diagnostics_services
 from diagnostics.models import Trajectory
@@ -56,13 +56,16 @@ SKILLS_SECTION = "## Skills for similar incidents"
 
 
 @pytest.fixture
-def llm(settings, monkeypatch, gateway_url, backends, api_key):  # type: ignore[no-untyped-def]
-    """The agent and the Evolver reach the stub teacher through the running gateway."""
+def llm(settings, monkeypatch, gateway_url, backends, trusted_key):  # type: ignore[no-untyped-def]
+    """The agent and the Evolver reach the stub teacher through the running gateway; their profiles
+    take the per-call JSON schemas of the agents' protocol."""
     settings.SKILLGATE_GATEWAY_URL = f"{gateway_url}/v1"
     settings.DIAGNOSTICS_REPLAY_ROOT = str(CASES)
-    monkeypatch.setenv("SKILLGATE_AGENT_API_KEY", api_key.raw)
+    monkeypatch.setenv("SKILLGATE_AGENT_API_KEY", trusted_key.raw)
     for name in ("sre-observer", "sre-judge", "sre-evolver"):
-        TaskProfileFactory.create(name=name, policy=TaskProfile.Policy.ALWAYS_TEACHER)
+        TaskProfileFactory.create(
+            name=name, policy=TaskProfile.Policy.ALWAYS_TEACHER, allow_call_verifier=True
+        )
 
 
 @pytest.fixture
@@ -179,7 +182,9 @@ def test_an_unreachable_teacher_hands_the_job_back_for_a_retry(llm, stub, enqueu
 def test_a_user_marks_a_diagnosis_wrong_over_http(llm, stub, enqueued, gateway_url):
     trajectory = diagnose(CRASHPOD)
     user = User.objects.create(username="operator")
-    key = make_key(name="operator", owner=user).raw
+    user.groups.add(Group.objects.get(name="viewer"))  # reads skills
+    user.user_permissions.add(Permission.objects.get(codename="add_diagnosticskill"))  # marks wrong
+    key = make_key(name="operator", owner=user, scopes=["learning:read", "learning:write"]).raw
     url = f"{gateway_url}/api/evolver/trajectories/{trajectory.pk}/mark-wrong"
     with httpx.Client(timeout=30, headers={"Authorization": f"Bearer {key}"}) as http:
         assert http.post(url, json={"note": ""}).status_code == 400

@@ -123,9 +123,14 @@ def test_a_teacher_down_during_replay_is_tried_again_by_the_next_replay(gateway_
     assert Demonstration.objects.get().completion == good("Lima", "Peru")
 
 
-def test_code_demonstrations_are_verified_by_running_the_tasks_tests(gateway_url, backends, api_key, stub):
+def test_code_demonstrations_are_verified_by_running_the_tasks_tests(
+    gateway_url, backends, trusted_key, stub
+):
     profile = TaskProfileFactory.create(
-        name="code", policy=TaskProfile.Policy.STUDENT_WITH_FALLBACK, verifier={"kind": "python_tests"}
+        name="code",
+        policy=TaskProfile.Policy.STUDENT_WITH_FALLBACK,
+        verifier={"kind": "python_tests"},
+        allow_call_verifier=True,
     )
     task = {
         "prompt": 'def add(a, b):\n    """The sum of a and b."""\n',
@@ -143,7 +148,9 @@ def test_code_demonstrations_are_verified_by_running_the_tasks_tests(gateway_url
     prompts = [
         [{"role": "user", "content": f"{tag}: complete\n{task['prompt']}"}] for tag in ("first", "second")
     ]
-    drive(gateway_url, api_key.raw, "code", prompts, metadata={"verifier": {"kind": "python_tests", **task}})
+    drive(
+        gateway_url, trusted_key.raw, "code", prompts, metadata={"verifier": {"kind": "python_tests", **task}}
+    )
 
     result = demonstrations_replay(profile_id=profile.pk)
     assert result.accepted["teacher"] == 1 and result.rejected["teacher"] == 1

@@ -135,10 +135,14 @@ class Command(BaseCommand):
         if not path.exists():
             raise CommandError(f"no task file at {path}")
         tasks = load_tasks(path, options["split"], options["limit"])
-        # A gateway on this database needs the profile the calls name; each call brings its tests.
+        # A gateway on this database needs the profile the calls name; each call brings its tests, so
+        # the profile accepts per-call verifiers (the key must hold the verifiers:call scope).
         TaskProfile.objects.get_or_create(
             name=options["profile"],
-            defaults={"description": "Python tasks verified by their tests (python_tests in each call)."},
+            defaults={
+                "description": "Python tasks verified by their tests (python_tests in each call).",
+                "allow_call_verifier": True,
+            },
         )
         recorder = Recorder(
             url=options["url"], key=key, profile=options["profile"], timeout_s=options["timeout_s"]

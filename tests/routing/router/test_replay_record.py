@@ -31,7 +31,7 @@ def humaneval_tasks(n: int) -> list[dict]:
 
 
 def test_replay_record_runs_both_models_and_writes_verified_records(
-    gateway_url, backends, api_key, stub, tmp_path
+    gateway_url, backends, trusted_key, stub, tmp_path
 ):
     tasks = humaneval_tasks(3)
     task_file = tmp_path / "tasks.jsonl"
@@ -55,7 +55,7 @@ def test_replay_record_runs_both_models_and_writes_verified_records(
         "--url",
         gateway_url,
         "--key",
-        api_key.raw,
+        trusted_key.raw,
         "--tasks",
         str(task_file),
         "--concurrency",

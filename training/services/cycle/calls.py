@@ -17,11 +17,11 @@ from typing import Any
 
 from django.conf import settings
 
-from routing import upstream
+from routing import upstream, verifier_policy
 from routing.models import Backend, TaskProfile
 from routing.pricing import prices_for, usage_cost
 from routing.protocol import ChatRequest
-from routing.verifiers import Verifier, VerifierConfigError, build_verifier
+from routing.verifiers import Verifier
 from routing.verifiers.json_schema import message_text
 
 
@@ -62,21 +62,18 @@ def student_of(profile: TaskProfile, *, adapter: str | None = None) -> Backend:
 
 
 def verifier_config(profile: TaskProfile, request: dict[str, Any]) -> dict[str, Any]:
-    """The profile's verifier merged with the call's ``metadata.verifier``, as the gateway merges them."""
-    override = (request.get("metadata") or {}).get("verifier")
-    config = {**(profile.verifier or {}), **(override if isinstance(override, dict) else {})}
-    if not config.get("kind") and (request.get("response_format") or {}).get("type") == "json_schema":
-        config = {"kind": "json_schema"}
-    return config if config.get("kind") else {}
+    """The config that judged ``request`` at the gateway (the call was admitted there, so the profile's
+    per-call permission is not checked again); {} when nothing verifies it."""
+    try:
+        return verifier_policy.config_for(profile, request, enforce=False)[0]
+    except verifier_policy.VerifierPolicyError:
+        return {}
 
 
 def verifier_for(profile: TaskProfile, request: dict[str, Any]) -> Verifier | None:
-    config = verifier_config(profile, request)
-    if not config:
-        return None
     try:
-        return build_verifier(config)
-    except VerifierConfigError:
+        return verifier_policy.resolve(profile, request, enforce=False).verifier
+    except verifier_policy.VerifierPolicyError:
         return None
 
 

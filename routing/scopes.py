@@ -1,0 +1,30 @@
+"""What an API key may do. A key holds scopes; an operation also needs its owner's Django permission.
+
+- ``llm``: call models through ``/v1/`` (the default, and all a dashboard-created key gets);
+- ``verifiers:call``: send per-call verifier tests in ``metadata.verifier``, where the profile allows it;
+- ``incidents:read`` / ``incidents:write``: read incidents and diagnoses / open incidents;
+- ``actions:approve``: approve or deny proposed write actions (the owner must also be an approver);
+- ``learning:read`` / ``learning:write``: read / start learning cycles and mark diagnoses wrong.
+"""
+
+from __future__ import annotations
+
+LLM = "llm"
+CALL_VERIFIER = "verifiers:call"
+INCIDENTS_READ = "incidents:read"
+INCIDENTS_WRITE = "incidents:write"
+ACTIONS_APPROVE = "actions:approve"
+LEARNING_READ = "learning:read"
+LEARNING_WRITE = "learning:write"
+
+ALL = (LLM, CALL_VERIFIER, INCIDENTS_READ, INCIDENTS_WRITE, ACTIONS_APPROVE, LEARNING_READ, LEARNING_WRITE)
+DEFAULT = (LLM,)
+
+
+def default_scopes() -> list[str]:
+    """The scopes of a key created without naming any (a callable, for the model field's default)."""
+    return list(DEFAULT)
+
+
+def unknown_scopes(scopes: list[str] | tuple[str, ...]) -> list[str]:
+    return [scope for scope in scopes if scope not in ALL]

@@ -1,0 +1,113 @@
+"""Whose verifier judges a call, and within which limits (design.md, security model: callers send data).
+
+- A task profile owns its verifier. A call may add its own config (``metadata.verifier``: tests, a
+  schema, a pattern) only where the profile allows it (``allow_call_verifier``) and its key holds the
+  ``verifiers:call`` scope; otherwise the call is refused, never quietly judged by the caller's code.
+- A call whose profile has no verifier but which asks for a ``json_schema`` response format is checked
+  against its own schema; that verifier is the caller's too.
+- Time and memory limits of code verifiers are clamped to the profile's maxima, whoever set them.
+- The source is recorded on the ledger row: answers judged by a caller's verifier never become
+  training demonstrations unless the key is trusted for that (``ApiKey.trusted_for_training``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from routing import scopes
+from routing.models import ApiKey, Invocation, TaskProfile
+from routing.verifiers import Verifier, VerifierConfigError, build_verifier
+
+Source = Invocation.VerifierSource
+
+# Config keys of code verifiers that are resource limits: (key, default, the profile's maximum field).
+_LIMITS = (("timeout_s", 10.0, "verifier_max_timeout_s"), ("memory_mb", 512, "verifier_max_memory_mb"))
+CODE_KINDS = frozenset({"python_tests"})
+
+
+class VerifierPolicyError(Exception):
+    """The call's verifier cannot be used: ``status`` 400 for a bad config, 403 when not allowed."""
+
+    def __init__(self, message: str, *, status: int, code: str) -> None:
+        super().__init__(message)
+        self.message, self.status, self.code = message, status, code
+
+
+@dataclass(frozen=True)
+class Resolved:
+    verifier: Verifier | None
+    source: str
+    config: dict[str, Any]
+
+
+def call_override(request: dict[str, Any]) -> dict[str, Any] | None:
+    """The call's own ``metadata.verifier`` (None when absent or empty)."""
+    metadata = request.get("metadata") or {}
+    override = metadata.get("verifier") if isinstance(metadata, dict) else None
+    if override is None or override == {}:
+        return None
+    if not isinstance(override, dict):
+        raise VerifierPolicyError("metadata.verifier must be an object.", status=400, code="invalid_verifier")
+    return override
+
+
+def _check_allowed(profile: TaskProfile, api_key: ApiKey | None) -> None:
+    if not profile.allow_call_verifier:
+        raise VerifierPolicyError(
+            f"Task profile {profile.name!r} does not accept per-call verifiers (metadata.verifier); its "
+            "own verifier judges every call. An operator can allow them on the profile.",
+            status=403,
+            code="call_verifier_not_allowed",
+        )
+    if api_key is not None and not api_key.has_scope(scopes.CALL_VERIFIER):
+        raise VerifierPolicyError(
+            f"This API key lacks the '{scopes.CALL_VERIFIER}' scope needed to send metadata.verifier.",
+            status=403,
+            code="missing_scope",
+        )
+
+
+def _clamped(config: dict[str, Any], profile: TaskProfile) -> dict[str, Any]:
+    if config.get("kind") not in CODE_KINDS:
+        return config
+    out = dict(config)
+    for key, default, field in _LIMITS:
+        value, ceiling = out.get(key, default), getattr(profile, field)
+        if isinstance(value, int | float) and not isinstance(value, bool) and value > ceiling:
+            out[key] = type(default)(ceiling)
+    return out
+
+
+def config_for(
+    profile: TaskProfile, request: dict[str, Any], *, api_key: ApiKey | None = None, enforce: bool = True
+) -> tuple[dict[str, Any], str]:
+    """The verifier config that judges ``request`` and its source ("" when nothing verifies it).
+
+    ``enforce=False`` is for re-judging a call the gateway already admitted (a ledger row replayed by
+    the learning cycle): the permission was checked when the call was made.
+    """
+    override = call_override(request)
+    if override is not None:
+        if enforce:
+            _check_allowed(profile, api_key)
+        config, source = {**(profile.verifier or {}), **override}, Source.CALL
+    elif (profile.verifier or {}).get("kind"):
+        config, source = dict(profile.verifier), Source.PROFILE
+    elif (request.get("response_format") or {}).get("type") == "json_schema":
+        config, source = {"kind": "json_schema"}, Source.CALL
+    else:
+        return {}, Source.NONE
+    return _clamped(config, profile), source
+
+
+def resolve(
+    profile: TaskProfile, request: dict[str, Any], *, api_key: ApiKey | None = None, enforce: bool = True
+) -> Resolved:
+    config, source = config_for(profile, request, api_key=api_key, enforce=enforce)
+    if not config:
+        return Resolved(None, Source.NONE, {})
+    try:
+        return Resolved(build_verifier(config), source, config)
+    except VerifierConfigError as exc:
+        raise VerifierPolicyError(f"Invalid verifier: {exc}", status=400, code="invalid_verifier") from None
