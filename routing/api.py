@@ -12,7 +12,7 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
-from routing import gateway, selectors
+from routing import gateway, openapi, selectors
 from routing.errors import ApiError, unauthorized
 from routing.keys import authenticate
 from routing.models import ApiKey
@@ -103,3 +103,10 @@ async def models(request: HttpRequest) -> HttpResponse:
     except ApiError as exc:
         return exc.response()
     return JsonResponse({"object": "list", "data": await selectors.model_list()})
+
+
+async def openapi_document(request: HttpRequest) -> HttpResponse:
+    """The OpenAPI description of ``/v1`` (public: it holds no data, only the protocol)."""
+    if request.method != "GET":
+        return _method_not_allowed(request.method or "").response()
+    return JsonResponse(openapi.document())
