@@ -19,8 +19,8 @@ from app.env import env_bool, env_float, env_int, env_list, env_optional, env_st
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("SKILLGATE_VAR_DIR", str(BASE_DIR / "var")))
 VAR_DIR.mkdir(parents=True, exist_ok=True)
-# The shared evaluation data (HumanEval+MBPP tasks, recorded incidents), kept outside the repository.
-EVAL_DIR = Path(env_str("SKILLGATE_EVAL_DIR", str(BASE_DIR.parent / "shared" / "eval")))
+# The evaluation data (HumanEval+MBPP tasks, recorded incidents) the repository carries (eval/README.md).
+EVAL_DIR = Path(env_str("SKILLGATE_EVAL_DIR", str(BASE_DIR / "eval")))
 
 
 def _secret_key() -> str:

@@ -44,7 +44,7 @@ ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
 
 HE_MBPP = """\
-Real replay: HumanEval+MBPP (../shared/eval/he_mbpp.jsonl) as the code profile's task set.
+Real replay: HumanEval+MBPP (eval/he_mbpp.jsonl) as the code profile's task set.
 Not automated here: it needs real student and teacher backends. With them configured:
  1. Create a task profile `code` with verifier {"kind": "python_tests"} and policy
     student_with_fallback, and set the background teacher sample to 100% for this run, so every

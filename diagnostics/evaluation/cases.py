@@ -1,4 +1,4 @@
-"""Recorded cases (../shared/eval/README.md): the alert or question the agent gets, and the facts a
+"""Recorded cases (eval/README.md): the alert or question the agent gets, and the facts a
 correct diagnosis states. The agent sees only the alert/question; expected facts go to the grader."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The ``replay`` environment: recorded tool outputs of one case folder, nothing else.
 
-Format (../shared/eval/README.md): every ``*.txt`` whose first line is JSON is one recorded call;
+Format (eval/README.md): every ``*.txt`` whose first line is JSON is one recorded call;
 line 1 ``{"toolset_name", "tool_name", "match_params"}``, line 2 the result metadata, then the raw
 output (optionally in ``stdout:`` / ``stderr:`` sections). A call matches a recording when every
 key of ``match_params`` equals the call's parameter (``"*"`` matches anything; Kubernetes kinds

@@ -22,7 +22,7 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(
-            "--cases", required=True, help="Folder of case folders (e.g. ../shared/eval/holmesgpt/cases)."
+            "--cases", required=True, help="Folder of case folders (e.g. eval/holmesgpt/cases)."
         )
         parser.add_argument("--runs", type=int, default=1, help="Runs per case (k of best@k / avg@k).")
         parser.add_argument("--json", dest="json_out", help="Write the per-run results (a JSON list) here.")
