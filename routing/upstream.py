@@ -25,11 +25,6 @@ def _litellm() -> Any:
     return litellm
 
 
-def warm_up() -> None:
-    """Import litellm ahead of the first call (it takes seconds)."""
-    _litellm()
-
-
 @dataclass
 class Completion:
     message: dict[str, Any]

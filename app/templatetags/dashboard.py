@@ -37,8 +37,3 @@ def usd(value: Decimal | float | str | None) -> str:
 @register.filter
 def pretty_json(value: Any) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False, default=str)
-
-
-@register.filter
-def get_item(mapping: dict[Any, Any], key: Any) -> Any:
-    return mapping.get(key) if isinstance(mapping, dict) else None

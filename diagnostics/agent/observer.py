@@ -1,9 +1,9 @@
 """The Observer: plans and decides (next probe, propose an action, submit a diagnosis).
 
 It sees the incident, the tool and action specs, the findings and the compressed summaries of the
-steps so far — never raw output — and answers with one Decision. Observers are a small ABC with a
-registry: ``llm`` (through the gateway, JSON protocol verified by the gateway's json_schema
-verifier) and ``analyzers`` (deterministic, no LLM; diagnostics.agent.planner).
+steps so far — never raw output — and answers with one Decision. Observers are a small ABC with two
+kinds, chosen by ``runner.build_observer_for``: ``llm`` (through the gateway, JSON protocol verified by
+the gateway's json_schema verifier) and ``analyzers`` (deterministic, no LLM; diagnostics.agent.planner).
 """
 
 from __future__ import annotations
@@ -76,20 +76,6 @@ class Observer(ABC):
 
     @abstractmethod
     def decide(self, view: InvestigationView) -> Decision: ...
-
-
-_OBSERVERS: dict[str, type[Observer]] = {}
-
-
-def register(cls: type[Observer]) -> type[Observer]:
-    _OBSERVERS[cls.mode] = cls
-    return cls
-
-
-def build_observer(mode: str, **kwargs: Any) -> Observer:
-    if mode not in _OBSERVERS:
-        raise LookupError(f"Unknown observer mode {mode!r}; known: {', '.join(sorted(_OBSERVERS))}.")
-    return _OBSERVERS[mode](**kwargs)
 
 
 # --- the JSON protocol --------------------------------------------------------------------------
@@ -215,7 +201,6 @@ def parse_decision(content: str, schema: dict[str, Any]) -> tuple[Decision | Non
     ), ""
 
 
-@register
 class LLMObserver(Observer):
     """Decides through the gateway. When the LLM fails twice in a row, the deterministic planner
     takes over for the rest of the investigation (and says so in a step).

@@ -25,7 +25,7 @@ from typing import Any
 from diagnostics.agent import config
 from diagnostics.agent.diagnosis import build_diagnosis
 from diagnostics.agent.findings import ObjRef
-from diagnostics.agent.observer import PROBE, PROPOSE, SUBMIT, Decision, InvestigationView, Observer, register
+from diagnostics.agent.observer import PROBE, PROPOSE, SUBMIT, Decision, InvestigationView, Observer
 from diagnostics.agent.params import (
     CLUSTER_KINDS,
     DEFAULT_KINDS,
@@ -66,7 +66,6 @@ def _within_enums(spec: Any, params: dict[str, Any]) -> bool:
     return True
 
 
-@register
 class RulePlanner(Observer):
     mode = "analyzers"
 

@@ -49,8 +49,3 @@ def evolver_sweep() -> dict[str, Any]:
 @shared_task(acks_late=True, ignore_result=True, autoretry_for=(LLMUnavailable,), max_retries=2)
 def admit_skill_set(skill_set_id: int) -> str:
     return str(evolver.skill_set_admit(skill_set_id=skill_set_id).status)
-
-
-@shared_task(acks_late=True, ignore_result=True)
-def export_trajectory(trajectory_id: int) -> int:
-    return evolver.trajectory_demonstrations_export(trajectory_id=trajectory_id)

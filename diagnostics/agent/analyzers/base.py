@@ -205,10 +205,6 @@ def walk(node: Node) -> Iterator[Node]:
         yield from walk(child)
 
 
-def find_nodes(node: Node, key: str) -> list[Node]:
-    return [n for n in walk(node) if n.key == key]
-
-
 @dataclass(frozen=True)
 class Event:
     type: str
