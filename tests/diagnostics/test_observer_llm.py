@@ -24,12 +24,14 @@ POD = "payment-processing-worker-747ccfb9db-78qds"
 
 
 @pytest.fixture
-def llm(settings, monkeypatch, gateway_url, backends, api_key, no_enqueue):  # type: ignore[no-untyped-def]
+def llm(settings, monkeypatch, gateway_url, backends, trusted_key, no_enqueue):  # type: ignore[no-untyped-def]
     settings.SKILLGATE_GATEWAY_URL = f"{gateway_url}/v1"
     settings.DIAGNOSTICS_REPLAY_ROOT = str(CASES)
-    monkeypatch.setenv("SKILLGATE_AGENT_API_KEY", api_key.raw)
+    monkeypatch.setenv("SKILLGATE_AGENT_API_KEY", trusted_key.raw)
     for name in ("sre-observer", "sre-judge"):
-        TaskProfileFactory.create(name=name, policy=TaskProfile.Policy.ALWAYS_TEACHER)
+        TaskProfileFactory.create(
+            name=name, policy=TaskProfile.Policy.ALWAYS_TEACHER, allow_call_verifier=True
+        )
 
 
 def observer_script(body: dict[str, Any]) -> Reply:
