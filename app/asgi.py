@@ -1,6 +1,9 @@
 """ASGI entry point. The OpenAI-compatible API, the probes and the Slack endpoints are served by a handler
 without the browser middleware (sessions, CSRF, auth, messages): each sync middleware costs two thread hops
-per request under ASGI, and an API authenticated by bearer keys needs none of them."""
+per request under ASGI, and an API authenticated by bearer keys needs none of them.
+
+Every HTTP request, whichever handler serves it, first passes the body limit (app/edge.py): an upload
+over SKILLGATE_MAX_BODY_BYTES gets a 413 before Django reads it."""
 
 import os
 from typing import Any
@@ -34,15 +37,19 @@ api = ApiHandler()
 # would take seconds, past Slack's 3-second ack deadline.
 from django.urls import get_resolver  # noqa: E402
 
+from app.edge import body_limited  # noqa: E402
 from routing import inflight  # noqa: E402
 
 get_resolver().url_patterns  # noqa: B018
 
 
-async def application(scope: dict[str, Any], receive: Any, send: Any) -> None:
+async def dispatch(scope: dict[str, Any], receive: Any, send: Any) -> None:
     if scope["type"] == "http" and scope["path"] == inflight.CHAT_PATH and scope["method"] == "POST":
         await inflight.guarded(api, scope, receive, send)  # shed past SKILLGATE_MAX_IN_FLIGHT
     elif scope["type"] == "http" and scope["path"].startswith(API_PREFIXES):
         await api(scope, receive, send)
     else:
         await site(scope, receive, send)
+
+
+application = body_limited(dispatch)

@@ -14,6 +14,7 @@ from django.contrib.auth.models import Group
 
 from app.web.roles import APPROVER
 from routing.models import ApiKey, TaskProfile
+from routing.scopes import LLM
 from routing.services import api_key_create, backends_sync_from_settings
 from training.models import TrainingSettings
 
@@ -34,6 +35,7 @@ PROFILES: dict[str, dict[str, Any]] = {
         "description": "Python functions checked by running the task's tests in the sandbox.",
         "policy": TaskProfile.Policy.STUDENT_WITH_FALLBACK,
         "verifier": {"kind": "python_tests"},
+        "allow_call_verifier": True,
         "max_tokens": 256,
     },
     # The diagnosis agents' LLM calls: the Observer sends its JSON protocol schema as the call's
@@ -42,22 +44,26 @@ PROFILES: dict[str, dict[str, Any]] = {
         "description": "The SRE Observer's decisions (JSON protocol, verified per call).",
         "policy": TaskProfile.Policy.STUDENT_WITH_FALLBACK,
         "verifier": {},
+        "allow_call_verifier": True,
     },
     "sre-judge": {
         "description": "Grades a diagnosis against expected facts.",
         "policy": TaskProfile.Policy.ALWAYS_TEACHER,
         "verifier": {},
+        "allow_call_verifier": True,
     },
     # The AOI Evolver's teacher calls: a failed diagnosis -> a corrective plan (JSON protocol).
     "sre-evolver": {
         "description": "Turns failed diagnoses into corrective plans (JSON protocol, verified per call).",
         "policy": TaskProfile.Policy.ALWAYS_TEACHER,
         "verifier": {},
+        "allow_call_verifier": True,
     },
     "short-answer": {
         "description": "One-word answers checked by a regex given with each call.",
         "policy": TaskProfile.Policy.STUDENT_WITH_FALLBACK,
         "verifier": {"kind": "regex", "pattern": r"\w+"},
+        "allow_call_verifier": True,
         "max_tokens": 16,
     },
 }
@@ -91,6 +97,8 @@ def bootstrap_demo() -> Created:
     backends_sync_from_settings()
     for name, fields in PROFILES.items():
         profile, _ = TaskProfile.objects.get_or_create(name=name, defaults=fields)
+        if fields.get("allow_call_verifier") and not profile.allow_call_verifier:  # made before the field
+            TaskProfile.objects.filter(pk=profile.pk).update(allow_call_verifier=True)
         if name in TRAINING:
             overrides = {"hyperparameters": TRAINING[name]}
             TrainingSettings.objects.get_or_create(profile=profile, defaults=overrides)
@@ -103,7 +111,9 @@ def bootstrap_demo() -> Created:
         approver = users.create_user(DEMO_APPROVER, "approver@example.com", created.approver_password)
         approver.groups.add(Group.objects.get(name=APPROVER))
     if not ApiKey.objects.filter(name="demo").exists():
-        _, created.api_key = api_key_create(name="demo", owner=users.get(username="demo"))
+        _, created.api_key = api_key_create(
+            name="demo", owner=users.get(username="demo"), scopes=[LLM]
+        )  # calls models only: the demo user is a superuser
     return created
 
 

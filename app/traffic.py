@@ -8,13 +8,17 @@ from contextlib import contextmanager
 import openai
 
 from app.demo import demo_calls
+from routing import scopes
 from routing.services import api_key_create, api_key_revoke
 
 
 @contextmanager
 def demo_client(base_url: str, *, name: str) -> Iterator[openai.OpenAI]:
-    """An openai client on the gateway (``.../v1``) with a short-lived key of its own, revoked after."""
-    key, raw = api_key_create(name=name)
+    """An openai client on the gateway (``.../v1``) with a short-lived key of its own, revoked after.
+
+    The demo's own tooling: its calls bring their tests (HumanEval tasks, regexes), so the key holds
+    ``verifiers:call`` and is trusted for training."""
+    key, raw = api_key_create(name=name, scopes=[scopes.LLM, scopes.CALL_VERIFIER], trusted_for_training=True)
     try:
         yield openai.OpenAI(base_url=base_url, api_key=raw, max_retries=0, timeout=600)
     finally:

@@ -296,7 +296,8 @@ def main() -> None:
         }[args.task]
         profile = TaskProfile.objects.create(name=name, **fields)
         gateway_url, server = start_gateway()
-        _, key = api_key_create(name="bench")
+        # The benchmark's own calls bring their tests (code tasks): it is the operator's trusted tooling.
+        _, key = api_key_create(name="bench", scopes=["llm", "verifiers:call"], trusted_for_training=True)
         client = openai.OpenAI(base_url=f"{gateway_url}/v1", api_key=key, max_retries=0, timeout=600)
         teacher_calls = send(client, heldout, "teacher")
         teacher = {

@@ -1,88 +1,40 @@
 """The incidents REST API (JSON): open an incident, read its diagnosis live, approve or deny actions.
 
-Authentication: a gateway API key (``Authorization: Bearer sg-...``, acting as the key's owner) or
-a logged-in session (with CSRF protection on writes). Every error is JSON
-``{"error": {"message", "code"}}`` with a 4xx status; views parse, call one service, render.
+Authentication and authorization: ``diagnostics/api_auth.py``. A gateway API key
+(``Authorization: Bearer sg-...``) acts as its owner and needs both a scope and the owner's
+permission; a logged-in session (CSRF-protected writes) needs the permission:
+
+- ``GET /api/incidents``, ``GET /api/incidents/<id>``: ``incidents:read`` + ``diagnostics.view_incident``;
+- ``POST /api/incidents``: ``incidents:write`` + ``diagnostics.add_incident``;
+- ``POST /api/actions/<id>/approve|deny``: ``actions:approve`` + ``diagnostics.approve_actionrequest``
+  (and the two-person rule of ``diagnostics/approvals.py``).
+
+Every error is JSON ``{"error": {"message", "code"}}`` with a 4xx status; views parse, call one
+service, render.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable
-from functools import wraps
 from typing import Any
 
-from asgiref.sync import async_to_sync
 from django.conf import settings
-from django.contrib.auth.models import AnonymousUser, User
-from django.http import HttpRequest, HttpResponse, JsonResponse
-from django.middleware.csrf import CsrfViewMiddleware
-from django.views.decorators.csrf import csrf_exempt
+from django.http import HttpRequest, JsonResponse
 
 from diagnostics import selectors, services
+from diagnostics.api_auth import Access, ApiError, Caller, endpoint
 from diagnostics.models import ActionRequest, Incident, Step, Trajectory
 from diagnostics.toolsets.registry import environment_names
-from routing.keys import authenticate
+from routing import scopes
+from routing.json_body import JsonBodyError, loads_request
 
-Principal = User | AnonymousUser | None
-SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
+__all__ = ["Access", "ApiError", "Caller", "endpoint"]  # re-exported for the other /api/ modules
 
+VIEW_PERMISSION = "diagnostics.view_incident"
 
-class ApiError(Exception):
-    def __init__(self, status: int, message: str, code: str) -> None:
-        super().__init__(message)
-        self.status, self.message, self.code = status, message, code
-
-    def response(self) -> JsonResponse:
-        return JsonResponse({"error": {"message": self.message, "code": self.code}}, status=self.status)
-
-
-def _principal(request: HttpRequest) -> Principal:
-    header = request.headers.get("Authorization", "")
-    if header:
-        scheme, _, token = header.partition(" ")
-        if scheme.lower() != "bearer" or not token.strip():
-            raise ApiError(401, "Send 'Authorization: Bearer <API key>'.", "invalid_authorization")
-        key = async_to_sync(authenticate)(token.strip())
-        if key is None:
-            raise ApiError(401, "Incorrect or revoked API key.", "invalid_api_key")
-        return key.owner
-    user = getattr(request, "user", None)
-    if user is not None and user.is_authenticated:
-        if request.method not in SAFE_METHODS:
-            rejected = CsrfViewMiddleware(lambda r: HttpResponse()).process_view(request, None, (), {})  # type: ignore[arg-type]
-            if rejected is not None:
-                raise ApiError(
-                    403, "CSRF check failed; send the CSRF token with session requests.", "csrf_failed"
-                )
-        return user
-    raise ApiError(
-        401, "Authentication required: send 'Authorization: Bearer <API key>' or log in.", "not_authenticated"
-    )
-
-
-def endpoint(*methods: str) -> Callable[[Callable[..., JsonResponse]], Callable[..., HttpResponse]]:
-    def wrap(view: Callable[..., JsonResponse]) -> Callable[..., HttpResponse]:
-        @csrf_exempt
-        @wraps(view)
-        def handler(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-            try:
-                if request.method not in methods:
-                    raise ApiError(
-                        405,
-                        f"Method {request.method} is not allowed here; use {', '.join(methods)}.",
-                        "method_not_allowed",
-                    )
-                principal = _principal(request)
-                return view(request, principal, *args, **kwargs)
-            except ApiError as exc:
-                return exc.response()
-            except services.ServiceError as exc:
-                return ApiError(exc.status, exc.message, exc.code).response()
-
-        return handler
-
-    return wrap
+# What each operation needs: the key's scope and the person's Django permission (api_auth.py).
+READ = Access(scopes.INCIDENTS_READ, VIEW_PERMISSION)
+OPEN = Access(scopes.INCIDENTS_WRITE, services.OPEN_PERMISSION)
+DECIDE = Access(scopes.ACTIONS_APPROVE, services.APPROVE_PERMISSION)
 
 
 def _body(request: HttpRequest) -> dict[str, Any]:
@@ -92,9 +44,9 @@ def _body(request: HttpRequest) -> dict[str, Any]:
     if not request.body:
         return {}
     try:
-        data = json.loads(request.body)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ApiError(400, f"Request body is not valid JSON: {exc}", "invalid_json") from None
+        data = loads_request(request.body)  # bounded size and nesting depth
+    except JsonBodyError as exc:
+        raise ApiError(400, exc.message, exc.code) from None
     if not isinstance(data, dict):
         raise ApiError(400, "Request body must be a JSON object.", "invalid_json")
     return data
@@ -208,6 +160,7 @@ def incident_json(incident: Incident, *, detail: bool = False) -> dict[str, Any]
         "status": incident.status,
         "environment": incident.environment,
         "created_by": _user(incident.created_by),
+        "trigger": {"kind": incident.trigger, "ref": incident.trigger_ref, "key": incident.trigger_key_id},
         "created_at": incident.created_at.isoformat(),
         "url": f"/api/incidents/{incident.pk}",
     }
@@ -222,14 +175,25 @@ def incident_json(incident: Incident, *, detail: bool = False) -> dict[str, Any]
 # --- views --------------------------------------------------------------------------------------
 
 
-def _open(request: HttpRequest, principal: Principal) -> JsonResponse:
+def _trigger(caller: Caller) -> dict[str, Any]:
+    """Who opened it: the key (acting as its owner) or the session user."""
+    if caller.key is not None:
+        return {"trigger": Incident.Trigger.KEY, "trigger_ref": str(caller.key.pk), "trigger_key": caller.key}
+    return {"trigger": Incident.Trigger.USER, "trigger_ref": str(caller.user.pk)}
+
+
+def _open(request: HttpRequest, caller: Caller) -> JsonResponse:
     data = _body(request)
     environment, options = _environment(data, request)
     mode = _mode(data, request)
-    creator = principal if isinstance(principal, User) else None
     if "alerts" in data:
         incidents = services.incidents_open_from_alertmanager(
-            payload=data, environment=environment, environment_options=options, created_by=creator, mode=mode
+            payload=data,
+            environment=environment,
+            environment_options=options,
+            posted_by=caller.user,
+            trigger_key=caller.key,
+            mode=mode,
         )
         return JsonResponse(
             {"incidents": [incident_json(i) for i in incidents]}, status=201 if incidents else 200
@@ -255,48 +219,49 @@ def _open(request: HttpRequest, principal: Principal) -> JsonResponse:
         alert=alert or {},
         environment=environment,
         environment_options=options,
-        created_by=creator,
+        created_by=caller.user,
         slack_channel=_string(data, "slack_channel", limit=64),
         slack_thread_ts=_string(data, "slack_thread_ts", limit=64),
         mode=mode,
+        **_trigger(caller),
     )
     return JsonResponse({"incident": incident_json(incident)}, status=201)
 
 
-@endpoint("GET", "POST")
-def incidents(request: HttpRequest, principal: Principal) -> JsonResponse:
+@endpoint(GET=READ, POST=OPEN)
+def incidents(request: HttpRequest, caller: Caller) -> JsonResponse:
     if request.method == "POST":
-        return _open(request, principal)
+        return _open(request, caller)
     return JsonResponse({"incidents": [incident_json(i) for i in selectors.incident_list()]})
 
 
-@endpoint("GET")
-def incident_detail(request: HttpRequest, principal: Principal, incident_id: int) -> JsonResponse:
+@endpoint(GET=READ)
+def incident_detail(request: HttpRequest, caller: Caller, incident_id: int) -> JsonResponse:
     incident = selectors.incident_detail(incident_id=incident_id)
     if incident is None:
         raise ApiError(404, f"No incident {incident_id}.", "not_found")
     return JsonResponse({"incident": incident_json(incident, detail=True)})
 
 
-@endpoint("POST")
-def action_approve(request: HttpRequest, principal: Principal, action_id: int) -> JsonResponse:
+@endpoint(POST=DECIDE)
+def action_approve(request: HttpRequest, caller: Caller, action_id: int) -> JsonResponse:
     data = _body(request)
     seen = data.get("plan_hash")
     if seen is not None and not isinstance(seen, str):
         raise ApiError(400, "'plan_hash' must be a string.", "invalid_field")
     action = services.action_request_approve(
         action_request_id=action_id,
-        user=principal,
+        user=caller.user,
         plan_hash_seen=seen,
         note=_string(data, "note", limit=2000),
     )
     return JsonResponse({"action": action_json(action)})
 
 
-@endpoint("POST")
-def action_deny(request: HttpRequest, principal: Principal, action_id: int) -> JsonResponse:
+@endpoint(POST=DECIDE)
+def action_deny(request: HttpRequest, caller: Caller, action_id: int) -> JsonResponse:
     data = _body(request)
     action = services.action_request_deny(
-        action_request_id=action_id, user=principal, note=_string(data, "note", limit=2000)
+        action_request_id=action_id, user=caller.user, note=_string(data, "note", limit=2000)
     )
     return JsonResponse({"action": action_json(action)})

@@ -8,6 +8,10 @@ from django.utils import timezone
 
 
 class Incident(models.Model):
+    """Something wrong to diagnose. ``source`` says where it came from (what the caller claims);
+    ``trigger`` / ``trigger_ref`` / ``trigger_key`` record who or what actually opened it, so that
+    nobody who triggered an incident can approve the actions its diagnosis proposes."""
+
     class Source(models.TextChoices):
         DASHBOARD = "dashboard"
         API = "api"
@@ -20,6 +24,13 @@ class Incident(models.Model):
         DIAGNOSED = "diagnosed"
         RESOLVED = "resolved"
         FAILED = "failed"
+
+    class Trigger(models.TextChoices):
+        USER = "user", "a logged-in user (API session)"
+        KEY = "key", "an API key"
+        SLACK = "slack", "a Slack member"
+        ALERT = "alert", "an alert webhook"
+        DASHBOARD = "dashboard", "a dashboard user"
 
     title = models.CharField(max_length=300)
     description = models.TextField(blank=True)
@@ -35,6 +46,23 @@ class Incident(models.Model):
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="incidents"
     )
+    trigger = models.CharField(
+        max_length=10, choices=Trigger.choices, blank=True, help_text="Who or what opened the incident."
+    )
+    trigger_ref = models.CharField(
+        max_length=200,
+        blank=True,
+        help_text="Which one: the user id (user, dashboard), the API key id (key), the Slack user id "
+        "(slack, linked or not), the Alertmanager receiver and fingerprint (alert).",
+    )
+    trigger_key = models.ForeignKey(
+        "routing.ApiKey",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        help_text="The API key that opened the incident or posted its alert.",
+    )
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -43,6 +71,33 @@ class Incident(models.Model):
 
     def __str__(self) -> str:
         return f"#{self.pk} {self.title}"
+
+
+class IncidentTouch(models.Model):
+    """A person who acted on an incident, and so may not approve or deny what its diagnosis proposes.
+
+    "Touched" means: opened it (any channel: dashboard, API, a linked Slack member), posted the alert it
+    came from (the session user, or the owner of the API key that posted it), queued another diagnosis
+    of it, or changed where it is diagnosed (environment, options). Reading it, approving or denying its
+    actions and grading its diagnosis are not touches.
+    """
+
+    class Kind(models.TextChoices):
+        OPENED = "opened"
+        POSTED_ALERT = "posted_alert", "posted the alert"
+        REDIAGNOSED = "rediagnosed", "queued another diagnosis"
+        CHANGED_ENVIRONMENT = "changed_environment", "changed the environment"
+
+    incident = models.ForeignKey(Incident, on_delete=models.CASCADE, related_name="touches")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    kind = models.CharField(max_length=20, choices=Kind.choices)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        indexes = [models.Index(fields=["incident", "user"], name="incident_touch_user")]
+
+    def __str__(self) -> str:
+        return f"{self.user} {self.kind} incident {self.incident_id}"
 
 
 class Trajectory(models.Model):
@@ -131,7 +186,11 @@ class ActionRequest(models.Model):
     trajectory = models.ForeignKey(Trajectory, on_delete=models.CASCADE, related_name="actions")
     tool = models.CharField(max_length=200, help_text="The action's name on the environment's allow-list.")
     args = models.JSONField(default=dict, blank=True)
-    plan_hash = models.CharField(max_length=64, help_text="sha256 of the canonical JSON of tool and args.")
+    plan_hash = models.CharField(
+        max_length=64,
+        help_text="sha256 of the canonical JSON of the tool, its args and the incident's environment "
+        "(name and options) when it was proposed; approval and execution re-check it.",
+    )
     reason = models.TextField(blank=True)
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
     requested_by = models.ForeignKey(

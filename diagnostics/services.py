@@ -1,13 +1,13 @@
 """Writes to the diagnostics tables (house style: ``<entity>_<action>(*, ...)``, typed, atomic).
 
 Approval and execution of actions are conditional UPDATEs: of two concurrent approvals only one
-wins, and an approved action is claimed for execution exactly once.
+wins, and an approved action is claimed for execution exactly once. Who may decide and what the plan
+hash covers is ``diagnostics/approvals.py`` (the two-person rule); every entry point (API, dashboard,
+Slack, admin) goes through ``action_request_approve`` / ``action_request_deny`` here.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 from datetime import timedelta
 from typing import Any
 
@@ -16,9 +16,11 @@ from django.db import IntegrityError, transaction
 from django.db.models import Max
 from django.utils import timezone
 
+from diagnostics import approvals
 from diagnostics.agent import config
 from diagnostics.agent.subject import from_alertmanager
-from diagnostics.models import ActionRequest, Incident, Step, Trajectory
+from diagnostics.models import ActionRequest, Incident, IncidentTouch, Step, Trajectory
+from routing.models import ApiKey
 
 APPROVE_PERMISSION = "diagnostics.approve_actionrequest"
 OPEN_PERMISSION = "diagnostics.add_incident"
@@ -34,9 +36,7 @@ class ServiceError(Exception):
         self.status = status
 
 
-def plan_hash(tool: str, args: dict[str, Any]) -> str:
-    canonical = json.dumps({"tool": tool, "args": args}, sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(canonical.encode()).hexdigest()
+plan_hash = approvals.plan_hash
 
 
 # --- incidents and trajectories ------------------------------------------------------------------
@@ -61,10 +61,28 @@ def incident_open(
     slack_channel: str = "",
     slack_thread_ts: str = "",
     mode: str = "",
+    trigger: str = "",
+    trigger_ref: str = "",
+    trigger_key: ApiKey | None = None,
+    posted_by: User | None = None,
 ) -> Incident:
-    """Creates the incident and a queued trajectory; the diagnosis starts once this commits."""
+    """Creates the incident and a queued trajectory; the diagnosis starts once this commits.
+
+    ``created_by`` is the human requester (None when there is none: an alert, an unlinked Slack
+    member). ``trigger`` / ``trigger_ref`` / ``trigger_key`` record who or what opened it (default: the
+    requester as a user); ``posted_by`` is the person who posted an alert for it. The requester and the
+    poster are recorded as having touched the incident (``IncidentTouch``).
+    """
     if mode and mode not in Trajectory.Mode.values:
         raise ServiceError(f"mode must be one of {', '.join(Trajectory.Mode.values)}.", code="invalid_mode")
+    if trigger and trigger not in Incident.Trigger.values:
+        raise ServiceError(
+            f"trigger must be one of {', '.join(Incident.Trigger.values)}.", code="invalid_trigger"
+        )
+    requester = created_by if created_by is not None and created_by.pk else None
+    poster = posted_by if posted_by is not None and posted_by.pk else None
+    if not trigger and requester is not None:
+        trigger, trigger_ref = Incident.Trigger.USER, str(requester.pk)
     incident = Incident.objects.create(
         title=title[:300] or "Incident",
         description=description,
@@ -74,10 +92,37 @@ def incident_open(
         environment_options=environment_options or {},
         slack_channel=slack_channel,
         slack_thread_ts=slack_thread_ts,
-        created_by=created_by if created_by is not None and created_by.pk else None,
+        created_by=requester,
+        trigger=trigger,
+        trigger_ref=trigger_ref[:200],
+        trigger_key=trigger_key,
         status=Incident.Status.INVESTIGATING,
     )
+    if requester is not None:
+        incident_touch_record(incident=incident, user=requester, kind=IncidentTouch.Kind.OPENED)
+    if poster is not None:
+        incident_touch_record(incident=incident, user=poster, kind=IncidentTouch.Kind.POSTED_ALERT)
     trajectory_queue(incident=incident, mode=mode)
+    return incident
+
+
+def incident_touch_record(*, incident: Incident, user: User, kind: str) -> IncidentTouch:
+    """Remembers that ``user`` acted on the incident: they may no longer decide on its actions."""
+    return IncidentTouch.objects.create(incident=incident, user=user, kind=kind)
+
+
+@transaction.atomic
+def incident_environment_change(
+    *, incident: Incident, environment: str, environment_options: dict[str, Any], user: User | None
+) -> Incident:
+    """Moves the incident to another environment (or options). Plans proposed or approved for the
+    old environment no longer match their hash: they can be neither approved nor run."""
+    Incident.objects.filter(pk=incident.pk).update(
+        environment=environment, environment_options=environment_options, updated_at=timezone.now()
+    )
+    if user is not None and user.pk:
+        incident_touch_record(incident=incident, user=user, kind=IncidentTouch.Kind.CHANGED_ENVIRONMENT)
+    incident.refresh_from_db()
     return incident
 
 
@@ -87,10 +132,17 @@ def incidents_open_from_alertmanager(
     payload: dict[str, Any],
     environment: str = "",
     environment_options: dict[str, Any] | None = None,
-    created_by: User | None = None,
+    posted_by: User | None = None,
+    trigger_key: ApiKey | None = None,
     mode: str = "",
 ) -> list[Incident]:
-    """One incident per firing alert of an Alertmanager webhook payload (resolved ones are skipped)."""
+    """One incident per firing alert of an Alertmanager webhook payload (resolved ones are skipped).
+
+    An alert has no human requester: the incidents have no ``created_by``; their trigger is the alert
+    (the payload's receiver and the alert's fingerprint), the key that posted it, and ``posted_by``
+    (the key's owner or the session user) as having touched them.
+    """
+    receiver = str(payload.get("receiver", ""))[:100]
     alerts = payload.get("alerts")
     if not isinstance(alerts, list) or not all(isinstance(a, dict) for a in alerts):
         raise ServiceError("'alerts' must be a list of alert objects.", code="invalid_alerts")
@@ -113,14 +165,20 @@ def incidents_open_from_alertmanager(
                 alert=alert,
                 environment=environment,
                 environment_options=environment_options,
-                created_by=created_by,
                 mode=mode,
+                trigger=Incident.Trigger.ALERT,
+                trigger_ref=f"receiver={receiver} fingerprint={str(alert.get('fingerprint', ''))[:64]}",
+                trigger_key=trigger_key,
+                posted_by=posted_by,
             )
         )
     return incidents
 
 
-def trajectory_queue(*, incident: Incident, mode: str = "") -> Trajectory:
+def trajectory_queue(*, incident: Incident, mode: str = "", user: User | None = None) -> Trajectory:
+    """Queues a diagnosis of the incident; ``user`` (who asked for another one) touched it."""
+    if user is not None and user.pk:
+        incident_touch_record(incident=incident, user=user, kind=IncidentTouch.Kind.REDIAGNOSED)
     trajectory = Trajectory.objects.create(incident=incident, requested_mode=mode)
     _enqueue_diagnosis(trajectory.pk)
     return trajectory
@@ -213,14 +271,23 @@ def trajectory_fail(*, trajectory: Trajectory, error: str) -> Trajectory:
 def action_request_propose(
     *, trajectory: Trajectory, tool: str, args: dict[str, Any], reason: str = ""
 ) -> ActionRequest:
-    """The agent proposes; the incident's opener is the requester (and so cannot approve it)."""
+    """The agent proposes; the incident's opener is the requester (and so cannot approve it).
+
+    The plan hash covers the tool, its arguments and the incident's environment (name and options).
+    """
+    incident = Incident.objects.get(pk=trajectory.incident_id)
     return ActionRequest.objects.create(
         trajectory=trajectory,
         tool=tool,
         args=args,
-        plan_hash=plan_hash(tool, args),
+        plan_hash=plan_hash(
+            tool=tool,
+            args=args,
+            environment=incident.environment,
+            environment_options=incident.environment_options or {},
+        ),
         reason=reason[:5000],
-        requested_by_id=trajectory.incident.created_by_id,
+        requested_by_id=incident.created_by_id,
         expires_at=timezone.now() + timedelta(seconds=config.action_ttl_s()),
     )
 
@@ -234,14 +301,17 @@ def _can_approve(user: User | AnonymousUser | None) -> bool:
     )
 
 
-def _refusal(action: ActionRequest, user: User, expected_hash: str | None) -> ServiceError:
+def _involved(action: ActionRequest, incident: Incident, user: User) -> ServiceError | None:
+    found = approvals.involvement(action=action, incident=incident, user=user)
+    return ServiceError(found.message, code=found.code, status=403) if found else None
+
+
+def _refusal(
+    action: ActionRequest, incident: Incident, user: User, expected_hash: str | None
+) -> ServiceError:
     now = timezone.now()
-    if action.requested_by_id is not None and action.requested_by_id == user.pk:
-        return ServiceError(
-            "You requested this action; someone else must approve or deny it.",
-            code="requester_cannot_decide",
-            status=403,
-        )
+    if involved := _involved(action, incident, user):
+        return involved
     if action.status == ActionRequest.Status.PENDING and action.expires_at <= now:
         ActionRequest.objects.filter(pk=action.pk, status=ActionRequest.Status.PENDING).update(
             status=ActionRequest.Status.EXPIRED
@@ -255,7 +325,7 @@ def _refusal(action: ActionRequest, user: User, expected_hash: str | None) -> Se
         return ServiceError(
             f"Action {action.pk} is already {action.status}.", code="action_not_pending", status=409
         )
-    if plan_hash(action.tool, action.args) != action.plan_hash:
+    if approvals.action_plan_hash(action, incident) != action.plan_hash:
         return ServiceError(
             "The action's plan changed after it was proposed; it cannot be approved.",
             code="plan_changed",
@@ -288,16 +358,24 @@ def _decide(
     action = ActionRequest.objects.filter(pk=action_request_id).first()
     if action is None:
         raise ServiceError(f"No action {action_request_id}.", code="not_found", status=404)
+    incident = Incident.objects.get(trajectories=action.trajectory_id)
+    if involved := _involved(action, incident, user):
+        raise involved
     now = timezone.now()
-    current_hash = plan_hash(action.tool, action.args)
-    candidates = ActionRequest.objects.filter(
-        pk=action.pk, status=ActionRequest.Status.PENDING, expires_at__gt=now, plan_hash=current_hash
-    ).exclude(requested_by=user)
+    current_hash = approvals.action_plan_hash(action, incident)
+    candidates = (
+        ActionRequest.objects.filter(
+            pk=action.pk, status=ActionRequest.Status.PENDING, expires_at__gt=now, plan_hash=current_hash
+        )
+        .exclude(requested_by=user)
+        .exclude(trajectory__incident__created_by=user)
+        .exclude(trajectory__incident__touches__user=user)
+    )
     updated = 0
     if expected_hash is None or expected_hash == current_hash:
         updated = candidates.update(status=status, decided_by=user, decided_at=now, decision_note=note[:2000])
     if not updated:
-        raise _refusal(action, user, expected_hash)
+        raise _refusal(action, incident, user, expected_hash)
     action.refresh_from_db()
     return action
 
@@ -309,8 +387,11 @@ def action_request_approve(
     plan_hash_seen: str | None = None,
     note: str = "",
 ) -> ActionRequest:
-    """Approves a pending, unexpired, unchanged action (not by its requester); it runs after commit.
+    """Approves a pending, unexpired, unchanged action; it runs after commit.
 
+    Only by a user with the approve permission who is not involved in the incident (see
+    ``diagnostics/approvals.py``: not its requester, opener, triggering key's owner, linked Slack
+    member, nor anyone who touched it). ``plan_hash_seen`` is the plan the approver was shown.
     One conditional UPDATE decides (atomic on its own); a refusal may record that the action expired.
     """
     action = _decide(
@@ -345,27 +426,76 @@ def action_requests_expire() -> int:
     ).update(status=ActionRequest.Status.EXPIRED)
 
 
-def action_request_claim_execution(*, action_request_id: int) -> ActionRequest | None:
-    """Approved, decided by someone other than the requester, not expired, plan unchanged -> EXECUTING.
+def action_request_claim_execution(
+    *,
+    action_request_id: int,
+    environment: str | None = None,
+    environment_options: dict[str, Any] | None = None,
+) -> ActionRequest | None:
+    """Approved, decided by someone not involved, not expired, plan unchanged -> EXECUTING.
 
-    A conditional UPDATE: a second caller (a double approval, a redelivered task) gets None.
+    The plan is re-hashed with the incident's environment as it is now and, when the caller says
+    which environment it built (``environment``, ``environment_options``), with that one too: both
+    must match the approved hash. An approved action whose plan or environment changed, or whose
+    decider turns out to be involved in the incident, is refused (FAILED, with the reason) and None
+    returned. A conditional UPDATE: a second caller (a double approval, a redelivered task) gets None.
     """
-    action = ActionRequest.objects.filter(pk=action_request_id).first()
-    if action is None or action.decided_by_id is None:
+    action = ActionRequest.objects.select_related("decided_by").filter(pk=action_request_id).first()
+    if action is None or action.decided_by is None or action.status != ActionRequest.Status.APPROVED:
         return None
-    if action.requested_by_id is not None and action.decided_by_id == action.requested_by_id:
+    if action.expires_at <= timezone.now():
+        return None  # expired: ``action_requests_expire`` marks it
+    incident = Incident.objects.get(trajectories=action.trajectory_id)
+    reason = ""
+    if approvals.action_plan_hash(action, incident) != action.plan_hash:
+        reason = "the plan or the incident's environment changed after approval"
+    elif environment is not None and (environment, environment_options or {}) != (
+        incident.environment,
+        incident.environment_options or {},
+    ):
+        reason = "the environment built for the run is not the one approved"
+    elif found := approvals.involvement(action=action, incident=incident, user=action.decided_by):
+        reason = f"it was approved by {action.decided_by} who is involved in the incident ({found.code})"
+    if reason:
+        _refuse_approved(action, reason)
         return None
     claimed = ActionRequest.objects.filter(
         pk=action.pk,
         status=ActionRequest.Status.APPROVED,
         expires_at__gt=timezone.now(),
-        plan_hash=plan_hash(action.tool, action.args),
+        plan_hash=action.plan_hash,
+        tool=action.tool,
         decided_by_id=action.decided_by_id,
     ).update(status=ActionRequest.Status.EXECUTING, executed_at=timezone.now())
     if not claimed:
         return None
     action.refresh_from_db()
     return action
+
+
+def action_request_plan_intact(*, action: ActionRequest) -> bool:
+    """Whether the claimed action's plan, read again now, still hashes to the approved hash."""
+    current = ActionRequest.objects.filter(pk=action.pk).values("tool", "args").first()
+    if current is None or (current["tool"], current["args"]) != (action.tool, action.args):
+        return False
+    incident = Incident.objects.get(trajectories=action.trajectory_id)
+    return approvals.action_plan_hash(action, incident) == action.plan_hash
+
+
+def _refuse_approved(action: ActionRequest, reason: str) -> None:
+    """An approved action that must not run: FAILED with the reason, once (a conditional UPDATE)."""
+    refused = ActionRequest.objects.filter(pk=action.pk, status=ActionRequest.Status.APPROVED).update(
+        status=ActionRequest.Status.FAILED, result={"ok": False, "refused": reason}
+    )
+    if refused:
+        step_record(
+            trajectory=action.trajectory,
+            phase=Step.Phase.EXECUTE,
+            tool=action.tool,
+            arguments=action.args,
+            ok=False,
+            summary=f"Refused to run: {reason}",
+        )
 
 
 @transaction.atomic

@@ -69,7 +69,11 @@ def execute_action(action_request_id: int) -> str:
         if claimed is not None:
             services.action_request_refuse(action=claimed, reason=str(exc))
         return "failed"
-    result = Executor(environment.write_toolsets()).execute(action_request_id=action_request_id)
+    result = Executor(environment.write_toolsets()).execute(
+        action_request_id=action_request_id,
+        environment=incident.environment,
+        environment_options=incident.environment_options or {},
+    )
     return "not claimed" if result is None else result.status
 
 

@@ -8,13 +8,41 @@ from django.http import HttpRequest
 from routing.keys import generate_key
 from routing.models import ApiKey, Backend, Invocation, RouterVersion, TaskProfile
 from routing.pricing import PricingError, prices_for
+from routing.scopes import ALL as ALL_SCOPES
+from routing.scopes import default_scopes
 from routing.services import api_key_revoke
 
 
-class ApiKeyAddForm(forms.ModelForm):
+class ApiKeyScopesField(forms.MultipleChoiceField):
+    """The key's scopes as checkboxes (the model stores a JSON list)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("choices", [(scope, scope) for scope in ALL_SCOPES])
+        kwargs.setdefault("widget", forms.CheckboxSelectMultiple)
+        kwargs.setdefault("required", False)
+        kwargs.setdefault(
+            "help_text",
+            "llm: call models. Operations also need the owner's permission: incidents:read / "
+            "incidents:write, actions:approve (owner must be an approver), learning:read / learning:write, "
+            "verifiers:call (per-call verifiers where the profile allows them).",
+        )
+        super().__init__(**kwargs)
+
+
+class ApiKeyChangeForm(forms.ModelForm):
+    scopes = ApiKeyScopesField()
+
     class Meta:
         model = ApiKey
-        fields = ["name", "owner", "budget_usd", "rpm_limit"]
+        fields = ["name", "owner", "budget_usd", "rpm_limit", "scopes", "trusted_for_training"]
+
+
+class ApiKeyAddForm(ApiKeyChangeForm):
+    scopes = ApiKeyScopesField(initial=default_scopes)
+
+    class Meta:
+        model = ApiKey
+        fields = ["name", "owner", "budget_usd", "rpm_limit", "scopes", "trusted_for_training"]
 
 
 @admin.register(ApiKey)
@@ -27,17 +55,20 @@ class ApiKeyAdmin(admin.ModelAdmin):
         "spent_usd",
         "reserved_usd",
         "rpm_limit",
+        "scopes",
         "revoked_at",
     ]
     search_fields = ["name", "prefix"]
     readonly_fields = ["prefix", "spent_usd", "reserved_usd", "created_at", "revoked_at"]
-    fields = ["name", "owner", "budget_usd", "rpm_limit", *readonly_fields]
+    fields = [*ApiKeyChangeForm.Meta.fields, *readonly_fields]
     actions = ["revoke"]
 
     def get_form(self, request: HttpRequest, obj: Any = None, change: bool = False, **kwargs: Any) -> Any:
         if obj is None:
             kwargs["form"] = ApiKeyAddForm
             kwargs["fields"] = ApiKeyAddForm.Meta.fields
+        else:
+            kwargs["form"] = ApiKeyChangeForm
         return super().get_form(request, obj, change, **kwargs)
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:

@@ -27,6 +27,7 @@ from routing.protocol import ChatRequest
 from routing.router import Call, Decision, build_router
 from routing.verifier_policy import VerifierPolicyError, resolve
 from routing.verifiers import Verifier
+from routing.verifiers.pool import run_verifier
 
 AUTO_MODEL = "auto"
 BEST_OF_TEMPERATURE = 0.8
@@ -191,7 +192,7 @@ async def verify(prep: Prepared, leg: Leg, message: dict[str, Any]) -> None:
     if prep.verifier is None:
         return
     started = time.perf_counter()
-    verdict = await asyncio.to_thread(prep.verifier.verify, request=prep.request_dict, message=message)
+    verdict = await run_verifier(prep.verifier, prep.request_dict, message)  # a bounded pool, off the loop
     leg.verify_ms = (time.perf_counter() - started) * 1000
     leg.verdict = Invocation.Verdict.PASS if verdict.passed else Invocation.Verdict.FAIL
     leg.detail = verdict.detail

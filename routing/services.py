@@ -12,6 +12,11 @@ from django.utils import timezone
 from routing import lookups
 from routing.keys import generate_key
 from routing.models import ApiKey, Backend, TaskProfile
+from routing.scopes import default_scopes, unknown_scopes
+
+
+class UnknownScopeError(ValueError):
+    """A key was asked for scopes that do not exist (routing/scopes.py)."""
 
 
 @transaction.atomic
@@ -21,11 +26,29 @@ def api_key_create(
     owner: User | None = None,
     budget_usd: Decimal | None = None,
     rpm_limit: int | None = None,
+    scopes: list[str] | tuple[str, ...] | None = None,
+    trusted_for_training: bool = False,
 ) -> tuple[ApiKey, str]:
-    """Creates a key; returns it with the raw secret, which is never stored and shown once."""
+    """Creates a key; returns it with the raw secret, which is never stored and shown once.
+
+    ``scopes``: what the key may do (routing/scopes.py); only ``llm`` unless named explicitly.
+    ``trusted_for_training``: answers judged by this key's own per-call verifiers may become training
+    demonstrations (for the operator's own tooling, never for a client's key).
+    """
+    chosen = list(dict.fromkeys(scopes)) if scopes is not None else default_scopes()
+    unknown = unknown_scopes(chosen)
+    if unknown:
+        raise UnknownScopeError(f"Unknown scope(s): {', '.join(unknown)}.")
     raw, prefix, digest = generate_key()
     key = ApiKey.objects.create(
-        name=name, prefix=prefix, key_hash=digest, owner=owner, budget_usd=budget_usd, rpm_limit=rpm_limit
+        name=name,
+        prefix=prefix,
+        key_hash=digest,
+        owner=owner,
+        budget_usd=budget_usd,
+        rpm_limit=rpm_limit,
+        scopes=chosen,
+        trusted_for_training=trusted_for_training,
     )
     return key, raw
 

@@ -1,6 +1,6 @@
 from celery import shared_task
 
-from routing import budgets
+from routing import budgets, ledger
 from routing.models import RouterVersion, TaskProfile
 
 
@@ -8,6 +8,13 @@ from routing.models import RouterVersion, TaskProfile
 def release_stale_reservations() -> int:
     """Gives back budget held by calls that never settled (a server killed mid-call)."""
     return budgets.release_expired()
+
+
+@shared_task(acks_late=True, ignore_result=True)
+def ledger_bodies_purge() -> int:
+    """Beat: blanks the prompts and answers of calls past SKILLGATE LEDGER_RETENTION_DAYS (the rows,
+    their costs, tokens and verdicts stay); see routing/ledger.py."""
+    return ledger.ledger_bodies_purge()
 
 
 @shared_task(acks_late=True, ignore_result=True)

@@ -26,7 +26,6 @@ that is not identical stays unknown (``correct`` null): quality then falls back 
 from __future__ import annotations
 
 import asyncio
-import json
 import random
 import time
 import uuid
@@ -39,6 +38,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from routing.errors import ApiError, UpstreamError
+from routing.json_body import loads_answer
 from routing.ledger import CallRecord, has_body, record_call, stores_bodies
 from routing.models import Backend, Invocation, Reservation, SampleSpend, TaskProfile
 from routing.pricing import PricingError, cost_bound, prices_for, prompt_token_bound
@@ -127,16 +127,16 @@ def _structured(message: dict[str, Any] | None) -> Any:
         for call in message["tool_calls"]:
             function = call.get("function") or {}
             try:
-                arguments = json.loads(function.get("arguments") or "{}")
-            except json.JSONDecodeError:
+                arguments = loads_answer(function.get("arguments") or "{}")
+            except ValueError:
                 arguments = function.get("arguments")
             calls.append([function.get("name"), arguments])
         return calls
     content = message.get("content")
     if isinstance(content, str):
         try:
-            value = json.loads(content)
-        except json.JSONDecodeError:
+            value = loads_answer(content)
+        except ValueError:
             return None
         return value if isinstance(value, dict | list) else None
     return None

@@ -18,11 +18,16 @@ from typing import Any
 from routing import scopes
 from routing.models import ApiKey, Invocation, TaskProfile
 from routing.verifiers import Verifier, VerifierConfigError, build_verifier
+from routing.verifiers.sandbox import MAX_MEMORY_MB, MAX_TIMEOUT_S
 
 Source = Invocation.VerifierSource
 
-# Config keys of code verifiers that are resource limits: (key, default, the profile's maximum field).
-_LIMITS = (("timeout_s", 10.0, "verifier_max_timeout_s"), ("memory_mb", 512, "verifier_max_memory_mb"))
+# Config keys of code verifiers that are resource limits: (key, default, the profile's maximum field,
+# the sandbox's own cap, which no profile can raise).
+_LIMITS = (
+    ("timeout_s", 10.0, "verifier_max_timeout_s", MAX_TIMEOUT_S),
+    ("memory_mb", 512, "verifier_max_memory_mb", MAX_MEMORY_MB),
+)
 CODE_KINDS = frozenset({"python_tests"})
 
 
@@ -72,8 +77,8 @@ def _clamped(config: dict[str, Any], profile: TaskProfile) -> dict[str, Any]:
     if config.get("kind") not in CODE_KINDS:
         return config
     out = dict(config)
-    for key, default, field in _LIMITS:
-        value, ceiling = out.get(key, default), getattr(profile, field)
+    for key, default, field, cap in _LIMITS:
+        value, ceiling = out.get(key, default), min(getattr(profile, field), cap)
         if isinstance(value, int | float) and not isinstance(value, bool) and value > ceiling:
             out[key] = type(default)(ceiling)
     return out

@@ -72,3 +72,35 @@ class InvocationFactory(factory.django.DjangoModelFactory[Invocation]):
     policy = TaskProfile.Policy.STUDENT_WITH_FALLBACK
     verdict = Invocation.Verdict.PASS
     request = factory.LazyFunction(lambda: {"messages": [{"role": "user", "content": "hi"}]})
+
+
+def make_role_key(username: str, *roles: str, scopes: list[str], **fields: object) -> KeyPair:
+    """A key owned by a new user holding the dashboard ``roles`` (groups of app/web/roles.py)."""
+    from django.contrib.auth.models import Group, User
+
+    owner = User.objects.create(username=username)
+    owner.groups.set([Group.objects.get(name=role) for role in roles])
+    return make_key(name=username, owner=owner, scopes=scopes, **fields)
+
+
+from diagnostics.models import Incident, Trajectory  # noqa: E402  (appended with its factories)
+
+
+class IncidentFactory(factory.django.DjangoModelFactory[Incident]):
+    """An incident (no trajectory: use diagnostics.services.incident_open for a queued diagnosis)."""
+
+    class Meta:
+        model = Incident
+
+    title = factory.Sequence(lambda n: f"incident {n}")
+    environment = "fake"
+    status = Incident.Status.DIAGNOSED
+
+
+class TrajectoryFactory(factory.django.DjangoModelFactory[Trajectory]):
+    class Meta:
+        model = Trajectory
+
+    incident = factory.SubFactory(IncidentFactory)
+    status = Trajectory.Status.SUCCEEDED
+    diagnosis = "the api process exits: DATABASE_URL is not set"

@@ -3,21 +3,27 @@
 - ``POST /api/evolver/trajectories/<id>/mark-wrong`` ``{"note": "..."}``: a user says a finished
   diagnosis is wrong; it is graded failed and sent to the Evolver (202, the skill job).
 - ``GET /api/evolver/skills/<id>``: a skill job and, once ready, its corrective plan.
+
+Access (``diagnostics/api_auth.py``): marking wrong needs scope ``learning:write`` and the
+permission ``training.add_diagnosticskill``; reading a skill ``learning:read`` and
+``training.view_diagnosticskill``.
 """
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-from django.contrib.auth.models import User
 from django.http import HttpRequest, JsonResponse
 
-from diagnostics.api import ApiError, Principal, endpoint
+from diagnostics.api_auth import Access, ApiError, Caller, endpoint
+from routing import scopes
+from routing.json_body import JsonBodyError, loads_request
 from training.models import DiagnosticSkill
 from training.services.evolver import EvolverError, trajectory_mark_wrong
 
 MAX_NOTE = 4000
+MARK_WRONG = Access(scopes.LEARNING_WRITE, "training.add_diagnosticskill")
+READ_SKILL = Access(scopes.LEARNING_READ, "training.view_diagnosticskill")
 
 
 def skill_json(skill: DiagnosticSkill) -> dict[str, Any]:
@@ -40,9 +46,9 @@ def skill_json(skill: DiagnosticSkill) -> dict[str, Any]:
 
 def _note(request: HttpRequest) -> str:
     try:
-        data = json.loads(request.body or b"{}")
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ApiError(400, f"Request body is not valid JSON: {exc}", "invalid_json") from None
+        data = loads_request(request.body or b"{}")  # bounded size and nesting depth
+    except JsonBodyError as exc:
+        raise ApiError(400, exc.message, exc.code) from None
     note = data.get("note", "") if isinstance(data, dict) else None
     if not isinstance(note, str) or not note.strip():
         raise ApiError(400, "'note' must say what is wrong with the diagnosis.", "invalid_field")
@@ -51,21 +57,17 @@ def _note(request: HttpRequest) -> str:
     return note.strip()
 
 
-@endpoint("POST")
-def trajectory_mark_wrong_view(
-    request: HttpRequest, principal: Principal, trajectory_id: int
-) -> JsonResponse:
-    if not isinstance(principal, User):
-        raise ApiError(403, "Only a user can mark a diagnosis wrong.", "forbidden")
+@endpoint(POST=MARK_WRONG)
+def trajectory_mark_wrong_view(request: HttpRequest, caller: Caller, trajectory_id: int) -> JsonResponse:
     try:
-        skill = trajectory_mark_wrong(trajectory_id=trajectory_id, user=principal, note=_note(request))
+        skill = trajectory_mark_wrong(trajectory_id=trajectory_id, user=caller.user, note=_note(request))
     except EvolverError as exc:
         raise ApiError(exc.status, exc.message, exc.code) from None
     return JsonResponse({"skill": skill_json(skill)}, status=202)
 
 
-@endpoint("GET")
-def skill_detail(request: HttpRequest, principal: Principal, skill_id: int) -> JsonResponse:
+@endpoint(GET=READ_SKILL)
+def skill_detail(request: HttpRequest, caller: Caller, skill_id: int) -> JsonResponse:
     skill = DiagnosticSkill.objects.select_related("marked_by").filter(pk=skill_id).first()
     if skill is None:
         raise ApiError(404, f"No diagnostic skill {skill_id}.", "not_found")

@@ -5,20 +5,30 @@
 - ``GET /api/cycles/<id>``: one cycle with its stage timings, stats, SkillBook and admission.
 - ``GET /api/training-runs[?profile=<name>]``: recent training runs with their progress.
 - ``GET /api/admissions[?profile=<name>]``: recent admission decisions with both sets of numbers.
+
+Access (``diagnostics/api_auth.py``): reads need scope ``learning:read`` and the view permission of
+what they list (``training.view_cycle``, ``view_trainingrun``, ``view_admission``); starting a cycle
+needs ``learning:write`` and ``training.add_cycle`` (the operator role).
 """
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from django.http import HttpRequest, JsonResponse
 
-from diagnostics.api import ApiError, Principal, endpoint
+from diagnostics.api_auth import Access, ApiError, Caller, endpoint
+from routing import scopes
+from routing.json_body import JsonBodyError, loads_request
 from routing.models import TaskProfile
 from training import selectors
 from training.models import Admission, Cycle, TrainingRun
 from training.services.cycle import cycle_start
+
+READ_CYCLES = Access(scopes.LEARNING_READ, "training.view_cycle")
+START_CYCLE = Access(scopes.LEARNING_WRITE, "training.add_cycle")
+READ_RUNS = Access(scopes.LEARNING_READ, "training.view_trainingrun")
+READ_ADMISSIONS = Access(scopes.LEARNING_READ, "training.view_admission")
 
 
 def _iso(value: Any) -> str | None:
@@ -95,13 +105,13 @@ def _profile_filter(request: HttpRequest) -> int | None:
     return _profile(name).pk if name else None
 
 
-@endpoint("GET", "POST")
-def cycles(request: HttpRequest, principal: Principal) -> JsonResponse:
+@endpoint(GET=READ_CYCLES, POST=START_CYCLE)
+def cycles(request: HttpRequest, caller: Caller) -> JsonResponse:
     if request.method == "POST":
         try:
-            data = json.loads(request.body or b"{}")
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise ApiError(400, f"Request body is not valid JSON: {exc}", "invalid_json") from None
+            data = loads_request(request.body or b"{}")  # bounded size and nesting depth
+        except JsonBodyError as exc:
+            raise ApiError(400, exc.message, exc.code) from None
         if not isinstance(data, dict):
             raise ApiError(400, "Request body must be a JSON object.", "invalid_json")
         profile = _profile(data.get("profile"))
@@ -112,21 +122,21 @@ def cycles(request: HttpRequest, principal: Principal) -> JsonResponse:
     return JsonResponse({"cycles": [cycle_json(c) for c in rows]})
 
 
-@endpoint("GET")
-def cycle_detail(request: HttpRequest, principal: Principal, cycle_id: int) -> JsonResponse:
+@endpoint(GET=READ_CYCLES)
+def cycle_detail(request: HttpRequest, caller: Caller, cycle_id: int) -> JsonResponse:
     cycle = selectors.cycle_detail(cycle_id=cycle_id)
     if cycle is None:
         raise ApiError(404, f"No cycle {cycle_id}.", "not_found")
     return JsonResponse({"cycle": cycle_json(cycle)})
 
 
-@endpoint("GET")
-def training_runs(request: HttpRequest, principal: Principal) -> JsonResponse:
+@endpoint(GET=READ_RUNS)
+def training_runs(request: HttpRequest, caller: Caller) -> JsonResponse:
     rows = selectors.training_run_list(profile_id=_profile_filter(request))
     return JsonResponse({"training_runs": [training_run_json(r) for r in rows]})
 
 
-@endpoint("GET")
-def admissions(request: HttpRequest, principal: Principal) -> JsonResponse:
+@endpoint(GET=READ_ADMISSIONS)
+def admissions(request: HttpRequest, caller: Caller) -> JsonResponse:
     rows = selectors.admission_list(profile_id=_profile_filter(request))
     return JsonResponse({"admissions": [admission_json(a) for a in rows]})

@@ -9,6 +9,7 @@ from django import forms
 
 from diagnostics.models import Trajectory
 from diagnostics.toolsets.registry import environment_names
+from routing import scopes as key_scopes
 from routing.models import ApiKey, Invocation, TaskProfile
 
 
@@ -80,3 +81,15 @@ class ApiKeyCreateForm(forms.Form):
     rpm_limit = forms.IntegerField(
         required=False, min_value=1, label="Requests per minute", help_text="Empty: unlimited."
     )
+    scopes = forms.MultipleChoiceField(
+        choices=[(scope, scope) for scope in key_scopes.ALL],
+        initial=list(key_scopes.DEFAULT),
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
+        help_text="llm calls models. Grant more only on purpose: operations (incidents, approvals, "
+        "learning) also need your role, and the key acts as you. Nothing checked: llm.",
+    )
+
+    def clean_scopes(self) -> list[str]:
+        chosen = list(self.cleaned_data.get("scopes") or [])
+        return chosen or list(key_scopes.DEFAULT)

@@ -1,7 +1,8 @@
 """Dashboard roles as Django groups: viewer, operator, approver, admin.
 
 - viewer: reads every page (the ``view_*`` permissions of the routing, diagnostics and training apps);
-- operator: a viewer who may open incidents (start diagnoses) and start learning cycles;
+- operator: a viewer who may open incidents (start diagnoses), mark diagnoses wrong and start learning
+  cycles;
 - approver: a viewer who may approve or deny the write actions diagnoses propose
   (``diagnostics.approve_actionrequest``, the permission the diagnostics services check);
 - admin: every permission of those apps (keys, router rollback, adapters, ...).
@@ -33,8 +34,9 @@ OPEN_INCIDENT = OPEN_PERMISSION
 APPROVE_ACTION = APPROVE_PERMISSION
 VIEW_LEARNING = "training.view_demonstration"
 
-# Extra permissions of the operator, beyond viewing: those that start work.
-OPERATOR_EXTRA = [OPEN_INCIDENT, "diagnostics.add_trajectory"]
+# Extra permissions of the operator, beyond viewing: those that start work (opening incidents, queuing
+# diagnoses, marking a diagnosis wrong for the Evolver).
+OPERATOR_EXTRA = [OPEN_INCIDENT, "diagnostics.add_trajectory", "training.add_diagnosticskill"]
 
 
 def _permissions(names: list[str]) -> list[Permission]:

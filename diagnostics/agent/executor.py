@@ -1,8 +1,10 @@
 """The Executor: the only holder of WriteToolsets. It runs an ActionRequest only when
 
-- it was approved by someone allowed to approve, who is not its requester,
+- it was approved by someone allowed to approve, who is not involved in the incident (its requester,
+  the owner of the key or the Slack member that opened it, anyone who touched it),
 - it has not expired,
-- its plan (tool + args) still hashes to the plan that was proposed and approved,
+- its plan (tool, args and the incident's environment: name and options) still hashes to the plan
+  that was proposed and approved, and the environment the caller built is that one,
 - the action is on the environment's allow-list and its arguments match the action's schema;
 
 it claims the request with a conditional UPDATE (so a double approval or a redelivered task runs it
@@ -42,13 +44,27 @@ class Executor:
     def allowed_actions(self) -> list[ToolSpec]:
         return [spec for _, spec in self._allowed.values()]
 
-    def execute(self, *, action_request_id: int) -> ActionRequest | None:
+    def execute(
+        self,
+        *,
+        action_request_id: int,
+        environment: str | None = None,
+        environment_options: dict[str, Any] | None = None,
+    ) -> ActionRequest | None:
         """Runs the action if (and only if) it may run; returns the updated request, or None when
-        it was not claimable (not approved, expired, changed, already claimed)."""
-        action = services.action_request_claim_execution(action_request_id=action_request_id)
+        it was not claimable (not approved, expired, changed, already claimed).
+
+        ``environment`` / ``environment_options``: what the write toolsets were built from; the
+        approved plan hash must cover exactly that environment.
+        """
+        action = services.action_request_claim_execution(
+            action_request_id=action_request_id,
+            environment=environment,
+            environment_options=environment_options,
+        )
         if action is None:
             return None
-        if services.plan_hash(action.tool, action.args) != action.plan_hash:
+        if not services.action_request_plan_intact(action=action):
             return services.action_request_refuse(action=action, reason="the plan changed after approval")
         entry = self._allowed.get(action.tool)
         if entry is None:

@@ -52,7 +52,7 @@ def _store(*, key: str, kind: str, payload: dict[str, Any], request: BoltRequest
 
 def on_command(ack: Ack, body: dict[str, Any], request: BoltRequest) -> None:
     verb, _, text = str(body.get("text", "")).strip().partition(" ")
-    text = text.strip()
+    text = messages.unescape(text.strip())  # Slack sends & < > as entities; the incident keeps the text
     if verb.lower() != "diagnose" or not text:
         ack(text=usage())
         return
@@ -62,7 +62,7 @@ def on_command(ack: Ack, body: dict[str, Any], request: BoltRequest) -> None:
         payload={**body, "diagnose_text": text},
         request=request,
     )
-    ack(text=f"Opening an incident: {messages.clip(text, 300)}" if stored else "Already on it.")
+    ack(text=f"Opening an incident: {messages.quoted(text, 300)}" if stored else "Already on it.")
 
 
 def on_mention(ack: Ack, body: dict[str, Any], request: BoltRequest) -> None:

@@ -1,8 +1,17 @@
-"""Block Kit payloads the bot posts (plain dicts, as the Web API takes them). No I/O here."""
+"""Block Kit payloads the bot posts (plain dicts, as the Web API takes them). No I/O here.
+
+Slack reads ``&``, ``<`` and ``>`` as control characters in message text and ``mrkdwn`` objects:
+``<!channel>`` notifies a whole channel, ``<@U123>`` pings someone, ``<http://evil|click>`` hides where
+a link goes. Diagnoses, incident titles, alerts, tool output and the agent's proposed actions are
+written by people and programs outside our control, so every piece of such text is escaped with
+:func:`escape` (Slack's "Escaping text": ``&amp;``, ``&lt;``, ``&gt;``) before it is put into a
+message; only the markup this module writes itself (bold, code, the date token) stays live.
+"""
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -24,8 +33,29 @@ PROGRESS_PHASES = {
 Blocks = list[dict[str, Any]]
 
 
+_CUT_ENTITY = re.compile(r"&[a-z]{0,3}$")
+
+
+def escape(text: Any) -> str:
+    """``text`` as literal Slack text: ``&``, ``<``, ``>`` as entities (nothing else is touched)."""
+    return str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def unescape(text: str) -> str:
+    """Slack's entities back to characters: what a member typed, from the text Slack delivers."""
+    return text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
+
+
 def clip(text: str, limit: int = SECTION_LIMIT) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    """At most ``limit`` characters; never ends inside an entity that :func:`escape` wrote."""
+    if len(text) <= limit:
+        return text
+    return _CUT_ENTITY.sub("", text[: limit - 1]) + "…"
+
+
+def quoted(text: Any, limit: int) -> str:
+    """Untrusted ``text``, escaped and clipped: what every diagnosis, title or tool output becomes."""
+    return clip(escape(text), limit)
 
 
 def _section(text: str) -> dict[str, Any]:
@@ -33,26 +63,27 @@ def _section(text: str) -> dict[str, Any]:
 
 
 def _compact(args: dict[str, Any]) -> str:
-    return json.dumps(args, sort_keys=True, separators=(",", ":")) if args else ""
+    """Arguments as compact JSON, escaped (they come from the agent, or from a tool's output)."""
+    return escape(json.dumps(args, sort_keys=True, separators=(",", ":"))) if args else ""
 
 
 def step_line(step: Step) -> str:
     """One line of progress for a step; the diagnosis and proposals get messages of their own."""
     summary = " ".join((step.summary or "").split())
     if step.phase == Step.Phase.ALERT:
-        return f":rotating_light: Investigating: {clip(summary, 300)}"
+        return f":rotating_light: Investigating: {quoted(summary, 300)}"
     if step.phase == Step.Phase.PROBE:
-        line = f":mag: `{step.tool}` {_compact(step.arguments)} → {clip(summary, 300)}"
-        found = [f"\n    • {clip(str(f.get('summary', '')), 200)}" for f in step.findings[:3]]
+        line = f":mag: `{escape(step.tool)}` {_compact(step.arguments)} → {quoted(summary, 300)}"
+        found = [f"\n    • {quoted(f.get('summary', ''), 200)}" for f in step.findings[:3]]
         return line + "".join(found)
     if step.phase == Step.Phase.EXECUTE:
-        return f":gear: {clip(summary, 500)}"
+        return f":gear: {quoted(summary, 500)}"
     if step.phase == Step.Phase.HEALTH:
         icon = ":green_heart:" if step.ok else ":broken_heart:"
-        return f"{icon} Health after the action: {clip(summary, 500)}"
+        return f"{icon} Health after the action: {quoted(summary, 500)}"
     if step.phase == Step.Phase.PROPOSE:
-        return f":no_entry_sign: {clip(summary, 500)}"
-    return f":memo: {clip(summary, 500)}"
+        return f":no_entry_sign: {quoted(summary, 500)}"
+    return f":memo: {quoted(summary, 500)}"
 
 
 def progress(
@@ -64,23 +95,23 @@ def progress(
         incident, trajectory = opened
         lines = (
             f":hourglass_flowing_sand: Incident #{incident.pk} opened; diagnosis {trajectory.pk} runs on "
-            f"`{incident.environment}`. Steps follow in this thread.\n{lines}"
+            f"`{escape(incident.environment)}`. Steps follow in this thread.\n{lines}"
         )
     return clip(lines, 3000), [_section(lines)]
 
 
 def diagnosis(step: Step, *, trajectory_id: int) -> tuple[str, Blocks]:
     root_cause = " ".join((step.summary or "").split())
-    text = f":white_check_mark: Diagnosis (trajectory {trajectory_id}): {clip(root_cause, 500)}"
+    text = f":white_check_mark: Diagnosis (trajectory {trajectory_id}): {quoted(root_cause, 500)}"
     blocks: Blocks = [
-        _section(f"*Diagnosis* (trajectory {trajectory_id})\n*Root cause:* {clip(root_cause, 1000)}"),
+        _section(f"*Diagnosis* (trajectory {trajectory_id})\n*Root cause:* {quoted(root_cause, 1000)}"),
     ]
     if step.result:
-        blocks.append(_section(step.result))
+        blocks.append(_section(escape(step.result)))
     if step.findings:
         lines = [
-            f"• *{f.get('severity', '')}* {f.get('summary', '')}"
-            + (f" (`{f['subject']}`)" if f.get("subject") else "")
+            f"• *{escape(f.get('severity', ''))}* {escape(f.get('summary', ''))}"
+            + (f" (`{escape(f['subject'])}`)" if f.get("subject") else "")
             for f in step.findings[:10]
         ]
         blocks.append(_section("*Findings*\n" + "\n".join(lines)))
@@ -88,7 +119,7 @@ def diagnosis(step: Step, *, trajectory_id: int) -> tuple[str, Blocks]:
 
 
 def failure(step: Step) -> str:
-    return f":x: The diagnosis failed: {clip(step.summary or 'unknown error', 2000)}"
+    return f":x: The diagnosis failed: {quoted(step.summary or 'unknown error', 2000)}"
 
 
 def _confirm(title: str, text: str, confirm: str) -> dict[str, Any]:
@@ -106,7 +137,7 @@ def button_value(action: ActionRequest) -> str:
 
 
 def _state(action: ActionRequest) -> str:
-    decider = action.decided_by.get_username() if action.decided_by else "someone"
+    decider = escape(action.decided_by.get_username()) if action.decided_by else "someone"
     status = action.status
     if status == ActionRequest.Status.PENDING and action.expires_at <= timezone.now():
         status = ActionRequest.Status.EXPIRED
@@ -123,15 +154,15 @@ def _state(action: ActionRequest) -> str:
 
 def action(action: ActionRequest) -> tuple[str, Blocks]:
     """The proposal; with Approve / Deny buttons (each behind a confirm dialog) while it is pending."""
-    plan = f"`{action.tool}` `{_compact(action.args)}`"
-    requester = action.requested_by.get_username() if action.requested_by else "nobody (the agent)"
+    plan = f"`{escape(action.tool)}` `{_compact(action.args)}`"
+    requester = escape(action.requested_by.get_username()) if action.requested_by else "nobody (the agent)"
     expires = int(action.expires_at.timestamp())
     body = (
-        f"*Proposed action {action.pk}:* {plan}\n*Reason:* {clip(action.reason or '-', 1500)}\n"
+        f"*Proposed action {action.pk}:* {plan}\n*Reason:* {quoted(action.reason or '-', 1500)}\n"
         f"*Requested by:* {requester} (cannot approve it)\n"
         f"*Expires:* <!date^{expires}^{{date_short_pretty}} {{time}}|{action.expires_at:%Y-%m-%d %H:%M} UTC>"
     )
-    text = f"Proposed action {action.pk}: {action.tool} {_compact(action.args)}"
+    text = f"Proposed action {action.pk}: {escape(action.tool)} {_compact(action.args)}"
     blocks: Blocks = [_section(body)]
     pending = action.status == ActionRequest.Status.PENDING and action.expires_at > timezone.now()
     if pending:

@@ -90,7 +90,7 @@ def _open_from_command(event: SlackEvent, client: WebClient) -> str:
     try:
         root = client.chat_postMessage(
             channel=channel,
-            text=f":rotating_light: *Incident:* {messages.clip(text, 2000)}\nOpened by <@{user_id}> "
+            text=f":rotating_light: *Incident:* {messages.quoted(text, 2000)}\nOpened by <@{user_id}> "
             f"with `{body.get('command', conf.command_name())} diagnose`.",
         )
     except SlackApiError as exc:
@@ -107,7 +107,8 @@ def _open_from_command(event: SlackEvent, client: WebClient) -> str:
 def _open_from_mention(event: SlackEvent, client: WebClient) -> str:
     """A mention opens an incident threaded under the mention (or in the thread it was made in)."""
     mention = event.payload["event"]
-    text = " ".join(MENTION.sub(" ", mention.get("text", "")).split())
+    # Slack delivers text with & < > as entities: the incident keeps what the member typed.
+    text = messages.unescape(" ".join(MENTION.sub(" ", mention.get("text", "")).split()))
     channel, thread_ts = mention["channel"], mention.get("thread_ts") or mention["ts"]
     if refusal := _may_not_open(mention.get("user", "")):
         client.chat_postEphemeral(
@@ -140,11 +141,17 @@ def _may_not_open(user_id: str) -> str:
             "run `manage.py slack_link_user`."
         )
     if not user.has_perm(diagnostics_services.OPEN_PERMISSION):
-        return f":no_entry: Your Skillgate user {user.get_username()} may not open incidents (operator role)."
+        return (
+            f":no_entry: Your Skillgate user {messages.escape(user.get_username())} may not open incidents "
+            "(operator role)."
+        )
     return ""
 
 
 def _open(*, text: str, user_id: str, channel: str, thread_ts: str) -> Incident:
+    """The Slack member is the trigger even when unlinked (then the incident has no requester, and
+    whoever links that member later still may not approve its actions); a linked member's user is
+    the requester."""
     return diagnostics_services.incident_open(
         title=text,
         description=text,
@@ -152,6 +159,8 @@ def _open(*, text: str, user_id: str, channel: str, thread_ts: str) -> Incident:
         created_by=selectors.user_for_slack(slack_user_id=user_id) if user_id else None,
         slack_channel=channel,
         slack_thread_ts=thread_ts,
+        trigger=Incident.Trigger.SLACK,
+        trigger_ref=user_id,
     )
 
 
@@ -161,7 +170,9 @@ def _respond(response_url: str, text: str) -> None:
 
 
 def _decide(event: SlackEvent, client: WebClient) -> str:
-    """An Approve / Deny click, decided by the diagnostics services as the linked Django user."""
+    """An Approve / Deny click, decided by the diagnostics services as the linked Django user: the
+    same rules as the API and the dashboard (the approve permission, the two-person rule of
+    ``diagnostics/approvals.py``, the plan hash the button carries)."""
     body = event.payload
     clicked = body["actions"][0]
     slack_user = body["user"]["id"]
@@ -209,7 +220,7 @@ def _decide(event: SlackEvent, client: WebClient) -> str:
         if repeat:  # a double click: the first one decided, nothing more to do
             services.slack_event_finish(event=event)
             return "already decided"
-        return refuse(exc.message, exc.code)
+        return refuse(messages.escape(exc.message), exc.code)  # may quote an action's tool or args
     _update_action(client, channel, message_ts, decided)
     services.slack_event_finish(event=event, incident=decided.trajectory.incident)
     return decided.status

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Sequence
 
+from routing.ledger import HAS_BODY
 from routing.models import Invocation, TaskProfile
 from routing.router_learning.calibration import EVAL_SPLIT, Split
 from routing.router_learning.features import FeatureSpec, default_spec, hashing_spec, minilm_spec
@@ -20,8 +21,9 @@ MAX_COPIES = 100
 def ledger_records(
     *, profile: TaskProfile, until: dt.datetime | None = None, limit: int | None = None
 ) -> list[ReplayRecord]:
-    """The newest ``limit`` calls of the profile (up to ``until``), oldest first."""
-    rows = Invocation.objects.filter(profile=profile).select_related("profile")
+    """The newest ``limit`` calls of the profile (up to ``until``) that still hold their request
+    (purged and hash-only rows have no text to learn from), oldest first."""
+    rows = Invocation.objects.filter(HAS_BODY, profile=profile).select_related("profile")
     if until is not None:
         rows = rows.filter(created_at__lte=until)
     limit = limit or int(router_setting("MAX_TRAINING_CALLS"))

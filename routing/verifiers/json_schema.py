@@ -13,6 +13,7 @@ from typing import Any
 from jsonschema import exceptions as jsonschema_exceptions
 from jsonschema.validators import validator_for
 
+from routing.json_body import loads_answer
 from routing.verifiers.base import Verdict, Verifier, VerifierConfigError, register
 
 _FENCED_JSON = re.compile(r"\A\s*```[ \t]*(?:json)?[ \t]*\n(.*?)\n?[ \t]*```\s*\Z", re.DOTALL | re.IGNORECASE)
@@ -69,7 +70,7 @@ def parse_json(text: str) -> tuple[Any, str | None]:
     if fenced:
         text = fenced.group(1)
     try:
-        return json.loads(text, parse_constant=_reject_constant), None
+        return loads_answer(text, parse_constant=_reject_constant), None
     except json.JSONDecodeError as exc:
         return None, f"not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
     except ValueError as exc:

@@ -14,7 +14,7 @@ from typing import Any
 
 from routing.verifiers.base import Verdict, Verifier, VerifierConfigError, register
 from routing.verifiers.json_schema import message_text
-from routing.verifiers.sandbox import run_python
+from routing.verifiers.sandbox import MAX_MEMORY_MB, MAX_TIMEOUT_S, run_python
 
 _FENCE = re.compile(r"^[ \t]*```[ \t]*([\w+-]*)[^\n]*\n(.*?)^[ \t]*```", re.DOTALL | re.MULTILINE)
 _PYTHON_LANGS = ("python", "python3", "py")
@@ -74,8 +74,8 @@ class PythonTestsVerifier(Verifier):
         self.test: str = test
         self.entry_point: str | None = entry_point
         self.prompt: str = prompt or ""
-        self.timeout_s = _number(config, "timeout_s", 10, 0.1, 300)
-        self.memory_mb = int(_number(config, "memory_mb", 512, 64, 65536))
+        self.timeout_s = _number(config, "timeout_s", 10, 0.1, MAX_TIMEOUT_S)
+        self.memory_mb = int(_number(config, "memory_mb", 512, 64, MAX_MEMORY_MB))
 
     def program(self, answer: str, marker: str) -> str:
         code = extract_code(answer)

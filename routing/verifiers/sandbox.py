@@ -1,16 +1,29 @@
-"""Run untrusted Python in a throw-away subprocess with resource limits and an audit-hook jail.
+"""Run untrusted Python (a model's answer and its tests) in a bubblewrap sandbox with hard limits.
 
-The child is ``sys.executable -I -B -c PRELUDE`` in a fresh temporary directory with an almost empty
-environment.  The prelude lowers its rlimits, installs an audit hook (hooks cannot be removed) that
-refuses network access, process creation, native-library loading, signals to other processes and
-file writes outside the temporary directory, then ``exec``s ``solution.py`` from that directory.
-This is defence in depth for model-written code, not a boundary against a determined attacker:
-the program can still read any file the gateway's user can read.
+What the sandbox isolates is stated in routing/verifiers/bwrap.py. The invariants of this module:
+
+- **No sandbox, no run.** Where bubblewrap cannot run here (not installed, user namespaces refused,
+  no runtime it can mount; checked once by a real sandboxed run, then cached), :func:`run_python`
+  runs nothing and answers a failed result whose stderr is ``sandbox unavailable: <why>``
+  (``unavailable`` set). Only ``settings.SKILLGATE["SANDBOX_ALLOW_UNSAFE"]`` (development only) makes
+  it run the code in a plain subprocess instead, with the same limits, logging a WARNING every time.
+  That subprocess is no boundary at all: the code can do whatever the gateway's user can.
+- **Limits.** Wall clock ``timeout_s`` and ``memory_mb`` are clamped to :data:`MAX_TIMEOUT_S` and
+  :data:`MAX_MEMORY_MB` whatever the caller asks. A prelude run inside the namespaces sets
+  RLIMIT_AS (memory), RLIMIT_CPU (a little over the wall clock; SIGXCPU counts as a timeout),
+  RLIMIT_FSIZE, RLIMIT_NOFILE, RLIMIT_NPROC (counted per user namespace: this run's own budget) and
+  no core files, then execs a fresh interpreter on ``solution.py``, which cannot raise them.
+- **Deadline.** At ``timeout_s`` bwrap's process group gets SIGKILL; its pid 1 inside dies with it
+  (``--die-with-parent``) and the kernel then kills every process of the pid namespace, so nothing
+  the program started, ``setsid`` or not, outlives the run.
+- **Output.** Each stream keeps :data:`OUTPUT_LIMIT` bytes (head and tail halves, with a marker of
+  what was dropped); a stream over :data:`FILE_SIZE_LIMIT` stops the program (SIGXFSZ).
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import math
 import os
 import shutil
@@ -19,92 +32,43 @@ import stat
 import subprocess
 import sys
 import tempfile
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+
+from routing.verifiers import bwrap, seccomp
+from routing.verifiers.bwrap import SandboxUnavailable
+
+log = logging.getLogger(__name__)
+
 OUTPUT_LIMIT = 64 * 1024  # bytes kept per stream (head and tail halves)
 FILE_SIZE_LIMIT = 16 * 1024 * 1024
 OPEN_FILES_LIMIT = 64
-PROCESS_LIMIT = 64  # per-user count on Linux, ignored for root; the audit hook is the real guard
+PROCESS_LIMIT = 16  # processes and threads of one run, its interpreter and bwrap's reaper included
+MAX_TIMEOUT_S = 60.0  # hard caps, whatever a verifier config or a profile allows
+MAX_MEMORY_MB = 2048
 _KILL_GRACE_S = 5.0
+_PROBE = "print('sandbox-ok')"
 
-# Runs in the child before the user's program; argv: memory_bytes cpu_s fsize nproc nofile.  Everything
-# lives in a function so the hook's state is not reachable from the program's namespace.
-_PRELUDE = r"""
-def _jail():
-    import os, resource, sys, traceback, types
-    mem, cpu, fsize, nproc, nofile = (int(v) for v in sys.argv[1:6])
-    limits = ((resource.RLIMIT_AS, mem), (resource.RLIMIT_CPU, cpu), (resource.RLIMIT_FSIZE, fsize),
-              (resource.RLIMIT_NPROC, nproc), (resource.RLIMIT_NOFILE, nofile), (resource.RLIMIT_CORE, 0))
-    for res, val in limits:
-        hard = resource.getrlimit(res)[1]
-        soft = val if hard == resource.RLIM_INFINITY else min(val, hard)
-        cap = soft + 1 if res == resource.RLIMIT_CPU else soft
-        resource.setrlimit(res, (soft, cap if hard == resource.RLIM_INFINITY else min(cap, hard)))
-    with open("solution.py", encoding="utf-8", errors="replace") as f:
-        src = f.read()
-    import _posixsubprocess
-    def no_fork_exec(*args, **kwargs):
-        raise PermissionError("sandbox: starting processes is not allowed")
-    _posixsubprocess.fork_exec = no_fork_exec
-    root, realpath, fsdecode, sep, getpid, getpgid = (
-        os.path.realpath(os.getcwd()), os.path.realpath, os.fsdecode, os.sep, os.getpid, os.getpgid)
-    deny = frozenset({
-        "socket.connect", "socket.bind", "socket.getaddrinfo", "socket.gethostbyname", "socket.sendto",
-        "socket.sendmsg", "subprocess.Popen", "os.system", "os.exec", "os.posix_spawn", "os.fork",
-        "os.forkpty", "pty.spawn", "os.kill", "os.killpg", "gc.get_objects", "gc.get_referrers",
-        "gc.get_referents",
-    })
-    write_flags = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
-    fs_events = {  # event: (positions of paths that must stay inside root, positions of dir_fd arguments)
-        "os.remove": ((0,), (1,)), "os.rmdir": ((0,), (1,)), "os.mkdir": ((0,), (2,)),
-        "os.chmod": ((0,), (2,)), "os.chown": ((0,), (3,)), "os.rename": ((0, 1), (2, 3)),
-        "os.link": ((0, 1), (2, 3)), "os.symlink": ((1,), (2,)), "os.truncate": ((0,), ()),
-        "os.utime": ((0,), (3,)), "shutil.rmtree": ((0,), (1,)), "os.setxattr": ((0,), ()),
-        "os.removexattr": ((0,), ()), "sqlite3.connect": ((0,), ()),
-    }
-    def inside(path):
-        if path in (":memory:", "", b""):
-            return True
-        if not isinstance(path, (str, bytes, os.PathLike)):
-            return False
-        real = realpath(fsdecode(path))
-        return real == root or real.startswith(root + sep)
-    def hook(event, args):
-        if event in deny:
-            if event in ("os.kill", "os.killpg") and args and args[0] in (0, getpid(), getpgid(0)):
-                return
-            raise PermissionError(f"sandbox: {event} is not allowed")
-        if event == "ctypes.dlopen":
-            raise ImportError("sandbox: loading native libraries (ctypes) is not allowed")
-        if event == "import" and args and "_posixsubprocess" in f"{args[0]} {args[1]}":
-            raise ImportError("sandbox: importing _posixsubprocess again is not allowed")
-        if event == "open":
-            path, flags = args[0], args[2]
-            writes = isinstance(flags, int) and flags & write_flags
-            if writes and not isinstance(path, int) and not inside(path):
-                raise PermissionError(f"sandbox: writing to {path!r} is not allowed")
-        elif event in fs_events:
-            paths, fds = fs_events[event]
-            if any(i < len(args) and args[i] not in (None, -1) for i in fds) or not all(
-                inside(args[i]) for i in paths if i < len(args)
-            ):
-                raise PermissionError(f"sandbox: {event} outside the working directory is not allowed")
-    sys.addaudithook(hook)
-    main = types.ModuleType("__main__")
-    main.__file__ = "solution.py"
-    sys.modules["__main__"] = main
-    sys.argv = ["solution.py"]
-    try:
-        exec(compile(src, "solution.py", "exec"), main.__dict__)
-    except SystemExit:
-        raise
-    except BaseException as exc:
-        traceback.print_exception(type(exc), exc, exc.__traceback__.tb_next if exc.__traceback__ else None)
-        sys.exit(1)
-_jail()
+# The first program inside the sandbox; argv: memory_bytes cpu_s fsize nproc nofile.
+_PRELUDE = """\
+import os, resource as r, sys
+mem, cpu, fsize, nproc, nofile = (int(v) for v in sys.argv[1:6])
+for res, soft, hard in ((r.RLIMIT_AS, mem, mem), (r.RLIMIT_CPU, cpu, cpu + 1),
+                        (r.RLIMIT_FSIZE, fsize, fsize), (r.RLIMIT_NPROC, nproc, nproc),
+                        (r.RLIMIT_NOFILE, nofile, nofile), (r.RLIMIT_CORE, 0, 0)):
+    cap = r.getrlimit(res)[1]
+    if cap != r.RLIM_INFINITY:
+        soft, hard = min(soft, cap), min(hard, cap)
+    r.setrlimit(res, (soft, hard))
+os.execv(sys.executable, [sys.executable, "-I", "-B", "solution.py"])
 """
+
+__all__ = ["OUTPUT_LIMIT", "SandboxResult", "SandboxUnavailable", "run_python", "sandbox_runtime"]
 
 
 @dataclass(frozen=True)
@@ -114,56 +78,125 @@ class SandboxResult:
     stdout: str
     stderr: str
     timed_out: bool
+    unavailable: bool = False  # nothing ran: no sandbox here (stderr says why)
+
+
+def _setting(name: str, default: Any) -> Any:
+    try:
+        return settings.SKILLGATE.get(name, default)
+    except (ImproperlyConfigured, AttributeError):
+        return default
 
 
 def run_python(source: str, *, timeout_s: float, memory_mb: int) -> SandboxResult:
     """Run ``source`` as a program; ``ok`` means exit status 0 within ``timeout_s``. Never raises."""
-    root = Path(tempfile.mkdtemp(prefix="skillgate-sandbox-"))
+    timeout_s = max(0.1, min(float(timeout_s), MAX_TIMEOUT_S))
+    memory_mb = max(32, min(int(memory_mb), MAX_MEMORY_MB))
     try:
-        return _run(source, root, timeout_s=timeout_s, memory_mb=memory_mb)
+        runtime: bwrap.Runtime | None = sandbox_runtime()
+    except SandboxUnavailable as exc:
+        if not _setting("SANDBOX_ALLOW_UNSAFE", False):
+            log.error("Refusing to run untrusted code: sandbox unavailable: %s", exc)
+            return SandboxResult(False, None, "", f"sandbox unavailable: {exc}", False, unavailable=True)
+        log.warning(
+            "SKILLGATE_SANDBOX_ALLOW_UNSAFE is on: running untrusted code WITHOUT a sandbox (%s). "
+            "Never use this setting in production.",
+            exc,
+        )
+        runtime = None
+    scratch = Path(tempfile.mkdtemp(prefix="skillgate-sandbox-"))
+    try:
+        if runtime is None:
+            return _run_unsafe(source, scratch, timeout_s=timeout_s, memory_mb=memory_mb)
+        return _run_sandboxed(runtime, source, scratch, timeout_s=timeout_s, memory_mb=memory_mb)
     except Exception as exc:  # a sandbox failure is a failed run, not a crash of the caller
         return SandboxResult(False, None, "", f"sandbox error: {type(exc).__name__}: {exc}", False)
     finally:
-        _remove_tree(root)
+        _remove_tree(scratch)
 
 
-def _run(source: str, root: Path, *, timeout_s: float, memory_mb: int) -> SandboxResult:
-    work = root / "work"
+_probe_lock = threading.Lock()
+_verified: set[bwrap.Runtime] = set()
+
+
+def sandbox_runtime() -> bwrap.Runtime:
+    """The runtime, once a real sandboxed run has worked with it; raises :class:`SandboxUnavailable`."""
+    try:
+        runtime = bwrap.runtime(_setting("SANDBOX_PYTHON", ""), _setting("SANDBOX_BWRAP", "bwrap"))
+    except (OSError, ValueError, subprocess.SubprocessError) as exc:
+        raise SandboxUnavailable(f"cannot inspect the sandbox runtime: {exc}") from exc
+    with _probe_lock:
+        if runtime not in _verified:
+            scratch = Path(tempfile.mkdtemp(prefix="skillgate-sandbox-probe-"))
+            try:
+                result = _run_sandboxed(runtime, _PROBE, scratch, timeout_s=20, memory_mb=256)
+            except Exception as exc:
+                raise SandboxUnavailable(f"bwrap cannot start: {type(exc).__name__}: {exc}") from exc
+            finally:
+                _remove_tree(scratch)
+            if not (result.ok and result.stdout == "sandbox-ok\n"):
+                why = result.stderr.strip()[-500:] or f"exit status {result.returncode}"
+                raise SandboxUnavailable(f"bwrap cannot start a sandbox here: {why}")
+            _verified.add(runtime)
+    return runtime
+
+
+def _limits(timeout_s: float, memory_mb: int) -> list[str]:
+    cpu_s = max(1, math.ceil(timeout_s)) + 1
+    limits = (memory_mb * 1024 * 1024, cpu_s, FILE_SIZE_LIMIT, PROCESS_LIMIT, OPEN_FILES_LIMIT)
+    return [str(v) for v in limits]
+
+
+def _memfd(name: str, data: bytes) -> int:
+    fd = os.memfd_create(name)
+    os.write(fd, data)
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
+
+
+def _run_sandboxed(
+    runtime: bwrap.Runtime, source: str, scratch: Path, *, timeout_s: float, memory_mb: int
+) -> SandboxResult:
+    code = source.encode("utf-8")
+    program = seccomp.program()
+    fds = [_memfd("solution.py", code)]
+    if program is not None:
+        fds.append(_memfd("seccomp", program))
+    try:
+        argv = [runtime.python, "-I", "-B", "-c", _PRELUDE, *_limits(timeout_s, memory_mb)]
+        cmd = bwrap.command(runtime, source_fd=fds[0], seccomp_fd=fds[1] if len(fds) > 1 else None, argv=argv)
+        # An empty environment: bwrap's pid 1 inside keeps it, and /proc/1/environ shows it.
+        return _execute(cmd, scratch, cwd="/", env={}, pass_fds=fds, timeout_s=timeout_s)
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+def _run_unsafe(source: str, scratch: Path, *, timeout_s: float, memory_mb: int) -> SandboxResult:
+    work = scratch / "work"
     work.mkdir()
     (work / "solution.py").write_text(source, encoding="utf-8")
-    cpu_s = max(1, math.ceil(timeout_s)) + 1
-    argv = [
-        sys.executable,
-        "-I",
-        "-B",
-        "-c",
-        _PRELUDE,
-        str(memory_mb * 1024 * 1024),
-        str(cpu_s),
-        str(FILE_SIZE_LIMIT),
-        str(PROCESS_LIMIT),
-        str(OPEN_FILES_LIMIT),
-    ]
-    env = {
-        "PATH": "/usr/bin:/bin",
-        "HOME": str(work),
-        "TMPDIR": str(work),
-        "OMP_NUM_THREADS": "1",
-        "OPENBLAS_NUM_THREADS": "1",
-        "MKL_NUM_THREADS": "1",
-    }
-    out_path, err_path = root / "stdout", root / "stderr"
+    argv = [sys.executable, "-I", "-B", "-c", _PRELUDE, *_limits(timeout_s, memory_mb)]
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(work), "TMPDIR": str(work), "LANG": "C.UTF-8"}
+    return _execute(argv, scratch, cwd=str(work), env=env, pass_fds=[], timeout_s=timeout_s)
+
+
+def _execute(
+    argv: list[str], scratch: Path, *, cwd: str, env: dict[str, str], pass_fds: list[int], timeout_s: float
+) -> SandboxResult:
+    out_path, err_path = scratch / "stdout", scratch / "stderr"
     timed_out = False
     with open(out_path, "wb") as out, open(err_path, "wb") as err:
         proc = subprocess.Popen(
             argv,
-            cwd=work,
+            cwd=cwd,
             env=env,
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=err,
             start_new_session=True,
             close_fds=True,
+            pass_fds=pass_fds,
         )
         try:
             proc.wait(timeout=timeout_s)
@@ -172,10 +205,10 @@ def _run(source: str, root: Path, *, timeout_s: float, memory_mb: int) -> Sandbo
             _kill_group(proc.pid)
             proc.wait(timeout=_KILL_GRACE_S)
         finally:
-            _kill_group(proc.pid)  # nothing may outlive the run (the jail already refuses forks)
+            _kill_group(proc.pid)
     returncode = proc.returncode
-    if returncode == -signal.SIGXCPU:
-        timed_out = True  # the CPU rlimit struck before the wall clock
+    if returncode in (-signal.SIGXCPU, 128 + signal.SIGXCPU):
+        timed_out = True  # the CPU rlimit struck before the wall clock (bwrap reports 128 + signal)
     return SandboxResult(
         ok=returncode == 0 and not timed_out,
         returncode=returncode,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from routing.json_body import loads_answer
 from routing.verifiers.base import Verdict, Verifier, VerifierConfigError, register
 from routing.verifiers.json_schema import schema_errors, schema_problem
 
@@ -83,9 +84,11 @@ def _call_problem(call: Any, declared: dict[str, Any], forced: str | None) -> st
     if not isinstance(raw, str):
         return f"{name}: arguments must be a JSON string, got {type(raw).__name__}"
     try:
-        arguments = json.loads(raw)
+        arguments = loads_answer(raw)
     except json.JSONDecodeError as exc:
         return f"{name}: arguments are not valid JSON: {exc.msg} at column {exc.colno}"
+    except ValueError as exc:
+        return f"{name}: arguments are not valid JSON: {exc}"
     if not isinstance(arguments, dict):
         return f"{name}: arguments must be a JSON object, got {type(arguments).__name__}"
     schema = declared[name]

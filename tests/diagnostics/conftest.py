@@ -5,7 +5,7 @@ from typing import Any, ClassVar
 
 import pytest
 from django.conf import settings
-from django.contrib.auth.models import Permission, User
+from django.contrib.auth.models import Group, Permission, User
 
 from diagnostics.toolsets.base import (
     ActionResult,
@@ -90,17 +90,21 @@ def write_log() -> list[tuple[str, dict[str, Any]]]:
     return FakeWrite.runs
 
 
-def _user(username: str, *, approver: bool = False) -> User:
+def _user(username: str, *, approver: bool = False, operator: bool = False) -> User:
+    """A user with the approver role (reads, approves) and/or the operator role (reads, opens)."""
     user = User.objects.create(username=username)  # no password: tests log in with force_login or API keys
     if approver:
         user.user_permissions.add(Permission.objects.get(codename="approve_actionrequest"))
-        user = User.objects.get(pk=user.pk)  # drop the permission cache
-    return user
+        user.groups.add(Group.objects.get(name="approver"))
+    if operator:
+        user.groups.add(Group.objects.get(name="operator"))
+    return User.objects.get(pk=user.pk)  # drop the permission cache
 
 
 @pytest.fixture
 def requester(db: None) -> User:
-    return _user("requester", approver=True)
+    """Opens incidents and could approve, were they not the requester (operator and approver)."""
+    return _user("requester", approver=True, operator=True)
 
 
 @pytest.fixture

@@ -1,4 +1,6 @@
-"""The incidents REST API: JSON in and out, API-key or session auth, 4xx (never 500) for bad input."""
+"""The incidents REST API: JSON in and out, API-key or session auth, 4xx (never 500) for bad input.
+
+Keys get the scopes they need (tests/security/test_scopes.py checks every scope and role)."""
 
 from __future__ import annotations
 
@@ -6,11 +8,13 @@ import json
 from datetime import timedelta
 
 import pytest
+from django.contrib.auth.models import Group
 from django.test import Client
 from django.utils import timezone
 
 from diagnostics import services
 from diagnostics.models import ActionRequest, Incident, Step, Trajectory
+from routing import scopes
 from tests.factories import make_key
 
 pytestmark = pytest.mark.django_db
@@ -26,14 +30,19 @@ def get(client: Client, url: str, key: str | None = None):  # type: ignore[no-un
     return client.get(url, headers={"Authorization": f"Bearer {key}"} if key else {})
 
 
+OPERATIONS = [scopes.INCIDENTS_READ, scopes.INCIDENTS_WRITE, scopes.ACTIONS_APPROVE]
+
+
 @pytest.fixture
 def requester_key(requester) -> str:
-    return make_key(name="requester", owner=requester).raw
+    return make_key(name="requester", owner=requester, scopes=OPERATIONS).raw
 
 
 @pytest.fixture
 def approver_key(approver) -> str:
-    return make_key(name="approver", owner=approver).raw
+    return make_key(
+        name="approver", owner=approver, scopes=[scopes.INCIDENTS_READ, scopes.ACTIONS_APPROVE]
+    ).raw
 
 
 def test_open_an_incident_from_free_text_with_an_api_key(
@@ -50,20 +59,31 @@ def test_open_an_incident_from_free_text_with_an_api_key(
     body = resp.json()["incident"]
     incident = Incident.objects.get(pk=body["id"])
     assert (incident.source, incident.created_by, incident.environment) == ("api", requester, "fake")
+    assert incident.trigger_key is not None and (incident.trigger, incident.trigger_key.owner) == (
+        "key",
+        requester,
+    )
+    assert body["trigger"] == {
+        "kind": "key",
+        "ref": str(incident.trigger_key_id),
+        "key": incident.trigger_key_id,
+    }
     assert body["title"] == "checkout pods keep restarting in namespace shop"
     trajectory = incident.trajectories.get()
     assert trajectory.status == Trajectory.Status.QUEUED and no_enqueue == [("diagnosis", trajectory.pk)]
 
 
-def test_open_incidents_from_an_alertmanager_webhook(client, requester_key, no_enqueue):
+def test_open_incidents_from_an_alertmanager_webhook(client, requester, requester_key, no_enqueue):
     payload = {
         "version": "4",
+        "receiver": "skillgate",
         "status": "firing",
         "alerts": [
             {
                 "status": "firing",
                 "labels": {"alertname": "KubePodCrashLooping", "namespace": "shop", "pod": "cart-1"},
                 "annotations": {"description": "Pod shop/cart-1 is crash looping."},
+                "fingerprint": "3f8a",
             },
             {"status": "firing", "labels": {"alertname": "HighLatency", "service": "api"}, "annotations": {}},
             {"status": "resolved", "labels": {"alertname": "Old"}, "annotations": {}},
@@ -78,6 +98,11 @@ def test_open_incidents_from_an_alertmanager_webhook(client, requester_key, no_e
         first.source == "alert" and first.alert["labels"]["pod"] == "cart-1" and first.environment == "fake"
     )
     assert first.trajectories.get().requested_mode == "analyzers"
+    # An alert has no human requester; the key that posted it and its owner are recorded.
+    assert first.created_by is None and first.trigger == "alert"
+    assert first.trigger_ref == "receiver=skillgate fingerprint=3f8a"
+    assert first.trigger_key is not None and first.trigger_key.owner == requester
+    assert list(first.touches.values_list("user__username", "kind")) == [("requester", "posted_alert")]
 
 
 @pytest.mark.parametrize(
@@ -132,6 +157,7 @@ def test_a_session_user_can_read_and_csrf_protects_session_writes(approver, no_e
     assert client.get("/api/incidents").status_code == 200
     resp = client.post("/api/incidents", data=json.dumps({"text": "x"}), content_type="application/json")
     assert resp.status_code == 403 and resp.json()["error"]["code"] == "csrf_failed"
+    approver.groups.add(Group.objects.get(name="operator"))  # opening needs the operator's permission
     client.get("/admin/login/")  # sets the CSRF cookie
     token = client.cookies["csrftoken"].value
     resp = client.post(
@@ -141,6 +167,7 @@ def test_a_session_user_can_read_and_csrf_protects_session_writes(approver, no_e
         headers={"X-CSRFToken": token},
     )
     assert resp.status_code == 201 and Incident.objects.get().created_by == approver
+    assert (Incident.objects.get().trigger, Incident.objects.get().trigger_ref) == ("user", str(approver.pk))
 
 
 def _incident_with_action(requester) -> tuple[Incident, ActionRequest]:
@@ -189,8 +216,9 @@ def test_approve_and_deny_over_the_api(
 
 def test_expired_actions_and_ownerless_keys_are_refused(client, requester, approver_key, no_enqueue):
     _, action = _incident_with_action(requester)
-    ownerless = make_key(name="bot").raw
-    assert post(client, f"/api/actions/{action.pk}/deny", {}, ownerless).status_code == 403
+    ownerless = make_key(name="bot", scopes=[scopes.ACTIONS_APPROVE]).raw
+    refused = post(client, f"/api/actions/{action.pk}/deny", {}, ownerless)
+    assert refused.status_code == 403 and refused.json()["error"]["code"] == "permission_denied"
     ActionRequest.objects.filter(pk=action.pk).update(expires_at=timezone.now() - timedelta(minutes=1))
     resp = post(client, f"/api/actions/{action.pk}/approve", {}, approver_key)
     assert resp.status_code == 409 and resp.json()["error"]["code"] == "action_expired"

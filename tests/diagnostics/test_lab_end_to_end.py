@@ -129,8 +129,9 @@ def test_fault_diagnosed_approved_and_healed_over_http(
     fault.inject(lab)
     time.sleep(SETTLE_S)
 
-    requester_key = make_key(name="requester", owner=requester).raw
-    approver_key = make_key(name="approver", owner=approver).raw
+    operations = ["incidents:read", "incidents:write", "actions:approve"]
+    requester_key = make_key(name="requester", owner=requester, scopes=operations).raw
+    approver_key = make_key(name="approver", owner=approver, scopes=["incidents:read", "actions:approve"]).raw
     with httpx.Client(base_url=gateway_url, timeout=30) as http:
         opened = http.post(
             "/api/incidents",

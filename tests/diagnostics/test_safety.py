@@ -152,7 +152,8 @@ def test_an_action_altered_after_approval_never_runs(proposed, approver, write_l
     )  # e.g. edited in the database
     assert execute(proposed) is None
     proposed.refresh_from_db()
-    assert proposed.status == ActionRequest.Status.APPROVED and write_log == []
+    assert proposed.status == ActionRequest.Status.FAILED and write_log == []
+    assert "changed after approval" in proposed.result["refused"]
 
 
 def test_an_action_altered_before_approval_cannot_be_approved(proposed, approver, write_log, no_enqueue):

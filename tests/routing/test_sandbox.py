@@ -1,20 +1,44 @@
-"""The Python sandbox: limits, the audit-hook jail, clean-up. Real subprocesses, no database."""
+"""The Python sandbox (routing/verifiers/sandbox.py, bwrap.py, seccomp.py) run for real, no database.
+
+Attacks through the running gateway are in tests/security/test_sandbox_attacks.py; these tests call
+``run_python`` directly and check each isolation invariant from the inside and from the host.
+"""
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
-import subprocess
+import struct
+import threading
 import time
 from pathlib import Path
 
 import pytest
 
-from routing.verifiers.sandbox import OUTPUT_LIMIT, run_python
+from routing.verifiers import sandbox, seccomp
+from routing.verifiers.bwrap import TMPFS_BYTES
+from routing.verifiers.sandbox import FILE_SIZE_LIMIT, OUTPUT_LIMIT, PROCESS_LIMIT, run_python
+
+
+def processes_with(marker: str) -> list[int]:
+    """Host pids whose command line contains ``marker`` (read from the host's /proc)."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
+            except OSError:
+                continue
+            if marker.encode() in cmdline:
+                pids.append(int(entry))
+    return pids
 
 
 def run(source: str, *, timeout_s: float = 5, memory_mb: int = 256):
-    return run_python(source, timeout_s=timeout_s, memory_mb=memory_mb)
+    result = run_python(source, timeout_s=timeout_s, memory_mb=memory_mb)
+    assert not result.unavailable, result.stderr
+    return result
 
 
 def test_runs_a_program_and_captures_both_streams():
@@ -24,21 +48,105 @@ def test_runs_a_program_and_captures_both_streams():
     assert result.stderr == "oops\n"
 
 
-def test_runs_isolated_with_a_minimal_environment(monkeypatch):
+def test_environment_is_exactly_the_sandbox_one(monkeypatch):
     monkeypatch.setenv("SKILLGATE_TEST_SECRET", "hunter2")
     result = run("import os, sys\nprint(sys.flags.isolated)\nprint(sorted(os.environ))")
     assert result.ok, result.stderr
     isolated, env_names = result.stdout.splitlines()
     assert isolated == "1"
-    assert "SKILLGATE_TEST_SECRET" not in env_names
-    assert "PATH" in env_names
+    assert env_names == str(sorted(["HOME", "LANG", "PATH", "PWD", "TMPDIR"]))
+
+
+def test_runs_unprivileged_in_its_own_namespaces():
+    result = run(
+        "import os, socket\n"
+        "print(os.getuid(), os.getgid(), os.getgroups())\n"
+        "print(os.getpid(), os.getppid(), sorted(p for p in os.listdir('/proc') if p.isdigit()))\n"
+        "print(socket.gethostname(), [l.split(':')[0].strip() for l in open('/proc/net/dev')][2:])\n"
+        "print(open('/proc/self/status').read().split('CapEff:')[1].split()[0])"
+    )
+    assert result.ok, result.stderr
+    ids, pids, net, caps = result.stdout.splitlines()
+    if os.geteuid() == 0:
+        assert ids == "65534 65534 []"
+    assert pids == "2 1 ['1', '2']"  # bwrap's reaper and the program: no host process is visible
+    assert net == "sandbox ['lo']"
+    assert int(caps, 16) == 0
+
+
+def test_the_filesystem_holds_only_the_runtime_and_a_private_tmp(tmp_path):
+    (tmp_path / "host-file").write_text("host")
+    result = run(
+        "import os, sys\n"
+        "print(sorted(os.listdir('/')))\n"
+        f"print(os.path.exists({str(tmp_path)!r}), os.path.exists({os.getcwd()!r}))\n"
+        "print([p for p in ('/root', '/etc', '/home', '/work', '/var') if os.path.exists(p)])\n"
+        "print(os.getcwd(), sorted(os.listdir('.')))\n"
+        "print(any('site-packages' in p and os.listdir(p) for p in sys.path if os.path.isdir(p)))\n"
+        "for path in ('/newfile', '/usr/newfile', '/dev/newfile', '/proc/newfile', sys.executable):\n"
+        "    try:\n"
+        "        open(path, 'w').close()\n"
+        "        print('wrote', path)\n"
+        "    except OSError as exc:\n"
+        "        print(type(exc).__name__)\n"
+        "open('/tmp/answer.txt', 'w').write('42')\n"
+        "print(open('/tmp/answer.txt').read())"
+    )
+    assert result.ok, result.stderr
+    lines = result.stdout.splitlines()
+    assert set(eval(lines[0])) <= {"dev", "lib", "lib64", "proc", "tmp", "usr", "root", "opt"}
+    assert lines[1] == "False False"  # neither the host's temp files nor the project tree
+    assert lines[2] in ("[]", "['/root']")  # /root only as the path of a mounted interpreter
+    assert lines[3] == "/tmp ['solution.py']"
+    assert lines[4] == "False"  # no third-party package is importable
+    assert "wrote" not in result.stdout
+    assert lines[-1] == "42"
+    assert not Path("/tmp/answer.txt").exists()
+
+
+def test_third_party_packages_are_not_importable():
+    result = run("import django")
+    assert not result.ok and "No module named 'django'" in result.stderr
+
+
+def test_limits_are_set_inside_and_cannot_be_raised():
+    result = run(
+        "import resource as r\n"
+        "for name in ('AS', 'CPU', 'FSIZE', 'NPROC', 'NOFILE', 'CORE'):\n"
+        "    print(name, *r.getrlimit(getattr(r, 'RLIMIT_' + name)))\n"
+        "try:\n"
+        "    r.setrlimit(r.RLIMIT_NPROC, (10_000, 10_000))\n"
+        "except (ValueError, OSError) as exc:\n"
+        "    print('refused')",
+        timeout_s=3,
+        memory_mb=300,
+    )
+    assert result.ok, result.stderr
+    assert result.stdout.splitlines() == [
+        f"AS {300 * 1024 * 1024} {300 * 1024 * 1024}",
+        "CPU 4 5",
+        f"FSIZE {FILE_SIZE_LIMIT} {FILE_SIZE_LIMIT}",
+        f"NPROC {PROCESS_LIMIT} {PROCESS_LIMIT}",
+        "NOFILE 64 64",
+        "CORE 0 0",
+        "refused",
+    ]
+
+
+def test_hard_caps_apply_whatever_the_caller_asks(monkeypatch):
+    result = run("import resource as r\nprint(r.getrlimit(r.RLIMIT_AS)[0])", memory_mb=65536)
+    assert int(result.stdout) == sandbox.MAX_MEMORY_MB * 1024 * 1024
+    monkeypatch.setattr(sandbox, "MAX_TIMEOUT_S", 1.0)
+    started = time.monotonic()
+    result = run("import time\ntime.sleep(30)", timeout_s=300)
+    assert result.timed_out and time.monotonic() - started < 4
 
 
 def test_failing_program_reports_traceback_and_exit_status():
     result = run("def f():\n    assert 1 == 2, 'one is not two'\nf()")
     assert not result.ok and result.returncode == 1
     assert result.stderr.strip().endswith("AssertionError: one is not two")
-    assert 'File "solution.py", line 2, in f' in result.stderr
+    assert 'solution.py", line 2, in f' in result.stderr
 
 
 def test_exit_status_is_passed_through():
@@ -48,29 +156,19 @@ def test_exit_status_is_passed_through():
 
 def test_syntax_error_is_a_failed_run():
     result = run("def broken(:\n    pass")
-    assert not result.ok
-    assert "SyntaxError" in result.stderr
+    assert not result.ok and "SyntaxError" in result.stderr
 
 
 def test_infinite_loop_times_out_promptly():
     started = time.monotonic()
     result = run("while True:\n    pass", timeout_s=1)
-    elapsed = time.monotonic() - started
     assert result.timed_out and not result.ok
-    assert elapsed < 1 + 3
-
-
-def test_sleeping_program_is_killed_on_wall_clock_timeout():
-    started = time.monotonic()
-    result = run("import time\ntime.sleep(60)", timeout_s=1)
-    assert result.timed_out
-    assert time.monotonic() - started < 1 + 3
+    assert time.monotonic() - started < 1 + 2
 
 
 def test_memory_limit_stops_a_2gb_allocation():
     result = run("data = bytearray(2 * 1024 ** 3)\nprint('allocated')", memory_mb=256)
-    assert not result.ok
-    assert "allocated" not in result.stdout
+    assert not result.ok and "allocated" not in result.stdout
     assert "MemoryError" in result.stderr
 
 
@@ -80,124 +178,132 @@ def test_same_allocation_fits_without_the_tight_limit():
     assert result.stdout.strip() == str(64 * 1024**2)
 
 
-@pytest.mark.parametrize(
-    "connect",
-    [
-        "socket.create_connection(('127.0.0.1', PORT), timeout=2)",
-        "s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)\ns.connect(('127.0.0.1', PORT))",
-    ],
-    ids=["create_connection", "raw_connect"],
-)
-def test_network_connection_to_a_real_listener_is_blocked(connect):
+def test_the_writable_tmp_is_small():
+    chunk = FILE_SIZE_LIMIT - 1024 * 1024
+    files = TMPFS_BYTES // chunk + 2
+    result = run(
+        f"for i in range({files}):\n    open(f'/tmp/fill{{i}}', 'wb').write(b'x' * {chunk})", memory_mb=512
+    )
+    assert not result.ok and "No space left on device" in result.stderr
+
+
+def test_network_is_a_private_loopback():
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as listener:
         listener.bind(("127.0.0.1", 0))
         listener.listen(1)
         port = listener.getsockname()[1]
-        result = run(f"import socket\nPORT = {port}\n{connect}\nprint('connected')")
-        listener.settimeout(0.5)
+        result = run(f"import socket\nsocket.create_connection(('127.0.0.1', {port}), timeout=2)")
+        listener.settimeout(0.3)
         with pytest.raises(TimeoutError):
             listener.accept()
-    assert not result.ok
-    assert "connected" not in result.stdout
-    assert "is not allowed" in result.stderr
+    assert not result.ok and "ConnectionRefusedError" in result.stderr
 
 
-def test_binding_a_server_socket_is_blocked():
-    result = run("import socket\ns = socket.socket()\ns.bind(('127.0.0.1', 0))\nprint('bound')")
-    assert not result.ok and "bound" not in result.stdout
-    assert "socket.bind is not allowed" in result.stderr
+def test_processes_are_limited_per_run():
+    # Two runs at once each get their own budget (RLIMIT_NPROC counts per user namespace).
+    bomb = (
+        "import os, time\nn = 0\nfor _ in range(100):\n    try:\n        pid = os.fork()\n"
+        "    except OSError:\n        break\n    if pid == 0:\n        time.sleep(10)\n        os._exit(0)\n"
+        "    n += 1\nprint(n, flush=True)\ntime.sleep(1)"
+    )
+    results = []
+    threads = [threading.Thread(target=lambda: results.append(run(bomb, timeout_s=5))) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for result in results:
+        assert result.ok, result.stderr
+        assert int(result.stdout) == PROCESS_LIMIT - 2  # bwrap's reaper and the program count too
 
 
-@pytest.mark.parametrize(
-    "spawn",
-    [
-        "import subprocess\nsubprocess.run(['touch', MARKER])",
-        "import subprocess\nsubprocess.run(['echo'])\nimport os\nos.close(os.open(MARKER, os.O_CREAT))",
-        "import os\nos.system('touch ' + MARKER)",
-        "import os\nos.posix_spawn('/usr/bin/touch', ['touch', MARKER], {})",
-        "import os\nos.execv('/usr/bin/touch', ['touch', MARKER])",
-        "import os\nif os.fork() == 0:\n    open(MARKER, 'w').close()",
-        "import sys\ndel sys.modules['_posixsubprocess']\nimport _posixsubprocess",
-        "import _posixsubprocess\n_posixsubprocess.fork_exec()",
-        "import ctypes\nctypes.CDLL(None).system(('touch ' + MARKER).encode())",
-    ],
-    ids=[
-        "subprocess",
-        "subprocess_echo",
-        "os_system",
-        "posix_spawn",
-        "exec",
-        "fork",
-        "reimport",
-        "fork_exec",
-        "ctypes",
-    ],
-)
-def test_process_creation_is_blocked(spawn, tmp_path):
-    marker = tmp_path / "spawned"
-    result = run(f"MARKER = {str(marker)!r}\n{spawn}\nprint('spawned')")
-    assert not result.ok
-    assert "spawned" not in result.stdout
-    assert "not allowed" in result.stderr
-    assert not marker.exists()
+@pytest.mark.parametrize("exit_early", [True, False], ids=["parent_exits", "parent_times_out"])
+def test_no_process_outlives_the_run(exit_early):
+    marker = f"skillgate-orphan-{os.getpid()}-{exit_early}"
+    seen: list[int] = []
+    stop = threading.Event()
 
+    def watch() -> None:
+        while not stop.is_set():
+            seen.extend(processes_with(marker))
+            time.sleep(0.05)
 
-def test_signalling_other_processes_is_blocked():
-    victim = subprocess.Popen(["sleep", "30"])
+    program = (
+        "import os, sys, time\n"
+        "if os.fork() == 0:\n"
+        "    os.setsid()\n"
+        "    if os.fork() == 0:\n"
+        f"        os.execv(sys.executable, [sys.executable, '-c', 'import time; time.sleep(60)', {marker!r}])"
+        "\n"
+        "    os._exit(0)\n"
+        "time.sleep(0.5)\n" + ("" if exit_early else "while True:\n    pass\n")
+    )
+    watcher = threading.Thread(target=watch)
+    watcher.start()
     try:
-        result = run(f"import os, signal\nos.kill({victim.pid}, signal.SIGKILL)")
-        assert not result.ok
-        assert "os.kill is not allowed" in result.stderr
-        time.sleep(0.2)
-        assert victim.poll() is None
+        result = run(program, timeout_s=1.5)
     finally:
-        victim.kill()
-        victim.wait()
+        time.sleep(0.2)
+        stop.set()
+        watcher.join()
+    assert result.timed_out is not exit_early
+    assert seen, "the setsid grandchild never started"
+    assert processes_with(marker) == []
 
 
-def test_files_go_to_a_temporary_directory_that_is_removed():
+def test_seccomp_refuses_kernel_attack_surface():
     result = run(
-        "import os, tempfile\n"
-        "open('answer.txt', 'w').write('42')\n"
-        "os.makedirs('sub/dir')\n"
-        "print(os.getcwd())\n"
-        "print(tempfile.mkstemp()[1])"
+        "import ctypes, errno, socket\n"
+        "libc = ctypes.CDLL(None, use_errno=True)\n"
+        "calls = (('ptrace', 101), ('mount', 165), ('unshare', 272), ('bpf', 321), ('clone3', 435))\n"
+        "for name, nr in calls:\n"
+        "    print(name, libc.syscall(nr, 0, 0, 0, 0, 0), errno.errorcode[ctypes.get_errno()])\n"
+        "for family in (socket.AF_VSOCK, socket.AF_NETLINK, socket.AF_PACKET):\n"
+        "    try:\n"
+        "        socket.socket(family, socket.SOCK_RAW)\n"
+        "    except OSError as exc:\n"
+        "        print(family, errno.errorcode[exc.errno])\n"
+        "socket.socket(socket.AF_INET).close()\n"
+        "socket.socket(socket.AF_UNIX).close()\n"
+        "import subprocess, sys, threading\n"
+        "print(subprocess.run([sys.executable, '-c', 'print(7)'], capture_output=True).stdout)"
     )
     assert result.ok, result.stderr
-    workdir, temp_file = result.stdout.splitlines()
-    assert Path(workdir).is_absolute()
-    assert Path(workdir).resolve() != Path.cwd().resolve()
-    assert temp_file.startswith(workdir)
-    assert not Path(workdir).exists()
-    assert not (Path.cwd() / "answer.txt").exists()
+    assert result.stdout.splitlines() == [
+        "ptrace -1 EPERM",
+        "mount -1 EPERM",
+        "unshare -1 EPERM",
+        "bpf -1 EPERM",
+        "clone3 -1 ENOSYS",  # so libc falls back to clone(), which still works:
+        f"{socket.AF_VSOCK} EAFNOSUPPORT",
+        f"{socket.AF_NETLINK} EAFNOSUPPORT",
+        f"{socket.AF_PACKET} EAFNOSUPPORT",
+        "b'7\\n'",
+    ]
 
 
-@pytest.mark.parametrize(
-    "write",
-    [
-        "open(TARGET, 'w').write('pwned')",
-        "import pathlib\npathlib.Path(TARGET).write_text('pwned')",
-        "import os\nos.symlink(TARGET, 'link')\nopen('link', 'w').write('pwned')",
-        "import os\nos.rename(TARGET, 'stolen')",
-        "import os\nos.remove(TARGET)",
-    ],
-    ids=["open", "pathlib", "symlink", "rename", "remove"],
-)
-def test_writing_outside_the_sandbox_is_blocked(write, tmp_path):
-    target = tmp_path / "precious.txt"
-    target.write_text("original")
-    result = run(f"TARGET = {str(target)!r}\n{write}")
-    assert not result.ok
-    assert "not allowed" in result.stderr
-    assert target.read_text() == "original"
+def test_seccomp_kills_a_32_bit_system_call():
+    # mov eax, 20 (getpid in the i386 table); int 0x80; ret -- the filter only knows x86-64 numbers.
+    result = run(
+        "import ctypes, mmap\n"
+        "buf = mmap.mmap(-1, 4096, prot=mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC)\n"
+        "buf.write(bytes([0xB8, 0x14, 0, 0, 0, 0xCD, 0x80, 0xC3]))\n"
+        "print('calling', flush=True)\n"
+        "ctypes.CFUNCTYPE(ctypes.c_int)(ctypes.addressof(ctypes.c_char.from_buffer(buf)))()\n"
+        "print('returned')"
+    )
+    assert result.stdout == "calling\n"
+    assert result.returncode == 128 + 31  # SIGSYS, as bwrap reports a signal
 
 
-def test_reading_and_normal_imports_still_work():
-    result = run("import json, threading, numpy\nprint(json.dumps({'a': 1}))", memory_mb=512)
-    if "No module named 'numpy'" in result.stderr:
-        result = run("import json, threading\nprint(json.dumps({'a': 1}))")
-    assert result.ok, result.stderr
-    assert result.stdout.strip() == '{"a": 1}'
+def test_seccomp_program_checks_the_architecture_first():
+    program = seccomp.x86_64_program()
+    insns = [struct.unpack("<HBBI", program[i : i + 8]) for i in range(0, len(program), 8)]
+    assert insns[0] == (0x20, 0, 0, 4)  # load seccomp_data.arch
+    assert insns[1] == (0x15, 1, 0, seccomp.AUDIT_ARCH_X86_64)
+    assert insns[2] == (0x06, 0, 0, 0x80000000)  # otherwise kill the process
+    denied = {k for code, _, _, k in insns if code == 0x15}
+    assert set(seccomp.DENIED_X86_64.values()) <= denied
 
 
 def test_output_is_truncated_keeping_head_and_tail():
@@ -209,14 +315,39 @@ def test_output_is_truncated_keeping_head_and_tail():
     assert "bytes truncated" in result.stdout
 
 
+def test_an_output_flood_stops_at_the_file_size_limit():
+    started = time.monotonic()
+    result = run("import sys\nwhile True:\n    sys.stdout.write('x' * 65536)")
+    assert not result.ok  # Python ignores SIGXFSZ: the write past the limit fails instead
+    assert "OSError: [Errno 27] File too large" in result.stderr
+    assert len(result.stdout) <= OUTPUT_LIMIT + 100
+    assert time.monotonic() - started < 5
+
+
 def test_never_raises_for_unencodable_source():
     result = run("print('\udc80')")
     assert not result.ok and result.returncode is None
     assert "sandbox error" in result.stderr
 
 
-def test_no_process_is_left_behind():
-    result = run("import os\nprint(os.getpid())")
-    pid = int(result.stdout)
-    with pytest.raises(ProcessLookupError):
-        os.kill(pid, 0)
+def test_refuses_to_run_without_bubblewrap(settings, tmp_path):
+    settings.SKILLGATE = {**settings.SKILLGATE, "SANDBOX_BWRAP": "/nonexistent/bwrap"}
+    marker = tmp_path / "ran"
+    result = run_python(f"open({str(marker)!r}, 'w').close()", timeout_s=2, memory_mb=128)
+    assert result.unavailable and not result.ok
+    assert result.stderr.startswith("sandbox unavailable: bubblewrap")
+    assert not marker.exists()
+
+
+def test_unsafe_mode_runs_unsandboxed_with_a_warning(settings, tmp_path, caplog):
+    settings.SKILLGATE = {
+        **settings.SKILLGATE,
+        "SANDBOX_BWRAP": "/nonexistent/bwrap",
+        "SANDBOX_ALLOW_UNSAFE": True,
+    }
+    marker = tmp_path / "ran"
+    with caplog.at_level(logging.WARNING, logger="routing.verifiers.sandbox"):
+        result = run_python(f"open({str(marker)!r}, 'w').close()", timeout_s=2, memory_mb=128)
+    assert result.ok and not result.unavailable, result.stderr
+    assert marker.exists()  # no isolation at all: that is what the warning is for
+    assert any("WITHOUT a sandbox" in r.getMessage() for r in caplog.records if r.levelno == logging.WARNING)

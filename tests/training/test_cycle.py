@@ -17,6 +17,7 @@ from django.test import override_settings
 from django.utils import timezone
 
 from routing.models import Invocation, RouterVersion
+from tests.factories import make_role_key
 from tests.support.celery_worker import Worker, celery_worker
 from tests.support.cycle import (
     CITIES,
@@ -218,7 +219,8 @@ def test_a_cycle_started_over_the_api_runs_on_the_worker_and_the_next_calls_pass
     profile = json_profile()
     stub.responder = responder(student=student, teacher=teacher)
     drive(gateway_url, api_key.raw, "extract", [city_prompt(*c) for c in CITIES])
-    auth = {"Authorization": f"Bearer {api_key.raw}"}
+    learning = make_role_key("operator", "operator", scopes=["learning:read", "learning:write"])
+    auth = {"Authorization": f"Bearer {learning.raw}"}
 
     http = httpx.Client(timeout=60)
     started = http.post(f"{gateway_url}/api/cycles", json={"profile": "extract"}, headers=auth)

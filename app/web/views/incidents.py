@@ -20,6 +20,7 @@ from app.web import roles
 from app.web.forms import IncidentOpenForm
 from app.web.pages import can, page, render_page
 from diagnostics import selectors, services
+from diagnostics.approvals import involvement
 from diagnostics.models import ActionRequest, Incident, Trajectory
 
 LIST_PARTIALS = {"incident-form": "web/partials/incident_form.html"}
@@ -62,6 +63,8 @@ def _open(request: HttpRequest) -> HttpResponse:
             environment_options=form.environment_options(),
             created_by=request.user,
             mode=data["mode"],
+            trigger=Incident.Trigger.DASHBOARD,
+            trigger_ref=str(request.user.pk),
         )
     except services.ServiceError as exc:
         form.add_error(None, exc.message)
@@ -82,9 +85,7 @@ class AuditEvent:
 def audit_trail(incident: Incident) -> list[AuditEvent]:
     """Who did what and when: the opening, each diagnosis, each action's proposal, decision and run."""
     events = [
-        AuditEvent(
-            incident.created_at, _name(incident.created_by), f"opened the incident ({incident.source})"
-        )
+        AuditEvent(incident.created_at, _trigger_name(incident), f"opened the incident ({incident.source})")
     ]
     for trajectory in incident.trajectories.all():
         if trajectory.started_at:
@@ -121,11 +122,30 @@ def _name(user: Any) -> str:
     return user.get_username() if user is not None else "—"
 
 
+def _trigger_name(incident: Incident) -> str:
+    """Who or what opened the incident: the requester, else the recorded trigger (alert, Slack member)."""
+    if incident.trigger == Incident.Trigger.ALERT:
+        return f"alert ({incident.trigger_ref})"
+    if incident.created_by is not None:
+        return _name(incident.created_by)
+    if incident.trigger == Incident.Trigger.SLACK:
+        return f"Slack member {incident.trigger_ref} (unlinked)"
+    return "—"
+
+
 def _detail_context(request: HttpRequest, incident_id: int, error: str = "") -> dict[str, Any]:
     incident = selectors.incident_detail(incident_id=incident_id)
     if incident is None:
         raise Http404(f"No incident {incident_id}.")
     trajectories = list(incident.trajectories.all())
+    may_approve = can(request, roles.APPROVE_ACTION)
+    if may_approve and isinstance(request.user, User):
+        # Why this approver may not decide (they opened or touched the incident): shown instead of buttons.
+        for t in trajectories:
+            for a in t.actions.all():
+                if a.status == ActionRequest.Status.PENDING:
+                    reason = involvement(action=a, incident=incident, user=request.user)
+                    a.involvement = reason.message if reason else ""  # type: ignore[attr-defined]
     live = any(
         t.status in (Trajectory.Status.QUEUED, Trajectory.Status.RUNNING)
         or any(a.status in ACTIVE_ACTIONS for a in t.actions.all())
@@ -136,7 +156,7 @@ def _detail_context(request: HttpRequest, incident_id: int, error: str = "") -> 
         "trajectories": trajectories,
         "live": live,
         "audit": audit_trail(incident),
-        "may_approve": can(request, roles.APPROVE_ACTION),
+        "may_approve": may_approve,
         "now": timezone.now(),
         "error": error,
         "nav": "incidents",
@@ -152,7 +172,8 @@ def incident(request: HttpRequest, incident_id: int) -> HttpResponse:
 @require_POST
 @page(roles.VIEW_INCIDENTS)
 def action_decide(request: HttpRequest, incident_id: int, action_id: int, decision: str) -> HttpResponse:
-    """Approve or deny: the service checks the permission, the requester, expiry and the plan."""
+    """Approve or deny: the service checks the permission, the two-person rule (nobody who triggered or
+    touched the incident), expiry and the plan (tool, args, environment)."""
     action = selectors.action_request_get(action_request_id=action_id)
     if action is None or action.trajectory.incident_id != incident_id:
         raise Http404(f"No action {action_id} on incident {incident_id}.")

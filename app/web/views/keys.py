@@ -1,4 +1,5 @@
-"""Keys: create (the secret is shown once), revoke, budgets and limits."""
+"""Keys: create (the secret is shown once), revoke, budgets, limits and scopes (only ``llm`` unless an
+admin grants more; a key acts as the admin who created it)."""
 
 from __future__ import annotations
 
@@ -52,6 +53,7 @@ def keys(request: HttpRequest) -> HttpResponse:
         owner=request.user,
         budget_usd=form.cleaned_data["budget_usd"],
         rpm_limit=form.cleaned_data["rpm_limit"],
+        scopes=form.cleaned_data["scopes"],
     )
     # The secret is rendered in this response only (never stored, never redirected with).
     return render_page(

@@ -3,7 +3,8 @@ from decimal import Decimal, InvalidOperation
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from routing.services import api_key_create
+from routing import scopes
+from routing.services import UnknownScopeError, api_key_create
 
 
 class Command(BaseCommand):
@@ -14,6 +15,13 @@ class Command(BaseCommand):
         parser.add_argument("--owner", help="username of the owner")
         parser.add_argument("--budget", help="spend limit in USD (default: unlimited)")
         parser.add_argument("--rpm", type=int, help="requests per minute (default: unlimited)")
+        parser.add_argument(
+            "--scope",
+            action="append",
+            choices=scopes.ALL,
+            dest="scopes",
+            help=f"what the key may do; repeat for several (default: {', '.join(scopes.DEFAULT)})",
+        )
 
     def handle(self, *args: object, **opts: object) -> None:
         owner = None
@@ -32,10 +40,20 @@ class Command(BaseCommand):
         rpm = opts["rpm"]
         if rpm is not None and int(str(rpm)) < 1:
             raise CommandError("--rpm must be at least 1.")
-        key, raw = api_key_create(
-            name=str(opts["name"]), owner=owner, budget_usd=budget, rpm_limit=int(str(rpm)) if rpm else None
-        )
+        chosen = opts["scopes"] or list(scopes.DEFAULT)
+        assert isinstance(chosen, list)
+        try:
+            key, raw = api_key_create(
+                name=str(opts["name"]),
+                owner=owner,
+                budget_usd=budget,
+                rpm_limit=int(str(rpm)) if rpm else None,
+                scopes=chosen,
+            )
+        except UnknownScopeError as exc:
+            raise CommandError(str(exc)) from None
         self.stdout.write(
-            f"Created API key {key.name!r} (prefix {key.prefix}). Store it now, it is shown once:"
+            f"Created API key {key.name!r} (prefix {key.prefix}, scopes {', '.join(key.scopes)}). "
+            "Store it now, it is shown once:"
         )
         self.stdout.write(raw)

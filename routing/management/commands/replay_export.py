@@ -13,6 +13,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 from django.utils.dateparse import parse_date, parse_datetime
 
+from routing.ledger import HAS_BODY
 from routing.models import Invocation
 from routing.router_learning.records import ReplayRecord, record_from_invocation, write_jsonl
 
@@ -29,7 +30,8 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        rows = Invocation.objects.select_related("profile").order_by("created_at", "id")
+        # Purged and hash-only rows (routing/ledger.py) have no request: nothing to replay.
+        rows = Invocation.objects.filter(HAS_BODY).select_related("profile").order_by("created_at", "id")
         if options["profile"]:
             rows = rows.filter(profile__name=options["profile"])
         if options["since"]:

@@ -18,6 +18,7 @@ from typing import Any
 from django.conf import settings
 
 from routing import upstream, verifier_policy
+from routing.json_body import loads_answer
 from routing.models import Backend, TaskProfile
 from routing.pricing import prices_for, usage_cost
 from routing.protocol import ChatRequest
@@ -150,8 +151,8 @@ def completion_text(message: dict[str, Any]) -> str:
     for tool_call in message.get("tool_calls") or []:
         function = tool_call.get("function") or {}
         try:
-            arguments: Any = json.loads(function.get("arguments") or "{}")
-        except json.JSONDecodeError:
+            arguments: Any = loads_answer(function.get("arguments") or "{}")
+        except ValueError:
             arguments = function.get("arguments")
         payload = json.dumps({"name": function.get("name"), "arguments": arguments}, ensure_ascii=False)
         parts.append(f"<tool_call>\n{payload}\n</tool_call>")

@@ -22,6 +22,7 @@ from django.utils import timezone
 from diagnostics.agent.skills import HEADER as SKILLS_HEADER
 from diagnostics.agent.skills import with_skills
 from routing.errors import UpstreamError
+from routing.ledger import HAS_BODY
 from routing.models import Invocation, TaskProfile
 from routing.services import task_profile_skillbook_set
 from routing.verifiers.json_schema import message_text, schema_errors
@@ -90,7 +91,8 @@ def _gather(profile: TaskProfile) -> dict[str, _Evidence]:
     window = int(cycle_setting("SKILLBOOK_WINDOW"))
     evidence: dict[str, _Evidence] = {}
     stats: dict[str, dict[str, Counter[str]]] = defaultdict(lambda: defaultdict(Counter))
-    for invocation in Invocation.objects.filter(profile=profile).order_by("-created_at")[:window]:
+    # Purged and hash-only calls (routing/ledger.py) have no prompt to learn a signature from.
+    for invocation in Invocation.objects.filter(HAS_BODY, profile=profile).order_by("-created_at")[:window]:
         signature, label = task_signature(invocation.request)
         item = evidence.setdefault(signature, _Evidence(label, 0, {}, [], []))
         # Held-out prompts judge admission: none of their text may reach the SkillBook.

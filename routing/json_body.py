@@ -1,0 +1,129 @@
+"""JSON request bodies parsed with bounded size and nesting depth.
+
+``json.loads`` recurses once per nesting level: ``[`` x 200,000 raises RecursionError (a 500) and even a
+few thousand levels cost a deep C stack. So the depth is measured first, without recursion: string
+literals are cut out with one regular expression, what is left is reduced to its brackets, and a running
+sum over those gives the depth. Only a body within both limits reaches ``json.loads``.
+
+Every refusal is a :class:`JsonBodyError` (a ValueError) with a message fit for the caller; the edges
+render it as a 400 in their own error shape (routing/protocol.py, diagnostics/api.py, training/*api.py,
+diagnostics/slack/views.py).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from itertools import accumulate
+from typing import Any
+
+from django.conf import settings
+
+DEFAULT_MAX_DEPTH = 64
+DEFAULT_MAX_BYTES = 4 * 1024 * 1024
+
+# A JSON string literal, escapes included. It matches from every quote it starts at: an unterminated
+# string runs to the end of the text (a parser would fail inside it, never reaching what follows). A
+# pattern that could fail would be tried again at every later quote: quadratic on '"' + '\\"' * n.
+_STRING = re.compile(r'"[^"\\]*(?:\\(?:.|\Z)[^"\\]*)*(?:"|\Z)', re.DOTALL)
+_NOT_BRACKETS = re.compile(r"[^\[\]{}]+")
+_STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
+
+
+class JsonBodyError(ValueError):
+    """The body was refused: not JSON, too large or nested too deeply. ``code`` names which."""
+
+    code = "invalid_json"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class JsonTooDeep(JsonBodyError):
+    pass
+
+
+class JsonTooLarge(JsonBodyError):
+    code = "request_too_large"
+
+
+def _text(raw: bytes | bytearray | str) -> str:
+    if isinstance(raw, str):
+        return raw
+    try:  # the encodings json.loads accepts for bytes (UTF-8, -16, -32), detected the same way
+        return bytes(raw).decode(json.detect_encoding(raw), "surrogatepass")
+    except UnicodeDecodeError as exc:
+        raise JsonBodyError(f"Request body is not valid JSON: {exc}") from None
+
+
+def nesting_depth(text: str) -> int:
+    """How deeply arrays and objects nest in ``text`` (0 for a scalar); linear, no recursion.
+
+    Brackets inside string literals do not count. For malformed JSON the number may be too high, never
+    too low for the part of the text a parser would read before it fails.
+    """
+    skeleton = _NOT_BRACKETS.sub("", _STRING.sub("", text))
+    return max(accumulate(_STEP[char] for char in skeleton), default=0)
+
+
+def check_depth(raw: bytes | bytearray | str, *, max_depth: int) -> str:
+    """The text of ``raw`` when its JSON nests at most ``max_depth`` levels; :class:`JsonTooDeep` if not.
+
+    For a caller whose library parses the JSON itself (slack_bolt, on the Slack endpoint).
+    """
+    text = _text(raw)
+    depth = nesting_depth(text)
+    if depth > max_depth:
+        raise JsonTooDeep(
+            f"Request body nests JSON {depth} levels deep; at most {max_depth} are allowed "
+            "(SKILLGATE_MAX_JSON_DEPTH)."
+        )
+    return text
+
+
+def loads_bounded(raw: bytes | bytearray | str, *, max_depth: int, max_bytes: int) -> Any:
+    """``json.loads(raw)`` for a body of at most ``max_bytes`` nesting at most ``max_depth`` levels.
+
+    Raises :class:`JsonBodyError` (a ValueError) otherwise, or when ``raw`` is not JSON.
+    """
+    size = len(raw.encode() if isinstance(raw, str) else raw)
+    if size > max_bytes:
+        raise JsonTooLarge(f"Request body is larger than {max_bytes} bytes.")
+    text = check_depth(raw, max_depth=max_depth)
+    try:
+        return json.loads(text)
+    except RecursionError:  # not reached with a sane max_depth; kept so no limit can turn into a 500
+        raise JsonTooDeep(
+            f"Request body nests JSON too deeply; at most {max_depth} levels are allowed."
+        ) from None
+    except ValueError as exc:  # JSONDecodeError, and int() past Python's digit limit
+        raise JsonBodyError(f"Request body is not valid JSON: {exc}") from None
+
+
+def limits() -> tuple[int, int]:
+    """(max depth, max bytes) from settings.SKILLGATE."""
+    return int(settings.SKILLGATE["MAX_JSON_DEPTH"]), int(settings.SKILLGATE["MAX_BODY_BYTES"])
+
+
+# A model's answer (JSON content, tool-call arguments) is parsed by the verifiers and the learning code:
+# it is as untrusted as a request body and gets the same bound on nesting.
+ANSWER_MAX_DEPTH = 100
+
+
+def loads_answer(text: str, **kwargs: Any) -> Any:
+    """``json.loads(text, **kwargs)`` for a model's answer; JsonTooDeep (a ValueError) past
+    :data:`ANSWER_MAX_DEPTH` levels, json.JSONDecodeError when it is not JSON."""
+    depth = nesting_depth(text)
+    if depth > ANSWER_MAX_DEPTH:
+        raise JsonTooDeep(f"JSON nested {depth} levels deep; at most {ANSWER_MAX_DEPTH} are allowed")
+    try:
+        return json.loads(text, **kwargs)
+    except RecursionError:
+        raise JsonTooDeep(f"JSON nested too deeply; at most {ANSWER_MAX_DEPTH} levels are allowed") from None
+
+
+def loads_request(raw: bytes | bytearray | str) -> Any:
+    """:func:`loads_bounded` with the limits in settings (SKILLGATE MAX_JSON_DEPTH, MAX_BODY_BYTES)."""
+    max_depth, max_bytes = limits()
+    return loads_bounded(raw, max_depth=max_depth, max_bytes=max_bytes)

@@ -1,0 +1,72 @@
+"""Verifiers run off the event loop, in a bounded pool of threads per server process.
+
+Invariants:
+
+- ``verify`` never runs on the event loop: a slow verifier (a sandboxed program near its deadline)
+  holds one worker thread, never the loop, so other calls keep being served.
+- At most ``SKILLGATE["VERIFIER_WORKERS"]`` verifications run at once in a process; more wait,
+  asynchronously (the loop stays free), in the executor's queue.
+- A verification that has not started within ``SKILLGATE["VERIFIER_QUEUE_WAIT_S"]`` of being queued
+  does not run: it is a failed :class:`Verdict` saying the pool was saturated. So the wait is bounded
+  by that time plus the runtime of the verifications ahead of it (each bounded by its own timeout).
+- A cancelled caller (the client went away) withdraws its verification if it has not started yet.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from django.conf import settings
+
+from routing.verifiers.base import Verdict, Verifier
+
+DEFAULT_WORKERS = 4
+DEFAULT_QUEUE_WAIT_S = 30.0
+
+_lock = threading.Lock()
+_executor: ThreadPoolExecutor | None = None
+_executor_size = 0
+
+
+def _config() -> tuple[int, float]:
+    conf = getattr(settings, "SKILLGATE", {})
+    workers = int(conf.get("VERIFIER_WORKERS", DEFAULT_WORKERS))
+    return max(1, workers), float(conf.get("VERIFIER_QUEUE_WAIT_S", DEFAULT_QUEUE_WAIT_S))
+
+
+def executor() -> ThreadPoolExecutor:
+    """The process's pool, (re)made when the configured size changes."""
+    global _executor, _executor_size
+    workers, _ = _config()
+    with _lock:
+        if _executor is None or _executor_size != workers:
+            old = _executor
+            _executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="skillgate-verifier")
+            _executor_size = workers
+            if old is not None:
+                old.shutdown(wait=False)  # its queued and running verifications still finish
+        return _executor
+
+
+def _run(
+    verifier: Verifier, request: dict[str, Any], message: dict[str, Any], queued: float, wait_s: float
+) -> Verdict:
+    waited = time.monotonic() - queued
+    if waited > wait_s:
+        return Verdict(False, f"verifier pool saturated: no worker free within {wait_s:g}s")
+    return verifier.verify(request=request, message=message)
+
+
+async def run_verifier(verifier: Verifier, request: dict[str, Any], message: dict[str, Any]) -> Verdict:
+    """``verifier.verify(...)`` in the pool, awaited without blocking the event loop."""
+    _, wait_s = _config()
+    future = executor().submit(_run, verifier, request, message, time.monotonic(), wait_s)
+    try:
+        return await asyncio.wrap_future(future)
+    except asyncio.CancelledError:
+        future.cancel()  # only withdraws it while it waits; a started verification finishes
+        raise
