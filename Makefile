@@ -43,6 +43,7 @@ lint: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy .
+	$(VENV)/bin/lint-imports --no-cache  # the dependency direction (design.md 5; pyproject.toml)
 
 ## Set up everything and run lint, types and the default test suite (everything but the slow tests).
 test: setup-ml lint

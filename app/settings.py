@@ -1,13 +1,16 @@
-"""Settings, all from the environment through typed helpers (app/env.py).
+"""Settings, all from the environment through typed helpers (core/env.py).
 
-With nothing set, the service runs on an embedded default: SQLite in the project folder and a
-file-based Celery transport under var/, so a newcomer needs no server at all.
+Every knob is declared here, once, with its default and a comment; the code reads ``settings.X``
+(or ``settings.SKILLGATE[...]``) and never the environment. With nothing set, the service runs on an
+embedded default: SQLite in the project folder and a file-based Celery transport under var/, so a
+newcomer needs no server at all. Importing this module writes no file: the folders under var/ and a
+generated secret key are made at start-up (``app.apps.SkillgateConfig.ready``).
 """
 
 from __future__ import annotations
 
 import json
-import secrets
+import os
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -15,27 +18,22 @@ from typing import Any
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from app.env import env_bool, env_float, env_int, env_list, env_optional, env_str
+from core.env import env_bool, env_float, env_int, env_list, env_optional, env_str
 
 BASE_DIR = Path(__file__).resolve().parent.parent
+# Everything the service writes (secret key, broker folders, static files, models, adapters); made at
+# start-up.
 VAR_DIR = Path(env_str("SKILLGATE_VAR_DIR", str(BASE_DIR / "var")))
-VAR_DIR.mkdir(parents=True, exist_ok=True)
 # The evaluation data (HumanEval+MBPP tasks, recorded incidents) the repository carries (eval/README.md).
 EVAL_DIR = Path(env_str("SKILLGATE_EVAL_DIR", str(BASE_DIR / "eval")))
 
 
-def _secret_key() -> str:
-    configured = env_optional("SECRET_KEY")
-    if configured:
-        return configured
-    path = VAR_DIR / "secret_key"
-    if not path.exists():
-        path.write_text(secrets.token_urlsafe(50))
-        path.chmod(0o600)
-    return path.read_text().strip()
-
-
-SECRET_KEY = _secret_key()
+# Where a generated key is kept when SECRET_KEY is not set: read here when it exists; otherwise start-up
+# (app/apps.py) generates it, writes it there and sets SECRET_KEY, so a newcomer needs to set nothing.
+SECRET_KEY_FILE = VAR_DIR / "secret_key"
+SECRET_KEY = env_optional("SECRET_KEY") or (
+    SECRET_KEY_FILE.read_text().strip() if SECRET_KEY_FILE.is_file() else ""
+)
 DEBUG = env_bool("DEBUG", False)
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]", "testserver"])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
@@ -134,8 +132,7 @@ USE_I18N = True
 USE_TZ = True
 
 STATIC_URL = "static/"
-STATIC_ROOT = VAR_DIR / "static"
-STATIC_ROOT.mkdir(exist_ok=True)
+STATIC_ROOT = VAR_DIR / "static"  # made at start-up
 WHITENOISE_USE_FINDERS = True
 LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/"
@@ -156,9 +153,9 @@ LOGGING = {
 # --- Celery -------------------------------------------------------------------------------------
 _broker_dir = VAR_DIR / "broker"
 CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", "filesystem://")
+CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, Any] = {}
 if CELERY_BROKER_URL.startswith("filesystem://"):
-    for sub in ("queue", "processed", "control"):
-        (_broker_dir / sub).mkdir(parents=True, exist_ok=True)
+    # Start-up (app/apps.py) makes these folders before the web process or a worker sends or reads.
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(_broker_dir / "queue"),
         "data_folder_out": str(_broker_dir / "queue"),
@@ -178,15 +175,6 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": 60.0,
     },
     "expire-diagnostic-actions": {"task": "diagnostics.tasks.expire_actions", "schedule": 60.0},
-    # Learned routers: retrain profiles with new calls; compare live numbers with calibration.
-    "router-retrain": {
-        "task": "routing.tasks.router_retrain_due",
-        "schedule": float(env_int("SKILLGATE_ROUTER_RETRAIN_EVERY_S", 6 * 3600)),
-    },
-    "router-drift-check": {
-        "task": "routing.tasks.router_drift_check_all",
-        "schedule": float(env_int("SKILLGATE_ROUTER_DRIFT_CHECK_EVERY_S", 3600)),
-    },
     "purge-slack-events": {"task": "diagnostics.slack.tasks.purge_events", "schedule": 3600.0},
 }
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
@@ -246,16 +234,37 @@ SKILLGATE: dict[str, Any] = {
         "INPUT_COST": env_str("SKILLGATE_STUDENT_INPUT_COST_PER_TOKEN", "0.00000005"),
         "OUTPUT_COST": env_str("SKILLGATE_STUDENT_OUTPUT_COST_PER_TOKEN", "0.0000001"),
     },
-    # Learned router (routing/router_versions/config.py has every key and its default; a profile's
-    # policy_params override the target and the sampling rates).
+    # Learned router (routing/router_versions/config.py reads these; a profile's policy_params override
+    # the target, target_relative and the sampling rates, routing/router_versions/config.py).
     "ROUTER": {
+        # "auto" (MiniLM when installed, else hashed n-grams), "minilm" or "hashing".
         "FEATURES": env_str("SKILLGATE_ROUTER_FEATURES", "auto"),
+        # Where the MiniLM embedding assets are built and read (routing/router_learning/embedding.py).
+        "MINILM_DIR": Path(env_str("SKILLGATE_MINILM_DIR", str(BASE_DIR / "var" / "models" / "minilm-onnx"))),
+        # Pass rate calibration and admission aim for: relative to always-teacher (0.98 of its pass rate)
+        # or absolute; calibration asks it of a one-sided lower confidence bound TARGET_Z deviations down.
         "TARGET": env_float("SKILLGATE_ROUTER_TARGET", 0.98),
+        "TARGET_RELATIVE": env_bool("SKILLGATE_ROUTER_TARGET_RELATIVE", True),
+        "TARGET_Z": env_float("SKILLGATE_ROUTER_TARGET_Z", 1.0),
+        # Training reads the profile's newest ledger rows, at most this many.
+        "MAX_TRAINING_CALLS": env_int("SKILLGATE_ROUTER_MAX_TRAINING_CALLS", 50000),
+        # Admission refuses to judge a version on fewer complete held-out calls.
+        "MIN_HELDOUT_CALLS": env_int("SKILLGATE_ROUTER_MIN_HELDOUT_CALLS", 20),
+        # A version still 'training' after this long is a crashed job.
+        "TRAINING_STALE_S": env_int("SKILLGATE_ROUTER_TRAINING_STALE_S", 3600),
+        # Celery beat: retrain profiles with new calls; compare live numbers with calibration.
+        "RETRAIN_EVERY_S": env_int("SKILLGATE_ROUTER_RETRAIN_EVERY_S", 6 * 3600),
+        "DRIFT_CHECK_EVERY_S": env_int("SKILLGATE_ROUTER_DRIFT_CHECK_EVERY_S", 3600),
+        # Drift: judged on at least DRIFT_MIN_CALLS live calls; flagged when the teacher share is this
+        # far from the predicted one, or the live pass rate this far below the predicted one.
+        "DRIFT_MIN_CALLS": env_int("SKILLGATE_ROUTER_DRIFT_MIN_CALLS", 50),
+        "DRIFT_SHARE_MARGIN": env_float("SKILLGATE_ROUTER_DRIFT_SHARE_MARGIN", 0.10),
+        "DRIFT_PASS_MARGIN": env_float("SKILLGATE_ROUTER_DRIFT_PASS_MARGIN", 0.05),
+        # Background sampling: shares of student-passed calls re-run on the teacher and of
+        # teacher-routed calls re-run on the student, within SAMPLE_DAILY_USD per profile and UTC day.
         "TEACHER_SAMPLE_RATE": env_float("SKILLGATE_TEACHER_SAMPLE_RATE", 0.05),
         "STUDENT_SAMPLE_RATE": env_float("SKILLGATE_STUDENT_SAMPLE_RATE", 0.05),
         "SAMPLE_DAILY_USD": env_float("SKILLGATE_SAMPLE_DAILY_USD", 1.0),
-        "DRIFT_SHARE_MARGIN": env_float("SKILLGATE_ROUTER_DRIFT_SHARE_MARGIN", 0.10),
-        "DRIFT_PASS_MARGIN": env_float("SKILLGATE_ROUTER_DRIFT_PASS_MARGIN", 0.05),
     },
     # The local student server that `manage.py serve` starts (vLLM on CPU, the demo model).
     "LOCAL_STUDENT": {
@@ -264,6 +273,24 @@ SKILLGATE: dict[str, Any] = {
         "PORT": env_int("SKILLGATE_STUDENT_PORT", 8001),
     },
 }
+
+CELERY_BEAT_SCHEDULE["router-retrain"] = {
+    "task": "routing.tasks.router_retrain_due",
+    "schedule": float(SKILLGATE["ROUTER"]["RETRAIN_EVERY_S"]),
+}
+CELERY_BEAT_SCHEDULE["router-drift-check"] = {
+    "task": "routing.tasks.router_drift_check_all",
+    "schedule": float(SKILLGATE["ROUTER"]["DRIFT_CHECK_EVERY_S"]),
+}
+
+# The gateway's litellm runs offline, pricing from its bundled cost map (never fetched at import). Set
+# here, before anything imports litellm (which reads them at import), unless the environment says
+# otherwise.
+os.environ.setdefault("LITELLM_OFFLINE_MODE", "true")
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+# A gateway key for the command-line clients that call this service over HTTP (replay_record's --key).
+SKILLGATE_API_KEY = env_optional("SKILLGATE_API_KEY") or ""
 
 # --- Training (adapters) ------------------------------------------------------------------------
 # Training runs on its own queue, one task per worker child, prefetch 1: `gpu` unless the default
@@ -314,6 +341,81 @@ SLACK_API_URL = env_str("SLACK_API_URL", "https://slack.com/api/")
 SLACK_COMMAND = env_str("SLACK_COMMAND", "/sre")
 # On: only Slack members linked to a user who may open incidents (operator role) start diagnoses.
 SLACK_OPEN_NEEDS_ROLE = env_bool("SLACK_OPEN_NEEDS_ROLE", False)
+
+# --- Diagnosis agents (diagnostics/agent/config.py reads these) --------------------------------
+# The agent calls models only through the gateway, with this key (scopes llm and verifiers:call);
+# without one, the analyzers-only planner runs.
+SKILLGATE_GATEWAY_URL = env_str("SKILLGATE_GATEWAY_URL", "http://127.0.0.1:8000/v1")
+DIAGNOSTICS_AGENT_API_KEY = env_optional("SKILLGATE_AGENT_API_KEY") or ""
+# The gateway task profiles of the Observer's decisions and of the judge that grades diagnoses.
+DIAGNOSTICS_OBSERVER_PROFILE = env_str("SKILLGATE_DIAGNOSTICS_OBSERVER_PROFILE", "sre-observer")
+DIAGNOSTICS_JUDGE_PROFILE = env_str("SKILLGATE_DIAGNOSTICS_JUDGE_PROFILE", "sre-judge")
+# Observer decisions per diagnosis, the output cap of one (a JSON object), and its timeout.
+DIAGNOSTICS_MAX_ITERATIONS = env_int("SKILLGATE_DIAGNOSTICS_MAX_ITERATIONS", 12)
+DIAGNOSTICS_OBSERVER_MAX_TOKENS = env_int("SKILLGATE_DIAGNOSTICS_OBSERVER_MAX_TOKENS", 900)
+DIAGNOSTICS_LLM_TIMEOUT_S = env_float("SKILLGATE_DIAGNOSTICS_LLM_TIMEOUT_S", 120.0)
+# Tool calls the analyzers-only planner may make in one diagnosis.
+DIAGNOSTICS_MAX_PROBES = env_int("SKILLGATE_DIAGNOSTICS_MAX_PROBES", 40)
+# Token budgets: what one Observer prompt may hold (findings, step summaries), and one step's summary.
+DIAGNOSTICS_CONTEXT_TOKENS = env_int("SKILLGATE_DIAGNOSTICS_CONTEXT_TOKENS", 6000)
+DIAGNOSTICS_SUMMARY_TOKENS = env_int("SKILLGATE_DIAGNOSTICS_SUMMARY_TOKENS", 300)
+# An ActionRequest not decided within this time expires (Celery beat).
+DIAGNOSTICS_ACTION_TTL_S = env_int("SKILLGATE_DIAGNOSTICS_ACTION_TTL_S", 3600)
+# The environment a new incident is diagnosed in when it names none: replay, local, kubernetes, prometheus.
+DIAGNOSTICS_DEFAULT_ENVIRONMENT = env_str("SKILLGATE_DIAGNOSTICS_DEFAULT_ENVIRONMENT", "local")
+# How much raw tool output a Step keeps (the rest is cut, and marked as cut).
+DIAGNOSTICS_STEP_RESULT_CHARS = env_int("SKILLGATE_DIAGNOSTICS_STEP_RESULT_CHARS", 8000)
+# Queue of the diagnosis, execution and Slack tasks; empty for Celery's default queue.
+DIAGNOSTICS_QUEUE = env_str("SKILLGATE_DIAGNOSTICS_QUEUE", "")
+# Extra environments, {"name": "dotted.module"} (JSON), over the built-in ones
+# (diagnostics/toolsets/registry.py).
+DIAGNOSTICS_ENVIRONMENT_MODULES: dict[str, str] = json.loads(
+    env_str("SKILLGATE_DIAGNOSTICS_ENVIRONMENT_MODULES", "{}")
+)
+# The recorded incidents the `replay` environment serves (a case is a folder under it).
+DIAGNOSTICS_REPLAY_ROOT = Path(
+    env_str("SKILLGATE_DIAGNOSTICS_REPLAY_ROOT", str(EVAL_DIR / "holmesgpt" / "cases"))
+)
+# Analyzer thresholds (diagnostics/agent/analyzers/): CPU throttling share; p99 latency (s); error rate
+# (share of requests); disk use, CPU use and a pod's CPU above its peers' (percent); a deploy this
+# recent (s) is a suspect; queue depth.
+DIAGNOSTICS_THROTTLING_THRESHOLD = env_float("SKILLGATE_DIAGNOSTICS_THROTTLING_THRESHOLD", 0.25)
+DIAGNOSTICS_LATENCY_THRESHOLD_S = env_float("SKILLGATE_DIAGNOSTICS_LATENCY_THRESHOLD_S", 1.0)
+DIAGNOSTICS_ERROR_RATE_THRESHOLD = env_float("SKILLGATE_DIAGNOSTICS_ERROR_RATE_THRESHOLD", 0.05)
+DIAGNOSTICS_DISK_THRESHOLD_PERCENT = env_float("SKILLGATE_DIAGNOSTICS_DISK_THRESHOLD_PERCENT", 90.0)
+DIAGNOSTICS_CPU_THRESHOLD_PERCENT = env_float("SKILLGATE_DIAGNOSTICS_CPU_THRESHOLD_PERCENT", 50.0)
+DIAGNOSTICS_CPU_OUTLIER_PERCENT = env_float("SKILLGATE_DIAGNOSTICS_CPU_OUTLIER_PERCENT", 15.0)
+DIAGNOSTICS_RECENT_DEPLOY_S = env_float("SKILLGATE_DIAGNOSTICS_RECENT_DEPLOY_S", 3600.0)
+DIAGNOSTICS_QUEUE_DEPTH_THRESHOLD = env_float("SKILLGATE_DIAGNOSTICS_QUEUE_DEPTH_THRESHOLD", 10.0)
+
+# Environments behind the toolsets, each off until configured (design.md section 4).
+# `prometheus`: the HTTP API's base URL, an optional bearer token, the timeout of one query.
+DIAGNOSTICS_PROMETHEUS_URL = env_optional("SKILLGATE_PROMETHEUS_URL")
+DIAGNOSTICS_PROMETHEUS_TOKEN = env_optional("SKILLGATE_PROMETHEUS_TOKEN")
+DIAGNOSTICS_PROMETHEUS_TIMEOUT_S = env_float("SKILLGATE_PROMETHEUS_TIMEOUT_S", 10.0)
+# `kubernetes`: separate read-only and write kubeconfigs, a context, the namespaces writes may touch
+# (comma-separated; empty: any) and how long a health check waits for a rollout.
+DIAGNOSTICS_K8S_READ_KUBECONFIG = env_optional("SKILLGATE_K8S_READ_KUBECONFIG")
+DIAGNOSTICS_K8S_WRITE_KUBECONFIG = env_optional("SKILLGATE_K8S_WRITE_KUBECONFIG")
+DIAGNOSTICS_K8S_CONTEXT = env_optional("SKILLGATE_K8S_CONTEXT")
+DIAGNOSTICS_K8S_WRITE_NAMESPACES = env_list("SKILLGATE_K8S_WRITE_NAMESPACES", [])
+DIAGNOSTICS_K8S_HEALTH_TIMEOUT_S = env_float("SKILLGATE_K8S_HEALTH_TIMEOUT_S", 120.0)
+# `local`: the lab (a development and demo tool, diagnostics/lab/): its folder, first port (store, api,
+# web at base, +1, +2; worker i's metrics at base+10+i), store (auto | redis | python), redis-server to
+# run (empty: found on PATH), workers, spool quota, worker memory, load generator rate, and what its
+# health check calls healthy.
+DIAGNOSTICS_LAB_DIR = Path(env_str("SKILLGATE_LAB_DIR", str(BASE_DIR / "var" / "lab")))
+DIAGNOSTICS_LAB_PORT_BASE = env_int("SKILLGATE_LAB_PORT_BASE", 18300)
+DIAGNOSTICS_LAB_STORE = env_str("SKILLGATE_LAB_STORE", "auto")
+DIAGNOSTICS_LAB_REDIS_SERVER = env_str("SKILLGATE_LAB_REDIS_SERVER", "")
+DIAGNOSTICS_LAB_WORKERS = env_int("SKILLGATE_LAB_WORKERS", 2)
+DIAGNOSTICS_LAB_SPOOL_QUOTA_BYTES = env_int("SKILLGATE_LAB_SPOOL_QUOTA_BYTES", 4 * 1024 * 1024)
+DIAGNOSTICS_LAB_WORKER_MEMORY_MB = env_int("SKILLGATE_LAB_WORKER_MEMORY_MB", 256)
+DIAGNOSTICS_LAB_LOADGEN_RATE = env_float("SKILLGATE_LAB_LOADGEN_RATE", 4.0)
+DIAGNOSTICS_LAB_HEALTH_TIMEOUT_S = env_float("SKILLGATE_LAB_HEALTH_TIMEOUT_S", 20.0)
+DIAGNOSTICS_LAB_ERROR_RATE_MAX = env_float("SKILLGATE_LAB_ERROR_RATE_MAX", 0.05)
+DIAGNOSTICS_LAB_LATENCY_MAX_MS = env_float("SKILLGATE_LAB_LATENCY_MAX_MS", 100.0)
+DIAGNOSTICS_LAB_CPU_MAX_PERCENT = env_float("SKILLGATE_LAB_CPU_MAX_PERCENT", 25.0)
 
 # --- Learning cycle (replay -> SkillBook -> adapter -> router -> admission) ---------------------
 CELERY_BEAT_SCHEDULE["poll-cycles"] = {"task": "training.tasks.cycle.cycles_poll", "schedule": 30.0}

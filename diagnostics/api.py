@@ -38,7 +38,7 @@ DECIDE = Access(scopes.ACTIONS_APPROVE, services.APPROVE_PERMISSION)
 
 
 def _body(request: HttpRequest) -> dict[str, Any]:
-    limit = int(getattr(settings, "SKILLGATE", {}).get("MAX_BODY_BYTES", 4 * 1024 * 1024))
+    limit = int(settings.SKILLGATE["MAX_BODY_BYTES"])
     if len(request.body) > limit:
         raise ApiError(413, f"Request body is larger than {limit} bytes.", "request_too_large")
     if not request.body:

@@ -28,7 +28,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.middleware.csrf import CsrfViewMiddleware
 from django.views.decorators.csrf import csrf_exempt
 
-from diagnostics.services import ServiceError
+from core.errors import ServiceError
 from routing.keys import authenticate
 from routing.models import ApiKey
 
@@ -131,7 +131,8 @@ def endpoint(**access: Access) -> Callable[[View], Callable[..., HttpResponse]]:
     """A JSON API view: ``@endpoint(GET=Access(...), POST=Access(...))``, one Access per method.
 
     The view is called as ``view(request, caller, *args, **kwargs)``. Errors the view raises as
-    ``ApiError`` (or a diagnostics ``ServiceError``) become JSON responses.
+    ``ApiError``, and every service's refusal (``core.errors.ServiceError``), become JSON responses:
+    this is the one place the ``/api/`` edge translates them.
     """
     if not access:
         raise TypeError("endpoint() needs the Access of at least one method, e.g. GET=Access(...).")

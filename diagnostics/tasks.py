@@ -14,8 +14,8 @@ from django.db import OperationalError
 from diagnostics import services
 from diagnostics.agent import config
 from diagnostics.agent.executor import Executor
-from diagnostics.agent.runner import run_trajectory
 from diagnostics.models import ActionRequest
+from diagnostics.recording import DatabaseActionLedger, run_trajectory
 from diagnostics.toolsets.registry import UnknownEnvironment, build_environment
 
 log = logging.getLogger(__name__)
@@ -23,7 +23,7 @@ log = logging.getLogger(__name__)
 
 def _options() -> dict[str, str]:
     """DIAGNOSTICS_QUEUE routes the tasks to their own queue; unset, they use Celery's default queue."""
-    queue = config.setting("DIAGNOSTICS_QUEUE", "")
+    queue = config.task_queue()
     return {"queue": str(queue)} if queue else {}
 
 
@@ -69,7 +69,7 @@ def execute_action(action_request_id: int) -> str:
         if claimed is not None:
             services.action_request_refuse(action=claimed, reason=str(exc))
         return "failed"
-    result = Executor(environment.write_toolsets()).execute(
+    result = Executor(environment.write_toolsets(), ledger=DatabaseActionLedger()).execute(
         action_request_id=action_request_id,
         environment=incident.environment,
         environment_options=incident.environment_options or {},

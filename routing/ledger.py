@@ -137,7 +137,7 @@ def has_body(request: Any) -> bool:
 
 
 def stores_bodies() -> bool:
-    return bool(settings.SKILLGATE.get("LEDGER_STORE_BODIES", True))
+    return bool(settings.SKILLGATE["LEDGER_STORE_BODIES"])
 
 
 def request_stub(request: dict[str, Any]) -> dict[str, Any]:
@@ -171,10 +171,10 @@ def ledger_bodies_purge(*, now: datetime | None = None, batch: int | None = None
     them): ``request`` becomes ``{"purged": true, "sha256", "message_count"}``, ``response`` null. In
     batches of LEDGER_PURGE_BATCH rows, oldest first, each batch its own transaction.
     """
-    days = int(settings.SKILLGATE.get("LEDGER_RETENTION_DAYS", 0))
+    days = int(settings.SKILLGATE["LEDGER_RETENTION_DAYS"])
     if days <= 0:
         return 0
-    size = batch or int(settings.SKILLGATE.get("LEDGER_PURGE_BATCH", 500))
+    size = batch or int(settings.SKILLGATE["LEDGER_PURGE_BATCH"])
     cutoff = (now or timezone.now()) - timedelta(days=days)
     due = Invocation.objects.filter(created_at__lt=cutoff).filter(HAS_BODY | Q(response__isnull=False))
     purged = 0

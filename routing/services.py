@@ -9,14 +9,17 @@ from django.contrib.auth.models import User
 from django.db import transaction
 from django.utils import timezone
 
+from core.errors import ServiceError
 from routing import lookups
 from routing.keys import generate_key
 from routing.models import ApiKey, Backend, TaskProfile
 from routing.scopes import default_scopes, unknown_scopes
 
 
-class UnknownScopeError(ValueError):
+class UnknownScopeError(ServiceError, ValueError):
     """A key was asked for scopes that do not exist (routing/scopes.py)."""
+
+    code = "unknown_scope"
 
 
 @transaction.atomic

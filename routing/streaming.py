@@ -17,21 +17,9 @@ from typing import Any
 
 from routing import upstream
 from routing.errors import ApiError, UpstreamError
-from routing.gateway import (
-    Prepared,
-    Result,
-    best_of,
-    complete_call,
-    finish,
-    legs_planned,
-    new_leg,
-    price_leg,
-    reserve_budget,
-    run_leg,
-    save,
-    verify,
-)
+from routing.gateway import Prepared, Result, complete_call, finish, legs_planned, reserve_budget, save
 from routing.ledger import CallRecord
+from routing.legs import new_leg, price_leg, run_leg, verify
 from routing.models import Backend, Invocation, Reservation
 from routing.pricing import Usage
 
@@ -117,7 +105,7 @@ def _headers(record: CallRecord, served_by: str, verdict: str, overhead_ms: floa
 
 
 async def stream_call(prep: Prepared) -> StreamPlan:
-    if any(best_of(prep, backend) > 1 for backend in legs_planned(prep)):
+    if any(prep.plan.samples(backend) > 1 for backend in legs_planned(prep)):
         # A best-of-n backend chooses among whole answers, so the call runs whole and is then sent.
         return _replay_result(prep, await complete_call(prep))
     reservation = await reserve_budget(prep)
@@ -127,7 +115,7 @@ async def stream_call(prep: Prepared) -> StreamPlan:
     try:
         if prep.decision.route == Invocation.Route.STUDENT and prep.verifier is not None:
             assert prep.student is not None
-            done = await run_leg(prep, record, prep.student)
+            done = await run_leg(prep.plan, record, prep.student)
             if done is not None and record.legs[-1].verdict == Invocation.Verdict.PASS:
                 return _replay_verified(prep, record, reservation, done, completion_id, want_usage)
             if prep.decision.policy == "forced":
@@ -253,7 +241,7 @@ async def _stream_through(
         price_leg(leg, backend, usage)
         record.response = {"message": message, "finish_reason": acc.finish_reason}
         if not leg.error:
-            await verify(prep, leg, message)
+            await verify(prep.plan, leg, message)
         record.verdict = Invocation.Verdict.ERROR if leg.error else leg.verdict
         record.verdict_detail = leg.detail
         finish(record, prep, sum(leg.latency_ms for leg in record.legs))

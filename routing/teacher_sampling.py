@@ -27,22 +27,23 @@ from __future__ import annotations
 
 import asyncio
 import random
-import time
 import uuid
 from decimal import Decimal
 from typing import Any
 
-from django.conf import settings
 from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from routing.errors import ApiError, UpstreamError
+from routing.calls import plan_call
+from routing.errors import UpstreamError
 from routing.json_body import loads_answer
 from routing.ledger import CallRecord, has_body, record_call, stores_bodies
-from routing.models import Backend, Invocation, Reservation, SampleSpend, TaskProfile
+from routing.legs import run_leg
+from routing.models import Invocation, Reservation, SampleSpend, TaskProfile
 from routing.pricing import PricingError, cost_bound, prices_for, prompt_token_bound
 from routing.router_versions.config import profile_setting
+from routing.verifier_policy import VerifierPolicyError
 
 TEACHER, STUDENT = Invocation.Route.TEACHER, Invocation.Route.STUDENT
 ANSWERED = (Invocation.Verdict.PASS, Invocation.Verdict.UNVERIFIED)
@@ -157,13 +158,6 @@ def student_correct(
 # --- the background leg -------------------------------------------------------------------------
 
 
-def _backend(profile: TaskProfile, role: str) -> Backend | None:
-    chosen = profile.teacher if role == TEACHER else profile.student
-    if chosen is not None:
-        return chosen
-    return Backend.objects.filter(is_active=True, role=role).order_by("pk").first()
-
-
 def _finish(invocation_id: Any, state: str) -> str:
     Invocation.objects.filter(pk=invocation_id).update(sample_state=state)
     return state
@@ -172,10 +166,6 @@ def _finish(invocation_id: Any, state: str) -> str:
 def sample_run(*, invocation_id: uuid.UUID | str) -> str:
     """Runs the sampled leg of one queued call; returns the final sample state. Idempotent: only
     a queued row is claimed, so a redelivered task does nothing."""
-    from routing.gateway import Prepared, run_leg, verifier_for
-    from routing.protocol import ChatRequest
-    from routing.router import Decision
-
     if not Invocation.objects.filter(pk=invocation_id, sample_state=Invocation.SampleState.QUEUED).update(
         sample_state=Invocation.SampleState.RUNNING
     ):
@@ -187,33 +177,20 @@ def sample_run(*, invocation_id: uuid.UUID | str) -> str:
         return _finish(inv.pk, Invocation.SampleState.FAILED)
     profile = inv.profile
     role = TEACHER if inv.served_by == STUDENT else STUDENT
-    teacher, student = _backend(profile, TEACHER), _backend(profile, STUDENT)
-    backend = teacher if role == TEACHER else student
-    if backend is None or teacher is None:
+    try:
+        # Planned as the gateway plans a call (routing/calls.py): the student with its admitted adapter.
+        plan = plan_call(profile=profile, request=inv.request, api_key=inv.api_key)
+    except (VerifierPolicyError, ValueError):
+        return _finish(inv.pk, Invocation.SampleState.FAILED)
+    backend = plan.teacher if role == TEACHER else plan.student
+    if backend is None or plan.teacher is None:
         return _finish(inv.pk, Invocation.SampleState.FAILED)
     try:
-        request = ChatRequest.model_validate(inv.request)
-        verifier, verifier_source = verifier_for(request, profile, inv.api_key)
         prices = prices_for(backend)
-    except (ApiError, PricingError, ValueError):
+    except PricingError:
         return _finish(inv.pk, Invocation.SampleState.FAILED)
-    max_tokens = request.output_cap(profile.max_tokens or settings.SKILLGATE["DEFAULT_MAX_TOKENS"])
-    decision = Decision(role, None, "sample", "background sample")
-    started = time.perf_counter()
-    prep = Prepared(
-        inv.api_key,
-        request,
-        profile,
-        teacher,
-        student,
-        verifier,
-        decision,
-        max_tokens,
-        started,
-        verifier_source,
-    )
-    prompt_bound = prompt_token_bound(prep.body_for(backend))
-    bound = cost_bound(prices, prompt_tokens=prompt_bound, max_tokens=max_tokens)
+    prompt_bound = prompt_token_bound(plan.body_for(backend))
+    bound = cost_bound(prices, prompt_tokens=prompt_bound, max_tokens=plan.max_tokens)
     cap = Decimal(str(profile_setting(profile, "sample_daily_usd", "SAMPLE_DAILY_USD")))
     day = timezone.now().date()
     if not spend_reserve(profile_id=profile.pk, day=day, amount=bound, cap=cap):
@@ -231,7 +208,7 @@ def sample_run(*, invocation_id: uuid.UUID | str) -> str:
     )
     actual = bound  # an attempt that blew up keeps its worst case on the day's spend
     try:
-        completion = asyncio.run(run_leg(prep, scratch, backend))
+        completion = asyncio.run(run_leg(plan, scratch, backend))
         actual = scratch.legs[-1].cost_usd
     except UpstreamError:
         completion = None

@@ -2,19 +2,16 @@
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from core.env import env_optional
 from routing.errors import UpstreamError
 from routing.models import Backend
 from routing.pricing import Usage
 from routing.protocol import UPSTREAM_FIELDS
-
-os.environ.setdefault("LITELLM_OFFLINE_MODE", "true")
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 
 def _litellm() -> Any:
@@ -53,7 +50,8 @@ def _call_kwargs(backend: Backend, body: dict[str, Any]) -> dict[str, Any]:
     kwargs: dict[str, Any] = {**body, "model": backend.litellm_model, "timeout": backend.timeout_s}
     if backend.api_base:
         kwargs["api_base"] = backend.api_base
-    key = os.environ.get(backend.api_key_env) if backend.api_key_env else None
+    # The backend row names the variable that holds its key (keys never live in the database).
+    key = env_optional(backend.api_key_env) if backend.api_key_env else None
     kwargs["api_key"] = key or "none"
     if backend.input_cost_per_token is not None:
         kwargs["input_cost_per_token"] = float(backend.input_cost_per_token)

@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from core.errors import ServiceError
 from routing import scopes
 from routing.models import ApiKey, Invocation, TaskProfile
 from routing.verifiers import Verifier, VerifierConfigError, build_verifier
@@ -31,12 +32,8 @@ _LIMITS = (
 CODE_KINDS = frozenset({"python_tests"})
 
 
-class VerifierPolicyError(Exception):
+class VerifierPolicyError(ServiceError):
     """The call's verifier cannot be used: ``status`` 400 for a bad config, 403 when not allowed."""
-
-    def __init__(self, message: str, *, status: int, code: str) -> None:
-        super().__init__(message)
-        self.message, self.status, self.code = message, status, code
 
 
 @dataclass(frozen=True)

@@ -1,22 +1,28 @@
+"""Fixtures shared across the test folders: the stub upstream and the test backends, API keys, the
+real server on a free port, the fake environment's write log, and the Slack bot's stand-ins. Plain
+helpers live in tests/support/, factories in tests/factories.py."""
+
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Iterator
-from decimal import Decimal
+from typing import Any
 
+import httpx
 import pytest
 import uvicorn
 
+from diagnostics.models import Step
 from routing import lookups
 from routing.models import Backend
 from tests.factories import BackendFactory, KeyPair, make_key
+from tests.support.fake_environment import FakeWrite
+from tests.support.gateway import STUDENT_PRICES, TEACHER_PRICES
 from tests.support.openai_stub import OpenAIStub, Reply
+from tests.support.slack_bot import SECRET, TOKEN, Queue, SlackClient
+from tests.support.slack_stub import SlackStub
 from tests.support.vllm import free_port
-
-# Prices the test backends charge (USD per token); the teacher is 10x the student.
-TEACHER_PRICES = (Decimal("0.000010"), Decimal("0.000030"))
-STUDENT_PRICES = (Decimal("0.000001"), Decimal("0.000003"))
+from tests.support.wait import wait_until
 
 
 @pytest.fixture(autouse=True)
@@ -84,11 +90,80 @@ def gateway_url() -> Iterator[str]:
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        if time.monotonic() > deadline or not thread.is_alive():
-            raise RuntimeError("uvicorn did not start")
-        time.sleep(0.05)
+    wait_until(
+        lambda: server.started,
+        timeout=30,
+        what="uvicorn to start",
+        abort=lambda: None if thread.is_alive() else "uvicorn exited",
+    )
     yield f"http://127.0.0.1:{port}"
     server.should_exit = True
     thread.join(10)
+
+
+@pytest.fixture
+def enqueued(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:
+    """The diagnosis and execution messages the services would send to Celery on commit, recorded
+    instead (the test runs the tasks itself, or not at all)."""
+    sent: list[tuple[str, int]] = []
+    monkeypatch.setattr("diagnostics.tasks.enqueue_diagnosis", lambda pk: sent.append(("diagnosis", pk)))
+    monkeypatch.setattr("diagnostics.tasks.enqueue_execution", lambda pk: sent.append(("execution", pk)))
+    return sent
+
+
+@pytest.fixture
+def write_log() -> list[tuple[str, dict[str, Any]]]:
+    """What the fake environment's write toolset ran during the test (nothing yet)."""
+    FakeWrite.runs.clear()
+    return FakeWrite.runs
+
+
+# --- the Slack bot (tests/support/slack_bot.py): tests/slack and tests/security ---------------------
+
+
+@pytest.fixture(scope="session")
+def slack_stub() -> Iterator[SlackStub]:
+    with SlackStub() as stub:
+        yield stub
+
+
+@pytest.fixture
+def slack(slack_stub: SlackStub) -> SlackStub:
+    slack_stub.reset()
+    return slack_stub
+
+
+@pytest.fixture
+def bot(settings: Any, slack: SlackStub, transactional_db: None) -> SlackStub:
+    """The bot on, talking to the stub; Slack incidents are diagnosed on the fake environment."""
+    settings.SLACK_BOT_TOKEN = TOKEN
+    settings.SLACK_SIGNING_SECRET = SECRET
+    settings.SLACK_API_URL = slack.base_url
+    settings.DIAGNOSTICS_DEFAULT_ENVIRONMENT = "fake"
+    return slack
+
+
+@pytest.fixture
+def queue(monkeypatch: pytest.MonkeyPatch) -> Queue:
+    queue = Queue()
+
+    def sync(pk: int) -> None:
+        queue.steps_at_sync.append(Step.objects.filter(trajectory_id=pk).count())
+        queue.sent.append(("sync", pk))
+
+    monkeypatch.setattr("diagnostics.slack.tasks.enqueue_sync", sync)
+    for target, name in [
+        ("diagnostics.tasks.enqueue_diagnosis", "diagnosis"),
+        ("diagnostics.tasks.enqueue_execution", "execution"),
+        ("diagnostics.slack.tasks.enqueue_event", "event"),
+    ]:
+        monkeypatch.setattr(target, lambda pk, name=name: queue.sent.append((name, pk)))
+    return queue
+
+
+@pytest.fixture
+def slack_client(gateway_url: str) -> SlackClient:
+    # The first request of a fresh server imports the URLconf (the gateway pulls in scikit-learn:
+    # seconds on a busy machine); a deployed server has done that before Slack's first call.
+    httpx.get(gateway_url + "/healthz", timeout=60)
+    return SlackClient(gateway_url)

@@ -19,7 +19,7 @@ from diagnostics.api_auth import Access, ApiError, Caller, endpoint
 from routing import scopes
 from routing.json_body import JsonBodyError, loads_request
 from training.models import DiagnosticSkill
-from training.services.evolver import EvolverError, trajectory_mark_wrong
+from training.services.evolver import trajectory_mark_wrong
 
 MAX_NOTE = 4000
 MARK_WRONG = Access(scopes.LEARNING_WRITE, "training.add_diagnosticskill")
@@ -59,10 +59,8 @@ def _note(request: HttpRequest) -> str:
 
 @endpoint(POST=MARK_WRONG)
 def trajectory_mark_wrong_view(request: HttpRequest, caller: Caller, trajectory_id: int) -> JsonResponse:
-    try:
-        skill = trajectory_mark_wrong(trajectory_id=trajectory_id, user=caller.user, note=_note(request))
-    except EvolverError as exc:
-        raise ApiError(exc.status, exc.message, exc.code) from None
+    # A refusal (an EvolverError, a ServiceError) becomes the JSON error at the edge (``endpoint``).
+    skill = trajectory_mark_wrong(trajectory_id=trajectory_id, user=caller.user, note=_note(request))
     return JsonResponse({"skill": skill_json(skill)}, status=202)
 
 

@@ -23,6 +23,8 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from core.errors import ServiceError
+from routing.calls import student_of
 from routing.models import Backend, TaskProfile
 from routing.services import task_profile_student_adapter_set
 from training.models import Adapter, TrainingRun
@@ -32,14 +34,15 @@ logger = logging.getLogger(__name__)
 LOAD_TIMEOUT_S = 120.0
 
 
-class DeployError(RuntimeError):
+class DeployError(ServiceError, RuntimeError):
     """The adapter cannot be served: no student server, vLLM refused it, or nothing to roll back to."""
+
+    code, status = "deploy_failed", 409
 
 
 def student_backend_for(profile: TaskProfile) -> Backend:
-    backend = profile.student or (
-        Backend.objects.filter(role=Backend.Role.STUDENT, is_active=True).order_by("pk").first()
-    )
+    """The server the profile's student calls go to (routing.calls picks it), as configured."""
+    backend = student_of(profile, adapter="")
     if backend is None or not backend.api_base:
         raise DeployError(f"profile {profile.name!r} has no student backend with an api_base")
     return backend

@@ -5,5 +5,9 @@
 - ``compressor`` summarizes raw output for the Observer under a token budget;
 - ``observer`` (LLM through the gateway) and ``planner`` (no LLM) decide the next step;
 - ``executor.Executor`` is the only holder of WriteToolsets;
-- ``runner`` wires them for one trajectory and records every step.
+- ``runner`` wires them for one investigation and hands every step to a ``Recorder``.
+
+Plain Python, no ORM (import-linter holds it): the agent talks to the outside through the
+``runner.Recorder`` and ``executor.ActionLedger`` it is given and plain values (alert, environment,
+admitted skills). The incidents app persists what it does (``diagnostics.recording``).
 """

@@ -9,17 +9,21 @@
 
 it claims the request with a conditional UPDATE (so a double approval or a redelivered task runs it
 once), records who/when/result, then re-checks the health the action was meant to restore.
+
+Plain Python, no ORM: the approval rules, the claim and the record live behind the ``ActionLedger``
+it is given (the incidents app's ``diagnostics.recording.DatabaseActionLedger``); the Executor
+checks what it can check itself (allow-list, argument schema), runs the action once and reports.
 """
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 from jsonschema import Draft202012Validator
 
-from diagnostics import services
-from diagnostics.models import ActionRequest
 from diagnostics.toolsets.base import ToolSpec, WriteToolset
 
 TARGET_KEYS = ("target", "service", "name", "deployment", "process", "workload", "app", "resource")
@@ -29,10 +33,60 @@ def health_target(args: dict[str, Any]) -> str:
     return next((str(args[k]) for k in TARGET_KEYS if args.get(k)), "")
 
 
-class Executor:
-    __slots__ = ("_allowed",)
+@dataclass(frozen=True)
+class ClaimedAction:
+    """An approved action claimed for its one run: what will run (as approved)."""
 
-    def __init__(self, toolsets: Sequence[WriteToolset]) -> None:
+    id: int
+    tool: str
+    args: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Execution:
+    """What became of a claimed action. ``status`` is the request's status as the ledger recorded it
+    (e.g. ``executed``, ``failed``); ``refused`` says why it did not run, when it did not."""
+
+    action_request_id: int
+    status: str
+    ok: bool
+    output: str = ""
+    health: dict[str, Any] = field(default_factory=dict)
+    refused: str = ""
+
+
+class ActionLedger(Protocol):
+    """Where approved actions are claimed and their results recorded."""
+
+    def claim(
+        self,
+        *,
+        action_request_id: int,
+        environment: str | None,
+        environment_options: dict[str, Any] | None,
+    ) -> ClaimedAction | None:
+        """Claims the action for its one run when it may run (approved by someone allowed, not
+        expired, plan unchanged, ``environment`` the approved one); None otherwise, or when another
+        caller claimed it first."""
+        ...
+
+    def plan_intact(self, action: ClaimedAction) -> bool:
+        """Whether the claimed plan, read again now, is still the approved one."""
+        ...
+
+    def refuse(self, action: ClaimedAction, *, reason: str) -> str:
+        """Records that the claimed action will not run; returns the request's status."""
+        ...
+
+    def finish(self, action: ClaimedAction, *, ok: bool, output: str, health: dict[str, Any]) -> str:
+        """Records the run's result and the health after it; returns the request's status."""
+        ...
+
+
+class Executor:
+    __slots__ = ("_allowed", "_ledger")
+
+    def __init__(self, toolsets: Sequence[WriteToolset], *, ledger: ActionLedger) -> None:
         allowed: dict[str, tuple[WriteToolset, ToolSpec]] = {}
         for toolset in toolsets:
             if not isinstance(toolset, WriteToolset):
@@ -40,6 +94,7 @@ class Executor:
             for spec in toolset.actions():
                 allowed.setdefault(spec.name, (toolset, spec))
         self._allowed = allowed
+        self._ledger = ledger
 
     def allowed_actions(self) -> list[ToolSpec]:
         return [spec for _, spec in self._allowed.values()]
@@ -50,35 +105,31 @@ class Executor:
         action_request_id: int,
         environment: str | None = None,
         environment_options: dict[str, Any] | None = None,
-    ) -> ActionRequest | None:
-        """Runs the action if (and only if) it may run; returns the updated request, or None when
-        it was not claimable (not approved, expired, changed, already claimed).
+    ) -> Execution | None:
+        """Runs the action if (and only if) it may run; returns what became of it, or None when it
+        was not claimable (not approved, expired, changed, already claimed).
 
         ``environment`` / ``environment_options``: what the write toolsets were built from; the
         approved plan hash must cover exactly that environment.
         """
-        action = services.action_request_claim_execution(
+        action = self._ledger.claim(
             action_request_id=action_request_id,
             environment=environment,
             environment_options=environment_options,
         )
         if action is None:
             return None
-        if not services.action_request_plan_intact(action=action):
-            return services.action_request_refuse(action=action, reason="the plan changed after approval")
+        if not self._ledger.plan_intact(action):
+            return self._refuse(action, "the plan changed after approval")
         entry = self._allowed.get(action.tool)
         if entry is None:
-            return services.action_request_refuse(
-                action=action, reason=f"{action.tool!r} is not on this environment's allow-list"
-            )
+            return self._refuse(action, f"{action.tool!r} is not on this environment's allow-list")
         toolset, spec = entry
         errors = list(Draft202012Validator(spec.parameters).iter_errors(action.args))
         if errors:
-            return services.action_request_refuse(
-                action=action, reason=f"invalid arguments: {errors[0].message}"
-            )
+            return self._refuse(action, f"invalid arguments: {errors[0].message}")
         try:
-            result = toolset.run(action.tool, dict(action.args))
+            result = toolset.run(action.tool, copy.deepcopy(action.args))
             ok, output = result.ok, result.output
         except Exception as exc:  # the action failed; record it rather than crash the worker
             ok, output = False, f"{type(exc).__name__}: {exc}"
@@ -88,4 +139,9 @@ class Executor:
             health = {"healthy": verdict.healthy, "detail": verdict.detail}
         except Exception as exc:
             health = {"healthy": False, "detail": f"health check failed: {type(exc).__name__}: {exc}"}
-        return services.action_request_finish(action=action, ok=ok, output=output, health=health)
+        status = self._ledger.finish(action, ok=ok, output=output, health=health)
+        return Execution(action.id, status, ok, output, health)
+
+    def _refuse(self, action: ClaimedAction, reason: str) -> Execution:
+        status = self._ledger.refuse(action, reason=reason)
+        return Execution(action.id, status, False, refused=reason)

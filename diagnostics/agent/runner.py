@@ -1,20 +1,24 @@
 """One investigation: wire the roles and loop decide -> probe -> analyze -> compress -> record.
 
 The runner gives the Probe the environment's read toolsets and the Observer only the *specs* of
-the write actions (plain data). Write toolsets are not kept: proposals become ActionRequests
-through the Recorder, and only the Executor (after approval) ever holds a WriteToolset.
-Every step is handed to the Recorder as it happens (the database recorder commits each one).
+the write actions (plain data). Write toolsets are not kept: proposals go to the Recorder, and only
+the Executor (after approval) ever holds a WriteToolset.
+
+Plain Python, no ORM: the outside world is the ``Recorder`` the caller hands in (every step as it
+happens, each proposal, the outcome at the end) and plain values (the alert, the environment, the
+admitted diagnostic skills). The incidents app's ``diagnostics.recording`` persists them; the replay
+evaluation keeps them in a ``MemoryRecorder``.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from jsonschema import Draft202012Validator
 
-from diagnostics import services
 from diagnostics.agent import config
 from diagnostics.agent.analyzers import AnalysisState, ToolOutput, analyze, normalize
 from diagnostics.agent.compressor import Compressor
@@ -32,11 +36,10 @@ from diagnostics.agent.observer import (
 )
 from diagnostics.agent.planner import RulePlanner
 from diagnostics.agent.probe import Probe
-from diagnostics.agent.skills import observer_skills
-from diagnostics.agent.subject import AlertContext, from_payload
-from diagnostics.models import Incident, Trajectory
+from diagnostics.agent.skills import SkillEntry
+from diagnostics.agent.subject import AlertContext
 from diagnostics.toolsets.base import ToolSpec
-from diagnostics.toolsets.registry import Environment, build_environment
+from diagnostics.toolsets.registry import Environment
 
 MODE_LLM = "llm"
 MODE_ANALYZERS = "analyzers"
@@ -56,29 +59,6 @@ class StepRecord:
     invocation_id: str = ""
 
 
-class Recorder(Protocol):
-    def step(self, record: StepRecord) -> None: ...
-
-    def propose(self, *, action: str, args: dict[str, Any], reason: str) -> str:
-        """Records a proposed action; returns a reference to it (e.g. the ActionRequest id)."""
-        ...
-
-
-class MemoryRecorder:
-    """Keeps steps in memory (the replay evaluation runs without a database)."""
-
-    def __init__(self) -> None:
-        self.steps: list[StepRecord] = []
-        self.proposals: list[dict[str, Any]] = []
-
-    def step(self, record: StepRecord) -> None:
-        self.steps.append(record)
-
-    def propose(self, *, action: str, args: dict[str, Any], reason: str) -> str:
-        self.proposals.append({"action": action, "args": args, "reason": reason})
-        return f"proposal-{len(self.proposals)}"
-
-
 @dataclass
 class Outcome:
     mode: str
@@ -92,6 +72,41 @@ class Outcome:
     exhausted: bool = False
 
 
+class Recorder(Protocol):
+    """Where an investigation reports what it does, as it happens."""
+
+    def step(self, record: StepRecord) -> None:
+        """Records one step (the database recorder commits each one at once)."""
+        ...
+
+    def propose(self, *, action: str, args: dict[str, Any], reason: str) -> str:
+        """Records a proposed action; returns a reference to it (e.g. the ActionRequest id)."""
+        ...
+
+    def finish(self, outcome: Outcome) -> None:
+        """Records the outcome once the diagnosis is submitted (the last call of an investigation)."""
+        ...
+
+
+class MemoryRecorder:
+    """Keeps steps in memory (the replay evaluation runs without a database)."""
+
+    def __init__(self) -> None:
+        self.steps: list[StepRecord] = []
+        self.proposals: list[dict[str, Any]] = []
+        self.outcome: Outcome | None = None
+
+    def step(self, record: StepRecord) -> None:
+        self.steps.append(record)
+
+    def propose(self, *, action: str, args: dict[str, Any], reason: str) -> str:
+        self.proposals.append({"action": action, "args": args, "reason": reason})
+        return f"proposal-{len(self.proposals)}"
+
+    def finish(self, outcome: Outcome) -> None:
+        self.outcome = outcome
+
+
 def action_specs(environment: Environment) -> list[ToolSpec]:
     """The specs of the environment's write actions; the write toolsets themselves are dropped."""
     return [spec for toolset in environment.write_toolsets() for spec in toolset.actions()]
@@ -103,7 +118,11 @@ def choose_mode(requested: str = "") -> str:
     return MODE_LLM if config.llm_configured() else MODE_ANALYZERS
 
 
-def build_observer_for(mode: str, client: GatewayClient | None = None) -> Observer:
+def build_observer_for(
+    mode: str, client: GatewayClient | None = None, *, skills: Sequence[SkillEntry] = ()
+) -> Observer:
+    """The Observer of ``mode``; in LLM mode, its prompts carry the matching ones of ``skills`` (the
+    diagnostic skills admitted for its profile, loaded by the caller)."""
     planner = RulePlanner()
     if mode != MODE_LLM:
         return planner
@@ -111,7 +130,7 @@ def build_observer_for(mode: str, client: GatewayClient | None = None) -> Observ
     client = client or gateway_client(profile)
     if client is None:
         return planner
-    return LLMObserver(client=client, fallback=planner, skills=observer_skills(profile))
+    return LLMObserver(client=client, fallback=planner, skills=skills)
 
 
 def _clip(text: str) -> tuple[str, bool]:
@@ -126,9 +145,13 @@ def investigate(
     recorder: Recorder,
     mode: str = "",
     observer: Observer | None = None,
+    skills: Sequence[SkillEntry] = (),
 ) -> Outcome:
+    """Runs one investigation to its diagnosis, reporting every step to ``recorder``.
+
+    ``observer``: who decides (default: the one of ``mode``, with ``skills`` when it is the LLM)."""
     mode = choose_mode(mode)
-    observer = observer or build_observer_for(mode)
+    observer = observer or build_observer_for(mode, skills=skills)
     if isinstance(observer, RulePlanner):
         mode = MODE_ANALYZERS
     probe = Probe(environment.read_toolsets())
@@ -282,7 +305,7 @@ def investigate(
             invocation_id=submit_invocation,
         )
     )
-    return Outcome(
+    finished = Outcome(
         mode=mode,
         diagnosis=diagnosis_text,
         root_cause=root_cause or fallback.root_cause,
@@ -293,6 +316,8 @@ def investigate(
         healthy=fallback.healthy,
         exhausted=exhausted,
     )
+    recorder.finish(finished)
+    return finished
 
 
 def _invalid_proposal(
@@ -307,61 +332,3 @@ def _invalid_proposal(
     if (action, args) in proposed:
         return "already proposed"
     return ""
-
-
-# --- persistence ---------------------------------------------------------------------------------
-
-
-class DatabaseRecorder:
-    """Commits every step as it happens, and turns proposals into pending ActionRequests."""
-
-    def __init__(self, trajectory: Trajectory) -> None:
-        self.trajectory = trajectory
-
-    def step(self, record: StepRecord) -> None:
-        services.step_record(
-            trajectory=self.trajectory,
-            phase=record.phase,
-            tool=record.tool[:200],
-            arguments=record.arguments,
-            result=record.result,
-            result_truncated=record.result_truncated,
-            ok=record.ok,
-            no_data=record.no_data,
-            summary=record.summary,
-            findings=record.findings,
-            gateway_invocation_id=record.invocation_id[:36],
-        )
-
-    def propose(self, *, action: str, args: dict[str, Any], reason: str) -> str:
-        request = services.action_request_propose(
-            trajectory=self.trajectory, tool=action, args=args, reason=reason
-        )
-        return f"action request {request.pk}"
-
-
-def alert_context_for(incident: Incident) -> AlertContext:
-    return from_payload(incident.alert or {}, title=incident.title, description=incident.description)
-
-
-def run_trajectory(trajectory: Trajectory, *, observer: Observer | None = None) -> Outcome:
-    """Runs a claimed trajectory to the end and stores its diagnosis."""
-    incident = trajectory.incident
-    environment = build_environment(incident.environment, incident.environment_options)
-    outcome = investigate(
-        alert=alert_context_for(incident),
-        environment=environment,
-        recorder=DatabaseRecorder(trajectory),
-        mode=trajectory.requested_mode,
-        observer=observer,
-    )
-    services.trajectory_finish(
-        trajectory=trajectory,
-        mode=outcome.mode,
-        diagnosis=outcome.diagnosis,
-        root_cause=outcome.root_cause,
-        findings=[f.to_json() for f in outcome.findings],
-        tool_calls=len(outcome.tool_calls),
-        no_data_calls=outcome.no_data_calls,
-    )
-    return outcome

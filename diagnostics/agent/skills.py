@@ -3,9 +3,10 @@
 The Evolver (in ``training``) turns failed diagnoses into corrective plans and admits them as the
 SkillBook text of the Observer's task profile (``routing.TaskProfile.skillbook_text``, written
 through a routing service). This module owns that text's format: the Evolver renders entries with
-:func:`render_skillbook`, the Observer parses the text back with :func:`parse_skillbook` and puts
-the entries whose signature matches the incident at hand into its prompt. So diagnostics never
-imports training: the only thing the two share is text in routing's table.
+:func:`render_skillbook`; the incidents app reads the text (``diagnostics.recording.observer_skills``)
+and parses it back with :func:`parse_skillbook`, and the Observer puts the entries whose signature
+matches the incident at hand into its prompt. So diagnostics never imports training: the only thing
+the two share is text in routing's table. Plain Python: this module reads no table itself.
 
 An entry is a header line with the signature, then the plan::
 
@@ -26,7 +27,6 @@ from typing import Any
 from diagnostics.agent.analyzers.base import service_of
 from diagnostics.agent.findings import Finding
 from diagnostics.agent.subject import AlertContext
-from routing.models import TaskProfile
 
 HEADER = (
     "# SRE diagnostic skills: corrective plans learned from past diagnoses that went wrong. When an "
@@ -166,9 +166,3 @@ def render_matches(entries: Sequence[SkillEntry]) -> list[str]:
         "## Skills for similar incidents (corrective plans from past diagnoses; follow the plan)",
         *(entry.render() for entry in entries),
     ]
-
-
-def observer_skills(profile: str) -> list[SkillEntry]:
-    """The skills admitted for the Observer's task profile (read from routing's table)."""
-    text = TaskProfile.objects.filter(name=profile).values_list("skillbook_text", flat=True).first()
-    return parse_skillbook(text or "")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -11,6 +11,7 @@ from typing import Any
 from diagnostics.agent.llm import GatewayClient
 from diagnostics.agent.observer import Observer
 from diagnostics.agent.runner import MemoryRecorder, build_observer_for, investigate
+from diagnostics.agent.skills import SkillEntry
 from diagnostics.evaluation import metrics
 from diagnostics.evaluation.cases import Case, discover_cases
 from diagnostics.evaluation.grading import Grade, grade
@@ -91,13 +92,16 @@ def evaluate(
     only: str = "",
     observer_factory: Callable[[], Observer] | None = None,
     progress: Callable[[CaseRun], None] | None = None,
+    skills: Sequence[SkillEntry] = (),
 ) -> list[CaseRun]:
+    """Runs every case (``runs`` times) and grades it. The Observer of each run comes from
+    ``observer_factory``, else it is the one of ``mode`` (in LLM mode, with ``skills``)."""
     results = []
     for case in discover_cases(root):
         if only and only not in case.name:
             continue
         for run in range(1, runs + 1):
-            observer = observer_factory() if observer_factory else build_observer_for(mode)
+            observer = observer_factory() if observer_factory else build_observer_for(mode, skills=skills)
             result = run_case(case, run=run, mode=mode, observer=observer)
             if case.expected is not None and not result.error:
                 result.grade = grade(case.expected, result.diagnosis, judge=judge, mode=grader)

@@ -1,4 +1,4 @@
-"""Where the local lab lives and how it is wired: one frozen value, read from the environment."""
+"""Where the local lab lives and how it is wired: one frozen value, from the DIAGNOSTICS_LAB_* settings."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from app.env import env_float, env_int, env_optional, env_str
+from django.conf import settings
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 MAX_WORKERS = 4
@@ -20,6 +20,7 @@ class LabConfig:
     root: Path
     port_base: int = 18300
     store: str = "auto"  # auto | redis | python
+    redis_server: str = ""  # the redis-server to run; empty: the one on PATH
     workers: int = 2
     spool_quota_bytes: int = 4 * 1024 * 1024
     worker_memory_mb: int = 256
@@ -31,19 +32,20 @@ class LabConfig:
     cpu_max_percent: float = 25.0
 
     @classmethod
-    def from_env(cls) -> LabConfig:
+    def from_settings(cls) -> LabConfig:
         return cls(
-            root=Path(env_str("SKILLGATE_LAB_DIR", str(REPO_ROOT / "var" / "lab"))),
-            port_base=env_int("SKILLGATE_LAB_PORT_BASE", 18300),
-            store=env_str("SKILLGATE_LAB_STORE", "auto"),
-            workers=env_int("SKILLGATE_LAB_WORKERS", 2),
-            spool_quota_bytes=env_int("SKILLGATE_LAB_SPOOL_QUOTA_BYTES", 4 * 1024 * 1024),
-            worker_memory_mb=env_int("SKILLGATE_LAB_WORKER_MEMORY_MB", 256),
-            loadgen_rate=env_float("SKILLGATE_LAB_LOADGEN_RATE", 4.0),
-            health_timeout_s=env_float("SKILLGATE_LAB_HEALTH_TIMEOUT_S", 20.0),
-            error_rate_max=env_float("SKILLGATE_LAB_ERROR_RATE_MAX", 0.05),
-            latency_max_ms=env_float("SKILLGATE_LAB_LATENCY_MAX_MS", 100.0),
-            cpu_max_percent=env_float("SKILLGATE_LAB_CPU_MAX_PERCENT", 25.0),
+            root=Path(settings.DIAGNOSTICS_LAB_DIR),
+            port_base=int(settings.DIAGNOSTICS_LAB_PORT_BASE),
+            store=str(settings.DIAGNOSTICS_LAB_STORE),
+            redis_server=str(settings.DIAGNOSTICS_LAB_REDIS_SERVER),
+            workers=int(settings.DIAGNOSTICS_LAB_WORKERS),
+            spool_quota_bytes=int(settings.DIAGNOSTICS_LAB_SPOOL_QUOTA_BYTES),
+            worker_memory_mb=int(settings.DIAGNOSTICS_LAB_WORKER_MEMORY_MB),
+            loadgen_rate=float(settings.DIAGNOSTICS_LAB_LOADGEN_RATE),
+            health_timeout_s=float(settings.DIAGNOSTICS_LAB_HEALTH_TIMEOUT_S),
+            error_rate_max=float(settings.DIAGNOSTICS_LAB_ERROR_RATE_MAX),
+            latency_max_ms=float(settings.DIAGNOSTICS_LAB_LATENCY_MAX_MS),
+            cpu_max_percent=float(settings.DIAGNOSTICS_LAB_CPU_MAX_PERCENT),
         )
 
     # --- ports: store, api, web at base, base+1, base+2; worker i's metrics at base+10+i ---------
@@ -114,7 +116,7 @@ class LabConfig:
         """The redis-server to run, or None for the Python store."""
         if self.store == "python":
             return None
-        found = env_optional("SKILLGATE_LAB_REDIS_SERVER") or shutil.which("redis-server")
+        found = self.redis_server or shutil.which("redis-server")
         if self.store == "redis" and found is None:
             raise FileNotFoundError("SKILLGATE_LAB_STORE=redis but no redis-server on PATH")
         return found

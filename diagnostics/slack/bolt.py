@@ -14,10 +14,10 @@ import logging
 from functools import lru_cache
 from typing import Any
 
-from django.db import transaction
 from slack_bolt import Ack, App, BoltRequest
 from slack_bolt.adapter.django import SlackRequestHandler
 
+from core.queues import on_commit
 from diagnostics.slack import conf, messages, services
 from diagnostics.slack.models import SlackEvent
 
@@ -46,7 +46,7 @@ def _store(*, key: str, kind: str, payload: dict[str, Any], request: BoltRequest
         log.info("dropped a repeated Slack delivery %s (retry %s)", key, _retry_num(request))
         return False
     event_id = event.pk
-    transaction.on_commit(lambda: enqueue_event(event_id))
+    on_commit(enqueue_event, event_id)
     return True
 
 

@@ -6,21 +6,20 @@ from django.conf import settings
 from slack_sdk import WebClient
 from slack_sdk.http_retry.builtin_handlers import RateLimitErrorRetryHandler
 
-DEFAULT_API_URL = "https://slack.com/api/"
 OFF_MESSAGE = "The Slack bot is off: set SLACK_BOT_TOKEN and SLACK_SIGNING_SECRET to turn it on."
 
 
 def bot_token() -> str:
-    return str(getattr(settings, "SLACK_BOT_TOKEN", "") or "")
+    return str(settings.SLACK_BOT_TOKEN or "")
 
 
 def signing_secret() -> str:
-    return str(getattr(settings, "SLACK_SIGNING_SECRET", "") or "")
+    return str(settings.SLACK_SIGNING_SECRET or "")
 
 
 def api_url() -> str:
     """The Web API base URL (a local stand-in in tests); always ends with a slash, as slack_sdk expects."""
-    url = str(getattr(settings, "SLACK_API_URL", "") or DEFAULT_API_URL)
+    url = str(settings.SLACK_API_URL)
     return url if url.endswith("/") else url + "/"
 
 
@@ -29,11 +28,11 @@ def enabled() -> bool:
 
 
 def open_needs_role() -> bool:
-    return bool(getattr(settings, "SLACK_OPEN_NEEDS_ROLE", False))
+    return bool(settings.SLACK_OPEN_NEEDS_ROLE)
 
 
 def command_name() -> str:
-    return str(getattr(settings, "SLACK_COMMAND", "/sre"))
+    return str(settings.SLACK_COMMAND)
 
 
 def web_client_for(*, token: str, api_url: str) -> WebClient:

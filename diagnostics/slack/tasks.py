@@ -18,6 +18,8 @@ from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.webhook import WebhookClient
 
+from core.errors import ServiceError
+from core.queues import enqueue
 from diagnostics import selectors as diagnostics_selectors
 from diagnostics import services as diagnostics_services
 from diagnostics.agent import config
@@ -36,17 +38,12 @@ APPROVED_STATES = {
 }
 
 
-def _options() -> dict[str, str]:
-    queue = config.setting("DIAGNOSTICS_QUEUE", "")
-    return {"queue": str(queue)} if queue else {}
-
-
 def enqueue_event(event_id: int) -> None:
-    handle_event.apply_async((event_id,), **_options())
+    enqueue(handle_event, event_id, queue=config.task_queue())
 
 
 def enqueue_sync(trajectory_id: int) -> None:
-    sync_thread.apply_async((trajectory_id,), **_options())
+    enqueue(sync_thread, trajectory_id, queue=config.task_queue())
 
 
 # --- deliveries ----------------------------------------------------------------------------------
@@ -206,7 +203,7 @@ def _decide(event: SlackEvent, client: WebClient) -> str:
             decided = diagnostics_services.action_request_deny(
                 action_request_id=action_id, user=user, note="via Slack"
             )
-    except diagnostics_services.ServiceError as exc:
+    except ServiceError as exc:
         current = diagnostics_selectors.action_request_get(action_request_id=action_id)
         same = APPROVED_STATES if approve else {ActionRequest.Status.DENIED}
         repeat = (

@@ -62,7 +62,7 @@ class LocalReadToolset(ReadToolset):
     name: ClassVar[str] = "local"
 
     def __init__(self, config: LabConfig | None = None) -> None:
-        config = config or LabConfig.from_env()
+        config = config or LabConfig.from_settings()
         self._config = config
         self._supervisor = SupervisorReader(str(config.socket_path))
 
@@ -273,7 +273,7 @@ class LocalWriteToolset(WriteToolset):
     name: ClassVar[str] = "local"
 
     def __init__(self, config: LabConfig | None = None) -> None:
-        config = config or LabConfig.from_env()
+        config = config or LabConfig.from_settings()
         self._lab = Lab(config)
         self._health = HealthChecker(config)
 

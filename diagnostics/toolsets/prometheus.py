@@ -13,9 +13,9 @@ from datetime import UTC, datetime
 from typing import Any, ClassVar
 
 import httpx
+from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
-from app.env import env_float, env_optional
 from diagnostics.toolsets.base import ReadToolset, ToolResult, ToolSpec, object_schema, validation_error
 
 MAX_SERIES = 50
@@ -36,11 +36,11 @@ class PrometheusConfig:
     timeout_s: float = 10.0
 
     @classmethod
-    def from_env(cls) -> PrometheusConfig:
+    def from_settings(cls) -> PrometheusConfig:
         return cls(
-            url=env_optional("SKILLGATE_PROMETHEUS_URL"),
-            bearer_token=env_optional("SKILLGATE_PROMETHEUS_TOKEN"),
-            timeout_s=env_float("SKILLGATE_PROMETHEUS_TIMEOUT_S", 10.0),
+            url=settings.DIAGNOSTICS_PROMETHEUS_URL,
+            bearer_token=settings.DIAGNOSTICS_PROMETHEUS_TOKEN,
+            timeout_s=float(settings.DIAGNOSTICS_PROMETHEUS_TIMEOUT_S),
         )
 
 
@@ -81,7 +81,7 @@ class PrometheusReadToolset(ReadToolset):
     name: ClassVar[str] = "prometheus"
 
     def __init__(self, config: PrometheusConfig | None = None) -> None:
-        config = config or PrometheusConfig.from_env()
+        config = config or PrometheusConfig.from_settings()
         if not config.url:
             raise ToolsetNotConfigured("Set SKILLGATE_PROMETHEUS_URL to use the prometheus toolset.")
         self._url = config.url.rstrip("/")

@@ -59,7 +59,7 @@ def register_environment(cls: type[Environment]) -> type[Environment]:
 
 
 def _modules() -> dict[str, str]:
-    return {**DEFAULT_MODULES, **getattr(settings, "DIAGNOSTICS_ENVIRONMENT_MODULES", {})}
+    return {**DEFAULT_MODULES, **settings.DIAGNOSTICS_ENVIRONMENT_MODULES}
 
 
 def _import(module_name: str) -> Any:

@@ -340,8 +340,7 @@ class ReplayToolset(ReadToolset):
 
 
 def replay_root() -> Path:
-    default = Path(settings.EVAL_DIR) / "holmesgpt" / "cases"
-    return Path(getattr(settings, "DIAGNOSTICS_REPLAY_ROOT", default))
+    return Path(settings.DIAGNOSTICS_REPLAY_ROOT)
 
 
 @register_environment

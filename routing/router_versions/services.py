@@ -10,6 +10,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Max
 from django.utils import timezone
 
+from core.errors import ServiceError
 from routing.models import RouterVersion, TaskProfile
 from routing.router_learning.calibration import PolicyData, Target
 from routing.router_learning.evaluate import featurize, train_and_calibrate
@@ -23,12 +24,16 @@ from routing.router_versions.data import configured_spec, ledger_records, sample
 Status = RouterVersion.Status
 
 
-class RouterTrainingError(Exception):
+class RouterTrainingError(ServiceError):
     """No candidate could be trained (too little data, one already training, ...)."""
 
+    code, status = "router_not_trained", 409
 
-class RouterVersionError(ValueError):
+
+class RouterVersionError(ServiceError, ValueError):
     """An admission or rollback that does not apply to this version."""
+
+    code, status = "invalid_router_version", 409
 
 
 def _claim(*, profile: TaskProfile, target: Target) -> RouterVersion:

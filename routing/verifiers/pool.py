@@ -24,18 +24,14 @@ from django.conf import settings
 
 from routing.verifiers.base import Verdict, Verifier
 
-DEFAULT_WORKERS = 4
-DEFAULT_QUEUE_WAIT_S = 30.0
-
 _lock = threading.Lock()
 _executor: ThreadPoolExecutor | None = None
 _executor_size = 0
 
 
 def _config() -> tuple[int, float]:
-    conf = getattr(settings, "SKILLGATE", {})
-    workers = int(conf.get("VERIFIER_WORKERS", DEFAULT_WORKERS))
-    return max(1, workers), float(conf.get("VERIFIER_QUEUE_WAIT_S", DEFAULT_QUEUE_WAIT_S))
+    conf = settings.SKILLGATE
+    return max(1, int(conf["VERIFIER_WORKERS"])), float(conf["VERIFIER_QUEUE_WAIT_S"])
 
 
 def executor() -> ThreadPoolExecutor:

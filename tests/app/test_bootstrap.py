@@ -5,28 +5,26 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 from decimal import Decimal
 from pathlib import Path
 
 import httpx
 import openai
-import pytest
 
-from tests.conftest import free_port
+from tests.support.vllm import free_port
+from tests.support.wait import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def wait_healthy(url: str) -> None:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
+    def healthy() -> bool:
         try:
-            if httpx.get(url, timeout=1).status_code == 200:
-                return
+            return httpx.get(url, timeout=1).status_code == 200
         except httpx.TransportError:
-            time.sleep(0.2)
-    pytest.fail(f"{url} did not answer")
+            return False
+
+    wait_until(healthy, timeout=60, interval=0.2, what=f"{url} to answer 200")
 
 
 def test_teacher_configured_by_environment_answers_calls(tmp_path, stub):

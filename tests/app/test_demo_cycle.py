@@ -12,9 +12,15 @@ from django.core.management import CommandError, call_command
 from app.demo import CAPITALS, extract_json_call
 from app.demo_cycle import follow, summarize
 from routing.models import Invocation
-from tests.conftest import free_port
-from tests.factories import InvocationFactory, TaskProfileFactory
-from training.models import Adapter, Cycle, TrainingRun
+from tests.factories import (
+    AdapterFactory,
+    CycleFactory,
+    InvocationFactory,
+    TaskProfileFactory,
+    TrainingRunFactory,
+)
+from tests.support.vllm import free_port
+from training.models import Cycle, TrainingRun
 from training.services.cycle.calls import split_of
 
 
@@ -71,11 +77,11 @@ def test_demo_cycle_refuses_to_start_when_nothing_serves() -> None:
 @pytest.mark.django_db
 def test_follow_reports_the_training_run_by_eighths_and_stops_when_the_cycle_ends() -> None:
     profile = TaskProfileFactory.create()
-    adapter = Adapter.objects.create(profile=profile, version=1, name="p-v1", path="/x", base_model="b")
-    run = TrainingRun.objects.create(
+    adapter = AdapterFactory.create(profile=profile, version=1)
+    run = TrainingRunFactory.create(
         adapter=adapter, status=TrainingRun.Status.RUNNING, step=5, total_steps=40, progress=[]
     )
-    cycle = Cycle.objects.create(
+    cycle = CycleFactory.create(
         profile=profile, stage=Cycle.Stage.ADAPTER, status=Cycle.Status.WAITING, training_run=run
     )
     lines = follow(cycle.pk, timeout_s=30, poll_s=0)

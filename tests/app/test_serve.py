@@ -7,13 +7,13 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
 import pytest
 
-from tests.conftest import free_port
+from tests.support.vllm import free_port
+from tests.support.wait import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -35,17 +35,20 @@ def start_serve(tmp_path: Path, port: int) -> subprocess.Popen[str]:
     )
 
 
+def answers_200(url: str) -> bool:
+    try:
+        return httpx.get(url, timeout=1).status_code == 200
+    except httpx.TransportError:
+        return False
+
+
 def wait_ready(url: str, proc: subprocess.Popen[str]) -> None:
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline:
-        assert proc.poll() is None, proc.stdout.read() if proc.stdout else ""
-        try:
-            if httpx.get(url, timeout=1).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.3)
-    pytest.fail("serve did not become ready")
+    def exited() -> str | None:
+        if proc.poll() is None:
+            return None
+        return f"serve exited ({proc.returncode}):\n{proc.stdout.read() if proc.stdout else ''}"
+
+    wait_until(lambda: answers_200(url), timeout=90, interval=0.3, what="serve to be ready", abort=exited)
 
 
 def test_serve_runs_on_the_embedded_default_and_stops_cleanly(tmp_path):

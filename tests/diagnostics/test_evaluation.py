@@ -13,7 +13,7 @@ from diagnostics.evaluation.cases import discover_cases, expected_facts, load_ca
 from diagnostics.evaluation.grading import entities, grade_fact, keyword_grade
 from diagnostics.evaluation.metrics import avg_at_k, best_at_k, pass_rate
 from diagnostics.toolsets.replay import ReplayEnvironment
-from tests.diagnostics.conftest import CASES
+from tests.support.fake_environment import CASES
 
 
 def diagnose(case_name: str) -> tuple[str, list[str], list[dict[str, object]]]:

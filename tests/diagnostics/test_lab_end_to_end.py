@@ -14,15 +14,14 @@ import pytest
 from django.contrib.auth.models import User
 
 from diagnostics import tasks
-from diagnostics.lab.config import LabConfig
 from diagnostics.lab.control import Lab
 from diagnostics.lab.faults import get_fault
 from diagnostics.lab.probes import processes_where
 from diagnostics.lab.supervisor import SupervisorReader
 from diagnostics.models import ActionRequest, Trajectory
-from diagnostics.toolsets.local import LocalWriteToolset
-from tests.diagnostics.lab.test_local_lab import _free_port_base
+from diagnostics.toolsets.local import LocalReadToolset, LocalWriteToolset
 from tests.factories import make_key
+from tests.support.lab import local_environment_lab, wait_for_symptoms
 
 # How each fault must be diagnosed: the service it is localized to, words of the symptom that the
 # diagnosis or a finding must state, and the one action (with these arguments) that mitigates it.
@@ -56,36 +55,12 @@ EXPECTED: dict[str, tuple[str, tuple[str, ...], str, dict[str, Any]]] = {
     ),
     "queue_backlog": ("worker", ("0 processes", "from 2 to 0"), "scale_workers", {"count": 2}),
 }
-# Give a fault time to show before the diagnosis looks (a crash loop, failing jobs, error logs).
-SETTLE_S = 3.0
 
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
-    """The lab, reachable by the `local` environment (which reads its config from the environment)."""
-    config = LabConfig(
-        root=tmp_path_factory.mktemp("lab-e2e"), port_base=_free_port_base(), health_timeout_s=20
-    )
-    saved = {k: os.environ.get(k) for k in ("SKILLGATE_LAB_DIR", "SKILLGATE_LAB_PORT_BASE")}
-    os.environ["SKILLGATE_LAB_DIR"] = str(config.root)
-    os.environ["SKILLGATE_LAB_PORT_BASE"] = str(config.port_base)
-    lab = Lab(config)
-    session: int | None = None
-    try:
-        lab.up(timeout=40)
-        session = int(config.pidfile.read_text())
-        yield lab
-    finally:
-        lab.down()
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
-        if session is not None:
-            left = processes_where(lambda stat: stat.sid == session)
-            assert left == [], f"processes left behind: {left}"
-        assert not lab.is_running()
+    with local_environment_lab(tmp_path_factory.mktemp("lab-e2e")) as running:
+        yield running
 
 
 @pytest.fixture
@@ -127,7 +102,7 @@ def test_fault_diagnosed_approved_and_healed_over_http(
     assert writer.health("lab").healthy, "the lab is not healthy before the fault"
     fault = get_fault(fault_name)
     fault.inject(lab)
-    time.sleep(SETTLE_S)
+    wait_for_symptoms(LocalReadToolset(lab.config), fault_name)  # before the diagnosis looks
 
     operations = ["incidents:read", "incidents:write", "actions:approve"]
     requester_key = make_key(name="requester", owner=requester, scopes=operations).raw

@@ -14,8 +14,8 @@ from diagnostics.evaluation.grading import grade
 from diagnostics.models import Step, Trajectory
 from diagnostics.tasks import run_diagnosis
 from routing.models import Invocation, TaskProfile
-from tests.diagnostics.conftest import CASES
 from tests.factories import TaskProfileFactory
+from tests.support.fake_environment import CASES
 from tests.support.openai_stub import Reply
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -27,7 +27,7 @@ POD = "payment-processing-worker-747ccfb9db-78qds"
 def llm(settings, monkeypatch, gateway_url, backends, trusted_key, no_enqueue):  # type: ignore[no-untyped-def]
     settings.SKILLGATE_GATEWAY_URL = f"{gateway_url}/v1"
     settings.DIAGNOSTICS_REPLAY_ROOT = str(CASES)
-    monkeypatch.setenv("SKILLGATE_AGENT_API_KEY", trusted_key.raw)
+    settings.DIAGNOSTICS_AGENT_API_KEY = trusted_key.raw
     for name in ("sre-observer", "sre-judge"):
         TaskProfileFactory.create(
             name=name, policy=TaskProfile.Policy.ALWAYS_TEACHER, allow_call_verifier=True

@@ -12,7 +12,7 @@ import pytest
 
 from diagnostics.toolsets.registry import UnknownEnvironment, build_environment
 from diagnostics.toolsets.replay import ReplayEnvironment, ReplayToolset
-from tests.diagnostics.conftest import CASES
+from tests.support.fake_environment import CASES
 
 
 def record(

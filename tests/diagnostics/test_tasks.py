@@ -12,7 +12,7 @@ pytestmark = pytest.mark.django_db
 
 
 def test_run_diagnosis_on_a_replay_case_persists_every_step_and_the_diagnosis(settings, no_enqueue):
-    from tests.diagnostics.conftest import CASES
+    from tests.support.fake_environment import CASES
 
     settings.DIAGNOSTICS_REPLAY_ROOT = str(CASES)
     incident = services.incident_open(

@@ -10,8 +10,8 @@ import openai
 import pytest
 
 from routing.models import Backend, Invocation, TaskProfile
-from tests.conftest import TEACHER_PRICES
 from tests.factories import TaskProfileFactory
+from tests.support.gateway import TEACHER_PRICES
 from tests.support.openai_stub import Reply
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -9,29 +9,11 @@ import openai
 import pytest
 
 from routing.models import Backend, Invocation, TaskProfile
-from tests.conftest import STUDENT_PRICES, TEACHER_PRICES
 from tests.factories import TaskProfileFactory
+from tests.support.gateway import GOOD, SCHEMA, STUDENT_PRICES, TEACHER_PRICES, by_model, client
 from tests.support.openai_stub import Reply
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-SCHEMA = {
-    "type": "object",
-    "properties": {"city": {"type": "string"}, "population": {"type": "integer"}},
-    "required": ["city", "population"],
-}
-GOOD = json.dumps({"city": "Paris", "population": 2100000})
-
-
-def client(gateway_url: str, key: str) -> openai.OpenAI:
-    return openai.OpenAI(base_url=f"{gateway_url}/v1", api_key=key, max_retries=0)
-
-
-def by_model(student: str, teacher: str, **kw: object) -> object:
-    def respond(body: dict[str, object]) -> Reply:
-        return Reply(content=student if "student" in str(body["model"]) else teacher, **kw)  # type: ignore[arg-type]
-
-    return respond
 
 
 def json_profile() -> TaskProfile:

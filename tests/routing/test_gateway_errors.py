@@ -12,7 +12,7 @@ from django.test import override_settings
 from routing.models import ApiKey, Invocation
 from routing.services import api_key_revoke
 from tests.factories import TaskProfileFactory, make_key
-from tests.routing.test_gateway_api import client
+from tests.support.gateway import client
 from tests.support.openai_stub import Reply
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -4,7 +4,6 @@ must be verified are buffered and verified before the first byte."""
 from __future__ import annotations
 
 import json
-import time
 
 import httpx
 import openai
@@ -12,8 +11,9 @@ import pytest
 
 from routing.models import ApiKey, Invocation, Reservation, TaskProfile
 from tests.factories import TaskProfileFactory
-from tests.routing.test_gateway_api import GOOD, SCHEMA, by_model, client
+from tests.support.gateway import GOOD, SCHEMA, by_model, client
 from tests.support.openai_stub import Reply
+from tests.support.wait import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -130,10 +130,7 @@ def test_client_hanging_up_mid_stream_still_writes_one_row_and_settles(gateway_u
         for line in resp.iter_lines():
             if line.startswith("data: ") and "word" in line:
                 break  # hang up after the first words
-    deadline = time.monotonic() + 10
-    while not Invocation.objects.exists():
-        assert time.monotonic() < deadline, "no ledger row after the client hung up"
-        time.sleep(0.1)
+    wait_until(Invocation.objects.exists, timeout=10, what="the ledger row after the client hung up")
     row = Invocation.objects.get()
     assert row.served_by == "teacher" and row.stream
     assert 0 < len(row.response["message"]["content"].split()) < 40

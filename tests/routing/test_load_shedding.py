@@ -15,6 +15,7 @@ from routing import inflight
 from routing.models import Invocation, Reservation
 from tests.factories import make_key
 from tests.support.openai_stub import Reply
+from tests.support.wait import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -37,10 +38,7 @@ def post(gateway_url: str, key: str, **extra: object) -> httpx.Response:
 
 
 def wait_in_flight(count: int) -> None:
-    deadline = time.monotonic() + 10
-    while inflight.in_flight() != count:
-        assert time.monotonic() < deadline, f"{inflight.in_flight()} in flight, expected {count}"
-        time.sleep(0.02)
+    wait_until(lambda: inflight.in_flight() == count, timeout=10, interval=0.02, what=f"{count} in flight")
 
 
 def test_a_call_past_the_limit_is_shed_at_once_and_leaves_nothing_behind(

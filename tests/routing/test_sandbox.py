@@ -1,7 +1,8 @@
 """The Python sandbox (routing/verifiers/sandbox.py, bwrap.py, seccomp.py) run for real, no database.
 
-Attacks through the running gateway are in tests/security/test_sandbox_attacks.py; these tests call
-``run_python`` directly and check each isolation invariant from the inside and from the host.
+Attacks through the running gateway are in tests/security/test_sandbox_escapes.py and
+test_sandbox_resources.py; these tests call ``run_python`` directly and check each isolation
+invariant from the inside and from the host.
 """
 
 from __future__ import annotations
@@ -19,20 +20,7 @@ import pytest
 from routing.verifiers import sandbox, seccomp
 from routing.verifiers.bwrap import TMPFS_BYTES
 from routing.verifiers.sandbox import FILE_SIZE_LIMIT, OUTPUT_LIMIT, PROCESS_LIMIT, run_python
-
-
-def processes_with(marker: str) -> list[int]:
-    """Host pids whose command line contains ``marker`` (read from the host's /proc)."""
-    pids = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
-            except OSError:
-                continue
-            if marker.encode() in cmdline:
-                pids.append(int(entry))
-    return pids
+from tests.support.sandbox import processes_with
 
 
 def run(source: str, *, timeout_s: float = 5, memory_mb: int = 256):

@@ -4,8 +4,6 @@ human requester still needs an untouched approver, and a plan approved for one e
 in another. After each refusal the service keeps serving: the next, legitimate request works.
 """
 
-# ruff: noqa: F811  (the Slack fixtures are imported by name and requested by name)
-
 from __future__ import annotations
 
 import json
@@ -14,7 +12,7 @@ from typing import Any
 
 import httpx
 import pytest
-from django.contrib.auth.models import Group, User
+from django.contrib.auth.models import User
 from django.middleware.csrf import _get_new_csrf_string  # type: ignore[attr-defined]
 from django.test import Client
 
@@ -22,9 +20,9 @@ from diagnostics import services, tasks
 from diagnostics.models import ActionRequest, Incident, IncidentTouch, Trajectory
 from diagnostics.toolsets.registry import register_environment
 from routing import scopes
-from tests.diagnostics.conftest import FakeEnvironment, FakeWrite
-from tests.factories import KeyPair, make_key
-from tests.slack.conftest import bot, linked, queue, slack, slack_client, slack_stub  # noqa: F401
+from tests.factories import KeyPair, UserFactory, make_key
+from tests.support.fake_environment import FakeEnvironment
+from tests.support.slack_bot import linked
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -39,30 +37,14 @@ class ProductionEnvironment(FakeEnvironment):
 
 
 @pytest.fixture
-def write_log() -> list[tuple[str, dict[str, Any]]]:
-    FakeWrite.runs.clear()
-    return FakeWrite.runs
-
-
-@pytest.fixture
-def enqueued(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:
-    """The server runs in this process: the test plays the worker (``run`` below)."""
-    sent: list[tuple[str, int]] = []
-    monkeypatch.setattr("diagnostics.tasks.enqueue_diagnosis", lambda pk: sent.append(("diagnosis", pk)))
-    monkeypatch.setattr("diagnostics.tasks.enqueue_execution", lambda pk: sent.append(("execution", pk)))
-    return sent
-
-
-@pytest.fixture
 def api(gateway_url: str) -> Iterator[httpx.Client]:
     with httpx.Client(base_url=gateway_url, timeout=60) as client:
         yield client
 
 
 def person(username: str, *roles: str) -> User:
-    user = User.objects.create(username=username)
-    user.groups.set([Group.objects.get(name=role) for role in roles])
-    return User.objects.get(pk=user.pk)
+    user = UserFactory.create(username=username, roles=list(roles))
+    return User.objects.get(pk=user.pk)  # drop the permission cache
 
 
 def key_of(user: User, *granted: str) -> KeyPair:

@@ -25,8 +25,8 @@ from diagnostics.api_auth import Access
 from diagnostics.models import ActionRequest, Trajectory
 from routing import scopes
 from routing.models import ApiKey
-from tests.diagnostics.conftest import FakeEnvironment  # noqa: F401  (registers the "fake" environment)
-from tests.factories import KeyPair, make_key
+from tests.factories import KeyPair, UserFactory, make_key
+from tests.support.fake_environment import FakeEnvironment  # noqa: F401  (registers the "fake" environment)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -119,15 +119,6 @@ class World:
 
 
 @pytest.fixture
-def enqueued(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:
-    """The server runs in this process: record the Celery messages instead of sending them."""
-    sent: list[tuple[str, int]] = []
-    monkeypatch.setattr("diagnostics.tasks.enqueue_diagnosis", lambda pk: sent.append(("diagnosis", pk)))
-    monkeypatch.setattr("diagnostics.tasks.enqueue_execution", lambda pk: sent.append(("execution", pk)))
-    return sent
-
-
-@pytest.fixture
 def world(gateway_url: str, transactional_db: None, enqueued: list[tuple[str, int]]) -> World:
     users = {role: _user(role, role) for role in ROLES}
     users["none"] = _user("nobody")
@@ -148,9 +139,7 @@ def world(gateway_url: str, transactional_db: None, enqueued: list[tuple[str, in
 
 
 def _user(username: str, *roles: str) -> User:
-    user = User.objects.create(username=username)
-    user.groups.set([Group.objects.get(name=role) for role in roles])
-    return user
+    return UserFactory.create(username=username, roles=list(roles))
 
 
 def _call(

@@ -8,8 +8,6 @@ stand-in is checked: the only control sequences left are the ones the bot writes
 mention, the date token).
 """
 
-# ruff: noqa: F811  (the Slack fixtures are imported by name and requested by name)
-
 from __future__ import annotations
 
 import re
@@ -21,8 +19,8 @@ from diagnostics.models import Incident, Trajectory
 from diagnostics.slack import messages
 from diagnostics.toolsets.base import ReadToolset, ToolResult
 from diagnostics.toolsets.registry import register_environment
-from tests.diagnostics.conftest import FakeEnvironment, FakeRead
-from tests.slack.conftest import bot, linked, queue, slack, slack_client, slack_stub  # noqa: F401
+from tests.support.fake_environment import FakeEnvironment, FakeRead
+from tests.support.slack_bot import linked
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from diagnostics.models import ActionRequest, Incident
 from diagnostics.slack.models import SlackEvent
-from tests.slack.conftest import linked
+from tests.support.slack_bot import linked
 
 
 @pytest.fixture

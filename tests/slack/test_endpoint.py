@@ -9,7 +9,7 @@ import httpx
 
 from diagnostics.models import Incident
 from diagnostics.slack.models import SlackEvent
-from tests.slack.conftest import SECRET
+from tests.support.slack_bot import SECRET
 
 CHALLENGE = json.dumps({"token": "t", "challenge": "c0ffee", "type": "url_verification"})
 

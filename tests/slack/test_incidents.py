@@ -13,7 +13,7 @@ from diagnostics.models import ActionRequest, Incident, Trajectory
 from diagnostics.slack import services
 from diagnostics.slack.models import SlackEvent
 from diagnostics.slack.tasks import handle_event
-from tests.slack.conftest import CHANNEL, TOKEN, linked
+from tests.support.slack_bot import CHANNEL, TOKEN, linked
 
 
 def thread_texts(slack, thread_ts: str) -> list[str]:

@@ -8,13 +8,13 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from diagnostics.slack import selectors
-from tests.diagnostics.conftest import _user
+from tests.support.fake_environment import incident_user
 
 pytestmark = pytest.mark.django_db
 
 
 def test_link_a_member_and_relink_it_to_someone_else():
-    alice, bob = _user("alice", approver=True), _user("bob")
+    alice, bob = incident_user("alice", approver=True), incident_user("bob")
     out = StringIO()
     call_command("slack_link_user", "u0alice", "alice", stdout=out)
     assert "U0ALICE acts as alice; can approve" in out.getvalue()
@@ -28,7 +28,7 @@ def test_link_a_member_and_relink_it_to_someone_else():
 
 
 def test_bad_member_ids_and_unknown_users_are_refused():
-    _user("alice")
+    incident_user("alice")
     with pytest.raises(CommandError, match="not a Slack member id"):
         call_command("slack_link_user", "C0CHANNEL", "alice")
     with pytest.raises(CommandError, match="No user 'nobody'"):

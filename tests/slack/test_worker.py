@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from diagnostics.models import ActionRequest, Incident
-from tests.slack.conftest import SECRET, TOKEN, linked
 from tests.support.celery_worker import Worker, celery_worker
+from tests.support.slack_bot import SECRET, TOKEN, linked
 from tests.support.slack_stub import SlackStub
 
 pytestmark = pytest.mark.slow
@@ -19,7 +19,7 @@ pytestmark = pytest.mark.slow
 @pytest.fixture
 def worker(bot: SlackStub) -> Iterator[Worker]:
     env = {"SLACK_BOT_TOKEN": TOKEN, "SLACK_SIGNING_SECRET": SECRET, "SLACK_API_URL": bot.base_url}
-    with celery_worker("slack", env=env, app="tests.slack.worker") as running:
+    with celery_worker("slack", env=env, app="tests.support.slack_worker") as running:
         yield running
 
 

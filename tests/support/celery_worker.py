@@ -1,7 +1,7 @@
 """A real Celery worker for tests: a subprocess on this run's broker, queue(s) and test database.
 
-Its log goes to a file under the test artifacts (kept when a test fails); ``wait_until`` retries a
-check and fails at once with the worker's log when the worker died, or with it at the deadline.
+Its log goes to a file under the test artifacts (kept when a test fails); ``Worker.wait_until`` retries
+a check and fails at once with the worker's log when the worker died, or with it at the deadline.
 """
 
 from __future__ import annotations
@@ -11,12 +11,13 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from django.conf import settings
 from django.db import connection
+
+from tests.support.wait import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 LOGS = Path(os.environ.get("SKILLGATE_TEST_ARTIFACTS", str(ROOT / "var" / "test-artifacts")))
@@ -42,22 +43,18 @@ class Worker:
     def wait_until(self, what: str, check: Callable[[], object], timeout: float = 120) -> None:
         """Retries ``check`` until it passes: a predicate passes when it returns something truthy; a
         Playwright-style check returns None and fails by raising AssertionError."""
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                result = check()
-                if result is not None and not result:
-                    time.sleep(0.3)
-                    raise AssertionError(f"not yet: {what}")
-                return
-            except AssertionError as error:
-                if self.proc.poll() is not None:
-                    why = f"the worker exited ({self.proc.returncode})"
-                elif time.monotonic() > deadline:
-                    why = f"timed out waiting for {what}"
-                else:
-                    continue
-                raise AssertionError(f"{why}; worker log:\n{self.tail()}") from error
+
+        def passed() -> object:
+            result = check()
+            return True if result is None else result
+
+        def died() -> str | None:
+            return None if self.proc.poll() is None else f"the worker exited ({self.proc.returncode})"
+
+        try:
+            wait_until(passed, timeout=timeout, interval=0.3, what=what, abort=died)
+        except AssertionError as error:
+            raise AssertionError(f"{error}; worker log:\n{self.tail()}") from error
 
 
 @contextlib.contextmanager

@@ -99,3 +99,24 @@ def drive(
             **extra,
         )
     return list(Invocation.objects.exclude(pk__in=before).order_by("created_at"))
+
+
+# A student that is wrong without a SkillBook in front and right with one, and a teacher that answers
+# the calls and, asked to maintain the SkillBook, gives this advice.
+BAD = '{"city": "somewhere"}'
+ADVICE = {"patterns": ["Copy city and country as written."], "pitfalls": ["Never leave out the country key."]}
+
+
+def has_book(body: dict[str, Any]) -> bool:
+    return system_text(body).startswith("SkillBook for")
+
+
+def teacher(body: dict[str, Any]) -> str:
+    if system_text(body).startswith("You maintain a SkillBook"):
+        return json.dumps(ADVICE)
+    return good(*city_of(body))
+
+
+def student(body: dict[str, Any]) -> str:
+    """Wrong without a SkillBook in front, right with one."""
+    return good(*city_of(body)) if has_book(body) else BAD

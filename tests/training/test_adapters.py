@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -19,9 +18,10 @@ from django.conf import settings
 from django.utils import timezone
 
 from routing.models import TaskProfile
-from tests.factories import TaskProfileFactory
+from tests.factories import DemonstrationFactory, TaskProfileFactory, TrainingSettingsFactory
 from tests.support import narrow_task
-from training.models import Adapter, Demonstration, TrainingRun, TrainingSettings
+from tests.support.wait import wait_until
+from training.models import Adapter, Demonstration, TrainingRun
 from training.services import adapters as services
 
 pytest.importorskip("trl", reason="needs the ml extra (infra/install_ml.sh)")
@@ -51,9 +51,7 @@ def make_profile(**fields: Any) -> TaskProfile:
 
 def demonstrations(profile: TaskProfile, n: int) -> list[int]:
     return [
-        Demonstration.objects.create(
-            profile=profile, messages=e.messages, completion=e.completion, source="teacher"
-        ).pk
+        DemonstrationFactory.create(profile=profile, messages=e.messages, completion=e.completion).pk
         for e in narrow_task.examples(n)
     ]
 
@@ -61,7 +59,7 @@ def demonstrations(profile: TaskProfile, n: int) -> list[int]:
 @pytest.mark.django_db
 def test_start_freezes_the_data_and_names_the_next_version(training_conf: dict[str, Any]) -> None:
     profile = make_profile(skillbook_text="Always answer in JSON.")
-    TrainingSettings.objects.create(profile=profile, hyperparameters={"sft_steps": 7})
+    TrainingSettingsFactory.create(profile=profile, hyperparameters={"sft_steps": 7})
     ids = demonstrations(profile, 5)
 
     run = services.training_run_start(
@@ -157,7 +155,7 @@ def test_execute_trains_reports_progress_and_runs_once(training_conf: dict[str, 
 @pytest.mark.django_db(transaction=True)
 def test_a_failing_run_is_marked_failed_with_its_error(training_conf: dict[str, Any], tmp_path: Path) -> None:
     profile = make_profile()
-    TrainingSettings.objects.create(profile=profile, base_model=str(tmp_path / "no-such-model"))
+    TrainingSettingsFactory.create(profile=profile, base_model=str(tmp_path / "no-such-model"))
     run = services.training_run_start(
         profile_id=profile.pk, demonstration_ids=demonstrations(profile, 2), enqueue=False
     )
@@ -279,12 +277,11 @@ def start_worker(
 
 
 def _wait_for(check: Callable[[], bool], timeout: float, what: str, log: Path) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            tail = "\n".join(log.read_text(errors="replace").splitlines()[-40:]) if log.exists() else ""
-            raise AssertionError(f"timed out waiting for {what}; worker log:\n{tail}")
-        time.sleep(0.25)
+    try:
+        wait_until(check, timeout=timeout, interval=0.25, what=what)
+    except AssertionError as error:
+        tail = "\n".join(log.read_text(errors="replace").splitlines()[-40:]) if log.exists() else ""
+        raise AssertionError(f"{error}; worker log:\n{tail}") from error
 
 
 @pytest.mark.slow
@@ -313,8 +310,13 @@ def test_a_run_whose_worker_is_killed_is_recovered_and_finished_by_a_new_worker(
 
     # No heartbeat any more: beat's recovery sees it and requeues it (first attempt of two).
     assert services.training_runs_recover(stale_after_s=60) == []  # not silent long enough yet
-    time.sleep(2.0)
-    assert services.training_runs_recover(stale_after_s=1.5, max_attempts=2) == [run.pk]
+    recovered = wait_until(
+        lambda: services.training_runs_recover(stale_after_s=1.5, max_attempts=2),
+        timeout=10,
+        interval=0.25,
+        what="the silent run to be recovered",
+    )
+    assert recovered == [run.pk]
     assert row().status == TrainingRun.Status.QUEUED and row().attempts == 1
     # Keep the retry short (the data set and everything else stay as frozen on the run).
     TrainingRun.objects.filter(pk=run.pk).update(hyperparameters={**row().hyperparameters, "sft_steps": 5})
@@ -335,7 +337,7 @@ def test_a_run_whose_worker_is_killed_is_recovered_and_finished_by_a_new_worker(
 @pytest.mark.django_db
 def test_admin_lists_adapters_runs_and_settings(admin_client: Any, training_conf: dict[str, Any]) -> None:
     profile = make_profile()
-    TrainingSettings.objects.create(profile=profile, hyperparameters={"sft_steps": 3})
+    TrainingSettingsFactory.create(profile=profile, hyperparameters={"sft_steps": 3})
     run = services.training_run_start(
         profile_id=profile.pk, demonstration_ids=demonstrations(profile, 1), enqueue=False
     )

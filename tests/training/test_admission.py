@@ -9,8 +9,9 @@ import pytest
 from django.conf import settings
 from django.test import override_settings
 
+from tests.factories import DemonstrationFactory, SkillBookFactory
 from tests.support.cycle import CITIES, city_of, city_prompt, drive, good, is_student, json_profile, responder
-from training.models import Admission, Demonstration, SkillBook
+from training.models import Admission
 from training.services.cycle import Configuration, admission_apply, admission_evaluate
 from training.services.cycle.admission import heldout_items, mcnemar
 from training.services.cycle.calls import split_of
@@ -40,7 +41,7 @@ def heldout_traffic(gateway_url, key, stub, n=10):
 
 
 def evaluate(profile, *, kind="skillbook", candidate=None, active=None):
-    book = SkillBook.objects.create(profile=profile, version=1, text=BOOK)
+    book = SkillBookFactory.create(profile=profile, version=1, text=BOOK)
     return admission_evaluate(
         profile_id=profile.pk,
         kind=kind,
@@ -190,13 +191,12 @@ def test_the_heldout_set_is_the_heldout_shard_only_and_distinct(gateway_url, bac
     assert 0 < len(expected) < 12  # one shard in five
     # A held-out demonstration of a prompt already in the ledger is the same item.
     call = next(c for c in calls if c.pk in expected)
-    Demonstration.objects.create(
+    DemonstrationFactory.create(
         profile=profile,
         invocation=call,
         messages=call.request["messages"],
         request=call.request,
         completion="{}",
-        source="teacher",
         split="heldout",
     )
 

@@ -3,8 +3,6 @@ dead worker, automatic and scheduled starts; and one cycle end to end on a real 
 
 from __future__ import annotations
 
-import json
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import timedelta
@@ -19,24 +17,13 @@ from django.utils import timezone
 from routing.models import Invocation, RouterVersion
 from tests.factories import make_role_key
 from tests.support.celery_worker import Worker, celery_worker
-from tests.support.cycle import (
-    CITIES,
-    city_of,
-    city_prompt,
-    drive,
-    good,
-    json_profile,
-    responder,
-    system_text,
-)
+from tests.support.cycle import CITIES, city_prompt, drive, json_profile, responder, student, teacher
+from tests.support.wait import wait_until
 from training.models import Adapter, Admission, Cycle, Demonstration, SkillBook, TrainingRun
 from training.services.cycle import cycle_stage_run, cycle_start, cycles_autostart, cycles_poll
 from training.services.cycle.orchestrate import cycles_start_scheduled
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-BAD = '{"city": "somewhere"}'
-ADVICE = {"patterns": ["Copy city and country as written."], "pitfalls": ["Never leave out the country key."]}
 
 
 @contextmanager
@@ -45,21 +32,6 @@ def cycle_settings(**values):
         SKILLGATE={**settings.SKILLGATE, "CYCLE": {**settings.SKILLGATE["CYCLE"], **values}}
     ):
         yield
-
-
-def has_book(body) -> bool:
-    return system_text(body).startswith("SkillBook for")
-
-
-def teacher(body):
-    if system_text(body).startswith("You maintain a SkillBook"):
-        return json.dumps(ADVICE)
-    return good(*city_of(body))
-
-
-def student(body):
-    """Wrong without a SkillBook in front, right with one."""
-    return good(*city_of(body)) if has_book(body) else BAD
 
 
 def run_inline(cycle_id: int, *, until: str = Cycle.Stage.DONE) -> Cycle:
@@ -244,10 +216,14 @@ def test_a_cycle_started_over_the_api_runs_on_the_worker_and_the_next_calls_pass
     profile.refresh_from_db()
     assert profile.skillbook_text == SkillBook.objects.get(pk=cycle["skillbook"]).text
 
-    # The worker wrote the profile; this server process sees it once its lookup cache expires.
-    time.sleep(settings.SKILLGATE["LOOKUP_CACHE_TTL_S"])
-    [after] = drive(gateway_url, api_key.raw, "extract", [city_prompt("Seoul", "Korea")])
-    assert after.served_by == Invocation.Route.STUDENT and not after.fallback
+    # The worker wrote the profile; this server process sees it once its lookup cache expires: until
+    # then a call gets the old profile (no SkillBook) and falls back to the teacher.
+    def served_by_the_student() -> bool:
+        [after] = drive(gateway_url, api_key.raw, "extract", [city_prompt("Seoul", "Korea")])
+        return after.served_by == Invocation.Route.STUDENT and not after.fallback
+
+    ttl = settings.SKILLGATE["LOOKUP_CACHE_TTL_S"]
+    wait_until(served_by_the_student, timeout=ttl + 10, interval=0.5, what="the admitted SkillBook in use")
     listed = http.get(f"{gateway_url}/api/admissions", params={"profile": "extract"}, headers=auth).json()
     assert [a["id"] for a in listed["admissions"]] == [cycle["admission"]["id"]]
 

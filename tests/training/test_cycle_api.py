@@ -8,9 +8,9 @@ import httpx
 import pytest
 
 from routing import scopes
-from tests.factories import KeyPair, make_role_key
+from tests.factories import AdmissionFactory, KeyPair, make_role_key
 from tests.support.cycle import json_profile
-from training.models import Admission, Cycle
+from training.models import Cycle
 from training.services.adapters import training_run_start
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -84,9 +84,8 @@ def test_training_runs_and_admissions_are_listed_per_profile(gateway_url, backen
     run = training_run_start(
         profile_id=profile.pk, examples=[_example()], enqueue=False, hyperparameters={"sft_steps": 3}
     )
-    Admission.objects.create(
+    AdmissionFactory.create(
         profile=profile,
-        kind="skillbook",
         candidate={"skillbook": 1},
         decision="refused",
         reason="too few",
@@ -94,7 +93,7 @@ def test_training_runs_and_admissions_are_listed_per_profile(gateway_url, backen
         mcnemar_c=1,
         p_value=1.0,
     )
-    Admission.objects.create(profile=other, kind="adapter", decision="admitted", reason="cheaper")
+    AdmissionFactory.create(profile=other, kind="adapter")
 
     runs = http.get(f"{gateway_url}/api/training-runs", params={"profile": "extract"}, headers=auth).json()
     admissions = http.get(f"{gateway_url}/api/admissions", params={"profile": "extract"}, headers=auth).json()

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from routing.models import Backend, Invocation, TaskProfile
-from tests.factories import TaskProfileFactory
+from tests.factories import AdapterFactory, TaskProfileFactory, TrainingRunFactory
 from tests.support import narrow_task
 from tests.support.openai_stub import Reply
 from tests.support.vllm import VllmServer, vllm_available
@@ -78,14 +78,8 @@ def server(base: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Vll
 
 
 def make_adapter(profile: TaskProfile, version: int, path: Path, base: Path) -> Adapter:
-    adapter = Adapter.objects.create(
-        profile=profile,
-        version=version,
-        name=f"{profile.name}-v{version}",
-        path=str(path),
-        base_model=str(base),
-    )
-    TrainingRun.objects.create(adapter=adapter, status=TrainingRun.Status.SUCCEEDED)
+    adapter = AdapterFactory.create(profile=profile, version=version, path=str(path), base_model=str(base))
+    TrainingRunFactory.create(adapter=adapter, status=TrainingRun.Status.SUCCEEDED)
     return adapter
 
 
@@ -186,8 +180,6 @@ def test_an_adapter_vllm_cannot_load_is_not_activated(
     assert TaskProfile.objects.get(pk=profile.pk).student_adapter == ""
     assert missing.name not in server.models()
     # An adapter without a successful training run is refused before vLLM is asked.
-    untrained = Adapter.objects.create(
-        profile=profile, version=2, name="city-json-v2", path=str(tmp_path), base_model=str(base)
-    )
+    untrained = AdapterFactory.create(profile=profile, version=2, path=str(tmp_path), base_model=str(base))
     with pytest.raises(DeployError, match="no successful training run"):
         services.adapter_activate(adapter_id=untrained.pk)

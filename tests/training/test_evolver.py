@@ -10,14 +10,13 @@ from typing import Any
 
 import httpx
 import pytest
-from django.contrib.auth.models import Group, Permission, User
 
 from diagnostics import services as diagnostics_services
 from diagnostics.models import Trajectory
-from diagnostics.tasks import run_diagnosis
 from routing.models import Invocation, TaskProfile
-from tests.diagnostics.conftest import CASES
-from tests.factories import TaskProfileFactory, make_key
+from tests.factories import TaskProfileFactory, UserFactory, make_key
+from tests.support.evolver import CRASHPOD, IMAGE_PULL, PLAN, diagnose, is_evolver_call, teacher
+from tests.support.fake_environment import CASES
 from tests.support.openai_stub import Reply
 from training.models import Demonstration, DiagnosticSkill, DiagnosticSkillSet
 from training.services import evolver
@@ -25,13 +24,7 @@ from training.tasks.evolver import evolve_trajectory
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-CRASHPOD = "test_ask_holmes/09_crashpod"
-IMAGE_PULL = "test_investigate/04_image_pull_backoff"
-# What an operator would ask about each case, and the one probe the stub Observer makes.
-QUESTION = {
-    CRASHPOD: "What is the issue with payment-processing-worker?",
-    IMAGE_PULL: "Why does customer-relations-webapp not start?",
-}
+# The one probe the stub Observer makes on each case.
 PROBE = {
     CRASHPOD: (
         "fetch_pod_logs",
@@ -42,16 +35,6 @@ PROBE = {
         {"kind": "pod", "name": "customer-relations-webapp-5d98ffcfd-tz4nc", "namespace": "default"},
     ),
 }
-PLAN = {
-    "went_wrong": "incomplete_diagnosis",
-    "explanation": "The agent saw the crash loop but never named the missing variable from the logs.",
-    "plan": {
-        "discover": "Read the crashing pod's logs before describing the deployment.",
-        "diagnose": "Name the environment variable the log says is undefined (e.g. DEPLOY_ENV).",
-        "fix": "Set the variable in the deployment's env and roll it out.",
-        "verify": "Check the pod stays Running and its logs show a clean start.",
-    },
-}
 SKILLS_SECTION = "## Skills for similar incidents"
 
 
@@ -61,7 +44,7 @@ def llm(settings, monkeypatch, gateway_url, backends, trusted_key):  # type: ign
     take the per-call JSON schemas of the agents' protocol."""
     settings.SKILLGATE_GATEWAY_URL = f"{gateway_url}/v1"
     settings.DIAGNOSTICS_REPLAY_ROOT = str(CASES)
-    monkeypatch.setenv("SKILLGATE_AGENT_API_KEY", trusted_key.raw)
+    settings.DIAGNOSTICS_AGENT_API_KEY = trusted_key.raw
     for name in ("sre-observer", "sre-judge", "sre-evolver"):
         TaskProfileFactory.create(
             name=name, policy=TaskProfile.Policy.ALWAYS_TEACHER, allow_call_verifier=True
@@ -75,27 +58,6 @@ def enqueued(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:
     monkeypatch.setattr("diagnostics.tasks.enqueue_execution", lambda pk: sent.append(("execution", pk)))
     monkeypatch.setattr("training.tasks.evolver.enqueue_evolve", lambda pk: sent.append(("evolve", pk)))
     return sent
-
-
-def is_evolver_call(body: dict[str, Any]) -> bool:
-    return "senior SRE reviewing" in body["messages"][0]["content"]
-
-
-def teacher(answer: str) -> Callable[[dict[str, Any]], Reply]:
-    return lambda body: Reply(content=answer if is_evolver_call(body) else "{}")
-
-
-def diagnose(case: str, *, mode: str = "analyzers") -> Trajectory:
-    incident = diagnostics_services.incident_open(
-        title=QUESTION[case],
-        environment="replay",
-        environment_options={"case": case},
-        mode=mode,
-    )
-    trajectory = incident.trajectories.get()
-    assert run_diagnosis(trajectory.pk) == "done"
-    trajectory.refresh_from_db()
-    return trajectory
 
 
 def failed(case: str = CRASHPOD) -> Trajectory:
@@ -181,9 +143,8 @@ def test_an_unreachable_teacher_hands_the_job_back_for_a_retry(llm, stub, enqueu
 
 def test_a_user_marks_a_diagnosis_wrong_over_http(llm, stub, enqueued, gateway_url):
     trajectory = diagnose(CRASHPOD)
-    user = User.objects.create(username="operator")
-    user.groups.add(Group.objects.get(name="viewer"))  # reads skills
-    user.user_permissions.add(Permission.objects.get(codename="add_diagnosticskill"))  # marks wrong
+    # A viewer reads skills; the add permission marks a diagnosis wrong.
+    user = UserFactory.create(username="operator", roles=["viewer"], permissions=["add_diagnosticskill"])
     key = make_key(name="operator", owner=user, scopes=["learning:read", "learning:write"]).raw
     url = f"{gateway_url}/api/evolver/trajectories/{trajectory.pk}/mark-wrong"
     with httpx.Client(timeout=30, headers={"Authorization": f"Bearer {key}"}) as http:

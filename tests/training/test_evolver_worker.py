@@ -7,12 +7,11 @@ import json
 from collections.abc import Iterator
 
 import pytest
-from django.contrib.auth.models import User
 
 from routing.models import TaskProfile
-from tests.factories import TaskProfileFactory
+from tests.factories import TaskProfileFactory, UserFactory
 from tests.support.celery_worker import Worker, celery_worker
-from tests.training.test_evolver import CRASHPOD, PLAN, diagnose, teacher
+from tests.support.evolver import CRASHPOD, PLAN, diagnose, teacher
 from training.models import DiagnosticSkill
 from training.services import evolver
 
@@ -20,10 +19,13 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 
 @pytest.fixture
-def worker(gateway_url, backends, api_key) -> Iterator[Worker]:  # type: ignore[no-untyped-def]
+def worker(gateway_url, backends, trusted_key) -> Iterator[Worker]:  # type: ignore[no-untyped-def]
+    """The agents' profiles take the per-call JSON schemas of their protocol, and their key may send them."""
     for name in ("sre-observer", "sre-evolver"):
-        TaskProfileFactory.create(name=name, policy=TaskProfile.Policy.ALWAYS_TEACHER)
-    env = {"SKILLGATE_GATEWAY_URL": f"{gateway_url}/v1", "SKILLGATE_AGENT_API_KEY": api_key.raw}
+        TaskProfileFactory.create(
+            name=name, policy=TaskProfile.Policy.ALWAYS_TEACHER, allow_call_verifier=True
+        )
+    env = {"SKILLGATE_GATEWAY_URL": f"{gateway_url}/v1", "SKILLGATE_AGENT_API_KEY": trusted_key.raw}
     with celery_worker("evolver", env=env) as running:
         yield running
 
@@ -34,7 +36,7 @@ def test_a_diagnosis_marked_wrong_becomes_a_plan_on_the_worker(settings, monkeyp
     trajectory = diagnose(CRASHPOD)
     stub.responder = teacher(json.dumps(PLAN))
     skill = evolver.trajectory_mark_wrong(
-        trajectory_id=trajectory.pk, user=User.objects.create(username="sre"), note="No variable named."
+        trajectory_id=trajectory.pk, user=UserFactory.create(username="sre"), note="No variable named."
     )
     ready = DiagnosticSkill.Status.READY
     worker.wait_until("the plan", lambda: DiagnosticSkill.objects.filter(pk=skill.pk, status=ready).exists())

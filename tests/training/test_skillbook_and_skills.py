@@ -6,8 +6,7 @@ import pytest
 
 from diagnostics.agent.skills import HEADER
 from routing.models import TaskProfile
-from tests.factories import TaskProfileFactory
-from training.models import SkillBook
+from tests.factories import SkillBookFactory, TaskProfileFactory
 from training.services.cycle.skillbook import skillbook_activate
 
 pytestmark = pytest.mark.django_db
@@ -17,7 +16,7 @@ SKILLS = f"{HEADER}\n\n### skill s1 | alert=KubePodCrashLooping | went wrong=sto
 
 def test_activating_a_skillbook_keeps_the_admitted_diagnostic_skills() -> None:
     profile = TaskProfileFactory.create(name="sre-observer", skillbook_text=f"Old patterns.\n\n{SKILLS}")
-    book = SkillBook.objects.create(profile=profile, version=2, text="Pattern: answer in JSON.")
+    book = SkillBookFactory.create(profile=profile, version=2, text="Pattern: answer in JSON.")
 
     skillbook_activate(skillbook_id=book.pk)
 
@@ -29,7 +28,7 @@ def test_activating_a_skillbook_keeps_the_admitted_diagnostic_skills() -> None:
 
 def test_activating_a_skillbook_on_a_profile_without_skills_sets_just_its_text() -> None:
     profile = TaskProfileFactory.create(name="extract", skillbook_text="Old patterns.")
-    book = SkillBook.objects.create(profile=profile, version=2, text="Pattern: answer in JSON.")
+    book = SkillBookFactory.create(profile=profile, version=2, text="Pattern: answer in JSON.")
 
     skillbook_activate(skillbook_id=book.pk)
 

@@ -4,7 +4,7 @@ Calls go through the real gateway (openai SDK -> uvicorn -> litellm -> the local
 the overview shows numbers the ledger really holds. The diagnosis runs the real task functions
 (``run_diagnosis``, ``execute_action``) in a thread of this process, started by the same
 ``enqueue_*`` hooks the services call on commit, instead of a Celery worker: the test's "fake"
-environment (tests/diagnostics/conftest.py) is registered only in this process, and a gate lets the
+environment (tests/support/fake_environment.py) is registered only in this process, and a gate lets the
 test see the page before the first step is committed, so the steps provably arrive live.
 """
 
@@ -23,11 +23,11 @@ from playwright.sync_api import Browser, expect
 from diagnostics.models import ActionRequest, Incident
 from diagnostics.tasks import execute_action, run_diagnosis
 from routing.models import TaskProfile
-from tests.diagnostics.conftest import FakeWrite  # registers the "fake" environment
 from tests.factories import KeyPair, TaskProfileFactory
+from tests.support.browser import log_in, needs_chromium, screenshot
+from tests.support.dashboard import PASSWORD
+from tests.support.fake_environment import FakeWrite  # registers the "fake" environment
 from tests.support.openai_stub import OpenAIStub, Reply
-from tests.web.browser import log_in, needs_chromium, screenshot
-from tests.web.conftest import PASSWORD
 from training.models import Cycle
 
 pytestmark = [needs_chromium, pytest.mark.browser, pytest.mark.django_db(transaction=True)]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Iterator
 
 import pytest
 from django.contrib.auth.models import User
@@ -21,11 +22,11 @@ from playwright.sync_api import Browser, expect
 from diagnostics.lab.control import Lab
 from diagnostics.lab.faults import get_fault
 from diagnostics.models import ActionRequest, Incident
-from diagnostics.toolsets.local import LocalWriteToolset
-from tests.diagnostics.test_lab_end_to_end import SETTLE_S, lab  # noqa: F401  (the lab fixture)
-from tests.web.browser import log_in, needs_chromium, screenshot
-from tests.web.conftest import PASSWORD
-from tests.web.support_lab import celery_worker
+from diagnostics.toolsets.local import LocalReadToolset, LocalWriteToolset
+from tests.support.browser import log_in, needs_chromium, screenshot
+from tests.support.celery_worker import celery_worker
+from tests.support.dashboard import PASSWORD
+from tests.support.lab import local_environment_lab, wait_for_symptoms
 
 pytestmark = [needs_chromium, pytest.mark.browser, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -37,9 +38,15 @@ PATCH = {"service": "api", "key": "request_timeout_s", "value": 30}
 WAIT_S = 150
 
 
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+    with local_environment_lab(tmp_path_factory.mktemp("lab-browser")) as running:
+        yield running
+
+
 def test_open_an_incident_on_the_lab_watch_it_approve_the_fix_and_see_the_lab_healthy(
     browser: Browser,
-    lab: Lab,  # noqa: F811
+    lab: Lab,
     gateway_url: str,
     users: dict[str, User],
 ) -> None:
@@ -48,7 +55,7 @@ def test_open_an_incident_on_the_lab_watch_it_approve_the_fix_and_see_the_lab_he
     writer = LocalWriteToolset(lab.config)
     assert writer.health("lab").healthy, "the lab is not healthy before the fault"
     get_fault(FAULT).inject(lab)
-    time.sleep(SETTLE_S)  # the api crash-loops and its log states why
+    wait_for_symptoms(LocalReadToolset(lab.config), FAULT)  # the api crash-loops and its log states why
     assert not lab.status()["health"]["api"]["ok"]
 
     operator = browser.new_context(viewport={"width": 1280, "height": 900}).new_page()

@@ -6,8 +6,14 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
-from tests.factories import TaskProfileFactory
-from training.models import Adapter, Admission, Cycle, SkillBook, TrainingRun
+from tests.factories import (
+    AdapterFactory,
+    AdmissionFactory,
+    SkillBookFactory,
+    TaskProfileFactory,
+    TrainingRunFactory,
+)
+from training.models import Cycle, TrainingRun
 
 pytestmark = pytest.mark.django_db
 
@@ -41,15 +47,15 @@ def test_an_operator_starts_one_cycle_and_a_viewer_cannot(
 
 def test_runs_skillbooks_and_admissions_are_shown(login) -> None:
     profile = TaskProfileFactory.create(name="extract")
-    adapter = Adapter.objects.create(profile=profile, version=1, name="extract-v1", path="/x", base_model="b")
+    adapter = AdapterFactory.create(profile=profile, version=1)
     progress = [{"step": s, "loss": 2.0 / s, "reward": s / 10} for s in range(1, 6)]
-    TrainingRun.objects.create(
+    TrainingRunFactory.create(
         adapter=adapter, status=TrainingRun.Status.RUNNING, step=5, total_steps=10, progress=progress
     )
-    SkillBook.objects.create(
+    SkillBookFactory.create(
         profile=profile, version=2, text="Reply with JSON.", diff="@@ -1 +1 @@\n-Be brief.\n+Reply with JSON."
     )
-    Admission.objects.create(
+    AdmissionFactory.create(
         profile=profile,
         kind="joint",
         decision="admitted",

@@ -31,15 +31,13 @@ from routing.router_learning.features import hashing_spec
 from routing.router_versions.drift import router_version_drift_check
 from routing.router_versions.services import router_version_admit, router_version_train
 from tests.factories import KeyPair, TaskProfileFactory
-from tests.routing.router.test_learned_end_to_end import SCHEMA, ask, easy, hard, student_fails_on_hard
 from tests.support import narrow_task
-from tests.support.celery_worker import Worker
-from tests.support.cycle import CITIES, city_prompt, drive, json_profile, responder
+from tests.support.browser import log_in, needs_chromium, screenshot
+from tests.support.celery_worker import Worker, celery_worker
+from tests.support.cycle import CITIES, city_prompt, drive, json_profile, responder, student, teacher
+from tests.support.dashboard import PASSWORD
+from tests.support.learned_router import SCHEMA, ask, easy, hard, student_fails_on_hard
 from tests.support.openai_stub import OpenAIStub, Reply
-from tests.training.test_cycle import student, teacher
-from tests.web.browser import log_in, needs_chromium, screenshot
-from tests.web.conftest import PASSWORD
-from tests.web.support_lab import celery_worker
 from training.models import Admission, Cycle, Demonstration, TrainingRun
 from training.services.adapters import training_run_start
 
@@ -80,7 +78,13 @@ def worker(tmp_path: Path, settings: Any) -> Iterator[Worker]:
     }
     settings.SKILLGATE = {
         **settings.SKILLGATE,
-        "ROUTER": {"MIN_HELDOUT_CALLS": 15, "DRIFT_MIN_CALLS": 20},
+        "ROUTER": {
+            **settings.SKILLGATE["ROUTER"],
+            "MIN_HELDOUT_CALLS": 15,
+            "DRIFT_MIN_CALLS": 20,
+            "TEACHER_SAMPLE_RATE": 0.0,
+            "STUDENT_SAMPLE_RATE": 0.0,
+        },
         "TRAINING": {**settings.SKILLGATE["TRAINING"], **training},
     }
     env = {
@@ -92,7 +96,8 @@ def worker(tmp_path: Path, settings: Any) -> Iterator[Worker]:
         "SKILLGATE_TRAINING_HYPERPARAMETERS": json.dumps(HYPERPARAMETERS),
         "SKILLGATE_TRAINING_PROGRESS_INTERVAL_S": "0",
     }
-    with celery_worker("router-and-learning", env=env, gpu=True) as running:
+    queues = [settings.CELERY_TASK_DEFAULT_QUEUE, settings.SKILLGATE["TRAINING"]["QUEUE"]]  # default, gpu
+    with celery_worker("router-and-learning", queues=queues, env=env) as running:
         yield running
 
 

@@ -7,7 +7,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from routing.models import RouterVersion, TaskProfile
-from tests.factories import TaskProfileFactory
+from tests.factories import RouterVersionFactory, TaskProfileFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -22,9 +22,9 @@ def versions() -> dict[str, RouterVersion]:
     curve = [point(1.0, 0.80, 0.10), point(0.6, 0.95, 0.35), point(0.3, 0.99, 0.70), point(0.0, 1.0, 1.0)]
     calibration = {"curve": curve, "chosen": curve[1], "required_pass_rate": 0.93, "reason": "cheapest"}
     common = {"profile": profile, "target_pass_rate": 0.98, "calibration": calibration}
-    old = RouterVersion.objects.create(number=1, status=RouterVersion.Status.RETIRED, threshold=0.5, **common)
-    rejected = RouterVersion.objects.create(number=2, status=RouterVersion.Status.REJECTED, **common)
-    active = RouterVersion.objects.create(
+    old = RouterVersionFactory.create(number=1, status=RouterVersion.Status.RETIRED, threshold=0.5, **common)
+    rejected = RouterVersionFactory.create(number=2, status=RouterVersion.Status.REJECTED, **common)
+    active = RouterVersionFactory.create(
         number=3,
         status=RouterVersion.Status.ACTIVE,
         threshold=0.6,

@@ -31,6 +31,8 @@ from django.db import transaction
 from django.db.models import F, Max
 from django.utils import timezone
 
+from core.errors import ServiceError
+from core.queues import enqueue_on_commit
 from routing.models import TaskProfile
 from routing.verifiers import build_verifier
 from training.deploy import (
@@ -63,8 +65,10 @@ logger = logging.getLogger(__name__)
 MAX_PROGRESS_POINTS = 500
 
 
-class TrainingError(ValueError):
+class TrainingError(ServiceError, ValueError):
     """A run cannot be started: no data, unknown profile, bad hyper-parameters."""
+
+    code = "invalid_training_run"
 
 
 def _conf() -> dict[str, Any]:
@@ -151,7 +155,7 @@ def training_run_start(
     if enqueue:
         from training.tasks.adapters import adapter_train
 
-        transaction.on_commit(lambda: adapter_train.delay(run.pk))
+        enqueue_on_commit(adapter_train, run.pk)  # on the gpu queue (CELERY_TASK_ROUTES)
     return run
 
 
@@ -338,8 +342,7 @@ def training_runs_recover(
                     continue
                 from training.tasks.adapters import adapter_train
 
-                run_id = run.pk
-                transaction.on_commit(lambda run_id=run_id: adapter_train.delay(run_id))  # type: ignore[misc]
+                enqueue_on_commit(adapter_train, run.pk)
             else:
                 if not mine.update(status=TrainingRun.Status.FAILED, error=note, finished_at=timezone.now()):
                     continue

@@ -11,17 +11,13 @@ from typing import Any
 
 from celery import shared_task
 
+from core.queues import enqueue
 from training.services.cycle import orchestrate
 from training.services.cycle.calls import cycle_setting
 
 
-def _options() -> dict[str, Any]:
-    queue = cycle_setting("QUEUE")
-    return {"queue": queue} if queue else {}
-
-
 def enqueue_stage(cycle_id: int, stage: str) -> None:
-    cycle_stage.apply_async((cycle_id, stage), **_options())
+    enqueue(cycle_stage, cycle_id, stage, queue=cycle_setting("QUEUE"))
 
 
 @shared_task(

@@ -7,18 +7,14 @@ from typing import Any
 
 from celery import shared_task
 
+from core.queues import enqueue
 from diagnostics.agent.llm import LLMUnavailable
 from routing.models import TaskProfile
 from training.services import evolver
 
 
-def _options() -> dict[str, Any]:
-    queue = evolver.evolver_setting("QUEUE")
-    return {"queue": queue} if queue else {}
-
-
 def enqueue_evolve(skill_id: int) -> None:
-    evolve_trajectory.apply_async((skill_id,), **_options())
+    enqueue(evolve_trajectory, skill_id, queue=evolver.evolver_setting("QUEUE"))
 
 
 @shared_task(
@@ -41,7 +37,7 @@ def evolver_sweep() -> dict[str, Any]:
     ):
         skill_set = evolver.skill_set_propose(profile_id=profile_id)
         if skill_set is not None:
-            admit_skill_set.apply_async((skill_set.pk,), **_options())
+            enqueue(admit_skill_set, skill_set.pk, queue=evolver.evolver_setting("QUEUE"))
             admitted.append(skill_set.pk)
     return {"jobs": created, "demonstrations": exported, "skill_sets": admitted}
 

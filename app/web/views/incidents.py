@@ -19,6 +19,7 @@ from django_htmx.http import HttpResponseClientRedirect
 from app.web import roles
 from app.web.forms import IncidentOpenForm
 from app.web.pages import can, page, render_page
+from core.errors import ServiceError
 from diagnostics import selectors, services
 from diagnostics.approvals import involvement
 from diagnostics.models import ActionRequest, Incident, Trajectory
@@ -66,7 +67,7 @@ def _open(request: HttpRequest) -> HttpResponse:
             trigger=Incident.Trigger.DASHBOARD,
             trigger_ref=str(request.user.pk),
         )
-    except services.ServiceError as exc:
+    except ServiceError as exc:
         form.add_error(None, exc.message)
         context = _list_context(request, form)
         return render_page(request, "web/incidents.html", context, partials=LIST_PARTIALS, status=exc.status)
@@ -188,7 +189,7 @@ def action_decide(request: HttpRequest, incident_id: int, action_id: int, decisi
             )
         else:
             services.action_request_deny(action_request_id=action_id, user=request.user, note=note)
-    except services.ServiceError as exc:
+    except ServiceError as exc:
         context = _detail_context(request, incident_id, error=exc.message)
         return render_page(request, "web/incident.html", context, partials=DETAIL_PARTIALS, status=exc.status)
     if getattr(request, "htmx", None):

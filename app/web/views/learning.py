@@ -14,8 +14,9 @@ from django.views.decorators.http import require_POST
 
 from app.web import charts
 from app.web.pages import can, page, render_page
+from core.errors import ServiceError
 from routing.models import TaskProfile
-from training.deploy import DeployError, adapter_rollback
+from training.deploy import adapter_rollback
 from training.models import Adapter, Admission, Cycle, SkillBook, TrainingRun
 from training.services.cycle.orchestrate import cycle_start
 
@@ -120,8 +121,8 @@ def adapter_roll_back(request: HttpRequest, profile_id: int) -> HttpResponse:
     profile = get_object_or_404(TaskProfile, pk=profile_id)
     try:
         now_active = adapter_rollback(profile_id=profile.pk)
-    except DeployError as exc:
-        messages.error(request, str(exc))
+    except ServiceError as exc:
+        messages.error(request, exc.message)
         return _back(profile)
     name = now_active.name if now_active else "the base model"
     messages.success(request, f"{profile.name}: the student is {name} again.")

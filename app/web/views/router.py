@@ -14,8 +14,9 @@ from django.views.decorators.http import require_POST
 
 from app.web import charts
 from app.web.pages import can, page, render_page
+from core.errors import ServiceError
 from routing.models import RouterVersion, TaskProfile
-from routing.router_versions.services import RouterVersionError, router_version_rollback
+from routing.router_versions.services import router_version_rollback
 
 VIEW_ROUTER = "routing.view_routerversion"
 ROLLBACK_ROUTER = "routing.change_routerversion"
@@ -88,8 +89,8 @@ def router_rollback(request: HttpRequest, version_id: int) -> HttpResponse:
         raise Http404(f"No router version {version_id}.")
     try:
         router_version_rollback(profile=version.profile, to_version=version)
-    except RouterVersionError as exc:
-        context = _context(request, str(version.profile_id), error=str(exc))
-        return render_page(request, "web/router.html", context, partials=PARTIALS, status=409)
+    except ServiceError as exc:
+        context = _context(request, str(version.profile_id), error=exc.message)
+        return render_page(request, "web/router.html", context, partials=PARTIALS, status=exc.status)
     messages.success(request, f"{version.profile.name}: router v{version.number} is active again.")
     return redirect(f"{reverse('web:router')}?profile={version.profile_id}")

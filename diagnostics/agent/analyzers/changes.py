@@ -168,7 +168,7 @@ class CapacityAnalyzer(Analyzer):
                     Remedy(("scale_workers", "scale"), group, {"count": 1}, f"scale {group} to 1"),
                 )
             )
-        threshold = float(getattr(settings, "DIAGNOSTICS_QUEUE_DEPTH_THRESHOLD", 10))
+        threshold = float(settings.DIAGNOSTICS_QUEUE_DEPTH_THRESHOLD)
         default = str(out.params.get("service") or out.params.get("name") or "")
         sections = [(m.start(), m.group(1)) for m in _SECTION.finditer(out.text)]
         for match in _QUEUE.finditer(out.text):

@@ -41,7 +41,7 @@ def _seconds(value: str, unit: str) -> float:
 
 
 def _latency_threshold_s() -> float:
-    return float(getattr(settings, "DIAGNOSTICS_LATENCY_THRESHOLD_S", 1.0))
+    return float(settings.DIAGNOSTICS_LATENCY_THRESHOLD_S)
 
 
 @register
@@ -181,7 +181,7 @@ class LogSignalAnalyzer(Analyzer):
             return []
         errors = [c for c in codes if c >= 500]
         ratio = len(errors) / len(codes)
-        threshold = float(getattr(settings, "DIAGNOSTICS_ERROR_RATE_THRESHOLD", 0.05))
+        threshold = float(settings.DIAGNOSTICS_ERROR_RATE_THRESHOLD)
         if ratio < threshold:
             return []
         return [

@@ -76,7 +76,7 @@ class MetricsAnalyzer(Analyzer):
         return findings
 
     def _throttling(self, samples: list[Sample]) -> list[Finding]:
-        threshold = float(getattr(settings, "DIAGNOSTICS_THROTTLING_THRESHOLD", 0.25))
+        threshold = float(settings.DIAGNOSTICS_THROTTLING_THRESHOLD)
         by_target: dict[str, dict[str, float]] = defaultdict(dict)
         for s in samples:
             if "throttled" in s.name or "cfs_periods" in s.name:
@@ -120,7 +120,7 @@ class MetricsAnalyzer(Analyzer):
         return findings
 
     def _latency(self, samples: list[Sample]) -> list[Finding]:
-        threshold = float(getattr(settings, "DIAGNOSTICS_LATENCY_THRESHOLD_S", 1.0))
+        threshold = float(settings.DIAGNOSTICS_LATENCY_THRESHOLD_S)
         findings = []
         for s in samples:
             if not re.search(r"latency|duration", s.name) or s.name.endswith(("_count", "_bucket", "_sum")):
@@ -143,7 +143,7 @@ class MetricsAnalyzer(Analyzer):
         return findings[:3]
 
     def _errors(self, samples: list[Sample]) -> list[Finding]:
-        threshold = float(getattr(settings, "DIAGNOSTICS_ERROR_RATE_THRESHOLD", 0.05))
+        threshold = float(settings.DIAGNOSTICS_ERROR_RATE_THRESHOLD)
         totals: dict[str, float] = defaultdict(float)
         errors: dict[str, float] = defaultdict(float)
         findings = []
@@ -197,8 +197,8 @@ class MetricsSummaryAnalyzer(Analyzer):
         return _KV.search(out.text) is not None
 
     def analyze(self, out: ToolOutput, state: AnalysisState) -> list[Finding]:
-        error_threshold = float(getattr(settings, "DIAGNOSTICS_ERROR_RATE_THRESHOLD", 0.05))
-        latency_ms = float(getattr(settings, "DIAGNOSTICS_LATENCY_THRESHOLD_S", 1.0)) * 1000
+        error_threshold = float(settings.DIAGNOSTICS_ERROR_RATE_THRESHOLD)
+        latency_ms = float(settings.DIAGNOSTICS_LATENCY_THRESHOLD_S) * 1000
         findings = []
         default = str(out.params.get("service") or out.params.get("name") or "")
         for line in out.text.splitlines():
@@ -262,7 +262,7 @@ class DiskUsageAnalyzer(Analyzer):
         return "%" in out.text and bool(_usage_rows(out.text))
 
     def analyze(self, out: ToolOutput, state: AnalysisState) -> list[Finding]:
-        threshold = float(getattr(settings, "DIAGNOSTICS_DISK_THRESHOLD_PERCENT", 90))
+        threshold = float(settings.DIAGNOSTICS_DISK_THRESHOLD_PERCENT)
         findings = []
         seen: set[str] = set()
         rows = _usage_rows(out.text)
@@ -308,8 +308,8 @@ class ProcessTopAnalyzer(Analyzer):
         # A busy loop in a Python thread shows at 60-90% (it shares the GIL with the serving threads);
         # on a machine whose cores are busy with other work it gets less, so a process that burns
         # many times the CPU of every other one is flagged too (an outlier, not a level).
-        threshold = float(getattr(settings, "DIAGNOSTICS_CPU_THRESHOLD_PERCENT", 50))
-        outlier = float(getattr(settings, "DIAGNOSTICS_CPU_OUTLIER_PERCENT", 15))
+        threshold = float(settings.DIAGNOSTICS_CPU_THRESHOLD_PERCENT)
+        outlier = float(settings.DIAGNOSTICS_CPU_OUTLIER_PERCENT)
         rows = [(name, pid, float(cpu)) for name, pid, cpu, _rss in _TOP_ROW.findall(out.text)]
         findings = []
         for name, pid, cpu in rows:

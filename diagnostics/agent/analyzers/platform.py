@@ -316,7 +316,7 @@ class DeployHistoryAnalyzer(Analyzer):
             or "rollback" in str(last.get("by", "")).lower()
         ):
             return []
-        recent_s = float(getattr(settings, "DIAGNOSTICS_RECENT_DEPLOY_S", 3600))
+        recent_s = float(settings.DIAGNOSTICS_RECENT_DEPLOY_S)
         try:
             at = datetime.strptime(str(last.get("at")), "%Y-%m-%dT%H:%M:%S%z")
             age = (datetime.now(UTC) - at).total_seconds()

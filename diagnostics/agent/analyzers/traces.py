@@ -92,7 +92,7 @@ class TraceTreeAnalyzer(Analyzer):
         root = max(roots, key=lambda s: s.duration_ms)
         spans = _all([root])
         worst = max(spans, key=lambda s: s.self_ms)
-        threshold_ms = float(getattr(settings, "DIAGNOSTICS_LATENCY_THRESHOLD_S", 1.0)) * 1000
+        threshold_ms = float(settings.DIAGNOSTICS_LATENCY_THRESHOLD_S) * 1000
         if worst.self_ms < threshold_ms and root.duration_ms < threshold_ms:
             return []
         share = worst.self_ms / root.duration_ms if root.duration_ms else 0
@@ -158,7 +158,7 @@ class TraceListAnalyzer(Analyzer):
             following = lines[i + 1] if i + 1 < len(lines) else ""
             root = _ROOT_NAME.search(line + " " + following)
             traces.append((match.group(1), int(match.group(2) or 0), root.group(1) if root else ""))
-        threshold_ms = float(getattr(settings, "DIAGNOSTICS_LATENCY_THRESHOLD_S", 1.0)) * 1000
+        threshold_ms = float(settings.DIAGNOSTICS_LATENCY_THRESHOLD_S) * 1000
         slow = sorted((t for t in traces if t[1] >= threshold_ms), key=lambda t: -t[1])
         for trace_id, _duration, _root in slow[:2]:
             state.lead(ObjRef("trace", trace_id), "one of the slowest traces", 95)

@@ -12,6 +12,7 @@ from diagnostics.agent import config
 from diagnostics.agent.runner import MODE_ANALYZERS, MODE_LLM
 from diagnostics.evaluation.grading import judge_client
 from diagnostics.evaluation.replay import CaseRun, evaluate, render_table
+from diagnostics.recording import observer_skills
 
 
 class Command(BaseCommand):
@@ -60,8 +61,16 @@ class Command(BaseCommand):
             )
             self.stdout.write(f"  {result.case} run {result.run}: {mark} ({len(result.tool_calls)} calls)")
 
+        skills = observer_skills(config.observer_profile()) if use_llm else []
         results = evaluate(
-            root, runs=runs, mode=mode, judge=judge, grader=grader, only=options["case"], progress=progress
+            root,
+            runs=runs,
+            mode=mode,
+            judge=judge,
+            grader=grader,
+            only=options["case"],
+            progress=progress,
+            skills=skills,
         )
         if not results:
             raise CommandError(f"No case folders under {root}.")

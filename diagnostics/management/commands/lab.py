@@ -28,7 +28,7 @@ class Command(BaseCommand):
         sub.add_parser("faults", help="list the faults, their symptoms and the action that heals each")
 
     def handle(self, *args: Any, **opts: Any) -> None:
-        config = LabConfig.from_env()
+        config = LabConfig.from_settings()
         lab = Lab(config)
         verb = opts["verb"]
         start = time.monotonic()

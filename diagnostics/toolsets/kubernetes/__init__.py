@@ -56,7 +56,7 @@ class KubernetesReadToolset(ReadToolset):
     name: ClassVar[str] = "kubernetes"
 
     def __init__(self, config: KubernetesConfig | None = None) -> None:
-        config = config or KubernetesConfig.from_env()
+        config = config or KubernetesConfig.from_settings()
         if not config.read_kubeconfig:
             raise ToolsetNotConfigured(
                 "Set SKILLGATE_K8S_READ_KUBECONFIG to use the kubernetes read toolset."
@@ -236,7 +236,7 @@ class KubernetesWriteToolset(WriteToolset):
     name: ClassVar[str] = "kubernetes"
 
     def __init__(self, config: KubernetesConfig | None = None) -> None:
-        config = config or KubernetesConfig.from_env()
+        config = config or KubernetesConfig.from_settings()
         if not config.write_kubeconfig:
             raise ToolsetNotConfigured(
                 "Set SKILLGATE_K8S_WRITE_KUBECONFIG to use the kubernetes write toolset."

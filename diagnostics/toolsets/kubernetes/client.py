@@ -6,12 +6,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
-
-from app.env import env_float, env_list, env_optional
 
 MAX_OUTPUT = 12_000
 # kind -> (API group, the client's snake_case resource name, namespaced)
@@ -47,13 +46,13 @@ class KubernetesConfig:
     health_timeout_s: float = 120.0
 
     @classmethod
-    def from_env(cls) -> KubernetesConfig:
+    def from_settings(cls) -> KubernetesConfig:
         return cls(
-            read_kubeconfig=env_optional("SKILLGATE_K8S_READ_KUBECONFIG"),
-            write_kubeconfig=env_optional("SKILLGATE_K8S_WRITE_KUBECONFIG"),
-            context=env_optional("SKILLGATE_K8S_CONTEXT"),
-            write_namespaces=tuple(env_list("SKILLGATE_K8S_WRITE_NAMESPACES", [])),
-            health_timeout_s=env_float("SKILLGATE_K8S_HEALTH_TIMEOUT_S", 120.0),
+            read_kubeconfig=settings.DIAGNOSTICS_K8S_READ_KUBECONFIG,
+            write_kubeconfig=settings.DIAGNOSTICS_K8S_WRITE_KUBECONFIG,
+            context=settings.DIAGNOSTICS_K8S_CONTEXT,
+            write_namespaces=tuple(settings.DIAGNOSTICS_K8S_WRITE_NAMESPACES),
+            health_timeout_s=float(settings.DIAGNOSTICS_K8S_HEALTH_TIMEOUT_S),
         )
 
 

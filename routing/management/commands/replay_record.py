@@ -16,7 +16,6 @@ format of ``router_eval`` and ``replay_export``.
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -128,7 +127,7 @@ class Command(BaseCommand):
         parser.add_argument("--timeout-s", type=float, default=300.0)
 
     def handle(self, *args: Any, **options: Any) -> None:
-        key = options["key"] or os.environ.get("SKILLGATE_API_KEY")
+        key = options["key"] or settings.SKILLGATE_API_KEY
         if not key:
             raise CommandError("give --key or set SKILLGATE_API_KEY")
         path = Path(options["tasks"]) if options["tasks"] else Path(settings.EVAL_DIR) / "he_mbpp.jsonl"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kubernetes import client as k8s
@@ -15,7 +16,7 @@ from diagnostics.toolsets.kubernetes import (
     KubernetesWriteToolset,
     ToolsetNotConfigured,
 )
-from tests.diagnostics.lab.fixture_server import FixtureServer
+from tests.support.fixture_server import FixtureServer
 
 NS = "shop"
 CRASHING = "payment-worker-747ccfb9db-78qds"
@@ -74,9 +75,9 @@ def writer(config: KubernetesConfig) -> KubernetesWriteToolset:
     return KubernetesWriteToolset(config)
 
 
-def test_toolsets_are_off_unless_configured(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("SKILLGATE_K8S_READ_KUBECONFIG", raising=False)
-    monkeypatch.delenv("SKILLGATE_K8S_WRITE_KUBECONFIG", raising=False)
+def test_toolsets_are_off_unless_configured(settings: Any) -> None:
+    settings.DIAGNOSTICS_K8S_READ_KUBECONFIG = None
+    settings.DIAGNOSTICS_K8S_WRITE_KUBECONFIG = None
     with pytest.raises(ToolsetNotConfigured):
         KubernetesReadToolset()
     with pytest.raises(ToolsetNotConfigured):

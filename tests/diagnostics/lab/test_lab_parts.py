@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,7 +19,8 @@ from diagnostics.lab.services.common import ConfigError, Metrics, RespClient, St
 from diagnostics.lab.state import known_good_configs, write_config
 from diagnostics.lab.supervisor import render_conf
 from diagnostics.toolsets.local import LocalReadToolset
-from tests.conftest import free_port
+from tests.support.vllm import free_port
+from tests.support.wait import wait_until
 
 
 def test_metrics_render_in_prometheus_text_format_and_parse_back() -> None:
@@ -63,15 +63,14 @@ def python_store() -> Iterator[int]:
         stderr=subprocess.DEVNULL,
     )
     try:
-        deadline = time.monotonic() + 10
-        while True:
+
+        def answers() -> bool:
             try:
-                RespClient("127.0.0.1", port).command("PING")
-                break
+                return RespClient("127.0.0.1", port).command("PING") == "PONG"
             except StoreError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.05)
+                return False
+
+        wait_until(answers, timeout=10, what="the store to answer PING")
         yield port
     finally:
         process.terminate()

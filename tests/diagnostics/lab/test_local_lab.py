@@ -5,11 +5,7 @@ from __future__ import annotations
 
 import json
 import os
-import random
-import re
-import socket
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,44 +20,12 @@ from diagnostics.lab.state import known_good_configs, read_config
 from diagnostics.lab.supervisor import SupervisorControl, SupervisorReader
 from diagnostics.toolsets.base import ReadToolset, WriteToolset
 from diagnostics.toolsets.local import LocalReadToolset, LocalWriteToolset
-
-SYMPTOM_TIMEOUT = 20.0
-
-
-def _ephemeral_range() -> tuple[int, int]:
-    try:
-        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
-        return int(low), int(high)
-    except (OSError, ValueError):
-        return 32768, 60999
-
-
-def _free_port_base() -> int:
-    """A free range of lab ports below the kernel's ephemeral range.
-
-    A port in the ephemeral range can be taken at any moment by the local end of an outgoing
-    connection (the loadgen's, a health probe's, another test's); a lab service restarted while
-    such a connection holds its port fails to bind and the lab turns FATAL. Below the range, only
-    listeners compete, and the bind check here catches those.
-    """
-    low, _high = _ephemeral_range()
-    top = max(12000, low - 40)
-    for _ in range(50):
-        base = random.randrange(10000, top, 20)
-        ports = [base, base + 1, base + 2, *range(base + 10, base + 14)]
-        try:
-            for port in ports:
-                with socket.socket() as sock:
-                    sock.bind(("127.0.0.1", port))
-        except OSError:
-            continue
-        return base
-    raise RuntimeError("no free port range")
+from tests.support.lab import SYMPTOMS, free_port_base, table_row, wait_for_symptoms
 
 
 @pytest.fixture(scope="module")
 def lab_config(tmp_path_factory: pytest.TempPathFactory) -> LabConfig:
-    return LabConfig(root=tmp_path_factory.mktemp("lab"), port_base=_free_port_base(), health_timeout_s=20)
+    return LabConfig(root=tmp_path_factory.mktemp("lab"), port_base=free_port_base(), health_timeout_s=20)
 
 
 @pytest.fixture(scope="module")
@@ -90,92 +54,12 @@ def read(reader: LocalReadToolset, tool: str, **params: Any) -> str:
     return result.output
 
 
-def eventually(check: Callable[[], str | None], timeout: float = SYMPTOM_TIMEOUT) -> str:
-    """Poll `check` (returns evidence, or None while the symptom is not visible yet)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        evidence = check()
-        if evidence:
-            return evidence
-        if time.monotonic() > deadline:
-            raise AssertionError("symptom not visible through the read toolset")
-        time.sleep(0.5)
-
-
-def _row(output: str, name: str) -> list[str]:
-    return next((line.split() for line in output.splitlines() if line.startswith(name + " ")), [])
-
-
-def _metric(output: str, key: str) -> float:
-    match = re.search(rf"\b{key}=([0-9.]+)", output)
-    return float(match.group(1)) if match else 0.0
-
-
-def _percent(output: str) -> float:
-    match = re.search(r"\(([0-9.]+)% of quota\)", output)
-    return float(match.group(1)) if match else 0.0
-
-
-# What each fault looks like to the read tools: (tool, params, predicate on the output).
-SYMPTOMS: dict[str, list[tuple[str, dict[str, Any], Callable[[str], bool]]]] = {
-    "bad_config": [
-        ("list_processes", {}, lambda out: _row(out, "api")[1] in ("BACKOFF", "FATAL", "STARTING")),
-        ("supervisor_events", {"grep": "exited: api"}, lambda out: "exit status 2; not expected" in out),
-        ("tail_log", {"service": "api", "grep": "FATAL"}, lambda out: "request_timeout_s must be" in out),
-    ],
-    "dependency_down": [
-        ("list_processes", {}, lambda out: _row(out, "store")[1] == "STOPPED"),
-        ("http_check", {"service": "api"}, lambda out: "-> 503" in out and "store unreachable" in out),
-        (
-            "tail_log",
-            {"service": "api", "grep": "store unavailable"},
-            lambda out: "Connection refused" in out,
-        ),
-    ],
-    "memory_exhaustion": [
-        ("supervisor_events", {"grep": "exited: worker"}, lambda out: "exit status 137; not expected" in out),
-        (
-            "tail_log",
-            {"service": "worker", "grep": "MemoryError"},
-            lambda out: "(RLIMIT_AS) exhausted" in out,
-        ),
-    ],
-    "cpu_hog": [
-        ("process_top", {}, lambda out: float(_row(out, "api")[2]) > 25),
-        ("tail_log", {"service": "api", "grep": "compaction"}, lambda out: "compaction thread" in out),
-    ],
-    "added_latency": [
-        ("read_metrics", {"service": "api", "match": "cache"}, lambda out: _metric(out, "p50_ms") >= 100),
-        ("read_config", {"service": "api"}, lambda out: '"cache_enabled": false' in out),
-        ("tail_log", {"service": "api", "grep": "slow request"}, lambda out: "/api/items/" in out),
-    ],
-    "disk_full": [
-        ("disk_usage", {}, lambda out: "core.worker.dump" in out and _percent(out) >= 100),
-        ("tail_log", {"service": "worker", "grep": "Errno 28"}, lambda out: "No space left on device" in out),
-        ("read_metrics", {"service": "worker", "match": "outcome"}, lambda out: 'outcome="error"' in out),
-    ],
-    "bad_deploy": [
-        ("deploy_history", {"service": "api"}, lambda out: "current release: v2" in out),
-        ("tail_log", {"service": "api", "grep": "KeyError"}, lambda out: "KeyError: 'price'" in out),
-        ("read_metrics", {"service": "api", "match": "errors"}, lambda out: _metric(out, "error_ratio") > 0),
-    ],
-    "queue_backlog": [
-        ("list_processes", {}, lambda out: "worker_" not in out and "(workers configured: 0)" in out),
-        (
-            "read_metrics",
-            {"service": "api", "match": "lab_queue_depth"},
-            lambda out: float(out.strip().splitlines()[-1].split()[-1]) >= 2,
-        ),
-    ],
-}
-
-
 def test_lab_up_serves_and_every_service_exposes_metrics(lab: Lab, reader: LocalReadToolset) -> None:
     status = lab.status()
     assert all(h["ok"] for h in status["health"].values()), status["health"]
     processes = read(reader, "list_processes")
     for name in ("store", "api", "web", "worker_0", "worker_1", "loadgen"):
-        assert _row(processes, name)[1] == "RUNNING", processes
+        assert table_row(processes, name)[1] == "RUNNING", processes
     for service in ("api", "web", "worker"):
         metrics = read(reader, "read_metrics", service=service)
         for name in ("process_resident_memory_bytes", "process_cpu_seconds_total"):
@@ -195,18 +79,7 @@ def test_fault_is_visible_then_healed_by_one_action(
     fault = get_fault(fault_name)
     try:
         fault.inject(lab)
-        for tool, params, predicate in SYMPTOMS[fault_name]:
-
-            def seen(
-                tool: str = tool, params: dict[str, Any] = params, predicate: Any = predicate
-            ) -> str | None:
-                result = reader.call(tool, params)
-                try:
-                    return result.output if result.ok and predicate(result.output) else None
-                except (IndexError, ValueError):
-                    return None
-
-            eventually(seen)
+        wait_for_symptoms(reader, fault_name)
         remedy = fault.remedy(lab.config)
         result = writer.run(remedy.action, remedy.args)
         assert result.ok, result.output
@@ -295,9 +168,9 @@ def test_write_toolset_refuses_anything_off_the_allow_list(lab: Lab, writer: Loc
     assert not writer.health("everything").healthy
 
 
-def test_lab_command_status_inject_and_heal(lab: Lab, monkeypatch: pytest.MonkeyPatch, capsys: Any) -> None:
-    monkeypatch.setenv("SKILLGATE_LAB_DIR", str(lab.config.root))
-    monkeypatch.setenv("SKILLGATE_LAB_PORT_BASE", str(lab.config.port_base))
+def test_lab_command_status_inject_and_heal(lab: Lab, settings: Any, capsys: Any) -> None:
+    settings.DIAGNOSTICS_LAB_DIR = lab.config.root
+    settings.DIAGNOSTICS_LAB_PORT_BASE = lab.config.port_base
     call_command("lab", "status", "--json")
     status = json.loads(capsys.readouterr().out)
     assert status["running"] and status["release"] == "v1"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -13,7 +14,7 @@ from diagnostics.toolsets.prometheus import (
     ToolsetNotConfigured,
     parse_time,
 )
-from tests.diagnostics.lab.fixture_server import FixtureServer
+from tests.support.fixture_server import FixtureServer
 
 ERROR_RATE = (
     'sum by (job, namespace, pod, code) (rate(http_requests_total{namespace="shop",code=~"5.."}[5m]))'
@@ -38,11 +39,11 @@ def prom(server: FixtureServer) -> PrometheusReadToolset:
     )
 
 
-def test_off_unless_configured(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("SKILLGATE_PROMETHEUS_URL", raising=False)
+def test_off_unless_configured(settings: Any) -> None:
+    settings.DIAGNOSTICS_PROMETHEUS_URL = None
     with pytest.raises(ToolsetNotConfigured):
         PrometheusReadToolset()
-    monkeypatch.setenv("SKILLGATE_PROMETHEUS_URL", "http://prometheus:9090")
+    settings.DIAGNOSTICS_PROMETHEUS_URL = "http://prometheus:9090"
     assert PrometheusReadToolset().name == "prometheus"
 
 

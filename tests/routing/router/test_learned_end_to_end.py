@@ -4,8 +4,6 @@ replay, and the next calls the router learned need the teacher go straight to th
 
 from __future__ import annotations
 
-import json
-
 import openai
 import pytest
 
@@ -14,36 +12,9 @@ from routing.router_learning.features import hashing_spec
 from routing.router_versions.services import router_version_admit, router_version_train
 from tests.factories import TaskProfileFactory
 from tests.support.celery_worker import Worker, celery_worker
-from tests.support.openai_stub import Reply
+from tests.support.learned_router import SCHEMA, ask, easy, hard, student_fails_on_hard
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-SCHEMA = {"type": "object", "properties": {"total": {"type": "number"}}, "required": ["total"]}
-HARD = "multi-currency statement"
-
-
-def hard(i: int) -> str:
-    return f"Reconcile the {HARD} number {i} across three ledgers and give the total."
-
-
-def easy(i: int) -> str:
-    return f"Read the total printed on receipt number {i} and give it."
-
-
-def student_fails_on_hard(body: dict[str, object]) -> Reply:
-    text = json.dumps(body["messages"])
-    if "student" in str(body["model"]) and HARD in text:
-        return Reply(content='{"sum": "unknown"}')  # misses the required field: the verifier fails it
-    return Reply(content='{"total": 42}')
-
-
-def ask(client: openai.OpenAI, text: str) -> tuple[str, str]:
-    raw = client.chat.completions.with_raw_response.create(
-        model="auto",
-        messages=[{"role": "system", "content": "Answer as JSON."}, {"role": "user", "content": text}],
-        extra_headers={"X-Skillgate-Task": "totals"},
-    )
-    return raw.headers["x-skillgate-route"], raw.headers["x-skillgate-invocation"]
 
 
 def wait_for_samples(worker: Worker, timeout_s: float = 180) -> None:
@@ -53,7 +24,15 @@ def wait_for_samples(worker: Worker, timeout_s: float = 180) -> None:
 
 
 def test_router_learns_from_the_ledger_and_routes_change(gateway_url, backends, api_key, stub, settings):
-    settings.SKILLGATE = {**settings.SKILLGATE, "ROUTER": {"MIN_HELDOUT_CALLS": 15}}
+    settings.SKILLGATE = {
+        **settings.SKILLGATE,
+        "ROUTER": {
+            **settings.SKILLGATE["ROUTER"],
+            "MIN_HELDOUT_CALLS": 15,
+            "TEACHER_SAMPLE_RATE": 0.0,
+            "STUDENT_SAMPLE_RATE": 0.0,
+        },
+    }
     profile = TaskProfileFactory.create(
         name="totals",
         policy=TaskProfile.Policy.LEARNED,

@@ -28,10 +28,13 @@ def test_scores_are_calibrated_probabilities(mixed_report: EvalReport, mixed_tes
     scores = mixed_report.router.model.score_many(featurize(complete, featurizer))
     labels = np.asarray([bool(r.needs_teacher) for r in complete])
     assert ((scores > 0) & (scores < 1)).all()
+    checked = []
     for low, high in [(0.0, 0.3), (0.3, 0.7), (0.7, 1.0)]:  # mean score tracks the label rate per bin
         sel = (scores >= low) & (scores < high)
-        if sel.sum() > 50:
-            assert abs(scores[sel].mean() - labels[sel].mean()) < 0.12
+        if sel.sum() > 50:  # a bin with few records says little either way
+            assert abs(scores[sel].mean() - labels[sel].mean()) < 0.12, (low, high)
+            checked.append((low, high))
+    assert len(checked) >= 2, f"too few populated bins to check calibration: {checked}"
 
 
 def test_features_of_another_kind_are_refused(mixed_report: EvalReport):

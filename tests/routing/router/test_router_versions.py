@@ -23,40 +23,12 @@ from routing.router_versions.services import (
     router_version_train,
 )
 from routing.tasks import router_drift_check, router_retrain
-from tests.factories import ApiKeyFactory, TaskProfileFactory
-from tests.routing.router.ledger import call_row
+from tests.factories import ApiKeyFactory, RouterVersionFactory
+from tests.support.ledger import call_row, easy, fill, hard, learned_profile, text_of
 
 pytestmark = pytest.mark.django_db
 
 SPEC = hashing_spec(ngram_dims=256)
-JSON_VERIFIER = {"kind": "json_schema", "schema": {"type": "object"}}
-
-
-def hard(i: int) -> str:
-    return f"Reconcile the multi-currency statement {i} across the ledgers."
-
-
-def easy(i: int) -> str:
-    return f"Read the total on receipt {i}."
-
-
-def text_of(i: int) -> str:
-    return hard(i) if i % 3 == 0 else easy(i)
-
-
-def learned_profile(name: str = "totals", verifier: dict | None = None, **params: object) -> TaskProfile:
-    return TaskProfileFactory.create(
-        name=name,
-        policy=TaskProfile.Policy.LEARNED,
-        verifier=JSON_VERIFIER if verifier is None else verifier,
-        policy_params={"target": 0.97, "target_relative": True, **params},
-    )
-
-
-def fill(profile: TaskProfile, n: int = 150, *, verified: bool = True) -> None:
-    key = ApiKeyFactory.create()
-    for i in range(n):
-        call_row(profile=profile, key=key, text=text_of(i), student_ok=i % 3 != 0, verified=verified)
 
 
 def route_of(profile: TaskProfile, text: str, verified: bool = True) -> tuple[str, int | None, str]:
@@ -122,7 +94,10 @@ def test_a_version_that_fails_on_the_held_out_shard_is_rejected():
 
 
 def test_too_few_held_out_calls_are_not_enough_to_admit(settings):
-    settings.SKILLGATE = {**settings.SKILLGATE, "ROUTER": {"MIN_HELDOUT_CALLS": 1000}}
+    settings.SKILLGATE = {
+        **settings.SKILLGATE,
+        "ROUTER": {**settings.SKILLGATE["ROUTER"], "MIN_HELDOUT_CALLS": 1000},
+    }
     profile = learned_profile()
     fill(profile)
     version = router_version_admit(version=router_version_train(profile=profile, spec=SPEC))
@@ -180,13 +155,16 @@ def test_a_model_this_machine_cannot_featurize_falls_back_to_the_fixed_policy():
 
 def test_only_one_retrain_of_a_profile_runs_at_a_time():
     profile = learned_profile()
-    RouterVersion.objects.create(profile=profile, number=1, target_pass_rate=0.97)  # status training
+    RouterVersionFactory.create(profile=profile, number=1)  # status training
     with pytest.raises(RouterTrainingError, match="already training"):
         router_version_train(profile=profile, spec=SPEC)
 
 
 def test_retrain_task_trains_calibrates_and_admits(settings):
-    settings.SKILLGATE = {**settings.SKILLGATE, "ROUTER": {"FEATURES": "hashing"}}
+    settings.SKILLGATE = {
+        **settings.SKILLGATE,
+        "ROUTER": {**settings.SKILLGATE["ROUTER"], "FEATURES": "hashing"},
+    }
     profile = learned_profile()
     fill(profile)
     assert router_retrain(profile.pk).startswith("v1 active")
@@ -202,11 +180,10 @@ def test_retrain_without_labelled_calls_records_a_failed_version():
 
 
 def _active(profile: TaskProfile, share: float, pass_rate: float) -> RouterVersion:
-    return RouterVersion.objects.create(
+    return RouterVersionFactory.create(
         profile=profile,
         number=1,
         status=RouterVersion.Status.ACTIVE,
-        target_pass_rate=0.97,
         threshold=0.5,
         predicted_teacher_share=share,
         predicted_pass_rate=pass_rate,
@@ -215,7 +192,10 @@ def _active(profile: TaskProfile, share: float, pass_rate: float) -> RouterVersi
 
 
 def test_drift_is_flagged_when_the_live_teacher_share_parts_from_the_prediction(settings):
-    settings.SKILLGATE = {**settings.SKILLGATE, "ROUTER": {"DRIFT_MIN_CALLS": 20, "DRIFT_SHARE_MARGIN": 0.1}}
+    settings.SKILLGATE = {
+        **settings.SKILLGATE,
+        "ROUTER": {**settings.SKILLGATE["ROUTER"], "DRIFT_MIN_CALLS": 20, "DRIFT_SHARE_MARGIN": 0.1},
+    }
     profile = learned_profile()
     version = _active(profile, share=0.3, pass_rate=0.95)
     key = ApiKeyFactory.create()
@@ -238,7 +218,10 @@ def test_drift_is_flagged_when_the_live_teacher_share_parts_from_the_prediction(
 
 
 def test_drift_is_flagged_when_the_live_pass_rate_falls_and_cleared_when_it_holds(settings):
-    settings.SKILLGATE = {**settings.SKILLGATE, "ROUTER": {"DRIFT_MIN_CALLS": 20, "DRIFT_PASS_MARGIN": 0.05}}
+    settings.SKILLGATE = {
+        **settings.SKILLGATE,
+        "ROUTER": {**settings.SKILLGATE["ROUTER"], "DRIFT_MIN_CALLS": 20, "DRIFT_PASS_MARGIN": 0.05},
+    }
     profile = learned_profile(name="novf", verifier={})
     version = _active(profile, share=0.0, pass_rate=0.95)
     key = ApiKeyFactory.create()
@@ -260,7 +243,10 @@ def test_drift_is_flagged_when_the_live_pass_rate_falls_and_cleared_when_it_hold
 
 
 def test_drift_is_not_judged_on_too_few_calls(settings):
-    settings.SKILLGATE = {**settings.SKILLGATE, "ROUTER": {"DRIFT_MIN_CALLS": 50}}
+    settings.SKILLGATE = {
+        **settings.SKILLGATE,
+        "ROUTER": {**settings.SKILLGATE["ROUTER"], "DRIFT_MIN_CALLS": 50},
+    }
     profile = learned_profile()
     version = _active(profile, share=0.0, pass_rate=0.95)
     call_row(

@@ -9,14 +9,17 @@ from django.core.management import CommandError, call_command
 
 from routing.models import RouterVersion
 from routing.router_learning.runtime import forget_routers
-from tests.routing.router.test_router_versions import fill, learned_profile
+from tests.support.ledger import fill, learned_profile
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture(autouse=True)
 def _hashing(settings):  # type: ignore[no-untyped-def]
-    settings.SKILLGATE = {**settings.SKILLGATE, "ROUTER": {"FEATURES": "hashing"}}
+    settings.SKILLGATE = {
+        **settings.SKILLGATE,
+        "ROUTER": {**settings.SKILLGATE["ROUTER"], "FEATURES": "hashing"},
+    }
     forget_routers()
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
@@ -26,6 +27,7 @@ from typing import Any
 from django.db import transaction
 from scipy.stats import binomtest
 
+from routing.calls import CallPlan, active_backends
 from routing.errors import UpstreamError
 from routing.models import Backend, Invocation, TaskProfile
 from routing.verifiers import Verifier
@@ -34,13 +36,9 @@ from training.services.cycle.calls import (
     acall,
     cycle_setting,
     first_passing,
-    sampled,
+    replay_plan,
+    required,
     split_of,
-    student_of,
-    teacher_of,
-    upstream_body,
-    verifier_for,
-    with_skillbook,
 )
 
 
@@ -56,7 +54,12 @@ class Configuration:
 class Item:
     key: str
     request: dict[str, Any]
-    verifier: Verifier
+    plan: CallPlan  # the profile's own plan of the request (routing.calls): its verifier and teacher
+
+    @property
+    def verifier(self) -> Verifier:
+        assert self.plan.verifier is not None  # only calls with a verifier are items
+        return self.plan.verifier
 
 
 @dataclass
@@ -88,7 +91,9 @@ class SideMetrics:
         }
 
 
-def heldout_items(*, profile: TaskProfile, limit: int) -> list[Item]:
+def heldout_items(
+    *, profile: TaskProfile, limit: int, backends: Sequence[Backend] | None = None
+) -> list[Item]:
     """Distinct held-out prompts of the profile that have a verifier, newest first."""
     seen: set[str] = set()
     items: list[Item] = []
@@ -97,10 +102,10 @@ def heldout_items(*, profile: TaskProfile, limit: int) -> list[Item]:
         key = hashlib.sha256(json.dumps(request.get("messages"), sort_keys=True).encode()).hexdigest()
         if key in seen or len(items) >= limit:
             return
-        verifier = verifier_for(profile, request)
-        if verifier is not None:
+        plan = replay_plan(profile, request, backends=backends)
+        if plan is not None and plan.verifier is not None:
             seen.add(key)
-            items.append(Item(key, request, verifier))
+            items.append(Item(key, request, plan))
 
     for demonstration in Demonstration.objects.filter(
         profile=profile, split=Demonstration.Split.HELDOUT
@@ -113,34 +118,56 @@ def heldout_items(*, profile: TaskProfile, limit: int) -> list[Item]:
 
 
 async def _leg(backend: Backend, body: dict[str, Any], item: Item) -> Leg:
-    """One backend's answer to an item as the gateway gets it (best-of-n for a sampling backend)."""
+    """One backend's answer to an item as the gateway gets it (``body`` from the item's plan)."""
     try:
-        answer = await acall(backend, sampled(backend, body))
+        answer = await acall(backend, body)
     except UpstreamError as exc:
         return Leg(False, Decimal(0), exc.message)
     _, passed, _ = await asyncio.to_thread(first_passing, item.verifier, item.request, answer)
     return Leg(passed, answer.cost_usd)
 
 
+def _side_plans(
+    profile: TaskProfile, items: list[Item], side: Configuration, backends: Sequence[Backend] | None
+) -> list[CallPlan]:
+    """Each item planned with ``side`` as the student: its adapter and its SkillBook text."""
+    plans = []
+    for item in items:
+        plan = replay_plan(
+            profile,
+            item.request,
+            backends=backends,
+            adapter=side.adapter,
+            skillbook_text=side.skillbook_text,
+        )
+        assert plan is not None  # the same verifier as the item's own plan
+        required(plan.student, "student")
+        plans.append(plan)
+    return plans
+
+
 async def _evaluate(
-    profile: TaskProfile, items: list[Item], sides: list[tuple[Backend, str]], teacher: Backend
+    items: list[Item], sides: list[list[CallPlan]]
 ) -> tuple[list[list[Leg]], list[Leg | None]]:
-    """Student legs per side (its backend and SkillBook text) and item, and the teacher leg per item
-    (None where no side fell back). Runs in an event loop: no database access in here."""
+    """Student legs per side (each item's plan on that side) and item, and the teacher leg per item
+    (None where no side fell back). Runs in an event loop: no database access in here. Replays are
+    greedy (temperature 0), except that a best-of-n backend samples its n answers."""
     limit = asyncio.Semaphore(int(cycle_setting("ADMISSION_CONCURRENCY")))
 
-    async def student_leg(side: tuple[Backend, str], item: Item) -> Leg:
-        student, skillbook_text = side
-        body = upstream_body(profile, item.request, temperature=0)
-        body["messages"] = with_skillbook(body["messages"], skillbook_text)
+    async def student_leg(plan: CallPlan, item: Item) -> Leg:
+        student = required(plan.student, "student")
         async with limit:
-            return await _leg(student, body, item)
+            return await _leg(student, plan.leg_body(student, temperature=0), item)
 
     async def teacher_leg(item: Item) -> Leg:
+        teacher = required(item.plan.teacher, "teacher")
         async with limit:
-            return await _leg(teacher, upstream_body(profile, item.request, temperature=0), item)
+            return await _leg(teacher, item.plan.leg_body(teacher, temperature=0), item)
 
-    students = [await asyncio.gather(*(student_leg(side, item) for item in items)) for side in sides]
+    students = [
+        await asyncio.gather(*(student_leg(plan, item) for plan, item in zip(plans, items, strict=True)))
+        for plans in sides
+    ]
     need = [any(not legs[i].passed for legs in students) for i in range(len(items))]
     answered = await asyncio.gather(
         *(teacher_leg(item) for item, needed in zip(items, need, strict=True) if needed)
@@ -216,12 +243,12 @@ def admission_evaluate(
     """Runs the held-out comparison and records the decision. Applying it is the caller's part."""
     profile = TaskProfile.objects.select_related("teacher", "student").get(pk=profile_id)
     alpha = float(cycle_setting("ADMISSION_ALPHA"))
-    items = heldout_items(profile=profile, limit=int(cycle_setting("ADMISSION_MAX_ITEMS")))
+    backends = active_backends()
+    items = heldout_items(profile=profile, limit=int(cycle_setting("ADMISSION_MAX_ITEMS")), backends=backends)
     if items:
-        sides = [(student_of(profile, adapter=c.adapter), c.skillbook_text) for c in (active, candidate)]
-        (active_legs, candidate_legs), teachers = asyncio.run(
-            _evaluate(profile, items, sides, teacher_of(profile))
-        )
+        sides = [_side_plans(profile, items, side, backends) for side in (active, candidate)]
+        required(items[0].plan.teacher, "teacher")
+        (active_legs, candidate_legs), teachers = asyncio.run(_evaluate(items, sides))
     else:
         active_legs, candidate_legs, teachers = [], [], []
     act, cand = _metrics(active_legs, teachers), _metrics(candidate_legs, teachers)

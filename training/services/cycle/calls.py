@@ -1,95 +1,76 @@
-"""What the cycle's steps share: the profile's backends and verifier, one upstream call, task signatures.
+"""What the cycle's steps share: the plan of a stored call, one upstream call, task signatures.
 
-Calls go through the gateway's own upstream code (``routing.upstream``, litellm) and verifiers, so a
-replayed call meets the same backend, prompt and checks as it did behind ``/v1/chat/completions``.
+Calls are planned by routing's one call planner (``routing.calls``: backends, adapter, verifier,
+SkillBook prefix, best-of-n, body) and go through the gateway's own upstream code (``routing.upstream``,
+litellm) and verifiers, so a replayed call meets the same backend, prompt and checks as it did behind
+``/v1/chat/completions``. What is here is the cycle's own: errors, settings, answers as training text,
+task signatures and the held-out split.
 """
 
 from __future__ import annotations
 
 import asyncio
-import copy
 import hashlib
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
 from django.conf import settings
 
-from routing import upstream, verifier_policy
+from core.errors import ServiceError
+from routing import upstream
+from routing.calls import CallPlan, plan_call
 from routing.json_body import loads_answer
 from routing.models import Backend, TaskProfile
 from routing.pricing import prices_for, usage_cost
-from routing.protocol import ChatRequest
+from routing.verifier_policy import VerifierPolicyError
 from routing.verifiers import Verifier
 from routing.verifiers.json_schema import message_text
 
 
-class CycleError(Exception):
+class CycleError(ServiceError):
     """A step cannot run for a reason that retrying will not fix (no teacher, bad configuration)."""
+
+    code = "cycle_step_failed"
+    status = 409
 
 
 def cycle_setting(name: str) -> Any:
     return settings.SKILLGATE["CYCLE"][name]
 
 
-def teacher_of(profile: TaskProfile) -> Backend:
-    teacher = (
-        profile.teacher
-        or Backend.objects.filter(role=Backend.Role.TEACHER, is_active=True).order_by("pk").first()
-    )
-    if teacher is None:
-        raise CycleError("No teacher backend is configured.")
-    return teacher
-
-
-def student_of(profile: TaskProfile, *, adapter: str | None = None) -> Backend:
-    """The profile's student as the gateway calls it: its admitted adapter, or ``adapter`` when given.
-
-    The returned object is never saved: choosing an adapter here changes nothing for live traffic.
-    """
-    student = (
-        profile.student
-        or Backend.objects.filter(role=Backend.Role.STUDENT, is_active=True).order_by("pk").first()
-    )
-    if student is None:
-        raise CycleError("No student backend is configured.")
-    name = profile.student_adapter if adapter is None else adapter
-    if name:
-        student = copy.copy(student)
-        student.adapter = name
-    return student
-
-
-def verifier_config(profile: TaskProfile, request: dict[str, Any]) -> dict[str, Any]:
-    """The config that judged ``request`` at the gateway (the call was admitted there, so the profile's
-    per-call permission is not checked again); {} when nothing verifies it."""
+def replay_plan(
+    profile: TaskProfile,
+    request: dict[str, Any],
+    *,
+    backends: Sequence[Backend] | None = None,
+    adapter: str | None = None,
+    skillbook_text: str | None = None,
+) -> CallPlan | None:
+    """The plan of a stored call (a ledger request or a demonstration's) as the gateway makes it. The
+    call was admitted there, so the profile's per-call permission is not checked again; None when its
+    verifier config cannot be built (nothing can judge a replay of it)."""
     try:
-        return verifier_policy.config_for(profile, request, enforce=False)[0]
-    except verifier_policy.VerifierPolicyError:
-        return {}
-
-
-def verifier_for(profile: TaskProfile, request: dict[str, Any]) -> Verifier | None:
-    try:
-        return verifier_policy.resolve(profile, request, enforce=False).verifier
-    except verifier_policy.VerifierPolicyError:
+        return plan_call(
+            profile=profile,
+            request=request,
+            enforce=False,
+            backends=backends,
+            adapter=adapter,
+            skillbook_text=skillbook_text,
+        )
+    except VerifierPolicyError:
         return None
 
 
-def upstream_body(profile: TaskProfile, request: dict[str, Any], **overrides: Any) -> dict[str, Any]:
-    """The body the gateway would send upstream for ``request`` (a ledger request or a demonstration's)."""
-    parsed = ChatRequest.model_validate({"model": "auto", **request})
-    cap = parsed.output_cap(profile.max_tokens or settings.SKILLGATE["DEFAULT_MAX_TOKENS"])
-    return {**parsed.upstream_body(max_tokens=cap), **overrides}
-
-
-def with_skillbook(messages: list[dict[str, Any]], text: str) -> list[dict[str, Any]]:
-    """The student's prompt with a SkillBook in front, exactly as the gateway puts it there."""
-    from routing.gateway import _with_skillbook
-
-    return _with_skillbook(messages, text) if text else messages
+def required(backend: Backend | None, role: str) -> Backend:
+    """A planned backend the step cannot do without."""
+    if backend is None:
+        raise CycleError(f"No {role} backend is configured.")
+    return backend
 
 
 @dataclass
@@ -98,20 +79,6 @@ class Answer:
     cost_usd: Decimal
     latency_ms: float
     choices: list[dict[str, Any]]  # every answer: more than one from a best-of-n backend
-
-
-def sampled(backend: Backend, body: dict[str, Any]) -> dict[str, Any]:
-    """The body as the gateway sends it to ``backend`` when a verifier can choose: a best-of-n backend
-    (``samples`` > 1) is asked for n sampled answers in one call."""
-    if backend.samples <= 1:
-        return body
-    from routing.gateway import BEST_OF_TEMPERATURE
-
-    return {
-        **body,
-        "n": backend.samples,
-        "temperature": max(body.get("temperature") or 0.0, BEST_OF_TEMPERATURE),
-    }
 
 
 async def acall(backend: Backend, body: dict[str, Any]) -> Answer:
@@ -205,14 +172,9 @@ __all__ = [
     "completion_text",
     "cycle_setting",
     "first_passing",
-    "sampled",
+    "replay_plan",
+    "required",
     "split_of",
-    "student_of",
     "task_signature",
-    "teacher_of",
-    "upstream_body",
-    "verifier_config",
-    "verifier_for",
     "verify",
-    "with_skillbook",
 ]

@@ -15,6 +15,7 @@ from typing import Any
 
 from django.db import transaction
 
+from routing.calls import CallPlan
 from routing.errors import UpstreamError
 from routing.models import Invocation, TaskProfile
 from training import selectors
@@ -24,16 +25,11 @@ from training.services.cycle.calls import (
     completion_text,
     cycle_setting,
     first_passing,
-    sampled,
+    replay_plan,
+    required,
     split_of,
-    student_of,
     task_signature,
-    teacher_of,
-    upstream_body,
-    verifier_config,
-    verifier_for,
     verify,
-    with_skillbook,
 )
 
 log = logging.getLogger(__name__)
@@ -77,13 +73,14 @@ def _record(
     outcome: str,
     detail: str,
     message: dict[str, Any] | None = None,
+    plan: CallPlan | None = None,
 ) -> Demonstration | None:
     ReplayAttempt.objects.get_or_create(
         invocation=invocation,
         source=source,
         defaults={"profile_id": invocation.profile_id, "outcome": outcome, "detail": detail[:4000]},
     )
-    if outcome != ReplayAttempt.Outcome.ACCEPTED or message is None:
+    if outcome != ReplayAttempt.Outcome.ACCEPTED or message is None or plan is None:
         return None
     request = invocation.request
     signature, _ = task_signature(request)
@@ -99,7 +96,7 @@ def _record(
                 "passed": True,
                 "detail": detail[:1000],
                 "message": message,
-                "verifier": verifier_config(invocation.profile, request),
+                "verifier": plan.verifier_config,
             },
             "task_signature": signature,
             "split": split_of(request["messages"]),
@@ -108,9 +105,8 @@ def _record(
     return demonstration
 
 
-def _replay_teacher(profile: TaskProfile, invocation: Invocation, result: ReplayResult) -> None:
-    verifier = verifier_for(profile, invocation.request)
-    if verifier is None:
+def _replay_teacher(plan: CallPlan | None, invocation: Invocation, result: ReplayResult) -> None:
+    if plan is None or plan.verifier is None:
         _record(
             invocation=invocation,
             source=Source.TEACHER,
@@ -121,14 +117,19 @@ def _replay_teacher(profile: TaskProfile, invocation: Invocation, result: Replay
         return
     message = _served_teacher_answer(invocation)
     if message is None:
-        teacher = teacher_of(profile)
-        answer = call(teacher, sampled(teacher, upstream_body(profile, invocation.request)))
-        message, passed, detail = first_passing(verifier, invocation.request, answer)
+        teacher = required(plan.teacher, "teacher")
+        answer = call(teacher, plan.leg_body(teacher))  # best-of-n for a sampling teacher
+        message, passed, detail = first_passing(plan.verifier, invocation.request, answer)
     else:
-        passed, detail = verify(verifier, invocation.request, message)
+        passed, detail = verify(plan.verifier, invocation.request, message)
     outcome = ReplayAttempt.Outcome.ACCEPTED if passed else ReplayAttempt.Outcome.REJECTED
     demonstration = _record(
-        invocation=invocation, source=Source.TEACHER, outcome=outcome, detail=detail, message=message
+        invocation=invocation,
+        source=Source.TEACHER,
+        outcome=outcome,
+        detail=detail,
+        message=message,
+        plan=plan,
     )
     if demonstration is None:
         result.rejected[Source.TEACHER] += 1
@@ -137,10 +138,10 @@ def _replay_teacher(profile: TaskProfile, invocation: Invocation, result: Replay
         result.demonstration_ids.append(demonstration.pk)
 
 
-def _replay_student(profile: TaskProfile, invocation: Invocation, result: ReplayResult) -> None:
-    """The student's own retry, sampled; the first passing one is a self-repair pair."""
-    verifier = verifier_for(profile, invocation.request)
-    if verifier is None:
+def _replay_student(plan: CallPlan | None, invocation: Invocation, result: ReplayResult) -> None:
+    """The student's own retry (its admitted adapter, the SkillBook in front), sampled; the first
+    passing one is a self-repair pair."""
+    if plan is None or plan.verifier is None:
         _record(
             invocation=invocation,
             source=Source.SELF_REPAIR,
@@ -148,15 +149,12 @@ def _replay_student(profile: TaskProfile, invocation: Invocation, result: Replay
             detail="",
         )
         return
-    student = student_of(profile)
-    body = upstream_body(
-        profile, invocation.request, temperature=float(cycle_setting("SELF_REPAIR_TEMPERATURE"))
-    )
-    body["messages"] = with_skillbook(body["messages"], profile.skillbook_text)
+    student = required(plan.student, "student")
+    body = plan.body_for(student, temperature=float(cycle_setting("SELF_REPAIR_TEMPERATURE")))
     detail = "no retry"
     for _ in range(int(cycle_setting("SELF_REPAIR_TRIES"))):
         message = call(student, body).message
-        passed, detail = verify(verifier, invocation.request, message)
+        passed, detail = verify(plan.verifier, invocation.request, message)
         if passed:
             demonstration = _record(
                 invocation=invocation,
@@ -164,6 +162,7 @@ def _replay_student(profile: TaskProfile, invocation: Invocation, result: Replay
                 outcome=ReplayAttempt.Outcome.ACCEPTED,
                 detail=detail,
                 message=message,
+                plan=plan,
             )
             assert demonstration is not None
             result.accepted[Source.SELF_REPAIR] += 1
@@ -199,11 +198,13 @@ def demonstrations_replay(*, profile_id: int, invocation_ids: list[str] | None =
         steps = [(Source.TEACHER, _replay_teacher)]
         if self_repair:
             steps.append((Source.SELF_REPAIR, _replay_student))
-        for source, step in steps:
-            if source in done:
-                continue
+        todo = [(source, step) for source, step in steps if source not in done]
+        if not todo:
+            continue
+        plan = replay_plan(profile, invocation.request)  # as the gateway planned it: routing.calls
+        for source, step in todo:
             try:
-                step(profile, invocation, result)
+                step(plan, invocation, result)
             except UpstreamError as exc:
                 log.warning("replay of %s on the %s failed: %s", invocation.pk, source, exc.message)
                 result.errors += 1

@@ -21,6 +21,7 @@ from django.utils import timezone
 
 from diagnostics.agent.skills import HEADER as SKILLS_HEADER
 from diagnostics.agent.skills import with_skills
+from routing.calls import best_of_body, teacher_of
 from routing.errors import UpstreamError
 from routing.ledger import HAS_BODY
 from routing.models import Invocation, TaskProfile
@@ -28,7 +29,7 @@ from routing.services import task_profile_skillbook_set
 from routing.verifiers.json_schema import message_text, schema_errors
 from training import selectors
 from training.models import Demonstration, Skill, SkillBook
-from training.services.cycle.calls import call, cycle_setting, sampled, split_of, task_signature, teacher_of
+from training.services.cycle.calls import call, cycle_setting, required, split_of, task_signature
 
 MAX_ITEMS = 3
 MAX_ITEM_CHARS = 200
@@ -164,9 +165,9 @@ def _distill(profile: TaskProfile, item: _Evidence) -> tuple[list[str], list[str
             "json_schema": {"name": "skillbook", "schema": DISTILLED_SCHEMA},
         },
     }
-    teacher = teacher_of(profile)
-    try:
-        answer = call(teacher, sampled(teacher, body))
+    teacher = required(teacher_of(profile), "teacher")
+    try:  # the asked-for JSON shape chooses among a best-of-n teacher's answers
+        answer = call(teacher, best_of_body(teacher, body))
     except UpstreamError as exc:
         raise DistillationError(exc.message) from None
     errors = []

@@ -20,37 +20,26 @@ from django.db.models import F, Q
 from django.utils import timezone
 from jsonschema import Draft202012Validator
 
+from core.errors import ServiceError
+from core.queues import on_commit
 from diagnostics import services as diagnostics_services
 from diagnostics.agent import config as agent_config
 from diagnostics.agent.findings import Finding
 from diagnostics.agent.llm import GatewayClient, LLMUnavailable, gateway_client
-from diagnostics.agent.runner import alert_context_for
 from diagnostics.agent.skills import PHASES, Signature, incident_signature
 from diagnostics.models import Step, Trajectory
+from diagnostics.recording import alert_context_for
 from routing.models import TaskProfile
 from training.models import DiagnosticSkill
 
-DEFAULTS: dict[str, Any] = {
-    "PROFILE": "sre-evolver",  # the teacher's task profile for corrective plans
-    "MAX_SKILLBOOK_CHARS": 4000,
-    "STALE_AFTER_S": 600,  # a running job older than this is claimed again (its worker died)
-    "MAX_ATTEMPTS": 3,
-    "QUEUE": "",  # empty: Celery's default queue
-    "HELDOUT_CASES": "",  # empty: the shared holmesgpt cases
-    "HELDOUT_FILTER": "",
-}
-
 
 def evolver_setting(name: str) -> Any:
-    return {**DEFAULTS, **getattr(settings, "SKILLGATE", {}).get("EVOLVER", {})}[name]
+    """One of ``SKILLGATE["EVOLVER"]`` (declared, with its default, in app/settings.py)."""
+    return settings.SKILLGATE["EVOLVER"][name]
 
 
-class EvolverError(Exception):
+class EvolverError(ServiceError):
     """A request the Evolver refuses (e.g. marking a trajectory that has not finished)."""
-
-    def __init__(self, message: str, *, code: str, status: int = 400) -> None:
-        super().__init__(message)
-        self.message, self.code, self.status = message, code, status
 
 
 # --- the protocol -----------------------------------------------------------------------------------
@@ -152,7 +141,7 @@ def _observer_profile() -> TaskProfile:
 def _enqueue(skill_id: int) -> None:
     from training.tasks.evolver import enqueue_evolve
 
-    transaction.on_commit(lambda: enqueue_evolve(skill_id))
+    on_commit(enqueue_evolve, skill_id)
 
 
 @transaction.atomic

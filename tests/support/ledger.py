@@ -1,11 +1,15 @@
-"""Ledger rows as the gateway writes them, for the router-version tests (no upstream needed)."""
+"""Ledger rows as the gateway writes them, for the router-version tests (no upstream needed): a call's
+legs, one call, and a learned profile's ledger filled with easy calls the student passes and hard ones
+it fails (every third)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from routing.models import ApiKey, Invocation, RouterVersion, TaskProfile
-from tests.factories import InvocationFactory
+from tests.factories import ApiKeyFactory, InvocationFactory, TaskProfileFactory
+
+JSON_VERIFIER = {"kind": "json_schema", "schema": {"type": "object"}}
 
 
 def leg(role: str, verdict: str, *, correct: bool | None = None, background: bool = False) -> dict[str, Any]:
@@ -76,3 +80,30 @@ def call_row(
         fallback=served == "teacher",
         router_version=version,
     )
+
+
+def hard(i: int) -> str:
+    return f"Reconcile the multi-currency statement {i} across the ledgers."
+
+
+def easy(i: int) -> str:
+    return f"Read the total on receipt {i}."
+
+
+def text_of(i: int) -> str:
+    return hard(i) if i % 3 == 0 else easy(i)
+
+
+def learned_profile(name: str = "totals", verifier: dict | None = None, **params: object) -> TaskProfile:
+    return TaskProfileFactory.create(
+        name=name,
+        policy=TaskProfile.Policy.LEARNED,
+        verifier=JSON_VERIFIER if verifier is None else verifier,
+        policy_params={"target": 0.97, "target_relative": True, **params},
+    )
+
+
+def fill(profile: TaskProfile, n: int = 150, *, verified: bool = True) -> None:
+    key = ApiKeyFactory.create()
+    for i in range(n):
+        call_row(profile=profile, key=key, text=text_of(i), student_ok=i % 3 != 0, verified=verified)

@@ -1,7 +1,7 @@
 """The Celery app for the worker of the end-to-end Slack test: the project's app, plus the fake
 environment of the diagnostics tests (registered here, in the worker) as the default environment.
 
-Run as ``celery -A tests.slack.worker worker``.
+Run as ``celery -A tests.support.slack_worker worker`` (tests/slack/test_worker.py does).
 """
 
 import django
@@ -11,7 +11,7 @@ from app.celery import celery_app
 
 django.setup()
 
-import tests.diagnostics.conftest  # noqa: E402, F401  (registers the "fake" environment)
+import tests.support.fake_environment  # noqa: E402, F401  (registers the "fake" environment)
 
 settings.DIAGNOSTICS_DEFAULT_ENVIRONMENT = "fake"
 

@@ -1,8 +1,10 @@
-"""The Slack bot against the real endpoint (uvicorn serving the ASGI app) and a local Slack Web API.
+"""Talking to the Slack bot as Slack does, in tests: signed requests to the real endpoint, the Celery
+messages the bot sends captured and run by ``Queue.drain()`` in the test thread (which plays the
+worker), and Slack members linked to users.
 
 Requests are signed with Slack's v0 scheme (slack_sdk's SignatureVerifier computes the HMAC); the bot's
-outgoing calls go through slack_sdk's WebClient to ``SlackStub``. Celery messages are captured and
-run by ``queue.drain()`` in the test thread, which plays the worker.
+outgoing calls go through slack_sdk's WebClient to ``SlackStub`` (tests/support/slack_stub.py). The
+fixtures (``bot``, ``queue``, ``slack_client``...) are in tests/conftest.py.
 """
 
 from __future__ import annotations
@@ -10,46 +12,22 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlencode
 
 import httpx
-import pytest
 from django.contrib.auth.models import User
 from slack_sdk.signature import SignatureVerifier
 
-from diagnostics.models import Step
 from diagnostics.slack import services
-from tests.diagnostics.conftest import FakeWrite, _user
-from tests.support.slack_stub import TEAM_ID, SlackStub
+from tests.support.fake_environment import incident_user
+from tests.support.slack_stub import TEAM_ID
 
 SECRET = "8f742231b10e8888abcd99yyyzzz85a5"
 TOKEN = "xoxb-test-token"
 CHANNEL = "C0INCIDENTS"
-
-
-@pytest.fixture(scope="session")
-def slack_stub() -> Iterator[SlackStub]:
-    with SlackStub() as stub:
-        yield stub
-
-
-@pytest.fixture
-def slack(slack_stub: SlackStub) -> SlackStub:
-    slack_stub.reset()
-    return slack_stub
-
-
-@pytest.fixture
-def bot(settings: Any, slack: SlackStub, transactional_db: None) -> SlackStub:
-    """The bot on, talking to the stub; Slack incidents are diagnosed on the fake environment."""
-    settings.SLACK_BOT_TOKEN = TOKEN
-    settings.SLACK_SIGNING_SECRET = SECRET
-    settings.SLACK_API_URL = slack.base_url
-    settings.DIAGNOSTICS_DEFAULT_ENVIRONMENT = "fake"
-    return slack
 
 
 @dataclass
@@ -79,32 +57,9 @@ class Queue:
         return done
 
 
-@pytest.fixture
-def queue(monkeypatch: pytest.MonkeyPatch) -> Queue:
-    queue = Queue()
-
-    def sync(pk: int) -> None:
-        queue.steps_at_sync.append(Step.objects.filter(trajectory_id=pk).count())
-        queue.sent.append(("sync", pk))
-
-    monkeypatch.setattr("diagnostics.slack.tasks.enqueue_sync", sync)
-    for target, name in [
-        ("diagnostics.tasks.enqueue_diagnosis", "diagnosis"),
-        ("diagnostics.tasks.enqueue_execution", "execution"),
-        ("diagnostics.slack.tasks.enqueue_event", "event"),
-    ]:
-        monkeypatch.setattr(target, lambda pk, name=name: queue.sent.append((name, pk)))
-    return queue
-
-
-@pytest.fixture
-def write_log() -> list[tuple[str, dict[str, Any]]]:
-    FakeWrite.runs.clear()
-    return FakeWrite.runs
-
-
 def linked(username: str, slack_user_id: str, *, approver: bool) -> User:
-    user = _user(username, approver=approver)
+    """A user (an approver or not) linked to the Slack member ``slack_user_id``."""
+    user = incident_user(username, approver=approver)
     services.slack_user_link(slack_user_id=slack_user_id, user=user, team_id=TEAM_ID)
     return user
 
@@ -227,11 +182,3 @@ class SlackClient:
             content_type="application/x-www-form-urlencoded",
             path="/slack/interactions",
         )
-
-
-@pytest.fixture
-def slack_client(gateway_url: str) -> SlackClient:
-    # The first request of a fresh server imports the URLconf (the gateway pulls in scikit-learn:
-    # seconds on a busy machine); a deployed server has done that before Slack's first call.
-    httpx.get(gateway_url + "/healthz", timeout=60)
-    return SlackClient(gateway_url)

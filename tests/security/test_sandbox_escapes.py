@@ -1,137 +1,35 @@
-"""Attacks on the code sandbox, each driven through the running gateway with a real HTTP client.
+"""Escapes from the code sandbox, each attack driven through the running gateway with a real HTTP client.
 
 A task profile owns a ``python_tests`` verifier; the stub teacher answers with attacking code, which
-the gateway runs in its sandbox as it would any model's answer. Every attacking answer also defines
-a correct ``add`` and then asserts that its attack worked, so a fail verdict means the attack failed
-from the program's own point of view. Each test then checks from the host that the side effect did
-not happen (a marker file, a live victim process, an unchanged database, a silent listener, no
-secret in anything the caller or the ledger can see, no process left), and that the gateway keeps
-serving: a normal verified call right after answers 200, quickly.
+the gateway runs in its sandbox as it would any model's answer (tests/support/sandbox.py). Every
+attacking answer also defines a correct ``add`` and then asserts that its attack worked, so a fail
+verdict means the attack failed from the program's own point of view. Each test then checks from the
+host that the side effect did not happen (a marker file, a live victim process, an unchanged database,
+a silent listener, no secret in anything the caller or the ledger can see), and that the gateway keeps
+serving: a normal verified call right after answers 200, quickly. Exhausting the sandbox's resources
+is tests/security/test_sandbox_resources.py.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import secrets
 import shutil
 import socket
 import sqlite3
-import subprocess
 import sys
-import threading
+import tempfile
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-import httpx
 import pytest
 from django.conf import settings
 from django.db import connection
 
-from routing.models import Invocation
-from routing.verifiers.sandbox import OUTPUT_LIMIT, PROCESS_LIMIT, run_python
-from tests.factories import TaskProfileFactory
-from tests.support.openai_stub import OpenAIStub, Reply
+from routing.verifiers.sandbox import run_python
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-PROFILE = "sandbox-attacks"
-TIMEOUT_S = 2
-GOOD = "def add(a, b):\n    return a + b\n\n"
-QUICK_S = 5.0  # a normal call after an attack; the sandbox itself takes well under a second
-
-
-def processes_with(marker: str) -> list[int]:
-    """Host pids whose command line contains ``marker`` (read from the host's /proc)."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                if marker.encode() in Path(f"/proc/{entry}/cmdline").read_bytes():
-                    found.append(int(entry))
-            except OSError:
-                continue
-    return found
-
-
-@dataclass
-class Outcome:
-    status: int
-    verdict: str
-    detail: str
-    elapsed: float
-    exposed: str  # everything the caller got back and everything the ledger stored
-
-
-@dataclass
-class Gateway:
-    url: str
-    key: str
-    stub: OpenAIStub
-    answers: dict[str, str] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        # Each call's question names the answer the stub teacher gives it (calls may overlap).
-        self.stub.responder = lambda body: Reply(
-            content=f"```python\n{self.answers[body['messages'][-1]['content']]}\n```"
-        )
-
-    def call(self, code: str, *, task: str = PROFILE) -> Outcome:
-        question = f"Write add(a, b). ({secrets.token_hex(8)})"
-        self.answers[question] = code
-        started = time.monotonic()
-        response = httpx.post(
-            f"{self.url}/v1/chat/completions",
-            json={"model": "teacher", "messages": [{"role": "user", "content": question}]},
-            headers={"Authorization": f"Bearer {self.key}", "X-Skillgate-Task": task},
-            timeout=60,
-        )
-        elapsed = time.monotonic() - started
-        row = Invocation.objects.get(pk=response.headers["x-skillgate-invocation"])
-        stored = json.dumps(
-            [row.verdict_detail, row.legs, row.response, row.error], default=str, ensure_ascii=False
-        )
-        exposed = "\n".join([response.text, json.dumps(dict(response.headers)), stored])
-        return Outcome(response.status_code, row.verdict, row.verdict_detail, elapsed, exposed)
-
-    def attack(self, code: str) -> Outcome:
-        """The attacking answer (after a correct ``add``) must fail, and the gateway keep serving."""
-        outcome = self.call(GOOD + code)
-        assert outcome.status == 200
-        assert outcome.verdict == "fail", f"the attack was not stopped: {outcome.detail}"
-        self.assert_still_serving()
-        return outcome
-
-    def assert_still_serving(self) -> None:
-        outcome = self.call(GOOD)
-        assert (outcome.status, outcome.verdict) == (200, "pass"), outcome.detail
-        assert outcome.elapsed < QUICK_S
-
-
-@pytest.fixture
-def gateway(gateway_url, backends, api_key, stub) -> Gateway:
-    verifier = {"kind": "python_tests", "test": "assert add(2, 3) == 5", "timeout_s": TIMEOUT_S}
-    TaskProfileFactory.create(name=PROFILE, verifier={**verifier, "memory_mb": 256})
-    gateway = Gateway(gateway_url, api_key.raw, stub)
-    outcome = gateway.call(GOOD)  # the first call of a fresh server loads litellm; the profile works
-    assert outcome.verdict == "pass", outcome.detail
-    return gateway
-
-
-@pytest.fixture
-def victim() -> Iterator[subprocess.Popen[bytes]]:
-    """A process outside the sandbox, of the sandbox's own uid where the tests run as root."""
-    drop = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"] if os.geteuid() == 0 else []
-    env = {"PATH": "/usr/bin:/bin", "SKILLGATE_VICTIM_SECRET": f"victim-{secrets.token_hex(8)}"}
-    proc = subprocess.Popen([*drop, "sleep", "60"], env=env, start_new_session=True)
-    time.sleep(0.1)
-    yield proc
-    proc.kill()
-    proc.wait()
 
 
 # --- native calls and processes -----------------------------------------------------------------
@@ -281,9 +179,9 @@ def test_databases_outside_cannot_be_written(gateway, tmp_path):
     ids=["dir_fd_of_target", "dir_fd_of_root", "proc_root", "symlink", "makedirs"],
 )
 def test_writes_outside_the_work_dir_do_not_reach_the_host(gateway, attack):
-    # Outside /tmp (inside, /tmp is the sandbox's private tmpfs: writes there succeed and vanish).
-    target = settings.VAR_DIR / f"sandbox-attack-{secrets.token_hex(4)}"
-    target.mkdir()
+    # Outside /tmp (inside, /tmp is the sandbox's private tmpfs: writes there succeed and vanish), and
+    # outside the checkout, which may itself lie under /tmp (a CI clone).
+    target = Path(tempfile.mkdtemp(prefix=f"sandbox-attack-{secrets.token_hex(4)}-", dir="/var/tmp"))
     try:
         gateway.attack(f"import os\nTARGET = {str(target)!r}\n{attack}\n")
         assert list(target.iterdir()) == []
@@ -316,7 +214,7 @@ def test_other_processes_cannot_be_signalled(gateway, victim):
     )
     outcome = gateway.attack(code)
     assert "pidfd_send_signal" in outcome.detail
-    time.sleep(0.2)
+    time.sleep(0.2)  # a kill that got through would end the victim within this: no state to wait for
     assert victim.poll() is None
 
 
@@ -376,145 +274,3 @@ def test_local_listeners_cannot_be_reached(gateway, tmp_path):
     finally:
         for sock in (*listeners, udp):
             sock.close()
-
-
-# --- resource exhaustion --------------------------------------------------------------------------
-
-
-class Watcher:
-    """Samples, from the host, the processes whose command line holds a marker, during a call."""
-
-    def __init__(self, marker: str) -> None:
-        self.marker, self.most, self._stop = marker, 0, threading.Event()
-        self._thread = threading.Thread(target=self._watch)
-
-    def _watch(self) -> None:
-        while not self._stop.is_set():
-            self.most = max(self.most, len(processes_with(self.marker)))
-            time.sleep(0.02)
-
-    def __enter__(self) -> Watcher:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self._stop.set()
-        self._thread.join()
-
-
-def _relaunch(body: str, marker: str) -> str:
-    """Code that re-executes as ``python -c body marker``, so the host can find it in /proc."""
-    return f"import os, sys\nos.execv(sys.executable, [sys.executable, '-c', {body!r}, {marker!r}])\n"
-
-
-def test_a_fork_bomb_is_held_by_the_process_limit_and_ends_at_the_deadline(gateway):
-    marker = f"skillgate-forkbomb-{secrets.token_hex(4)}"
-    bomb = "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n"
-    with Watcher(marker) as watcher:
-        outcome = gateway.attack(_relaunch(bomb, marker))
-    assert outcome.detail == f"timeout after {TIMEOUT_S}s"
-    assert 1 < watcher.most <= PROCESS_LIMIT
-    assert processes_with(marker) == []
-    assert subprocess.run(["true"]).returncode == 0  # the host still forks
-
-
-@pytest.mark.parametrize(
-    "bomb",
-    [
-        "data = bytearray(8 * 1024 ** 3)",
-        "chunks = []\nwhile True:\n    chunks.append(bytearray(64 * 1024 ** 2))",
-        "i = 0\nwhile True:\n    open(f'/tmp/fill{i}', 'wb').write(b'x' * (8 * 1024 ** 2))\n    i += 1",
-        "open('/dev/shm/fill', 'wb').write(b'x' * (1024 ** 3))",
-    ],
-    ids=["one_allocation", "growing", "tmpfs", "dev_shm"],
-)
-def test_a_memory_bomb_is_stopped(gateway, bomb):
-    outcome = gateway.attack(bomb + "\n")
-    assert any(err in outcome.detail for err in ("MemoryError", "No space left", "Read-only file system"))
-    assert outcome.elapsed < TIMEOUT_S + QUICK_S
-
-
-def test_an_infinite_loop_ends_at_the_deadline(gateway):
-    outcome = gateway.attack("while True:\n    pass\n")
-    assert outcome.detail == f"timeout after {TIMEOUT_S}s"
-    assert outcome.elapsed < TIMEOUT_S + 3
-
-
-@pytest.mark.parametrize("stream", ["stdout", "stderr"])
-def test_an_output_flood_is_capped(gateway, stream):
-    outcome = gateway.attack(f"import sys\nwhile True:\n    sys.{stream}.write('A' * 65536)\n")
-    if stream == "stdout":
-        assert "OSError: [Errno 27] File too large" in outcome.detail
-    else:  # the traceback itself no longer fits: only the flood's tail is reported
-        assert set(outcome.detail) == {"A"}
-    assert len(outcome.detail) < 2000
-    assert len(outcome.exposed) < 4 * OUTPUT_LIMIT
-
-
-@pytest.mark.parametrize("parent", ["exits", "spins"])
-def test_setsid_children_do_not_outlive_the_run(gateway, parent):
-    marker = f"skillgate-orphan-{secrets.token_hex(4)}"
-    child = "import time\nwhile True:\n    time.sleep(0.05)\n"
-    code = (
-        "import os, sys, time\n"
-        "if os.fork() == 0:\n"
-        "    os.setsid()\n"
-        "    if os.fork() == 0:\n"
-        f"        os.execv(sys.executable, [sys.executable, '-c', {child!r}, {marker!r}])\n"
-        "    os._exit(0)\n"
-        "time.sleep(0.5)\n"
-        + ("raise SystemExit('the parent leaves its grandchild behind')\n" if parent == "exits" else "")
-        + ("while True:\n    pass\n" if parent == "spins" else "")
-    )
-    with Watcher(marker) as watcher:
-        gateway.attack(code)
-    assert watcher.most == 1  # it did run, detached, in its own session
-    assert processes_with(marker) == []
-
-
-# --- the service under attack -----------------------------------------------------------------
-
-
-def _in_background(gateway: Gateway, code: str) -> threading.Thread:
-    def call() -> None:
-        try:
-            gateway.call(code)
-        finally:
-            connection.close()  # this thread's own database connection
-
-    thread = threading.Thread(target=call)
-    thread.start()
-    time.sleep(0.3)  # its answer is in the sandbox now
-    return thread
-
-
-def test_slow_verifications_do_not_stall_other_calls(gateway):
-    spinning = _in_background(gateway, GOOD + "while True:\n    pass\n")
-    try:
-        started = time.monotonic()
-        outcome = gateway.call("hello", task="default")  # no verifier: the loop must be free
-        assert outcome.status == 200 and time.monotonic() - started < 1.5
-        gateway.assert_still_serving()  # a verification of its own, next to the spinning one
-    finally:
-        spinning.join()
-
-
-def test_a_saturated_verifier_pool_fails_waiting_calls_instead_of_queueing_forever(gateway, settings):
-    settings.SKILLGATE = {**settings.SKILLGATE, "VERIFIER_WORKERS": 1, "VERIFIER_QUEUE_WAIT_S": 0.5}
-    spinning = _in_background(gateway, GOOD + "while True:\n    pass\n")
-    try:
-        queued = gateway.call(GOOD)
-        assert queued.verdict == "fail" and "verifier pool saturated" in queued.detail
-        assert queued.elapsed < TIMEOUT_S + QUICK_S
-    finally:
-        spinning.join()
-    gateway.assert_still_serving()
-
-
-def test_without_a_sandbox_code_verifiers_refuse_to_run_code(gateway, settings, tmp_path):
-    settings.SKILLGATE = {**settings.SKILLGATE, "SANDBOX_BWRAP": "/nonexistent/bwrap"}
-    marker = tmp_path / "ran"
-    outcome = gateway.call(GOOD + f"open({str(marker)!r}, 'w').close()\n")
-    assert (outcome.status, outcome.verdict) == (200, "fail")
-    assert outcome.detail.startswith("sandbox unavailable: bubblewrap (/nonexistent/bwrap) is not installed")
-    assert not marker.exists()

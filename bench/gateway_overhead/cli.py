@@ -1,0 +1,184 @@
+"""The command line: ``python -m bench.gateway_overhead [options]`` runs the benchmark; the ``_load`` and
+``_seed`` subcommands are its own child processes (the load generator, Skillgate's database)."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import signal
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import bench.gateway_overhead
+from bench.gateway_overhead.common import DEFAULT_RATES, DEFAULT_STEPS, RESULTS, ROOT, WORK, BenchError, log
+from bench.gateway_overhead.load import load_main
+from bench.gateway_overhead.measure import Settings, capacity_search, run_point
+from bench.gateway_overhead.report import environment_lines, render_table, search_log, write_report
+from bench.gateway_overhead.servers import (
+    Children,
+    sanity_check,
+    seed_main,
+    start_litellm_proxy,
+    start_skillgate,
+    start_stub,
+)
+
+
+def parse_rates(text: str) -> list[float]:
+    rates = sorted({float(item) for item in text.split(",") if item.strip()})
+    if not rates or min(rates) <= 0:
+        raise argparse.ArgumentTypeError("rates must be positive numbers, comma separated")
+    return rates
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.gateway_overhead",
+        description=bench.gateway_overhead.__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--rates", default=None, help=f"fixed request rates, RPS (default {DEFAULT_RATES})")
+    parser.add_argument(
+        "--duration", type=float, default=None, help="measured seconds per point (default 10)"
+    )
+    parser.add_argument("--warmup", type=float, default=None, help="discarded seconds per point (default 3)")
+    parser.add_argument(
+        "--search-steps", default=None, help=f"capacity search rates (default {DEFAULT_STEPS})"
+    )
+    parser.add_argument(
+        "--timeout", type=float, default=10.0, help="client timeout per request, s (default 10)"
+    )
+    parser.add_argument("--skip-proxy", action="store_true", help="do not start or measure the LiteLLM proxy")
+    parser.add_argument(
+        "--max-in-flight", type=int, default=0, help="Skillgate's SKILLGATE_MAX_IN_FLIGHT (0: no limit)"
+    )
+    parser.add_argument("--skip-search", action="store_true", help="only the fixed rates, no capacity search")
+    parser.add_argument(
+        "--database-url",
+        default=None,
+        help="PostgreSQL URL of a throw-away database (name containing 'bench')",
+    )
+    parser.add_argument("--quick", action="store_true", help="short smoke run: 2 s points, low rates")
+    parser.add_argument(
+        "--nice",
+        type=int,
+        default=0,
+        help="niceness increment for this run and its children; negative (root only) shields the "
+        "measurement from other work on a shared machine (default 0)",
+    )
+    parser.add_argument("--output", type=Path, default=RESULTS, help="markdown results file")
+    args = parser.parse_args(argv)
+    args.rates = args.rates or ("20,50" if args.quick else DEFAULT_RATES)
+    args.search_steps = args.search_steps or ("10,20,50,100" if args.quick else DEFAULT_STEPS)
+    args.duration = args.duration or (2.0 if args.quick else 10.0)
+    args.warmup = args.warmup if args.warmup is not None else (0.5 if args.quick else 3.0)
+    return args
+
+
+def _raise_interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+@contextlib.contextmanager
+def managed_children() -> Iterator[Children]:
+    (WORK / "logs").mkdir(parents=True, exist_ok=True)
+    for old_log in (WORK / "logs").glob("*.log"):
+        old_log.unlink()
+    children = Children(WORK / "logs")
+    # SIGINT too: a shell starts background jobs with SIGINT ignored, and Ctrl-C must still clean up.
+    previous = {
+        sig: signal.signal(sig, _raise_interrupt) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    }
+    try:
+        yield children
+    finally:
+        for sig in previous:  # a second Ctrl-C must not skip the clean-up
+            signal.signal(sig, signal.SIG_IGN)
+        children.stop_all()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        log("all child processes stopped")
+
+
+def main(argv: list[str]) -> int:
+    args = parse_args(argv)
+    rates, steps = parse_rates(args.rates), parse_rates(args.search_steps)
+    cfg = Settings(duration=args.duration, warmup=args.warmup, timeout=args.timeout)
+    WORK.mkdir(parents=True, exist_ok=True)
+    if args.nice:
+        try:
+            os.nice(args.nice)
+        except PermissionError:
+            raise BenchError(f"--nice {args.nice} needs root") from None
+    with managed_children() as children:
+        stub = start_stub(children)
+        log(f"stub upstream at {stub.base_url}")
+        skillgate, db_label = start_skillgate(children, stub, args.database_url, args.max_in_flight)
+        log(f"skillgate at {skillgate.base_url} on {db_label}")
+        targets = [stub, skillgate]
+        if not args.skip_proxy:
+            targets.append(start_litellm_proxy(children, stub))
+            log(f"litellm proxy at {targets[-1].base_url}")
+        for target in targets:
+            sanity_check(target)
+        groups = {t.name: t.pgid for t in targets}
+        known: dict[tuple[str, str, float], dict[str, Any]] = {}
+        fixed: list[dict[str, Any]] = []
+        for stream in (False, True):
+            for rate in rates:
+                for target in targets:
+                    result = run_point(children, target, groups, stream, rate, cfg)
+                    known[(target.name, result["mode"], rate)] = result
+                    fixed.append(result)
+        searches = []
+        if not args.skip_search:
+            for stream in (False, True):
+                for target in targets:
+                    searches.append(capacity_search(children, target, groups, stream, steps, cfg, known))
+            # the direct baseline at each target's highest sustained rate, for its "added" latency
+            for search in searches:
+                if (
+                    search["best"] is not None
+                    and ("direct", search["mode"], search["best"]["rate"]) not in known
+                ):
+                    rate, stream = search["best"]["rate"], search["mode"] == "stream"
+                    known[("direct", search["mode"], rate)] = run_point(
+                        children, stub, groups, stream, rate, cfg
+                    )
+        env_lines = environment_lines(db_label, not args.skip_proxy)
+    table = render_table(fixed, searches, known)
+    errors = [
+        f"- {r['target']} / {r['mode']} / {r['rate']:.0f} RPS: "
+        + "; ".join(
+            [f"{n}× {kind}" for kind, n in r["error_kinds"].items()]
+            + [f"{n}× {kind} during warm-up" for kind, n in r["warmup_errors"].items()]
+        )
+        for r in sorted(known.values(), key=lambda r: (r["target"], r["mode"], r["rate"]))
+        if r["errors"] or r["warmup_errors"]
+    ]
+    write_report(args.output, args, cfg, env_lines, table, search_log(searches, known), errors)
+    (WORK / "results.json").write_text(json.dumps([{**r} for r in known.values()], indent=1))
+    print(table)
+    log(f"wrote {args.output.relative_to(ROOT) if args.output.is_relative_to(ROOT) else args.output}")
+    return 0
+
+
+def run(argv: list[str]) -> None:
+    """``_load`` and ``_seed`` run a child's part; anything else runs the benchmark, and exits."""
+    if argv[:1] == ["_load"]:
+        load_main(argv[1:])
+    elif argv[:1] == ["_seed"]:
+        seed_main(argv[1:])
+    else:
+        try:
+            sys.exit(main(argv))
+        except BenchError as exc:
+            log(f"error: {exc}")
+            sys.exit(1)
+        except KeyboardInterrupt:
+            log("interrupted")
+            sys.exit(130)

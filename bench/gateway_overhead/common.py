@@ -1,0 +1,85 @@
+"""What every part of the benchmark shares: paths, the request, logging, CPU accounting from /proc."""
+
+from __future__ import annotations
+
+import os
+import resource
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+WORK = ROOT / "var" / "bench"
+BENCH_VENV = ROOT / "var" / "bench-venv"
+RESULTS = ROOT / "bench" / "results" / "gateway_overhead.md"
+
+STUB_MODEL = "bench-model"  # what the stub and the LiteLLM proxy are asked for
+TEACHER_MODEL = f"openai/{STUB_MODEL}"  # the litellm model string of Skillgate's teacher row
+PROMPT = "Reply with the word ok."
+MAX_TOKENS = 16
+EXPECTED = "ok"  # the stub's default answer
+DONE = b"data: [DONE]\n\n"
+
+DEFAULT_RATES = "50,100,200"
+DEFAULT_STEPS = "5,10,20,30,50,75,100,150,200,300,400,600,800,1000"
+SUSTAIN_FRACTION = 0.95
+TARGET_ORDER = ("direct", "skillgate", "litellm-proxy")
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+class BenchError(RuntimeError):
+    pass
+
+
+def log(message: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def request_body(model: str, stream: bool) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "model": model,
+        "messages": [{"role": "user", "content": PROMPT}],
+        "max_tokens": MAX_TOKENS,
+    }
+    if stream:
+        body["stream"] = True
+        body["stream_options"] = {"include_usage": True}
+    return body
+
+
+# --- CPU accounting from /proc ------------------------------------------------------------------
+
+
+def group_cpu_s(pgid: int) -> float:
+    """User + system CPU seconds of the live processes in process group ``pgid``."""
+    total = 0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as fh:
+                raw = fh.read()
+        except OSError:
+            continue
+        fields = raw[raw.rfind(b")") + 2 :].split()
+        if int(fields[2]) == pgid:
+            total += int(fields[11]) + int(fields[12])
+    return total / CLK_TCK
+
+
+def machine_jiffies() -> tuple[int, int]:
+    """(busy, total) jiffies of all CPUs since boot."""
+    with open("/proc/stat") as fh:
+        values = [int(v) for v in fh.readline().split()[1:]]
+    idle = values[3] + (values[4] if len(values) > 4 else 0)
+    return sum(values) - idle, sum(values)
+
+
+def cpu_snapshot(groups: dict[str, int]) -> dict[str, Any]:
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    return {
+        "groups": {name: group_cpu_s(pgid) for name, pgid in groups.items()},
+        "self": own.ru_utime + own.ru_stime,
+        "machine": machine_jiffies(),
+    }

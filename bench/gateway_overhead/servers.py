@@ -1,0 +1,372 @@
+"""The benchmark's servers, each a child process in its own session: the stub upstream, Skillgate (on a
+fresh database it seeds with ``python -m bench.gateway_overhead _seed``) and the LiteLLM proxy."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from bench.gateway_overhead.common import (
+    BENCH_VENV,
+    EXPECTED,
+    ROOT,
+    STUB_MODEL,
+    TEACHER_MODEL,
+    WORK,
+    BenchError,
+    log,
+    request_body,
+)
+
+# --- Skillgate's database (runs as its own process: ``python -m bench.gateway_overhead _seed``) --
+
+
+def seed_main(argv: list[str]) -> None:
+    """Migrate the (fresh) database, add a teacher and a student backend on the stub, make a key."""
+    parser = argparse.ArgumentParser(prog="gateway_overhead _seed")
+    parser.add_argument("--stub", required=True, help="the stub's base URL, .../v1")
+    args = parser.parse_args(argv)
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "app.settings")
+    import django
+
+    django.setup()
+    from decimal import Decimal
+
+    from django.core.management import call_command
+
+    from routing.models import Backend
+    from routing.services import api_key_create
+
+    call_command("migrate", verbosity=0, interactive=False)
+    Backend.objects.create(
+        name="bench-teacher",
+        role=Backend.Role.TEACHER,
+        model=TEACHER_MODEL,
+        api_base=args.stub,
+        input_cost_per_token=Decimal("0.000010"),
+        output_cost_per_token=Decimal("0.000030"),
+        timeout_s=30.0,
+    )
+    Backend.objects.create(
+        name="bench-student",
+        role=Backend.Role.STUDENT,
+        model="openai/bench-student",
+        api_base=args.stub,
+        input_cost_per_token=Decimal("0.000001"),
+        output_cost_per_token=Decimal("0.000003"),
+        timeout_s=30.0,
+    )
+    _, raw = api_key_create(name="bench")
+    print(json.dumps({"key": raw}), flush=True)
+
+
+# --- child processes ----------------------------------------------------------------------------
+
+
+class Children:
+    """Every child runs in its own session (process group); ``stop_all`` ends the groups."""
+
+    def __init__(self, log_dir: Path) -> None:
+        self.log_dir = log_dir
+        self.procs: dict[str, subprocess.Popen[bytes]] = {}
+
+    def start(
+        self, name: str, argv: list[str], env: dict[str, str], *, capture: bool = False
+    ) -> subprocess.Popen[bytes]:
+        if capture:
+            stdout: Any = subprocess.PIPE
+        else:
+            stdout = open(self.log_dir / f"{name}.log", "ab")  # noqa: SIM115 - closed with the child
+        proc = subprocess.Popen(
+            argv,
+            cwd=ROOT,
+            env=env,
+            stdout=stdout,
+            stderr=open(self.log_dir / f"{name}.log", "ab") if capture else subprocess.STDOUT,  # noqa: SIM115
+            start_new_session=True,
+        )
+        self.procs[name] = proc
+        return proc
+
+    def stop(self, name: str, grace_s: float = 10.0) -> None:
+        proc = self.procs.pop(name, None)
+        if proc is None:
+            return
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, sig)
+            try:
+                proc.wait(grace_s)
+            except subprocess.TimeoutExpired:
+                continue
+            # the leader is gone; make sure nothing else of its group lingers
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            break
+        for stream in (proc.stdout, proc.stderr):
+            if stream is not None:
+                stream.close()
+
+    def stop_all(self) -> None:
+        for name in reversed(list(self.procs)):
+            self.stop(name)
+
+
+def run_captured(children: Children, name: str, argv: list[str], env: dict[str, str], timeout: float) -> str:
+    proc = children.start(name, argv, env, capture=True)
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise BenchError(
+            f"{name} did not finish within {timeout:.0f}s; see {children.log_dir}/{name}.log"
+        ) from None
+    finally:
+        children.stop(name, grace_s=2.0)
+    if proc.returncode != 0:
+        tail = (children.log_dir / f"{name}.log").read_text(errors="replace")[-2000:]
+        raise BenchError(f"{name} exited with {proc.returncode}:\n{tail}")
+    return out.decode()
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    drop = (
+        "DATABASE_URL",
+        "CACHE_URL",
+        "CELERY_",
+        "SKILLGATE_",
+        "LITELLM_",
+        "DJANGO_",
+        "PYTHONPATH",
+        "VIRTUAL_ENV",
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith(drop)}
+    env.update(PYTHONUNBUFFERED="1", PYTHONDONTWRITEBYTECODE="1", **extra)
+    return env
+
+
+def wait_http(
+    url: str, proc: subprocess.Popen[bytes], name: str, timeout_s: float, headers: dict[str, str]
+) -> None:
+    import httpx
+
+    deadline = time.monotonic() + timeout_s
+    last = ""
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise BenchError(
+                f"{name} exited with {proc.returncode} while starting; see var/bench/logs/{name}.log"
+            )
+        try:
+            if httpx.get(url, headers=headers, timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError as exc:
+            last = type(exc).__name__
+        time.sleep(0.2)
+    raise BenchError(f"{name} did not answer {url} within {timeout_s:.0f}s ({last})")
+
+
+@dataclass
+class Target:
+    name: str
+    base_url: str  # .../v1
+    model: str
+    pgid: int
+    auth: str = ""
+    notes: list[str] = field(default_factory=list)
+
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.auth}"} if self.auth else {}
+
+
+def start_stub(children: Children) -> Target:
+    port = free_port()
+    argv = [sys.executable, "-m", "tests.support.openai_stub", "--port", str(port)]
+    proc = children.start("stub", argv, clean_env())
+    base = f"http://127.0.0.1:{port}/v1"
+    wait_http(f"{base}/models", proc, "stub", 30, {})
+    return Target("direct", base, STUB_MODEL, proc.pid)
+
+
+def fresh_postgres(url: str) -> str:
+    """Drop and re-create the database named in ``url``; only a name with 'bench' in it."""
+    import psycopg
+
+    parts = urlsplit(url)
+    name = parts.path.lstrip("/")
+    if "bench" not in name:
+        raise BenchError(
+            f"--database-url must name a throw-away database with 'bench' in its name, not {name!r}"
+        )
+    admin = urlunsplit((parts.scheme.replace("postgresql", "postgres"), parts.netloc, "/postgres", "", ""))
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{name}"')
+    return url
+
+
+def start_skillgate(
+    children: Children, stub: Target, database_url: str | None, max_in_flight: int = 0
+) -> tuple[Target, str]:
+    if database_url:
+        db_url = fresh_postgres(database_url)
+        shown = urlunsplit(urlsplit(db_url)._replace(netloc=urlsplit(db_url).netloc.split("@")[-1]))
+        db_label = f"PostgreSQL ({shown}, dropped and re-created, psycopg pool as in app/settings.py)"
+    else:
+        path = WORK / "skillgate.sqlite3"
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{path}{suffix}").unlink(missing_ok=True)
+        db_url = f"sqlite:///{path}"
+        db_label = f"SQLite ({path.relative_to(ROOT)}, fresh, WAL as in app/settings.py)"
+    env = clean_env(
+        DATABASE_URL=db_url,
+        SKILLGATE_VAR_DIR=str(WORK / "skillgate-var"),
+        SECRET_KEY="bench-only-secret-key-" + os.urandom(8).hex(),
+        LOG_LEVEL="WARNING",
+        DEBUG="false",
+        DJANGO_SETTINGS_MODULE="app.settings",
+        SKILLGATE_MAX_IN_FLIGHT=str(max_in_flight),
+    )
+    seeded = run_captured(
+        children,
+        "seed",
+        [sys.executable, "-m", "bench.gateway_overhead", "_seed", "--stub", stub.base_url],
+        env,
+        180,
+    )
+    key = json.loads(seeded.strip().splitlines()[-1])["key"]
+    port = free_port()
+    argv = [
+        sys.executable, "-m", "uvicorn", "app.asgi:application",
+        "--host", "127.0.0.1", "--port", str(port), "--workers", "1",
+        "--log-level", "warning", "--no-access-log", "--lifespan", "off",
+    ]  # fmt: skip
+    proc = children.start("skillgate", argv, env)
+    base = f"http://127.0.0.1:{port}/v1"
+    wait_http(f"http://127.0.0.1:{port}/healthz", proc, "skillgate", 60, {})
+    return Target("skillgate", base, "auto", proc.pid, auth=key), db_label
+
+
+def litellm_bin() -> Path:
+    return BENCH_VENV / "bin" / "litellm"
+
+
+def start_litellm_proxy(children: Children, stub: Target) -> Target:
+    if not litellm_bin().exists():
+        raise BenchError(
+            f"{litellm_bin()} is missing: create var/bench-venv as bench/README.md says, or pass --skip-proxy"
+        )
+    config = WORK / "litellm-proxy.yaml"
+    # YAML is a superset of JSON, so the config is written as JSON.
+    config.write_text(
+        json.dumps(
+            {
+                "model_list": [
+                    {
+                        "model_name": STUB_MODEL,
+                        "litellm_params": {
+                            "model": TEACHER_MODEL,
+                            "api_base": stub.base_url,
+                            "api_key": "none",
+                        },
+                    }
+                ],
+                "litellm_settings": {
+                    "drop_params": True,
+                    "set_verbose": False,
+                    "turn_off_message_logging": True,
+                    "callbacks": [],
+                    "success_callback": [],
+                    "failure_callback": [],
+                },
+                "general_settings": {"disable_spend_logs": True, "disable_error_logs": True},
+            },
+            indent=2,
+        )
+    )
+    port = free_port()
+    env = clean_env(
+        LITELLM_OFFLINE_MODE="true",
+        LITELLM_LOCAL_MODEL_COST_MAP="True",
+        LITELLM_LOG="ERROR",
+        LITELLM_DANGEROUSLY_PERMIT_WEAK_OR_UNSET_MASTER_KEY="true",  # "master key off", as asked
+        LITELLM_MODE="PRODUCTION",
+        DISABLE_ADMIN_UI="true",
+        NO_DOCS="true",
+        PATH=f"{BENCH_VENV / 'bin'}:{os.environ.get('PATH', '')}",
+    )
+    argv = [
+        str(litellm_bin()), "--config", str(config), "--host", "127.0.0.1", "--port", str(port),
+        "--num_workers", "1",
+    ]  # fmt: skip
+    proc = children.start("litellm-proxy", argv, env)
+    wait_http(f"http://127.0.0.1:{port}/health/liveliness", proc, "litellm-proxy", 180, {})
+    return Target("litellm-proxy", f"http://127.0.0.1:{port}/v1", STUB_MODEL, proc.pid)
+
+
+# --- checks and measurements --------------------------------------------------------------------
+
+
+def sanity_check(target: Target) -> None:
+    """One real request of each kind; the answer must carry the stub's content and usage."""
+    import httpx
+
+    url = f"{target.base_url}/chat/completions"
+    with httpx.Client(timeout=60) as client:
+        resp = client.post(url, json=request_body(target.model, False), headers=target.headers())
+        if resp.status_code != 200:
+            raise BenchError(f"{target.name}: HTTP {resp.status_code}: {resp.text[:300]}")
+        data = resp.json()
+        content = data["choices"][0]["message"]["content"]
+        usage = data.get("usage") or {}
+        if content != EXPECTED or not usage.get("total_tokens"):
+            raise BenchError(f"{target.name}: unexpected answer {content!r} / usage {usage!r}")
+        if target.name == "skillgate" and resp.headers.get("x-skillgate-served-by") != "teacher":
+            raise BenchError(f"skillgate: not served by the teacher: {dict(resp.headers)}")
+        pieces: list[str] = []
+        usage = {}
+        events: list[str] = []
+        with client.stream(
+            "POST", url, json=request_body(target.model, True), headers=target.headers()
+        ) as sresp:
+            if sresp.status_code != 200:
+                raise BenchError(f"{target.name}: stream HTTP {sresp.status_code}: {sresp.read()[:300]!r}")
+            for line in sresp.iter_lines():
+                if not line.startswith("data: "):
+                    continue
+                events.append(line[6:])
+                if line[6:] == "[DONE]":
+                    continue
+                chunk = json.loads(line[6:])
+                if "error" in chunk:
+                    raise BenchError(f"{target.name}: error event in stream: {chunk}")
+                usage = chunk.get("usage") or usage
+                for choice in chunk.get("choices") or []:
+                    pieces.append((choice.get("delta") or {}).get("content") or "")
+        streamed = "".join(pieces).strip()
+        if streamed != EXPECTED or not usage.get("total_tokens") or events[-1:] != ["[DONE]"]:
+            raise BenchError(
+                f"{target.name}: bad stream: content {streamed!r}, usage {usage!r}, end {events[-1:]}"
+            )
+        # a few more calls so that lazy imports and connection pools are warm before measuring
+        for _ in range(20):
+            client.post(
+                url, json=request_body(target.model, False), headers=target.headers()
+            ).raise_for_status()
+    log(f"sanity check passed: {target.name} answered {content!r} (JSON) and {streamed!r} (SSE) with usage")
