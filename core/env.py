@@ -1,6 +1,6 @@
 """Typed readers of environment variables that fail loudly (house style 5).
 
-Only app/settings.py reads the environment (through these); library code reads the declared settings.
+Only app/settings/ reads the environment (through these); library code reads the declared settings.
 """
 
 from __future__ import annotations

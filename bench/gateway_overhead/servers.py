@@ -227,13 +227,13 @@ def start_skillgate(
     if database_url:
         db_url = fresh_postgres(database_url)
         shown = urlunsplit(urlsplit(db_url)._replace(netloc=urlsplit(db_url).netloc.split("@")[-1]))
-        db_label = f"PostgreSQL ({shown}, dropped and re-created, psycopg pool as in app/settings.py)"
+        db_label = f"PostgreSQL ({shown}, dropped and re-created, psycopg pool as in app/settings/base.py)"
     else:
         path = WORK / "skillgate.sqlite3"
         for suffix in ("", "-wal", "-shm"):
             Path(f"{path}{suffix}").unlink(missing_ok=True)
         db_url = f"sqlite:///{path}"
-        db_label = f"SQLite ({path.relative_to(ROOT)}, fresh, WAL as in app/settings.py)"
+        db_label = f"SQLite ({path.relative_to(ROOT)}, fresh, WAL as in app/settings/base.py)"
     env = clean_env(
         DATABASE_URL=db_url,
         SKILLGATE_VAR_DIR=str(WORK / "skillgate-var"),

@@ -1,4 +1,4 @@
-"""Settings of the diagnosis agent, declared in app/settings.py (the DIAGNOSTICS_* names), so every
+"""Settings of the diagnosis agent, declared in app/settings/ (the DIAGNOSTICS_* names), so every
 integration is off until configured.
 
 LLM use needs a gateway API key (the environment's SKILLGATE_AGENT_API_KEY, the setting

@@ -1,4 +1,4 @@
-"""The bot's settings (read from django.conf; app/settings.py fills them from the environment)."""
+"""The bot's settings (read from django.conf; app/settings/ fills them from the environment)."""
 
 from __future__ import annotations
 

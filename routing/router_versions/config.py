@@ -1,4 +1,4 @@
-"""Router settings: ``SKILLGATE["ROUTER"]`` (every key declared, with its default, in app/settings.py),
+"""Router settings: ``SKILLGATE["ROUTER"]`` (every key declared, with its default, in app/settings/),
 and per-profile overrides.
 
 A learned profile may override, in ``TaskProfile.policy_params``: ``target``, ``target_relative``,

@@ -97,7 +97,7 @@ def test_files_outside_cannot_be_read(gateway, tmp_path):
         str(planted_home),
         str(settings.BASE_DIR / "db.sqlite3"),
         str(settings.DATABASES["default"]["NAME"]),
-        str(settings.BASE_DIR / "app" / "settings.py"),
+        str(settings.BASE_DIR / "app" / "settings" / "base.py"),
         str(settings.VAR_DIR / "secret_key"),
         "/etc/shadow",
         "/etc/passwd",
@@ -120,7 +120,7 @@ def test_files_outside_cannot_be_read(gateway, tmp_path):
     assert secret not in outcome.exposed
     assert settings.SECRET_KEY not in outcome.exposed
     assert "SQLite format 3" not in outcome.exposed
-    assert "ImproperlyConfigured" not in outcome.exposed  # app/settings.py
+    assert "dj_database_url" not in outcome.exposed  # app/settings/base.py
     assert "root:" not in outcome.exposed  # /etc/passwd
     assert "FileNotFoundError" in outcome.detail  # the program ran and found nothing there
 

@@ -34,7 +34,7 @@ from training.models import DiagnosticSkill
 
 
 def evolver_setting(name: str) -> Any:
-    """One of ``SKILLGATE["EVOLVER"]`` (declared, with its default, in app/settings.py)."""
+    """One of ``SKILLGATE["EVOLVER"]`` (declared, with its default, in app/settings/)."""
     return settings.SKILLGATE["EVOLVER"][name]
 
 

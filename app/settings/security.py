@@ -1,0 +1,63 @@
+"""Security: edge limits, login throttling, TLS and the ledger's retention (design.md section 8)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from app.settings.base import CELERY_BEAT_SCHEDULE, INSTALLED_APPS, MIDDLEWARE
+from app.settings.gateway import SKILLGATE
+from core.env import env_bool, env_float, env_int, env_optional
+
+# --- Security: edge limits, login throttling, TLS, ledger retention (design.md section 8) ---------
+# Request bodies: SKILLGATE MAX_BODY_BYTES (above) is enforced in front of Django (app/edge.py, a 413);
+# JSON bodies nesting deeper than this are a 400 (routing/json_body.py), never json.loads recursion.
+SKILLGATE["MAX_JSON_DEPTH"] = env_int("SKILLGATE_MAX_JSON_DEPTH", 64)
+# Django's own cap on request.body (2.5 MB by default) would refuse a body the edge let through with an
+# HTML 400; one limit, one answer.
+DATA_UPLOAD_MAX_MEMORY_SIZE = SKILLGATE["MAX_BODY_BYTES"]
+# Ledger bodies (prompts and answers in Invocation.request/response): blanked by Celery beat once older
+# than LEDGER_RETENTION_DAYS (0: kept forever); the row, its costs, tokens and verdict stay. With
+# LEDGER_STORE_BODIES off, only a SHA-256 and the message count are written (no replay or learning
+# from those calls: the cycle, the router's training data and background samples skip them).
+SKILLGATE["LEDGER_RETENTION_DAYS"] = env_int("SKILLGATE_LEDGER_RETENTION_DAYS", 30)
+SKILLGATE["LEDGER_STORE_BODIES"] = env_bool("SKILLGATE_LEDGER_STORE_BODIES", True)
+SKILLGATE["LEDGER_PURGE_BATCH"] = env_int("SKILLGATE_LEDGER_PURGE_BATCH", 500)
+CELERY_BEAT_SCHEDULE["purge-ledger-bodies"] = {
+    "task": "routing.tasks.ledger_bodies_purge",
+    "schedule": float(env_int("SKILLGATE_LEDGER_PURGE_EVERY_S", 3600)),
+}
+
+# Login throttling (django-axes): AXES_FAILURE_LIMIT failed logins of one username from one IP lock that
+# pair out for AXES_COOLOFF_MINUTES, even with the right password; a success resets the count. Axes
+# reads the client IP from REMOTE_ADDR: behind a reverse proxy every client shares the proxy's address.
+INSTALLED_APPS.append("axes")
+MIDDLEWARE.append("axes.middleware.AxesMiddleware")  # last, as axes asks
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",  # first: refuses a locked-out login before any check
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_ENABLED = env_bool("AXES_ENABLED", True)
+AXES_FAILURE_LIMIT = env_int("AXES_FAILURE_LIMIT", 5)
+AXES_COOLOFF_TIME = timedelta(minutes=env_float("AXES_COOLOFF_MINUTES", 15))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"  # a 429, in the login page's layout
+
+# TLS. All off by default, for the local demo over plain HTTP; behind TLS set:
+#   SESSION_COOKIE_SECURE=1 CSRF_COOKIE_SECURE=1   cookies only over HTTPS
+#   SECURE_HSTS_SECONDS=31536000                    Strict-Transport-Security (start low, e.g. 3600)
+#   SECURE_HSTS_INCLUDE_SUBDOMAINS=1                HSTS for every subdomain too
+#   SECURE_SSL_REDIRECT=1                           http:// dashboard requests redirect to https://
+#   SECURE_PROXY_SSL_HEADER=HTTP_X_FORWARDED_PROTO  a TLS-terminating proxy says so in this header
+#                                                   ("HEADER" means the value https; or "HEADER,value")
+# Only set SECURE_PROXY_SSL_HEADER when the proxy always sets (or strips) that header. The redirect and
+# HSTS come from SecurityMiddleware, so they apply to the dashboard and /api/, not to /v1/ or /slack/
+# (served without the browser middleware, app/asgi.py): terminate TLS in front of those.
+SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", False)
+CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", False)
+SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", False)
+SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", False)
+if _proxy_ssl_header := env_optional("SECURE_PROXY_SSL_HEADER"):
+    _header, _, _value = _proxy_ssl_header.partition(",")
+    SECURE_PROXY_SSL_HEADER = (_header.strip(), _value.strip() or "https")
