@@ -42,10 +42,3 @@ def action_request_get(*, action_request_id: int) -> ActionRequest | None:
         .first()
     )
 
-
-def pending_actions(*, limit: int = 100) -> QuerySet[ActionRequest]:
-    return (
-        ActionRequest.objects.filter(status=ActionRequest.Status.PENDING)
-        .select_related("trajectory__incident", "requested_by")
-        .order_by("expires_at")[:limit]
-    )

@@ -93,11 +93,6 @@ def backends_sync_from_settings() -> list[Backend]:
     return synced
 
 
-def task_profile_upsert(*, name: str, **fields: object) -> TaskProfile:
-    profile, _ = TaskProfile.objects.update_or_create(name=name, defaults=fields)
-    return profile
-
-
 @transaction.atomic
 def task_profile_student_adapter_set(*, profile_id: int, adapter_name: str) -> TaskProfile:
     """Makes ``adapter_name`` (a LoRA the student's vLLM serves) the profile's student model name.
