@@ -3,8 +3,14 @@ without the browser middleware (sessions, CSRF, auth, messages): each sync middl
 per request under ASGI, and an API authenticated by bearer keys needs none of them.
 
 Every HTTP request, whichever handler serves it, first passes the body limit (app/edge.py): an upload
-over SKILLGATE_MAX_BODY_BYTES gets a 413 before Django reads it."""
+over SKILLGATE_MAX_BODY_BYTES gets a 413 before Django reads it.
 
+The lifespan (uvicorn's startup and shutdown) runs the process's ledger writer: it starts with the
+process (replaying the journals of dead ones) and, at a clean stop (SIGTERM), commits every row
+answered and returns the budget leases (routing/ledger_writer.py; atexit does it where there is no
+lifespan)."""
+
+import asyncio
 import os
 from typing import Any
 
@@ -38,13 +44,31 @@ api = ApiHandler()
 from django.urls import get_resolver  # noqa: E402
 
 from app.edge import body_limited  # noqa: E402
-from routing import inflight  # noqa: E402
+from routing import inflight, ledger_writer  # noqa: E402
 
 get_resolver().url_patterns  # noqa: B018
 
 
+async def lifespan(receive: Any, send: Any) -> None:
+    while True:
+        message = await receive()
+        if message["type"] == "lifespan.startup":
+            try:
+                await asyncio.to_thread(ledger_writer.ensure_started)
+            except Exception as exc:
+                await send({"type": "lifespan.startup.failed", "message": f"ledger writer: {exc}"})
+                return
+            await send({"type": "lifespan.startup.complete"})
+        elif message["type"] == "lifespan.shutdown":
+            await asyncio.to_thread(ledger_writer.shutdown)
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+
+
 async def dispatch(scope: dict[str, Any], receive: Any, send: Any) -> None:
-    if scope["type"] == "http" and scope["path"] == inflight.CHAT_PATH and scope["method"] == "POST":
+    if scope["type"] == "lifespan":
+        await lifespan(receive, send)
+    elif scope["type"] == "http" and scope["path"] == inflight.CHAT_PATH and scope["method"] == "POST":
         await inflight.guarded(api, scope, receive, send)  # shed past SKILLGATE_MAX_IN_FLIGHT
     elif scope["type"] == "http" and scope["path"].startswith(API_PREFIXES):
         await api(scope, receive, send)

@@ -41,4 +41,3 @@ def action_request_get(*, action_request_id: int) -> ActionRequest | None:
         .filter(pk=action_request_id)
         .first()
     )
-

@@ -1,22 +1,59 @@
-"""Spend budgets: reserve an upper bound before a call, settle the real cost after it.
+"""Spend budgets: no call spends past its key's budget, however many server processes serve the key.
 
-The reservation is one conditional UPDATE (``spent + reserved + amount <= budget``), so
-concurrent calls on the same key can never together exceed its budget; settle moves the
-amount from reserved to spent in the same transaction that writes the ledger row.
+Two ways to hold a call's worst case before it runs (SKILLGATE ``BUDGET_MODE``):
+
+``lease`` (the default): budgets without a round trip. A server process takes a *lease*, a slice of
+the key's remaining budget, with one conditional UPDATE (``spent + reserved + slice <= budget`` ->
+``reserved += slice``, and a BudgetLease row), and keeps it in memory (routing/budget_leases.py). Each
+call holds its worst case against the local lease: no query for a call the lease covers. When it
+cannot, the lease grows by one more conditional UPDATE, or the call gets the 402 (``BudgetExceeded``).
+Settling replaces
+the worst case by the real cost in the lease; the cost reaches the database with the call's ledger row,
+in the same transaction (``flush_spend``, called by routing/ledger_writer.py): ``key.spent += cost``,
+``key.reserved -= cost``, ``lease.spent += cost``. A lease idle for ``BUDGET_LEASE_IDLE_S`` goes back
+(``key.reserved -= amount - spent``), so do a process's leases when it stops; those of a process that
+died are released after its ledger journal has been replayed (routing/ledger_journal.py ``recover``).
+
+No key can overspend: the leases of a key together never exceed ``budget - spent`` (the UPDATE's
+condition, checked by the database), and a process never holds more than its leases (the book's
+``free`` under its lock); a real cost is never more than the worst case held for it.
+
+``reservation`` (the previous path): a conditional UPDATE plus a Reservation row before each call,
+settled with the ledger row, released by Celery beat when lost. Kept for comparison and as a fallback.
+
+Keys without a budget hold nothing; their spend is charged with the ledger row.
 """
 
 from __future__ import annotations
 
+import logging
+import os
+import re
+import socket
+import time
+import uuid
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from datetime import datetime, timedelta
-from decimal import Decimal
+from decimal import ROUND_CEILING, ROUND_HALF_UP, Decimal
+from typing import TYPE_CHECKING
 
+from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
 from routing.errors import ApiError
-from routing.models import ApiKey, Reservation
+from routing.models import ApiKey, BudgetLease, Reservation
+
+if TYPE_CHECKING:
+    from routing import budget_leases
+
+log = logging.getLogger(__name__)
+
+CENT = Decimal("0.00000001")  # the ledger's precision (eight decimals, routing/models.py money)
 
 
 class BudgetExceeded(ApiError):
@@ -29,15 +66,236 @@ class BudgetExceeded(ApiError):
         )
 
 
+def to_cents(amount: Decimal) -> Decimal:
+    """A cost as the ledger stores it (eight decimals), so sums in memory equal sums of rows."""
+    return amount.quantize(CENT, rounding=ROUND_HALF_UP)
+
+
+def bound_to_cents(amount: Decimal) -> Decimal:
+    """A worst case rounded up: what is held is never less than what may be spent."""
+    return amount.quantize(CENT, rounding=ROUND_CEILING)
+
+
+def mode() -> str:
+    return str(settings.SKILLGATE["BUDGET_MODE"])
+
+
+# --- this process ---------------------------------------------------------------------------------
+
+_identity: tuple[int, str, str] | None = None
+
+
+def host_name() -> str:
+    return re.sub(r"[^A-Za-z0-9_.]", "_", socket.gethostname()) or "host"
+
+
+def process_id() -> str:
+    """``<host>-<pid>-<start ms>``: names this process's leases and its ledger journal; a new value
+    after a fork, and never the same for two processes (pids are reused, start times are not)."""
+    global _identity
+    pid = os.getpid()
+    if _identity is None or _identity[0] != pid:
+        _identity = (pid, host_name(), f"{host_name()}-{pid}-{int(time.time() * 1000)}")
+    return _identity[2]
+
+
+# --- the hold of one call (the book of leases: routing/budget_leases.py) ----------------------------
+
+
+@dataclass(eq=False)
+class Hold:
+    """The worst case held for one call: on a lease, on a Reservation row (reservation mode), or
+    nothing (``amount`` 0, a key without a budget)."""
+
+    key_id: int
+    amount: Decimal = Decimal(0)
+    lease: budget_leases.Lease | None = None
+    hold_id: int = 0
+    reservation: Reservation | None = None
+
+
+async def hold(*, api_key: ApiKey, amount: Decimal) -> Hold:
+    """Holds ``amount`` for one call of ``api_key`` (a key with a budget); BudgetExceeded when it cannot."""
+    amount = bound_to_cents(amount)
+    if mode() == "reservation":
+        reservation = await sync_to_async(reserve)(api_key_id=api_key.pk, amount=amount)
+        return Hold(api_key.pk, amount, reservation=reservation)
+    from routing import budget_leases  # the book holds against leases taken here
+
+    lease_book = budget_leases.book()
+    fast = lease_book.try_hold(api_key, amount)
+    return fast if fast is not None else await sync_to_async(lease_book.hold)(api_key, amount)
+
+
+def ttl_s() -> float:
+    return float(settings.SKILLGATE["BUDGET_LEASE_TTL_S"])
+
+
+def lease_size(*, needed: Decimal, remaining: Decimal | None) -> Decimal:
+    """How much a new or growing lease asks for: what the call needs at least, else a share
+    (BUDGET_LEASE_FRACTION) of what was last seen left of the budget, at most BUDGET_LEASE_MAX_USD.
+    Near the budget's edge that is just the call's worst case: slices stay small where they matter."""
+    fraction = Decimal(str(settings.SKILLGATE["BUDGET_LEASE_FRACTION"]))
+    cap = Decimal(str(settings.SKILLGATE["BUDGET_LEASE_MAX_USD"]))
+    want = min(max(remaining or Decimal(0), Decimal(0)) * fraction, cap)
+    return bound_to_cents(max(needed, want))
+
+
+# --- leases in the database -------------------------------------------------------------------------
+
+
+def _fits(amount: Decimal) -> Q:
+    return Q(budget_usd__isnull=True) | Q(budget_usd__gte=F("spent_usd") + F("reserved_usd") + amount)
+
+
+def lease_take(
+    *, key_id: int, lease_id: uuid.UUID | None, size: Decimal, needed: Decimal, process: str, host: str
+) -> tuple[Decimal, uuid.UUID, Decimal]:
+    """Adds ``size`` (else just ``needed``) of the key's budget to a lease: the existing row
+    ``lease_id`` or a new one. Returns (taken, lease id, what is left of the budget). One transaction:
+    the conditional UPDATE of the key, the lease row, a read of what is left."""
+    expires = timezone.now() + timedelta(seconds=ttl_s())
+    with transaction.atomic():
+        taken = None
+        for amount in dict.fromkeys((size, needed)):
+            held = ApiKey.objects.filter(_fits(amount), pk=key_id)
+            if held.update(reserved_usd=F("reserved_usd") + amount):
+                taken = amount
+                break
+        if taken is None:
+            raise BudgetExceeded(needed)
+        grown = lease_id is not None and BudgetLease.objects.filter(pk=lease_id).update(
+            amount_usd=F("amount_usd") + taken, expires_at=expires
+        )
+        if not grown:
+            lease_id = BudgetLease.objects.create(
+                api_key_id=key_id, process_id=process, host=host, amount_usd=taken, expires_at=expires
+            ).pk
+        budget, spent, reserved = ApiKey.objects.values_list("budget_usd", "spent_usd", "reserved_usd").get(
+            pk=key_id
+        )
+    assert lease_id is not None
+    left = (budget - spent - reserved) if budget is not None else Decimal(0)
+    return taken, lease_id, left
+
+
+def leases_renew(ids: list[uuid.UUID]) -> set[uuid.UUID]:
+    """Renews these lease rows; returns the ids that still exist."""
+    if not ids:
+        return set()
+    expires = timezone.now() + timedelta(seconds=ttl_s())
+    if BudgetLease.objects.filter(pk__in=ids).update(expires_at=expires) == len(ids):
+        return set(ids)
+    return set(BudgetLease.objects.filter(pk__in=ids).values_list("pk", flat=True))
+
+
+def _release(lease: BudgetLease) -> None:
+    ApiKey.objects.filter(pk=lease.api_key_id).update(
+        reserved_usd=F("reserved_usd") - (lease.amount_usd - lease.spent_usd)
+    )
+    lease.delete()
+
+
+def lease_return(lease_id: uuid.UUID) -> bool:
+    """Gives back what a lease holds and did not spend; idempotent. Locks the key, then the lease (the
+    order of lease_take and flush_spend)."""
+    key_id = BudgetLease.objects.filter(pk=lease_id).values_list("api_key_id", flat=True).first()
+    if key_id is None:
+        return False
+    with transaction.atomic():
+        list(ApiKey.objects.select_for_update().filter(pk=key_id).values_list("pk"))
+        lease = BudgetLease.objects.select_for_update().filter(pk=lease_id).first()
+        if lease is None:
+            return False
+        _release(lease)
+    return True
+
+
+def leases_release(*, process: str) -> int:
+    """Releases every lease of ``process`` (a dead one whose journal has been replayed, or this one
+    as it stops); returns how many."""
+    released = 0
+    for lease_id in BudgetLease.objects.filter(process_id=process).values_list("pk", flat=True):
+        released += lease_return(lease_id)
+    return released
+
+
+def leases_release_expired(*, unrecovered: Callable[[str], bool], now: datetime | None = None) -> int:
+    """Beat: releases expired leases whose spend is known to be in the database.
+
+    A lease is renewed while its process lives, so an expired one belongs to a process that died (or
+    lost the database). Calls it answered but had not flushed are in its journal, on its machine: a
+    lease of this machine is released once no journal of its process is left (``unrecovered`` says
+    whether one is: run ``ledger_journal.recover`` first). A lease of another machine keeps its whole
+    amount counted as spent until that machine replays its journal (any server start or beat there),
+    or, when BUDGET_LEASE_ABANDON_S is set, until it has been expired that long: then what its journal
+    may still hold is written off. The safe default (0) never writes anything off.
+    """
+    now = now or timezone.now()
+    here = host_name()
+    abandon_s = float(settings.SKILLGATE["BUDGET_LEASE_ABANDON_S"])
+    released = 0
+    expired = BudgetLease.objects.filter(expires_at__lt=now).only("pk", "host", "process_id", "expires_at")
+    for lease in expired:
+        if lease.host == here:
+            if unrecovered(lease.process_id):
+                continue
+        elif not abandon_s or (now - lease.expires_at).total_seconds() < abandon_s:
+            continue
+        released += lease_return(lease.pk)
+    return released
+
+
+# --- spend, flushed with the ledger rows -------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Spend:
+    """What one settled call spent, as the ledger writer flushes it (also from a replayed journal)."""
+
+    key_id: int
+    cost: Decimal
+    lease_id: uuid.UUID | None = None
+    reservation_id: int | None = None
+    reserved: Decimal = Decimal(0)  # the Reservation's amount
+
+
+def flush_spend(spends: Iterable[Spend]) -> None:
+    """Moves settled spend into the database, inside the caller's transaction (the ledger rows'):
+    per lease ``spent += s`` and its key's ``reserved -= s``, per key ``spent += all``; a Reservation is
+    settled as before. A lease whose row is gone (released elsewhere, which gave back its whole unspent
+    amount) only adds to the key's spent."""
+    per_lease: dict[tuple[uuid.UUID, int], Decimal] = defaultdict(Decimal)
+    spent: dict[int, Decimal] = defaultdict(Decimal)
+    reserved: dict[int, Decimal] = defaultdict(Decimal)
+    for spend in spends:
+        spent[spend.key_id] += spend.cost
+        if spend.lease_id is not None:
+            per_lease[(spend.lease_id, spend.key_id)] += spend.cost
+            reserved[spend.key_id] += spend.cost
+        elif spend.reservation_id is not None:
+            settled = Reservation.objects.filter(pk=spend.reservation_id).delete()[0]
+            reserved[spend.key_id] += spend.reserved if settled else 0  # 0: beat released it first
+    # Keys first (in one order), then leases, as lease_take and lease_return lock them: no deadlock.
+    for key_id in sorted(spent.keys() | reserved.keys()):
+        if spent[key_id] or reserved[key_id]:
+            ApiKey.objects.filter(pk=key_id).update(
+                spent_usd=F("spent_usd") + spent[key_id], reserved_usd=F("reserved_usd") - reserved[key_id]
+            )
+    for (lease_id, key_id), amount in sorted(per_lease.items(), key=lambda item: str(item[0][0])):
+        if amount and not BudgetLease.objects.filter(pk=lease_id).update(spent_usd=F("spent_usd") + amount):
+            # Gone: its release gave back all it had not spent, this included; charge it, hold nothing.
+            ApiKey.objects.filter(pk=key_id).update(reserved_usd=F("reserved_usd") + amount)
+
+
+# --- the reservation path (BUDGET_MODE "reservation") ---------------------------------------------
+
+
 def reserve(*, api_key_id: int, amount: Decimal) -> Reservation:
     ttl = timedelta(seconds=settings.SKILLGATE["RESERVATION_TTL_S"])
     with transaction.atomic():
-        updated = (
-            ApiKey.objects.filter(pk=api_key_id)
-            .filter(
-                Q(budget_usd__isnull=True) | Q(budget_usd__gte=F("spent_usd") + F("reserved_usd") + amount)
-            )
-            .update(reserved_usd=F("reserved_usd") + amount)
+        updated = ApiKey.objects.filter(_fits(amount), pk=api_key_id).update(
+            reserved_usd=F("reserved_usd") + amount
         )
         if not updated:
             raise BudgetExceeded(amount)

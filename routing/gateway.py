@@ -15,13 +15,14 @@ from decimal import Decimal
 from typing import Any
 
 from asgiref.sync import sync_to_async
+from django.conf import settings
 
-from routing import budgets, lookups, teacher_sampling, upstream
+from routing import budgets, ledger_writer, lookups, teacher_sampling, upstream
 from routing.calls import AUTO_MODEL, CallPlan, active_backends, plan_call, teacher_of
 from routing.errors import ApiError, UpstreamError, bad_request
 from routing.ledger import CallRecord, Leg
 from routing.legs import run_leg
-from routing.models import ApiKey, Backend, Invocation, Reservation, TaskProfile
+from routing.models import ApiKey, Backend, Invocation, TaskProfile
 from routing.pricing import PricingError, cost_bound, prices_for, prompt_token_bound
 from routing.protocol import ChatRequest
 from routing.router import Call, Decision, build_router
@@ -160,8 +161,9 @@ def legs_planned(prep: Prepared) -> list[Backend]:
     return [prep.student] if prep.decision.policy == "forced" else [prep.student, prep.teacher]
 
 
-async def reserve_budget(prep: Prepared) -> Reservation | None:
-    """Hold the worst case of every leg this call may run (student, then teacher on fallback).
+async def reserve_budget(prep: Prepared) -> budgets.Hold | None:
+    """Hold the worst case of every leg this call may run (student, then teacher on fallback): on this
+    process's lease of the key's budget, without a query while the lease covers it (routing/budgets.py).
 
     A key without a budget cannot overspend, so it holds nothing and is only charged afterwards.
     Either way every leg must be priced before it runs.
@@ -176,7 +178,7 @@ async def reserve_budget(prep: Prepared) -> Reservation | None:
     for backend, price in prices:
         bound = prompt_token_bound(prep.body_for(backend))
         total += cost_bound(price, prompt_tokens=bound, max_tokens=prep.max_tokens)
-    return await sync_to_async(budgets.reserve)(api_key_id=prep.api_key.pk, amount=total)
+    return await budgets.hold(api_key=prep.api_key, amount=total)
 
 
 def finish(record: CallRecord, prep: Prepared, upstream_ms: float) -> None:
@@ -184,10 +186,15 @@ def finish(record: CallRecord, prep: Prepared, upstream_ms: float) -> None:
     record.overhead_ms = max(0.0, record.latency_ms - upstream_ms)
 
 
-async def save(record: CallRecord, reservation: Reservation | None) -> None:
-    # Shielded: a client that disconnects must not cancel the ledger write or the settlement.
+async def save(record: CallRecord, hold: budgets.Hold | None) -> None:
+    """The call's ledger row and the settlement of its hold (routing/ledger_writer.py). Batched, it is
+    a line in the journal and a place in the writer's queue: no database, no thread hop (unless each
+    line is fsync'd). Shielded: a client that disconnects must not cancel the write or the settlement."""
+    if ledger_writer.writer_mode() == "batched" and settings.SKILLGATE["LEDGER_JOURNAL_FSYNC"] != "always":
+        teacher_sampling.record_and_sample(record=record, hold=hold)
+        return
     write = sync_to_async(teacher_sampling.record_and_sample)
-    await asyncio.shield(write(record=record, reservation=reservation))
+    await asyncio.shield(write(record=record, hold=hold))
 
 
 @dataclass
@@ -199,7 +206,7 @@ class Result:
 
 async def complete_call(prep: Prepared) -> Result:
     """A non-streamed call: all planned legs until one passes (or the last one answers)."""
-    reservation = await reserve_budget(prep)
+    hold = await reserve_budget(prep)
     record = prep.new_record()
     completion: upstream.Completion | None = None
     served: Leg | None = None
@@ -223,4 +230,4 @@ async def complete_call(prep: Prepared) -> Result:
         return Result(record, completion, served)
     finally:
         finish(record, prep, sum(leg.latency_ms for leg in record.legs))
-        await save(record, reservation)
+        await save(record, hold)

@@ -1,5 +1,6 @@
-"""Writes the one ledger row of a call and settles its budget reservation, atomically; and keeps the
-bodies it stores to their lifetime (SKILLGATE LEDGER_STORE_BODIES, LEDGER_RETENTION_DAYS)."""
+"""The one ledger row of a call, written with the settlement of its budget hold in one transaction
+(routing/ledger_writer.py: now, or group-committed behind a journal); and the bodies it stores, kept
+to their lifetime (SKILLGATE LEDGER_STORE_BODIES, LEDGER_RETENTION_DAYS)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from routing import budgets
-from routing.models import Invocation, Reservation
+from routing.models import Invocation
 
 
 @dataclass
@@ -81,40 +82,55 @@ class CallRecord:
         return self.route == Invocation.Route.STUDENT and self.served_by == Invocation.Route.TEACHER
 
 
-def record_call(*, record: CallRecord, reservation: Reservation | None) -> Invocation:
-    with transaction.atomic():
-        invocation = Invocation.objects.create(
-            id=record.id,
-            api_key_id=record.api_key_id,
-            profile_id=record.profile_id,
-            requested_model=record.requested_model,
-            route=record.route,
-            served_by=record.served_by,
-            policy=record.policy,
-            score=record.score,
-            verdict=record.verdict,
-            verdict_detail=record.verdict_detail[:4000],
-            fallback=record.fallback,
-            stream=record.stream,
-            status_code=record.status_code,
-            error=record.error[:4000],
-            legs=[leg.as_json() for leg in record.legs],
-            prompt_tokens=sum(leg.prompt_tokens for leg in record.legs),
-            completion_tokens=sum(leg.completion_tokens for leg in record.legs),
-            cost_usd=record.cost_usd,
-            latency_ms=record.latency_ms,
-            overhead_ms=record.overhead_ms,
-            request=stored_request(record.request),  # hashes only when LEDGER_STORE_BODIES is off
-            response=stored_response(record.response),
-            router_version_id=record.router_version_id,
-            sample_state=record.sample_state,
-            verifier_source=record.verifier_source,
-        )
-        if reservation is None:
-            budgets.charge(api_key_id=record.api_key_id, actual=record.cost_usd)
-        else:
-            budgets.settle(reservation=reservation, actual=record.cost_usd)
-    return invocation
+def ledger_row(record: CallRecord) -> dict[str, Any]:
+    """The Invocation row of a finished call as JSON values: the line its journal keeps and what the
+    writer inserts (``invocation_of``). Bodies as stored (hashes only without LEDGER_STORE_BODIES)."""
+    return {
+        "id": str(record.id),
+        "created_at": timezone.now().isoformat(),
+        "api_key_id": record.api_key_id,
+        "profile_id": record.profile_id,
+        "requested_model": record.requested_model,
+        "route": record.route,
+        "served_by": record.served_by,
+        "policy": record.policy,
+        "score": record.score,
+        "verdict": record.verdict,
+        "verdict_detail": record.verdict_detail[:4000],
+        "fallback": record.fallback,
+        "stream": record.stream,
+        "status_code": record.status_code,
+        "error": record.error[:4000],
+        "legs": [leg.as_json() for leg in record.legs],
+        "prompt_tokens": sum(leg.prompt_tokens for leg in record.legs),
+        "completion_tokens": sum(leg.completion_tokens for leg in record.legs),
+        "cost_usd": str(budgets.to_cents(record.cost_usd)),
+        "latency_ms": record.latency_ms,
+        "overhead_ms": record.overhead_ms,
+        "request": stored_request(record.request),
+        "response": stored_response(record.response),
+        "router_version_id": record.router_version_id,
+        "sample_state": record.sample_state,
+        "verifier_source": record.verifier_source,
+    }
+
+
+def invocation_of(row: dict[str, Any]) -> Invocation:
+    """The unsaved Invocation of a ``ledger_row``."""
+    values = dict(row)
+    values["id"] = uuid.UUID(values["id"])
+    values["created_at"] = datetime.fromisoformat(values["created_at"])
+    values["cost_usd"] = Decimal(values["cost_usd"])
+    return Invocation(**values)
+
+
+def record_call(*, record: CallRecord, hold: budgets.Hold | None) -> None:
+    """Writes the call's ledger row and settles its budget hold, together: committed now
+    (LEDGER_WRITER "sync") or journaled now and group-committed a few milliseconds later ("batched");
+    see routing/ledger_writer.py."""
+    from routing import ledger_journal, ledger_writer  # they build on this module
+
+    ledger_writer.record(ledger_journal.Entry.of(ledger_row(record), hold, key_id=record.api_key_id))
 
 
 # --- bodies: what is stored, and for how long ---------------------------------------------------

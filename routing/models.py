@@ -1,4 +1,4 @@
-"""Gateway state: API keys, backends, task profiles, budget reservations and the call ledger."""
+"""Gateway state: API keys, backends, task profiles, budget reservations and leases, the call ledger."""
 
 from __future__ import annotations
 
@@ -161,6 +161,27 @@ class Reservation(models.Model):
 
     def __str__(self) -> str:
         return f"{self.amount_usd} on key {self.api_key_id} until {self.expires_at:%H:%M:%S}"
+
+
+class BudgetLease(models.Model):
+    """A slice of a key's budget held by one server process (routing/budgets.py), so its calls reserve
+    against memory instead of the database. The whole ``amount_usd`` was added to the key's
+    ``reserved_usd`` when taken (one conditional UPDATE: never past the budget); ``spent_usd`` is the
+    part the process has flushed since (moved from the key's reserved to its spent). ``amount - spent``
+    goes back to the key when the process returns the lease, or when a dead process's lease is
+    released after its ledger journal has been replayed."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    api_key = models.ForeignKey(ApiKey, on_delete=models.CASCADE, related_name="budget_leases")
+    process_id = models.CharField(max_length=200, db_index=True, help_text="host-pid-start of the holder.")
+    host = models.CharField(max_length=200)
+    amount_usd = money(default=Decimal(0))
+    spent_usd = money(default=Decimal(0))
+    created_at = models.DateTimeField(default=timezone.now)
+    expires_at = models.DateTimeField(db_index=True, help_text="Renewed while the holder lives.")
+
+    def __str__(self) -> str:
+        return f"{self.amount_usd - self.spent_usd} of key {self.api_key_id} held by {self.process_id}"
 
 
 class Invocation(models.Model):

@@ -4,6 +4,12 @@ A student answer that must be verified is produced whole, verified, and only the
 chunks); a teacher answer, or a student answer with nothing to verify, streams through as it
 arrives. Usage comes from the upstream's final usage chunk and is forwarded when the client
 asked for it (``stream_options.include_usage``), as OpenAI does.
+
+A chunk streamed through is parsed (the ledger needs its content, tool calls and usage) but sent on
+as the upstream's own bytes with the gateway's completion id put in, when the backend was called
+directly (routing/openai_client.py); a chunk that must change otherwise (usage the client did not
+ask for) is rebuilt. When the client goes away mid-stream the upstream response is closed, so the
+provider stops generating, and what was spent is still recorded.
 """
 
 from __future__ import annotations
@@ -15,19 +21,23 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
+
 from routing import upstream
+from routing.budgets import Hold
 from routing.errors import ApiError, UpstreamError
 from routing.gateway import Prepared, Result, complete_call, finish, legs_planned, reserve_budget, save
 from routing.ledger import CallRecord
 from routing.legs import new_leg, price_leg, run_leg, verify
-from routing.models import Backend, Invocation, Reservation
+from routing.models import Backend, Invocation
+from routing.openai_client import IdSwap, UpstreamStream
 from routing.pricing import Usage
 
 DONE = b"data: [DONE]\n\n"
 
 
 def sse(data: dict[str, Any]) -> bytes:
-    return b"data: " + json.dumps(data, separators=(",", ":")).encode() + b"\n\n"
+    return b"data: " + orjson.dumps(data) + b"\n\n"
 
 
 @dataclass
@@ -108,7 +118,7 @@ async def stream_call(prep: Prepared) -> StreamPlan:
     if any(prep.plan.samples(backend) > 1 for backend in legs_planned(prep)):
         # A best-of-n backend chooses among whole answers, so the call runs whole and is then sent.
         return _replay_result(prep, await complete_call(prep))
-    reservation = await reserve_budget(prep)
+    hold = await reserve_budget(prep)
     record = prep.new_record()
     completion_id = f"chatcmpl-{record.id.hex}"
     want_usage = bool(prep.request.stream_options and prep.request.stream_options.include_usage)
@@ -117,30 +127,30 @@ async def stream_call(prep: Prepared) -> StreamPlan:
             assert prep.student is not None
             done = await run_leg(prep.plan, record, prep.student)
             if done is not None and record.legs[-1].verdict == Invocation.Verdict.PASS:
-                return _replay_verified(prep, record, reservation, done, completion_id, want_usage)
+                return _replay_verified(prep, record, hold, done, completion_id, want_usage)
             if prep.decision.policy == "forced":
-                return _replay_unverified_or_fail(prep, record, reservation, done, completion_id, want_usage)
+                return _replay_unverified_or_fail(prep, record, hold, done, completion_id, want_usage)
             backends = [prep.teacher]
         elif prep.decision.route == Invocation.Route.STUDENT:
             assert prep.student is not None
             backends = [prep.student] if prep.decision.policy == "forced" else [prep.student, prep.teacher]
         else:
             backends = [prep.teacher]
-        return await _stream_through(prep, record, reservation, backends, completion_id, want_usage)
+        return await _stream_through(prep, record, hold, backends, completion_id, want_usage)
     except BaseException as exc:
         if record.status_code == 200:
             record.status_code = exc.status if isinstance(exc, ApiError) else 500
             record.error = record.error or str(exc)
             record.verdict = Invocation.Verdict.ERROR
         finish(record, prep, sum(leg.latency_ms for leg in record.legs))
-        await save(record, reservation)
+        await save(record, hold)
         raise
 
 
 def _replay_verified(
     prep: Prepared,
     record: CallRecord,
-    reservation: Reservation | None,
+    hold: Hold | None,
     done: upstream.Completion,
     completion_id: str,
     want_usage: bool,
@@ -157,7 +167,7 @@ def _replay_verified(
             for chunk in chunks:
                 yield sse(chunk)
         finally:
-            await save(record, reservation)
+            await save(record, hold)
         yield DONE
 
     return StreamPlan(_headers(record, leg.role, leg.verdict, record.overhead_ms), body())
@@ -182,7 +192,7 @@ def _replay_result(prep: Prepared, result: Result) -> StreamPlan:
 def _replay_unverified_or_fail(
     prep: Prepared,
     record: CallRecord,
-    reservation: Reservation | None,
+    hold: Hold | None,
     done: upstream.Completion | None,
     completion_id: str,
     want_usage: bool,
@@ -191,18 +201,18 @@ def _replay_unverified_or_fail(
     if done is None:
         leg = record.legs[-1]
         raise UpstreamError(leg.error, timeout=leg.error_status == 504)
-    return _replay_verified(prep, record, reservation, done, completion_id, want_usage)
+    return _replay_verified(prep, record, hold, done, completion_id, want_usage)
 
 
 async def _stream_through(
     prep: Prepared,
     record: CallRecord,
-    reservation: Reservation | None,
+    hold: Hold | None,
     backends: list[Backend],
     completion_id: str,
     want_usage: bool,
 ) -> StreamPlan:
-    chunks: AsyncIterator[dict[str, Any]] | None = None
+    chunks: UpstreamStream | None = None
     for backend in backends:
         leg = new_leg(backend)
         record.legs.append(leg)
@@ -246,18 +256,22 @@ async def _stream_through(
         record.verdict_detail = leg.detail
         finish(record, prep, sum(leg.latency_ms for leg in record.legs))
         record.overhead_ms = max(0.0, first_byte_overhead)
-        await save(record, reservation)
+        await save(record, hold)
 
     async def body() -> AsyncIterator[bytes]:
         acc = Accumulator()
+        ids = IdSwap(completion_id)
         try:
-            async for chunk in chunks:
+            async for chunk, data in chunks.events():
                 acc.add(chunk)
-                chunk["id"] = completion_id
-                if chunk.get("usage") is not None and not chunk.get("choices"):
-                    if want_usage:
-                        yield sse(chunk)
+                if chunk.get("usage") is not None and not chunk.get("choices") and not want_usage:
                     continue
+                if data is not None and (want_usage or "usage" not in chunk):
+                    swapped = ids.swap(data, chunk.get("id"))
+                    if swapped is not None:
+                        yield b"data: " + swapped + b"\n\n"
+                        continue
+                chunk["id"] = completion_id
                 if not want_usage:
                     chunk.pop("usage", None)
                 yield sse(chunk)
@@ -266,9 +280,15 @@ async def _stream_through(
             record.status_code, record.error = exc.status, exc.message
             yield sse(exc.body())
         finally:
-            # Recorded before [DONE], so a client that saw the end finds the ledger row; also on
+            # Hang up on the upstream first (a client that went away: the provider stops generating),
+            # then record, before [DONE], so a client that saw the end finds the ledger row; also on
             # a client disconnect (the generator is closed) the row is written.
-            await settle(acc)
+            try:
+                await asyncio.shield(chunks.aclose())
+            except Exception:  # a connection that breaks as it closes: nothing left to read anyway
+                pass
+            finally:
+                await settle(acc)
         yield DONE
 
     headers = _headers(record, backend.role, Invocation.Verdict.UNVERIFIED, max(0.0, first_byte_overhead))

@@ -1,13 +1,18 @@
 from celery import shared_task
 
-from routing import budgets, ledger
+from routing import budgets, ledger, ledger_journal
 from routing.models import RouterVersion, TaskProfile
 
 
 @shared_task(acks_late=True, ignore_result=True)
 def release_stale_reservations() -> int:
-    """Gives back budget held by calls that never settled (a server killed mid-call)."""
-    return budgets.release_expired()
+    """Gives back budget held by calls that never settled (a server killed mid-call): lost
+    reservations, and the leases of dead server processes, after the ledger journals of this machine's
+    dead processes have been replayed (so what they answered is spent before the rest goes back; see
+    routing/budgets.py ``leases_release_expired``). Returns how many reservations and leases."""
+    released = budgets.release_expired()
+    ledger_journal.recover()
+    return released + budgets.leases_release_expired(unrecovered=ledger_journal.has_journal)
 
 
 @shared_task(acks_late=True, ignore_result=True)

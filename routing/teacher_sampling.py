@@ -35,12 +35,13 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
+from routing.budgets import Hold
 from routing.calls import plan_call
 from routing.errors import UpstreamError
 from routing.json_body import loads_answer
 from routing.ledger import CallRecord, has_body, record_call, stores_bodies
 from routing.legs import run_leg
-from routing.models import Invocation, Reservation, SampleSpend, TaskProfile
+from routing.models import Invocation, SampleSpend, TaskProfile
 from routing.pricing import PricingError, cost_bound, prices_for, prompt_token_bound
 from routing.router_versions.config import profile_setting
 from routing.verifier_policy import VerifierPolicyError
@@ -85,17 +86,13 @@ def eligible(record: CallRecord) -> bool:
     return record.route == TEACHER and record.served_by == TEACHER
 
 
-def record_and_sample(*, record: CallRecord, reservation: Reservation | None) -> Invocation:
-    """The gateway's ledger write; a sampled call is marked queued in the same row and its
-    background leg enqueued once the row is committed."""
+def record_and_sample(*, record: CallRecord, hold: Hold | None) -> None:
+    """The gateway's ledger write; a sampled call is marked queued in the same row, and the ledger
+    writer enqueues its background leg (``routing.tasks.sample_leg``) once the row is committed, be it
+    at once (LEDGER_WRITER "sync"), in a group commit ("batched") or by a journal's replay."""
     if eligible(record):
         record.sample_state = Invocation.SampleState.QUEUED
-    invocation = record_call(record=record, reservation=reservation)
-    if record.sample_state:
-        from routing.tasks import sample_leg
-
-        transaction.on_commit(lambda: sample_leg.delay(str(invocation.pk)))
-    return invocation
+    record_call(record=record, hold=hold)
 
 
 # --- the daily cap ------------------------------------------------------------------------------

@@ -1,4 +1,10 @@
-"""Calls to a backend through litellm (offline mode), normalised to OpenAI-shaped dicts."""
+"""Calls to a backend, normalised to OpenAI-shaped dicts.
+
+A backend that speaks OpenAI's protocol natively (``openai/...``, ``hosted_vllm/...``) is called by the
+gateway's own pooled client (routing/openai_client.py); every other provider through litellm (offline
+mode), imported only when such a call is made. Either way a whole answer is a :class:`Completion` and
+a streamed one an :class:`UpstreamStream` of chunk dicts, failures an ``UpstreamError``.
+"""
 
 from __future__ import annotations
 
@@ -8,8 +14,10 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from core.env import env_optional
+from routing import openai_client
 from routing.errors import UpstreamError
 from routing.models import Backend
+from routing.openai_client import UpstreamStream
 from routing.pricing import Usage
 from routing.protocol import UPSTREAM_FIELDS
 
@@ -38,15 +46,18 @@ class Completion:
         return replace(self, message=message, finish_reason=finish_reason)
 
 
-def _call_kwargs(backend: Backend, body: dict[str, Any]) -> dict[str, Any]:
-    """litellm's arguments: the body's OpenAI parameters, then the connection that only the operator sets.
-
-    A body key outside the OpenAI allow-list is a bug upstream of here (the request parser refuses
-    unknown fields), so it raises rather than reach litellm, where it could name a URL, a key or a mock.
-    """
+def _refuse_strays(body: dict[str, Any]) -> None:
+    """A body key outside the OpenAI allow-list is a bug upstream of here (the request parser refuses
+    unknown fields), so it raises rather than reach a backend: through litellm it could name a URL, a
+    key or a mock; sent directly, it would be a parameter no caller may set."""
     stray = sorted(set(body) - UPSTREAM_FIELDS)
     if stray:
-        raise ValueError(f"not an OpenAI parameter, refused before litellm: {', '.join(stray)}")
+        raise ValueError(f"not an OpenAI parameter, refused before the upstream call: {', '.join(stray)}")
+
+
+def _call_kwargs(backend: Backend, body: dict[str, Any]) -> dict[str, Any]:
+    """litellm's arguments: the body's OpenAI parameters, then the connection that only the operator sets."""
+    _refuse_strays(body)
     kwargs: dict[str, Any] = {**body, "model": backend.litellm_model, "timeout": backend.timeout_s}
     if backend.api_base:
         kwargs["api_base"] = backend.api_base
@@ -88,8 +99,21 @@ def _message_dict(message: Any) -> dict[str, Any]:
     return out
 
 
+def _completion(raw: dict[str, Any], latency_ms: float) -> Completion:
+    choices = [(_message_dict(c["message"]), c.get("finish_reason") or "stop") for c in raw["choices"]]
+    return Completion(
+        message=choices[0][0],
+        finish_reason=choices[0][1],
+        usage=Usage.from_openai(raw.get("usage")),
+        latency_ms=latency_ms,
+        raw=raw,
+        choices=choices,
+    )
+
+
 def estimate_usage(backend: Backend, body: dict[str, Any], completion_text: str) -> Usage:
-    """Token counts by litellm's tokenizer, for a stream cut off before its usage chunk."""
+    """Token counts by litellm's tokenizer, for a stream cut off before its usage chunk (off the hot
+    path: litellm is imported here, in a worker thread, only when a stream was cut off)."""
     litellm = _litellm()
     model = backend.litellm_model
     return Usage(
@@ -99,6 +123,20 @@ def estimate_usage(backend: Backend, body: dict[str, Any], completion_text: str)
 
 
 async def complete(backend: Backend, body: dict[str, Any]) -> Completion:
+    target = openai_client.target_of(backend)
+    if target is None:
+        return await _complete_litellm(backend, body)
+    _refuse_strays(body)
+    started = time.perf_counter()
+    raw = await openai_client.post_json(backend, target, body)
+    latency_ms = (time.perf_counter() - started) * 1000
+    try:
+        return _completion(raw, latency_ms)
+    except (KeyError, IndexError, TypeError, AttributeError) as exc:
+        raise openai_client.status_error(backend, 200, f"not a chat completion ({exc!r})") from None
+
+
+async def _complete_litellm(backend: Backend, body: dict[str, Any]) -> Completion:
     litellm = _litellm()
     started = time.perf_counter()
     try:
@@ -118,8 +156,15 @@ async def complete(backend: Backend, body: dict[str, Any]) -> Completion:
     )
 
 
-async def open_stream(backend: Backend, body: dict[str, Any]) -> AsyncIterator[dict[str, Any]]:
-    """Start a streamed call; failures before the first chunk raise UpstreamError here."""
+async def open_stream(backend: Backend, body: dict[str, Any]) -> UpstreamStream:
+    """Start a streamed call (``stream_options.include_usage`` upstream); failures before the first
+    chunk raise UpstreamError here, later ones while iterating. Iterating gives chunk dicts;
+    ``events()`` gives them with the upstream's own bytes where there are any; ``aclose()`` hangs up on
+    the upstream (a client that went away), which stops it generating."""
+    target = openai_client.target_of(backend)
+    if target is not None:
+        _refuse_strays(body)
+        return await openai_client.open_stream(backend, target, body)
     litellm = _litellm()
     kwargs = _call_kwargs(backend, body)
     kwargs.update(stream=True, stream_options={"include_usage": True})
@@ -128,11 +173,14 @@ async def open_stream(backend: Backend, body: dict[str, Any]) -> AsyncIterator[d
     except Exception as exc:
         raise _upstream_error(backend, exc) from exc
 
-    async def chunks() -> AsyncIterator[dict[str, Any]]:
+    async def events() -> AsyncIterator[openai_client.Event]:
         try:
             async for chunk in stream:
-                yield chunk.model_dump(exclude_none=True)
+                yield chunk.model_dump(exclude_none=True), None
         except Exception as exc:
             raise _upstream_error(backend, exc) from exc
 
-    return chunks()
+    async def close() -> None:
+        await stream.aclose()
+
+    return UpstreamStream(events(), close)

@@ -6,8 +6,18 @@ import os
 from pathlib import Path
 from typing import Any
 
+from django.core.exceptions import ImproperlyConfigured
+
 from app.settings.base import BASE_DIR, CELERY_BEAT_SCHEDULE, VAR_DIR
 from core.env import env_bool, env_float, env_int, env_optional, env_str
+
+
+def _env_choice(name: str, default: str, choices: tuple[str, ...]) -> str:
+    value = env_str(name, default)
+    if value not in choices:
+        raise ImproperlyConfigured(f"{name} must be one of {', '.join(choices)}; got {value!r}.")
+    return value
+
 
 # --- Gateway ------------------------------------------------------------------------------------
 # With no provider configured, both backends are the bundled SmolLM2-135M-Instruct served locally
@@ -25,8 +35,45 @@ SKILLGATE: dict[str, Any] = {
     # Output cap used when a call gives no max_tokens; it also bounds the budget reservation.
     "DEFAULT_MAX_TOKENS": env_int("SKILLGATE_DEFAULT_MAX_TOKENS", 1024),
     "UPSTREAM_TIMEOUT_S": env_float("SKILLGATE_UPSTREAM_TIMEOUT_S", 120.0),
-    # A reservation not settled within this time (a crashed worker) is released by Celery beat.
+    # Backends that speak OpenAI's protocol natively (openai/..., hosted_vllm/...) are called by the
+    # gateway's own pooled HTTP client (routing/openai_client.py), not litellm; false: all via litellm.
+    "DIRECT_CLIENT": env_bool("SKILLGATE_DIRECT_CLIENT", True),
+    # That client's connection pool, per server process (per event loop): the openai SDK's limits; idle
+    # connections are dropped before the usual 5 s keep-alive of uvicorn (so vLLM) closes them.
+    "UPSTREAM_MAX_CONNECTIONS": env_int("SKILLGATE_UPSTREAM_MAX_CONNECTIONS", 1000),
+    "UPSTREAM_MAX_KEEPALIVE": env_int("SKILLGATE_UPSTREAM_MAX_KEEPALIVE", 100),
+    "UPSTREAM_KEEPALIVE_S": env_float("SKILLGATE_UPSTREAM_KEEPALIVE_S", 4.0),
+    # A reservation not settled within this time (a crashed worker) is released by Celery beat; a call
+    # held on a lease for longer is dropped from it the same way.
     "RESERVATION_TTL_S": env_int("SKILLGATE_RESERVATION_TTL_S", 900),
+    # Budgets (routing/budgets.py). "lease": each server process holds a slice of a key's budget and
+    # reserves calls against it in memory; "reservation": a conditional UPDATE and a row per call.
+    "BUDGET_MODE": _env_choice("SKILLGATE_BUDGET_MODE", "lease", ("lease", "reservation")),
+    # A lease asks for this share of what is left of the budget, at most BUDGET_LEASE_MAX_USD, at least
+    # the call's worst case.
+    "BUDGET_LEASE_FRACTION": env_float("SKILLGATE_BUDGET_LEASE_FRACTION", 0.1),
+    "BUDGET_LEASE_MAX_USD": env_float("SKILLGATE_BUDGET_LEASE_MAX_USD", 1.0),
+    # A lease row is renewed while its process lives (every TTL/4) and is past expires_at after TTL.
+    "BUDGET_LEASE_TTL_S": env_int("SKILLGATE_BUDGET_LEASE_TTL_S", 60),
+    # A lease with no call in flight for this long goes back to the key.
+    "BUDGET_LEASE_IDLE_S": env_float("SKILLGATE_BUDGET_LEASE_IDLE_S", 10.0),
+    # An expired lease of another machine is released by beat only after this long (its journal, on that
+    # machine, may hold spend; that spend is then written off); 0: never, that machine's recovery does it.
+    "BUDGET_LEASE_ABANDON_S": env_int("SKILLGATE_BUDGET_LEASE_ABANDON_S", 0),
+    # The ledger (routing/ledger_writer.py). "sync": each call's row is committed before its response;
+    # "batched": journaled before the response, group-committed by a writer thread every LEDGER_FLUSH_MS
+    # (at once past LEDGER_BATCH_MAX rows). The test suite reads rows right after a response, so "sync".
+    "LEDGER_WRITER": _env_choice("SKILLGATE_LEDGER_WRITER", "sync", ("sync", "batched")),
+    "LEDGER_FLUSH_MS": env_float("SKILLGATE_LEDGER_FLUSH_MS", 5.0),
+    "LEDGER_BATCH_MAX": env_int("SKILLGATE_LEDGER_BATCH_MAX", 500),
+    # Where each server process keeps its journal (one folder per database); segments rotate past
+    # LEDGER_JOURNAL_ROTATE_BYTES. FSYNC: "batch" (before each group commit: an OS crash loses at most
+    # the calls of the last window), "always" (each line, before the response), "off".
+    "LEDGER_JOURNAL_DIR": Path(env_str("SKILLGATE_LEDGER_JOURNAL_DIR", str(VAR_DIR / "journal"))),
+    "LEDGER_JOURNAL_ROTATE_BYTES": env_int("SKILLGATE_LEDGER_JOURNAL_ROTATE_BYTES", 16 * 1024 * 1024),
+    "LEDGER_JOURNAL_FSYNC": _env_choice(
+        "SKILLGATE_LEDGER_JOURNAL_FSYNC", "batch", ("batch", "always", "off")
+    ),
     # Each server process keeps API keys, task profiles and backends this long (0: read every call);
     # changes made in the same process apply at once, other processes see them within this time.
     "LOOKUP_CACHE_TTL_S": env_float("SKILLGATE_LOOKUP_CACHE_TTL_S", 5.0),
