@@ -143,17 +143,7 @@ async def _complete_litellm(backend: Backend, body: dict[str, Any]) -> Completio
         response = await litellm.acompletion(**_call_kwargs(backend, body))
     except Exception as exc:
         raise _upstream_error(backend, exc) from exc
-    latency_ms = (time.perf_counter() - started) * 1000
-    raw = response.model_dump()
-    choices = [(_message_dict(c.message), c.finish_reason or "stop") for c in response.choices]
-    return Completion(
-        message=choices[0][0],
-        finish_reason=choices[0][1],
-        usage=Usage.from_openai(raw.get("usage")),
-        latency_ms=latency_ms,
-        raw=raw,
-        choices=choices,
-    )
+    return _completion(response.model_dump(), (time.perf_counter() - started) * 1000)
 
 
 async def open_stream(backend: Backend, body: dict[str, Any]) -> UpstreamStream:

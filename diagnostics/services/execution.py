@@ -75,14 +75,7 @@ def _refuse_approved(action: ActionRequest, reason: str) -> None:
         status=ActionRequest.Status.FAILED, result={"ok": False, "refused": reason}
     )
     if refused:
-        step_record(
-            trajectory=action.trajectory,
-            phase=Step.Phase.EXECUTE,
-            tool=action.tool,
-            arguments=action.args,
-            ok=False,
-            summary=f"Refused to run: {reason}",
-        )
+        _record_refusal(action, reason)
 
 
 @transaction.atomic
@@ -125,6 +118,11 @@ def action_request_refuse(*, action: ActionRequest, reason: str) -> ActionReques
         status=ActionRequest.Status.FAILED, result={"ok": False, "refused": reason}
     )
     action.refresh_from_db()
+    _record_refusal(action, reason)
+    return action
+
+
+def _record_refusal(action: ActionRequest, reason: str) -> None:
     step_record(
         trajectory=action.trajectory,
         phase=Step.Phase.EXECUTE,
@@ -133,4 +131,3 @@ def action_request_refuse(*, action: ActionRequest, reason: str) -> ActionReques
         ok=False,
         summary=f"Refused to run: {reason}",
     )
-    return action
