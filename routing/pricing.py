@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from decimal import Decimal
+from functools import lru_cache
 from typing import Any
 
 from routing.models import Backend
@@ -51,15 +52,24 @@ def prices_for(backend: Backend) -> Prices:
             backend.output_cost_per_token,
             cached_price if cached_price is not None else backend.input_cost_per_token,
         )
-    import litellm  # heavy import (~3 s), only needed for unpriced backends
-
-    try:
-        info = litellm.get_model_info(backend.model)
-    except Exception:
+    prices = _price_map(backend.model)
+    if prices is None:
         raise PricingError(
             f"No price for backend {backend.name!r} ({backend.model}): litellm does not know the model;"
             " set input/output cost per token on the backend."
-        ) from None
+        )
+    return prices
+
+
+@lru_cache(maxsize=256)
+def _price_map(model: str) -> Prices | None:
+    """litellm's bundled price of ``model`` (read once per process: the map ships with the package)."""
+    import litellm  # heavy import (~3 s), only needed for unpriced backends
+
+    try:
+        info = litellm.get_model_info(model)
+    except Exception:
+        return None
     inp = Decimal(str(info.get("input_cost_per_token") or 0))
     out = Decimal(str(info.get("output_cost_per_token") or 0))
     cached = info.get("cache_read_input_token_cost")
