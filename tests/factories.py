@@ -20,7 +20,16 @@ from diagnostics.approvals import plan_hash
 from diagnostics.models import ActionRequest, Incident, IncidentTouch, Step, Trajectory
 from diagnostics.slack.models import ActionMessage, SlackEvent, SlackUser, ThreadCursor
 from routing.keys import generate_key
-from routing.models import ApiKey, Backend, Invocation, Reservation, RouterVersion, SampleSpend, TaskProfile
+from routing.models import (
+    ApiKey,
+    Backend,
+    BudgetLease,
+    Invocation,
+    Reservation,
+    RouterVersion,
+    SampleSpend,
+    TaskProfile,
+)
 from training.models import (
     Adapter,
     Admission,
@@ -126,6 +135,17 @@ class ReservationFactory(factory.django.DjangoModelFactory[Reservation]):
     api_key = factory.SubFactory(ApiKeyFactory)
     amount_usd = Decimal("0.01")
     expires_at = factory.LazyFunction(lambda: timezone.now() + timedelta(minutes=5))
+
+
+class BudgetLeaseFactory(factory.django.DjangoModelFactory[BudgetLease]):
+    class Meta:
+        model = BudgetLease
+
+    api_key = factory.SubFactory(ApiKeyFactory)
+    process_id = factory.Sequence(lambda n: f"testhost-{n}-0")
+    host = "testhost"
+    amount_usd = Decimal("0.10")
+    expires_at = factory.LazyFunction(lambda: timezone.now() + timedelta(minutes=1))
 
 
 class InvocationFactory(factory.django.DjangoModelFactory[Invocation]):
