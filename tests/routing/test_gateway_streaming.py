@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import json
 
-import httpx
 import openai
 import pytest
 
 from routing.models import ApiKey, Invocation, Reservation, TaskProfile
 from tests.factories import TaskProfileFactory
-from tests.support.gateway import GOOD, SCHEMA, by_model, client
+from tests.support.gateway import GOOD, SCHEMA, by_model, client, stream_and_hang_up
 from tests.support.openai_stub import Reply
 from tests.support.wait import wait_until
 
@@ -121,15 +120,7 @@ def test_streamed_tool_calls_are_reassembled(gateway_url, backends, api_key, stu
 
 def test_client_hanging_up_mid_stream_still_writes_one_row_and_settles(gateway_url, backends, api_key, stub):
     stub.responder = lambda body: Reply(content=" ".join(["word"] * 40), chunk_delay_s=0.05)
-    with httpx.stream(
-        "POST",
-        f"{gateway_url}/v1/chat/completions",
-        json={"model": "auto", "messages": [{"role": "user", "content": "talk"}], "stream": True},
-        headers={"Authorization": f"Bearer {api_key.raw}"},
-    ) as resp:
-        for line in resp.iter_lines():
-            if line.startswith("data: ") and "word" in line:
-                break  # hang up after the first words
+    stream_and_hang_up(gateway_url, api_key.raw)  # hangs up after the first words
     wait_until(Invocation.objects.exists, timeout=10, what="the ledger row after the client hung up")
     row = Invocation.objects.get()
     assert row.served_by == "teacher" and row.stream

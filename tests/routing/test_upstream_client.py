@@ -23,6 +23,7 @@ from routing import openai_client, upstream
 from routing.errors import UpstreamError
 from routing.models import Backend, Invocation
 from routing.openai_client import IdSwap, target_of
+from tests.support.gateway import stream_and_hang_up
 from tests.support.openai_stub import OpenAIStub, Reply
 from tests.support.vllm import free_port
 from tests.support.wait import wait_until
@@ -345,15 +346,7 @@ def test_id_swap_only_where_it_is_safe():
 @pytest.mark.django_db(transaction=True)
 def test_a_client_hanging_up_mid_stream_hangs_up_upstream_too(gateway_url, backends, api_key, hang_up_stub):
     Backend.objects.update(api_base=hang_up_stub.base_url)
-    with httpx.stream(
-        "POST",
-        f"{gateway_url}/v1/chat/completions",
-        json={"model": "auto", "messages": [{"role": "user", "content": "talk"}], "stream": True},
-        headers={"Authorization": f"Bearer {api_key.raw}"},
-    ) as resp:
-        for line in resp.iter_lines():
-            if line.startswith("data: ") and "word" in line:
-                break
+    stream_and_hang_up(gateway_url, api_key.raw)
     wait_until(lambda: hang_up_stub.outcomes, timeout=5, what="the upstream to see the hang-up")
     assert hang_up_stub.outcomes == ["client gone"]
     wait_until(Invocation.objects.exists, timeout=10, what="the ledger row")

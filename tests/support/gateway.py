@@ -8,6 +8,7 @@ from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
+import httpx
 import openai
 
 from tests.support.openai_stub import Reply
@@ -36,3 +37,16 @@ def by_model(student: str, teacher: str, **kw: Any) -> Callable[[dict[str, Any]]
         return Reply(content=student if "student" in str(body["model"]) else teacher, **kw)
 
     return respond
+
+
+def stream_and_hang_up(gateway_url: str, key: str) -> None:
+    """Starts a streamed call and hangs up as soon as the first words arrive."""
+    with httpx.stream(
+        "POST",
+        f"{gateway_url}/v1/chat/completions",
+        json={"model": "auto", "messages": [{"role": "user", "content": "talk"}], "stream": True},
+        headers={"Authorization": f"Bearer {key}"},
+    ) as resp:
+        for line in resp.iter_lines():
+            if line.startswith("data: ") and "word" in line:
+                break
