@@ -1,6 +1,8 @@
-"""ASGI entry point. The OpenAI-compatible API, the probes and the Slack endpoints are served by a handler
-without the browser middleware (sessions, CSRF, auth, messages): each sync middleware costs two thread hops
-per request under ASGI, and an API authenticated by bearer keys needs none of them.
+"""ASGI entry point. The OpenAI-compatible API under ``/v1`` is served by the lean edge
+(routing/edge/app.py): raw ASGI sharing the models and services, not Django's request cycle. The probes and
+the Slack endpoints are served by a Django handler without the browser middleware (sessions, CSRF, auth,
+messages): each sync middleware costs two thread hops per request under ASGI, and neither needs them.
+Everything else (the dashboard, the operations API, the admin) is the full Django site.
 
 Every HTTP request, whichever handler serves it, first passes the body limit (app/edge.py): an upload
 over SKILLGATE_MAX_BODY_BYTES gets a 413 before Django reads it.
@@ -23,8 +25,10 @@ site = get_asgi_application()
 from django.core.handlers.asgi import ASGIHandler  # noqa: E402  (after django.setup())
 from django.core.handlers.exception import convert_exception_to_response  # noqa: E402
 
-# Slack's endpoints are signed by Slack, not by a browser session, and must ack within 3 s.
-API_PREFIXES = ("/v1/", "/healthz", "/readyz", "/slack/")
+# Slack's endpoints are signed by Slack, not by a browser session, and must ack within 3 s. /metrics is
+# scraped by pod address (not a host ALLOWED_HOSTS lists: CommonMiddleware would answer 400) with a
+# bearer token, not a session.
+API_PREFIXES = ("/healthz", "/readyz", "/slack/", "/metrics")
 
 
 class ApiHandler(ASGIHandler):
@@ -45,6 +49,8 @@ from django.urls import get_resolver  # noqa: E402
 
 from app.edge import body_limited  # noqa: E402
 from routing import inflight, ledger_writer  # noqa: E402
+from routing.edge.app import PREFIX as EDGE_PREFIX  # noqa: E402
+from routing.edge.app import application as edge  # noqa: E402
 
 get_resolver().url_patterns  # noqa: B018
 
@@ -69,7 +75,9 @@ async def dispatch(scope: dict[str, Any], receive: Any, send: Any) -> None:
     if scope["type"] == "lifespan":
         await lifespan(receive, send)
     elif scope["type"] == "http" and scope["path"] == inflight.CHAT_PATH and scope["method"] == "POST":
-        await inflight.guarded(api, scope, receive, send)  # shed past SKILLGATE_MAX_IN_FLIGHT
+        await inflight.guarded(edge, scope, receive, send)  # shed past SKILLGATE_MAX_IN_FLIGHT
+    elif scope["type"] == "http" and (scope["path"] == EDGE_PREFIX or scope["path"].startswith("/v1/")):
+        await edge(scope, receive, send)
     elif scope["type"] == "http" and scope["path"].startswith(API_PREFIXES):
         await api(scope, receive, send)
     else:

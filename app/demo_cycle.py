@@ -75,7 +75,13 @@ def send(client: openai.OpenAI, bodies: Sequence[dict[str, Any]]) -> list[Invoca
 
     with ThreadPoolExecutor(CONCURRENCY) as pool:
         ids = list(pool.map(one, bodies))
-    return list(Invocation.objects.filter(pk__in=ids))
+    # The server group-commits rows a few milliseconds after answering (LEDGER_WRITER "batched").
+    deadline = time.monotonic() + 30
+    rows = list(Invocation.objects.filter(pk__in=ids))
+    while len(rows) < len(set(ids)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+        rows = list(Invocation.objects.filter(pk__in=ids))
+    return rows
 
 
 def follow(cycle_id: int, timeout_s: float, poll_s: float = 5.0) -> Iterator[str]:

@@ -2,12 +2,13 @@ from django.contrib import admin
 from django.urls import include, path
 
 from app import health
+from app.observability.views import metrics
 
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("healthz", health.healthz),
     path("readyz", health.readyz),
-    path("v1/", include("routing.urls")),
+    path("metrics", metrics),
     path("api/", include("training.urls")),
     path("api/", include("diagnostics.urls")),
     path("accounts/", include("django.contrib.auth.urls")),

@@ -39,12 +39,12 @@ from datetime import datetime, timedelta
 from decimal import ROUND_CEILING, ROUND_HALF_UP, Decimal
 from typing import TYPE_CHECKING
 
-from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
+from core.db import run_sync
 from routing.errors import ApiError
 from routing.models import ApiKey, BudgetLease, Reservation
 
@@ -118,13 +118,13 @@ async def hold(*, api_key: ApiKey, amount: Decimal) -> Hold:
     """Holds ``amount`` for one call of ``api_key`` (a key with a budget); BudgetExceeded when it cannot."""
     amount = bound_to_cents(amount)
     if mode() == "reservation":
-        reservation = await sync_to_async(reserve)(api_key_id=api_key.pk, amount=amount)
+        reservation = await run_sync(reserve, api_key_id=api_key.pk, amount=amount)
         return Hold(api_key.pk, amount, reservation=reservation)
     from routing import budget_leases  # the book holds against leases taken here
 
     lease_book = budget_leases.book()
     fast = lease_book.try_hold(api_key, amount)
-    return fast if fast is not None else await sync_to_async(lease_book.hold)(api_key, amount)
+    return fast if fast is not None else await run_sync(lease_book.hold, api_key, amount)
 
 
 def ttl_s() -> float:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from django.http import JsonResponse
-
 
 class ApiError(Exception):
     def __init__(
@@ -26,12 +24,6 @@ class ApiError(Exception):
 
     def body(self) -> dict[str, object]:
         return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
-
-    def response(self) -> JsonResponse:
-        resp = JsonResponse(self.body(), status=self.status)
-        for name, value in self.headers.items():
-            resp[name] = value
-        return resp
 
 
 def bad_request(message: str, *, param: str | None = None, code: str | None = None) -> ApiError:

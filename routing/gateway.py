@@ -1,6 +1,6 @@
 """One call through the gateway: resolve the profile, route, call, verify, fall back, record.
 
-The view (routing/api.py) only parses and renders; this module holds the logic. The call is planned
+The edge (routing/edge/) only parses and renders; this module holds the logic. The call is planned
 by routing/calls.py and its legs run in routing/legs.py; the streaming variant lives in
 routing/streaming.py and reuses ``prepare`` and the helpers here.
 """
@@ -14,10 +14,11 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from asgiref.sync import sync_to_async
 from django.conf import settings
 
+from core.db import run_sync
 from routing import budgets, ledger_writer, lookups, teacher_sampling, upstream
+from routing.call_metrics import observe_call
 from routing.calls import AUTO_MODEL, CallPlan, active_backends, plan_call, teacher_of
 from routing.errors import ApiError, UpstreamError, bad_request
 from routing.ledger import CallRecord, Leg
@@ -40,6 +41,7 @@ class Prepared:
     plan: CallPlan
     decision: Decision
     started: float
+    endpoint: str = "/v1/chat/completions"
 
     @property
     def request(self) -> ChatRequest:
@@ -87,6 +89,8 @@ class Prepared:
             request=self.request_dict,
             router_version_id=self.decision.version_id,
             verifier_source=self.plan.verifier_source,
+            endpoint=self.endpoint,
+            profile_name=self.profile.name,
             sample_leg=teacher_sampling.draw(
                 profile=self.profile,
                 route=self.decision.route,
@@ -115,10 +119,17 @@ def _load_profile_and_backends(name: str) -> tuple[TaskProfile, list[Backend]] |
     return profile, active_backends()
 
 
-async def prepare(*, api_key: ApiKey, request: ChatRequest, task_header: str | None) -> Prepared:
+async def profile_and_backends(name: str) -> tuple[TaskProfile, list[Backend]] | None:
+    """The task profile called ``name`` and the active backends (cached per process), or None."""
+    return await lookups.cached("profile", name, lambda: _load_profile_and_backends(name))
+
+
+async def prepare(
+    *, api_key: ApiKey, request: ChatRequest, task_header: str | None, endpoint: str = "/v1/chat/completions"
+) -> Prepared:
     started = time.perf_counter()
     name = profile_name_of(request, task_header)
-    found = await lookups.cached("profile", name, lambda: _load_profile_and_backends(name))
+    found = await profile_and_backends(name)
     if found is None:
         raise bad_request(
             f"Unknown task profile {name!r}; create it in the admin or omit it for the default profile.",
@@ -150,7 +161,7 @@ async def prepare(*, api_key: ApiKey, request: ChatRequest, task_header: str | N
             param="model",
             code="model_not_found",
         )
-    return Prepared(api_key, plan, decision, started)
+    return Prepared(api_key, plan, decision, started, endpoint)
 
 
 def legs_planned(prep: Prepared) -> list[Backend]:
@@ -186,15 +197,31 @@ def finish(record: CallRecord, prep: Prepared, upstream_ms: float) -> None:
     record.overhead_ms = max(0.0, record.latency_ms - upstream_ms)
 
 
+def observe(record: CallRecord) -> None:
+    """The call in the process's Prometheus metrics (routing/call_metrics.py: a deque append)."""
+    observe_call(
+        endpoint=record.endpoint,
+        profile=record.profile_name,
+        route=record.route,
+        backend=record.legs[-1].backend if record.legs else "",
+        verdict=record.verdict,
+        status=record.status_code,
+        latency_s=record.latency_ms / 1000,
+        overhead_s=record.overhead_ms / 1000,
+        fallback=record.fallback,
+        cost_usd=record.cost_usd,
+    )
+
+
 async def save(record: CallRecord, hold: budgets.Hold | None) -> None:
     """The call's ledger row and the settlement of its hold (routing/ledger_writer.py). Batched, it is
     a line in the journal and a place in the writer's queue: no database, no thread hop (unless each
     line is fsync'd). Shielded: a client that disconnects must not cancel the write or the settlement."""
+    observe(record)
     if ledger_writer.writer_mode() == "batched" and settings.SKILLGATE["LEDGER_JOURNAL_FSYNC"] != "always":
         teacher_sampling.record_and_sample(record=record, hold=hold)
         return
-    write = sync_to_async(teacher_sampling.record_and_sample)
-    await asyncio.shield(write(record=record, hold=hold))
+    await asyncio.shield(run_sync(teacher_sampling.record_and_sample, record=record, hold=hold))
 
 
 @dataclass

@@ -3,17 +3,17 @@ limit), checked in front of Django so a refused call costs almost nothing.
 
 Past the limit a call gets an immediate 503 OpenAI error with ``Retry-After`` (the openai SDK retries it
 with backoff) and nothing is written for it. A call counts from the moment the ASGI server hands it over
-until Django has sent its last byte (streams included) or the client went away. Everything here runs on
+until the edge has sent its last byte (streams included) or the client went away. Everything here runs on
 the process's event loop, so the count needs no lock.
 """
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from django.conf import settings
 
+from routing.edge.http import send_error
 from routing.errors import ApiError
 
 CHAT_PATH = "/v1/chat/completions"
@@ -36,20 +36,12 @@ def _overloaded(limit: int) -> ApiError:
     )
 
 
-async def _refuse(error: ApiError, send: Any) -> None:
-    body = json.dumps(error.body()).encode()
-    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
-    headers += [(name.lower().encode(), value.encode()) for name, value in error.headers.items()]
-    await send({"type": "http.response.start", "status": error.status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
-
-
 async def guarded(app: ASGIApp, scope: dict[str, Any], receive: Any, send: Any) -> None:
     """Serves one chat call with ``app`` if the process has room, else answers the 503 itself."""
     global _in_flight
     limit = int(settings.SKILLGATE["MAX_IN_FLIGHT"])
     if limit and _in_flight >= limit:
-        await _refuse(_overloaded(limit), send)
+        await send_error(send, _overloaded(limit))
         return
     _in_flight += 1
     try:

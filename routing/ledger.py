@@ -72,6 +72,8 @@ class CallRecord:
     sample_leg: str = ""  # drawn up front: the leg a background sample would add (teacher_sampling)
     sample_state: str = ""
     verifier_source: str = ""  # routing/verifier_policy.py: "profile", "call" or "" (none)
+    endpoint: str = "/v1/chat/completions"  # the API the call came in on (metrics)
+    profile_name: str = ""  # (metrics)
 
     @property
     def cost_usd(self) -> Decimal:

@@ -38,6 +38,7 @@ import threading
 import time
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 from django.conf import settings
 from django.db import connection
@@ -67,6 +68,7 @@ class LedgerWriter:
         self._lock = threading.Lock()
         self._done_changed = threading.Condition(self._lock)
         self._queue: list[Entry] = []
+        self._committing: list[Entry] = []  # the batch being committed now
         self._submitted = 0
         self._done = 0
         self._wake = threading.Event()  # the queue has something
@@ -191,11 +193,20 @@ class LedgerWriter:
                 connection.close()  # idle: give the connection back (a pool keeps it)
         connection.close()
 
+    def pending_row(self, invocation_id: str) -> dict[str, Any] | None:
+        """The ledger row of a call this process answered and has not committed yet, or None."""
+        with self._lock:
+            for entry in (*self._committing, *self._queue):
+                if entry.row["id"] == invocation_id:
+                    return entry.row
+        return None
+
     def _flush_batch(self) -> bool:
         limit = int(settings.SKILLGATE["LEDGER_BATCH_MAX"])
         with self._lock:
             batch = self._queue[:limit]
             del self._queue[:limit]
+            self._committing = batch
         if not batch:
             return False
         try:
@@ -206,9 +217,11 @@ class LedgerWriter:
         except BaseException:
             with self._lock:
                 self._queue[:0] = batch
+                self._committing = []
             raise
         _flushed(batch)
         with self._lock:
+            self._committing = []
             for entry in batch:
                 if entry.segment is not None:
                     entry.segment.outstanding -= 1
@@ -288,6 +301,13 @@ def _commit_now(entry: Entry) -> None:
         _flushed([entry])
         if threading.current_thread().name == "ledger-late-row":
             connection.close()
+
+
+def pending_row(invocation_id: str) -> dict[str, Any] | None:
+    """A row answered by this process, not yet in the database (read-your-writes: the Responses API's
+    ``previous_response_id`` right after the response it names)."""
+    current = running()
+    return current.pending_row(invocation_id) if current is not None else None
 
 
 def flush(timeout: float = 30.0) -> bool:

@@ -1,6 +1,7 @@
-"""What every call looks up (its API key, its task profile and the backends), cached per process.
+"""What every call looks up (its API key, its task profile and the backends, the profile's active
+router version), cached per process.
 
-A call needs three reads before it can go upstream; they change rarely (an operator edits a profile,
+A call needs these reads before it can go upstream; they change rarely (an operator edits a profile,
 revokes a key), so each server process keeps them for ``LOOKUP_CACHE_TTL_S`` seconds. A change made in
 the same process (the admin, a service) clears the cache at once through model signals; other processes
 see it within the TTL. Spend and reservations are never cached: budgets are checked in SQL.
@@ -12,13 +13,13 @@ import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from asgiref.sync import sync_to_async
 from cachetools import TTLCache
 from django.conf import settings
 from django.db import transaction
 from django.db.models.signals import post_delete, post_save
 
-from routing.models import ApiKey, Backend, TaskProfile
+from core.db import run_sync
+from routing.models import ApiKey, Backend, RouterVersion, TaskProfile
 
 T = TypeVar("T")
 _lock = threading.Lock()
@@ -47,7 +48,7 @@ async def cached(name: str, key: Any, load: Callable[[], T | None]) -> T | None:
             hit = cache.get(key)
         if hit is not None:
             return hit
-    value = await sync_to_async(load)()
+    value = await run_sync(load)
     if value is not None and cache is not None:
         with _lock:
             cache[key] = value
@@ -55,8 +56,10 @@ async def cached(name: str, key: Any, load: Callable[[], T | None]) -> T | None:
 
 
 def clear(*_: Any, **__: Any) -> None:
-    """Forget everything once the current transaction commits (at once outside one), so no call can
-    cache the old row between this write and its commit."""
+    """Forget everything now (this transaction's own later reads see the change) and again once the
+    current transaction commits, so a call that cached the old row between this write and its commit
+    does not keep it."""
+    forget_all()
     transaction.on_commit(forget_all)
 
 
@@ -67,6 +70,6 @@ def forget_all() -> None:
 
 
 def connect_signals() -> None:
-    for model in (ApiKey, Backend, TaskProfile):
+    for model in (ApiKey, Backend, TaskProfile, RouterVersion):
         post_save.connect(clear, sender=model, dispatch_uid=f"lookups-clear-save-{model.__name__}")
         post_delete.connect(clear, sender=model, dispatch_uid=f"lookups-clear-delete-{model.__name__}")

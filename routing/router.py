@@ -6,17 +6,20 @@ learned, calibrated router of the MERA issue registers itself here as one more p
 
 from __future__ import annotations
 
+import asyncio
 import json
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from asgiref.sync import sync_to_async
+from asgiref.sync import async_to_sync
 
+from core.db import run_sync
+from routing import lookups
 from routing.models import Invocation, RouterVersion, TaskProfile
 from routing.protocol import ChatRequest
 from routing.router_learning.features import CallInput, FeatureSpecError
-from routing.router_learning.runtime import cached_router, loaded_router
+from routing.router_learning.runtime import LoadedRouter, cached_router, loaded_router
 
 
 @dataclass(frozen=True)
@@ -132,42 +135,69 @@ def fixed_fallback(profile: TaskProfile, has_verifier: bool) -> Router:
     return cls(params.get("fallback_params") or {})
 
 
+@dataclass(frozen=True)
+class ActiveVersion:
+    """The profile's active RouterVersion as a call needs it; ``pk`` None when it has none."""
+
+    pk: int | None
+    number: int = 0
+    threshold: float | None = None
+
+
+def _active_version(profile_id: int) -> ActiveVersion:
+    found = (
+        RouterVersion.objects.filter(profile_id=profile_id, status=RouterVersion.Status.ACTIVE)
+        .values_list("pk", "number", "threshold")
+        .first()
+    )
+    if found is None:
+        return ActiveVersion(None)
+    return ActiveVersion(found[0], found[1], None if found[2] is None else float(found[2]))
+
+
+def _load(pk: int, threshold: float) -> LoadedRouter:
+    model = RouterVersion.objects.values_list("model", flat=True).get(pk=pk)
+    return loaded_router(pk, model=model, threshold=threshold)
+
+
 @register
 class Learned(Router):
     """The profile's active RouterVersion: its calibrated score >= its threshold goes to the teacher;
     below, the student answers (the teacher backs up a failed verification, as in the cascade).
 
-    One indexed read per call finds the active version (so an admission or a rollback takes effect
-    on the next call); the fitted model is loaded once per process per version id (versions are
-    immutable). No active version, or a model whose features this machine cannot compute
-    (FeatureSpecError, e.g. MiniLM missing): the profile's fixed fallback policy decides.
+    Which version is active is a per-process lookup (routing/lookups.py: cleared at once by an
+    admission or a rollback in this process, within the lookup TTL in others), so a call makes no
+    query; the fitted model is loaded once per process per version id (versions are immutable). The
+    features are computed off the event loop when they need the embedding model. No active version,
+    or a model whose features this machine cannot compute (FeatureSpecError, e.g. MiniLM missing): the
+    profile's fixed fallback policy decides.
     """
 
     policy = TaskProfile.Policy.LEARNED
 
     async def aroute(self, call: Call) -> Decision:
-        return await sync_to_async(self.route)(call)
-
-    def route(self, call: Call) -> Decision:
-        active = (
-            RouterVersion.objects.filter(profile_id=call.profile.pk, status=RouterVersion.Status.ACTIVE)
-            .values_list("pk", "number", "threshold")
-            .first()
-        )
-        if active is None:
+        profile_id = call.profile.pk
+        active = await lookups.cached("router_version", profile_id, lambda: _active_version(profile_id))
+        if active is None or active.pk is None:
             return self._fallback(call, "no active router version")
-        pk, number, threshold = active
+        pk, number, threshold = active.pk, active.number, active.threshold
         if threshold is None:
             return self._fallback(call, f"router v{number} has no threshold")
-        router = cached_router(pk)
+        router: LoadedRouter | None = cached_router(pk)
         if router is None:
-            model = RouterVersion.objects.values_list("model", flat=True).get(pk=pk)
             try:
-                router = loaded_router(pk, model=model, threshold=float(threshold))
+                router = await run_sync(_load, pk, threshold)
             except (FeatureSpecError, ValueError, KeyError, TypeError) as exc:
                 return self._fallback(call, f"router v{number} is unusable here ({exc})")
-        decided = router.decide(CallInput.from_call(call))
+        features = CallInput.from_call(call)
+        if router.featurizer.embedder is not None:
+            decided = await asyncio.to_thread(router.decide, features)
+        else:
+            decided = router.decide(features)
         return Decision(decided.route, decided.score, self.policy, f"v{number}: {decided.reason}", pk)
+
+    def route(self, call: Call) -> Decision:
+        return async_to_sync(self.aroute)(call)
 
     def _fallback(self, call: Call, why: str) -> Decision:
         decision = fixed_fallback(call.profile, call.has_verifier).route(call)

@@ -4,6 +4,7 @@ helpers live in tests/support/, factories in tests/factories.py."""
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -11,6 +12,7 @@ from typing import Any
 import httpx
 import pytest
 import uvicorn
+from django.conf import settings
 
 from diagnostics.models import Step
 from routing import lookups
@@ -23,6 +25,15 @@ from tests.support.slack_bot import SECRET, TOKEN, Queue, SlackClient
 from tests.support.slack_stub import SlackStub
 from tests.support.vllm import free_port
 from tests.support.wait import wait_until
+
+
+# A server groups ledger rows behind its journal (LEDGER_WRITER "batched", the default); most tests read a
+# call's row right after its response, so the suite, and the servers and workers it starts, commit each row
+# first ("sync"), set here, before any test module copies the settings. The batched writer's own tests ask
+# for it.
+if "SKILLGATE_LEDGER_WRITER" not in os.environ:
+    os.environ["SKILLGATE_LEDGER_WRITER"] = "sync"
+    settings.SKILLGATE["LEDGER_WRITER"] = "sync"
 
 
 @pytest.fixture(autouse=True)

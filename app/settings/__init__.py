@@ -13,5 +13,6 @@ extend what an earlier one declared: ``SKILLGATE``, ``CELERY_BEAT_SCHEDULE``, ``
 from app.settings.base import *  # noqa: F403
 from app.settings.gateway import *  # noqa: F403
 from app.settings.learning import *  # noqa: F403
+from app.settings.observability import *  # noqa: F403
 from app.settings.operations import *  # noqa: F403
 from app.settings.security import *  # noqa: F403

@@ -62,9 +62,10 @@ SKILLGATE: dict[str, Any] = {
     "BUDGET_LEASE_ABANDON_S": env_int("SKILLGATE_BUDGET_LEASE_ABANDON_S", 0),
     # The ledger (routing/ledger_writer.py). "sync": each call's row is committed before its response;
     # "batched": journaled before the response, group-committed by a writer thread every LEDGER_FLUSH_MS
-    # (at once past LEDGER_BATCH_MAX rows). The test suite reads rows right after a response, so "sync".
-    "LEDGER_WRITER": _env_choice("SKILLGATE_LEDGER_WRITER", "sync", ("sync", "batched")),
-    "LEDGER_FLUSH_MS": env_float("SKILLGATE_LEDGER_FLUSH_MS", 5.0),
+    # (at once past LEDGER_BATCH_MAX rows), off the request path. The test suite, which reads rows right
+    # after a response, runs "sync" (tests/conftest.py).
+    "LEDGER_WRITER": _env_choice("SKILLGATE_LEDGER_WRITER", "batched", ("sync", "batched")),
+    "LEDGER_FLUSH_MS": env_float("SKILLGATE_LEDGER_FLUSH_MS", 20.0),
     "LEDGER_BATCH_MAX": env_int("SKILLGATE_LEDGER_BATCH_MAX", 500),
     # Where each server process keeps its journal (one folder per database); segments rotate past
     # LEDGER_JOURNAL_ROTATE_BYTES. FSYNC: "batch" (before each group commit: an OS crash loses at most
@@ -74,6 +75,15 @@ SKILLGATE: dict[str, Any] = {
     "LEDGER_JOURNAL_FSYNC": _env_choice(
         "SKILLGATE_LEDGER_JOURNAL_FSYNC", "batch", ("batch", "always", "off")
     ),
+    # Requests-per-minute limits (routing/ratelimit.py): with Redis (CACHE_URL) a process takes tokens
+    # from the key's shared bucket in batches of BATCH_S of its rate and keeps an unspent batch BATCH_TTL_S;
+    # Redis silent for REDIS_TIMEOUT_S: per-process buckets for REDIS_RETRY_S, then Redis is asked again.
+    "RATE_LIMIT": {
+        "BATCH_S": env_float("SKILLGATE_RATE_LIMIT_BATCH_S", 0.1),
+        "BATCH_TTL_S": env_float("SKILLGATE_RATE_LIMIT_BATCH_TTL_S", 1.0),
+        "REDIS_TIMEOUT_S": env_float("SKILLGATE_RATE_LIMIT_REDIS_TIMEOUT_S", 0.25),
+        "REDIS_RETRY_S": env_float("SKILLGATE_RATE_LIMIT_REDIS_RETRY_S", 5.0),
+    },
     # Each server process keeps API keys, task profiles and backends this long (0: read every call);
     # changes made in the same process apply at once, other processes see them within this time.
     "LOOKUP_CACHE_TTL_S": env_float("SKILLGATE_LOOKUP_CACHE_TTL_S", 5.0),

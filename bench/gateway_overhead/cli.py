@@ -14,14 +14,25 @@ from pathlib import Path
 from typing import Any
 
 import bench.gateway_overhead
-from bench.gateway_overhead.common import DEFAULT_RATES, DEFAULT_STEPS, RESULTS, ROOT, WORK, BenchError, log
+from bench.gateway_overhead.common import (
+    DEFAULT_RATES,
+    DEFAULT_STEPS,
+    RESULTS,
+    ROOT,
+    TARGET_ORDER,
+    WORK,
+    BenchError,
+    log,
+)
 from bench.gateway_overhead.load import load_main
 from bench.gateway_overhead.measure import Settings, capacity_search, run_point
 from bench.gateway_overhead.report import environment_lines, render_table, search_log, write_report
+from bench.gateway_overhead.seed import seed_main
 from bench.gateway_overhead.servers import (
     Children,
+    Target,
     sanity_check,
-    seed_main,
+    start_floor,
     start_litellm_proxy,
     start_skillgate,
     start_stub,
@@ -54,6 +65,17 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     )
     parser.add_argument("--skip-proxy", action="store_true", help="do not start or measure the LiteLLM proxy")
     parser.add_argument(
+        "--targets",
+        default=",".join(TARGET_ORDER[1:]),
+        help=f"which targets to measure besides direct (default all: {','.join(TARGET_ORDER[1:])})",
+    )
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="server processes of Skillgate and of the floor (uvicorn --workers; default 1)",
+    )
+    parser.add_argument(
         "--max-in-flight", type=int, default=0, help="Skillgate's SKILLGATE_MAX_IN_FLIGHT (0: no limit)"
     )
     parser.add_argument("--skip-search", action="store_true", help="only the fixed rates, no capacity search")
@@ -72,6 +94,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     )
     parser.add_argument("--output", type=Path, default=RESULTS, help="markdown results file")
     args = parser.parse_args(argv)
+    args.targets = [name.strip() for name in args.targets.split(",") if name.strip()]
+    unknown = set(args.targets) - set(TARGET_ORDER[1:])
+    if unknown:
+        parser.error(f"unknown targets: {', '.join(sorted(unknown))}")
+    if args.skip_proxy:
+        args.targets = [name for name in args.targets if name != "litellm-proxy"]
     args.rates = args.rates or ("20,50" if args.quick else DEFAULT_RATES)
     args.search_steps = args.search_steps or ("10,20,50,100" if args.quick else DEFAULT_STEPS)
     args.duration = args.duration or (2.0 if args.quick else 10.0)
@@ -117,10 +145,19 @@ def main(argv: list[str]) -> int:
     with managed_children() as children:
         stub = start_stub(children)
         log(f"stub upstream at {stub.base_url}")
-        skillgate, db_label = start_skillgate(children, stub, args.database_url, args.max_in_flight)
-        log(f"skillgate at {skillgate.base_url} on {db_label}")
-        targets = [stub, skillgate]
-        if not args.skip_proxy:
+        targets: list[Target] = [stub]
+        router: dict[str, Any] = {}
+        db_label = "–"
+        if "floor" in args.targets:
+            targets.append(start_floor(children, stub, args.workers))
+            log(f"floor at {targets[-1].base_url}")
+        if {"skillgate-full", "skillgate-cheap"} & set(args.targets):
+            configs, db_label, router = start_skillgate(
+                children, stub, args.database_url, args.max_in_flight, args.workers
+            )
+            targets += [t for t in configs if t.name in args.targets]
+            log(f"skillgate at {configs[0].base_url} on {db_label}; full config's router: {router}")
+        if "litellm-proxy" in args.targets:
             targets.append(start_litellm_proxy(children, stub))
             log(f"litellm proxy at {targets[-1].base_url}")
         for target in targets:
@@ -149,7 +186,7 @@ def main(argv: list[str]) -> int:
                     known[("direct", search["mode"], rate)] = run_point(
                         children, stub, groups, stream, rate, cfg
                     )
-        env_lines = environment_lines(db_label, not args.skip_proxy)
+        env_lines = environment_lines(db_label, "litellm-proxy" in args.targets, args.workers, router)
     table = render_table(fixed, searches, known)
     errors = [
         f"- {r['target']} / {r['mode']} / {r['rate']:.0f} RPS: "
@@ -168,11 +205,16 @@ def main(argv: list[str]) -> int:
 
 
 def run(argv: list[str]) -> None:
-    """``_load`` and ``_seed`` run a child's part; anything else runs the benchmark, and exits."""
+    """``_load`` and ``_seed`` run a child's part, ``_profile`` samples the server under load
+    (bench/gateway_overhead/profile.py); anything else runs the benchmark, and exits."""
     if argv[:1] == ["_load"]:
         load_main(argv[1:])
     elif argv[:1] == ["_seed"]:
         seed_main(argv[1:])
+    elif argv[:1] == ["_profile"]:
+        from bench.gateway_overhead.profile import profile_main
+
+        profile_main(argv[1:])
     else:
         try:
             sys.exit(main(argv))

@@ -21,10 +21,10 @@ MAX_TOKENS = 16
 EXPECTED = "ok"  # the stub's default answer
 DONE = b"data: [DONE]\n\n"
 
-DEFAULT_RATES = "50,100,200"
+DEFAULT_RATES = "50,100,200,400"
 DEFAULT_STEPS = "5,10,20,30,50,75,100,150,200,300,400,600,800,1000"
 SUSTAIN_FRACTION = 0.95
-TARGET_ORDER = ("direct", "skillgate", "litellm-proxy")
+TARGET_ORDER = ("direct", "floor", "skillgate-full", "skillgate-cheap", "litellm-proxy")
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 

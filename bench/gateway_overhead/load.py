@@ -89,6 +89,7 @@ async def _generate(args: argparse.Namespace) -> dict[str, Any]:
     headers = {"Content-Type": "application/json"}
     if os.environ.get("BENCH_AUTH"):
         headers["Authorization"] = f"Bearer {os.environ['BENCH_AUTH']}"
+    headers.update(item.split("=", 1) for item in args.header)
     groups = {name: int(pgid) for name, pgid in (item.split("=") for item in args.watch)}
     rate, warmup, duration = args.rate, args.warmup, args.duration
     count = max(1, round(rate * (warmup + duration)))
@@ -125,7 +126,8 @@ async def _generate(args: argparse.Namespace) -> dict[str, Any]:
     busy = after["machine"][0] - before["machine"][0]
     total = after["machine"][1] - before["machine"][1]
     cpu = {name: after["groups"][name] - before["groups"][name] for name in groups}
-    ours = sum(cpu.values()) + after["self"] - before["self"]
+    # two targets may be one process (Skillgate's two configurations): count each process once
+    ours = sum({groups[name]: cpu[name] for name in groups}.values()) + after["self"] - before["self"]
     overheads = [s.overhead_ms for s in good if s.overhead_ms is not None]
     return {
         "offered": rate,
@@ -162,6 +164,7 @@ def load_main(argv: list[str]) -> None:
     parser.add_argument("--timeout", type=float, required=True)
     parser.add_argument("--connections", type=int, default=2000)
     parser.add_argument("--watch", action="append", default=[], help="name=pgid, CPU counted in the window")
+    parser.add_argument("--header", action="append", default=[], help="name=value, sent with every request")
     args = parser.parse_args(argv)
     try:
         import uvloop

@@ -41,6 +41,8 @@ def run_point(
     ]  # fmt: skip
     for name, pgid in groups.items():
         argv += ["--watch", f"{name}={pgid}"]
+    for name, value in target.extra_headers.items():
+        argv += ["--header", f"{name}={value}"]
     env = clean_env(BENCH_AUTH=target.auth)
     out = run_captured(children, "loadgen", argv, env, cfg.warmup + cfg.duration + cfg.timeout + 60)
     result = json.loads(out.strip().splitlines()[-1])

@@ -121,7 +121,9 @@ def _version(python: Path, module: str) -> str:
         return "n/a"
 
 
-def environment_lines(db_label: str, with_proxy: bool) -> list[str]:
+def environment_lines(
+    db_label: str, with_proxy: bool, workers: int = 1, router: dict[str, Any] | None = None
+) -> list[str]:
     cpu = "unknown CPU"
     with contextlib.suppress(OSError), open("/proc/cpuinfo") as fh:
         cpu = next((line.split(":", 1)[1].strip() for line in fh if line.startswith("model name")), cpu)
@@ -143,6 +145,8 @@ def environment_lines(db_label: str, with_proxy: bool) -> list[str]:
         + (" (routing/ or app/ modified)" if dirty.stdout.strip() else " (routing/ and app/ clean)"),
         f"- Python {platform.python_version()}; gateway venv: {versions}",
         f"- Skillgate database: {db_label}",
+        f"- Server processes of Skillgate and of the floor: {workers} (uvicorn --workers)",
+        f"- Full configuration's router version: {router or '–'}",
         f"- Niceness of the benchmark's processes: {os.nice(0)}",
     ]
     if with_proxy:
@@ -166,18 +170,24 @@ def write_report(
     command = ".venv/bin/python -m bench.gateway_overhead " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     text = "\n".join(
         [
-            "# Gateway overhead: direct vs Skillgate vs LiteLLM proxy",
+            "# Gateway overhead: direct vs the floor vs Skillgate vs LiteLLM proxy",
             "",
             *env_lines,
             f"- Command: `{command.strip()}`",
             f"- Per point: {cfg.warmup:g} s warm-up (discarded), then {cfg.duration:g} s measured; "
             f"client timeout {cfg.timeout:g} s; rates {args.rates}; search steps {args.search_steps}",
             "",
-            "Method: one stub upstream (`tests/support/openai_stub.py`, aiohttp, answers `ok` at once), one "
-            "Skillgate (`uvicorn app.asgi:application`, one worker process, model `auto`, default profile, "
-            "so every call goes to the teacher row on the stub and writes its ledger row), one LiteLLM proxy "
-            "(`litellm --config`, `--num_workers 1`, no database, no master key, logging off, "
-            "LITELLM_OFFLINE_MODE=true). Each server is a single process; all of them, and the load "
+            "Method: one stub upstream (`tests/support/openai_stub.py`, aiohttp, answers `ok` at once); the "
+            "**floor** (`bench/gateway_overhead/floor.py`: raw ASGI + one pooled httpx client, the body "
+            "passed "
+            "through, no parsing); one Skillgate (`uvicorn app.asgi:application`, ledger writer `batched`) "
+            "reached as two targets: **skillgate-full** (a key with a budget and a rate limit, both checked "
+            "on every call; a `learned` profile whose active router version decides each call, embedding "
+            "included; the student leg on the stub; a regex verifier that passes; the ledger row) and "
+            "**skillgate-cheap** (a key with neither, the default profile: always the teacher, nothing to "
+            "verify); one LiteLLM proxy (`litellm --config`, `--num_workers 1`, no database, no master key, "
+            "logging off, LITELLM_OFFLINE_MODE=true). Each server runs the processes stated above; all of "
+            "them, and the load "
             "generator, share the machine's CPUs. The generator is open-loop (requests start on a fixed "
             "schedule, whatever earlier requests are doing; asyncio + aiohttp, one connection pool) and "
             "times each request from its scheduled start, so queueing in any process shows up as latency. "

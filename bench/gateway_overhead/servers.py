@@ -1,9 +1,10 @@
-"""The benchmark's servers, each a child process in its own session: the stub upstream, Skillgate (on a
-fresh database it seeds with ``python -m bench.gateway_overhead _seed``) and the LiteLLM proxy."""
+"""The benchmark's servers, each a child process in its own session: the stub upstream, the floor
+(bench/gateway_overhead/floor.py), Skillgate (on a fresh database it seeds with ``python -m
+bench.gateway_overhead _seed``, reached as two targets: its full and its cheapest configuration) and the
+LiteLLM proxy."""
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import os
@@ -28,48 +29,6 @@ from bench.gateway_overhead.common import (
     log,
     request_body,
 )
-
-# --- Skillgate's database (runs as its own process: ``python -m bench.gateway_overhead _seed``) --
-
-
-def seed_main(argv: list[str]) -> None:
-    """Migrate the (fresh) database, add a teacher and a student backend on the stub, make a key."""
-    parser = argparse.ArgumentParser(prog="gateway_overhead _seed")
-    parser.add_argument("--stub", required=True, help="the stub's base URL, .../v1")
-    args = parser.parse_args(argv)
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "app.settings")
-    import django
-
-    django.setup()
-    from decimal import Decimal
-
-    from django.core.management import call_command
-
-    from routing.models import Backend
-    from routing.services import api_key_create
-
-    call_command("migrate", verbosity=0, interactive=False)
-    Backend.objects.create(
-        name="bench-teacher",
-        role=Backend.Role.TEACHER,
-        model=TEACHER_MODEL,
-        api_base=args.stub,
-        input_cost_per_token=Decimal("0.000010"),
-        output_cost_per_token=Decimal("0.000030"),
-        timeout_s=30.0,
-    )
-    Backend.objects.create(
-        name="bench-student",
-        role=Backend.Role.STUDENT,
-        model="openai/bench-student",
-        api_base=args.stub,
-        input_cost_per_token=Decimal("0.000001"),
-        output_cost_per_token=Decimal("0.000003"),
-        timeout_s=30.0,
-    )
-    _, raw = api_key_create(name="bench")
-    print(json.dumps({"key": raw}), flush=True)
-
 
 # --- child processes ----------------------------------------------------------------------------
 
@@ -189,10 +148,12 @@ class Target:
     model: str
     pgid: int
     auth: str = ""
+    extra_headers: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 
     def headers(self) -> dict[str, str]:
-        return {"Authorization": f"Bearer {self.auth}"} if self.auth else {}
+        auth = {"Authorization": f"Bearer {self.auth}"} if self.auth else {}
+        return {**auth, **self.extra_headers}
 
 
 def start_stub(children: Children) -> Target:
@@ -221,9 +182,42 @@ def fresh_postgres(url: str) -> str:
     return url
 
 
+def uvicorn_argv(app: str, port: int, workers: int) -> list[str]:
+    return [
+        sys.executable, "-m", "uvicorn", app,
+        "--host", "127.0.0.1", "--port", str(port), "--workers", str(workers),
+        "--log-level", "warning", "--no-access-log",
+    ]  # fmt: skip
+
+
+def start_floor(children: Children, stub: Target, workers: int) -> Target:
+    port = free_port()
+    argv = [*uvicorn_argv("bench.gateway_overhead.floor:app", port, workers), "--lifespan", "off"]
+    proc = children.start("floor", argv, clean_env(FLOOR_UPSTREAM=stub.base_url))
+    base = f"http://127.0.0.1:{port}/v1"
+    wait_http_post(f"{base}/chat/completions", proc, "floor", 30)
+    return Target("floor", base, STUB_MODEL, proc.pid)
+
+
+def wait_http_post(url: str, proc: subprocess.Popen[bytes], name: str, timeout_s: float) -> None:
+    import httpx
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise BenchError(f"{name} exited with {proc.returncode}; see var/bench/logs/{name}.log")
+        try:
+            if httpx.post(url, json=request_body(STUB_MODEL, False), timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    raise BenchError(f"{name} did not answer {url} within {timeout_s:.0f}s")
+
+
 def start_skillgate(
-    children: Children, stub: Target, database_url: str | None, max_in_flight: int = 0
-) -> tuple[Target, str]:
+    children: Children, stub: Target, database_url: str | None, max_in_flight: int = 0, workers: int = 1
+) -> tuple[list[Target], str, dict[str, Any]]:
     if database_url:
         db_url = fresh_postgres(database_url)
         shown = urlunsplit(urlsplit(db_url)._replace(netloc=urlsplit(db_url).netloc.split("@")[-1]))
@@ -242,6 +236,8 @@ def start_skillgate(
         DEBUG="false",
         DJANGO_SETTINGS_MODULE="app.settings",
         SKILLGATE_MAX_IN_FLIGHT=str(max_in_flight),
+        # Ledger rows group-committed off the request path behind the journal (the production default).
+        SKILLGATE_LEDGER_WRITER="batched",
     )
     seeded = run_captured(
         children,
@@ -250,17 +246,18 @@ def start_skillgate(
         env,
         180,
     )
-    key = json.loads(seeded.strip().splitlines()[-1])["key"]
+    seed = json.loads(seeded.strip().splitlines()[-1])
     port = free_port()
-    argv = [
-        sys.executable, "-m", "uvicorn", "app.asgi:application",
-        "--host", "127.0.0.1", "--port", str(port), "--workers", "1",
-        "--log-level", "warning", "--no-access-log", "--lifespan", "off",
-    ]  # fmt: skip
-    proc = children.start("skillgate", argv, env)
+    # The lifespan runs the ledger writer (started with the process, drained at SIGTERM).
+    proc = children.start("skillgate", uvicorn_argv("app.asgi:application", port, workers), env)
     base = f"http://127.0.0.1:{port}/v1"
     wait_http(f"http://127.0.0.1:{port}/healthz", proc, "skillgate", 60, {})
-    return Target("skillgate", base, "auto", proc.pid, auth=key), db_label
+    full = Target(
+        "skillgate-full", base, "auto", proc.pid, auth=seed["full"],
+        extra_headers={"X-Skillgate-Task": seed["profile"]},
+    )  # fmt: skip
+    cheap = Target("skillgate-cheap", base, "auto", proc.pid, auth=seed["cheap"])
+    return [full, cheap], db_label, seed["router"]
 
 
 def litellm_bin() -> Path:
@@ -337,8 +334,10 @@ def sanity_check(target: Target) -> None:
         usage = data.get("usage") or {}
         if content != EXPECTED or not usage.get("total_tokens"):
             raise BenchError(f"{target.name}: unexpected answer {content!r} / usage {usage!r}")
-        if target.name == "skillgate" and resp.headers.get("x-skillgate-served-by") != "teacher":
-            raise BenchError(f"skillgate: not served by the teacher: {dict(resp.headers)}")
+        served = (resp.headers.get("x-skillgate-served-by"), resp.headers.get("x-skillgate-verdict"))
+        expected = {"skillgate-full": ("student", "pass"), "skillgate-cheap": ("teacher", "unverified")}
+        if target.name in expected and served != expected[target.name]:
+            raise BenchError(f"{target.name}: served/verdict {served}, not {expected[target.name]}")
         pieces: list[str] = []
         usage = {}
         events: list[str] = []

@@ -11,6 +11,7 @@ from django.db.models import Max
 from django.utils import timezone
 
 from core.errors import ServiceError
+from routing import lookups
 from routing.models import RouterVersion, TaskProfile
 from routing.router_learning.calibration import PolicyData, Target
 from routing.router_learning.evaluate import featurize, train_and_calibrate
@@ -189,6 +190,7 @@ def router_version_activate(*, version: RouterVersion) -> RouterVersion:
         live_teacher_share=None,
         live_pass_rate=None,
     )
+    lookups.clear()  # the gateway's cached active version (routing/router.py), once this commits
     version.refresh_from_db()
     return version
 

@@ -151,3 +151,42 @@ def test_streaming_upstream_failure_before_first_byte_is_a_json_error(gateway_ur
     assert resp.status_code == 502
     assert error_of(resp)["type"] == "upstream_error"
     assert Invocation.objects.get().status_code == 502
+
+
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [
+        ("GET", "/v1/nothing-here"),
+        ("POST", "/v1/chat/completion"),
+        ("POST", "/v1/engines/davinci/completions"),
+        ("GET", "/v1"),
+        ("DELETE", "/v1/"),
+        ("GET", "/v1/models/../admin/"),
+    ],
+)
+def test_an_unknown_path_under_v1_is_an_openai_404_in_json(gateway_url, api_key, method, path):
+    resp = httpx.request(
+        method, f"{gateway_url}{path}", headers={"Authorization": f"Bearer {api_key.raw}"}, timeout=30
+    )
+    assert resp.status_code == 404
+    assert resp.headers["content-type"] == "application/json"
+    assert error_of(resp)["message"].startswith(f"Invalid URL ({method} ")
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "allowed"),
+    [
+        ("GET", "/v1/chat/completions", "POST"),
+        ("PUT", "/v1/chat/completions", "POST"),
+        ("POST", "/v1/models", "GET"),
+        ("DELETE", "/v1/openapi.json", "GET"),
+    ],
+)
+def test_a_wrong_method_is_an_openai_405_naming_the_allowed_one(gateway_url, api_key, method, path, allowed):
+    resp = httpx.request(
+        method, f"{gateway_url}{path}", headers={"Authorization": f"Bearer {api_key.raw}"}, timeout=30
+    )
+    assert resp.status_code == 405
+    assert resp.headers["allow"] == allowed
+    assert error_of(resp)["code"] == "method_not_allowed"
+    assert not Invocation.objects.exists()

@@ -1,0 +1,100 @@
+"""``POST /v1/responses``, ``GET`` and ``DELETE /v1/responses/{id}``: the OpenAI Responses API on the lean
+edge (routing/responses.py translates and keeps stored responses on their ledger rows; the call itself
+is the chat endpoint's)."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+from core.db import run_sync
+from routing import gateway, responses
+from routing.edge.auth import api_key_of
+from routing.edge.http import JsonResponse, Request, Response, StreamResponse
+from routing.errors import ApiError
+from routing.ratelimit import check_rate
+from routing.responses_stream import response_events
+from routing.streaming import stream_call
+
+PATH = "/v1/responses"
+
+
+def _gone(exc: responses.Gone, *, param: str | None = None, code: str = "not_found") -> ApiError:
+    return ApiError(404, exc.message, param=param, code=code)
+
+
+async def _find(response_id: str, api_key_id: int, *, param: str | None = None) -> responses.Stored:
+    try:
+        return await run_sync(responses.find, response_id, api_key_id)
+    except responses.Gone as exc:
+        if param is not None:
+            message = exc.message.replace("Response with id", "Previous response with id", 1)
+            raise _gone(responses.Gone(message), param=param, code="previous_response_not_found") from None
+        raise _gone(exc) from None
+
+
+async def create(request: Request) -> Response:
+    api_key = await api_key_of(request)
+    parsed = responses.parse(request.body)
+    history = None
+    if parsed.previous_response_id is not None:
+        previous = await _find(parsed.previous_response_id, api_key.pk, param="previous_response_id")
+        history = responses.history(previous)
+    chat = responses.to_chat(parsed, history)
+    await check_rate(api_key_id=api_key.pk, limit=api_key.rpm_limit)
+    prep = await gateway.prepare(
+        api_key=api_key, request=chat, task_header=request.header("x-skillgate-task")
+    )
+    if chat.stream:
+        plan = await stream_call(prep)
+        started = responses.Stored(
+            id=uuid.UUID(plan.headers["x-skillgate-invocation"]),
+            created_at=time.time(),
+            model=parsed.model,
+            request=prep.request_dict,
+            response=None,
+            usage=responses.usage_of(0, 0),
+        )
+        return StreamResponse(response_events(plan.body, stored=started), plan.headers)
+    result = await gateway.complete_call(prep)
+    record = result.record
+    done = responses.Stored(
+        id=record.id,
+        created_at=time.time(),
+        model=parsed.model,
+        request=prep.request_dict,
+        response=record.response,
+        usage=responses.usage_of(
+            result.served.prompt_tokens, result.served.completion_tokens, result.served.cached_tokens
+        ),
+    )
+    headers = {
+        "x-skillgate-route": record.route,
+        "x-skillgate-served-by": record.served_by,
+        "x-skillgate-verdict": record.verdict,
+        "x-skillgate-fallback": "true" if record.fallback else "false",
+        "x-skillgate-overhead-ms": f"{record.overhead_ms:.2f}",
+        "x-skillgate-cost-usd": f"{record.cost_usd:.8f}",
+        "x-skillgate-invocation": str(record.id),
+    }
+    return JsonResponse(responses.response_of(done), headers=headers)
+
+
+def _response_id(request: Request) -> str:
+    return request.path.removeprefix(PATH + "/").rstrip("/")
+
+
+async def retrieve(request: Request) -> Response:
+    api_key = await api_key_of(request)
+    stored = await _find(_response_id(request), api_key.pk)
+    return JsonResponse(responses.response_of(stored))
+
+
+async def delete(request: Request) -> Response:
+    api_key = await api_key_of(request)
+    response_id = _response_id(request)
+    try:
+        await run_sync(responses.delete, response_id, api_key.pk)
+    except responses.Gone as exc:
+        raise _gone(exc) from None
+    return JsonResponse({"id": response_id, "object": "response.deleted", "deleted": True})
