@@ -7,7 +7,7 @@ PIP := flock /tmp/pip.lock $(VENV)/bin/pip
 # This machine's pip config names local package folders that may not exist; hide those warnings.
 QUIET := 2>&1 | { grep -v "is ignored: it is neither a file nor a directory" || true; }
 
-.PHONY: run demo-cycle test test-slow setup setup-ml demo-model lint
+.PHONY: run lab-prometheus demo-cycle test test-slow setup setup-ml demo-model lint
 
 # Every install takes its versions from constraints.txt (the lock of the whole venv).
 $(VENV)/.core-installed: pyproject.toml constraints.txt
@@ -34,6 +34,11 @@ demo-model: setup-ml
 ## Set up everything and run the service (web + worker + local vLLM student) with demo data.
 run: demo-model
 	$(PY) manage.py serve
+
+## A real Prometheus on the local lab (Debian: apt-get install -y prometheus), with the lab's alert rules;
+## `make run` starts it too when it is installed. Point the agent at it: SKILLGATE_PROMETHEUS_URL.
+lab-prometheus: setup
+	$(PY) manage.py lab_prometheus
 
 ## With `make run` serving (another terminal): failing calls -> a cycle on the worker -> an admitted adapter.
 demo-cycle: setup-ml

@@ -40,6 +40,7 @@ def build_diagnosis(
     calls: int = 0,
     no_data: int = 0,
     proposed: list[str] | None = None,
+    checked: list[str] | None = None,
 ) -> Diagnosis:
     ranked = rank_findings(findings)
     problems = [f for f in ranked if f.is_problem]
@@ -91,6 +92,9 @@ def build_diagnosis(
         root = "no problem found"
         lines.append(f"No problem found: {about} appears healthy.")
         lines += [f"- {summary}" for summary in info[:6]]
+        if checked:
+            shown = "; ".join(checked[:12]) + (f"; and {len(checked) - 12} more" if len(checked) > 12 else "")
+            lines.append(f"Checked, and clean: {shown}.")
         if not info:
             lines.append("The checks that returned data showed no errors, restarts or failing events.")
         healthy = True

@@ -33,11 +33,19 @@ class GatewayClient:
         self._client = openai.OpenAI(base_url=base_url, api_key=api_key, timeout=timeout_s, max_retries=1)
 
     def complete(
-        self, messages: list[dict[str, Any]], *, schema: dict[str, Any] | None = None, max_tokens: int = 900
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        schema: dict[str, Any] | None = None,
+        response_format: dict[str, Any] | None = None,
+        max_tokens: int = 900,
     ) -> LLMReply:
+        """One chat completion. ``schema``: the gateway verifies the answer against it;
+        ``response_format``: a structured-output constraint the backend decodes under."""
         metadata: dict[str, Any] = {"task": self.profile}
         if schema is not None:
             metadata["verifier"] = {"kind": "json_schema", "schema": schema}
+        extra: dict[str, Any] = {"response_format": response_format} if response_format else {}
         try:
             raw = self._client.chat.completions.with_raw_response.create(
                 model="auto",
@@ -46,6 +54,7 @@ class GatewayClient:
                 temperature=0,
                 extra_headers={"X-Skillgate-Task": self.profile},
                 extra_body={"metadata": metadata},
+                **extra,
             )
             completion = raw.parse()
         except openai.APIStatusError as exc:

@@ -20,8 +20,9 @@ from jsonschema import Draft202012Validator
 from diagnostics.agent import config
 from diagnostics.agent.analyzers import AnalysisState
 from diagnostics.agent.compressor import estimate_tokens
-from diagnostics.agent.findings import Finding
+from diagnostics.agent.findings import Finding, ObjRef
 from diagnostics.agent.llm import GatewayClient, LLMUnavailable
+from diagnostics.agent.params import K8S_KINDS, fill_action_args, fill_params, props_of, required_of
 from diagnostics.agent.skills import SkillEntry, incident_signature, matching, render_matches
 from diagnostics.agent.subject import AlertContext
 from diagnostics.toolsets.base import ToolSpec
@@ -79,34 +80,158 @@ class Observer(ABC):
 
 
 # --- the JSON protocol --------------------------------------------------------------------------
+#
+# One answer is one of three variants (``anyOf``), each a flat object with closed lists, so that
+# structured outputs (guided decoding) can only produce answers that make sense:
+#   {"decision": "probe", "tool": <a read tool>, "target": <what to point it at>, "reason": "..."}
+#   {"decision": "propose_action", "action": <a write action>, "target": <its target>, "reason": "..."}
+#   {"decision": "submit", "root_cause": "...", "diagnosis": "..."}
+# Each probe variant names one tool and the targets that tool can take; a target is an object found
+# so far (``pod/ns/name``; ``pod/ns/*`` lists the kind), an alert expression, a runbook URL or ``-``
+# for a tool without parameters. The tool's arguments follow from the target (``params.fill_params``),
+# so the model never writes arguments itself.
+
+NO_TARGET = "-"
+REASON_CHARS = 200
+ROOT_CAUSE_CHARS = 300
+DIAGNOSIS_CHARS = 900
+MAX_TARGETS = 30
 
 
-def protocol_schema(tools: list[ToolSpec], actions: list[ToolSpec]) -> dict[str, Any]:
-    """The JSON schema of one Observer answer; tool and action names are limited to what exists."""
-    tool_names = sorted({t.name for t in tools}) or [""]
-    action_names = sorted({a.name for a in actions})
-    decisions = [PROBE, SUBMIT] + ([PROPOSE] if action_names else [])
+def _objects(view: InvestigationView) -> list[ObjRef]:
+    """What the investigation knows about so far: the subject, the leads, what findings are about."""
+    subject = view.alert.subject
+    found: list[ObjRef] = []
+    if subject.name:
+        kinds = [subject.kind] if subject.kind else ["deployment", "pod"]
+        found += [ObjRef(k, subject.name, subject.namespace) for k in kinds]
+    elif subject.namespace:
+        found += [ObjRef(k, "*", subject.namespace) for k in ("pod", "deployment")]
+    found += [lead.obj for lead in view.state.leads]
+    for finding in view.findings:
+        parts = finding.subject.split("/")
+        if len(parts) == 3 and parts[0] in K8S_KINDS:
+            found.append(ObjRef(parts[0], parts[2], parts[1]))
+    return list(dict.fromkeys(found))
+
+
+def _target_label(obj: ObjRef) -> str:
+    return obj.label if obj.namespace or obj.kind else obj.name
+
+
+def candidate_calls(view: InvestigationView) -> dict[str, dict[str, dict[str, Any]]]:
+    """tool -> target -> the tool's parameters, for every call that can be made now and was not made."""
+    done = {(s.tool, json.dumps(s.params, sort_keys=True, default=str)) for s in view.steps}
+    objects = _objects(view)
+    names = list(dict.fromkeys(view.alert.subject.names + [o.name for o in objects if o.name != "*"]))
+    calls: dict[str, dict[str, dict[str, Any]]] = {}
+    for spec in view.tools:
+        required = required_of(spec)
+        props = props_of(spec)
+        targets: dict[str, dict[str, Any]] = {}
+        if not required:
+            targets[NO_TARGET] = {}
+        elif required == ["query"]:
+            targets.update({q: {"query": q} for q in view.alert.queries})
+        elif required == ["url"]:
+            targets.update({u: {"url": u} for u in view.alert.runbook_urls})
+        elif "keyword" in props:
+            for name in names[:10]:
+                for kind in ("pod", "deployment"):
+                    params: dict[str, Any] = {"keyword": name}
+                    if "kind" in props:
+                        params["kind"] = kind
+                    targets[f"{kind} named like {name}" if "kind" in props else name] = params
+        elif set(required) in ({"kind"}, {"kind", "namespace"}):
+            for obj in objects:
+                if obj.name == "*" and (obj.namespace or "namespace" not in required):
+                    listing = {
+                        "kind": obj.kind,
+                        **({"namespace": obj.namespace} if "namespace" in required else {}),
+                    }
+                    targets[_target_label(obj)] = listing
+        else:
+            for obj in objects:
+                if obj.name == "*":
+                    continue
+                filled = fill_params(spec, obj)
+                if filled is not None:
+                    targets[_target_label(obj)] = filled
+        fresh = {
+            label: params
+            for label, params in targets.items()
+            if (spec.name, json.dumps(params, sort_keys=True, default=str)) not in done
+        }
+        if fresh:
+            calls[spec.name] = dict(list(fresh.items())[:MAX_TARGETS])
+    return calls
+
+
+def candidate_actions(view: InvestigationView) -> dict[str, dict[str, dict[str, Any]]]:
+    """action -> target -> arguments, from the remedies of the findings so far."""
+    proposed = {(a, json.dumps(args, sort_keys=True)) for a, args in view.proposed}
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for finding in view.findings:
+        if not finding.is_problem or finding.remedy is None:
+            continue
+        for spec in view.actions:
+            if not any(c == spec.name or c in spec.name.lower() for c in finding.remedy.actions):
+                continue
+            args = fill_action_args(spec, finding)
+            if args is None or (spec.name, json.dumps(args, sort_keys=True)) in proposed:
+                continue
+            out.setdefault(spec.name, {})[finding.remedy.target or NO_TARGET] = args
+    return out
+
+
+def _text(limit: int) -> dict[str, Any]:
+    return {"type": "string", "maxLength": limit}
+
+
+def protocol_schema(
+    calls: dict[str, dict[str, dict[str, Any]]], actions: dict[str, dict[str, dict[str, Any]]]
+) -> dict[str, Any]:
+    """The JSON schema of one Observer answer: a probe of a listed tool at one of its targets, a
+    listed action at one of its targets, or the diagnosis. Sent as the structured-output
+    ``response_format`` and as the gateway's ``json_schema`` verifier."""
+    variants: list[dict[str, Any]] = []
+    for tool, targets in sorted(calls.items()):
+        variants.append(_variant(PROBE, "tool", tool, sorted(targets)))
+    for action, targets in sorted(actions.items()):
+        variants.append(_variant(PROPOSE, "action", action, sorted(targets)))
+    variants.append(
+        {
+            "type": "object",
+            "properties": {
+                "decision": {"const": SUBMIT},
+                "root_cause": _text(ROOT_CAUSE_CHARS),
+                "diagnosis": {**_text(DIAGNOSIS_CHARS), "minLength": 1},
+            },
+            "required": ["decision", "diagnosis"],
+            "additionalProperties": False,
+        }
+    )
+    return {"anyOf": variants}
+
+
+def _variant(decision: str, key: str, name: str, targets: list[str]) -> dict[str, Any]:
     return {
         "type": "object",
         "properties": {
-            "decision": {"enum": decisions},
-            "reason": {"type": "string"},
-            "tool": {"enum": tool_names},
-            "params": {"type": "object"},
-            "action": {"enum": action_names or [""]},
-            "args": {"type": "object"},
-            "diagnosis": {"type": "string", "minLength": 1},
-            "root_cause": {"type": "string"},
+            "decision": {"const": decision},
+            key: {"const": name},
+            "target": {"enum": targets},
+            "reason": _text(REASON_CHARS),
         },
-        "required": ["decision"],
-        "allOf": [
-            {"if": {"properties": {"decision": {"const": PROBE}}}, "then": {"required": ["tool", "params"]}},
-            {
-                "if": {"properties": {"decision": {"const": PROPOSE}}},
-                "then": {"required": ["action", "args"]},
-            },
-            {"if": {"properties": {"decision": {"const": SUBMIT}}}, "then": {"required": ["diagnosis"]}},
-        ],
+        "required": ["decision", key, "target", "reason"],
+        "additionalProperties": False,
+    }
+
+
+def response_format(schema: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "type": "json_schema",
+        "json_schema": {"name": "observer_decision", "schema": schema, "strict": True},
     }
 
 
@@ -116,12 +241,13 @@ summaries of each tool call. You cannot change anything: you may only propose on
 actions; a human approves it before anything runs.
 
 Answer with exactly one JSON object and nothing else:
-- {"decision": "probe", "tool": <read tool name>, "params": {...}, "reason": "..."} to call a read tool;
-- {"decision": "propose_action", "action": <action name>, "args": {...}, "reason": "..."} to propose a fix
-  (only when the findings show what is wrong and the action fixes it);
-- {"decision": "submit", "diagnosis": "...", "root_cause": "...", "reason": "..."} when you know the root
-  cause, or when more probing will not help. The diagnosis states the facts you found (names, numbers,
-  error messages) and how to fix it; say plainly when something could not be found or looks healthy.
+- {"decision": "probe", "tool": <read tool>, "target": <one of that tool's targets>, "reason": "..."} to
+  call a read tool (its arguments follow from the target);
+- {"decision": "propose_action", "action": <action>, "target": <its target>, "reason": "..."} to propose a
+  fix (only when the findings show what is wrong and the action fixes it);
+- {"decision": "submit", "root_cause": "...", "diagnosis": "..."} when you know the root cause, or when
+  more probing will not help. The diagnosis states the facts you found (names, numbers, error messages)
+  and how to fix it; say plainly when something could not be found or looks healthy.
 Do not repeat a call that was already made. Stay within the iteration budget."""
 
 
@@ -144,9 +270,20 @@ def render_view(view: InvestigationView, budget_tokens: int, skills: Sequence[Sk
         parts.append(f"Labels: {json.dumps(alert.labels)[:800]}")
     if alert.annotations:
         parts.append(f"Annotations: {json.dumps(alert.annotations)[:1200]}")
-    parts += ["", "## Read tools", *(_spec_line(t) for t in view.tools[:60])]
-    if view.actions:
-        parts += ["", "## Write actions (propose only)", *(_spec_line(a) for a in view.actions)]
+    calls = candidate_calls(view)
+    parts += ["", "## Read tools and their targets"]
+    for spec in view.tools[:60]:
+        if spec.name in calls:
+            targets = ", ".join(list(calls[spec.name])[:8])
+            parts.append(f"{_spec_line(spec)} Targets: {targets}")
+    actions = candidate_actions(view)
+    if actions:
+        parts += ["", "## Write actions (propose only)"]
+        parts += [
+            f"{_spec_line(a)} Targets: {', '.join(actions[a.name])}"
+            for a in view.actions
+            if a.name in actions
+        ]
     parts += ["", "## Findings (deterministic analyzers)"]
     ranked = sorted(view.findings, key=lambda f: (-int(f.is_problem), -f.rank))
     parts += [f"- [{f.severity.name.lower()}] {f.summary}" for f in ranked[:25]] or ["- none yet"]
@@ -179,34 +316,46 @@ def render_view(view: InvestigationView, budget_tokens: int, skills: Sequence[Sk
 _FENCE = re.compile(r"\A\s*```[ \t]*(?:json)?[ \t]*\n(.*?)\n?[ \t]*```\s*\Z", re.DOTALL | re.IGNORECASE)
 
 
-def parse_decision(content: str, schema: dict[str, Any]) -> tuple[Decision | None, str]:
+def parse_decision(
+    content: str,
+    schema: dict[str, Any],
+    calls: dict[str, dict[str, dict[str, Any]]],
+    actions: dict[str, dict[str, dict[str, Any]]],
+) -> tuple[Decision | None, str]:
+    """The Decision an answer stands for (arguments looked up from its target), or why it is not one."""
     fenced = _FENCE.match(content)
     try:
         value = json.loads(fenced.group(1) if fenced else content.strip())
     except json.JSONDecodeError as exc:
         return None, f"not valid JSON: {exc.msg}"
-    problems = sorted(Draft202012Validator(schema).iter_errors(value), key=lambda e: e.path)
-    if problems:
-        return None, problems[0].message
+    if not Draft202012Validator(schema).is_valid(value):
+        return None, "it is not one of the protocol's answers (a listed tool or action at one of its targets)"
     assert isinstance(value, dict)
+    kind, target, reason = value["decision"], str(value.get("target", "")), str(value.get("reason", ""))
+    if kind == PROBE:
+        tool = str(value["tool"])
+        return Decision(PROBE, reason=reason, tool=tool, params=dict(calls[tool][target])), ""
+    if kind == PROPOSE:
+        action = str(value["action"])
+        return Decision(PROPOSE, reason=reason, action=action, args=dict(actions[action][target])), ""
     return Decision(
-        kind=value["decision"],
-        reason=str(value.get("reason", "")),
-        tool=str(value.get("tool", "")),
-        params=dict(value.get("params") or {}),
-        action=str(value.get("action", "")),
-        args=dict(value.get("args") or {}),
-        diagnosis=str(value.get("diagnosis", "")),
-        root_cause=str(value.get("root_cause", "")),
+        SUBMIT, diagnosis=str(value.get("diagnosis", "")), root_cause=str(value.get("root_cause", ""))
     ), ""
 
 
 class LLMObserver(Observer):
-    """Decides through the gateway. When the LLM fails twice in a row, the deterministic planner
-    takes over for the rest of the investigation (and says so in a step).
+    """Decides through the gateway, its answers constrained to the protocol by structured outputs.
+
+    The analyzers-only planner (``fallback``) runs beside it: when the LLM submits, runs out of its
+    iterations or fails twice in a row, the planner goes on until its own plan is done, and the final
+    diagnosis is the LLM's followed by the analyzers' (their findings are never dropped, so this mode
+    is never worse than analyzers-only).
 
     ``skills`` are the diagnostic skills admitted for its profile; each prompt carries those whose
-    signature matches the incident as the findings so far describe it."""
+    signature matches the incident as the findings so far describe it.
+
+    ``keep_analyzer_findings=False`` makes the LLM's submit final (its diagnosis alone): for measuring
+    what the LLM itself does, e.g. whether a skill set helps it."""
 
     mode = "llm"
 
@@ -217,17 +366,23 @@ class LLMObserver(Observer):
         fallback: Observer,
         max_iterations: int | None = None,
         skills: Sequence[SkillEntry] = (),
+        keep_analyzer_findings: bool = True,
     ) -> None:
         self.client = client
         self.fallback = fallback
-        self.max_iterations = max_iterations or config.max_llm_iterations()
+        self.keep_analyzer_findings = keep_analyzer_findings
+        self.llm_iterations = max_iterations or config.max_llm_iterations()
+        self.max_iterations = self.llm_iterations + fallback.max_iterations
         self.skills = list(skills)
         self.failed = False
+        self.llm_submit: Decision | None = None
+        self._handover_note = ""
 
     def decide(self, view: InvestigationView) -> Decision:
-        if self.failed:
-            return self.fallback.decide(view)
-        schema = protocol_schema(view.tools, view.actions)
+        if self.failed or self.llm_submit is not None or view.iteration >= self.llm_iterations:
+            return self._analyzers(view)
+        calls, actions = candidate_calls(view), candidate_actions(view)
+        schema = protocol_schema(calls, actions)
         skills = matching(self.skills, incident_signature(view.alert, view.findings))
         messages: list[dict[str, Any]] = [
             {"role": "system", "content": SYSTEM_PROMPT},
@@ -236,13 +391,23 @@ class LLMObserver(Observer):
         problem = ""
         for _attempt in range(2):
             try:
-                reply = self.client.complete(messages, schema=schema, max_tokens=config.observer_max_tokens())
+                reply = self.client.complete(
+                    messages,
+                    schema=schema,
+                    response_format=response_format(schema),
+                    max_tokens=config.observer_max_tokens(),
+                )
             except LLMUnavailable as exc:
                 problem = str(exc)
                 break
-            decision, problem = parse_decision(reply.content, schema)
+            decision, problem = parse_decision(reply.content, schema, calls, actions)
             if decision is not None:
-                return Decision(**{**decision.__dict__, "invocation_id": reply.invocation_id})
+                decision = Decision(**{**decision.__dict__, "invocation_id": reply.invocation_id})
+                if decision.kind != SUBMIT or not self.keep_analyzer_findings:
+                    return decision
+                self.llm_submit = decision
+                self._handover_note = "The LLM observer submitted; the analyzers' plan finishes first."
+                return self._analyzers(view)
             messages += [
                 {"role": "assistant", "content": reply.content[:2000]},
                 {
@@ -252,10 +417,19 @@ class LLMObserver(Observer):
                 },
             ]
         self.failed = True
-        fallback = self.fallback.decide(view)
-        return Decision(
-            **{
-                **fallback.__dict__,
-                "note": f"The LLM observer failed ({problem}); the analyzers-only planner continues.",
-            }
-        )
+        self._handover_note = f"The LLM observer failed ({problem}); the analyzers-only planner continues."
+        return self._analyzers(view)
+
+    def _analyzers(self, view: InvestigationView) -> Decision:
+        decision = self.fallback.decide(view)
+        note, self._handover_note = self._handover_note, ""
+        if decision.kind == SUBMIT and self.llm_submit is not None:
+            llm = self.llm_submit
+            decision = Decision(
+                SUBMIT,
+                reason=decision.reason,
+                diagnosis=f"{llm.diagnosis.strip()}\n\nWhat the analyzers found:\n{decision.diagnosis}",
+                root_cause=llm.root_cause or decision.root_cause,
+                invocation_id=llm.invocation_id,
+            )
+        return Decision(**{**decision.__dict__, "note": note}) if note else decision

@@ -74,12 +74,35 @@ GENERIC_TOKENS = {
     "check",
     "app",
 }
-OVERVIEW_WORDS = ("status", "health", "overview", "processes", "summary")
+OVERVIEW_WORDS = ("status", "health", "overview", "processes", "summary", "alerts", "targets")
 TOPIC_LISTS = {
     "scaling": ("horizontalpodautoscaler", "scaledobject"),
-    "dns": ("networkpolicy",),
+    "dns": ("networkpolicy", "service"),
     "storage": ("persistentvolumeclaim",),
+    # A service that is down or unreachable: what is on the network path to it.
+    "network": ("pod", "service", "networkpolicy"),
+    "quota": ("resourcequota", "limitrange"),
 }
+# PromQL a query tool runs for an alert of each topic (besides the alert's own expression). They name
+# no metric of any one system: a latency histogram is any ``*_duration_seconds_bucket``, grouped by
+# whichever endpoint label it has, so they work on any Prometheus.
+TOPIC_QUERIES = {
+    "latency": (
+        "topk(5, histogram_quantile(0.95, sum by (le, job, service, route, handler, endpoint, path) "
+        '(rate({__name__=~".+_duration_seconds_bucket"}[5m]))))'
+    ),
+    "errors": (
+        "topk(5, sum by (job, service, route, handler, code) "
+        '(rate({__name__=~".+_requests_total", code=~"5.."}[5m])))'
+    ),
+    "network": "up == 0",
+    "cpu": (
+        "topk(5, sum by (namespace, pod, container) (rate(container_cpu_cfs_throttled_periods_total[5m])) "
+        "/ sum by (namespace, pod, container) (rate(container_cpu_cfs_periods_total[5m])))"
+    ),
+}
+# Topics that are about the cluster's capacity: with no namespace, look at the nodes.
+CLUSTER_TOPICS = ("quota", "memory", "cpu")
 
 
 def props_of(spec: ToolSpec) -> dict[str, Any]:
@@ -128,7 +151,8 @@ def fill_params(spec: ToolSpec, obj: ObjRef) -> dict[str, Any] | None:
         elif name == "pod_name":
             value = obj.name if obj.kind == "pod" else None
         elif name == "namespace":
-            value = obj.namespace or None
+            # A cluster-scoped object has no namespace; kubectl ignores the flag for it.
+            value = obj.namespace or ("" if obj.kind in CLUSTER_KINDS and obj.name != "*" else None)
         elif name == "app_name":
             value = obj.name if obj.kind == "application" else None
         elif name == "trace_id":
@@ -139,7 +163,7 @@ def fill_params(spec: ToolSpec, obj: ObjRef) -> dict[str, Any] | None:
             value = obj.name if obj.kind not in ("trace", "application", "url") else None
         else:
             value = (props.get(name) or {}).get("default") if isinstance(props.get(name), dict) else None
-        if value is None or value == "":
+        if value is None or (value == "" and name != "namespace"):
             return None
         params[name] = value
     if not required:

@@ -6,8 +6,12 @@ the object under inspection (kind, name, namespace, pod_name, service, trace_id,
    the overview tools (status/health) and tools named after it.
 2. Inspect what analyzers point at (leads): a workload's pods, a pod's PVC, the nodes when a node
    selector does not match, the slowest traces, the Argo CD app named like the subject...
-3. Follow the topic of the question (latency -> traces; scaling -> autoscalers; DNS -> network
-   policies; storage -> PVCs).
+3. Follow the topic of the alert or question (latency -> traces; scaling -> autoscalers; DNS -> network
+   policies and Services; storage -> PVCs; a service down or unreachable -> its pods, Services and
+   NetworkPolicies; quota/overcommit -> ResourceQuotas, LimitRanges and, with no namespace, each node's
+   allocated resources; CPU -> pod CPU use against limits). A PromQL tool runs the alert's own
+   expression and the query of its topic (params.TOPIC_QUERIES). An alert that names nothing starts
+   from the cluster's nodes and the overviews.
 4. Fall back: an object that is not where it was said to be is looked for in the other namespaces;
    a subject found nowhere is looked for in the listings of the overview tools.
 5. Propose the standard fix of the top finding when the environment offers that action, then
@@ -28,11 +32,13 @@ from diagnostics.agent.findings import ObjRef
 from diagnostics.agent.observer import PROBE, PROPOSE, SUBMIT, Decision, InvestigationView, Observer
 from diagnostics.agent.params import (
     CLUSTER_KINDS,
+    CLUSTER_TOPICS,
     DEFAULT_KINDS,
     GENERIC_TOKENS,
     K8S_KINDS,
     OVERVIEW_WORDS,
     TOPIC_LISTS,
+    TOPIC_QUERIES,
     WORKLOAD_KINDS,
     fill_action_args,
     fill_params,
@@ -64,6 +70,15 @@ def _within_enums(spec: Any, params: dict[str, Any]) -> bool:
         if isinstance(schema, dict) and schema.get("enum") and value not in schema["enum"]:
             return False
     return True
+
+
+def checked_probes(view: InvestigationView) -> list[str]:
+    """The probes that returned data, as 'tool(arguments)' (a clean report names what it looked at)."""
+    return [
+        f"{s.tool}({', '.join(f'{k}={v}' for k, v in sorted(s.params.items()))})"
+        for s in view.steps
+        if s.ok and not s.no_data
+    ]
 
 
 class RulePlanner(Observer):
@@ -111,11 +126,13 @@ class RulePlanner(Observer):
             self._started = True
             self._start(view)
         self._digest(view)
+        made = {_key(step.tool, step.params) for step in view.steps}  # by anyone (e.g. an LLM Observer)
         for _ in range(2):
             while self._heap:
                 task = heapq.heappop(self._heap)
                 key = _key(task.tool, task.params)
-                if key in self._done:
+                if key in self._done or key in made:
+                    self._done.add(key)
                     continue
                 self._done.add(key)
                 return Decision(PROBE, reason=task.purpose, tool=task.tool, params=task.params)
@@ -131,6 +148,7 @@ class RulePlanner(Observer):
             calls=len(view.steps),
             no_data=sum(1 for s in view.steps if s.no_data),
             proposed=[f"{a} {json.dumps(args, sort_keys=True)}" for a, args in view.proposed],
+            checked=checked_probes(view),
         )
         return Decision(
             SUBMIT,
@@ -147,6 +165,13 @@ class RulePlanner(Observer):
             for spec in view.tools:
                 if required_of(spec) == ["url"]:
                     self._push(spec.name, {"url": url}, 55, "read the alert's runbook")
+        query_tools = [s for s in view.tools if required_of(s) == ["query"] and "range" not in s.name.lower()]
+        for spec in query_tools:
+            for query in alert.queries[:3]:
+                self._push(spec.name, {"query": query}, 85, "the alert's own expression, now")
+            for topic, query in TOPIC_QUERIES.items():
+                if topic in alert.topics or (topic == "network" and not alert.queries):
+                    self._push(spec.name, {"query": query}, 68, f"{topic}: the metrics that show it")
         for spec in view.tools:
             if not required_of(spec) and any(w in spec.name.lower() for w in OVERVIEW_WORDS):
                 self._push(spec.name, {}, 65, "overview of the system's health")
@@ -173,6 +198,18 @@ class RulePlanner(Observer):
         elif subject.namespace:
             for kind in ("deployment", "pod"):
                 self._list(view, kind, subject.namespace, 85, "what runs in the namespace")
+        else:
+            # Nothing named: the alert is about the cluster; start from its nodes and the overviews.
+            self._list(view, "node", "", 80, "the cluster's nodes")
+            for spec in view.tools:
+                if not required_of(spec) and "top" in spec.name.lower():
+                    self._push(spec.name, {}, 60, "resource use across the cluster")
+        if "cpu" in alert.topics:
+            for spec in view.tools:
+                if not required_of(spec) and "top" in spec.name.lower() and "pod" in spec.name.lower():
+                    self._push(spec.name, {}, 70, "cpu: pod CPU use against limits")
+        if not subject.namespace and any(t in alert.topics for t in CLUSTER_TOPICS):
+            self._list(view, "node", "", 70, "capacity: the nodes' allocated resources")
         self._topics(view, subject.namespace)
 
     @staticmethod

@@ -292,6 +292,11 @@ def investigate(
         calls=len(tool_calls),
         no_data=probe.no_data_calls,
         proposed=[f"{a} {json.dumps(args, sort_keys=True)}" for a, args in proposed],
+        checked=[
+            f"{c['tool']}({', '.join(f'{k}={v}' for k, v in sorted(c['params'].items()))})"
+            for c in tool_calls
+            if c["ok"] and not c["no_data"]
+        ],
     )
     if exhausted:
         diagnosis_text = f"{fallback.text}\n(The step budget of {observer.max_iterations} ran out.)"

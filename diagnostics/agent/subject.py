@@ -11,6 +11,7 @@ import json
 import re
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 from diagnostics.agent.findings import normalize_kind
 
@@ -117,9 +118,20 @@ TOPIC_WORDS: dict[str, tuple[str, ...]] = {
     "health": ("healthy", "health"),
     "crash": ("crash", "restart", "backoff", "exit"),
     "storage": ("pvc", "volume", "storage", "disk", "persistent"),
-    "network": ("network", "connect", "unreachable", "partition"),
+    "network": (
+        "network",
+        "connect",
+        "unreachable",
+        "partition",
+        "target down",
+        "probe failed",
+        "service down",
+        "endpoint",
+    ),
     "memory": ("memory", "oom"),
     "cpu": ("cpu", "throttl"),
+    "quota": ("quota", "overcommit", "allocatable", "limitrange", "limit range"),
+    "job": ("job failed", "job not completed", "backofflimit", "cronjob"),
     "errors": ("error", "5xx", "500", "fail"),
 }
 
@@ -155,6 +167,8 @@ class AlertContext:
     subject: Subject = field(default_factory=Subject)
     topics: set[str] = field(default_factory=set)
     words: set[str] = field(default_factory=set)
+    # PromQL expressions the alert was raised by (from its generator or graph links).
+    queries: list[str] = field(default_factory=list)
 
     @property
     def is_alert(self) -> bool:
@@ -177,6 +191,7 @@ class AlertContext:
             "runbook_urls": self.runbook_urls,
             "subject": self.subject.to_json(),
             "topics": sorted(self.topics),
+            "queries": self.queries,
         }
 
 
@@ -247,7 +262,10 @@ def words_of(text: str) -> set[str]:
 
 
 def _finish(ctx: AlertContext) -> AlertContext:
-    everything = f"{ctx.title}\n{ctx.text}\n" + " ".join(ctx.annotations.values())
+    alertname = ctx.labels.get("alertname", "")
+    everything = f"{alert_title_words(ctx.title)}\n{alert_title_words(alertname)}\n{ctx.text}\n" + " ".join(
+        ctx.annotations.values()
+    )
     ctx.topics = topics_of(everything)
     ctx.words = words_of(f"{ctx.title} {ctx.text}")
     if ctx.subject.name and ctx.subject.name not in ctx.subject.names:
@@ -276,27 +294,97 @@ _LABEL_KINDS = (
 )
 
 
+# Labels that name an object without saying its kind; the first one set is the fallback name.
+_NAME_LABELS = ("app", "app_kubernetes_io_name", "service_name", "job", "instance", "exported_service")
+
+
+def _host(value: str) -> str:
+    """``card-vault.payments.svc:8443`` -> ``card-vault``; an IP address is not a name."""
+    host = re.sub(r"^\w+://", "", value).split("/")[0].split(":")[0]
+    if re.fullmatch(r"[\d.]+", host):
+        return ""
+    return host.split(".")[0]
+
+
+def subject_from_labels(labels: dict[str, str]) -> Subject:
+    """The subject an alert's labels name: the most specific object label (pod, job, workload, PVC,
+    service, node...), its namespace, and every other object the labels name."""
+    subject = Subject(namespace=labels.get("namespace") or labels.get("exported_namespace") or "")
+    named: list[str] = []
+    for label, kind in _LABEL_KINDS:
+        value = labels.get(label, "").strip()
+        if value and value not in named:
+            named.append(value)
+            if not subject.name:
+                subject.kind, subject.name = kind, value
+    for label in ("container", "horizontalpodautoscaler", "resourcequota", *_NAME_LABELS):
+        value = labels.get(label, "").strip()
+        value = _host(value) if label == "instance" else value
+        if value and value not in named and value != subject.namespace:
+            named.append(value)
+            if not subject.name and label in _NAME_LABELS:
+                subject.name = value
+    subject.names = named
+    return subject
+
+
+_EXPR_QUERY_KEYS = ("g0.expr", "expr", "query")
+
+
+def alert_queries(*urls: str) -> list[str]:
+    """The PromQL expressions in alert links (a generatorURL or a graph link: ``?g0.expr=...``)."""
+    found: list[str] = []
+    for url in urls:
+        try:
+            query = parse_qs(urlsplit(url).query)
+        except ValueError:
+            continue
+        for key in _EXPR_QUERY_KEYS:
+            for expr in query.get(key, []):
+                expr = expr.strip()
+                if expr and len(expr) <= 2000 and expr not in found:
+                    found.append(expr)
+    return found
+
+
+def _alert_urls(*sources: dict[str, Any]) -> list[str]:
+    urls: list[str] = []
+    for source in sources:
+        for key in ("generatorURL", "generator_url"):
+            if isinstance(source.get(key), str):
+                urls.append(source[key])
+        for link in source.get("video_links") or []:
+            if isinstance(link, dict) and isinstance(link.get("url"), str):
+                urls.append(link["url"])
+    return urls
+
+
+def _merge_subject(subject: Subject, labelled: Subject) -> Subject:
+    """``subject`` with what it lacks taken from the subject the labels name."""
+    if not subject.name:
+        subject.kind, subject.name = labelled.kind, labelled.name
+    subject.namespace = subject.namespace or labelled.namespace
+    subject.names = [*subject.names, *(n for n in labelled.names if n not in subject.names)]
+    return subject
+
+
+def alert_title_words(title: str) -> str:
+    """An alert name as words: ``KubePodCrashLooping`` -> ``Kube Pod Crash Looping``."""
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", " ", title)
+
+
 def from_alertmanager(alert: dict[str, Any]) -> AlertContext:
     labels = _str_dict(alert.get("labels"))
     annotations = _str_dict(alert.get("annotations"))
-    subject = Subject(namespace=labels.get("namespace", ""))
-    for label, kind in _LABEL_KINDS:
-        if labels.get(label):
-            subject.kind, subject.name = kind, labels[label]
-            break
-    else:
-        for label in ("app", "service_name", "job", "instance"):
-            if labels.get(label):
-                subject.name = labels[label].split(":")[0]
-                break
+    subject = subject_from_labels(labels)
     title = labels.get("alertname") or annotations.get("summary") or "Alert"
     text = annotations.get("description") or annotations.get("message") or annotations.get("summary", "")
     if not subject.name:
-        subject = parse_free_text(f"{title}\n{text}")
-        subject.namespace = subject.namespace or labels.get("namespace", "")
+        subject = _merge_subject(parse_free_text(f"{title}\n{text}"), subject)
     ctx = AlertContext(title=title, text=text, labels=labels, annotations=annotations, subject=subject)
     if alert.get("generatorURL"):
         ctx.extra = f"generator: {alert['generatorURL']}"
+    ctx.queries = alert_queries(*_alert_urls(alert))
     return _finish(ctx)
 
 
@@ -338,6 +426,15 @@ def from_investigation(request: dict[str, Any], issue: dict[str, Any] | None = N
         for key, value in request["context"].items():
             if isinstance(value, str):
                 ctx.labels.setdefault(f"context.{key}", value)
+    # An alert named only by its alertname and labels: the labels say what it is about.
+    labelled = subject_from_labels(
+        {
+            **{k.removeprefix("context."): v for k, v in ctx.labels.items() if k.startswith("context.")},
+            **labels,
+        }
+    )
+    ctx.subject = _merge_subject(subject, labelled)
+    ctx.queries = alert_queries(*_alert_urls(request, issue, raw))
     return _finish(ctx)
 
 

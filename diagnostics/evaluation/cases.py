@@ -1,8 +1,13 @@
 """Recorded cases (eval/README.md): the alert or question the agent gets, and the facts a
-correct diagnosis states. The agent sees only the alert/question; expected facts go to the grader."""
+correct diagnosis states. The agent sees only the alert/question; expected facts go to the grader.
+
+Every case belongs to one split, fixed by a hash of its name (no list to edit, no choice by hand):
+``dev`` (analyzers and planner rules are written looking at these) and ``held-out`` (about a third,
+only ever measured, to check that what was written for ``dev`` generalizes)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -12,6 +17,17 @@ import yaml
 
 from diagnostics.agent.subject import AlertContext, from_investigation, from_text, from_workload_health
 
+DEV = "dev"
+HELD_OUT = "held-out"
+SPLITS = (DEV, HELD_OUT)
+HELD_OUT_MODULUS = 3
+
+
+def split_of(name: str) -> str:
+    """``held-out`` for about one case in HELD_OUT_MODULUS, by the SHA-256 of its name; else ``dev``."""
+    digest = hashlib.sha256(name.encode("utf-8")).hexdigest()
+    return HELD_OUT if int(digest[:8], 16) % HELD_OUT_MODULUS == 0 else DEV
+
 
 @dataclass
 class Case:
@@ -20,6 +36,10 @@ class Case:
     prompt: str = ""
     payload: dict[str, Any] = field(default_factory=dict)
     expected: list[str] | None = None
+
+    @property
+    def split(self) -> str:
+        return split_of(self.name)
 
     def alert(self) -> AlertContext:
         if "request" in self.payload:

@@ -13,7 +13,7 @@ from diagnostics.agent.observer import Observer
 from diagnostics.agent.runner import MemoryRecorder, build_observer_for, investigate
 from diagnostics.agent.skills import SkillEntry
 from diagnostics.evaluation import metrics
-from diagnostics.evaluation.cases import Case, discover_cases
+from diagnostics.evaluation.cases import SPLITS, Case, discover_cases
 from diagnostics.evaluation.grading import Grade, grade
 from diagnostics.toolsets.replay import ReplayEnvironment
 
@@ -23,6 +23,7 @@ class CaseRun:
     case: str
     run: int
     mode: str
+    split: str = ""
     diagnosis: str = ""
     findings: list[str] = field(default_factory=list)
     tool_calls: list[dict[str, Any]] = field(default_factory=list)
@@ -44,6 +45,7 @@ class CaseRun:
             "tool_calls": self.tool_calls,
             "run": self.run,
             "mode": self.mode,
+            "split": self.split,
             "no_data_calls": self.no_data_calls,
             "proposed_actions": self.proposals,
             "seconds": round(self.seconds, 3),
@@ -59,7 +61,7 @@ class CaseRun:
 def run_case(case: Case, *, run: int, mode: str, observer: Observer | None = None) -> CaseRun:
     started = time.perf_counter()
     environment = ReplayEnvironment({"case_dir": str(case.path)})
-    result = CaseRun(case=case.name, run=run, mode=mode)
+    result = CaseRun(case=case.name, run=run, mode=mode, split=case.split)
     try:
         outcome = investigate(
             alert=case.alert(),
@@ -83,7 +85,7 @@ def run_case(case: Case, *, run: int, mode: str, observer: Observer | None = Non
 
 
 def evaluate(
-    root: Path,
+    root: Path | Sequence[Path],
     *,
     runs: int = 1,
     mode: str = "analyzers",
@@ -94,11 +96,14 @@ def evaluate(
     progress: Callable[[CaseRun], None] | None = None,
     skills: Sequence[SkillEntry] = (),
 ) -> list[CaseRun]:
-    """Runs every case (``runs`` times) and grades it. The Observer of each run comes from
-    ``observer_factory``, else it is the one of ``mode`` (in LLM mode, with ``skills``)."""
+    """Runs every case under ``root`` (one folder or several; ``runs`` times each) and grades it.
+    ``only``: cases whose name contains it, or every case of a split when it is a split's name. The
+    Observer of each run comes from ``observer_factory``, else it is the one of ``mode`` (in LLM mode,
+    with ``skills``)."""
     results = []
-    for case in discover_cases(root):
-        if only and only not in case.name:
+    roots = [root] if isinstance(root, Path) else list(root)
+    for case in [c for r in roots for c in discover_cases(r)]:
+        if only and not (only == case.split if only in SPLITS else only in case.name):
             continue
         for run in range(1, runs + 1):
             observer = observer_factory() if observer_factory else build_observer_for(mode, skills=skills)
@@ -119,12 +124,28 @@ def by_case(results: list[CaseRun]) -> dict[str, list[bool]]:
     return table
 
 
+def summary_line(results: list[CaseRun], *, runs: int, label: str = "") -> str:
+    """Pass rate, best@k and avg@k of ``results``, prefixed by ``label``."""
+    table = by_case(results)
+    total = sum(len(v) for v in table.values())
+    passed_runs = sum(sum(v) for v in table.values())
+    prefix = f"{label:<9} " if label else ""
+    return (
+        f"{prefix}pass rate {metrics.pass_rate(table):.1%} ({passed_runs}/{total} graded runs)   "
+        f"best@{runs} {metrics.best_at_k(table):.1%}   avg@{runs} {metrics.avg_at_k(table):.1%}   "
+        f"cases {len(table)}"
+    )
+
+
 def render_table(results: list[CaseRun], *, runs: int) -> str:
     cases: dict[str, list[CaseRun]] = {}
     for result in results:
         cases.setdefault(result.case, []).append(result)
     width = max([len(name) for name in cases] + [4])
-    lines = [f"{'case':<{width}}  {'passed':>6}  {'facts':>5}  {'calls':>5}  {'no-data':>7}  {'judge':>5}"]
+    lines = [
+        f"{'case':<{width}}  {'split':<8}  {'passed':>6}  {'facts':>5}  {'calls':>5}  "
+        f"{'no-data':>7}  {'judge':>5}"
+    ]
     for name, case_runs in cases.items():
         graded = [r for r in case_runs if r.grade is not None]
         passed = sum(r.passed for r in case_runs)
@@ -139,16 +160,14 @@ def render_table(results: list[CaseRun], *, runs: int) -> str:
         if last.error:
             facts = "error"
         lines.append(
-            f"{name:<{width}}  {shown:>6}  {facts:>5}  {len(last.tool_calls):>5}  {last.no_data_calls:>7}  "
+            f"{name:<{width}}  {last.split:<8}  {shown:>6}  {facts:>5}  {len(last.tool_calls):>5}  "
+            f"{last.no_data_calls:>7}  "
             f"{judge:>5}"
         )
-    table = by_case(results)
-    total = sum(len(v) for v in table.values())
-    passed_runs = sum(sum(v) for v in table.values())
     lines.append("")
-    lines.append(
-        f"pass rate {metrics.pass_rate(table):.1%} ({passed_runs}/{total} graded runs)   "
-        f"best@{runs} {metrics.best_at_k(table):.1%}   avg@{runs} {metrics.avg_at_k(table):.1%}   "
-        f"cases {len(table)}"
-    )
+    for split in SPLITS:
+        part = [r for r in results if r.split == split]
+        if part:
+            lines.append(summary_line(part, runs=runs, label=split))
+    lines.append(summary_line(results, runs=runs, label="all"))
     return "\n".join(lines)

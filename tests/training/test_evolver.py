@@ -24,16 +24,11 @@ from training.tasks.evolver import evolve_trajectory
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-# The one probe the stub Observer makes on each case.
+# The one probe the stub Observer makes on each case: a tool and one of the targets the protocol
+# offers it at the start (the crash-pod question names no namespace, so the pod is searched for).
 PROBE = {
-    CRASHPOD: (
-        "fetch_pod_logs",
-        {"pod_name": "payment-processing-worker-747ccfb9db-78qds", "namespace": "default"},
-    ),
-    IMAGE_PULL: (
-        "kubectl_describe",
-        {"kind": "pod", "name": "customer-relations-webapp-5d98ffcfd-tz4nc", "namespace": "default"},
-    ),
+    CRASHPOD: ("kubectl_find_resource", "pod named like payment-processing-worker"),
+    IMAGE_PULL: ("kubectl_describe", "pod/default/customer-relations-webapp-5d98ffcfd-tz4nc"),
 }
 SKILLS_SECTION = "## Skills for similar incidents"
 
@@ -181,9 +176,9 @@ def observer_answers(prompts: list[str]) -> Callable[[dict[str, Any]], Reply]:
         prompt = body["messages"][-1]["content"]
         prompts.append(prompt)
         if "#1 " not in prompt:
-            tool, params = PROBE[CRASHPOD if "payment" in prompt else IMAGE_PULL]
+            tool, target = PROBE[CRASHPOD if "payment" in prompt else IMAGE_PULL]
             return Reply(
-                content=json.dumps({"decision": "probe", "tool": tool, "params": params, "reason": "look"})
+                content=json.dumps({"decision": "probe", "tool": tool, "target": target, "reason": "look"})
             )
         diagnosis = "The pod restarts."
         if SKILLS_SECTION in prompt:

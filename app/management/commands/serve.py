@@ -3,6 +3,7 @@ together, send a little demo traffic, and stop everything on Ctrl-C."""
 
 from __future__ import annotations
 
+import shutil
 import signal
 import time
 from pathlib import Path
@@ -25,6 +26,9 @@ class Command(BaseCommand):
         parser.add_argument("--port", type=int, default=8000)
         parser.add_argument("--no-student", action="store_true", help="do not start the local vLLM student")
         parser.add_argument("--no-demo", action="store_true", help="do not send demo traffic")
+        parser.add_argument(
+            "--no-prometheus", action="store_true", help="do not start Prometheus on the lab when installed"
+        )
 
     def handle(self, *args: object, **opts: object) -> None:
         call_command("bootstrap", stdout=self.stdout)
@@ -89,6 +93,10 @@ class Command(BaseCommand):
                 ],
                 to_log=True,
             )
+            if not opts["no_prometheus"] and shutil.which("prometheus"):
+                # A real Prometheus on the local lab (its rules: infra/prometheus/lab-rules.yml); the
+                # agent's `prometheus` toolset reads it when SKILLGATE_PROMETHEUS_URL points there.
+                sup.start("prometheus", [python(), "manage.py", "lab_prometheus"], to_log=True)
             sup.wait_http("web", f"{base}/readyz", 60)
             if "student" in sup.children:
                 self.stdout.write("[serve] waiting for the local student (vLLM on CPU, ~30-60 s)...")

@@ -2,12 +2,15 @@
 
 from diagnostics.agent.analyzers import (  # noqa: F401  (registration)
     changes,
+    commands,
     events,
     kubernetes,
     log_signals,
     logs,
     metrics,
+    network,
     platform,
+    resources,
     tables,
     traces,
 )

@@ -136,6 +136,16 @@ def analyze(out: ToolOutput, state: AnalysisState) -> list[Finding]:
 
 
 def normalize(text: str) -> str:
+    """Undo one layer of escaping (recorded outputs often carry it); a whole JSON document is kept as
+    it is, since its escapes are its own."""
+    stripped = text.strip()
+    if stripped[:1] in ("{", "[") and '\\"' in stripped:
+        try:
+            json.loads(stripped)
+        except ValueError:
+            pass
+        else:
+            return text
     return text.replace('\\"', '"').replace("\\t", "\t").replace("\\n", "\n")
 
 

@@ -353,6 +353,12 @@ class WorkloadDescribeAnalyzer(Analyzer):
         new_rs = re.search(r"NewReplicaSet:\s+(\S+)", out.text)
         if new_rs and new_rs.group(1) != "<none>":
             state.related.add(new_rs.group(1).lower())
+            if desired and available < desired and obj.namespace:
+                # The replica set's events say why pods are missing (quota, admission, limits).
+                state.lead(ObjRef("replicaset", new_rs.group(1), obj.namespace), "the new replica set", 80)
+        if re.search(r"ReplicaFailure\s+True\s+FailedCreate", out.text) and obj.namespace:
+            for kind in ("resourcequota", "limitrange"):
+                state.lead(ObjRef(kind, "*", obj.namespace), "pods cannot be created: quotas and limits", 78)
         findings += event_findings(parse_events(out.text), obj, state, workload=obj.name)
         if desired and available >= desired and not any(f.is_problem for f in findings):
             findings.append(

@@ -9,7 +9,7 @@ from collections import defaultdict
 from typing import Any
 
 from diagnostics.agent.analyzers.base import AnalysisState, Analyzer, ToolOutput, clip, register
-from diagnostics.agent.findings import Finding, Remedy, Severity
+from diagnostics.agent.findings import Finding, ObjRef, Remedy, Severity
 
 _ENV_PATTERNS = (
     re.compile(
@@ -59,6 +59,8 @@ DB_WORDS = re.compile(
 _DB_PORTS = {"5432", "3306", "27017", "6379", "1521", "1433", "9042", "3333"}
 _DNS_PATTERNS = (
     re.compile(r"Could not resolve host:?\s*([\w.-]+)"),
+    re.compile(r"could not translate host name \"([\w.-]+)\" to address"),
+    re.compile(r"getaddrinfo for host \"([\w.-]+)\"[^\n]{0,40}(?:failed|not known)"),
     re.compile(r"getaddrinfo (?:ENOTFOUND|EAI_AGAIN)\s+([\w.-]+)"),
     re.compile(r"lookup ([\w.-]+)(?: on [\d.:\[\]]+)?: (?:no such host|server misbehaving|i/o timeout)"),
     re.compile(r"UnknownHostException:?\s*([\w.-]+)"),
@@ -263,7 +265,12 @@ class LogAnalyzer(Analyzer):
             for match in pattern.finditer(text):
                 hosts.setdefault(match.group(1).rstrip("."), match.group(0))
         findings = []
+        parts = subject.split("/")
+        namespace = parts[1] if len(parts) == 3 else ""
         for host, line in hosts.items():
+            state.fact_dict("unresolved_hosts").setdefault(host, namespace)
+            if namespace and not re.fullmatch(r"[\d.]+", host):
+                state.lead(ObjRef("service", "*", namespace), f"the Services that {host} should be", 75)
             urls = [u for u in state.fact_set("urls") if host in u]
             url = f" (URL {urls[0]})" if urls else ""
             transient = _transient(text, host)

@@ -13,8 +13,10 @@ from django.conf import settings
 from diagnostics.agent.analyzers.base import AnalysisState, Analyzer, ToolOutput, register
 from diagnostics.agent.findings import Finding, Remedy, Severity
 
+# A label set; label values may hold braces (``route="/items/{id}"``).
+_LABELS = r'\{(?:[^}"]|"(?:[^"\\]|\\.)*")*\}'
 _SAMPLE = re.compile(
-    r"^([a-zA-Z_:][\w:]*)(\{[^}]*\})?\s+([-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|NaN|\+Inf|-Inf))\s*$",
+    r"^([a-zA-Z_:][\w:]*)(" + _LABELS + r")?\s+([-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|NaN|\+Inf|-Inf))\s*$",
     re.MULTILINE,
 )
 _LABEL = re.compile(r"(\w+)=\"([^\"]*)\"")
@@ -34,7 +36,97 @@ class Sample:
         return ""
 
 
+ENDPOINT_LABELS = ("route", "handler", "endpoint", "path", "uri", "url", "operation", "span_name", "method")
+_QUANTILE = re.compile(r"histogram_quantile\(\s*([\d.]+)")
+
+
+def named_by_query(samples: list[Sample], query: str) -> list[Sample]:
+    """Query results carry no metric name once PromQL aggregated them: name them after what the query
+    computes (a latency quantile, a throttled ratio), so the analyzers below can read them."""
+    lowered = query.lower()
+    name = ""
+    labels: dict[str, str] = {}
+    if "throttled" in lowered:
+        name = "container_cpu_cfs_throttled_ratio"
+    elif re.search(r"latency|duration", lowered):
+        name = "request_duration_seconds"
+        quantile = _QUANTILE.search(lowered)
+        if quantile:
+            labels["quantile"] = quantile.group(1)
+    if not name:
+        return samples
+    return [Sample(name, {**labels, **s.labels}, s.value) if not s.name else s for s in samples]
+
+
+LATENCY_NAME = re.compile(r"latency|duration|requests?_seconds")
+
+
+def histogram_quantiles(samples: list[Sample], q: float = 0.99) -> list[Sample]:
+    """The ``q`` quantile of each latency histogram series in raw ``*_bucket`` samples (a /metrics
+    scrape), computed as PromQL's histogram_quantile does: linear inside the bucket the rank falls in."""
+    series: dict[tuple[str, tuple[tuple[str, str], ...]], list[tuple[float, float]]] = defaultdict(list)
+    for s in samples:
+        if not s.name.endswith("_bucket") or "le" not in s.labels or not LATENCY_NAME.search(s.name):
+            continue
+        try:
+            bound = float(s.labels["le"].replace("+Inf", "inf"))
+        except ValueError:
+            continue
+        key = (s.name[: -len("_bucket")], tuple(sorted((k, v) for k, v in s.labels.items() if k != "le")))
+        series[key].append((bound, s.value))
+    out = []
+    for (name, labels), buckets in series.items():
+        buckets.sort()
+        total = buckets[-1][1] if buckets else 0.0
+        if total <= 0 or buckets[-1][0] != float("inf"):
+            continue
+        rank, lower, below = q * total, 0.0, 0.0
+        value = None
+        for bound, count in buckets:
+            if count >= rank:
+                if bound == float("inf"):
+                    value = lower
+                else:
+                    inside = count - below
+                    value = lower + (bound - lower) * ((rank - below) / inside if inside else 1.0)
+                break
+            lower, below = bound, count
+        if value is not None:
+            out.append(Sample(name, {**dict(labels), "quantile": f"{q:g}"}, value))
+    return out
+
+
+def endpoint_of(sample: Sample) -> str:
+    return next((sample.labels[k] for k in ENDPOINT_LABELS if sample.labels.get(k)), "")
+
+
+# The prometheus toolset's rendering: ``name{a="b"} => 0.42 @ <time>`` (a vector) and
+# ``name{a="b"}: 12 points <from> .. <to>; min=.. max=.. last=..`` (a matrix; its max is taken).
+_RENDERED_VECTOR = re.compile(
+    r"^([a-zA-Z_:][\w:]*)?(" + _LABELS + r") => ([-+]?[\d.eE+-]+|NaN|[+-]Inf) @ ", re.MULTILINE
+)
+_RENDERED_MATRIX = re.compile(
+    r"^([a-zA-Z_:][\w:]*)?(" + _LABELS + r"): \d+ points .*?max=([-+]?[\d.eE+-]+|NaN)", re.MULTILINE
+)
+
+
+def _rendered(text: str) -> list[Sample]:
+    samples = []
+    for pattern in (_RENDERED_VECTOR, _RENDERED_MATRIX):
+        for m in pattern.finditer(text):
+            try:
+                value = float(m.group(3))
+            except ValueError:
+                continue
+            if value == value:  # not NaN
+                samples.append(Sample(m.group(1) or "", dict(_LABEL.findall(m.group(2))), value))
+    return samples
+
+
 def parse_samples(text: str) -> list[Sample]:
+    rendered = _rendered(text)
+    if rendered:
+        return rendered
     samples = [
         Sample(m.group(1), dict(_LABEL.findall(m.group(2) or "")), float(m.group(3)))
         for m in _SAMPLE.finditer(text)
@@ -60,19 +152,58 @@ def parse_samples(text: str) -> list[Sample]:
     return samples
 
 
+_COMPARISON = re.compile(r"(?:>|>=)\s*([\d.]+(?:e[-+]?\d+)?)\s*$", re.IGNORECASE)
+
+
+def _bound(out: ToolOutput) -> float | None:
+    """The threshold of a filtering query (``... > 0.1``, like an alert's expression): every series it
+    returns is past it, so that is the bound the results are judged by."""
+    match = _COMPARISON.search(str(out.params.get("query") or "").strip())
+    return float(match.group(1)) if match else None
+
+
 @register
 class MetricsAnalyzer(Analyzer):
     name = "metrics"
 
     def applies(self, out: ToolOutput) -> bool:
-        return bool(_SAMPLE.search(out.text)) or '"resultType"' in out.text
+        return (
+            bool(_SAMPLE.search(out.text))
+            or '"resultType"' in out.text
+            or bool(_RENDERED_VECTOR.search(out.text) or _RENDERED_MATRIX.search(out.text))
+        )
 
     def analyze(self, out: ToolOutput, state: AnalysisState) -> list[Finding]:
-        samples = parse_samples(out.text)
+        samples = named_by_query(parse_samples(out.text), str(out.params.get("query") or ""))
         findings: list[Finding] = []
+        findings += self._down(samples)
         findings += self._throttling(samples)
-        findings += self._latency(samples)
+        default = str(out.params.get("service") or out.params.get("name") or "")
+        findings += self._latency(samples + histogram_quantiles(samples), default, _bound(out))
         findings += self._errors(samples)
+        return findings
+
+    @staticmethod
+    def _down(samples: list[Sample]) -> list[Finding]:
+        """``up`` == 0: Prometheus cannot scrape the target (the process is down or unreachable)."""
+        findings = []
+        for s in samples:
+            if s.name == "up" and s.value == 0:
+                where = s.labels.get("instance", "")
+                who = s.labels.get("service") or s.labels.get("job") or where or "a target"
+                findings.append(
+                    Finding(
+                        "target_down",
+                        f"{who} is down: Prometheus cannot scrape it"
+                        + (f" at {where}" if where else "")
+                        + " (up == 0).",
+                        Severity.CRITICAL,
+                        who,
+                        f"up{{instance={where!r}}}=0",
+                        70,
+                        remedy=Remedy(("restart", "start"), who, {}, f"restart {who}"),
+                    )
+                )
         return findings
 
     def _throttling(self, samples: list[Sample]) -> list[Finding]:
@@ -119,27 +250,45 @@ class MetricsAnalyzer(Analyzer):
                 )
         return findings
 
-    def _latency(self, samples: list[Sample]) -> list[Finding]:
+    def _latency(
+        self, samples: list[Sample], default_target: str = "", bound: float | None = None
+    ) -> list[Finding]:
         threshold = float(settings.DIAGNOSTICS_LATENCY_THRESHOLD_S)
+        if bound is not None:
+            threshold = min(threshold, bound)
         findings = []
+        timings: list[tuple[Sample, float]] = []
         for s in samples:
-            if not re.search(r"latency|duration", s.name) or s.name.endswith(("_count", "_bucket", "_sum")):
+            if not LATENCY_NAME.search(s.name) or s.name.endswith(("_count", "_bucket", "_sum")):
                 continue
-            seconds = s.value / 1000 if s.name.endswith(("_ms", "_milliseconds")) else s.value
             quantile = s.labels.get("quantile")
-            if seconds >= threshold and (quantile is None or float(quantile) >= 0.9):
-                q = f"p{float(quantile) * 100:g} " if quantile else ""
-                findings.append(
-                    Finding(
-                        "high_latency",
-                        f"High latency: {q}{s.name} of {s.target or 'the service'} is {seconds:.2f} s "
-                        f"(threshold {threshold:g} s).",
-                        Severity.WARNING,
-                        s.target,
-                        f"{s.name}={s.value}",
-                        55,
-                    )
+            if quantile is not None and float(quantile) < 0.9:
+                continue
+            timings.append((s, s.value / 1000 if s.name.endswith(("_ms", "_milliseconds")) else s.value))
+        fast = sorted({endpoint_of(s) for s, seconds in timings if seconds < threshold and endpoint_of(s)})
+        for s, seconds in timings:
+            if seconds < threshold:
+                continue
+            quantile = s.labels.get("quantile")
+            q = f"p{float(quantile) * 100:g} " if quantile else ""
+            endpoint = endpoint_of(s)
+            where = f"the endpoint {endpoint} of " if endpoint else ""
+            target = s.target or default_target
+            others = f" The other endpoints are fast: {', '.join(fast[:5])}." if endpoint and fast else ""
+            findings.append(
+                Finding(
+                    "slow_endpoint" if endpoint else "high_latency",
+                    f"High latency: {q}{s.name} of {where}{target or 'the service'} is {seconds:.2f} s "
+                    f"(threshold {threshold:g} s)"
+                    + (f"; {endpoint} is the slow endpoint." if endpoint else ".")
+                    + others,
+                    Severity.WARNING,
+                    target,
+                    f"{s.name}={s.value}",
+                    75 if endpoint else 55,
                 )
+            )
+        findings.sort(key=lambda f: -float(f.evidence.rsplit("=", 1)[-1]))
         return findings[:3]
 
     def _errors(self, samples: list[Sample]) -> list[Finding]:

@@ -232,6 +232,12 @@ class ListAnalyzer(Analyzer):
                 continue
             raw = row[-1] if "LABELS" in header else ""
             labels[row[0]] = dict(p.split("=", 1) for p in raw.split(",") if "=" in p)
+        alert = state.alert
+        if not alert.subject.name or alert.topics & {"quota", "memory", "cpu"}:
+            # An alert about the cluster's capacity: each node's allocated resources tell.
+            for row in rows[:10]:
+                if row:
+                    state.lead(ObjRef("node", row[0]), "a node of the cluster", 72)
         return selector_findings(state)
 
 

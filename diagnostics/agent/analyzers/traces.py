@@ -4,10 +4,18 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 from django.conf import settings
 
-from diagnostics.agent.analyzers.base import AnalysisState, Analyzer, ToolOutput, clip, register
+from diagnostics.agent.analyzers.base import (
+    AnalysisState,
+    Analyzer,
+    ToolOutput,
+    clip,
+    json_payloads,
+    register,
+)
 from diagnostics.agent.findings import Finding, ObjRef, Severity
 
 _SPAN = re.compile(r"[├└]─\s*(.+?)\s+\(([^)]+)\)\s+-\s+([\d.]+)\s*ms")
@@ -60,6 +68,85 @@ def parse_trace(text: str) -> list[Span]:
     return roots
 
 
+def _attributes(items: Any) -> dict[str, str]:
+    """OTLP ``[{"key": k, "value": {"stringValue": v}}]`` -> {k: v}."""
+    out: dict[str, str] = {}
+    for item in items if isinstance(items, list) else []:
+        if isinstance(item, dict) and isinstance(item.get("value"), dict) and item["value"]:
+            out[str(item.get("key"))] = str(next(iter(item["value"].values())))
+    return out
+
+
+def _otlp_document(text: str) -> dict[str, Any] | None:
+    for value in json_payloads(text) if '"spanId"' in text else []:
+        if isinstance(value, dict) and ("batches" in value or "resourceSpans" in value):
+            return value
+    return None
+
+
+def parse_otlp(text: str) -> list[Span]:
+    """A trace in OTLP JSON (what Tempo's /api/traces/<id> answers: ``batches`` or ``resourceSpans``)
+    as span trees."""
+    document = _otlp_document(text)
+    if document is None:
+        return []
+    spans: dict[str, Span] = {}
+    parents: dict[str, str] = {}
+    for batch in document.get("batches") or document.get("resourceSpans") or []:
+        if not isinstance(batch, dict):
+            continue
+        service = _attributes((batch.get("resource") or {}).get("attributes")).get("service.name", "?")
+        scopes = batch.get("scopeSpans") or batch.get("instrumentationLibrarySpans") or []
+        for scope in scopes if isinstance(scopes, list) else []:
+            for raw in (scope or {}).get("spans") or []:
+                try:
+                    duration = (int(raw["endTimeUnixNano"]) - int(raw["startTimeUnixNano"])) / 1e6
+                except (KeyError, TypeError, ValueError):
+                    continue
+                attributes = _attributes(raw.get("attributes"))
+                span = Span(
+                    str(raw.get("name", "?")),
+                    service,
+                    duration,
+                    0,
+                    attributes.get("db.statement", ""),
+                    attributes.get("db.system", ""),
+                )
+                spans[str(raw.get("spanId"))] = span
+                if raw.get("parentSpanId"):
+                    parents[str(raw.get("spanId"))] = str(raw["parentSpanId"])
+    roots: list[Span] = []
+    for span_id, span in spans.items():
+        parent = spans.get(parents.get(span_id, ""))
+        (parent.children if parent is not None else roots).append(span)
+    return roots
+
+
+def parse_trace_list(text: str) -> list[tuple[str, int, str]]:
+    """(trace id, duration ms, root name) of each trace in a listing: HolmesGPT's rendering or Tempo's
+    search JSON (``{"traces": [{"traceID", "durationMs", "rootTraceName"}]}``)."""
+    traces: list[tuple[str, int, str]] = []
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        match = _TRACE.search(line)
+        if not match:
+            continue
+        following = lines[i + 1] if i + 1 < len(lines) else ""
+        root = _ROOT_NAME.search(line + " " + following)
+        traces.append((match.group(1), int(match.group(2) or 0), root.group(1) if root else ""))
+    if traces or '"traceID"' not in text:
+        return traces
+    for value in json_payloads(text):
+        for item in value.get("traces", []) if isinstance(value, dict) else []:
+            if isinstance(item, dict) and item.get("traceID"):
+                try:
+                    duration = int(float(item.get("durationMs") or 0))
+                except (TypeError, ValueError):
+                    duration = 0
+                traces.append((str(item["traceID"]), duration, str(item.get("rootTraceName") or "")))
+    return traces
+
+
 def _all(spans: list[Span]) -> list[Span]:
     out: list[Span] = []
     for span in spans:
@@ -83,10 +170,10 @@ class TraceTreeAnalyzer(Analyzer):
     name = "trace_tree"
 
     def applies(self, out: ToolOutput) -> bool:
-        return _SPAN.search(out.text) is not None
+        return _SPAN.search(out.text) is not None or _otlp_document(out.text) is not None
 
     def analyze(self, out: ToolOutput, state: AnalysisState) -> list[Finding]:
-        roots = parse_trace(out.text)
+        roots = parse_trace(out.text) or parse_otlp(out.text)
         if not roots:
             return []
         root = max(roots, key=lambda s: s.duration_ms)
@@ -146,18 +233,13 @@ class TraceListAnalyzer(Analyzer):
     name = "trace_list"
 
     def applies(self, out: ToolOutput) -> bool:
-        return _TRACE.search(out.text) is not None and _SPAN.search(out.text) is None
+        listing = _TRACE.search(out.text) is not None or (
+            '"traceID"' in out.text and '"spanId"' not in out.text
+        )
+        return listing and _SPAN.search(out.text) is None
 
     def analyze(self, out: ToolOutput, state: AnalysisState) -> list[Finding]:
-        traces: list[tuple[str, int, str]] = []
-        lines = out.text.splitlines()
-        for i, line in enumerate(lines):
-            match = _TRACE.search(line)
-            if not match:
-                continue
-            following = lines[i + 1] if i + 1 < len(lines) else ""
-            root = _ROOT_NAME.search(line + " " + following)
-            traces.append((match.group(1), int(match.group(2) or 0), root.group(1) if root else ""))
+        traces = parse_trace_list(out.text)
         threshold_ms = float(settings.DIAGNOSTICS_LATENCY_THRESHOLD_S) * 1000
         slow = sorted((t for t in traces if t[1] >= threshold_ms), key=lambda t: -t[1])
         for trace_id, _duration, _root in slow[:2]:

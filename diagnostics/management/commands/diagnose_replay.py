@@ -10,8 +10,9 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from diagnostics.agent import config
 from diagnostics.agent.runner import MODE_ANALYZERS, MODE_LLM
+from diagnostics.evaluation.cases import SPLITS
 from diagnostics.evaluation.grading import judge_client
-from diagnostics.evaluation.replay import CaseRun, evaluate, render_table
+from diagnostics.evaluation.replay import CaseRun, by_case, evaluate, render_table, summary_line
 from diagnostics.recording import observer_skills
 
 
@@ -23,7 +24,10 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(
-            "--cases", required=True, help="Folder of case folders (e.g. eval/holmesgpt/cases)."
+            "--cases",
+            required=True,
+            action="append",
+            help="Folder of case folders (e.g. eval/holmesgpt/cases); repeat it for several.",
         )
         parser.add_argument("--runs", type=int, default=1, help="Runs per case (k of best@k / avg@k).")
         parser.add_argument("--json", dest="json_out", help="Write the per-run results (a JSON list) here.")
@@ -36,12 +40,23 @@ class Command(BaseCommand):
             default="auto",
             help="auto: keyword check, plus the LLM judge (both must pass) when an LLM is configured.",
         )
-        parser.add_argument("--case", default="", help="Only cases whose path contains this text.")
+        parser.add_argument(
+            "--compare",
+            action="store_true",
+            help="In LLM mode, also run analyzers-only on the same cases; say where the LLM is better or "
+            "worse.",
+        )
+        parser.add_argument(
+            "--case",
+            default="",
+            help="Only cases whose path contains this text, or only one split: 'dev' or 'held-out'.",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        root = Path(options["cases"]).expanduser()
-        if not root.is_dir():
-            raise CommandError(f"--cases {root} is not a folder.")
+        roots = [Path(folder).expanduser() for folder in options["cases"]]
+        for root in roots:
+            if not root.is_dir():
+                raise CommandError(f"--cases {root} is not a folder.")
         runs = int(options["runs"])
         if runs < 1:
             raise CommandError("--runs must be at least 1.")
@@ -53,7 +68,9 @@ class Command(BaseCommand):
         mode = MODE_LLM if use_llm else MODE_ANALYZERS
         judge = judge_client() if use_llm and options["grader"] != "keyword" else None
         grader = options["grader"] if judge is not None else "keyword"
-        self.stdout.write(f"mode {mode}, grader {grader}, {runs} run(s) per case, cases under {root}")
+        self.stdout.write(
+            f"mode {mode}, grader {grader}, {runs} run(s) per case, cases under {', '.join(map(str, roots))}"
+        )
 
         def progress(result: CaseRun) -> None:
             mark = (
@@ -63,7 +80,7 @@ class Command(BaseCommand):
 
         skills = observer_skills(config.observer_profile()) if use_llm else []
         results = evaluate(
-            root,
+            roots,
             runs=runs,
             mode=mode,
             judge=judge,
@@ -73,11 +90,28 @@ class Command(BaseCommand):
             skills=skills,
         )
         if not results:
-            raise CommandError(f"No case folders under {root}.")
+            raise CommandError(f"No case folders under {', '.join(map(str, roots))}.")
         self.stdout.write("")
         self.stdout.write(render_table(results, runs=runs))
+        if options["compare"] and mode == MODE_LLM:
+            self._compare(roots, results, runs=runs, only=options["case"])
         if options["json_out"]:
             out = Path(options["json_out"])
             out.parent.mkdir(parents=True, exist_ok=True)
             out.write_text(json.dumps([r.to_json() for r in results], indent=2, ensure_ascii=False))
             self.stdout.write(f"wrote {out}")
+
+    def _compare(self, roots: list[Path], llm: list[CaseRun], *, runs: int, only: str) -> None:
+        """Analyzers-only on the same cases, keyword-graded like the LLM runs were."""
+        base = evaluate(roots, runs=runs, mode=MODE_ANALYZERS, grader="keyword", only=only)
+        self.stdout.write("")
+        self.stdout.write("analyzers-only on the same cases (keyword grader):")
+        for split in SPLITS:
+            part = [r for r in base if r.split == split]
+            if part:
+                self.stdout.write(summary_line(part, runs=runs, label=split))
+        with_llm, without = by_case(llm), by_case(base)
+        better = sorted(c for c in with_llm if any(with_llm[c]) and not any(without.get(c, [])))
+        worse = sorted(c for c in without if any(without[c]) and not any(with_llm.get(c, [])))
+        self.stdout.write(f"LLM better on: {', '.join(better) or 'none'}")
+        self.stdout.write(f"LLM worse on: {', '.join(worse) or 'none'}")

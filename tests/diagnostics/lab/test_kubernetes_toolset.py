@@ -1,4 +1,5 @@
-"""The kubernetes toolsets with the official client, against recorded API responses."""
+"""The kubernetes toolsets with the official client, against hand-written API responses in the shape a
+kind cluster returns (tests/diagnostics/fixtures/kubernetes: the UIDs and timestamps are made up)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The prometheus read toolset over httpx, against recorded Prometheus HTTP API responses."""
+"""The prometheus read toolset over httpx, against hand-written Prometheus HTTP API responses (request
+shapes, errors, auth); test_prometheus_real.py runs the same toolset against a real server."""
 
 from __future__ import annotations
 

@@ -74,7 +74,8 @@ def observer_factory(client: GatewayClient | None) -> ObserverFactory:
     def build(skills: Sequence[SkillEntry]) -> Observer:
         if client is None:
             return RulePlanner()
-        return LLMObserver(client=client, fallback=RulePlanner(), skills=skills)
+        # The LLM's own diagnosis decides: the analyzers' findings would pass both sides alike.
+        return LLMObserver(client=client, fallback=RulePlanner(), skills=skills, keep_analyzer_findings=False)
 
     return build
 

@@ -1,0 +1,76 @@
+"""Prometheus in the lab's loop: the real lab up under supervisord, a real Prometheus scraping it with the
+lab's alert rules, a latency fault injected; the alert the rules raise is diagnosed (analyzers only) in
+the ``local+prometheus`` environment, localized to the slow route from Prometheus' own data, and the
+fix proposed. Skipped, with the reason, without the prometheus binary."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from urllib.parse import quote_plus
+
+import pytest
+import yaml
+
+from diagnostics.agent.runner import MemoryRecorder, investigate
+from diagnostics.agent.subject import from_alertmanager
+from diagnostics.lab.faults import get_fault
+from diagnostics.lab.prometheus import RULES, binary, for_lab
+from diagnostics.toolsets.local import LocalReadToolset
+from diagnostics.toolsets.prometheus import PrometheusConfig, PrometheusReadToolset
+from diagnostics.toolsets.registry import build_environment
+from tests.support.lab import free_port_base, local_environment_lab, wait_for_symptoms
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        binary() is None, reason="prometheus is not installed (Debian: apt-get install -y prometheus)"
+    ),
+]
+
+
+def rule_expression(name: str) -> str:
+    groups = yaml.safe_load(Path(RULES).read_text())["groups"]
+    return next(" ".join(r["expr"].split()) for g in groups for r in g["rules"] if r.get("alert") == name)
+
+
+def test_a_latency_alert_of_the_lab_rules_is_localized_through_prometheus(tmp_path: Path, settings) -> None:  # type: ignore[no-untyped-def]
+    expr = rule_expression("LabHighRequestLatency")
+    with local_environment_lab(tmp_path / "lab") as lab:
+        lab.heal()
+        with for_lab(lab.config, port=free_port_base() + 95, interval_s=1) as prometheus:
+            settings.DIAGNOSTICS_PROMETHEUS_URL = prometheus.url
+            get_fault("added_latency").inject(lab)
+            wait_for_symptoms(LocalReadToolset(lab.config), "added_latency")
+            toolset = PrometheusReadToolset(PrometheusConfig(url=prometheus.url, timeout_s=5))
+            deadline = time.monotonic() + 90
+            while time.monotonic() < deadline:  # the rule's expression returns the slow series
+                firing = toolset.call("execute_prometheus_instant_query", {"query": expr})
+                if firing.ok and 'service="api"' in firing.output:
+                    break
+                time.sleep(1)
+            else:
+                pytest.fail(f"the latency rule never matched the api: {firing.output}")
+            route = firing.output.split('route="', 1)[1].split('"', 1)[0]
+            alert = from_alertmanager(
+                {
+                    "labels": {"alertname": "LabHighRequestLatency", "service": "api", "route": route},
+                    "annotations": {"summary": f"p95 latency of api {route} is above 100 ms"},
+                    "generatorURL": f"{prometheus.url}/graph?g0.expr={quote_plus(expr)}&g0.tab=1",
+                }
+            )
+            outcome = investigate(
+                alert=alert,
+                environment=build_environment("local+prometheus"),
+                recorder=MemoryRecorder(),
+                mode="analyzers",
+            )
+        lab.heal()
+    queried = [c for c in outcome.tool_calls if c["tool"] == "execute_prometheus_instant_query"]
+    assert any(c["params"]["query"] == expr and c["ok"] and not c["no_data"] for c in queried), queried
+    slow = [f for f in outcome.findings if f.kind == "slow_endpoint"]
+    assert slow and f"endpoint {route} of api" in slow[0].summary, [f.summary for f in outcome.findings]
+    assert "api" in outcome.root_cause.lower() or "cache_enabled" in outcome.diagnosis, outcome.diagnosis
+    assert [(p["action"], p["args"]) for p in outcome.proposals] == [
+        ("patch_config", {"service": "api", "key": "cache_enabled", "value": True})
+    ], outcome.diagnosis
