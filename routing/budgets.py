@@ -37,10 +37,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import ROUND_CEILING, ROUND_HALF_UP, Decimal
+from functools import cache
 from typing import TYPE_CHECKING
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
@@ -260,6 +261,27 @@ class Spend:
     reserved: Decimal = Decimal(0)  # the Reservation's amount
 
 
+@cache
+def _key_spend_sql() -> str:
+    q = connection.ops.quote_name
+    return (
+        f"UPDATE {q(ApiKey._meta.db_table)} SET {q('spent_usd')} = {q('spent_usd')} + %s, "
+        f"{q('reserved_usd')} = {q('reserved_usd')} - %s WHERE {q('id')} = %s"
+    )
+
+
+@cache
+def _lease_spend_sql() -> str:
+    q = connection.ops.quote_name
+    table = q(BudgetLease._meta.db_table)
+    return f"UPDATE {table} SET {q('spent_usd')} = {q('spent_usd')} + %s WHERE {q('id')} = %s"
+
+
+def _uuid_as_hex() -> bool:
+    """Django stores a UUIDField as 32 hex characters where the database has no uuid type (SQLite)."""
+    return not connection.features.has_native_uuid_field
+
+
 def flush_spend(spends: Iterable[Spend]) -> None:
     """Moves settled spend into the database, inside the caller's transaction (the ledger rows'):
     per lease ``spent += s`` and its key's ``reserved -= s``, per key ``spent += all``; a Reservation is
@@ -277,15 +299,19 @@ def flush_spend(spends: Iterable[Spend]) -> None:
             settled = Reservation.objects.filter(pk=spend.reservation_id).delete()[0]
             reserved[spend.key_id] += spend.reserved if settled else 0  # 0: beat released it first
     # Keys first (in one order), then leases, as lease_take and lease_return lock them: no deadlock.
-    for key_id in sorted(spent.keys() | reserved.keys()):
-        if spent[key_id] or reserved[key_id]:
-            ApiKey.objects.filter(pk=key_id).update(
-                spent_usd=F("spent_usd") + spent[key_id], reserved_usd=F("reserved_usd") - reserved[key_id]
-            )
-    for (lease_id, key_id), amount in sorted(per_lease.items(), key=lambda item: str(item[0][0])):
-        if amount and not BudgetLease.objects.filter(pk=lease_id).update(spent_usd=F("spent_usd") + amount):
-            # Gone: its release gave back all it had not spent, this included; charge it, hold nothing.
-            ApiKey.objects.filter(pk=key_id).update(reserved_usd=F("reserved_usd") + amount)
+    # Plain SQL: the writer runs this on every group commit, and the ORM's update() costs ~0.15 ms of
+    # CPU to compile each time.
+    with connection.cursor() as cursor:
+        for key_id in sorted(spent.keys() | reserved.keys()):
+            if spent[key_id] or reserved[key_id]:
+                cursor.execute(_key_spend_sql(), [spent[key_id], reserved[key_id], key_id])
+        for (lease_id, key_id), amount in sorted(per_lease.items(), key=lambda item: str(item[0][0])):
+            if not amount:
+                continue
+            cursor.execute(_lease_spend_sql(), [amount, lease_id.hex if _uuid_as_hex() else lease_id])
+            if not cursor.rowcount:
+                # Gone: its release gave back all it had not spent, this included; charge it, hold nothing.
+                ApiKey.objects.filter(pk=key_id).update(reserved_usd=F("reserved_usd") + amount)
 
 
 # --- the reservation path (BUDGET_MODE "reservation") ---------------------------------------------

@@ -24,6 +24,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from functools import cached_property
 from typing import Any
 
 from django.conf import settings
@@ -109,10 +110,16 @@ class CallPlan:
     max_tokens: int
     skillbook_text: str
 
+    @cached_property
+    def _upstream_body(self) -> dict[str, Any]:
+        """The request's upstream body, dumped once per call (each leg, the budget's bound, a replay
+        read it); callers get a copy of its top level."""
+        return self.request.upstream_body(max_tokens=self.max_tokens)
+
     def body_for(self, backend: Backend, **overrides: Any) -> dict[str, Any]:
         """The upstream body for ``backend`` (``overrides`` on top, e.g. a replay's temperature); a
         student's prompt has the SkillBook in front."""
-        body = {**self.request.upstream_body(max_tokens=self.max_tokens), **overrides}
+        body = {**self._upstream_body, **overrides}
         if backend.role == Backend.Role.STUDENT and self.skillbook_text:
             body["messages"] = with_skillbook(body["messages"], self.skillbook_text)
         return body

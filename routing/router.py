@@ -190,7 +190,7 @@ class Learned(Router):
             except (FeatureSpecError, ValueError, KeyError, TypeError) as exc:
                 return self._fallback(call, f"router v{number} is unusable here ({exc})")
         features = CallInput.from_call(call)
-        if router.featurizer.embedder is not None:
+        if router.featurizer.runs_model(features):
             decided = await asyncio.to_thread(router.decide, features)
         else:
             decided = router.decide(features)

@@ -253,10 +253,20 @@ class MiniLMEmbedder:
             out[batch] = self.session.run(None, {"input_ids": ids, "attention_mask": mask})[0]
         return out
 
+    @staticmethod
+    def _head_key(text: str, max_tokens: int) -> str:
+        return hashlib.sha1(f"{max_tokens}\0{text}".encode()).hexdigest()
+
+    def has_head(self, text: str, *, max_tokens: int) -> bool:
+        """Whether ``head(text)`` is cached (no model run needed)."""
+        key = self._head_key(text, max_tokens)
+        with self._lock:
+            return key in self._cache
+
     def head(self, text: str, *, max_tokens: int) -> tuple[np.ndarray, np.ndarray]:
         """(contextual embedding, token ids) of the first ``max_tokens`` tokens, cached by hash:
         agents resend the same system prompt and tools every turn, so this is usually a hit."""
-        key = hashlib.sha1(f"{max_tokens}\0{text}".encode()).hexdigest()
+        key = self._head_key(text, max_tokens)
         with self._lock:
             found = self._cache.get(key)
             if found is not None:

@@ -204,6 +204,16 @@ class Featurizer:
     def _ngram_text(self, call: CallInput) -> str:
         return f"{call.head}\n{call.conversation}"
 
+    def runs_model(self, call: CallInput) -> bool:
+        """Whether featurizing ``call`` runs the embedding model (milliseconds, in onnxruntime, which
+        releases the GIL: worth a worker thread) rather than only lookups and hashing (a fraction of a
+        millisecond of Python: cheaper on the caller's thread than a thread hop)."""
+        if self.embedder is None:
+            return False
+        if self.spec.turn_tokens:
+            return True
+        return not self.embedder.has_head(call.head, max_tokens=self.spec.context_tokens or 128)
+
     def transform(self, call: CallInput) -> np.ndarray:
         return self.transform_many([call])[0]
 

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, ClassVar
+
+import orjson
 
 
 class VerifierConfigError(ValueError):
@@ -49,6 +52,25 @@ def verifier_kinds() -> list[str]:
 
 
 def build_verifier(config: dict[str, Any]) -> Verifier:
+    """The verifier of ``config``. Verifiers hold no state after they are built (a compiled pattern or
+    schema validator), so one is kept per distinct config of up to 64 KiB (the last 512): a call does not
+    compile its profile's pattern or schema again."""
+    try:
+        key = orjson.dumps(config, option=orjson.OPT_SORT_KEYS)
+    except TypeError:  # not JSON (a caller's config always is): build it without the cache
+        return _build(config)
+    return _built(key) if len(key) <= CACHED_CONFIG_BYTES else _build(config)
+
+
+CACHED_CONFIG_BYTES = 64 * 1024
+
+
+@lru_cache(maxsize=512)
+def _built(key: bytes) -> Verifier:
+    return _build(orjson.loads(key))
+
+
+def _build(config: dict[str, Any]) -> Verifier:
     kind = config.get("kind")
     if not isinstance(kind, str) or kind not in _REGISTRY:
         raise VerifierConfigError(f"verifier.kind must be one of {', '.join(verifier_kinds())}; got {kind!r}")

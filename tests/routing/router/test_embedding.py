@@ -64,3 +64,17 @@ def test_minilm_features_of_a_call(embedder):
     x = featurizer.transform_many(calls)
     assert x.shape == (len(calls), spec.dims) and np.isfinite(x).all()
     assert np.allclose(featurizer.transform(calls[0]), x[0], atol=1e-5)
+
+
+def test_a_call_runs_the_model_only_for_a_head_not_seen_yet(embedder):
+    from routing.router_learning.features import CallInput, Featurizer, minilm_spec
+
+    embedder.clear_cache()
+    featurizer = Featurizer(minilm_spec(static_tokens=0, ngram_dims=64), embedder)
+    messages = [{"role": "system", "content": "You are a billing agent."}, {"role": "user", "content": "hi"}]
+    call = CallInput(messages=messages, profile="p")
+    assert featurizer.runs_model(call)  # a new head: the gateway featurizes it on a worker thread
+    featurizer.transform(call)
+    again = CallInput(messages=[*messages[:1], {"role": "user", "content": "another question"}], profile="p")
+    assert not featurizer.runs_model(again)  # its head is cached: only lookups, on the event loop
+    assert Featurizer(minilm_spec(turn_tokens=32, static_tokens=0, ngram_dims=64), embedder).runs_model(again)
