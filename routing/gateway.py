@@ -173,7 +173,8 @@ def legs_planned(prep: Prepared) -> list[Backend]:
 
 
 async def reserve_budget(prep: Prepared) -> budgets.Hold | None:
-    """Hold the worst case of every leg this call may run (student, then teacher on fallback): on this
+    """Hold the worst case of every leg this call may run (student, then teacher on fallback; every
+    answer of a best-of-n leg): on this
     process's lease of the key's budget, without a query while the lease covers it (routing/budgets.py).
 
     A key without a budget cannot overspend, so it holds nothing and is only charged afterwards.
@@ -187,8 +188,10 @@ async def reserve_budget(prep: Prepared) -> budgets.Hold | None:
         return None
     total = Decimal(0)
     for backend, price in prices:
+        # A best-of-n leg is paid for each of its n answers (the prompt once, as providers bill n).
         bound = prompt_token_bound(prep.body_for(backend))
-        total += cost_bound(price, prompt_tokens=bound, max_tokens=prep.max_tokens)
+        answers = prep.plan.samples(backend)
+        total += cost_bound(price, prompt_tokens=bound, max_tokens=prep.max_tokens * answers)
     return await budgets.hold(api_key=prep.api_key, amount=total)
 
 

@@ -94,3 +94,27 @@ def test_without_a_verifier_to_choose_the_backend_is_asked_once(gateway_url, bac
     assert reply.choices[0].message.content == "plain"
     assert "n" not in stub.requests[-1]
     assert Invocation.objects.get().cost_usd > Decimal(0)
+
+
+def test_the_budget_holds_every_answer_of_a_best_of_n_leg(gateway_url, best_of_three, stub):
+    from routing.pricing import cost_bound, prices_for, prompt_token_bound
+    from tests.factories import make_key
+
+    teacher = Backend.objects.get(role=Backend.Role.TEACHER)
+    body = {"messages": MESSAGES, "max_tokens": 4000}  # worst cases far apart (holds round up to cents)
+    one_answer = cost_bound(prices_for(teacher), prompt_tokens=prompt_token_bound(body), max_tokens=4000)
+    three_answers = cost_bound(prices_for(teacher), prompt_tokens=prompt_token_bound(body), max_tokens=12000)
+    stub.responder = lambda body: Reply(samples=ANSWERS)
+
+    def ask(budget: Decimal) -> int:
+        key = make_key(budget_usd=budget)
+        return httpx.post(
+            f"{gateway_url}/v1/chat/completions",
+            json={"model": "auto", "messages": MESSAGES, "max_tokens": 4000},
+            headers={"Authorization": f"Bearer {key.raw}", "X-Skillgate-Task": "extract"},
+            timeout=30,
+        ).status_code
+
+    # Room for one answer's worst case is not enough: the leg may return three, all paid.
+    assert ask((one_answer + three_answers) / 2) == 402
+    assert ask(three_answers + Decimal("0.01")) == 200
