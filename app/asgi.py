@@ -74,7 +74,7 @@ async def lifespan(receive: Any, send: Any) -> None:
 async def dispatch(scope: dict[str, Any], receive: Any, send: Any) -> None:
     if scope["type"] == "lifespan":
         await lifespan(receive, send)
-    elif scope["type"] == "http" and scope["path"] == inflight.CHAT_PATH and scope["method"] == "POST":
+    elif scope["type"] == "http" and scope["path"] in inflight.CALL_PATHS and scope["method"] == "POST":
         await inflight.guarded(edge, scope, receive, send)  # shed past SKILLGATE_MAX_IN_FLIGHT
     elif scope["type"] == "http" and (scope["path"] == EDGE_PREFIX or scope["path"].startswith("/v1/")):
         await edge(scope, receive, send)

@@ -1,5 +1,6 @@
-"""Load shedding: at most ``SKILLGATE_MAX_IN_FLIGHT`` chat calls in flight per server process (0: no
-limit), checked in front of Django so a refused call costs almost nothing.
+"""Load shedding: at most ``SKILLGATE_MAX_IN_FLIGHT`` LLM calls (chat completions, Messages, Responses,
+embeddings) in flight per server process (0: no limit), checked in front of the edge (app/asgi.py) so a
+refused call costs almost nothing.
 
 Past the limit a call gets an immediate 503 OpenAI error with ``Retry-After`` (the openai SDK retries it
 with backoff) and nothing is written for it. A call counts from the moment the ASGI server hands it over
@@ -17,6 +18,8 @@ from routing.edge.http import send_error
 from routing.errors import ApiError
 
 CHAT_PATH = "/v1/chat/completions"
+# Every endpoint that makes an LLM call (a GET, or counting tokens, is never shed).
+CALL_PATHS = frozenset({CHAT_PATH, "/v1/messages", "/v1/responses", "/v1/embeddings"})
 ASGIApp = Any
 
 _in_flight = 0
