@@ -126,13 +126,22 @@ class Trajectory(models.Model):
     tool_calls = models.PositiveIntegerField(default=0)
     no_data_calls = models.PositiveIntegerField(default=0)
     error = models.TextField(blank=True)
+    attempts = models.PositiveSmallIntegerField(default=0, help_text="Times a worker claimed it.")
+    heartbeat_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="Queued: when its message was last sent; running: its worker's last sign of life.",
+    )
     graded = models.BooleanField(default=False)
     success = models.BooleanField(null=True, blank=True)
     grading = models.JSONField(default=dict, blank=True)
 
     class Meta:
         verbose_name_plural = "trajectories"
-        indexes = [models.Index(fields=["status", "started_at"], name="trajectory_claim")]
+        indexes = [
+            models.Index(fields=["status", "started_at"], name="trajectory_claim"),
+            models.Index(fields=["status", "heartbeat_at"], name="trajectory_heartbeat"),
+        ]
 
     def __str__(self) -> str:
         return f"trajectory {self.pk} of incident {self.incident_id} ({self.status})"
@@ -206,6 +215,23 @@ class ActionRequest(models.Model):
     executed_at = models.DateTimeField(null=True, blank=True)
     result = models.JSONField(default=dict, blank=True)
     health_after = models.JSONField(default=dict, blank=True)
+    attempts = models.PositiveSmallIntegerField(
+        default=0, help_text="Claims: the one execution, then each recovery of an interrupted one."
+    )
+    heartbeat_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="Approved: when its message was last sent; executing: its worker's last sign of life.",
+    )
+    retry_of = models.ForeignKey(
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="retries",
+        help_text="The approved action whose run was interrupted with an unknown outcome: this request "
+        "asks for a new approval of the same plan.",
+    )
 
     class Meta:
         permissions = [

@@ -1,63 +1,116 @@
 """Celery tasks, thin like views: take ids, claim with a conditional UPDATE, idempotent, acks_late.
 
 Enqueued on commit by the services (``enqueue_*`` below), on the queue named by DIAGNOSTICS_QUEUE
-(default: Celery's default queue).
+(default: Celery's default queue). The rows are the record and the broker only the doorbell
+(``core/jobs.py``): a running job writes a heartbeat, and the beat sweeper (``sweep_jobs``) sends
+lost messages again, requeues diagnoses whose worker died and hands interrupted actions to
+``recover_action``. No task here retries itself: a retry of ``execute_action`` after its action ran
+would run it twice, and a redelivered diagnosis finds its row claimed.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
+from typing import Any
 
 from celery import shared_task
+from django.conf import settings
 from django.db import OperationalError
 
+from core import jobs
+from core.queues import enqueue
 from diagnostics import services
 from diagnostics.agent import config
-from diagnostics.agent.executor import Executor
+from diagnostics.agent.executor import ClaimedAction, Executor
 from diagnostics.models import ActionRequest
 from diagnostics.recording import DatabaseActionLedger, run_trajectory
+from diagnostics.services import recovery
+from diagnostics.services.trajectories import TRAJECTORY_JOB
 from diagnostics.toolsets.registry import UnknownEnvironment, build_environment
 
 log = logging.getLogger(__name__)
 
 
-def _options() -> dict[str, str]:
-    """DIAGNOSTICS_QUEUE routes the tasks to their own queue; unset, they use Celery's default queue."""
-    queue = config.task_queue()
-    return {"queue": str(queue)} if queue else {}
+def _send(task: Any, *args: Any) -> None:
+    """Sends now; a broker that is down is logged, not raised: the row is the record, and the
+    sweeper sends its message again (``SKILLGATE_JOBS_RING_AFTER_S``)."""
+    try:
+        enqueue(task, *args, queue=config.task_queue())
+    except Exception:
+        log.warning("could not send %s%s; the sweeper sends it again", task.name, args, exc_info=True)
 
 
 def enqueue_diagnosis(trajectory_id: int) -> None:
-    run_diagnosis.apply_async((trajectory_id,), **_options())
+    _send(run_diagnosis, trajectory_id)
 
 
 def enqueue_execution(action_request_id: int) -> None:
-    execute_action.apply_async((action_request_id,), **_options())
+    _send(execute_action, action_request_id)
 
 
-@shared_task(
-    acks_late=True, ignore_result=True, autoretry_for=(OperationalError,), retry_backoff=True, max_retries=3
-)
+def enqueue_recovery(action_request_id: int, attempt: int) -> None:
+    _send(recover_action, action_request_id, attempt)
+
+
+def _heartbeat_s() -> float:
+    return float(settings.JOBS_HEARTBEAT_S)
+
+
+@shared_task(acks_late=True, ignore_result=True)
 def run_diagnosis(trajectory_id: int) -> str:
     trajectory = services.trajectory_claim(trajectory_id=trajectory_id)
     if trajectory is None:
         return "not claimed"
-    try:
-        run_trajectory(trajectory)
-    except UnknownEnvironment as exc:
-        services.trajectory_fail(trajectory=trajectory, error=str(exc))
-        return "failed"
-    except Exception as exc:
-        log.exception("diagnosis of trajectory %s failed", trajectory_id)
-        services.trajectory_fail(trajectory=trajectory, error=f"{type(exc).__name__}: {exc}")
-        return "failed"
+    with jobs.heartbeat(TRAJECTORY_JOB, trajectory.pk, trajectory.attempts, every_s=_heartbeat_s()):
+        try:
+            run_trajectory(trajectory)
+        except UnknownEnvironment as exc:
+            services.trajectory_fail(trajectory=trajectory, error=str(exc))
+            return "failed"
+        except OperationalError:
+            # The database went away: the row stays running, its heartbeat stops, and the sweeper
+            # requeues it (bounded attempts) once the database is back.
+            log.exception("diagnosis of trajectory %s lost its database", trajectory_id)
+            return "left to the sweeper"
+        except Exception as exc:
+            log.exception("diagnosis of trajectory %s failed", trajectory_id)
+            services.trajectory_fail(trajectory=trajectory, error=f"{type(exc).__name__}: {exc}")
+            return "failed"
     return "done"
 
 
-@shared_task(
-    acks_late=True, ignore_result=True, autoretry_for=(OperationalError,), retry_backoff=True, max_retries=3
-)
+class _BeatingLedger(DatabaseActionLedger):
+    """The database ledger, plus a heartbeat on the claimed action for as long as its run lasts."""
+
+    def __init__(self, stack: contextlib.ExitStack) -> None:
+        super().__init__()
+        self._stack = stack
+
+    def claim(
+        self,
+        *,
+        action_request_id: int,
+        environment: str | None,
+        environment_options: dict[str, Any] | None,
+    ) -> ClaimedAction | None:
+        claimed = super().claim(
+            action_request_id=action_request_id,
+            environment=environment,
+            environment_options=environment_options,
+        )
+        if claimed is not None:
+            attempt = self._claimed[claimed.id].attempts
+            self._stack.enter_context(
+                jobs.heartbeat(recovery.ACTION_JOB, claimed.id, attempt, every_s=_heartbeat_s())
+            )
+        return claimed
+
+
+@shared_task(acks_late=True, ignore_result=True)
 def execute_action(action_request_id: int) -> str:
+    """Runs an approved action once. Not retried: the claim (committed before the action runs) is the
+    record that it started; an interrupted run goes to ``recover_action``, never to a second run."""
     action = ActionRequest.objects.select_related("trajectory__incident").filter(pk=action_request_id).first()
     if action is None or action.status != ActionRequest.Status.APPROVED:
         return "not runnable"
@@ -69,12 +122,38 @@ def execute_action(action_request_id: int) -> str:
         if claimed is not None:
             services.action_request_refuse(action=claimed, reason=str(exc))
         return "failed"
-    result = Executor(environment.write_toolsets(), ledger=DatabaseActionLedger()).execute(
-        action_request_id=action_request_id,
-        environment=incident.environment,
-        environment_options=incident.environment_options or {},
-    )
+    with contextlib.ExitStack() as stack:
+        result = Executor(environment.write_toolsets(), ledger=_BeatingLedger(stack)).execute(
+            action_request_id=action_request_id,
+            environment=incident.environment,
+            environment_options=incident.environment_options or {},
+        )
     return "not claimed" if result is None else result.status
+
+
+@shared_task(acks_late=True, ignore_result=True)
+def recover_action(action_request_id: int, attempt: int) -> str:
+    """An action whose run was interrupted: its target re-checked, never the action re-run."""
+    action = recovery.action_request_recovery_get(action_request_id=action_request_id, attempt=attempt)
+    if action is None:
+        return "not ours"
+    incident = action.trajectory.incident
+    with jobs.heartbeat(recovery.ACTION_JOB, action.pk, attempt, every_s=_heartbeat_s()):
+        try:
+            environment = build_environment(incident.environment, incident.environment_options)
+        except UnknownEnvironment as exc:
+            health: dict[str, Any] = {"healthy": False, "detail": str(exc)}
+        else:
+            executor = Executor(environment.write_toolsets(), ledger=DatabaseActionLedger())
+            health = executor.recheck(tool=action.tool, args=dict(action.args))
+        action = recovery.action_request_recovered(action=action, attempt=attempt, health=health)
+    return str(action.status)
+
+
+@shared_task(acks_late=True, ignore_result=True)
+def sweep_jobs() -> dict[str, int]:
+    """Beat: lost messages sent again, dead workers' diagnoses requeued, interrupted actions recovered."""
+    return {name: len(report) for name, report in recovery.diagnostics_jobs_sweep().items()}
 
 
 @shared_task(acks_late=True, ignore_result=True)

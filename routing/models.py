@@ -247,12 +247,26 @@ class Invocation(models.Model):
         blank=True,
         help_text="Background sample of the leg the call did not run (routing/teacher_sampling.py).",
     )
+    sample_attempts = models.PositiveSmallIntegerField(
+        default=0, help_text="Times a worker claimed the background sample."
+    )
+    sample_heartbeat_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="Sample queued: when its message was last sent; running: its worker's last sign of life.",
+    )
 
     class Meta:
         indexes = [
             models.Index(fields=["api_key", "created_at"], name="invocation_key_time"),
             models.Index(fields=["profile", "created_at"], name="invocation_profile_time"),
             models.Index(fields=["created_at"], name="invocation_time"),
+            # The sweeper's look-up of sample jobs (core/jobs.py): only queued and running samples.
+            models.Index(
+                fields=["sample_state", "sample_heartbeat_at"],
+                name="invocation_sample_job",
+                condition=models.Q(sample_state__in=["queued", "running"]),
+            ),
         ]
 
     def __str__(self) -> str:

@@ -1,3 +1,5 @@
+from typing import Any
+
 from celery import shared_task
 
 from routing import budgets, ledger, ledger_journal
@@ -28,6 +30,18 @@ def sample_leg(invocation_id: str) -> str:
     from routing import teacher_sampling
 
     return teacher_sampling.sample_run(invocation_id=invocation_id)
+
+
+def enqueue_sample(invocation_id: Any) -> None:
+    sample_leg.delay(str(invocation_id))
+
+
+@shared_task(acks_late=True, ignore_result=True)
+def sweep_samples() -> int:
+    """Beat: background samples whose message was lost or whose worker died (core/jobs.py)."""
+    from routing import teacher_sampling
+
+    return len(teacher_sampling.samples_sweep())
 
 
 @shared_task(acks_late=True, ignore_result=True)

@@ -31,10 +31,12 @@ import uuid
 from decimal import Decimal
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
-from django.db.models import F
+from django.db.models import F, QuerySet
 from django.utils import timezone
 
+from core import jobs
 from routing.budgets import Hold
 from routing.calls import plan_call
 from routing.errors import UpstreamError
@@ -155,43 +157,77 @@ def student_correct(
 # --- the background leg -------------------------------------------------------------------------
 
 
-def _finish(invocation_id: Any, state: str) -> str:
-    Invocation.objects.filter(pk=invocation_id).update(sample_state=state)
+SAMPLE_JOB = jobs.JobSpec(
+    Invocation,
+    queued=Invocation.SampleState.QUEUED,
+    running=Invocation.SampleState.RUNNING,
+    state="sample_state",
+    attempts="sample_attempts",
+    heartbeat="sample_heartbeat_at",
+)
+
+
+def _finish(inv: Invocation, state: str) -> str:
+    jobs.still_ours(SAMPLE_JOB, inv.pk, inv.sample_attempts).update(sample_state=state)
     return state
+
+
+def samples_sweep() -> jobs.SweepReport:
+    """Beat: samples whose message was lost are sent again; samples whose worker died are requeued
+    (``SKILLGATE_JOBS_MAX_ATTEMPTS`` claims at most), then failed. A dead worker's reservation on the
+    day's ``SampleSpend`` stays spent (its worst case): the cap errs on the safe side."""
+    from routing.tasks import enqueue_sample
+
+    def give_up(rows: QuerySet[Invocation], pk: Any, reason: str) -> bool:
+        return bool(rows.update(sample_state=Invocation.SampleState.FAILED))
+
+    return jobs.sweep(
+        SAMPLE_JOB,
+        stale_after_s=float(settings.JOBS_STALE_AFTER_S),
+        ring_after_s=float(settings.JOBS_RING_AFTER_S),
+        max_attempts=int(settings.JOBS_MAX_ATTEMPTS),
+        enqueue=enqueue_sample,
+        give_up=give_up,
+    )
 
 
 def sample_run(*, invocation_id: uuid.UUID | str) -> str:
     """Runs the sampled leg of one queued call; returns the final sample state. Idempotent: only
-    a queued row is claimed, so a redelivered task does nothing."""
-    if not Invocation.objects.filter(pk=invocation_id, sample_state=Invocation.SampleState.QUEUED).update(
-        sample_state=Invocation.SampleState.RUNNING
-    ):
+    a queued row is claimed (``core/jobs.py``), so a redelivered task does nothing; a heartbeat is
+    written while the leg runs, so the sweeper can tell a dead worker from a slow upstream."""
+    attempt = jobs.claim(SAMPLE_JOB, invocation_id)
+    if attempt is None:
         return "not queued"
+    with jobs.heartbeat(SAMPLE_JOB, invocation_id, attempt, every_s=float(settings.JOBS_HEARTBEAT_S)):
+        return _sample(invocation_id)
+
+
+def _sample(invocation_id: uuid.UUID | str) -> str:
     inv = Invocation.objects.select_related("api_key", "profile__teacher", "profile__student").get(
         pk=invocation_id
     )
     if not has_body(inv.request):  # purged, or written in hash-only mode
-        return _finish(inv.pk, Invocation.SampleState.FAILED)
+        return _finish(inv, Invocation.SampleState.FAILED)
     profile = inv.profile
     role = TEACHER if inv.served_by == STUDENT else STUDENT
     try:
         # Planned as the gateway plans a call (routing/calls.py): the student with its admitted adapter.
         plan = plan_call(profile=profile, request=inv.request, api_key=inv.api_key)
     except (VerifierPolicyError, ValueError):
-        return _finish(inv.pk, Invocation.SampleState.FAILED)
+        return _finish(inv, Invocation.SampleState.FAILED)
     backend = plan.teacher if role == TEACHER else plan.student
     if backend is None or plan.teacher is None:
-        return _finish(inv.pk, Invocation.SampleState.FAILED)
+        return _finish(inv, Invocation.SampleState.FAILED)
     try:
         prices = prices_for(backend)
     except PricingError:
-        return _finish(inv.pk, Invocation.SampleState.FAILED)
+        return _finish(inv, Invocation.SampleState.FAILED)
     prompt_bound = prompt_token_bound(plan.body_for(backend))
     bound = cost_bound(prices, prompt_tokens=prompt_bound, max_tokens=plan.max_tokens)
     cap = Decimal(str(profile_setting(profile, "sample_daily_usd", "SAMPLE_DAILY_USD")))
     day = timezone.now().date()
     if not spend_reserve(profile_id=profile.pk, day=day, amount=bound, cap=cap):
-        return _finish(inv.pk, Invocation.SampleState.CAPPED)
+        return _finish(inv, Invocation.SampleState.CAPPED)
     scratch = CallRecord(
         id=inv.pk,
         api_key_id=inv.api_key_id,
@@ -213,7 +249,7 @@ def sample_run(*, invocation_id: uuid.UUID | str) -> str:
         spend_settle(profile_id=profile.pk, day=day, reserved=bound, actual=actual)
     leg = scratch.legs[-1].as_json() if scratch.legs else None
     if leg is None:
-        return _finish(inv.pk, Invocation.SampleState.FAILED)
+        return _finish(inv, Invocation.SampleState.FAILED)
     teacher_rate, student_rate = rates(profile)
     leg.update(background=True, sample_rate=teacher_rate if role == TEACHER else student_rate)
     sampled_message = completion.message if completion is not None else None
@@ -233,5 +269,8 @@ def sample_run(*, invocation_id: uuid.UUID | str) -> str:
         if student_leg is not None and correct is not None:
             student_leg["correct"] = correct
         legs.append(leg)
-        Invocation.objects.filter(pk=row.pk).update(legs=legs, sample_state=Invocation.SampleState.DONE)
+        if not jobs.still_ours(SAMPLE_JOB, row.pk, inv.sample_attempts).update(
+            legs=legs, sample_state=Invocation.SampleState.DONE
+        ):
+            return "given up"  # the sweeper took this attempt over meanwhile; its decision stands
     return Invocation.SampleState.DONE

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
 
-from app.settings.base import BASE_DIR, EVAL_DIR
+from app.settings.base import BASE_DIR, CELERY_BEAT_SCHEDULE, EVAL_DIR
 from core.env import env_bool, env_float, env_int, env_list, env_optional, env_str
 
 # --- Slack bot ----------------------------------------------------------------------------------
@@ -21,6 +21,34 @@ SLACK_API_URL = env_str("SLACK_API_URL", "https://slack.com/api/")
 SLACK_COMMAND = env_str("SLACK_COMMAND", "/sre")
 # On: only Slack members linked to a user who may open incidents (operator role) start diagnoses.
 SLACK_OPEN_NEEDS_ROLE = env_bool("SLACK_OPEN_NEEDS_ROLE", False)
+
+# --- Background jobs (core/jobs.py): the row is the record, the broker only the doorbell ----------
+# Diagnoses, action executions, Slack deliveries and teacher samples: a running job writes a heartbeat
+# every HEARTBEAT_S; one without a heartbeat for STALE_AFTER_S lost its worker and is requeued,
+# MAX_ATTEMPTS claims at most, then failed with the reason (an interrupted action is re-checked, never
+# re-run blindly). A queued job whose message was sent RING_AFTER_S ago is sent again. The sweep runs
+# every SWEEP_EVERY_S.
+JOBS_HEARTBEAT_S = env_float("SKILLGATE_JOBS_HEARTBEAT_S", 10.0)
+JOBS_STALE_AFTER_S = env_float("SKILLGATE_JOBS_STALE_AFTER_S", 60.0)
+JOBS_RING_AFTER_S = env_float("SKILLGATE_JOBS_RING_AFTER_S", 300.0)
+JOBS_MAX_ATTEMPTS = env_int("SKILLGATE_JOBS_MAX_ATTEMPTS", 3)
+JOBS_SWEEP_EVERY_S = env_float("SKILLGATE_JOBS_SWEEP_EVERY_S", 30.0)
+if JOBS_STALE_AFTER_S <= 2 * JOBS_HEARTBEAT_S:
+    raise ImproperlyConfigured("SKILLGATE_JOBS_STALE_AFTER_S must exceed twice SKILLGATE_JOBS_HEARTBEAT_S.")
+if JOBS_MAX_ATTEMPTS < 1:
+    raise ImproperlyConfigured("SKILLGATE_JOBS_MAX_ATTEMPTS must be at least 1.")
+CELERY_BEAT_SCHEDULE["sweep-diagnostics-jobs"] = {
+    "task": "diagnostics.tasks.sweep_jobs",
+    "schedule": JOBS_SWEEP_EVERY_S,
+}
+CELERY_BEAT_SCHEDULE["sweep-slack-events"] = {
+    "task": "diagnostics.slack.tasks.sweep_events",
+    "schedule": JOBS_SWEEP_EVERY_S,
+}
+CELERY_BEAT_SCHEDULE["sweep-teacher-samples"] = {
+    "task": "routing.tasks.sweep_samples",
+    "schedule": JOBS_SWEEP_EVERY_S,
+}
 
 # --- Diagnosis agents (diagnostics/agent/config.py reads these) --------------------------------
 # The agent calls models only through the gateway, with this key (scopes llm and verifiers:call);

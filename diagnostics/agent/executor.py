@@ -8,7 +8,8 @@
 - the action is on the environment's allow-list and its arguments match the action's schema;
 
 it claims the request with a conditional UPDATE (so a double approval or a redelivered task runs it
-once), records who/when/result, then re-checks the health the action was meant to restore.
+once), records who/when/result, then re-checks the health the action was meant to restore. An
+interrupted run is never run again: its recovery only re-checks the target (``recheck``).
 
 Plain Python, no ORM: the approval rules, the claim and the record live behind the ``ActionLedger``
 it is given (the incidents app's ``diagnostics.recording.DatabaseActionLedger``); the Executor
@@ -141,6 +142,18 @@ class Executor:
             health = {"healthy": False, "detail": f"health check failed: {type(exc).__name__}: {exc}"}
         status = self._ledger.finish(action, ok=ok, output=output, health=health)
         return Execution(action.id, status, ok, output, health)
+
+    def recheck(self, *, tool: str, args: dict[str, Any]) -> dict[str, Any]:
+        """The health of an action's target, read again without running anything: the recovery of
+        a run whose worker died (it may or may not have run) decides on it instead of re-running."""
+        entry = self._allowed.get(tool)
+        if entry is None:
+            return {"healthy": False, "detail": f"{tool!r} is not on this environment's allow-list"}
+        try:
+            verdict = entry[0].health(health_target(args))
+        except Exception as exc:
+            return {"healthy": False, "detail": f"health check failed: {type(exc).__name__}: {exc}"}
+        return {"healthy": verdict.healthy, "detail": verdict.detail}
 
     def _refuse(self, action: ClaimedAction, reason: str) -> Execution:
         status = self._ledger.refuse(action, reason=reason)

@@ -1,11 +1,19 @@
 """Execution of approved actions: claimed exactly once (a conditional UPDATE), refused when the plan,
-the environment or the decider's standing changed, and the result recorded as steps."""
+the environment or the decider's standing changed, and the result recorded as steps.
+
+The claim (APPROVED -> EXECUTING, committed before anything runs) is the record that the action
+started: an EXECUTING action whose worker died is never claimed again; the sweeper hands it to the
+recovery (``diagnostics/services/recovery.py``), which re-checks the target instead of re-running it.
+The result of a run is written with its own retries: a database error after the action ran must not
+re-run the action (the task itself is never retried)."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
-from django.db import transaction
+from django.db import OperationalError, connection, transaction
+from django.db.models import F
 from django.utils import timezone
 
 from diagnostics import approvals
@@ -53,7 +61,12 @@ def action_request_claim_execution(
         plan_hash=action.plan_hash,
         tool=action.tool,
         decided_by_id=action.decided_by_id,
-    ).update(status=ActionRequest.Status.EXECUTING, executed_at=timezone.now())
+    ).update(
+        status=ActionRequest.Status.EXECUTING,
+        executed_at=timezone.now(),
+        attempts=F("attempts") + 1,
+        heartbeat_at=timezone.now(),
+    )
     if not claimed:
         return None
     action.refresh_from_db()
@@ -78,9 +91,29 @@ def _refuse_approved(action: ActionRequest, reason: str) -> None:
         _record_refusal(action, reason)
 
 
-@transaction.atomic
+FINISH_TRIES = 4
+
+
 def action_request_finish(
     *, action: ActionRequest, ok: bool, output: str, health: dict[str, Any] | None = None
+) -> ActionRequest:
+    """Records the result of the action's one run. A database error is retried here (the action ran:
+    only the write is repeated); when the database stays away the row stays EXECUTING and the
+    sweeper's recovery re-checks the target."""
+    for attempt in range(FINISH_TRIES):
+        try:
+            return _finish_once(action=action, ok=ok, output=output, health=health)
+        except OperationalError:
+            if connection.in_atomic_block or attempt == FINISH_TRIES - 1:
+                raise
+            connection.close()  # a broken connection is not reused by the next try
+            time.sleep(0.5 * 2**attempt)
+    raise AssertionError("unreachable")
+
+
+@transaction.atomic
+def _finish_once(
+    *, action: ActionRequest, ok: bool, output: str, health: dict[str, Any] | None
 ) -> ActionRequest:
     ActionRequest.objects.filter(pk=action.pk, status=ActionRequest.Status.EXECUTING).update(
         status=ActionRequest.Status.EXECUTED if ok else ActionRequest.Status.FAILED,
@@ -88,6 +121,15 @@ def action_request_finish(
         health_after=health or {},
     )
     action.refresh_from_db()
+    record_outcome(action=action, ok=ok, output=output, health=health)
+    return action
+
+
+def record_outcome(
+    *, action: ActionRequest, ok: bool, output: str, health: dict[str, Any] | None, summary: str = ""
+) -> None:
+    """The EXECUTE step (and the HEALTH step after it) of an action's outcome; a healthy target after
+    a successful run resolves the incident."""
     trajectory = action.trajectory
     step_record(
         trajectory=trajectory,
@@ -96,7 +138,7 @@ def action_request_finish(
         arguments=action.args,
         result=output[:8000],
         ok=ok,
-        summary=f"{action.tool} {'ran' if ok else 'failed'} (approved by {action.decided_by})",
+        summary=summary or f"{action.tool} {'ran' if ok else 'failed'} (approved by {action.decided_by})",
     )
     if health:
         step_record(
@@ -108,7 +150,6 @@ def action_request_finish(
         )
         if ok and health.get("healthy"):
             Incident.objects.filter(pk=trajectory.incident_id).update(status=Incident.Status.RESOLVED)
-    return action
 
 
 @transaction.atomic

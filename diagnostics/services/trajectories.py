@@ -3,34 +3,55 @@ step by step as they happen, finished, failed or graded."""
 
 from __future__ import annotations
 
-from datetime import timedelta
 from typing import Any
 
 from django.db import IntegrityError, transaction
-from django.db.models import Max
+from django.db.models import Max, QuerySet
 from django.utils import timezone
 
+from core import jobs
 from diagnostics.models import Incident, Step, Trajectory
 
+TRAJECTORY_JOB = jobs.JobSpec(
+    Trajectory, queued=Trajectory.Status.QUEUED, running=Trajectory.Status.RUNNING, error="error"
+)
 
-def trajectory_claim(*, trajectory_id: int, stale_after_s: int = 1800) -> Trajectory | None:
-    """Claims a queued trajectory (or one whose worker died long ago) with a conditional UPDATE.
 
-    Returns None when another worker has it or it is finished: running the task twice is harmless.
-    """
-    now = timezone.now()
-    queued = Trajectory.objects.filter(pk=trajectory_id, status=Trajectory.Status.QUEUED)
-    claimed = queued.update(status=Trajectory.Status.RUNNING, started_at=now)
-    if not claimed:
-        stale = Trajectory.objects.filter(
-            pk=trajectory_id,
-            status=Trajectory.Status.RUNNING,
-            started_at__lt=now - timedelta(seconds=stale_after_s),
-        )
-        claimed = stale.update(started_at=now)
-    if not claimed:
+def trajectory_claim(*, trajectory_id: int) -> Trajectory | None:
+    """Claims a queued trajectory with a conditional UPDATE (``core/jobs.py``): its ``attempts`` then
+    names this run. None when another delivery has it or it is finished: running the task twice is
+    harmless. A trajectory left running by a dead worker is requeued by the sweeper, not here.
+    A rerun after a lost worker starts with a note saying so (the earlier attempt's steps stay)."""
+    attempt = jobs.claim(TRAJECTORY_JOB, trajectory_id, started_at=timezone.now())
+    if attempt is None:
         return None
-    return Trajectory.objects.select_related("incident", "incident__created_by").get(pk=trajectory_id)
+    trajectory = Trajectory.objects.select_related("incident", "incident__created_by").get(pk=trajectory_id)
+    if attempt > 1:
+        step_record(
+            trajectory=trajectory,
+            phase=Step.Phase.NOTE,
+            ok=False,
+            summary=f"Attempt {attempt}: the previous one was interrupted "
+            f"({trajectory.error or 'worker lost'}).",
+        )
+    return trajectory
+
+
+def _ours(trajectory: Trajectory) -> QuerySet[Trajectory]:
+    """The trajectory while the attempt that claimed it still owns it."""
+    return jobs.still_ours(TRAJECTORY_JOB, trajectory.pk, trajectory.attempts)
+
+
+def trajectory_give_up(rows: QuerySet[Trajectory], trajectory_id: int, reason: str) -> bool:
+    """The sweeper's end of a trajectory whose workers kept dying: failed with the reason."""
+    if not rows.update(status=Trajectory.Status.FAILED, error=reason[:5000], finished_at=timezone.now()):
+        return False
+    trajectory = Trajectory.objects.get(pk=trajectory_id)
+    Incident.objects.filter(pk=trajectory.incident_id, status=Incident.Status.INVESTIGATING).update(
+        status=Incident.Status.FAILED
+    )
+    step_record(trajectory=trajectory, phase=Step.Phase.ERROR, summary=reason[:2000], ok=False)
+    return True
 
 
 def step_record(*, trajectory: Trajectory, phase: str, **fields: Any) -> Step:
@@ -63,7 +84,7 @@ def trajectory_finish(
     tool_calls: int,
     no_data_calls: int,
 ) -> Trajectory:
-    Trajectory.objects.filter(pk=trajectory.pk).update(
+    if not _ours(trajectory).update(
         status=Trajectory.Status.SUCCEEDED,
         mode=mode,
         diagnosis=diagnosis,
@@ -72,7 +93,9 @@ def trajectory_finish(
         tool_calls=tool_calls,
         no_data_calls=no_data_calls,
         finished_at=timezone.now(),
-    )
+    ):
+        trajectory.refresh_from_db()
+        return trajectory  # the sweeper gave this attempt up or requeued it; its decision stands
     Incident.objects.filter(pk=trajectory.incident_id, status=Incident.Status.INVESTIGATING).update(
         status=Incident.Status.DIAGNOSED
     )
@@ -82,9 +105,11 @@ def trajectory_finish(
 
 @transaction.atomic
 def trajectory_fail(*, trajectory: Trajectory, error: str) -> Trajectory:
-    Trajectory.objects.filter(pk=trajectory.pk).update(
+    if not _ours(trajectory).update(
         status=Trajectory.Status.FAILED, error=error[:5000], finished_at=timezone.now()
-    )
+    ):
+        trajectory.refresh_from_db()
+        return trajectory  # the sweeper gave this attempt up or requeued it; its decision stands
     Incident.objects.filter(pk=trajectory.incident_id, status=Incident.Status.INVESTIGATING).update(
         status=Incident.Status.FAILED
     )

@@ -5,17 +5,20 @@ the HTTP response is sent. Bolt's default (False) acks first and keeps running t
 thread pool inside the web process, where the work dies with a restart and is never retried. Here
 the listeners only store the delivery (one INSERT under a unique key) and enqueue a Celery task, so
 the ack still leaves within milliseconds and all slow work (Slack API calls, the diagnosis, the
-decision) runs on workers that retry.
+decision) runs on workers that retry. No Web API call is made on the request path at all (not even
+Bolt's ``auth.test``): the ack does not depend on Slack's API being reachable.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
 
 from slack_bolt import Ack, App, BoltRequest
 from slack_bolt.adapter.django import SlackRequestHandler
+from slack_bolt.authorization import AuthorizeResult
 
 from core.queues import on_commit
 from diagnostics.slack import conf, messages, services
@@ -82,13 +85,28 @@ def on_decision(ack: Ack, body: dict[str, Any], request: BoltRequest) -> None:
     )
 
 
+def _authorize_with(token: str) -> Callable[..., AuthorizeResult]:
+    """The bot's one workspace, authorized from its token alone. Bolt's single-team default calls
+    Slack's ``auth.test`` on the first request, on the request path: with Slack's Web API unreachable
+    a correctly signed slash command then got a 500 instead of its ack. The signature (checked before
+    this runs) is what proves a request came from Slack; every Web API call is made by the workers."""
+
+    # Bolt passes the arguments a function names (positional parameters, not keyword-only ones).
+    def authorize(enterprise_id: str | None, team_id: str | None, user_id: str | None) -> AuthorizeResult:
+        return AuthorizeResult(enterprise_id=enterprise_id, team_id=team_id, user_id=user_id, bot_token=token)
+
+    return authorize
+
+
 def build_app(*, token: str, signing_secret: str, api_url: str) -> App:
+    client = conf.web_client_for(token=token, api_url=api_url)
+    client.token = None  # each request's client gets the token from ``authorize``
     app = App(
-        client=conf.web_client_for(token=token, api_url=api_url),
+        client=client,
         signing_secret=signing_secret,
         process_before_response=True,
-        # No auth.test at construction; bolt calls it once, lazily, on the first request.
-        token_verification_enabled=False,
+        # No auth.test, neither at construction nor on a request (see ``_authorize_with``).
+        authorize=_authorize_with(token),
     )
     app.command(conf.command_name())(on_command)
     app.event("app_mention")(on_mention)

@@ -57,7 +57,13 @@ class SlackEvent(models.Model):
     incident = models.ForeignKey(Incident, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     error = models.TextField(blank=True)
     received_at = models.DateTimeField(default=timezone.now)
-    claimed_at = models.DateTimeField(null=True, blank=True)
+    claimed_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="The job's heartbeat (core/jobs.py): received, when its task was last sent; "
+        "processing, its worker's last sign of life.",
+    )
+    attempts = models.PositiveSmallIntegerField(default=0, help_text="Times a worker claimed it.")
     processed_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:

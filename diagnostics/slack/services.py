@@ -6,14 +6,16 @@ the task claim and the thread cursor, so retries and concurrent workers do the w
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
 from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
-from django.db.models import F, Q
+from django.db.models import F, QuerySet
 from django.utils import timezone
 
+from core import jobs
 from diagnostics.models import ActionRequest, Incident, Trajectory
 from diagnostics.slack.models import ActionMessage, SlackEvent, SlackUser, ThreadCursor
 
@@ -30,24 +32,51 @@ def slack_event_record(
         return None
 
 
-def slack_event_claim(*, event_id: int, stale_after_s: int = 600) -> SlackEvent | None:
-    """RECEIVED -> PROCESSING with a conditional UPDATE (or a PROCESSING one whose worker died long ago).
+SLACK_EVENT_JOB = jobs.JobSpec(
+    SlackEvent,
+    queued=SlackEvent.Status.RECEIVED,
+    running=SlackEvent.Status.PROCESSING,
+    heartbeat="claimed_at",
+    born="received_at",
+    error="error",
+)
 
-    None when another worker has it or it is done: running the task twice is harmless.
-    """
-    now = timezone.now()
-    fresh = Q(status=SlackEvent.Status.RECEIVED)
-    stale = Q(status=SlackEvent.Status.PROCESSING, claimed_at__lt=now - timedelta(seconds=stale_after_s))
-    claimed = SlackEvent.objects.filter(fresh | stale, pk=event_id).update(
-        status=SlackEvent.Status.PROCESSING, claimed_at=now
-    )
-    return SlackEvent.objects.get(pk=event_id) if claimed else None
+
+def slack_event_claim(*, event_id: int) -> SlackEvent | None:
+    """RECEIVED -> PROCESSING with a conditional UPDATE (``core/jobs.py``; ``attempts`` counts the
+    claims). None when another worker has it or it is done: running the task twice is harmless. An
+    event whose worker died is requeued by the sweeper (``slack_events_sweep``), not here."""
+    if jobs.claim(SLACK_EVENT_JOB, event_id) is None:
+        return None
+    return SlackEvent.objects.get(pk=event_id)
 
 
 def slack_event_release(*, event: SlackEvent) -> None:
-    """Gives a claimed event back (a transient failure), so the task's retry handles it."""
-    SlackEvent.objects.filter(pk=event.pk, status=SlackEvent.Status.PROCESSING).update(
-        status=SlackEvent.Status.RECEIVED
+    """Gives a claimed event back (a transient failure: the database, Slack's API unreachable), so
+    the task's retry, or the sweeper, handles it again."""
+    jobs.still_ours(SLACK_EVENT_JOB, event.pk, event.attempts).update(
+        status=SlackEvent.Status.RECEIVED, claimed_at=timezone.now()
+    )
+
+
+def slack_events_sweep(
+    *, stale_after_s: float, ring_after_s: float, max_attempts: int, enqueue: Callable[[Any], None]
+) -> jobs.SweepReport:
+    """Deliveries whose task message was lost are sent again; those whose worker died are requeued,
+    ``max_attempts`` claims at most, then failed with the reason."""
+
+    def give_up(rows: QuerySet[SlackEvent], pk: Any, reason: str) -> bool:
+        return bool(
+            rows.update(status=SlackEvent.Status.FAILED, error=reason[:2000], processed_at=timezone.now())
+        )
+
+    return jobs.sweep(
+        SLACK_EVENT_JOB,
+        stale_after_s=stale_after_s,
+        ring_after_s=ring_after_s,
+        max_attempts=max_attempts,
+        enqueue=enqueue,
+        give_up=give_up,
     )
 
 

@@ -12,12 +12,14 @@ import logging
 import re
 from typing import Any
 
-from celery import shared_task
-from django.db import OperationalError
+from celery import Task, shared_task
+from django.conf import settings
+from django.db import OperationalError, transaction
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.webhook import WebhookClient
 
+from core import jobs
 from core.errors import ServiceError
 from core.queues import enqueue
 from diagnostics import selectors as diagnostics_selectors
@@ -49,10 +51,12 @@ def enqueue_sync(trajectory_id: int) -> None:
 # --- deliveries ----------------------------------------------------------------------------------
 
 
-@shared_task(
-    acks_late=True, ignore_result=True, autoretry_for=(OperationalError,), retry_backoff=True, max_retries=3
-)
-def handle_event(event_id: int) -> str:
+@shared_task(bind=True, acks_late=True, ignore_result=True)
+def handle_event(self: Task, event_id: int) -> str:
+    """Handles one stored delivery. Transient failures (the database, Slack's Web API unreachable)
+    give the event back and retry with a growing delay; the event's row counts the claims, and after
+    SKILLGATE_JOBS_MAX_ATTEMPTS of them it is failed with the reason. A retry message that is lost
+    (a worker killed while it waited) is sent again by the sweeper (``sweep_events``)."""
     event = services.slack_event_claim(event_id=event_id)
     if event is None:
         return "not claimed"
@@ -61,11 +65,21 @@ def handle_event(event_id: int) -> str:
         SlackEvent.Kind.MENTION: _open_from_mention,
         SlackEvent.Kind.ACTION: _decide,
     }[SlackEvent.Kind(event.kind)]
+    spec = services.SLACK_EVENT_JOB
     try:
-        return handler(event, conf.web_client())
-    except OperationalError:
-        services.slack_event_release(event=event)
-        raise  # the database was busy or gone: retried
+        with jobs.heartbeat(spec, event.pk, event.attempts, every_s=float(settings.JOBS_HEARTBEAT_S)):
+            return handler(event, conf.web_client())
+    except (OperationalError, OSError) as exc:  # OSError: Slack's Web API unreachable (URLError, timeout)
+        log.warning("Slack delivery %s: %s (attempt %s)", event.key, exc, event.attempts)
+        if event.attempts >= int(settings.JOBS_MAX_ATTEMPTS):
+            if isinstance(exc, OperationalError):
+                raise  # the row stays claimed; once the database is back the sweeper fails it
+            services.slack_event_finish(
+                event=event, error=f"Slack's Web API unreachable after {event.attempts} tries: {exc}"
+            )
+            return "failed"
+        services.slack_event_release(event=event)  # a database still down raises: the sweeper has it
+        raise self.retry(exc=exc, countdown=min(2**event.attempts, 60), max_retries=None) from exc
     except SlackClientError as exc:
         log.warning("Slack delivery %s failed: %s", event.key, exc)
         services.slack_event_finish(event=event, error=f"{type(exc).__name__}: {exc}")
@@ -74,6 +88,19 @@ def handle_event(event_id: int) -> str:
         log.exception("Slack delivery %s failed", event.key)
         services.slack_event_finish(event=event, error=f"{type(exc).__name__}: {exc}")
         return "failed"
+
+
+@shared_task(acks_late=True, ignore_result=True)
+def sweep_events() -> int:
+    """Beat: deliveries whose task was lost, or whose worker died (core/jobs.py)."""
+    return len(
+        services.slack_events_sweep(
+            stale_after_s=float(settings.JOBS_STALE_AFTER_S),
+            ring_after_s=float(settings.JOBS_RING_AFTER_S),
+            max_attempts=int(settings.JOBS_MAX_ATTEMPTS),
+            enqueue=enqueue_event,
+        )
+    )
 
 
 def _open_from_command(event: SlackEvent, client: WebClient) -> str:
@@ -96,8 +123,9 @@ def _open_from_command(event: SlackEvent, client: WebClient) -> str:
         )
         services.slack_event_finish(event=event, error=str(exc))
         return "failed"
-    incident = _open(text=text, user_id=user_id, channel=str(root["channel"]), thread_ts=str(root["ts"]))
-    services.slack_event_finish(event=event, incident=incident)
+    with transaction.atomic():  # the incident and the event's end together: a rerun never opens two
+        incident = _open(text=text, user_id=user_id, channel=str(root["channel"]), thread_ts=str(root["ts"]))
+        services.slack_event_finish(event=event, incident=incident)
     return "opened"
 
 
@@ -121,8 +149,9 @@ def _open_from_mention(event: SlackEvent, client: WebClient) -> str:
         )
         services.slack_event_finish(event=event, error="empty mention")
         return "empty"
-    incident = _open(text=text, user_id=mention.get("user", ""), channel=channel, thread_ts=thread_ts)
-    services.slack_event_finish(event=event, incident=incident)
+    with transaction.atomic():  # the incident and the event's end together: a rerun never opens two
+        incident = _open(text=text, user_id=mention.get("user", ""), channel=channel, thread_ts=thread_ts)
+        services.slack_event_finish(event=event, incident=incident)
     return "opened"
 
 

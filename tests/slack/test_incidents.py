@@ -132,14 +132,23 @@ def test_a_retried_event_is_handled_once(bot, slack_client, queue):
     assert Incident.objects.count() == 1
 
 
-def test_a_delivery_whose_worker_died_is_handled_when_its_task_comes_back(bot, slack_client, queue):
+def test_a_delivery_whose_worker_died_is_requeued_by_the_sweeper(
+    bot, slack_client, queue, django_capture_on_commit_callbacks
+):
     slack_client.mention("<@U0BOT> api is down", user="U0SOMEONE", event_id="Ev003", ts="1712.000300")
     event = SlackEvent.objects.get()
     assert services.slack_event_claim(event_id=event.pk) is not None  # a worker took it, then died
-    assert handle_event(event.pk) == "not claimed"  # within the window another worker may be on it
-    SlackEvent.objects.filter(pk=event.pk).update(claimed_at=timezone.now() - timedelta(minutes=11))
+    assert handle_event(event.pk) == "not claimed"  # a redelivery: another worker may be on it
+    sweep = {"stale_after_s": 60, "ring_after_s": 300, "max_attempts": 3}
+    sent: list[int] = []
+    assert not services.slack_events_sweep(**sweep, enqueue=sent.append)  # its heartbeat is fresh
+    SlackEvent.objects.filter(pk=event.pk).update(claimed_at=timezone.now() - timedelta(minutes=2))
+    with django_capture_on_commit_callbacks(execute=True):
+        assert services.slack_events_sweep(**sweep, enqueue=sent.append).requeued == [event.pk]
+    assert sent == [event.pk]
     assert handle_event(event.pk) == "opened"
-    assert Incident.objects.count() == 1 and SlackEvent.objects.get().status == SlackEvent.Status.DONE
+    event.refresh_from_db()
+    assert Incident.objects.count() == 1 and (event.status, event.attempts) == ("done", 2)
 
 
 def test_with_slack_open_needs_role_only_a_linked_operator_opens_incidents(

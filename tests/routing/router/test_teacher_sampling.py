@@ -125,6 +125,25 @@ def test_a_call_routed_to_the_teacher_gets_a_student_sample(backends, api_key, s
     assert stub.requests[-1]["model"] == "student-model"
 
 
+def test_a_student_sample_runs_the_profiles_admitted_adapter_and_skillbook(backends, api_key, stub):
+    """The label must describe the student that is served: its admitted adapter, its SkillBook."""
+    profile = profile_with(student_sample_rate=1.0)
+    TaskProfile.objects.filter(pk=profile.pk).update(
+        student_adapter="totals-v3", skillbook_text="SkillBook for totals: answer with the total."
+    )
+    stub.responder = lambda body: Reply(content='{"total": 3}')
+    call = queued_call(profile, api_key, answer='{"total": 3}', route="teacher")
+
+    assert sample_run(invocation_id=call.pk) == "done"
+
+    [sent] = stub.requests
+    assert sent["model"] == "totals-v3"
+    assert sent["messages"][0]["content"].startswith("SkillBook for totals")
+    call.refresh_from_db()
+    sampled = next(leg for leg in call.legs if leg.get("background"))
+    assert sampled["role"] == "student" and sampled["model"].endswith("totals-v3")
+
+
 def test_a_sample_runs_once(backends, api_key, stub):
     call = queued_call(profile_with(teacher_sample_rate=1.0), api_key)
     assert sample_run(invocation_id=call.pk) == "done"
