@@ -19,6 +19,14 @@ the fallback rate, the admission decision and the wall time of each stage.
     .venv/bin/python -m bench.mera_cycle --quick            # tiny model, narrow task, stub teacher, ~3 min
     .venv/bin/python -m bench.mera_cycle --student smollm2 --cycles 3   # SmolLM2-135M, best-of-4 teacher
     .venv/bin/python -m bench.mera_cycle --task code --teacher-url URL --teacher-model M   # he_mbpp
+    .venv/bin/python -m bench.mera_cycle --task bfcl --student tiny --cycles 2 --bfcl-per-category 8
+    .venv/bin/python -m bench.mera_cycle --task bfcl --cycles 3 [--grpo]   # BFCL on SmolLM2-135M
+
+With ``--task bfcl`` (bench/bfcl_cycle.py) the calls are BFCL v4 items with their function docs as
+``tools`` under a ``tool_args`` profile (the weak live verifier), and every held-out answer is judged
+twice: live and by BFCL's checker; the student's direct correctness comes from ``model="student"``
+calls (its admitted adapter included). ``--grpo`` turns GRPO on for the profile (after SFT, each call's
+own verifier as reward).
 
 Output: the markdown table on stdout and in bench/results/mera_cycle.md; logs under var/bench/mera_cycle/.
 """
@@ -181,9 +189,12 @@ def run_cycle(profile_id: int) -> Any:
             return cycle
 
 
-def row(k: int, cycle: Any, m: dict[str, float], teacher: dict[str, float]) -> str:
-    stages = ("replay", "skillbook", "adapter", "router", "admission")
-    times = " | ".join(f"{cycle.timings.get(s, 0):.1f}" if cycle else "" for s in stages)
+STAGES = ("replay", "skillbook", "adapter", "router", "admission")
+
+
+def _cycle_cells(cycle: Any) -> tuple[str, str, str]:
+    """(new demonstrations, what admission did, stage times) of a cycle row."""
+    times = " | ".join(f"{cycle.timings.get(s, 0):.1f}" if cycle else "" for s in STAGES)
     if cycle is None:
         what = "(before any cycle)"
     elif cycle.admission is not None:
@@ -191,11 +202,50 @@ def row(k: int, cycle: Any, m: dict[str, float], teacher: dict[str, float]) -> s
         what = f"{a.kind} {a.decision} (b={a.mcnemar_b}, c={a.mcnemar_c})"
     else:
         what = f"{cycle.status}: {cycle.stats.get('admission', {}).get('skipped', cycle.error)[:40]}"
-    demos = cycle.stats.get("replay", {}).get("demonstrations", 0) if cycle else ""
+    demos = str(cycle.stats.get("replay", {}).get("demonstrations", 0)) if cycle else ""
+    return demos, what, times
+
+
+def row(k: int, cycle: Any, m: dict[str, float], teacher: dict[str, float]) -> str:
+    demos, what, times = _cycle_cells(cycle)
     return (
         f"| {k} | {demos} | {what} | {m['direct']:.3f} | {m['policy']:.3f} | {teacher['pass']:.3f} "
         f"| {m['cost_rel']:.3f} | {m['fallback']:.3f} | {times} |"
     )
+
+
+BFCL_HEADER = (
+    "| cycle | new demos | admission | student direct live | student direct BFCL | policy live "
+    "| policy BFCL | teacher alone BFCL | cost vs teacher | fallback | replay s | skillbook s | adapter s "
+    "| router s | admission s |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+)
+
+
+def bfcl_row(
+    k: int, cycle: Any, direct: dict[str, Any], policy: dict[str, Any], teacher: dict[str, Any]
+) -> str:
+    demos, what, times = _cycle_cells(cycle)
+    cost_rel = policy["cost"] / teacher["cost"] if teacher["cost"] else float("nan")
+    return (
+        f"| {k} | {demos} | {what} | {direct['live']:.3f} | {direct['correct']:.3f} | {policy['live']:.3f} "
+        f"| {policy['correct']:.3f} | {teacher['correct']:.3f} | {cost_rel:.3f} | {policy['fallback']:.3f} "
+        f"| {times} |"
+    )
+
+
+def bfcl_categories(
+    first: dict[str, Any], last: dict[str, Any], policy: dict[str, Any], teacher: dict[str, Any]
+) -> str:
+    lines = [
+        "| category | student direct BFCL, before -> after | policy BFCL, after | teacher alone BFCL |",
+        "|---|---|---|---|",
+    ]
+    for category, before in first["categories"].items():
+        lines.append(
+            f"| {category} | {before:.3f} -> {last['categories'].get(category, 0):.3f} "
+            f"| {policy['categories'].get(category, 0):.3f} | {teacher['categories'].get(category, 0):.3f} |"
+        )
+    return "\n".join(lines)
 
 
 def main() -> None:
@@ -206,7 +256,16 @@ def main() -> None:
         "--quick", action="store_true", help="tiny model, narrow task, 2 cycles, stub teacher"
     )
     parser.add_argument("--cycles", type=int, default=3)
-    parser.add_argument("--task", choices=["structured", "narrow", "code"], default="structured")
+    parser.add_argument("--task", choices=["structured", "narrow", "code", "bfcl"], default="structured")
+    parser.add_argument("--bfcl-categories", help="comma-separated BFCL categories (default: all five)")
+    parser.add_argument("--bfcl-per-category", type=int, default=20, help="first N items of each category")
+    parser.add_argument("--grpo", action="store_true", help="GRPO after SFT (the profile's training setting)")
+    parser.add_argument(
+        "--sample-rate",
+        type=float,
+        default=0.0,
+        help="bfcl: share of student-served train calls sampled on the teacher in the background (labels)",
+    )
     parser.add_argument("--student", choices=["tiny", "smollm2"], default="smollm2")
     parser.add_argument("--code-tasks", type=int, default=120, help="he_mbpp tasks used with --task code")
     parser.add_argument(
@@ -243,21 +302,39 @@ def main() -> None:
     call_command("migrate", verbosity=0)
     import openai
 
+    from bench import bfcl_cycle
     from routing.models import Backend, TaskProfile
     from routing.services import api_key_create
     from tests.support.vllm import VllmServer
     from training.services.cycle.calls import split_of
 
-    if args.task == "code":
+    pairs: list[Any] = []
+    if args.task == "bfcl":
+        categories = tuple(args.bfcl_categories.split(",")) if args.bfcl_categories else None
+        pairs = bfcl_cycle.tasks(categories, args.bfcl_per_category)
+        tasks = [Task(body["messages"], body["metadata"], "") for _, body in pairs]
+    elif args.task == "code":
         tasks = code_tasks(args.code_tasks)
     else:
         tasks = structured_tasks() if args.task == "structured" else narrow_tasks()
     heldout = [t for t in tasks if split_of(t.messages) == "heldout"]
     train = [t for t in tasks if split_of(t.messages) == "train"]
+    heldout_pairs = [p for p in pairs if split_of(p[1]["messages"]) == "heldout"]
+    train_pairs = [p for p in pairs if split_of(p[1]["messages"]) == "train"]
     print(f"{len(train)} train tasks in {args.cycles} batches, {len(heldout)} held out", file=sys.stderr)
-    stub = stub_teacher(tasks) if args.teacher == "stub" and not args.teacher_url else None
+    stub = None
+    if args.teacher == "stub" and not args.teacher_url:
+        from tests.support.openai_stub import OpenAIStub
+
+        stub = (
+            OpenAIStub(responder=bfcl_cycle.stub_responder(pairs)).start() if pairs else stub_teacher(tasks)
+        )
     served = f"{args.student}-student"
-    vllm = VllmServer(base_model, served, log_dir=run_dir, env={"VLLM_ALLOW_RUNTIME_LORA_UPDATING": "True"})
+    env = {"VLLM_ALLOW_RUNTIME_LORA_UPDATING": "True"}
+    if args.task == "bfcl":  # tool calls come back as tool_calls, parsed from <tool_call> blocks
+        env["EXTRA_ARGS"] = "--enable-auto-tool-choice --tool-call-parser hermes"
+        env["MAX_MODEL_LEN"] = "2048" if args.student == "tiny" else "4096"
+    vllm = VllmServer(base_model, served, log_dir=run_dir, env=env, startup_timeout=900)
     started = time.monotonic()
     vllm.start()
     print(f"vLLM up in {time.monotonic() - started:.0f} s", file=sys.stderr)
@@ -293,12 +370,25 @@ def main() -> None:
             "structured": ("extract-json", PROFILES["extract-json"]),
             "narrow": ("city-json", narrow),
             "code": ("python-code", PROFILES["python-code"]),
+            "bfcl": (
+                bfcl_cycle.PROFILE,
+                {**bfcl_cycle.PROFILE_FIELDS, "policy_params": {"teacher_sample_rate": args.sample_rate}},
+            ),
         }[args.task]
         profile = TaskProfile.objects.create(name=name, **fields)
+        if args.grpo:
+            from training.models import TrainingSettings
+
+            TrainingSettings.objects.create(profile=profile, grpo=True)
         gateway_url, server = start_gateway()
         # The benchmark's own calls bring their tests (code tasks): it is the operator's trusted tooling.
         _, key = api_key_create(name="bench", scopes=["llm", "verifiers:call"], trusted_for_training=True)
         client = openai.OpenAI(base_url=f"{gateway_url}/v1", api_key=key, max_retries=0, timeout=600)
+        if args.task == "bfcl":
+            header, lines, extra = bfcl_loop(args, client, profile.pk, train_pairs, heldout_pairs)
+            server.should_exit = True
+            report(args, base_model, len(train), len(heldout), header, lines, extra)
+            return
         teacher_calls = send(client, heldout, "teacher")
         teacher = {
             "pass": sum(c.verdict == "pass" for c in teacher_calls) / max(len(teacher_calls), 1),
@@ -326,8 +416,37 @@ def main() -> None:
     shutil.rmtree(run_dir / "adapters", ignore_errors=True)
 
 
+def bfcl_loop(
+    args: argparse.Namespace, client: Any, profile_id: int, train: list[Any], heldout: list[Any]
+) -> tuple[str, list[str], str]:
+    """The BFCL bench: teacher alone once, then per cycle a train batch, a cycle, and the held-out items
+    through the policy and through the student alone."""
+    from bench import bfcl_cycle
+
+    teacher = bfcl_cycle.summary(bfcl_cycle.send(client, heldout, "teacher"))
+    direct = first = bfcl_cycle.summary(bfcl_cycle.send(client, heldout, "student"))
+    policy = bfcl_cycle.summary(bfcl_cycle.send(client, heldout, "auto"))
+    lines = [bfcl_row(0, None, direct, policy, teacher)]
+    print(BFCL_HEADER + "\n" + lines[0], file=sys.stderr)
+    for k, batch in enumerate((train[i :: args.cycles] for i in range(args.cycles)), start=1):
+        sampled = bfcl_cycle.run_samples(bfcl_cycle.send(client, batch, "auto"))
+        print(f"  cycle {k}: {sampled} background teacher samples on the train batch", file=sys.stderr)
+        cycle = run_cycle(profile_id)
+        direct = bfcl_cycle.summary(bfcl_cycle.send(client, heldout, "student"))
+        policy = bfcl_cycle.summary(bfcl_cycle.send(client, heldout, "auto"))
+        lines.append(bfcl_row(k, cycle, direct, policy, teacher))
+        print(lines[-1], file=sys.stderr)
+    return BFCL_HEADER, lines, "Per category, held-out:\n\n" + bfcl_categories(first, direct, policy, teacher)
+
+
 def report(
-    args: argparse.Namespace, base: Path, n_train: int, n_heldout: int, header: str, lines: list[str]
+    args: argparse.Namespace,
+    base: Path,
+    n_train: int,
+    n_heldout: int,
+    header: str,
+    lines: list[str],
+    extra: str = "",
 ) -> None:
     teacher = args.teacher_url or (
         "stub (answers every task correctly, fixed distilled advice)"
@@ -339,7 +458,8 @@ def report(
         f"`{' '.join(['python -m bench.mera_cycle', *sys.argv[1:]])}` on {platform.node()} "
         f"({os.cpu_count()} CPUs), {time.strftime('%Y-%m-%d')}. Teacher: {teacher}. {n_train} train tasks "
         f"(a new batch per cycle), {n_heldout} held-out tasks (never trained on). Training: "
-        f"{args.hyperparameters or 'defaults'}. Times in seconds.\n\n{header}\n" + "\n".join(lines) + "\n"
+        f"{args.hyperparameters or 'defaults'}{', then GRPO' if args.grpo else ''}. Times in seconds.\n\n"
+        f"{header}\n" + "\n".join(lines) + "\n" + (f"\n{extra}\n" if extra else "")
     )
     print(text)
     RESULTS.mkdir(parents=True, exist_ok=True)

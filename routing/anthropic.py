@@ -63,7 +63,7 @@ class Block(BaseModel):
 
 
 class Message(Strict):
-    role: Literal["user", "assistant"]
+    role: Literal["user", "assistant", "system"]  # a system turn inside the conversation (2026 API)
     content: str | list[Block]
 
 
@@ -256,7 +256,9 @@ def chat_messages(request: MessagesRequest | CountTokensRequest) -> list[dict[st
         out.append({"role": "system", "content": _text_of(request.system, "system")})
     for i, message in enumerate(request.messages):
         where = f"messages.{i}"
-        if message.role == "user":
+        if message.role == "system":
+            out.append({"role": "system", "content": _text_of(message.content, f"{where}.content")})
+        elif message.role == "user":
             out.extend(_user(message.content, where))
         else:
             out.append(_assistant(message.content, where))

@@ -149,6 +149,10 @@ def student_correct(
     a, b = _structured(student), _structured(teacher)
     if a is not None and b is not None:
         return True if a == b else (False if teacher_ok else None)
+    # One side called tools and the other did not: a passing teacher shows which was right (BFCL's
+    # irrelevance items, a text answer where a call was due). A weak verifier passes both.
+    if teacher_ok and bool((student or {}).get("tool_calls")) != bool((teacher or {}).get("tool_calls")):
+        return False
     text_a = " ".join(str((student or {}).get("content") or "").split())
     text_b = " ".join(str((teacher or {}).get("content") or "").split())
     return True if text_a and text_a == text_b else None

@@ -26,7 +26,6 @@ from tests.support.slack_stub import SlackStub
 from tests.support.vllm import free_port
 from tests.support.wait import wait_until
 
-
 # A server groups ledger rows behind its journal (LEDGER_WRITER "batched", the default); most tests read a
 # call's row right after its response, so the suite, and the servers and workers it starts, commit each row
 # first ("sync"), set here, before any test module copies the settings. The batched writer's own tests ask

@@ -103,13 +103,32 @@ def adapter_activate(*, adapter_id: int) -> Adapter:
 
     The previously active adapter is retired (still loaded: see the module docstring).
     """
+    adapter = adapter_ready(adapter_id=adapter_id)
+    if adapter.status != Adapter.Status.ACTIVE:
+        adapter_activate_loaded(adapter_id=adapter.pk)
+        adapter.refresh_from_db()
+    return adapter
+
+
+def adapter_ready(*, adapter_id: int) -> Adapter:
+    """Checks that the adapter can serve and loads it into vLLM (before any call is routed to it)."""
     adapter = Adapter.objects.get(pk=adapter_id)
     if adapter.status == Adapter.Status.ACTIVE:
         return adapter
     trained = adapter.runs.filter(status=TrainingRun.Status.SUCCEEDED).exists()
     if adapter.status == Adapter.Status.FAILED or not trained:
         raise DeployError(f"adapter {adapter.name!r} has no successful training run")
-    adapter_load(adapter_id=adapter.pk)  # before any call is routed to it
+    return adapter_load(adapter_id=adapter.pk)
+
+
+def adapter_activate_loaded(*, adapter_id: int) -> None:
+    """The database half of activation (no HTTP): the adapter, already loaded by ``adapter_ready``,
+    becomes the profile's student and the active one is retired. Joins the caller's transaction."""
+    adapter = Adapter.objects.get(pk=adapter_id)
+    if adapter.status == Adapter.Status.ACTIVE:
+        return
+    if not adapter.is_loaded:
+        raise DeployError(f"adapter {adapter.name!r} is not loaded into the student server")
     now = timezone.now()
     with transaction.atomic():
         TaskProfile.objects.select_for_update().get(pk=adapter.profile_id)
@@ -120,8 +139,6 @@ def adapter_activate(*, adapter_id: int) -> Adapter:
             status=Adapter.Status.ACTIVE, activated_at=now, retired_at=None, rolled_back_at=None
         )
         task_profile_student_adapter_set(profile_id=adapter.profile_id, adapter_name=adapter.name)
-    adapter.refresh_from_db()
-    return adapter
 
 
 def adapter_refuse(*, adapter_id: int, reason: str) -> Adapter:

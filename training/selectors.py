@@ -12,9 +12,24 @@ from training.models import Admission, Cycle, Demonstration, ReplayAttempt, Skil
 
 
 def student_failed(invocation: Invocation) -> bool:
-    """Whether a student leg of the call answered and failed the verifier."""
+    """Whether a student leg of the call answered and failed the verifier, or passed it and was found
+    wrong by a background teacher sample (``correct`` False: a weak verifier's false pass)."""
+    return student_failed_verifier(invocation) or student_wrong_despite_verifier(invocation)
+
+
+def student_failed_verifier(invocation: Invocation) -> bool:
     return any(
         leg.get("role") == "student" and leg.get("verdict") == Invocation.Verdict.FAIL
+        for leg in invocation.legs or []
+    )
+
+
+def student_wrong_despite_verifier(invocation: Invocation) -> bool:
+    """A student answer the verifier passed that the teacher's sampled answer showed to be wrong."""
+    return any(
+        leg.get("role") == "student"
+        and leg.get("verdict") != Invocation.Verdict.FAIL
+        and leg.get("correct") is False
         for leg in invocation.legs or []
     )
 
@@ -26,7 +41,8 @@ def failed_student_calls(
     invocation_ids: list[str] | None = None,
     limit: int = 200,
 ) -> list[Invocation]:
-    """The profile's calls whose student answer failed verification, newest first, leaving out those
+    """The profile's calls whose student answer failed verification (or passed it and was labelled
+    wrong by a background teacher sample), newest first, leaving out those
     already replayed for all ``sources`` (teacher, and self-repair when enabled), and those judged by
     the caller's own verifier unless the call's key is trusted for training (a caller's verifier could
     pass anything, and its verdict must not make training data)."""
@@ -39,7 +55,11 @@ def failed_student_calls(
     )
     calls = (
         Invocation.objects.filter(profile_id=profile_id, route=Invocation.Route.STUDENT)
-        .filter(Q(fallback=True) | Q(verdict=Invocation.Verdict.FAIL))
+        .filter(
+            Q(fallback=True)
+            | Q(verdict=Invocation.Verdict.FAIL)
+            | Q(sample_state=Invocation.SampleState.DONE)
+        )
         .exclude(verifier_source=Invocation.VerifierSource.CALL, api_key__trusted_for_training=False)
         .exclude(pk__in=done)
         .filter(HAS_BODY)  # a purged or hash-only call has no request to replay

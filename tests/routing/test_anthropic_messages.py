@@ -21,7 +21,7 @@ from tests.support.openai_stub import Reply
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-WEATHER = {
+WEATHER: Any = {
     "name": "get_weather",
     "description": "The weather in a city.",
     "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
@@ -47,6 +47,7 @@ def test_create_translates_system_and_turns_and_answers_an_anthropic_message(
         messages=[
             {"role": "user", "content": "hi"},
             {"role": "assistant", "content": [{"type": "text", "text": "hello"}]},
+            {"role": "system", "content": "Answer in one word."},
             {"role": "user", "content": [{"type": "text", "text": "say ok"}]},
         ],
         stop_sequences=["END"],
@@ -61,6 +62,7 @@ def test_create_translates_system_and_turns_and_answers_an_anthropic_message(
         {"role": "system", "content": "Be terse."},
         {"role": "user", "content": "hi"},
         {"role": "assistant", "content": "hello"},
+        {"role": "system", "content": "Answer in one word."},
         {"role": "user", "content": "say ok"},
     ]
     assert (sent["max_tokens"], sent["stop"]) == (50, ["END"])
@@ -108,7 +110,7 @@ def test_tools_tool_use_and_the_tool_result_turn(gateway_url, backends, api_key,
         tools=[WEATHER],
         messages=[
             {"role": "user", "content": "weather in Oslo?"},
-            {"role": "assistant", "content": [use.model_dump()]},
+            {"role": "assistant", "content": [use.model_dump()]},  # type: ignore[misc,list-item]
             {
                 "role": "user",
                 "content": [{"type": "tool_result", "tool_use_id": "call_1", "content": "sunny, 21 C"}],
@@ -155,7 +157,7 @@ def test_the_key_may_come_as_x_api_key_or_bearer_and_errors_are_anthropic_shaped
     for bad, where in [
         ({**body, "api_base": "http://127.0.0.1:9/"}, "api_base"),
         ({**body, "max_tokens": 0}, "max_tokens"),
-        ({**body, "messages": [{"role": "system", "content": "x"}]}, "messages.0.role"),
+        ({**body, "messages": [{"role": "wizard", "content": "x"}]}, "messages.0.role"),
         ({**body, "messages": [{"role": "user", "content": [{"type": "video"}]}]}, "messages.0.content.0"),
     ]:
         response = httpx.post(f"{gateway_url}/v1/messages", json=bad, headers={"x-api-key": api_key.raw})

@@ -137,8 +137,11 @@ def _split_responder():
     return responder(student=student, teacher=teacher)
 
 
-@pytest.mark.parametrize(("alpha", "decision"), [(0.05, "admitted"), (0.6, "refused")])
-def test_the_mcnemar_level_is_configurable(gateway_url, backends, api_key, stub, alpha, decision):
+@pytest.mark.parametrize(("alpha", "significant"), [(0.05, False), (0.6, True)])
+def test_a_cheaper_candidate_that_loses_more_items_than_it_gains_is_refused_at_any_level(
+    gateway_url, backends, api_key, stub, alpha, significant
+):
+    """b=2, c=0 is not significant at 0.05 (p=0.5), and is refused all the same: b > c."""
     profile = json_profile()
     with cycle_settings(HELDOUT_SHARDS=1, ADMISSION_MIN_ITEMS=10, ADMISSION_ALPHA=alpha):
         heldout_traffic(gateway_url, api_key.raw, stub)
@@ -147,7 +150,10 @@ def test_the_mcnemar_level_is_configurable(gateway_url, backends, api_key, stub,
 
     assert (admission.mcnemar_b, admission.mcnemar_c, admission.p_value) == (2, 0, 0.5)
     assert admission.active_metrics["pass_rate"] == 1.0 and admission.candidate_metrics["pass_rate"] == 0.8
-    assert admission.decision == decision and admission.alpha == alpha
+    assert admission.candidate_metrics["cost_usd"] < admission.active_metrics["cost_usd"]
+    assert admission.decision == Admission.Decision.REFUSED and admission.alpha == alpha
+    assert "loses 2 held-out items and gains 0" in admission.reason
+    assert ("significant" in admission.reason) == significant
 
 
 @cycle_settings(HELDOUT_SHARDS=1, ADMISSION_MIN_ITEMS=10)

@@ -276,3 +276,25 @@ def test_a_trained_adapter_the_student_server_cannot_load_is_refused_and_the_ski
     assert cycle.admission.decision == Admission.Decision.ADMITTED
     profile.refresh_from_db()
     assert profile.student_adapter == ""
+
+
+@cycle_settings(HELDOUT_SHARDS=2, ADMISSION_MIN_ITEMS=5)
+def test_a_profile_with_grpo_on_gets_an_sft_then_grpo_run_whose_examples_keep_their_calls(
+    gateway_url, backends, api_key, stub
+):
+    from tests.factories import TrainingSettingsFactory
+
+    profile = json_profile()
+    TrainingSettingsFactory.create(profile=profile, grpo=True)
+    stub.responder = responder(student=student, teacher=teacher)
+    drive(gateway_url, api_key.raw, "extract", [city_prompt(*c) for c in CITIES])
+    cycle, _ = cycle_start(profile_id=profile.pk)
+
+    cycle = run_inline(cycle.pk)
+
+    assert (cycle.stage, cycle.status) == ("adapter", "waiting")
+    run = cycle.training_run
+    assert run is not None and run.kind == TrainingRun.Kind.SFT_GRPO
+    assert cycle.stats["adapter"]["kind"] == TrainingRun.Kind.SFT_GRPO
+    # Each example keeps the call it came from, so GRPO can judge it with that call's verifier.
+    assert all(e["request"]["messages"] == e["messages"] for e in run.examples)

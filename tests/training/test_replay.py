@@ -181,3 +181,27 @@ def test_a_best_of_n_teacher_gives_its_first_passing_answer(gateway_url, backend
     assert Demonstration.objects.get(source="teacher").completion == good("Lima", "Peru")
     [asked] = [b for b in stub.requests[seen:] if not is_student(b)]
     assert asked["n"] == 3 and asked["temperature"] == 0.8
+
+
+def test_a_student_answer_the_verifier_passed_but_a_teacher_sample_found_wrong_is_replayed(
+    gateway_url, backends, api_key, stub
+):
+    """A weak verifier's false pass: the background sample labelled the student wrong. The teacher's
+    answer becomes a demonstration; no self-repair, since the verifier cannot tell a right retry."""
+    profile = json_profile()
+    stub.responder = responder(student=good("Lyon", "France"), teacher=teacher_good)
+    [call] = drive(gateway_url, api_key.raw, "extract", [city_prompt(*CITIES[0])])
+    assert call.verdict == "pass" and not call.fallback  # schema-valid, wrong city
+    legs = [{**call.legs[0], "correct": False}, {"role": "teacher", "verdict": "pass", "background": True}]
+    Invocation.objects.filter(pk=call.pk).update(legs=legs, sample_state=Invocation.SampleState.DONE)
+    unlabelled = drive(gateway_url, api_key.raw, "extract", [city_prompt(*CITIES[1])])[0]
+    Invocation.objects.filter(pk=unlabelled.pk).update(sample_state=Invocation.SampleState.DONE)
+
+    result = demonstrations_replay(profile_id=profile.pk)
+
+    assert result.calls == 1  # the sampled call whose student answer was confirmed is not replayed
+    assert result.accepted == {"teacher": 1, "self_repair": 0}
+    demo = Demonstration.objects.get()
+    assert json.loads(demo.completion) == {"city": CITIES[0][0], "country": CITIES[0][1]}
+    attempt = ReplayAttempt.objects.get(source="self_repair")
+    assert attempt.outcome == ReplayAttempt.Outcome.UNVERIFIABLE

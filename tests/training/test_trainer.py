@@ -122,25 +122,32 @@ def test_sft_continues_a_parent_adapter(base: Path, sft_adapter: tuple[Path, lis
     assert rate >= 0.5
 
 
-def test_grpo_trains_with_the_verifier_as_reward(
+def test_grpo_rewards_each_completion_with_its_own_prompts_verifier(
     base: Path, sft_adapter: tuple[Path, list], tmp_path: Path
 ) -> None:
+    """Even prompts are judged by the task's verifier, odd ones by a verifier no answer can pass (a key
+    the model never writes): each completion meets only its own prompt's verifier."""
     from training.trainer.grpo import train_grpo
 
     adapter, _ = sft_adapter
-    calls: list[str] = []
+    calls: list[tuple[int, str, bool]] = []
+    prompts = narrow_task.heldout_prompts(8)
 
-    def verify(messages: list, text: str) -> bool:
-        calls.append(text)
-        return narrow_task.verify(messages, text)
+    def verifier(i: int):
+        def verify(text: str) -> bool:
+            passed = narrow_task.verify([], text) and i % 2 == 0
+            calls.append((i, text, passed))
+            return passed
+
+        return verify
 
     hp = Hyperparameters.from_dict({**narrow_task.FAST, "temperature": 0.4, "grpo_learning_rate": 1e-3})
     events: list = []
     result = train_grpo(
         base_model_dir=base,
         output_dir=tmp_path / "grpo",
-        prompts=narrow_task.heldout_prompts(8),
-        verify=verify,
+        prompts=prompts,
+        verifiers=[verifier(i) for i in range(len(prompts))],
         system_prompt=narrow_task.SYSTEM,
         hyperparameters=hp,
         adapter_dir=adapter,
@@ -148,12 +155,17 @@ def test_grpo_trains_with_the_verifier_as_reward(
         report_interval_s=0.0,
     )
     assert result.steps == hp.grpo_steps
-    # Every sampled completion went through the verifier: num_generations per step.
+    # Every sampled completion went through its prompt's verifier: num_generations per step, one prompt each.
     assert len(calls) == hp.grpo_steps * hp.num_generations
-    passed = sum(narrow_task.verify([], text) for text in calls)
+    for step in range(hp.grpo_steps):
+        group = calls[step * hp.num_generations : (step + 1) * hp.num_generations]
+        assert len({i for i, _, _ in group}) == 1
+    passed = sum(p for _, _, p in calls)
     assert len(result.rewards) == hp.grpo_steps
-    # The logged mean reward is the verifier's pass share over the same completions.
+    # The logged mean reward is the verifiers' pass share over the same completions.
     assert sum(result.rewards) * hp.num_generations == pytest.approx(passed)
-    assert passed > 0  # the SFT adapter already passes sometimes: the reward carries signal
+    assert not any(p for i, _, p in calls if i % 2)
     assert any(e.reward is not None for e in events) and events[-1].phase == "grpo"
     assert (tmp_path / "grpo" / "adapter_model.safetensors").exists()
+    with pytest.raises(ValueError, match="8 prompts need as many verifiers"):
+        train_grpo(base_model_dir=base, output_dir=tmp_path / "x", prompts=prompts, verifiers=[])

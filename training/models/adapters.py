@@ -30,6 +30,10 @@ class TrainingSettings(models.Model):
     base_model = models.CharField(
         max_length=500, blank=True, help_text="Base model folder; empty for the configured default."
     )
+    grpo = models.BooleanField(
+        default=False,
+        help_text="The learning cycle follows SFT with GRPO; each call's own verifier is the reward.",
+    )
 
     class Meta:
         verbose_name_plural = "training settings"

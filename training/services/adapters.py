@@ -21,7 +21,7 @@ import logging
 import shutil
 import threading
 import traceback
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -34,7 +34,6 @@ from django.utils import timezone
 from core.errors import ServiceError
 from core.queues import enqueue_on_commit
 from routing.models import TaskProfile
-from routing.verifiers import build_verifier
 from training.deploy import (
     adapter_activate,
     adapter_load,
@@ -45,7 +44,7 @@ from training.deploy import (
 )
 from training.models import Adapter, Demonstration, TrainingRun, TrainingSettings
 from training.trainer.config import Hyperparameters
-from training.trainer.datasets import Example, Message
+from training.trainer.datasets import Example
 
 __all__ = [
     "adapter_activate",
@@ -124,12 +123,14 @@ def training_run_start(
     )
     if demonstration_ids and len(demos) != len(set(demonstration_ids)):
         raise TrainingError("some demonstrations do not exist or belong to another profile")
-    data = [Example(messages=list(d.messages), completion=d.completion) for d in demos]
+    data = [
+        Example(messages=list(d.messages), completion=d.completion, request=d.request or None) for d in demos
+    ]
     data += list(examples or [])
     if not data:
         raise TrainingError("a training run needs at least one demonstration or example")
-    if grpo and not (profile.verifier or {}).get("kind"):
-        raise TrainingError(f"GRPO needs a verifier for its reward; profile {profile.name!r} has none")
+    if grpo:
+        call_verifiers(profile, data)  # each example needs a verifier for its reward
     hp = resolve_hyperparameters(profile, hyperparameters)
     parent = Adapter.objects.filter(profile=profile, status=Adapter.Status.ACTIVE).first()
     version = (Adapter.objects.filter(profile=profile).aggregate(v=Max("version"))["v"] or 0) + 1
@@ -226,13 +227,35 @@ class _ProgressWriter:
         )
 
 
-def profile_verify(profile: TaskProfile) -> Any:
-    """The profile's verifier as ``verify(messages, completion_text) -> bool`` (GRPO reward)."""
-    verifier = build_verifier(dict(profile.verifier or {}))
+def call_verifiers(profile: TaskProfile, examples: Sequence[Example]) -> list[Callable[[str], bool]]:
+    """GRPO's reward per example: ``verify(completion_text) -> bool`` with the verifier that judged the
+    call the example came from (the profile's, or the call's own ``metadata.verifier``: per-call tests,
+    a schema), against that call's request (its tools, its response format), as the gateway judges it.
+    A completion's Hermes ``<tool_call>`` blocks are read as the tool calls a served answer would carry.
+    Raises TrainingError when an example has no verifier (nothing can reward it)."""
+    from routing.calls import plan_call
+    from routing.verifier_policy import VerifierPolicyError
 
-    def verify(messages: list[Message], text: str) -> bool:
-        message = {"role": "assistant", "content": text}
-        return verifier.verify(request={"messages": messages}, message=message).passed
+    verifiers = []
+    for number, example in enumerate(examples, start=1):
+        request = example.request or {"messages": example.messages}
+        try:  # admitted by the gateway when it was made: its permission is not checked again
+            verifier = plan_call(profile=profile, request=request, enforce=False).verifier
+        except (VerifierPolicyError, ValueError) as exc:
+            raise TrainingError(f"example {number}: its verifier cannot be built: {exc}") from None
+        if verifier is None:
+            raise TrainingError(
+                f"GRPO needs a verifier for its reward; example {number} of profile {profile.name!r} has none"
+            )
+        verifiers.append(_reward(verifier, request))
+    return verifiers
+
+
+def _reward(verifier: Any, request: dict[str, Any]) -> Callable[[str], bool]:
+    from training.services.cycle.calls import completion_message
+
+    def verify(text: str) -> bool:
+        return bool(verifier.verify(request=request, message=completion_message(text)).passed)
 
     return verify
 
@@ -288,7 +311,7 @@ def _train(run: TrainingRun, *, interval_s: float) -> dict[str, Any]:
             base_model_dir=Path(adapter.base_model),
             output_dir=output,
             prompts=[e.messages for e in examples],
-            verify=profile_verify(adapter.profile),
+            verifiers=call_verifiers(adapter.profile, examples),
             system_prompt=run.system_prompt,
             hyperparameters=hp,
             adapter_dir=output,

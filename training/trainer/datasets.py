@@ -19,13 +19,24 @@ Message = dict[str, Any]
 class Example:
     messages: list[Message]
     completion: str
+    # The call as it was made (tools, metadata with its own verifier): GRPO's reward judges each
+    # completion with that call's verifier. None for plain examples (the profile's verifier judges).
+    request: dict[str, Any] | None = None
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Example:
-        return cls(messages=list(data["messages"]), completion=str(data["completion"]))
+        request = data.get("request")
+        return cls(
+            messages=list(data["messages"]),
+            completion=str(data["completion"]),
+            request=dict(request) if isinstance(request, dict) else None,
+        )
 
     def to_dict(self) -> dict[str, Any]:
-        return {"messages": self.messages, "completion": self.completion}
+        out: dict[str, Any] = {"messages": self.messages, "completion": self.completion}
+        if self.request is not None:
+            out["request"] = self.request
+        return out
 
 
 def with_system(messages: Sequence[Message], system_prompt: str) -> list[Message]:

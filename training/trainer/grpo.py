@@ -1,4 +1,4 @@
-"""GRPO with TRL on an adapter: the verifier's binary verdict is the reward."""
+"""GRPO with TRL on an adapter: each prompt's own verifier's binary verdict is the reward."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from training.trainer.datasets import Message, grpo_dataset
 from training.trainer.progress import Report
 from training.trainer.sft import TrainResult, common_args, load_trainable, peak_rss_mb, save_adapter
 
-# (prompt messages as the example gave them, completion text) -> passed?
-Verify = Callable[[list[Message], str], bool]
+# completion text -> passed? One per prompt: the verifier of the call the prompt came from.
+Verify = Callable[[str], bool]
 
 
 def completion_text(completion: Any) -> str:
@@ -23,13 +23,12 @@ def completion_text(completion: Any) -> str:
     return str(completion)
 
 
-def verifier_reward(prompts: Sequence[list[Message]], verify: Verify) -> Callable[..., list[float | None]]:
-    """A TRL reward function: 1.0 when ``verify`` passes the completion for its original prompt, else 0.0."""
+def verifier_reward(verifiers: Sequence[Verify]) -> Callable[..., list[float | None]]:
+    """A TRL reward function: 1.0 when the verifier of the completion's own prompt passes it, else 0.0."""
 
     def reward(completions: list[Any], index: list[int], **kwargs: Any) -> list[float | None]:
         return [
-            1.0 if verify(prompts[i], completion_text(c)) else 0.0
-            for c, i in zip(completions, index, strict=True)
+            1.0 if verifiers[i](completion_text(c)) else 0.0 for c, i in zip(completions, index, strict=True)
         ]
 
     reward.__name__ = "verifier"
@@ -41,14 +40,17 @@ def train_grpo(
     base_model_dir: Path,
     output_dir: Path,
     prompts: Sequence[list[Message]],
-    verify: Verify,
+    verifiers: Sequence[Verify],
     system_prompt: str = "",
     hyperparameters: Hyperparameters | None = None,
     adapter_dir: Path | None = None,
     report: Report | None = None,
     report_interval_s: float = 2.0,
 ) -> TrainResult:
-    """Continue ``adapter_dir`` (or a fresh LoRA) with GRPO on ``prompts``; save to ``output_dir``."""
+    """Continue ``adapter_dir`` (or a fresh LoRA) with GRPO on ``prompts``, ``verifiers[i]`` judging the
+    completions of ``prompts[i]``; save to ``output_dir``."""
+    if len(verifiers) != len(prompts):
+        raise ValueError(f"{len(prompts)} prompts need as many verifiers, not {len(verifiers)}")
     from trl import GRPOConfig, GRPOTrainer
 
     from training.trainer.progress import ProgressCallback
@@ -73,7 +75,7 @@ def train_grpo(
     )
     trainer = GRPOTrainer(
         model=model,
-        reward_funcs=verifier_reward(prompts, verify),
+        reward_funcs=verifier_reward(verifiers),
         args=config,
         train_dataset=grpo_dataset(prompts, system_prompt),
         processing_class=tokenizer,

@@ -5,9 +5,14 @@ adapter, the SkillBook in front) answers, the verifier checks, and a failed answ
 teacher. The teacher sees neither adapter nor SkillBook, so its answer to an item is the same for both
 sides and is asked once. A candidate is admitted only when
 
-* its pass rate is not worse: an exact McNemar test on the paired outcomes (``b`` items only the active
-  side passed, ``c`` only the candidate passed) does not find it worse at level ``alpha``; and
-* its mean cost per call or its fallback rate is lower than the active configuration's.
+* it loses no more held-out items than it gains: ``b <= c``, where ``b`` counts the items only the
+  active side passed and ``c`` those only the candidate passed (so an exact McNemar test at level
+  ``alpha`` cannot find it worse either; a ``b > c`` candidate is refused whatever the p-value, and the
+  reason says whether the loss is also significant);
+* its mean cost per call or its fallback rate is lower than the active configuration's; and
+* for a joint candidate (a SkillBook and an adapter), each part alone is no worse than the active
+  configuration (``b <= c`` for the adapter with the active SkillBook, and for the SkillBook with the
+  active adapter), so one part cannot ride in on the other's gain.
 
 The held-out set is every distinct prompt of the profile in the held-out shard (``split_of``): held-out
 demonstrations and held-out ledger calls, including those the student passed, so a candidate that breaks
@@ -203,17 +208,49 @@ def mcnemar(active: list[bool], candidate: list[bool]) -> tuple[int, int, float]
     return b, c, p
 
 
+@dataclass(frozen=True)
+class Part:
+    """One part of a joint candidate judged alone against the active configuration."""
+
+    name: str
+    metrics: SideMetrics
+    b: int
+    c: int
+    p: float
+
+    def as_json(self) -> dict[str, Any]:
+        return {**self.metrics.as_json(), "mcnemar_b": self.b, "mcnemar_c": self.c, "p_value": self.p}
+
+
+def _worse(b: int, c: int, p: float, alpha: float) -> str:
+    significance = f"p={p:.4f} < {alpha}, significant" if p < alpha else f"p={p:.4f}"
+    return f"loses {b} held-out items and gains {c} (McNemar b={b}, c={c}, {significance})"
+
+
 def decide(
-    active: SideMetrics, candidate: SideMetrics, *, b: int, c: int, p: float, alpha: float, min_items: int
+    active: SideMetrics,
+    candidate: SideMetrics,
+    *,
+    b: int,
+    c: int,
+    p: float,
+    alpha: float,
+    min_items: int,
+    parts: Sequence[Part] = (),
 ) -> tuple[str, str]:
     if candidate.n < min_items:
         return Admission.Decision.REFUSED, f"only {candidate.n} held-out items; admission needs {min_items}"
     act, cand = active.as_json(), candidate.as_json()
-    if b > c and p < alpha:
+    if b > c:
         return Admission.Decision.REFUSED, (
-            f"pass rate worse: {cand['pass_rate']:.3f} vs {act['pass_rate']:.3f} "
-            f"(McNemar b={b}, c={c}, p={p:.4f} < {alpha})"
+            f"pass rate worse: {cand['pass_rate']:.3f} vs {act['pass_rate']:.3f}; {_worse(b, c, p, alpha)}"
         )
+    for part in parts:
+        if part.b > part.c:
+            return Admission.Decision.REFUSED, (
+                f"the {part.name} alone is worse: pass rate {part.metrics.as_json()['pass_rate']:.3f} vs "
+                f"{act['pass_rate']:.3f}; it {_worse(part.b, part.c, part.p, alpha)}"
+            )
     cheaper = candidate.cost < active.cost
     fewer_fallbacks = candidate.fallbacks < active.fallbacks
     if not (cheaper or fewer_fallbacks):
@@ -225,9 +262,10 @@ def decide(
         f"cost {act['cost_usd']:.6g} -> {cand['cost_usd']:.6g} USD per call" if cheaper else "",
         f"fallback rate {act['fallback_rate']:.3f} -> {cand['fallback_rate']:.3f}" if fewer_fallbacks else "",
     ]
+    alone = "".join(f"; the {x.name} alone not worse (b={x.b}, c={x.c})" for x in parts)
     return Admission.Decision.ADMITTED, (
         f"pass rate not worse ({cand['pass_rate']:.3f} vs {act['pass_rate']:.3f}, McNemar b={b}, c={c}, "
-        f"p={p:.4f}); " + "; ".join(g for g in gains if g)
+        f"p={p:.4f}); " + "; ".join(g for g in gains if g) + alone
     )
 
 
@@ -239,23 +277,44 @@ def admission_evaluate(
     active: Configuration,
     candidate_ids: dict[str, Any],
     active_ids: dict[str, Any],
+    parts: dict[str, Configuration] | None = None,
 ) -> Admission:
-    """Runs the held-out comparison and records the decision. Applying it is the caller's part."""
+    """Runs the held-out comparison and records the decision. Applying it is the caller's part.
+
+    ``parts``: a joint candidate's parts, each as a configuration of its own ("adapter": the candidate
+    adapter with the active SkillBook; "skillbook": the candidate SkillBook with the active adapter),
+    replayed on the same items; the candidate is refused when any of them alone is worse."""
     profile = TaskProfile.objects.select_related("teacher", "student").get(pk=profile_id)
     alpha = float(cycle_setting("ADMISSION_ALPHA"))
     backends = active_backends()
     items = heldout_items(profile=profile, limit=int(cycle_setting("ADMISSION_MAX_ITEMS")), backends=backends)
+    configurations = [active, candidate, *(parts or {}).values()]
     if items:
-        sides = [_side_plans(profile, items, side, backends) for side in (active, candidate)]
+        sides = [_side_plans(profile, items, side, backends) for side in configurations]
         required(items[0].plan.teacher, "teacher")
-        (active_legs, candidate_legs), teachers = asyncio.run(_evaluate(items, sides))
+        legs, teachers = asyncio.run(_evaluate(items, sides))
     else:
-        active_legs, candidate_legs, teachers = [], [], []
+        legs, teachers = [[] for _ in configurations], []
+    active_legs, candidate_legs = legs[0], legs[1]
     act, cand = _metrics(active_legs, teachers), _metrics(candidate_legs, teachers)
     b, c, p = mcnemar(act.outcomes, cand.outcomes)
+    judged_parts = []
+    for name, part_legs in zip(parts or {}, legs[2:], strict=True):
+        metrics = _metrics(part_legs, teachers)
+        judged_parts.append(Part(name, metrics, *mcnemar(act.outcomes, metrics.outcomes)))
     decision, reason = decide(
-        act, cand, b=b, c=c, p=p, alpha=alpha, min_items=int(cycle_setting("ADMISSION_MIN_ITEMS"))
+        act,
+        cand,
+        b=b,
+        c=c,
+        p=p,
+        alpha=alpha,
+        min_items=int(cycle_setting("ADMISSION_MIN_ITEMS")),
+        parts=judged_parts,
     )
+    candidate_metrics = cand.as_json()
+    if judged_parts:
+        candidate_metrics["parts"] = {part.name: part.as_json() for part in judged_parts}
     per_item = [
         {
             "key": item.key[:16],
@@ -273,7 +332,7 @@ def admission_evaluate(
             kind=kind,
             candidate=candidate_ids,
             active=active_ids,
-            candidate_metrics=cand.as_json(),
+            candidate_metrics=candidate_metrics,
             active_metrics=act.as_json(),
             mcnemar_b=b,
             mcnemar_c=c,

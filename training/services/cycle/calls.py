@@ -126,6 +126,38 @@ def completion_text(message: dict[str, Any]) -> str:
     return "\n".join(parts)
 
 
+_TOOL_CALL = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.DOTALL)
+
+
+def completion_message(text: str) -> dict[str, Any]:
+    """A generated training text as the assistant message a server with a Hermes tool-call parser
+    returns (the inverse of :func:`completion_text`): ``<tool_call>`` blocks become ``tool_calls``
+    (a block that is not a ``{"name", "arguments"}`` object stays in the content, unparsed)."""
+    calls = []
+    for i, block in enumerate(_TOOL_CALL.findall(text)):
+        try:
+            data = json.loads(block)
+        except json.JSONDecodeError:
+            continue
+        if not isinstance(data, dict) or not isinstance(data.get("name"), str):
+            continue
+        arguments = data.get("arguments", {})
+        calls.append(
+            {
+                "id": f"call_{i}",
+                "type": "function",
+                "function": {
+                    "name": data["name"],
+                    "arguments": arguments if isinstance(arguments, str) else json.dumps(arguments),
+                },
+            }
+        )
+    if not calls:
+        return {"role": "assistant", "content": text}
+    content = _TOOL_CALL.sub("", text).strip()
+    return {"role": "assistant", "content": content or None, "tool_calls": calls}
+
+
 _SPACE = re.compile(r"\s+")
 
 
@@ -169,6 +201,7 @@ __all__ = [
     "CycleError",
     "acall",
     "call",
+    "completion_message",
     "completion_text",
     "cycle_setting",
     "first_passing",

@@ -20,7 +20,7 @@ from django.utils import timezone
 from routing.errors import UpstreamError
 from routing.models import TaskProfile
 from training import selectors
-from training.models import Admission, Cycle, Demonstration
+from training.models import Admission, Cycle, Demonstration, TrainingSettings
 from training.services.cycle.admission import Configuration, admission_evaluate
 from training.services.cycle.calls import CycleError, cycle_setting
 from training.services.cycle.replay import demonstrations_replay
@@ -123,6 +123,7 @@ def _skillbook(cycle: Cycle) -> str | None:
         "version": update.skillbook.version if update.skillbook else None,
         "changed": update.changed,
         "error": update.error,
+        "rejected": update.rejected,
     }
     cycle.skillbook = update.skillbook
     return None
@@ -151,11 +152,12 @@ def _adapter(cycle: Cycle) -> str | None:
     if not ids or (not new and not cycle_setting("TRAIN_WITHOUT_NEW")):
         cycle.stats["adapter"] = {"skipped": "no new demonstrations" if ids else "no demonstrations"}
         return None
+    grpo = TrainingSettings.objects.filter(profile_id=cycle.profile_id, grpo=True).exists()
     run = training_run_start(
-        profile_id=cycle.profile_id, demonstration_ids=ids, system_prompt=_candidate_text(cycle)
+        profile_id=cycle.profile_id, demonstration_ids=ids, system_prompt=_candidate_text(cycle), grpo=grpo
     )
     cycle.training_run = run
-    cycle.stats["adapter"] = {"training_run": run.pk, "demonstrations": len(ids)}
+    cycle.stats["adapter"] = {"training_run": run.pk, "demonstrations": len(ids), "kind": run.kind}
     return WAIT
 
 
@@ -215,11 +217,18 @@ def _admission(cycle: Cycle) -> str | None:
         adapter=adapter.name if adapter is not None else profile.student_adapter,
         skillbook_text=_candidate_text(cycle),
     )
+    parts = None
+    if kind == Admission.Kind.JOINT:  # each part alone must be no worse than the active configuration
+        parts = {
+            "adapter": Configuration(adapter=candidate.adapter, skillbook_text=active.skillbook_text),
+            "skillbook": Configuration(adapter=active.adapter, skillbook_text=candidate.skillbook_text),
+        }
     admission = admission_evaluate(
         profile_id=profile.pk,
         kind=kind,
         candidate=candidate,
         active=active,
+        parts=parts,
         candidate_ids=candidate_ids,
         active_ids={
             "skillbook": active_book.pk if active_book else None,
@@ -233,16 +242,25 @@ def _admission(cycle: Cycle) -> str | None:
 
 
 def admission_apply(*, admission: Admission) -> None:
-    """Admitted: the candidate's parts become the gateway's. Refused: a candidate adapter is retired."""
+    """Admitted: the candidate's parts become the gateway's, all or none. Refused: a candidate adapter
+    is retired.
+
+    A joint admission is applied atomically: the adapter is loaded into vLLM first (idempotent, and
+    nothing is routed to it yet), then the adapter's activation and the SkillBook's are written in one
+    transaction, so the gateway never serves one part without the other; a failure in either leaves
+    both as they were."""
     skillbook_id = admission.candidate.get("skillbook")
     adapter_id = admission.candidate.get("adapter")
     if admission.decision == Admission.Decision.ADMITTED:
-        if skillbook_id is not None:
-            skillbook_activate(skillbook_id=skillbook_id)
-        if adapter_id is not None:
-            from training.services.adapters import adapter_activate
+        from training.deploy import adapter_activate_loaded, adapter_ready
 
-            adapter_activate(adapter_id=adapter_id)
+        if adapter_id is not None:
+            adapter_ready(adapter_id=adapter_id)
+        with transaction.atomic():
+            if adapter_id is not None:
+                adapter_activate_loaded(adapter_id=adapter_id)
+            if skillbook_id is not None:
+                skillbook_activate(skillbook_id=skillbook_id)
     elif adapter_id is not None:
         from training.services.adapters import adapter_refuse
 

@@ -1,5 +1,9 @@
 """Replay: failed student calls become verified demonstrations.
 
+Failed means the student's answer failed the verifier, or passed it and a background teacher sample
+found it wrong (a weak verifier's false pass, routing/teacher_sampling.py); the latter get no
+self-repair pair, since the verifier that passed the wrong answer cannot judge a retry.
+
 For every call of a profile whose student answer failed verification, the teacher answers the same
 request (the fallback answer the ledger already holds is reused when it passed: it is the teacher's
 answer to the same request, already paid for) and the student tries once more by itself. An answer
@@ -147,6 +151,15 @@ def _replay_student(plan: CallPlan | None, invocation: Invocation, result: Repla
             source=Source.SELF_REPAIR,
             outcome=ReplayAttempt.Outcome.UNVERIFIABLE,
             detail="",
+        )
+        return
+    if not selectors.student_failed_verifier(invocation):
+        # The verifier passed the student's wrong answer: a retry it passes proves nothing.
+        _record(
+            invocation=invocation,
+            source=Source.SELF_REPAIR,
+            outcome=ReplayAttempt.Outcome.UNVERIFIABLE,
+            detail="the verifier passed the student's wrong answer; it cannot judge a retry",
         )
         return
     student = required(plan.student, "student")

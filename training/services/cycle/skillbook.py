@@ -1,10 +1,12 @@
 """SkillBook: per task signature, success statistics, exemplars, failures, and a few pitfalls and
 patterns the teacher distills from them; rendered as text under a size cap.
 
-Every change of the text is a new :class:`SkillBook` version with a unified diff against the previous
-one. The text reaches the gateway only through admission (``skillbook_activate``), which writes it on
-the task profile through a routing service. When distillation fails (the teacher errs or answers
-something that is not the asked-for JSON) nothing changes: the previous version and text stay.
+Distilled advice enters only where it agrees with the verified exemplars it came from
+(``grounding``). Every change of the text is a new :class:`SkillBook` version with a unified diff
+against the previous one. The text reaches the gateway only through admission
+(``skillbook_activate``), which writes it on the task profile through a routing service. When
+distillation fails (the teacher errs or answers something that is not the asked-for JSON) nothing
+changes: the previous version and text stay.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import difflib
 import json
 import re
 from collections import Counter, defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from django.db import transaction
@@ -30,6 +32,7 @@ from routing.verifiers.json_schema import message_text, schema_errors
 from training import selectors
 from training.models import Demonstration, Skill, SkillBook
 from training.services.cycle.calls import call, cycle_setting, required, split_of, task_signature
+from training.services.cycle.grounding import ground
 
 MAX_ITEMS = 3
 MAX_ITEM_CHARS = 200
@@ -63,6 +66,7 @@ class DistillationError(Exception):
 class SkillBookUpdate:
     skillbook: SkillBook | None  # the new version, or None when the text did not change
     error: str = ""
+    rejected: list[dict[str, str]] = field(default_factory=list)  # distilled items the exemplars refute
 
     @property
     def changed(self) -> bool:
@@ -225,6 +229,7 @@ def skillbook_update(*, profile_id: int) -> SkillBookUpdate:
     evidence = _gather(profile)
     existing = {s.task_signature: s for s in Skill.objects.filter(profile=profile)}
     distilled: dict[str, tuple[list[str], list[str]]] = {}
+    rejected: list[dict[str, str]] = []
     for signature, item in evidence.items():
         skill = existing.get(signature)
         unchanged = (
@@ -233,9 +238,13 @@ def skillbook_update(*, profile_id: int) -> SkillBookUpdate:
         if unchanged or not (item.exemplars or item.failures):
             continue
         try:
-            distilled[signature] = _distill(profile, item)
+            patterns, pitfalls = _distill(profile, item)
         except DistillationError as exc:
             return SkillBookUpdate(None, f"distillation of {item.label!r} failed: {exc}")
+        # Only advice that agrees with the verified exemplars it came from enters the SkillBook.
+        grounded = ground(patterns, pitfalls, item.exemplars)
+        distilled[signature] = (grounded.patterns, grounded.pitfalls)
+        rejected += [{**r, "signature": signature} for r in grounded.rejected]
     with transaction.atomic():
         now = timezone.now()
         for signature, item in evidence.items():
@@ -253,7 +262,7 @@ def skillbook_update(*, profile_id: int) -> SkillBookUpdate:
         text = render(profile, ordered, max_chars=int(cycle_setting("SKILLBOOK_MAX_CHARS")))
         latest = selectors.skillbook_latest(profile_id=profile_id)
         if text == (latest.text if latest else ""):
-            return SkillBookUpdate(None)
+            return SkillBookUpdate(None, rejected=rejected)
         version = (latest.version if latest else 0) + 1
         skillbook = SkillBook.objects.create(
             profile=profile,
@@ -262,7 +271,7 @@ def skillbook_update(*, profile_id: int) -> SkillBookUpdate:
             diff=_diff(latest.text if latest else "", text, version - 1, version),
             stats={s.task_signature: {"label": s.label, "models": s.stats} for s in ordered},
         )
-    return SkillBookUpdate(skillbook)
+    return SkillBookUpdate(skillbook, rejected=rejected)
 
 
 @transaction.atomic

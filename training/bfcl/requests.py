@@ -1,0 +1,170 @@
+"""A BFCL item as an OpenAI chat request, and an answer decoded back into BFCL's call form.
+
+The request carries the function docs as OpenAI ``tools`` (JSON Schema types, names without dots, as
+OpenAI requires) and, for students served without a tool-call parser, the same docs and the answer
+format in a system message (BFCL's own prompting mode does the same). An answer's calls are read from
+its ``tool_calls`` and, failing those, from Hermes ``<tool_call>{"name", "arguments"}</tool_call>``
+blocks or a bare ``{"name", "arguments"}`` JSON object (or a list of them) in its text; names are
+mapped back to BFCL's.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from training.bfcl.checker import Call
+from training.bfcl.data import Item
+
+TYPES = {"dict": "object", "float": "number", "tuple": "array", "integer": "integer"}
+SYSTEM = (
+    "You can call these functions. If one or more of them answer the request, reply only with one "
+    '<tool_call>{{"name": <function name>, "arguments": <arguments object>}}</tool_call> block per call. '
+    "If none of them applies, say so in plain text and call nothing.\n\nFunctions:\n{functions}"
+)
+_BLOCK = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|\Z)", re.DOTALL)
+_FENCE = re.compile(r"\A\s*```(?:json)?\s*\n?(.*?)\n?\s*```\s*\Z", re.DOTALL)
+
+
+def openai_name(name: str) -> str:
+    return re.sub(r"[^a-zA-Z0-9_-]", "_", name)[:64]
+
+
+def json_schema(schema: Any) -> Any:
+    """BFCL's parameter schema in JSON Schema terms: dict -> object, float -> number, tuple -> array,
+    any -> no type constraint. Property names are never touched."""
+    if not isinstance(schema, dict):
+        return schema
+    out = {k: v for k, v in schema.items() if k not in ("properties", "items", "additionalProperties")}
+    kind = schema.get("type")
+    if kind == "any":
+        out.pop("type")
+    elif isinstance(kind, str):
+        out["type"] = TYPES.get(kind, kind)
+    if isinstance(schema.get("properties"), dict):
+        out["properties"] = {name: json_schema(s) for name, s in schema["properties"].items()}
+    for key in ("items", "additionalProperties"):
+        if isinstance(schema.get(key), dict):
+            out[key] = json_schema(schema[key])
+    return out
+
+
+def tools(item: Item) -> list[dict[str, Any]]:
+    return [
+        {
+            "type": "function",
+            "function": {
+                "name": openai_name(f["name"]),
+                "description": str(f.get("description") or ""),
+                "parameters": json_schema(f.get("parameters") or {"type": "dict", "properties": {}}),
+            },
+        }
+        for f in item.functions
+    ]
+
+
+def name_map(item: Item) -> dict[str, str]:
+    """OpenAI tool name -> BFCL function name (both spellings map, so either form decodes)."""
+    names = {f["name"]: f["name"] for f in item.functions}
+    names.update({openai_name(f["name"]): f["name"] for f in item.functions})
+    return names
+
+
+def messages(item: Item) -> list[dict[str, Any]]:
+    docs = json.dumps(
+        [
+            {"name": t["function"]["name"], **{k: v for k, v in t["function"].items() if k != "name"}}
+            for t in tools(item)
+        ],
+        ensure_ascii=False,
+    )
+    system = SYSTEM.format(functions=docs)
+    own = [m for m in item.messages if m.get("role") == "system"]
+    rest = [m for m in item.messages if m.get("role") != "system"]
+    if own:
+        system = f"{own[0].get('content', '')}\n\n{system}"
+    return [{"role": "system", "content": system}, *rest]
+
+
+def request(item: Item, *, metadata: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The chat request of ``item`` (no ``model``): messages, tools and optional ``metadata``."""
+    body: dict[str, Any] = {"messages": messages(item), "tools": tools(item)}
+    if metadata is not None:
+        body["metadata"] = metadata
+    return body
+
+
+class DecodeError(ValueError):
+    """An answer that tries to call a function but does not say which, or with what, in valid JSON."""
+
+
+def _as_call(obj: Any, names: dict[str, str]) -> Call:
+    if not isinstance(obj, dict) or not isinstance(obj.get("name"), str):
+        raise DecodeError("a call must be an object with a string 'name'")
+    arguments = obj.get("arguments", obj.get("parameters", {}))
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments)
+        except json.JSONDecodeError as exc:
+            raise DecodeError(f"arguments of {obj['name']!r} are not JSON: {exc.msg}") from None
+    if not isinstance(arguments, dict):
+        raise DecodeError(f"arguments of {obj['name']!r} are not an object")
+    name = str(obj["name"])
+    return {names.get(name, name): arguments}
+
+
+def _from_json(text: str, names: dict[str, str]) -> list[Call]:
+    data = json.loads(text)
+    if isinstance(data, list):
+        return [_as_call(x, names) for x in data]
+    return [_as_call(data, names)]
+
+
+def decode(item: Item, message: dict[str, Any]) -> list[Call]:
+    """The calls an answer makes, in BFCL's form; [] when it calls nothing. Raises DecodeError for an
+    attempted call that cannot be read (BFCL counts it as a failure to produce a valid call)."""
+    names = name_map(item)
+    calls: list[Call] = []
+    for tool_call in message.get("tool_calls") or []:
+        function = (tool_call or {}).get("function") if isinstance(tool_call, dict) else None
+        if not isinstance(function, dict):
+            raise DecodeError("a tool call without a function")
+        calls.append(_as_call(function, names))
+    if calls:
+        return calls
+    content = message.get("content")
+    text = content if isinstance(content, str) else ""
+    blocks = _BLOCK.findall(text)
+    if blocks:
+        try:
+            return [call for block in blocks for call in _from_json(block, names)]
+        except json.JSONDecodeError as exc:
+            raise DecodeError(f"a <tool_call> block is not JSON: {exc.msg}") from None
+    fenced = _FENCE.match(text)
+    candidate = (fenced.group(1) if fenced else text).strip()
+    if candidate.startswith(("{", "[")):
+        try:
+            return _from_json(candidate, names)
+        except json.JSONDecodeError:
+            return []  # text that merely starts like JSON: no call
+        except DecodeError:
+            return []
+    return []
+
+
+def tool_call_message(item: Item, calls: list[Call]) -> dict[str, Any]:
+    """An assistant message making ``calls`` as OpenAI tool calls (the BFCL names mapped to tool names)."""
+    return {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {
+                "id": f"call_{i}",
+                "type": "function",
+                "function": {"name": openai_name(name), "arguments": json.dumps(args, ensure_ascii=False)},
+            }
+            for i, call in enumerate(calls)
+            for name, args in call.items()
+        ],
+    }
