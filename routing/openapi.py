@@ -1,15 +1,18 @@
 """The OpenAPI 3.1 description of the OpenAI-compatible endpoints under ``/v1``.
 
-Built from the same pydantic models that parse the requests (routing/protocol.py), so the document and
-the allow-list of parameters cannot drift apart. Served at ``GET /v1/openapi.json``; the slow suite
-fuzzes the running server against it with schemathesis.
+Built from the same pydantic models that parse the requests (routing/protocol.py, routing/responses.py),
+so the document and the allow-list of parameters cannot drift apart. Served at ``GET /v1/openapi.json``;
+the slow suite fuzzes the running server against it with schemathesis.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from pydantic.json_schema import models_json_schema
+
 from routing.protocol import ChatRequest
+from routing.responses import ResponsesRequest
 
 _REF = "#/components/schemas/{model}"
 
@@ -36,11 +39,88 @@ def _errors(*statuses: int) -> dict[str, Any]:
     return {str(status): {"description": "An OpenAI-shaped error.", **ref} for status in statuses}
 
 
+def _json_body(model: str) -> dict[str, Any]:
+    return {"required": True, "content": {"application/json": {"schema": {"$ref": _REF.format(model=model)}}}}
+
+
+_RESPONSE = {
+    "type": "object",
+    "required": ["id", "object", "created_at", "status", "model", "output", "usage"],
+    "properties": {
+        "id": {"type": "string", "pattern": "^resp_[0-9a-f]{32}$"},
+        "object": {"const": "response"},
+        "status": {"enum": ["completed", "incomplete", "failed", "in_progress"]},
+        "output": {"type": "array", "items": {"type": "object"}},
+    },
+}
+_RESPONSE_ID = {
+    "name": "response_id",
+    "in": "path",
+    "required": True,
+    "schema": {"type": "string"},
+    "description": "The id a create answered (resp_...); only the key that made it may use it.",
+}
+
+
+def _responses_paths() -> dict[str, Any]:
+    found = {
+        "description": "The stored Response object.",
+        "content": {"application/json": {"schema": {"$ref": _REF.format(model="Response")}}},
+    }
+    deleted = {
+        "type": "object",
+        "required": ["id", "object", "deleted"],
+        "properties": {
+            "id": {"type": "string"},
+            "object": {"const": "response.deleted"},
+            "deleted": {"const": True},
+        },
+    }
+    return {
+        "/v1/responses": {
+            "post": {
+                "operationId": "createResponse",
+                "requestBody": _json_body("ResponsesRequest"),
+                "responses": {
+                    "200": {
+                        "description": "A Response, or its typed events (response.*) when stream is true.",
+                        "content": {
+                            "application/json": {"schema": {"$ref": _REF.format(model="Response")}},
+                            "text/event-stream": {"schema": {"type": "string"}},
+                        },
+                    },
+                    **_errors(400, 401, 402, 403, 404, 413, 429, 502, 503, 504),
+                },
+            }
+        },
+        "/v1/responses/{response_id}": {
+            "parameters": [_RESPONSE_ID],
+            "get": {
+                "operationId": "getResponse",
+                "responses": {"200": found, **_errors(401, 404)},
+            },
+            "delete": {
+                "operationId": "deleteResponse",
+                "description": "Blanks the stored bodies; the call stays in the ledger with its costs.",
+                "responses": {
+                    "200": {
+                        "description": "Deleted.",
+                        "content": {"application/json": {"schema": deleted}},
+                    },
+                    **_errors(401, 404),
+                },
+            },
+        },
+    }
+
+
 def document() -> dict[str, Any]:
-    chat = ChatRequest.model_json_schema(ref_template=_REF)
-    schemas: dict[str, Any] = dict(chat.pop("$defs", {}))
-    schemas["ChatRequest"] = chat
+    _, top = models_json_schema(
+        [(ChatRequest, "validation"), (ResponsesRequest, "validation")], ref_template=_REF
+    )
+    schemas: dict[str, Any] = dict(top.get("$defs", {}))
     schemas["Error"] = _ERROR
+    schemas["Response"] = _RESPONSE
     completion = {"type": "object", "required": ["id", "object", "choices"]}
     return {
         "openapi": "3.1.0",
@@ -55,12 +135,7 @@ def document() -> dict[str, Any]:
             "/v1/chat/completions": {
                 "post": {
                     "operationId": "createChatCompletion",
-                    "requestBody": {
-                        "required": True,
-                        "content": {
-                            "application/json": {"schema": {"$ref": _REF.format(model="ChatRequest")}}
-                        },
-                    },
+                    "requestBody": _json_body("ChatRequest"),
                     "responses": {
                         "200": {
                             "description": "A chat completion, or an event stream when stream is true.",
@@ -85,5 +160,6 @@ def document() -> dict[str, Any]:
                     },
                 }
             },
+            **_responses_paths(),
         },
     }

@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable
 from django.conf import settings
 
 from routing import anthropic
-from routing.edge import chat, messages
+from routing.edge import chat, messages, responses
 from routing.edge.http import (
     ClientGone,
     JsonResponse,
@@ -41,6 +41,11 @@ ROUTES: dict[str, dict[str, Handler]] = {
     "/v1/openapi.json": {"GET": chat.openapi_document},
     "/v1/messages": {"POST": messages.messages},
     "/v1/messages/count_tokens": {"POST": messages.count_tokens},
+    "/v1/responses": {"POST": responses.create},
+}
+# Routes with a path parameter: a prefix, then one segment (the handler reads it from the path).
+PREFIX_ROUTES: dict[str, dict[str, Handler]] = {
+    "/v1/responses/": {"GET": responses.retrieve, "DELETE": responses.delete},
 }
 # Errors in the convention of the API the path belongs to: Anthropic's under /v1/messages, else OpenAI's.
 ANTHROPIC_PATHS = ("/v1/messages",)
@@ -65,8 +70,17 @@ def method_not_allowed(method: str, allowed: list[str]) -> ApiError:
     )
 
 
+def _one_segment_under(prefix: str, path: str) -> bool:
+    rest = path.removeprefix(prefix).rstrip("/")
+    return path.startswith(prefix) and bool(rest) and "/" not in rest
+
+
 def resolve(method: str, path: str) -> Handler:
     methods = ROUTES.get(path.rstrip("/") if path != "/" else path)
+    if methods is None:
+        methods = next(
+            (routes for prefix, routes in PREFIX_ROUTES.items() if _one_segment_under(prefix, path)), None
+        )
     if methods is None:
         raise not_found(method, path)
     handler = methods.get(method)

@@ -1,0 +1,437 @@
+"""The OpenAI Responses API through the running gateway, with the real openai SDK: create (text and
+items), the typed stream events, function tools and the function_call_output turn, ``text.format``
+checked by a json_schema verifier, ``previous_response_id`` (also at once, before the batched ledger
+writer commits), retrieve and delete, another key's 404, ``store: false``, a purged row, and bad input
+answered with OpenAI-shaped 400s."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from typing import Any
+
+import httpx
+import openai
+import pytest
+from django.utils import timezone
+
+from routing import ledger_writer
+from routing.ledger import ledger_bodies_purge
+from routing.models import Invocation, TaskProfile
+from routing.responses import ResponsesRequest
+from tests.factories import TaskProfileFactory, make_key
+from tests.support.openai_stub import Reply
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+WEATHER: Any = {
+    "type": "function",
+    "name": "get_weather",
+    "description": "The weather in a city.",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+    "strict": True,
+}
+TOOL_CALL = {
+    "id": "call_1",
+    "type": "function",
+    "function": {"name": "get_weather", "arguments": '{"city": "Oslo"}'},
+}
+
+
+def sdk(gateway_url: str, key: str) -> openai.OpenAI:
+    return openai.OpenAI(base_url=f"{gateway_url}/v1", api_key=key, max_retries=0)
+
+
+def test_create_from_text_answers_a_response_with_the_gateway_headers(gateway_url, backends, api_key, stub):
+    raw = sdk(gateway_url, api_key.raw).responses.with_raw_response.create(
+        model="auto",
+        instructions="Be terse.",
+        input="say ok",
+        max_output_tokens=40,
+        temperature=0.3,
+        metadata={"team": "sre"},
+        reasoning={"effort": "low"},
+        user="u-1",
+    )
+    response = raw.parse()
+    assert response.object == "response" and response.status == "completed"
+    assert response.output_text == "ok" and response.output[0].type == "message"
+    assert response.instructions == "Be terse." and response.metadata == {"team": "sre"}
+    assert response.usage is not None and response.usage.input_tokens > 0
+    assert response.usage.total_tokens == response.usage.input_tokens + response.usage.output_tokens
+    sent = stub.requests[-1]
+    assert sent["messages"] == [
+        {"role": "system", "content": "Be terse."},
+        {"role": "user", "content": "say ok"},
+    ]
+    assert (sent["max_tokens"], sent["temperature"], sent["reasoning_effort"]) == (40, 0.3, "low")
+    assert "metadata" not in sent and "store" not in sent  # gateway-only
+    row = Invocation.objects.get()
+    assert row.request["user"] == "u-1"  # kept as a chat call's (not sent to OpenAI-compatible servers)
+    assert response.id == f"resp_{row.id.hex}" and row.cost_usd > 0
+    assert raw.headers["x-skillgate-invocation"] == str(row.id)
+    assert raw.headers["x-skillgate-route"] == "teacher"
+
+
+def test_create_from_items_translates_roles_images_and_tool_turns(gateway_url, backends, api_key, stub):
+    items: Any = [  # as plain JSON: the SDK's TypedDicts cannot tell an assistant item's kind
+        {"role": "developer", "content": "Answer in English."},
+        {
+            "type": "message",
+            "role": "user",
+            "content": [
+                {"type": "input_text", "text": "what is in this image?"},
+                {"type": "input_image", "image_url": "data:image/png;base64,AAAA", "detail": "low"},
+            ],
+        },
+        {"role": "assistant", "content": [{"type": "output_text", "text": "a cat", "annotations": []}]},
+        {"type": "function_call", "call_id": "c9", "name": "get_weather", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "c9", "output": "sunny"},
+        {"type": "reasoning", "id": "rs_1", "summary": []},
+        {"role": "user", "content": "thanks"},
+    ]
+    response = sdk(gateway_url, api_key.raw).responses.create(model="auto", input=items)
+    assert response.output_text == "ok"
+    assert stub.requests[-1]["messages"] == [
+        {"role": "developer", "content": "Answer in English."},
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "what is in this image?"},
+                {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA", "detail": "low"}},
+            ],
+        },
+        {
+            "role": "assistant",
+            "content": "a cat",
+            "tool_calls": [
+                {"id": "c9", "type": "function", "function": {"name": "get_weather", "arguments": "{}"}}
+            ],
+        },
+        {"role": "tool", "tool_call_id": "c9", "content": "sunny"},
+        {"role": "user", "content": "thanks"},
+    ]
+
+
+def test_stream_sends_the_typed_events_in_order(gateway_url, backends, api_key, stub):
+    stub.responder = lambda body: Reply(content="one two three")
+    client = sdk(gateway_url, api_key.raw)
+    with client.responses.stream(model="auto", input="count") as stream:
+        events = list(stream)
+        final = stream.get_final_response()
+    kinds = [event.type for event in events]
+    assert kinds[:4] == [
+        "response.created",
+        "response.in_progress",
+        "response.output_item.added",
+        "response.content_part.added",
+    ]
+    assert kinds[-4:] == [
+        "response.output_text.done",
+        "response.content_part.done",
+        "response.output_item.done",
+        "response.completed",
+    ]
+    deltas = [event.delta for event in events if event.type == "response.output_text.delta"]
+    assert "".join(deltas).split() == ["one", "two", "three"] and len(deltas) == 3
+    assert [event.sequence_number for event in events] == list(range(len(events)))
+    assert final.output_text.split() == ["one", "two", "three"] and final.status == "completed"
+    assert final.usage is not None and final.usage.output_tokens > 0
+    row = Invocation.objects.get()
+    assert row.stream and final.id == f"resp_{row.id.hex}"
+    # The stored response is the streamed one.
+    assert client.responses.retrieve(final.id).output_text == final.output_text
+
+
+def test_function_tools_the_call_and_the_function_call_output_turn(gateway_url, backends, api_key, stub):
+    stub.responder = lambda body: Reply(content=None, tool_calls=[TOOL_CALL])
+    client = sdk(gateway_url, api_key.raw)
+    first = client.responses.create(
+        model="auto",
+        input="weather in Oslo?",
+        tools=[WEATHER],
+        tool_choice="required",
+        parallel_tool_calls=False,
+    )
+    [call] = first.output
+    assert call.type == "function_call" and (call.call_id, call.name) == ("call_1", "get_weather")
+    assert json.loads(call.arguments) == {"city": "Oslo"} and first.output_text == ""
+    sent = stub.requests[-1]
+    assert sent["tools"] == [
+        {
+            "type": "function",
+            "function": {
+                "name": "get_weather",
+                "description": "The weather in a city.",
+                "parameters": WEATHER["parameters"],
+                "strict": True,
+            },
+        }
+    ]
+    assert (sent["tool_choice"], sent["parallel_tool_calls"]) == ("required", False)
+    assert first.tools[0].model_dump()["name"] == "get_weather" and first.tool_choice == "required"
+
+    stub.responder = lambda body: Reply(content="It is sunny in Oslo.")
+    second = client.responses.create(
+        model="auto",
+        tools=[WEATHER],
+        tool_choice={"type": "function", "name": "get_weather"},
+        input=[
+            {"role": "user", "content": "weather in Oslo?"},
+            call.model_dump(exclude_none=True),
+            {"type": "function_call_output", "call_id": call.call_id, "output": "sunny, 21 C"},
+        ],
+    )
+    assert second.output_text == "It is sunny in Oslo."
+    turns = stub.requests[-1]["messages"]
+    assert turns[1]["tool_calls"][0]["function"] == TOOL_CALL["function"]
+    assert turns[2] == {"role": "tool", "tool_call_id": "call_1", "content": "sunny, 21 C"}
+    assert stub.requests[-1]["tool_choice"] == {"type": "function", "function": {"name": "get_weather"}}
+
+
+def test_streamed_function_call_arrives_as_argument_deltas(gateway_url, backends, api_key, stub):
+    stub.responder = lambda body: Reply(content=None, tool_calls=[TOOL_CALL])
+    with sdk(gateway_url, api_key.raw).responses.stream(
+        model="auto", input="Oslo?", tools=[WEATHER]
+    ) as stream:
+        kinds = [event.type for event in stream]
+        final = stream.get_final_response()
+    assert "response.function_call_arguments.delta" in kinds
+    assert kinds.index("response.function_call_arguments.done") < kinds.index("response.output_item.done")
+    [call] = final.output
+    assert call.type == "function_call" and json.loads(call.arguments) == {"city": "Oslo"}
+
+
+def test_text_format_json_schema_is_the_response_format_and_is_verified(gateway_url, backends, api_key, stub):
+    TaskProfileFactory.create(
+        name="extract",
+        policy=TaskProfile.Policy.STUDENT_WITH_FALLBACK,
+        student=backends["student"],
+        teacher=backends["teacher"],
+    )
+    schema = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+    # The student's answer is not JSON: the verifier the schema implies fails it, the teacher answers.
+    stub.responder = lambda body: Reply(
+        content='{"city": "Oslo"}' if body["model"] == "teacher-model" else "Oslo, I think"
+    )
+    raw = sdk(gateway_url, api_key.raw).responses.with_raw_response.create(
+        model="auto",
+        input="Where? Answer as JSON.",
+        metadata={"task": "extract"},
+        text={"format": {"type": "json_schema", "name": "place", "schema": schema, "strict": True}},
+    )
+    response = raw.parse()
+    assert json.loads(response.output_text) == {"city": "Oslo"}
+    assert response.text is not None and response.text.format.type == "json_schema"
+    formats = [request["response_format"] for request in stub.requests]
+    assert formats and all(f["json_schema"]["schema"] == schema for f in formats)
+    row = Invocation.objects.get()
+    assert (row.route, row.served_by, row.fallback) == ("student", "teacher", True)
+    assert raw.headers["x-skillgate-fallback"] == "true"
+
+
+def test_previous_response_id_continues_the_conversation(gateway_url, backends, api_key, stub):
+    client = sdk(gateway_url, api_key.raw)
+    stub.responder = lambda body: Reply(content="Hi Ada.")
+    first = client.responses.create(model="auto", instructions="Be kind.", input="I am Ada.")
+    stub.responder = lambda body: Reply(content="You are Ada.")
+    second = client.responses.create(
+        model="auto", previous_response_id=first.id, instructions="Be brief.", input="Who am I?"
+    )
+    assert second.previous_response_id == first.id and second.output_text == "You are Ada."
+    # The earlier instructions do not carry over; the earlier turn and its answer do.
+    assert stub.requests[-1]["messages"] == [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "I am Ada."},
+        {"role": "assistant", "content": "Hi Ada."},
+        {"role": "user", "content": "Who am I?"},
+    ]
+    third = client.responses.create(model="auto", previous_response_id=second.id, input="And?")
+    assert [m["content"] for m in stub.requests[-1]["messages"]] == [
+        "I am Ada.",
+        "Hi Ada.",
+        "Who am I?",
+        "You are Ada.",
+        "And?",
+    ]
+    assert third.output_text == "You are Ada."
+
+
+def test_previous_response_id_works_at_once_with_the_batched_ledger_writer(
+    gateway_url, backends, api_key, stub, settings, tmp_path
+):
+    """Right after a response its row may still be in this process's writer queue: it is found there."""
+    ledger_writer.shutdown()  # a writer started earlier has the suite's settings
+    settings.SKILLGATE = {
+        **settings.SKILLGATE,
+        "LEDGER_WRITER": "batched",
+        "LEDGER_FLUSH_MS": 600_000.0,
+        "LEDGER_JOURNAL_DIR": tmp_path / "journal",
+    }
+    client = sdk(gateway_url, api_key.raw)
+    try:
+        first = client.responses.create(model="auto", input="I am Ada.")
+        assert not Invocation.objects.exists()  # not committed yet
+        stub.responder = lambda body: Reply(content="You are Ada.")
+        second = client.responses.create(model="auto", previous_response_id=first.id, input="Who am I?")
+        assert second.output_text == "You are Ada."
+        assert [m["content"] for m in stub.requests[-1]["messages"]] == ["I am Ada.", "ok", "Who am I?"]
+        assert client.responses.retrieve(first.id).output_text == "ok"
+        client.responses.delete(first.id)  # commits it first, then blanks it
+        assert Invocation.objects.get(pk=first.id.removeprefix("resp_")).response is None
+    finally:
+        assert ledger_writer.flush()
+        ledger_writer.shutdown()
+    assert Invocation.objects.count() == 2
+
+
+def test_retrieve_and_delete_keep_the_row_and_its_costs(gateway_url, backends, api_key, stub):
+    stub.responder = lambda body: Reply(content="remember me")
+    client = sdk(gateway_url, api_key.raw)
+    created = client.responses.create(model="auto", input="hello", metadata={"team": "sre"})
+    got = client.responses.retrieve(created.id)
+    assert (got.id, got.output_text, got.status, got.metadata) == (
+        created.id,
+        "remember me",
+        "completed",
+        {"team": "sre"},
+    )
+    assert got.usage is not None and got.usage.output_tokens == created.usage.output_tokens  # type: ignore[union-attr]
+    row = Invocation.objects.get()
+    cost, tokens = row.cost_usd, row.completion_tokens
+
+    client.responses.delete(created.id)
+    row.refresh_from_db()
+    assert row.response is None and "messages" not in row.request and row.request["deleted"]
+    assert (row.cost_usd, row.completion_tokens) == (cost, tokens)
+    with pytest.raises(openai.NotFoundError):
+        client.responses.retrieve(created.id)
+    with pytest.raises(openai.NotFoundError):
+        client.responses.delete(created.id)
+    with pytest.raises(openai.NotFoundError) as continued:
+        client.responses.create(model="auto", previous_response_id=created.id, input="again")
+    assert continued.value.body["param"] == "previous_response_id"  # type: ignore[index]
+
+
+def test_another_key_gets_404_for_retrieve_continue_and_delete(gateway_url, backends, api_key, stub):
+    created = sdk(gateway_url, api_key.raw).responses.create(model="auto", input="secret")
+    other = sdk(gateway_url, make_key(name="other").raw)
+    with pytest.raises(openai.NotFoundError):
+        other.responses.retrieve(created.id)
+    with pytest.raises(openai.NotFoundError):
+        other.responses.delete(created.id)
+    with pytest.raises(openai.NotFoundError):
+        other.responses.create(model="auto", previous_response_id=created.id, input="tell me")
+    assert len(stub.requests) == 1 and Invocation.objects.get().response is not None
+
+
+def test_store_false_is_neither_retrievable_nor_continuable(gateway_url, backends, api_key, stub):
+    client = sdk(gateway_url, api_key.raw)
+    created = client.responses.create(model="auto", input="forget me", store=False)
+    assert created.store is False and created.output_text == "ok"
+    with pytest.raises(openai.NotFoundError):
+        client.responses.retrieve(created.id)
+    with pytest.raises(openai.NotFoundError):
+        client.responses.create(model="auto", previous_response_id=created.id, input="again")
+    assert "store" not in stub.requests[-1] and "metadata" not in stub.requests[-1]
+    assert Invocation.objects.count() == 1  # the call itself is in the ledger
+
+
+def test_a_chat_completion_id_is_not_a_response(gateway_url, backends, api_key, stub):
+    client = sdk(gateway_url, api_key.raw)
+    client.chat.completions.create(model="auto", messages=[{"role": "user", "content": "hi"}])
+    row = Invocation.objects.get()
+    with pytest.raises(openai.NotFoundError):
+        client.responses.retrieve(f"resp_{row.id.hex}")
+
+
+def test_a_response_purged_by_retention_says_so(gateway_url, backends, api_key, stub, settings):
+    client = sdk(gateway_url, api_key.raw)
+    created = client.responses.create(model="auto", input="old news")
+    settings.SKILLGATE = {**settings.SKILLGATE, "LEDGER_RETENTION_DAYS": 1}
+    assert ledger_bodies_purge(now=timezone.now() + timedelta(days=2)) == 1
+    with pytest.raises(openai.NotFoundError) as gone:
+        client.responses.retrieve(created.id)
+    assert "purged" in gone.value.message and "LEDGER_RETENTION_DAYS" in gone.value.message
+
+
+def _post(gateway_url: str, key: str, body: dict[str, Any]) -> httpx.Response:
+    return httpx.post(f"{gateway_url}/v1/responses", json=body, headers={"Authorization": f"Bearer {key}"})
+
+
+def test_bad_input_gets_openai_shaped_400s_and_never_reaches_a_backend(gateway_url, backends, api_key, stub):
+    body: dict[str, Any] = {"model": "auto", "input": "hi"}
+    for bad, param in [
+        ({**body, "api_base": "http://127.0.0.1:9/"}, "api_base"),
+        ({**body, "base_url": "http://127.0.0.1:9/"}, "base_url"),
+        ({**body, "input": [{"role": "user", "content": "x", "api_key": "k"}]}, "input[0].api_key"),
+        ({**body, "input": [{"type": "video", "url": "x"}]}, "input[0]"),
+        (
+            {**body, "input": [{"role": "user", "content": [{"type": "input_file", "file_id": "f"}]}]},
+            "input[0].content[0]",
+        ),
+        (
+            {**body, "input": [{"role": "user", "content": [{"type": "input_image", "file_id": "f"}]}]},
+            "input[0].content[0]",
+        ),
+        ({**body, "tools": [{"type": "web_search"}]}, "tools[0].type"),
+        ({**body, "tools": [{**WEATHER, "api_base": "x"}]}, "tools[0].api_base"),
+        ({**body, "text": {"format": {"type": "json_schema", "name": "x"}}}, "text.format.schema"),
+        ({**body, "max_output_tokens": 0}, "max_output_tokens"),
+        ({**body, "temperature": 3}, "temperature"),
+        ({**body, "metadata": {"skillgate_response": {"store": True}}}, "metadata"),
+        ({**body, "background": True}, "background"),
+        ({**body, "input": []}, "input"),
+        ({"model": "auto"}, "input"),
+    ]:
+        response = _post(gateway_url, api_key.raw, bad)
+        assert response.status_code == 400, (bad, response.text)
+        error = response.json()["error"]
+        assert error["type"] == "invalid_request_error" and error["param"] == param, (bad, error)
+        assert set(error) == {"message", "type", "param", "code"}
+    unknown = _post(gateway_url, api_key.raw, {**body, "api_base": "x"}).json()["error"]
+    assert unknown["code"] == "unknown_parameter"
+    not_json = httpx.post(
+        f"{gateway_url}/v1/responses", content=b"{", headers={"Authorization": f"Bearer {api_key.raw}"}
+    )
+    assert not_json.status_code == 400 and "error" in not_json.json()
+    assert _post(gateway_url, "sg-nothing.wrong", body).status_code == 401
+    for path in ("/v1/responses/not-an-id", "/v1/responses/resp_" + "0" * 32):
+        missing = httpx.get(f"{gateway_url}{path}", headers={"Authorization": f"Bearer {api_key.raw}"})
+        assert missing.status_code == 404 and missing.json()["error"]["type"] == "invalid_request_error"
+    wrong = httpx.put(
+        f"{gateway_url}/v1/responses/resp_x", headers={"Authorization": f"Bearer {api_key.raw}"}
+    )
+    assert wrong.status_code == 405 and wrong.headers["allow"] == "DELETE, GET"
+    deep = httpx.get(f"{gateway_url}/v1/responses/resp_x/input_items")
+    assert deep.status_code == 404 and deep.json()["error"]["code"] == "unknown_url"
+    assert stub.requests == [] and not Invocation.objects.exists()
+
+
+def test_the_openapi_document_describes_the_responses_endpoints(gateway_url):
+    document = httpx.get(f"{gateway_url}/v1/openapi.json").json()
+    assert set(document["paths"]["/v1/responses"]) == {"post"}
+    assert set(document["paths"]["/v1/responses/{response_id}"]) == {"parameters", "get", "delete"}
+    body = document["paths"]["/v1/responses"]["post"]["requestBody"]["content"]["application/json"]["schema"]
+    request = document["components"]["schemas"][body["$ref"].rsplit("/", 1)[-1]]
+    # The document is the allow-list: exactly the fields the parser accepts, and no others.
+    assert set(request["properties"]) == set(ResponsesRequest.model_fields)
+    assert request["additionalProperties"] is False and request["required"] == ["model", "input"]
+    # Chat's and the Responses API's models of the same name both survive, apart.
+    assert {"routing__protocol__StreamOptions", "routing__responses__StreamOptions"} <= set(
+        document["components"]["schemas"]
+    )
+
+
+def test_a_failed_call_is_a_failed_response_that_cannot_be_continued(gateway_url, backends, api_key, stub):
+    stub.responder = lambda body: Reply(status=500, error="teacher down")
+    client = sdk(gateway_url, api_key.raw)
+    with pytest.raises(openai.APIStatusError) as failed:
+        client.responses.create(model="auto", input="hi")
+    assert failed.value.status_code == 502
+    response_id = f"resp_{Invocation.objects.get().id.hex}"
+    got = client.responses.retrieve(response_id)
+    assert got.status == "failed" and got.error is not None and got.output == []
+    with pytest.raises(openai.BadRequestError) as continued:
+        client.responses.create(model="auto", previous_response_id=response_id, input="again")
+    assert "failed" in continued.value.message
