@@ -33,6 +33,11 @@ class Verifier(ABC):
     def __init__(self, config: dict[str, Any]) -> None:
         self.config = config
 
+    def runs_inline(self, *, request: dict[str, Any], message: dict[str, Any]) -> bool:
+        """Whether this check is bounded and cheap enough (well under a millisecond) to run on the
+        event loop: a thread hop costs more than that. Default no: the pool (routing/verifiers/pool.py)."""
+        return False
+
     @abstractmethod
     def verify(self, *, request: dict[str, Any], message: dict[str, Any]) -> Verdict:
         """``request`` is the OpenAI request body; ``message`` the assistant message dict

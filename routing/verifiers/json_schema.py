@@ -10,6 +10,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
+import orjson
 from jsonschema import exceptions as jsonschema_exceptions
 from jsonschema.validators import validator_for
 
@@ -77,6 +78,21 @@ def parse_json(text: str) -> tuple[Any, str | None]:
         return None, f"not valid JSON: {exc}"
 
 
+INLINE_TEXT_CHARS = 4 * 1024
+INLINE_SCHEMA_BYTES = 8 * 1024
+_REGEX_KEYWORDS = (b'"pattern"', b'"patternProperties"', b'"format"', b'"$ref"', b'"$dynamicRef"')
+
+
+def inline_schema(schema: Any) -> bool:
+    """Whether validating against ``schema`` is bounded by the answer's size: small, no regular
+    expressions, formats or references."""
+    try:
+        text = orjson.dumps(schema)
+    except TypeError:
+        return False
+    return len(text) <= INLINE_SCHEMA_BYTES and not any(word in text for word in _REGEX_KEYWORDS)
+
+
 @register
 class JsonSchemaVerifier(Verifier):
     """Config: optional ``schema``. Without it the request's ``response_format`` decides: a
@@ -91,6 +107,14 @@ class JsonSchemaVerifier(Verifier):
             problem = schema_problem(self.schema)
             if problem:
                 raise VerifierConfigError(f"json_schema.schema is not a valid JSON schema: {problem}")
+
+    def runs_inline(self, *, request: dict[str, Any], message: dict[str, Any]) -> bool:
+        """A short answer against a small schema without regular expressions (``pattern`` runs
+        Python's backtracking ``re``; those checks stay in the pool)."""
+        if len(message_text(message)) > INLINE_TEXT_CHARS:
+            return False
+        schema, _ = self._schema_for(request)
+        return schema is None or inline_schema(schema)
 
     def verify(self, *, request: dict[str, Any], message: dict[str, Any]) -> Verdict:
         schema, problem = self._schema_for(request)

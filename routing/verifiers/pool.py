@@ -2,8 +2,10 @@
 
 Invariants:
 
-- ``verify`` never runs on the event loop: a slow verifier (a sandboxed program near its deadline)
-  holds one worker thread, never the loop, so other calls keep being served.
+- A verifier that can be slow never runs on the event loop: a slow verifier (a sandboxed program near
+  its deadline) holds one worker thread, never the loop, so other calls keep being served. Only a check
+  whose cost is bounded and tiny (``Verifier.runs_inline``: an RE2 pattern on a short answer, a schema
+  without regular expressions on a short answer) runs inline, since the thread hop would cost more.
 - At most ``SKILLGATE["VERIFIER_WORKERS"]`` verifications run at once in a process; more wait,
   asynchronously (the loop stays free), in the executor's queue.
 - A verification that has not started within ``SKILLGATE["VERIFIER_QUEUE_WAIT_S"]`` of being queued
@@ -58,7 +60,10 @@ def _run(
 
 
 async def run_verifier(verifier: Verifier, request: dict[str, Any], message: dict[str, Any]) -> Verdict:
-    """``verifier.verify(...)`` in the pool, awaited without blocking the event loop."""
+    """``verifier.verify(...)`` in the pool, awaited without blocking the event loop (inline when the
+    verifier says its check is bounded and tiny)."""
+    if verifier.runs_inline(request=request, message=message):
+        return verifier.verify(request=request, message=message)
     _, wait_s = _config()
     future = executor().submit(_run, verifier, request, message, time.monotonic(), wait_s)
     try:

@@ -7,7 +7,7 @@ from typing import Any
 
 from routing.json_body import loads_answer
 from routing.verifiers.base import Verdict, Verifier, VerifierConfigError, register
-from routing.verifiers.json_schema import schema_errors, schema_problem
+from routing.verifiers.json_schema import INLINE_TEXT_CHARS, inline_schema, schema_errors, schema_problem
 
 _ANY_OBJECT: dict[str, Any] = {"type": "object"}
 
@@ -45,6 +45,13 @@ class ToolArgsVerifier(Verifier):
         if require is not None and not isinstance(require, bool):
             raise VerifierConfigError(f"tool_args.require_tool_call must be a boolean; got {require!r}")
         self.require_tool_call: bool | None = require
+
+    def runs_inline(self, *, request: dict[str, Any], message: dict[str, Any]) -> bool:
+        """Short arguments against small parameter schemas without regular expressions."""
+        calls = message.get("tool_calls") or []
+        size = sum(len(str((call or {}).get("function", {}).get("arguments", ""))) for call in calls)
+        declared = _declared_functions(request)
+        return size <= INLINE_TEXT_CHARS and all(inline_schema(schema or {}) for schema in declared.values())
 
     def verify(self, *, request: dict[str, Any], message: dict[str, Any]) -> Verdict:
         tool_choice = request.get("tool_choice")

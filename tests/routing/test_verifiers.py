@@ -442,3 +442,26 @@ def test_extract_code_prefers_the_python_block():
 def test_python_bad_config_is_rejected(config, field):
     with pytest.raises(VerifierConfigError, match=re.escape(field)):
         build_verifier({"kind": "python_tests", **config})
+
+
+def test_only_bounded_cheap_checks_skip_the_thread_pool():
+    from routing.verifiers import build_verifier
+
+    def msg(text: str) -> dict:
+        return {"role": "assistant", "content": text}
+
+    regex = build_verifier({"kind": "regex", "pattern": "ok"})
+    assert regex.runs_inline(request={}, message=msg("ok"))
+    assert not regex.runs_inline(request={}, message=msg("x" * 100_000))  # a long answer: the pool
+    plain = build_verifier({"kind": "json_schema", "schema": {"type": "object"}})
+    assert plain.runs_inline(request={}, message=msg("{}"))
+    backtracking = build_verifier({"kind": "json_schema", "schema": {"type": "string", "pattern": "^(a+)+$"}})
+    assert not backtracking.runs_inline(request={}, message=msg('"aaa"'))  # Python re: the pool
+    tools = build_verifier({"kind": "tool_args"})
+    request = {"tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]}
+    call = {"role": "assistant", "tool_calls": [{"id": "1", "function": {"name": "f", "arguments": "{}"}}]}
+    assert tools.runs_inline(request=request, message=call)
+    request["tools"][0]["function"]["parameters"] = {"type": "object", "patternProperties": {"^a": {}}}
+    assert not tools.runs_inline(request=request, message=call)
+    code = build_verifier({"kind": "python_tests", "test": "assert True"})
+    assert not code.runs_inline(request={}, message=msg("x = 1"))
