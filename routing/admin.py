@@ -140,9 +140,10 @@ class InvocationAdmin(admin.ModelAdmin):
         "served_by",
         "verdict",
         "fallback",
+        "endpoint",
         "cost_usd",
     ]
-    list_filter = ["route", "verdict", "fallback", "profile"]
+    list_filter = ["endpoint", "route", "verdict", "fallback", "profile"]
     list_select_related = ["api_key", "profile"]
     date_hierarchy = "created_at"
 

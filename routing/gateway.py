@@ -174,7 +174,7 @@ def legs_planned(prep: Prepared) -> list[Backend]:
 
 async def reserve_budget(prep: Prepared) -> budgets.Hold | None:
     """Hold the worst case of every leg this call may run (student, then teacher on fallback; every
-    answer of a best-of-n leg): on this
+    answer of a best-of-n leg, each of the ``n`` choices asked for): on this
     process's lease of the key's budget, without a query while the lease covers it (routing/budgets.py).
 
     A key without a budget cannot overspend, so it holds nothing and is only charged afterwards.
@@ -188,9 +188,10 @@ async def reserve_budget(prep: Prepared) -> budgets.Hold | None:
         return None
     total = Decimal(0)
     for backend, price in prices:
-        # A best-of-n leg is paid for each of its n answers (the prompt once, as providers bill n).
+        # A best-of-n leg is paid for each of its n answers (the prompt once, as providers bill n), and
+        # a call asking for n choices for each choice (routing/legs.py asks for choices x samples).
         bound = prompt_token_bound(prep.body_for(backend))
-        answers = prep.plan.samples(backend)
+        answers = prep.plan.samples(backend) * prep.request.choice_count
         total += cost_bound(price, prompt_tokens=bound, max_tokens=prep.max_tokens * answers)
     return await budgets.hold(api_key=prep.api_key, amount=total)
 
@@ -257,6 +258,8 @@ async def complete_call(prep: Prepared) -> Result:
             raise failure
         record.verdict, record.verdict_detail = served.verdict, served.detail
         record.response = {"message": completion.message, "finish_reason": completion.finish_reason}
+        if prep.request.choice_count > 1:
+            record.response["choices"] = [{"message": m, "finish_reason": f} for m, f in completion.choices]
         return Result(record, completion, served)
     finally:
         finish(record, prep, sum(leg.latency_ms for leg in record.legs))

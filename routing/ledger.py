@@ -72,7 +72,7 @@ class CallRecord:
     sample_leg: str = ""  # drawn up front: the leg a background sample would add (teacher_sampling)
     sample_state: str = ""
     verifier_source: str = ""  # routing/verifier_policy.py: "profile", "call" or "" (none)
-    endpoint: str = "/v1/chat/completions"  # the API the call came in on (metrics)
+    endpoint: str = "/v1/chat/completions"  # the API the call came in on (ledger, metrics)
     profile_name: str = ""  # (metrics)
 
     @property
@@ -114,6 +114,7 @@ def ledger_row(record: CallRecord) -> dict[str, Any]:
         "router_version_id": record.router_version_id,
         "sample_state": record.sample_state,
         "verifier_source": record.verifier_source,
+        "endpoint": record.endpoint,
     }
 
 
@@ -160,6 +161,8 @@ def stores_bodies() -> bool:
 
 def request_stub(request: dict[str, Any]) -> dict[str, Any]:
     """What stands for a request body that is not kept: its hash and how many messages it had."""
+    if "input" in request and "messages" not in request:  # an embeddings call: its hash
+        return {"sha256": digest(request)}
     if not has_body(request):  # already a stub: keep its hash
         return {key: request[key] for key in ("sha256", "message_count") if key in request}
     return {"sha256": digest(request), "message_count": len(request["messages"])}
@@ -194,7 +197,8 @@ def ledger_bodies_purge(*, now: datetime | None = None, batch: int | None = None
         return 0
     size = batch or int(settings.SKILLGATE["LEDGER_PURGE_BATCH"])
     cutoff = (now or timezone.now()) - timedelta(days=days)
-    due = Invocation.objects.filter(created_at__lt=cutoff).filter(HAS_BODY | Q(response__isnull=False))
+    kept = HAS_BODY | Q(request__has_key="input") | Q(response__isnull=False)  # "input": embeddings
+    due = Invocation.objects.filter(created_at__lt=cutoff).filter(kept)
     purged = 0
     while True:
         with transaction.atomic():

@@ -7,6 +7,7 @@ The gateway's legs (routing/gateway.py, routing/streaming.py) and background sam
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from typing import Any
 
 from routing import upstream
@@ -55,11 +56,60 @@ async def verify_best_of(plan: CallPlan, leg: Leg, completion: upstream.Completi
     return completion.pick(0)
 
 
+async def verify_choices(
+    plan: CallPlan, leg: Leg, completion: upstream.Completion, wanted: int
+) -> upstream.Completion:
+    """A call asking for ``n`` > 1 choices: every answer verified, and the completion answering with
+    ``wanted`` of them, those that passed first (in order), then those that failed. The leg passes
+    only when every choice served passed (and there are ``wanted`` of them), so the gateway falls
+    back to the teacher, with the same n, unless all of the student's choices pass.
+
+    All or nothing, rather than serving the student's passing choices filled up from the teacher: the
+    n choices of a completion are alternatives of equal standing (a caller may take any one, compare
+    them, or vote), so none may be one the verifier refused while a passing one could be had; and a
+    completion names one ``model``, and the ledger one server, which a mix of two would make untrue.
+    The teacher's n answers were held in the budget from the start, so falling back never overspends.
+    The leg's detail names every choice's verdict. A best-of-n backend (``samples`` > 1) is asked for
+    ``wanted`` x ``samples`` answers, from which the same rule picks."""
+    answers = completion.choices
+    verdicts: list[tuple[bool, str]] = []
+    verify_ms = 0.0
+    for message, _ in answers:
+        if plan.verifier is None:
+            verdicts.append((True, ""))
+            continue
+        await verify(plan, leg, message)
+        verify_ms += leg.verify_ms
+        verdicts.append((leg.verdict == Invocation.Verdict.PASS, leg.detail))
+        if sum(passed for passed, _ in verdicts) == wanted:
+            break  # enough passing choices: the rest are not needed
+    passing = [i for i, (passed, _) in enumerate(verdicts) if passed][:wanted]
+    failing = [i for i, (passed, _) in enumerate(verdicts) if not passed]
+    chosen = passing + failing[: wanted - len(passing)]
+    if plan.verifier is None:
+        return replace(completion, choices=[answers[i] for i in chosen])
+    leg.verify_ms = verify_ms
+    served_passed = len(passing) == wanted
+    leg.verdict = Invocation.Verdict.PASS if served_passed else Invocation.Verdict.FAIL
+    notes = [
+        f"answer {i + 1} {'passed' if passed else 'failed'}{f': {detail}' if detail else ''}"
+        for i, (passed, detail) in enumerate(verdicts)
+    ]
+    shortfall = "" if len(chosen) == wanted else f" (only {len(chosen)} answers came back)"
+    summary = f"n={wanted}: {len(passing)} of {len(verdicts)} verified answers passed{shortfall}"
+    leg.detail = f"{summary}; served {', '.join(str(i + 1) for i in chosen)}. " + "; ".join(notes)
+    served = [answers[i] for i in chosen]
+    return replace(completion, message=served[0][0], finish_reason=served[0][1], choices=served)
+
+
 async def run_leg(plan: CallPlan, record: CallRecord, backend: Backend) -> upstream.Completion | None:
     """One whole (not streamed) leg on ``backend``, appended to ``record``; None when it failed."""
     leg = new_leg(backend)
     record.legs.append(leg)
     body, samples = plan.leg_body(backend), plan.samples(backend)
+    wanted = plan.request.choice_count
+    if wanted > 1:
+        body["n"] = wanted * samples  # a best-of-n backend: samples answers for each choice
     try:
         completion = await upstream.complete(backend, body)
     except UpstreamError as exc:
@@ -68,6 +118,8 @@ async def run_leg(plan: CallPlan, record: CallRecord, backend: Backend) -> upstr
         return None
     leg.latency_ms = completion.latency_ms
     price_leg(leg, backend, completion.usage)
+    if wanted > 1:
+        return await verify_choices(plan, leg, completion, wanted)
     if samples > 1 and len(completion.choices) > 1:
         return await verify_best_of(plan, leg, completion)
     await verify(plan, leg, completion.message)

@@ -202,6 +202,12 @@ class Invocation(models.Model):
         PROFILE = "profile"
         CALL = "call"
 
+    class Endpoint(models.TextChoices):
+        CHAT = "/v1/chat/completions"
+        MESSAGES = "/v1/messages"
+        RESPONSES = "/v1/responses"
+        EMBEDDINGS = "/v1/embeddings"
+
     class SampleState(models.TextChoices):
         QUEUED = "queued"
         RUNNING = "running"
@@ -254,6 +260,12 @@ class Invocation(models.Model):
         null=True,
         blank=True,
         help_text="Sample queued: when its message was last sent; running: its worker's last sign of life.",
+    )
+    endpoint = models.CharField(
+        max_length=100,
+        choices=Endpoint.choices,
+        default=Endpoint.CHAT,
+        help_text="The API the call came in on, e.g. /v1/chat/completions or /v1/embeddings.",
     )
 
     class Meta:

@@ -11,6 +11,7 @@ from typing import Any
 
 from pydantic.json_schema import models_json_schema
 
+from routing.embeddings import EmbeddingRequest
 from routing.protocol import ChatRequest
 from routing.responses import ResponsesRequest
 
@@ -51,6 +52,29 @@ _RESPONSE = {
         "object": {"const": "response"},
         "status": {"enum": ["completed", "incomplete", "failed", "in_progress"]},
         "output": {"type": "array", "items": {"type": "object"}},
+    },
+}
+_EMBEDDINGS = {
+    "type": "object",
+    "required": ["object", "data", "model", "usage"],
+    "properties": {
+        "object": {"const": "list"},
+        "data": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["object", "index", "embedding"],
+                "properties": {
+                    "object": {"const": "embedding"},
+                    "index": {"type": "integer"},
+                    "embedding": {
+                        "anyOf": [{"type": "array", "items": {"type": "number"}}, {"type": "string"}],
+                        "description": "Floats, or base64 of little-endian float32 (encoding_format).",
+                    },
+                },
+            },
+        },
+        "usage": {"type": "object"},
     },
 }
 _RESPONSE_ID = {
@@ -116,7 +140,8 @@ def _responses_paths() -> dict[str, Any]:
 
 def document() -> dict[str, Any]:
     _, top = models_json_schema(
-        [(ChatRequest, "validation"), (ResponsesRequest, "validation")], ref_template=_REF
+        [(ChatRequest, "validation"), (ResponsesRequest, "validation"), (EmbeddingRequest, "validation")],
+        ref_template=_REF,
     )
     schemas: dict[str, Any] = dict(top.get("$defs", {}))
     schemas["Error"] = _ERROR
@@ -145,6 +170,19 @@ def document() -> dict[str, Any]:
                             },
                         },
                         **_errors(400, 401, 402, 403, 404, 413, 429, 502, 503, 504),
+                    },
+                }
+            },
+            "/v1/embeddings": {
+                "post": {
+                    "operationId": "createEmbedding",
+                    "requestBody": _json_body("EmbeddingRequest"),
+                    "responses": {
+                        "200": {
+                            "description": "One embedding per input, in input order.",
+                            "content": {"application/json": {"schema": _EMBEDDINGS}},
+                        },
+                        **_errors(400, 401, 402, 404, 413, 429, 502, 503, 504),
                     },
                 }
             },

@@ -10,12 +10,15 @@ messages, tools and stream options accept only their documented fields.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from routing.errors import ApiError, bad_request
 from routing.json_body import JsonBodyError, loads_request
+
+# The most choices (``n``) one chat completion may ask for: each is generated, paid and verified.
+MAX_CHOICES = 16
 
 
 class Strict(BaseModel):
@@ -65,7 +68,7 @@ class ChatRequest(Strict):
     top_p: float | None = Field(default=None, ge=0, le=1)
     max_tokens: int | None = Field(default=None, ge=1)
     max_completion_tokens: int | None = Field(default=None, ge=1)
-    n: int | None = None
+    n: int | None = Field(default=None, ge=1, le=MAX_CHOICES)  # each choice verified (routing/legs.py)
     stop: str | list[str] | None = None
     seed: int | None = None
     presence_penalty: float | None = Field(default=None, ge=-2, le=2)
@@ -88,19 +91,17 @@ class ChatRequest(Strict):
     metadata: dict[str, Any] | None = None
     user: str | None = None
 
-    @field_validator("n")
-    @classmethod
-    def _only_one_choice(cls, value: int | None) -> int | None:
-        if value not in (None, 1):
-            raise ValueError("only n=1 is supported")
-        return value
-
     @field_validator("response_format")
     @classmethod
     def _known_response_format(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
         if value is not None and value.get("type") not in ("text", "json_object", "json_schema"):
             raise ValueError("type must be one of text, json_object, json_schema")
         return value
+
+    @property
+    def choice_count(self) -> int:
+        """How many choices the caller asked for (``n``)."""
+        return self.n or 1
 
     def output_cap(self, default: int) -> int:
         return self.max_completion_tokens or self.max_tokens or default
@@ -129,7 +130,16 @@ def _param_name(loc: tuple[int | str, ...]) -> str:
     return name
 
 
+Parsed = TypeVar("Parsed", bound=BaseModel)
+
+
 def parse_chat_request(raw: bytes) -> ChatRequest:
+    return parse_body(raw, ChatRequest)
+
+
+def parse_body(raw: bytes, model: type[Parsed]) -> Parsed:
+    """``raw`` as a JSON object validated by ``model``: a 400 in OpenAI's words naming the first bad
+    or unknown field (chat completions, embeddings)."""
     try:
         data = loads_request(raw)  # bounded size and nesting depth (SKILLGATE MAX_JSON_DEPTH)
     except JsonBodyError as exc:
@@ -137,7 +147,7 @@ def parse_chat_request(raw: bytes) -> ChatRequest:
     if not isinstance(data, dict):
         raise bad_request("Request body must be a JSON object.", code="invalid_json")
     try:
-        return ChatRequest.model_validate(data)
+        return model.model_validate(data)
     except ValidationError as exc:
         first = exc.errors()[0]
         param = _param_name(tuple(first["loc"]))

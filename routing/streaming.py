@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -76,22 +76,31 @@ class Accumulator:
 
 
 def completion_chunks(
-    completion_id: str, model: str, message: dict[str, Any], finish_reason: str, usage: dict[str, Any] | None
+    completion_id: str,
+    model: str,
+    message: dict[str, Any],
+    finish_reason: str,
+    usage: dict[str, Any] | None,
+    *,
+    more: Sequence[tuple[dict[str, Any], str]] = (),
 ) -> list[dict[str, Any]]:
-    """A whole (verified) answer as the chunks a streaming upstream would have sent."""
+    """A whole (verified) answer as the chunks a streaming upstream would have sent; ``more``: the
+    further choices of an ``n`` > 1 call, each under its own choice index."""
     base = {
         "id": completion_id,
         "object": "chat.completion.chunk",
         "created": int(time.time()),
         "model": model,
     }
-    delta: dict[str, Any] = {"role": "assistant", "content": message.get("content") or ""}
-    if message.get("tool_calls"):
-        delta["tool_calls"] = [{"index": i, **call} for i, call in enumerate(message["tool_calls"])]
-    chunks = [
-        {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]},
-        {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": finish_reason}]},
-    ]
+    chunks = []
+    for index, (answer, reason) in enumerate([(message, finish_reason), *more]):
+        delta: dict[str, Any] = {"role": "assistant", "content": answer.get("content") or ""}
+        if answer.get("tool_calls"):
+            delta["tool_calls"] = [{"index": i, **call} for i, call in enumerate(answer["tool_calls"])]
+        chunks += [
+            {**base, "choices": [{"index": index, "delta": delta, "finish_reason": None}]},
+            {**base, "choices": [{"index": index, "delta": {}, "finish_reason": reason}]},
+        ]
     if usage is not None:
         chunks.append({**base, "choices": [], "usage": usage})
     return chunks
@@ -115,8 +124,9 @@ def _headers(record: CallRecord, served_by: str, verdict: str, overhead_ms: floa
 
 
 async def stream_call(prep: Prepared) -> StreamPlan:
-    if any(prep.plan.samples(backend) > 1 for backend in legs_planned(prep)):
-        # A best-of-n backend chooses among whole answers, so the call runs whole and is then sent.
+    if prep.request.choice_count > 1 or any(prep.plan.samples(b) > 1 for b in legs_planned(prep)):
+        # A best-of-n backend chooses among whole answers, and each of n choices is verified whole
+        # (routing/legs.py verify_choices), so the call runs whole and is then sent.
         return _replay_result(prep, await complete_call(prep))
     hold = await reserve_budget(prep)
     record = prep.new_record()
@@ -179,7 +189,9 @@ def _replay_result(prep: Prepared, result: Result) -> StreamPlan:
     want_usage = bool(prep.request.stream_options and prep.request.stream_options.include_usage)
     usage = result.completion.raw.get("usage") if want_usage else None
     message, finish_reason = result.completion.message, result.completion.finish_reason
-    chunks = completion_chunks(f"chatcmpl-{record.id.hex}", served.model, message, finish_reason, usage)
+    more = result.completion.choices[1:] if prep.request.choice_count > 1 else []
+    completion_id = f"chatcmpl-{record.id.hex}"
+    chunks = completion_chunks(completion_id, served.model, message, finish_reason, usage, more=more)
 
     async def body() -> AsyncIterator[bytes]:
         for chunk in chunks:

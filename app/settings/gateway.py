@@ -38,6 +38,9 @@ SKILLGATE: dict[str, Any] = {
     # Backends that speak OpenAI's protocol natively (openai/..., hosted_vllm/...) are called by the
     # gateway's own pooled HTTP client (routing/openai_client.py), not litellm; false: all via litellm.
     "DIRECT_CLIENT": env_bool("SKILLGATE_DIRECT_CLIENT", True),
+    # POST /v1/embeddings with model "auto" goes to the backend of this name (routing/embeddings.py); a
+    # call may also name any active backend itself. Empty: "auto" is refused (503, no_backend).
+    "EMBEDDING_BACKEND": env_str("SKILLGATE_EMBEDDING_BACKEND", ""),
     # That client's connection pool, per server process (per event loop): the openai SDK's limits; idle
     # connections are dropped before the usual 5 s keep-alive of uvicorn (so vLLM) closes them.
     "UPSTREAM_MAX_CONNECTIONS": env_int("SKILLGATE_UPSTREAM_MAX_CONNECTIONS", 1000),

@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable
 from django.conf import settings
 
 from routing import anthropic
-from routing.edge import chat, messages, responses
+from routing.edge import chat, embeddings, messages, responses
 from routing.edge.http import (
     ClientGone,
     JsonResponse,
@@ -41,6 +41,7 @@ ROUTES: dict[str, dict[str, Handler]] = {
     "/v1/openapi.json": {"GET": chat.openapi_document},
     "/v1/messages": {"POST": messages.messages},
     "/v1/messages/count_tokens": {"POST": messages.count_tokens},
+    "/v1/embeddings": {"POST": embeddings.create},
     "/v1/responses": {"POST": responses.create},
 }
 # Routes with a path parameter: a prefix, then one segment (the handler reads it from the path).

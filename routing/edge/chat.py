@@ -28,12 +28,18 @@ async def chat_completions(request: Request) -> Response:
         return StreamResponse(plan.body, plan.headers)
     result = await gateway.complete_call(prep)
     record, completion = result.record, result.completion
+    choices = [(completion.message, completion.finish_reason)]
+    if chat.choice_count > 1:
+        choices = completion.choices  # each verified (routing/legs.py verify_choices)
     payload = {
         "id": f"chatcmpl-{record.id.hex}",
         "object": "chat.completion",
         "created": int(time.time()),
         "model": result.served.model,
-        "choices": [{"index": 0, "message": completion.message, "finish_reason": completion.finish_reason}],
+        "choices": [
+            {"index": i, "message": message, "finish_reason": finish_reason}
+            for i, (message, finish_reason) in enumerate(choices)
+        ],
         "usage": completion.raw.get("usage"),
     }
     headers = {

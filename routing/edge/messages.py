@@ -22,7 +22,7 @@ async def messages(request: Request) -> Response:
     chat = anthropic.to_chat(parsed)
     await check_rate(api_key_id=api_key.pk, limit=api_key.rpm_limit)
     prep = await gateway.prepare(
-        api_key=api_key, request=chat, task_header=request.header("x-skillgate-task"), endpoint=request.path
+        api_key=api_key, request=chat, task_header=request.header("x-skillgate-task"), endpoint="/v1/messages"
     )
     if chat.stream:
         plan = await stream_call(prep)

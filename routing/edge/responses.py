@@ -43,7 +43,10 @@ async def create(request: Request) -> Response:
     chat = responses.to_chat(parsed, history)
     await check_rate(api_key_id=api_key.pk, limit=api_key.rpm_limit)
     prep = await gateway.prepare(
-        api_key=api_key, request=chat, task_header=request.header("x-skillgate-task")
+        api_key=api_key,
+        request=chat,
+        task_header=request.header("x-skillgate-task"),
+        endpoint="/v1/responses",
     )
     if chat.stream:
         plan = await stream_call(prep)

@@ -30,8 +30,11 @@ class Reply:
     delay_s: float = 0.0
     chunk_delay_s: float = 0.0
     cached_tokens: int = 0
-    # For a request with n > 1: one answer per entry (non-streamed), as vLLM and OpenAI answer n.
+    # For a request with n > 1: one answer per entry (non-streamed), as vLLM and OpenAI answer n;
+    # without samples, n copies of ``content``.
     samples: list[str] | None = None
+    # What /v1/embeddings answers: this vector for the first input, times i+1 for the i-th.
+    embedding: list[float] = field(default_factory=lambda: [0.5, -0.25, 1.0, 0.125])
 
 
 def _words(value: Any) -> int:
@@ -53,11 +56,35 @@ class OpenAIStub(ThreadedServer):
     def app(self) -> web.Application:
         app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_post("/v1/chat/completions", self._chat)
+        app.router.add_post("/v1/embeddings", self._embeddings)
         app.router.add_get("/v1/models", self._models)
         return app
 
     async def _models(self, request: web.Request) -> web.Response:
         return web.json_response({"object": "list", "data": [{"id": "stub", "object": "model"}]})
+
+    async def _embeddings(self, request: web.Request) -> web.Response:
+        """OpenAI's embeddings: a vector per input (``Reply.embedding`` scaled by the input's position,
+        or ``dimensions`` long when asked), usage counting an input's words (a token array its tokens)."""
+        body = await request.json()
+        self.requests.append(body)
+        self.authorizations.append(request.headers.get("Authorization", ""))
+        reply = self.responder(body)
+        if reply.delay_s:
+            await asyncio.sleep(reply.delay_s)
+        if reply.status != 200:
+            error = {"message": reply.error or "stub failure", "type": "server_error", "param": None}
+            return web.json_response({"error": error}, status=reply.status)
+        value = body["input"]
+        inputs = [value] if isinstance(value, str) or (value and isinstance(value[0], int)) else value
+        base = reply.embedding[: body["dimensions"]] if body.get("dimensions") else reply.embedding
+        data = [
+            {"object": "embedding", "index": i, "embedding": [x * (i + 1) for x in base]}
+            for i in range(len(inputs))
+        ]
+        tokens = sum(len(item) if isinstance(item, list) else len(item.split()) for item in inputs)
+        usage = {"prompt_tokens": tokens, "total_tokens": tokens}
+        return web.json_response({"object": "list", "data": data, "model": body["model"], "usage": usage})
 
     async def _chat(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()
@@ -86,7 +113,8 @@ class OpenAIStub(ThreadedServer):
         finish = "tool_calls" if reply.tool_calls else "stop"
         base = {"id": f"chatcmpl-{uuid.uuid4().hex}", "created": int(time.time()), "model": body["model"]}
         if not body.get("stream"):
-            answers = reply.samples if reply.samples and int(body.get("n") or 1) > 1 else [reply.content]
+            n = int(body.get("n") or 1)
+            answers = reply.samples if reply.samples and n > 1 else [reply.content] * n
             choices = [
                 {"index": i, "message": {**message, "content": text}, "finish_reason": finish}
                 for i, text in enumerate(answers)
