@@ -11,6 +11,7 @@ from typing import Any
 import orjson
 
 from routing.anthropic import ERROR_TYPES, STOP_REASONS, usage_of
+from routing.stream_translation import translate
 
 
 def event(kind: str, data: dict[str, Any]) -> bytes:
@@ -25,7 +26,12 @@ class Translator:
         self.finish_reason = "stop"
         self.usage: dict[str, Any] | None = None
 
-    def start(self) -> bytes:
+    def error(self, error: dict[str, Any]) -> bytes:
+        status = 504 if error.get("code") == "upstream_timeout" else 502
+        body = {"type": ERROR_TYPES.get(status, "api_error"), "message": error.get("message")}
+        return event("error", {"error": body})
+
+    def start(self) -> list[bytes]:
         message: dict[str, Any] = {
             "id": self.message_id,
             "type": "message",
@@ -36,7 +42,7 @@ class Translator:
             "stop_sequence": None,
             "usage": {"input_tokens": 0, "output_tokens": 0},
         }
-        return event("message_start", {"message": message})
+        return [event("message_start", {"message": message})]
 
     def _close(self) -> list[bytes]:
         if self.open is None:
@@ -89,34 +95,6 @@ class Translator:
         return out
 
 
-async def anthropic_events(
-    chat_sse: AsyncIterator[bytes], *, message_id: str, model: str
-) -> AsyncIterator[bytes]:
+def anthropic_events(chat_sse: AsyncIterator[bytes], *, message_id: str, model: str) -> AsyncIterator[bytes]:
     """The events for ``chat_sse``; closing this closes the chat stream (and so the upstream)."""
-    translator = Translator(message_id, model)
-    try:
-        yield translator.start()
-        async for raw in chat_sse:
-            for line in raw.split(b"\n"):
-                if not line.startswith(b"data: ") or line == b"data: [DONE]":
-                    continue
-                chunk = orjson.loads(line[6:])
-                if "error" in chunk:
-                    error = chunk["error"]
-                    status = 504 if error.get("code") == "upstream_timeout" else 502
-                    body = {
-                        "error": {
-                            "type": ERROR_TYPES.get(status, "api_error"),
-                            "message": error.get("message"),
-                        }
-                    }
-                    yield event("error", body)
-                    return
-                for out in translator.chunk(chunk):
-                    yield out
-        for out in translator.end():
-            yield out
-    finally:
-        aclose = getattr(chat_sse, "aclose", None)
-        if aclose is not None:
-            await aclose()
+    return translate(chat_sse, Translator(message_id, model))

@@ -18,6 +18,7 @@ from typing import Any
 import orjson
 
 from routing.responses import Stored, call_item, chat_usage, message_item, message_item_id, response_of
+from routing.stream_translation import translate
 from routing.streaming import Accumulator
 
 
@@ -136,25 +137,6 @@ class Translator:
         return self.event("error", {"code": code, "message": message, "param": None, "error": body})
 
 
-async def response_events(chat_sse: AsyncIterator[bytes], *, stored: Stored) -> AsyncIterator[bytes]:
+def response_events(chat_sse: AsyncIterator[bytes], *, stored: Stored) -> AsyncIterator[bytes]:
     """The events for ``chat_sse``; closing this closes the chat stream (and so the upstream)."""
-    translator = Translator(stored)
-    try:
-        for out in translator.start():
-            yield out
-        async for raw in chat_sse:
-            for line in raw.split(b"\n"):
-                if not line.startswith(b"data: ") or line == b"data: [DONE]":
-                    continue
-                chunk = orjson.loads(line[6:])
-                if "error" in chunk:
-                    yield translator.error(chunk["error"] or {})
-                    return
-                for out in translator.chunk(chunk):
-                    yield out
-        for out in translator.end():
-            yield out
-    finally:
-        aclose = getattr(chat_sse, "aclose", None)
-        if aclose is not None:
-            await aclose()
+    return translate(chat_sse, Translator(stored))

@@ -10,7 +10,7 @@ import time
 
 from routing import gateway, openapi, selectors
 from routing.edge.auth import api_key_of
-from routing.edge.http import JsonResponse, Request, Response, StreamResponse
+from routing.edge.http import JsonResponse, Request, Response, StreamResponse, call_headers
 from routing.protocol import parse_chat_request
 from routing.ratelimit import check_rate
 from routing.streaming import stream_call
@@ -42,15 +42,7 @@ async def chat_completions(request: Request) -> Response:
         ],
         "usage": completion.raw.get("usage"),
     }
-    headers = {
-        "x-skillgate-route": record.route,
-        "x-skillgate-served-by": record.served_by,
-        "x-skillgate-verdict": record.verdict,
-        "x-skillgate-fallback": "true" if record.fallback else "false",
-        "x-skillgate-overhead-ms": f"{record.overhead_ms:.2f}",
-        "x-skillgate-cost-usd": f"{record.cost_usd:.8f}",
-        "x-skillgate-invocation": str(record.id),
-    }
+    headers = call_headers(record)
     return JsonResponse(payload, headers=headers)
 
 

@@ -16,6 +16,7 @@ from typing import Any
 import orjson
 
 from routing.errors import ApiError
+from routing.ledger import CallRecord
 
 Scope = dict[str, Any]
 Message = dict[str, Any]
@@ -82,6 +83,19 @@ class StreamResponse:
 
 
 Response = JsonResponse | StreamResponse
+
+
+def call_headers(record: CallRecord) -> dict[str, str]:
+    """The x-skillgate-* headers of an answered call (README, *Calling it*)."""
+    return {
+        "x-skillgate-route": record.route,
+        "x-skillgate-served-by": record.served_by,
+        "x-skillgate-verdict": record.verdict,
+        "x-skillgate-fallback": "true" if record.fallback else "false",
+        "x-skillgate-overhead-ms": f"{record.overhead_ms:.2f}",
+        "x-skillgate-cost-usd": f"{record.cost_usd:.8f}",
+        "x-skillgate-invocation": str(record.id),
+    }
 
 
 def _header_list(content_type: bytes, headers: dict[str, str]) -> list[tuple[bytes, bytes]]:

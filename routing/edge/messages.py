@@ -10,7 +10,7 @@ from routing import anthropic, gateway, upstream
 from routing.anthropic_stream import anthropic_events
 from routing.calls import teacher_of
 from routing.edge.auth import api_key_of
-from routing.edge.http import JsonResponse, Request, Response, StreamResponse
+from routing.edge.http import JsonResponse, Request, Response, StreamResponse, call_headers
 from routing.errors import ApiError
 from routing.ratelimit import check_rate
 from routing.streaming import stream_call
@@ -38,15 +38,7 @@ async def messages(request: Request) -> Response:
         completion.finish_reason,
         completion.raw.get("usage"),
     )
-    headers = {
-        "x-skillgate-route": record.route,
-        "x-skillgate-served-by": record.served_by,
-        "x-skillgate-verdict": record.verdict,
-        "x-skillgate-fallback": "true" if record.fallback else "false",
-        "x-skillgate-cost-usd": f"{record.cost_usd:.8f}",
-        "x-skillgate-invocation": str(record.id),
-        "request-id": f"req_{uuid.uuid4().hex}",
-    }
+    headers = {**call_headers(record), "request-id": f"req_{uuid.uuid4().hex}"}
     return JsonResponse(body, headers=headers)
 
 

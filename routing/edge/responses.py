@@ -10,7 +10,7 @@ import uuid
 from core.db import run_sync
 from routing import gateway, responses
 from routing.edge.auth import api_key_of
-from routing.edge.http import JsonResponse, Request, Response, StreamResponse
+from routing.edge.http import JsonResponse, Request, Response, StreamResponse, call_headers
 from routing.errors import ApiError
 from routing.ratelimit import check_rate
 from routing.responses_stream import response_events
@@ -71,15 +71,7 @@ async def create(request: Request) -> Response:
             result.served.prompt_tokens, result.served.completion_tokens, result.served.cached_tokens
         ),
     )
-    headers = {
-        "x-skillgate-route": record.route,
-        "x-skillgate-served-by": record.served_by,
-        "x-skillgate-verdict": record.verdict,
-        "x-skillgate-fallback": "true" if record.fallback else "false",
-        "x-skillgate-overhead-ms": f"{record.overhead_ms:.2f}",
-        "x-skillgate-cost-usd": f"{record.cost_usd:.8f}",
-        "x-skillgate-invocation": str(record.id),
-    }
+    headers = call_headers(record)
     return JsonResponse(responses.response_of(done), headers=headers)
 
 
