@@ -153,14 +153,14 @@ def test_each_queue_has_exactly_one_worker(onebox: dict[str, Any]) -> None:
     expected = set(onebox["queues"].values())
 
     def consumers() -> dict[str, list[str]] | None:
-        replies = app.control.inspect(timeout=3).active_queues() or {}
+        replies = app.control.inspect(timeout=10).active_queues() or {}  # a loaded 2-core machine
         by_queue: dict[str, list[str]] = {}
         for worker, queues in replies.items():
             for queue in queues:
                 by_queue.setdefault(queue["name"], []).append(worker)
         return by_queue if expected <= set(by_queue) else None
 
-    by_queue = wait_until(consumers, timeout=180, interval=2, what="every worker consuming its queue")
+    by_queue = wait_until(consumers, timeout=300, interval=2, what="every worker consuming its queue")
     assert by_queue is not None
     assert {q: len(by_queue[q]) for q in expected} == dict.fromkeys(expected, 1)
     gpu = by_queue[onebox["queues"]["CELERY_GPU_QUEUE"]][0]

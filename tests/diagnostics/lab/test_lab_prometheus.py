@@ -69,7 +69,9 @@ def test_a_latency_alert_of_the_lab_rules_is_localized_through_prometheus(tmp_pa
     queried = [c for c in outcome.tool_calls if c["tool"] == "execute_prometheus_instant_query"]
     assert any(c["params"]["query"] == expr and c["ok"] and not c["no_data"] for c in queried), queried
     slow = [f for f in outcome.findings if f.kind == "slow_endpoint"]
-    assert slow and f"endpoint {route} of api" in slow[0].summary, [f.summary for f in outcome.findings]
+    # Its callers slow down with it (web's own endpoint can rank first on a loaded machine); the api's
+    # slow route must be among the findings.
+    assert any(f"endpoint {route} of api" in f.summary for f in slow), [f.summary for f in outcome.findings]
     assert "api" in outcome.root_cause.lower() or "cache_enabled" in outcome.diagnosis, outcome.diagnosis
     assert [(p["action"], p["args"]) for p in outcome.proposals] == [
         ("patch_config", {"service": "api", "key": "cache_enabled", "value": True})
