@@ -3,8 +3,9 @@ endpoints ``x-api-key: <key>`` (Anthropic's) as well."""
 
 from __future__ import annotations
 
+from routing import scopes
 from routing.edge.http import Request
-from routing.errors import unauthorized
+from routing.errors import ApiError, unauthorized
 from routing.keys import authenticate
 from routing.models import ApiKey
 
@@ -19,4 +20,11 @@ async def api_key_of(request: Request, *, anthropic: bool = False) -> ApiKey:
     key = await authenticate(token.strip())
     if key is None:
         raise unauthorized("Incorrect or revoked API key.")
+    if scopes.LLM not in (key.scopes or []):
+        raise ApiError(
+            403,
+            f"This API key lacks the {scopes.LLM!r} scope that LLM calls need.",
+            type="permission_error",
+            code="missing_scope",
+        )
     return key

@@ -360,3 +360,24 @@ def test_keys_from_the_service_the_command_and_the_admin_default_to_llm(world: W
     browser.post(change, {"name": "from-admin", "scopes": [scopes.LLM, scopes.LEARNING_READ]}, follow=True)
     key.refresh_from_db()
     assert key.scopes == [scopes.LLM, scopes.LEARNING_READ]
+
+
+@pytest.mark.parametrize(
+    ("path", "body"),
+    [
+        ("/v1/chat/completions", {"model": "auto", "messages": [{"role": "user", "content": "hi"}]}),
+        ("/v1/messages", {"model": "auto", "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]}),
+        ("/v1/responses", {"model": "auto", "input": "hi"}),
+        ("/v1/embeddings", {"model": "auto", "input": "hi"}),
+    ],
+)
+def test_a_key_without_the_llm_scope_cannot_call_any_model(gateway_url, backends, stub, path, body):
+    import httpx
+
+    from routing.models import Invocation
+    from tests.factories import make_key
+
+    key = make_key(name="ops-only", scopes=["incidents:read"])
+    response = httpx.post(f"{gateway_url}{path}", json=body, headers={"Authorization": f"Bearer {key.raw}"})
+    assert response.status_code == 403, response.text
+    assert not stub.requests and not Invocation.objects.exists()
