@@ -2,7 +2,7 @@
 
 A service refuses an operation by raising :class:`ServiceError` (or a subclass naming its domain,
 e.g. ``EvolverError``) with a human message, a machine ``code`` and the HTTP ``status`` an HTTP edge
-answers with. The edges: ``/api/`` (``diagnostics/api_auth.py``'s ``endpoint``), the dashboard views
+answers with. The edges: ``/api/`` (``app/api/errors.py``), the dashboard views
 (a message on the page), Slack (a reply in the thread) and ``/v1`` (the gateway turns it into the
 caller's protocol error, ``routing/errors.py``).
 """

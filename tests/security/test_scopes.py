@@ -3,6 +3,7 @@ over HTTP against the running server (uvicorn serving app.asgi).
 
 The endpoints are read from the URL resolver, not listed by hand: a new ``/api/`` view that does not
 declare its access (``diagnostics/api_auth.py``), or that lets an ``llm``-only key through, fails here.
+Only the API's description (``PUBLIC``: the OpenAPI document, the docs page, the JSON 404s) is open.
 ``EXPECTED`` is the matrix itself: the scope and permission of each method, and which roles hold it.
 """
 
@@ -79,6 +80,8 @@ BODIES: dict[tuple[str, str], dict[str, Any]] = {
     ("evolver-mark-wrong", "POST"): {"note": "it missed the cause"},
 }
 AUTH_REFUSALS = {"not_authenticated", "missing_scope", "permission_denied", "csrf_failed"}
+# What anyone may read: the API's description, and the JSON 404 of an unknown path (app/api/urls.py).
+PUBLIC = {"openapi-json", "openapi-view", "api-root", "api-not-found"}
 
 
 @dataclass(frozen=True)
@@ -100,7 +103,7 @@ def api_endpoints() -> list[Endpoint]:
                 found.append(Endpoint(pattern.name or "", prefix + str(pattern.pattern), pattern.callback))
 
     walk(get_resolver().url_patterns, "")
-    return [e for e in found if e.route.startswith("api/")]
+    return [e for e in found if e.route.startswith("api/") and e.name not in PUBLIC]
 
 
 @dataclass
@@ -191,6 +194,15 @@ def test_every_api_endpoint_declares_the_access_of_the_matrix() -> None:
         assert declared is not None, f"{endpoint.route} does not use diagnostics.api_auth.endpoint"
         expected = {method: Access(rule.scope, rule.permission) for method, rule in EXPECTED[name].items()}
         assert declared == expected, endpoint.route
+
+
+def test_only_the_description_of_the_api_is_public(gateway_url: str) -> None:
+    """An anonymous caller reads the OpenAPI document and the docs page, and nothing else."""
+    document = http.get(f"{gateway_url}/api/openapi.json")
+    assert document.status_code == 200 and document.json()["openapi"].startswith("3.")
+    assert http.get(f"{gateway_url}/api/docs").status_code == 200
+    unknown = http.get(f"{gateway_url}/api/no-such-thing")
+    assert unknown.status_code == 404 and _code(unknown) == "not_found"
 
 
 def test_the_roles_hold_the_permissions_the_matrix_says() -> None:
