@@ -14,6 +14,8 @@
 #   DTYPE          weights/activations dtype                                   [float32, or bfloat16 on
 #                                                                               CPUs with avx512_bf16]
 #   KV_CACHE_GB    VLLM_CPU_KVCACHE_SPACE, GiB of KV cache                     [1]
+#   TOOL_PARSER    tool-call parser for tool_choice "auto" (agents send tools);  [hermes]
+#                  "none" turns tool calling off (vLLM then refuses requests with tools)
 #   EXTRA_ARGS     more arguments for the server, split on spaces              [none]
 #
 # It `exec`s the server, so the caller's PID is the API server's PID: signal the whole process group
@@ -78,6 +80,10 @@ args=(
     --max-loras "$MAX_LORAS"
     --disable-log-stats
 )
+TOOL_PARSER="${TOOL_PARSER:-hermes}"
+if [[ "$TOOL_PARSER" != "none" ]]; then
+    args+=(--enable-auto-tool-choice --tool-call-parser "$TOOL_PARSER")
+fi
 if [[ -n "${LORA_MODULES:-}" ]]; then
     # shellcheck disable=SC2206  # word splitting wanted: "a=DIR b=DIR"
     modules=($LORA_MODULES)

@@ -252,7 +252,7 @@ async def complete_call(prep: Prepared) -> Result:
                 break
         if completion is None or served is None:
             last = record.legs[-1]
-            failure = UpstreamError(last.error, timeout=last.error_status == 504)
+            failure = UpstreamError.of_leg(last.error, last.error_status)
             record.status_code, record.error = failure.status, failure.message
             record.verdict = Invocation.Verdict.ERROR
             raise failure

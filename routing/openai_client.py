@@ -41,7 +41,7 @@ import orjson
 from django.conf import settings
 
 from core.env import env_optional
-from routing.errors import UpstreamError
+from routing.errors import UpstreamError, too_long
 from routing.models import Backend
 
 OPENAI_BASE = "https://api.openai.com/v1"
@@ -198,7 +198,8 @@ def _error_text(response: httpx.Response) -> str:
 
 
 def status_error(backend: Backend, status: int, reason: str) -> UpstreamError:
-    return UpstreamError(f"The {_where(backend)} failed ({status}): {reason or 'no detail'}")
+    message = f"The {_where(backend)} failed ({status}): {reason or 'no detail'}"
+    return UpstreamError(message, refused=too_long(status, reason))
 
 
 def transport_error(backend: Backend, exc: Exception) -> UpstreamError:

@@ -86,6 +86,19 @@ _RESPONSE_ID = {
 }
 
 
+_ITEMS_PAGE = {
+    "type": "object",
+    "required": ["object", "data", "first_id", "last_id", "has_more"],
+    "properties": {
+        "object": {"const": "list"},
+        "data": {"type": "array", "items": {"type": "object"}},
+        "first_id": {"type": ["string", "null"]},
+        "last_id": {"type": ["string", "null"]},
+        "has_more": {"type": "boolean"},
+    },
+}
+
+
 def _responses_paths() -> dict[str, Any]:
     found = {
         "description": "The stored Response object.",
@@ -133,6 +146,34 @@ def _responses_paths() -> dict[str, Any]:
                     },
                     **_errors(401, 404),
                 },
+            },
+        },
+        "/v1/responses/{response_id}/input_items": {
+            "parameters": [
+                _RESPONSE_ID,
+                {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 100}},
+                {"name": "order", "in": "query", "schema": {"enum": ["asc", "desc"]}},
+                {"name": "after", "in": "query", "schema": {"type": "string"}},
+            ],
+            "get": {
+                "operationId": "listInputItems",
+                "description": "The input items of the response's own request, paginated as OpenAI's lists.",
+                "responses": {
+                    "200": {
+                        "description": "One page of input items.",
+                        "content": {"application/json": {"schema": _ITEMS_PAGE}},
+                    },
+                    **_errors(400, 401, 404),
+                },
+            },
+        },
+        "/v1/responses/{response_id}/cancel": {
+            "parameters": [_RESPONSE_ID],
+            "post": {
+                "operationId": "cancelResponse",
+                "description": "Only background responses can be cancelled, and the gateway makes none: "
+                "a stored response gets OpenAI's 400.",
+                "responses": {"200": found, **_errors(400, 401, 404)},
             },
         },
     }

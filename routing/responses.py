@@ -31,6 +31,7 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Annotated, Any, Literal
+from urllib.parse import parse_qsl
 
 from django.db import transaction
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationError, field_validator
@@ -167,6 +168,37 @@ class FunctionTool(Strict):
     strict: bool | None = None
 
 
+class NamespaceTool(Strict):
+    """Function tools grouped under a namespace (Codex's sub-agent tools): offered to a chat backend
+    as plain functions, and a call of one answers with its ``namespace``."""
+
+    type: Literal["namespace"]
+    name: str = Field(min_length=1, max_length=64)
+    description: str | None = None
+    tools: list[FunctionTool]
+
+
+class HostedTool(BaseModel):
+    """A tool OpenAI runs itself (web search, file search, ...): accepted and not offered to the
+    model, since a chat backend can run none of them."""
+
+    model_config = ConfigDict(extra="allow")
+    type: Literal[
+        "web_search",
+        "web_search_preview",
+        "web_search_2025_08_26",
+        "web_search_preview_2025_03_11",
+        "file_search",
+        "code_interpreter",
+        "image_generation",
+        "computer_use_preview",
+        "mcp",
+    ]
+
+
+Tool = Annotated[FunctionTool | NamespaceTool | HostedTool, Field(discriminator="type")]
+
+
 class FunctionChoice(Strict):
     type: Literal["function"]
     name: str = Field(min_length=1)
@@ -212,7 +244,7 @@ class ResponsesRequest(Strict):
     model: str = Field(min_length=1)
     input: str | list[Item]
     instructions: str | None = None
-    tools: list[FunctionTool] | None = None
+    tools: list[Tool] | None = None
     tool_choice: Literal["none", "auto", "required"] | FunctionChoice | None = None
     parallel_tool_calls: bool | None = None
     text: TextConfig | None = None
@@ -235,6 +267,7 @@ class ResponsesRequest(Strict):
     max_tool_calls: int | None = Field(default=None, ge=1)
     prompt_cache_retention: Literal["in_memory", "24h"] | None = None
     background: bool | None = None
+    client_metadata: dict[str, Any] | None = None
 
     @field_validator("background")
     @classmethod
@@ -300,6 +333,7 @@ _TAGS = frozenset(
         *("message", "function_call", "function_call_output", "reasoning"),
         *("input_text", "input_image", "input_file", "output_text", "refusal"),
         *("text", "json_object", "json_schema"),
+        *("function", "namespace"),
     }
 )
 
@@ -376,6 +410,24 @@ def chat_messages(items: str | list[Any]) -> list[dict[str, Any]]:
     return out
 
 
+def _functions(tools: list[Any]) -> tuple[list[FunctionTool], dict[str, str]]:
+    """The function tools a chat backend is offered, a namespace's among them, and the namespace of
+    each of those by name; hosted tools are left out. Two functions of one name are a 400."""
+    functions: list[FunctionTool] = []
+    namespaces: dict[str, str] = {}
+    for tool in tools:
+        if isinstance(tool, FunctionTool):
+            functions.append(tool)
+        elif isinstance(tool, NamespaceTool):
+            functions += tool.tools
+            namespaces.update({inner.name: tool.name for inner in tool.tools})
+    names = [tool.name for tool in functions]
+    if len(set(names)) != len(names):
+        twice = next(name for name in names if names.count(name) > 1)
+        raise bad_request(f"tools: the function name {twice!r} is given twice.", param="tools")
+    return functions, namespaces
+
+
 def _tool_choice(choice: str | FunctionChoice | None) -> str | dict[str, Any] | None:
     if isinstance(choice, FunctionChoice):
         return {"type": "function", "function": {"name": choice.name}}
@@ -402,13 +454,15 @@ def to_chat(request: ResponsesRequest, history: list[dict[str, Any]] | None = No
     if request.instructions:
         messages.append({"role": "system", "content": request.instructions})
     messages += history or []
+    input_from = len(messages)
     messages += chat_messages(request.input)
     if not messages:
         raise bad_request("input: a response needs at least one input item.", param="input")
-    facts = {
+    facts: dict[str, Any] = {
         "store": request.store,
         "instructions": bool(request.instructions),
         "previous_response_id": request.previous_response_id,
+        "input_from": input_from,
     }
     body: dict[str, Any] = {
         "model": request.model,
@@ -418,10 +472,13 @@ def to_chat(request: ResponsesRequest, history: list[dict[str, Any]] | None = No
     }
     if request.stream:
         body["stream_options"] = {"include_usage": True}  # the completed event carries the usage
-    if request.tools:
+    functions, namespaces = _functions(request.tools or [])
+    if namespaces:
+        facts["namespaces"] = namespaces
+    if functions:
         body["tools"] = [
             {"type": "function", "function": tool.model_dump(exclude={"type"}, exclude_none=True)}
-            for tool in request.tools
+            for tool in functions
         ]
         if request.parallel_tool_calls is not None:
             body["parallel_tool_calls"] = request.parallel_tool_calls
@@ -624,6 +681,119 @@ def delete(response_id: str, api_key_id: int) -> None:
         Invocation.objects.filter(pk=invocation_id).update(request=blanked, response=None)
 
 
+# --- input items: GET /v1/responses/{id}/input_items --------------------------------------------
+
+
+@dataclass(frozen=True)
+class Page:
+    """``limit`` (1 to 100, default 20), ``order`` (``desc``, the default, or ``asc``) and ``after``
+    (an item id: the page starts past it), as OpenAI's list endpoints take them."""
+
+    limit: int = 20
+    order: str = "desc"
+    after: str | None = None
+
+
+def page_of(query: str) -> Page:
+    """The pagination of a query string; a bad value is a 400 naming it. ``include`` is accepted (no
+    item of a chat call has more to include); other parameters are ignored, as OpenAI ignores them."""
+    params = dict(parse_qsl(query, keep_blank_values=True))
+    limit = params.get("limit", "20")
+    if not limit.isdigit() or not 1 <= int(limit) <= 100:
+        raise bad_request(
+            f"Invalid 'limit': integer between 1 and 100 expected, got {limit!r}.", param="limit"
+        )
+    order = params.get("order", "desc")
+    if order not in ("asc", "desc"):
+        raise bad_request(f"Invalid 'order': 'asc' or 'desc' expected, got {order!r}.", param="order")
+    return Page(int(limit), order, params.get("after") or None)
+
+
+def _input_text(content: Any) -> list[dict[str, Any]]:
+    if isinstance(content, str):
+        return [{"type": "input_text", "text": content}]
+    parts = []
+    for part in content or []:
+        if part.get("type") == "image_url":
+            image = part.get("image_url") or {}
+            detail = image.get("detail", "auto")
+            parts.append({"type": "input_image", "image_url": image.get("url"), "detail": detail})
+        else:
+            parts.append({"type": "input_text", "text": part.get("text", "")})
+    return parts
+
+
+def _items_of(response_id: str, position: int, message: dict[str, Any]) -> list[dict[str, Any]]:
+    """One chat message of a stored request as the Responses input items it came from."""
+    at = f"{response_id.removeprefix(ID_PREFIX)}_{position}"
+    role = message.get("role")
+    if role == "tool":
+        output = {"call_id": message.get("tool_call_id"), "output": message.get("content") or ""}
+        return [{"type": "function_call_output", "id": f"fco_{at}", **output, "status": "completed"}]
+    if role != "assistant":
+        content = _input_text(message.get("content"))
+        return [
+            {"type": "message", "id": f"msg_{at}", "role": role, "content": content, "status": "completed"}
+        ]
+    items: list[dict[str, Any]] = []
+    if message.get("content"):
+        text = [{"type": "output_text", "text": message["content"], "annotations": [], "logprobs": []}]
+        items.append(
+            {
+                "type": "message",
+                "id": f"msg_{at}",
+                "role": "assistant",
+                "content": text,
+                "status": "completed",
+            }
+        )
+    for index, call in enumerate(message.get("tool_calls") or []):
+        function = call.get("function") or {}
+        items.append(
+            {
+                "type": "function_call",
+                "id": f"fc_{at}_{index}",
+                "call_id": call.get("id"),
+                "name": function.get("name", ""),
+                "arguments": function.get("arguments", ""),
+                "status": "completed",
+            }
+        )
+    return items
+
+
+def input_items(stored: Stored) -> list[dict[str, Any]]:
+    """The input items of a stored response, oldest first: those of its own request (not the
+    conversation it continued, nor its ``instructions``), as OpenAI lists them."""
+    messages = stored.request.get("messages") or []
+    facts = facts_of(stored.request) or {}
+    start = facts.get("input_from")
+    if not isinstance(start, int):  # a response stored before input_from was kept
+        start = 1 if facts.get("instructions") else 0
+    items: list[dict[str, Any]] = []
+    for position in range(start, len(messages)):
+        items += _items_of(stored.response_id, position, messages[position])
+    return items
+
+
+def items_page(items: list[dict[str, Any]], page: Page) -> dict[str, Any]:
+    """One page of ``items`` as OpenAI's list object; an unknown ``after`` is a 400."""
+    ordered = items if page.order == "asc" else items[::-1]
+    if page.after is not None:
+        ids = [item["id"] for item in ordered]
+        if page.after not in ids:
+            raise bad_request(f"Invalid 'after': no input item with id '{page.after}'.", param="after")
+        ordered = ordered[ids.index(page.after) + 1 :]
+    data = ordered[: page.limit]
+    return {
+        "object": "list",
+        "data": data,
+        "first_id": data[0]["id"] if data else None,
+        "last_id": data[-1]["id"] if data else None,
+        "has_more": len(ordered) > page.limit,
+    }
+
+
 # --- response: chat -> Responses ----------------------------------------------------------------
 
 
@@ -647,20 +817,38 @@ def message_item(response_id: str, text: str, status: str = "completed") -> dict
 
 
 def call_item(
-    response_id: str, index: int, call: dict[str, Any], status: str = "completed"
+    response_id: str,
+    index: int,
+    call: dict[str, Any],
+    status: str = "completed",
+    namespaces: dict[str, str] | None = None,
 ) -> dict[str, Any]:
+    """A ``function_call`` output item; one of a namespace's functions names its ``namespace``."""
     function = call.get("function") or {}
-    return {
+    name = function.get("name") or ""
+    item = {
         "type": "function_call",
         "id": call_item_id(response_id, index),
         "call_id": call.get("id") or call_item_id(response_id, index),
-        "name": function.get("name") or "",
+        "name": name,
         "arguments": (function.get("arguments") or "") if status == "completed" else "",
         "status": status,
     }
+    namespace = (namespaces or {}).get(name)
+    if namespace:
+        item["namespace"] = namespace
+    return item
 
 
-def output_items(response_id: str, message: dict[str, Any]) -> list[dict[str, Any]]:
+def namespaces_of(request: dict[str, Any]) -> dict[str, str]:
+    """The namespace of each namespaced function of a stored chat request, by name."""
+    namespaces = (facts_of(request) or {}).get("namespaces")
+    return namespaces if isinstance(namespaces, dict) else {}
+
+
+def output_items(
+    response_id: str, message: dict[str, Any], namespaces: dict[str, str] | None = None
+) -> list[dict[str, Any]]:
     items: list[dict[str, Any]] = []
     if message.get("content"):
         items.append(message_item(response_id, message["content"]))
@@ -669,7 +857,7 @@ def output_items(response_id: str, message: dict[str, Any]) -> list[dict[str, An
         item["content"] = [{"type": "refusal", "refusal": message["refusal"]}]
         items.append(item)
     for index, call in enumerate(message.get("tool_calls") or []):
-        items.append(call_item(response_id, index, call))
+        items.append(call_item(response_id, index, call, namespaces=namespaces))
     return items
 
 
@@ -732,7 +920,7 @@ def response_of(stored: Stored, *, status: str | None = None) -> dict[str, Any]:
             status = "failed"
             error = {"code": "server_error", "message": stored.error or "The call failed."}
         else:
-            output = output_items(stored.response_id, message)
+            output = output_items(stored.response_id, message, namespaces_of(request))
             status = "incomplete" if finish_reason in INCOMPLETE else "completed"
             if status == "incomplete":
                 incomplete = {"reason": INCOMPLETE[str(finish_reason)]}

@@ -17,7 +17,15 @@ from typing import Any
 
 import orjson
 
-from routing.responses import Stored, call_item, chat_usage, message_item, message_item_id, response_of
+from routing.responses import (
+    Stored,
+    call_item,
+    chat_usage,
+    message_item,
+    message_item_id,
+    namespaces_of,
+    response_of,
+)
 from routing.stream_translation import translate
 from routing.streaming import Accumulator
 
@@ -32,6 +40,7 @@ class Translator:
         self.text: list[str] = []
         self.call: dict[str, Any] = {}
         self.acc = Accumulator()
+        self.namespaces = namespaces_of(stored.request)
 
     def event(self, kind: str, data: dict[str, Any]) -> bytes:
         body = {"type": kind, **data, "sequence_number": self.sequence}
@@ -60,7 +69,7 @@ class Translator:
             ]
         else:
             index = int(self.open.removeprefix("tool:"))
-            item = call_item(self.response_id, index, self.call)
+            item = call_item(self.response_id, index, self.call, namespaces=self.namespaces)
             done = {"item_id": item["id"], **at, "name": item["name"], "arguments": item["arguments"]}
             out = [self.event("response.function_call_arguments.done", done)]
         out.append(self.event("response.output_item.done", {**at, "item": item}))
@@ -86,7 +95,7 @@ class Translator:
         self.open = f"tool:{index}"
         function = call.get("function") or {}
         self.call = {"id": call.get("id"), "function": {"name": function.get("name") or "", "arguments": ""}}
-        item = call_item(self.response_id, index, self.call, status="in_progress")
+        item = call_item(self.response_id, index, self.call, "in_progress", self.namespaces)
         out.append(
             self.event("response.output_item.added", {"output_index": self.output_index, "item": item})
         )

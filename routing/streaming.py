@@ -212,7 +212,7 @@ def _replay_unverified_or_fail(
     """A call forced onto the student whose answer failed: send it anyway, marked as failed."""
     if done is None:
         leg = record.legs[-1]
-        raise UpstreamError(leg.error, timeout=leg.error_status == 504)
+        raise UpstreamError.of_leg(leg.error, leg.error_status)
     return _replay_verified(prep, record, hold, done, completion_id, want_usage)
 
 
@@ -242,7 +242,7 @@ async def _stream_through(
             last.error,
             Invocation.Verdict.ERROR,
         )
-        raise UpstreamError(last.error, timeout=last.error_status == 504)
+        raise UpstreamError.of_leg(last.error, last.error_status)
     record.served_by = backend.role
     now = time.perf_counter()
     upstream_ms = sum(leg.latency_ms for leg in record.legs) + (now - opened) * 1000

@@ -15,7 +15,7 @@ from typing import Any
 
 from core.env import env_optional
 from routing import openai_client
-from routing.errors import UpstreamError
+from routing.errors import UpstreamError, too_long
 from routing.models import Backend
 from routing.openai_client import UpstreamStream
 from routing.pricing import Usage
@@ -78,7 +78,8 @@ def _upstream_error(backend: Backend, exc: Exception) -> UpstreamError:
     where = f"{backend.role} backend {backend.name!r}"
     if timeout:
         return UpstreamError(f"The {where} timed out: {reason}", timeout=True)
-    return UpstreamError(f"The {where} failed ({status or type(exc).__name__}): {reason}")
+    refused = too_long(status, reason) or isinstance(exc, litellm.ContextWindowExceededError)
+    return UpstreamError(f"The {where} failed ({status or type(exc).__name__}): {reason}", refused=refused)
 
 
 def _message_dict(message: Any) -> dict[str, Any]:

@@ -44,9 +44,11 @@ ROUTES: dict[str, dict[str, Handler]] = {
     "/v1/embeddings": {"POST": embeddings.create},
     "/v1/responses": {"POST": responses.create},
 }
-# Routes with a path parameter: a prefix, then one segment (the handler reads it from the path).
-PREFIX_ROUTES: dict[str, dict[str, Handler]] = {
-    "/v1/responses/": {"GET": responses.retrieve, "DELETE": responses.delete},
+# Routes with a path parameter: ``{id}`` stands for one segment (the handler reads it from the path).
+PATTERN_ROUTES: dict[str, dict[str, Handler]] = {
+    "/v1/responses/{id}": {"GET": responses.retrieve, "DELETE": responses.delete},
+    "/v1/responses/{id}/input_items": {"GET": responses.input_items},
+    "/v1/responses/{id}/cancel": {"POST": responses.cancel},
 }
 # Errors in the convention of the API the path belongs to: Anthropic's under /v1/messages, else OpenAI's.
 ANTHROPIC_PATHS = ("/v1/messages",)
@@ -71,16 +73,18 @@ def method_not_allowed(method: str, allowed: list[str]) -> ApiError:
     )
 
 
-def _one_segment_under(prefix: str, path: str) -> bool:
-    rest = path.removeprefix(prefix).rstrip("/")
-    return path.startswith(prefix) and bool(rest) and "/" not in rest
+def _matches(pattern: str, path: str) -> bool:
+    want, got = pattern.split("/"), path.rstrip("/").split("/")
+    if len(want) != len(got):
+        return False
+    return all(w == g or (w == "{id}" and bool(g)) for w, g in zip(want, got, strict=True))
 
 
 def resolve(method: str, path: str) -> Handler:
     methods = ROUTES.get(path.rstrip("/") if path != "/" else path)
     if methods is None:
         methods = next(
-            (routes for prefix, routes in PREFIX_ROUTES.items() if _one_segment_under(prefix, path)), None
+            (routes for pattern, routes in PATTERN_ROUTES.items() if _matches(pattern, path)), None
         )
     if methods is None:
         raise not_found(method, path)

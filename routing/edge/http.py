@@ -32,13 +32,15 @@ class Request:
     path: str
     headers: dict[str, str]  # names lower-case; a repeated header keeps its last value
     body: bytes = b""
+    query: str = ""  # the raw query string (``limit=2&order=asc``), without the ``?``
 
     @classmethod
     def of(cls, scope: Scope, body: bytes = b"") -> Request:
         headers = {
             name.decode("latin-1").lower(): value.decode("latin-1") for name, value in scope["headers"]
         }
-        return cls(scope["method"], scope["path"], headers, body)
+        query = scope.get("query_string", b"").decode("latin-1")
+        return cls(scope["method"], scope["path"], headers, body, query)
 
     def header(self, name: str) -> str | None:
         return self.headers.get(name)

@@ -1,6 +1,6 @@
-"""``POST /v1/responses``, ``GET`` and ``DELETE /v1/responses/{id}``: the OpenAI Responses API on the lean
-edge (routing/responses.py translates and keeps stored responses on their ledger rows; the call itself
-is the chat endpoint's)."""
+"""``POST /v1/responses``, ``GET`` and ``DELETE /v1/responses/{id}``, its ``input_items`` and ``cancel``:
+the OpenAI Responses API on the lean edge (routing/responses.py translates and keeps stored responses on
+their ledger rows; the call itself is the chat endpoint's)."""
 
 from __future__ import annotations
 
@@ -76,7 +76,8 @@ async def create(request: Request) -> Response:
 
 
 def _response_id(request: Request) -> str:
-    return request.path.removeprefix(PATH + "/").rstrip("/")
+    """The ``{id}`` of ``/v1/responses/{id}`` and of its sub-resources."""
+    return request.path.removeprefix(PATH + "/").split("/", 1)[0]
 
 
 async def retrieve(request: Request) -> Response:
@@ -93,3 +94,20 @@ async def delete(request: Request) -> Response:
     except responses.Gone as exc:
         raise _gone(exc) from None
     return JsonResponse({"id": response_id, "object": "response.deleted", "deleted": True})
+
+
+async def input_items(request: Request) -> Response:
+    """``GET /v1/responses/{id}/input_items``: the response's input items, paginated as OpenAI's."""
+    api_key = await api_key_of(request)
+    page = responses.page_of(request.query)
+    stored = await _find(_response_id(request), api_key.pk)
+    return JsonResponse(responses.items_page(responses.input_items(stored), page))
+
+
+async def cancel(request: Request) -> Response:
+    """``POST /v1/responses/{id}/cancel``. Only a background response can be cancelled, and this
+    gateway makes none (``background: true`` is a 400), so a stored response gets OpenAI's 400 for a
+    response made in the foreground; an unknown one the 404 of ``GET``."""
+    api_key = await api_key_of(request)
+    await _find(_response_id(request), api_key.pk)
+    raise ApiError(400, "Responses can only be cancelled if they were created with background=true.")

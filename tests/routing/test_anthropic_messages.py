@@ -215,3 +215,93 @@ def test_a_failed_student_falls_back_to_a_teacher_on_another_protocol_and_answer
     )
     assert chat.status_code == 200 and chat.json()["choices"][0]["message"]["content"] == "ok from claude"
     assert json.loads(chat.text)["object"] == "chat.completion"
+
+
+def test_a_claude_code_shaped_request_with_its_query_string_betas_and_extra_fields(
+    gateway_url, backends, api_key, stub
+):
+    """What Claude Code 2.1 sends (captured): ``?beta=true``, a list of ``anthropic-beta`` flags, system
+    blocks with ``cache_control``, a JSON ``metadata.user_id``, adaptive ``thinking``,
+    ``context_management``, ``output_config.effort`` and a system turn made of blocks, streamed."""
+    stub.responder = lambda body: Reply(content="done")
+    body: Any = {
+        "model": "auto",
+        "max_tokens": 32000,
+        "stream": True,
+        "system": [
+            {"type": "text", "text": "x-anthropic-billing-header: cc_version=2.1;"},
+            {"type": "text", "text": "You are a Claude agent.", "cache_control": {"type": "ephemeral"}},
+        ],
+        "messages": [
+            {
+                "role": "user",
+                "content": [{"type": "text", "text": "hi", "cache_control": {"type": "ephemeral"}}],
+            },
+            {"role": "system", "content": [{"type": "text", "text": "# Environment"}]},
+        ],
+        "tools": [{**WEATHER, "cache_control": {"type": "ephemeral"}}],
+        "metadata": {"user_id": json.dumps({"device_id": "d", "session_id": "s"})},
+        "thinking": {"type": "adaptive", "display": "omitted"},
+        "context_management": {"edits": [{"type": "clear_thinking_20251015", "keep": "all"}]},
+        "output_config": {"effort": "high"},
+    }
+    headers = {
+        "x-api-key": api_key.raw,
+        "anthropic-version": "2023-06-01",
+        "anthropic-beta": "claude-code-20250219,interleaved-thinking-2025-05-14,advanced-tool-use-2025-11-20",
+        "anthropic-dangerous-direct-browser-access": "true",
+        "x-app": "cli",
+    }
+    with httpx.stream(
+        "POST", f"{gateway_url}/v1/messages?beta=true", json=body, headers=headers, timeout=30
+    ) as response:
+        assert response.status_code == 200, response.read()
+        kinds = [line.removeprefix("event: ") for line in response.iter_lines() if line.startswith("event: ")]
+    assert kinds[0] == "message_start" and kinds[-1] == "message_stop" and "content_block_delta" in kinds
+    sent = stub.requests[-1]
+    assert [m["role"] for m in sent["messages"]] == ["system", "user", "system"]
+    assert sent["messages"][0]["content"].endswith("You are a Claude agent.")
+    assert sent["reasoning_effort"] == "high" and [t["function"]["name"] for t in sent["tools"]] == [
+        "get_weather"
+    ]
+    row = Invocation.objects.get()
+    assert (row.endpoint, row.status_code) == ("/v1/messages", 200)
+    # count_tokens takes the same query string (its 400: max_tokens and stream are not its parameters).
+    counted = httpx.post(
+        f"{gateway_url}/v1/messages/count_tokens?beta=true", json=body, headers=headers, timeout=30
+    )
+    assert counted.status_code == 400 and counted.json()["error"]["type"] == "invalid_request_error"
+
+
+TOO_LONG = (
+    "This model's maximum context length is 2048 tokens. However, your prompt contains at least 2049 "
+    "input tokens, which exceeds this limit even without any output tokens."
+)
+
+
+def test_a_prompt_longer_than_the_backends_window_is_a_400_in_each_callers_protocol(
+    gateway_url, backends, api_key, stub
+):
+    """vLLM's refusal of a prompt over its window (as SmolLM2's 2048 tokens refuse Claude Code's and
+    Codex's prompts) is the caller's 400, so an agent CLI stops at once instead of retrying a 502."""
+    stub.responder = lambda body: Reply(status=400, error=TOO_LONG)
+    client = sdk(gateway_url, api_key.raw)
+    with pytest.raises(anthropic.BadRequestError) as refused:
+        client.messages.create(model="auto", max_tokens=10, messages=[{"role": "user", "content": "long"}])
+    assert refused.value.body["error"]["type"] == "invalid_request_error"
+    assert "maximum context length is 2048 tokens" in refused.value.message
+    streamed = client.messages.stream(
+        model="auto", max_tokens=10, messages=[{"role": "user", "content": "x"}]
+    )
+    with pytest.raises(anthropic.BadRequestError), streamed as stream:
+        list(stream)
+    headers = {"Authorization": f"Bearer {api_key.raw}"}
+    for path, body in [
+        ("/v1/chat/completions", {"model": "auto", "messages": [{"role": "user", "content": "long"}]}),
+        ("/v1/responses", {"model": "auto", "input": "long", "stream": True}),
+    ]:
+        response = httpx.post(f"{gateway_url}{path}", json=body, headers=headers, timeout=30)
+        assert response.status_code == 400, (path, response.text)
+        assert response.json()["error"]["code"] == "context_length_exceeded"
+    rows = list(Invocation.objects.all())
+    assert len(rows) == 4 and {(row.status_code, row.cost_usd) for row in rows} == {(400, 0)}

@@ -1,8 +1,9 @@
 """The OpenAI Responses API through the running gateway, with the real openai SDK: create (text and
 items), the typed stream events, function tools and the function_call_output turn, ``text.format``
 checked by a json_schema verifier, ``previous_response_id`` (also at once, before the batched ledger
-writer commits), retrieve and delete, another key's 404, ``store: false``, a purged row, and bad input
-answered with OpenAI-shaped 400s."""
+writer commits), retrieve and delete, ``input_items`` paginated and ``cancel``, another key's 404,
+``store: false``, a purged row, a Codex-shaped request (namespaced and hosted tools, client metadata),
+and bad input answered with OpenAI-shaped 400s."""
 
 from __future__ import annotations
 
@@ -374,7 +375,8 @@ def test_bad_input_gets_openai_shaped_400s_and_never_reaches_a_backend(gateway_u
             {**body, "input": [{"role": "user", "content": [{"type": "input_image", "file_id": "f"}]}]},
             "input[0].content[0]",
         ),
-        ({**body, "tools": [{"type": "web_search"}]}, "tools[0].type"),
+        ({**body, "tools": [{"type": "custom", "name": "patch"}]}, "tools[0]"),
+        ({**body, "tools": [WEATHER, WEATHER]}, "tools"),
         ({**body, "tools": [{**WEATHER, "api_base": "x"}]}, "tools[0].api_base"),
         ({**body, "text": {"format": {"type": "json_schema", "name": "x"}}}, "text.format.schema"),
         ({**body, "max_output_tokens": 0}, "max_output_tokens"),
@@ -403,8 +405,9 @@ def test_bad_input_gets_openai_shaped_400s_and_never_reaches_a_backend(gateway_u
         f"{gateway_url}/v1/responses/resp_x", headers={"Authorization": f"Bearer {api_key.raw}"}
     )
     assert wrong.status_code == 405 and wrong.headers["allow"] == "DELETE, GET"
-    deep = httpx.get(f"{gateway_url}/v1/responses/resp_x/input_items")
-    assert deep.status_code == 404 and deep.json()["error"]["code"] == "unknown_url"
+    for path in ("/v1/responses/resp_x/output_items", "/v1/responses/resp_x/input_items/x"):
+        deep = httpx.get(f"{gateway_url}{path}")
+        assert deep.status_code == 404 and deep.json()["error"]["code"] == "unknown_url"
     assert stub.requests == [] and not Invocation.objects.exists()
 
 
@@ -435,3 +438,136 @@ def test_a_failed_call_is_a_failed_response_that_cannot_be_continued(gateway_url
     with pytest.raises(openai.BadRequestError) as continued:
         client.responses.create(model="auto", previous_response_id=response_id, input="again")
     assert "failed" in continued.value.message
+
+
+def test_input_items_lists_the_requests_own_items_paginated_as_openais(gateway_url, backends, api_key, stub):
+    client = sdk(gateway_url, api_key.raw)
+    first = client.responses.create(model="auto", instructions="Be terse.", input="hello")
+    stub.responder = lambda body: Reply(content="Sunny.")
+    items: Any = [
+        {"role": "user", "content": [{"type": "input_text", "text": "weather?"}]},
+        {
+            "type": "function_call",
+            "call_id": "call_1",
+            "name": "get_weather",
+            "arguments": '{"city": "Oslo"}',
+        },
+        {"type": "function_call_output", "call_id": "call_1", "output": "sunny"},
+        {"role": "assistant", "content": "It is sunny."},
+        {"role": "user", "content": "thanks"},
+    ]
+    second = client.responses.create(
+        model="auto", instructions="Be brief.", previous_response_id=first.id, input=items, tools=[WEATHER]
+    )
+    # Oldest first: this request's items only (not the conversation it continued, nor the instructions).
+    listed = client.responses.input_items.list(second.id, order="asc")
+    kinds = [(item.type, getattr(item, "role", None)) for item in listed.data]
+    assert kinds == [
+        ("message", "user"),
+        ("function_call", None),
+        ("function_call_output", None),
+        ("message", "assistant"),
+        ("message", "user"),
+    ]
+    call, output = listed.data[1], listed.data[2]
+    assert (call.call_id, call.name, call.arguments) == ("call_1", "get_weather", '{"city": "Oslo"}')
+    assert (output.call_id, output.output) == ("call_1", "sunny")
+    assert listed.data[0].content[0].text == "weather?" and listed.data[3].content[0].text == "It is sunny."
+    assert len({item.id for item in listed.data}) == 5 and listed.has_more is False
+    # The default order is newest first; the SDK's pager follows ``after`` page by page.
+    page = client.responses.input_items.list(second.id, limit=2)
+    assert [item.id for item in page.data] == [item.id for item in listed.data[::-1][:2]] and page.has_more
+    assert len(list(page.iter_pages())) == 3
+    paged = [item.id for item in client.responses.input_items.list(second.id, limit=2)]
+    assert paged == [item.id for item in listed.data[::-1]]
+    assert [item.content[0].text for item in client.responses.input_items.list(first.id).data] == ["hello"]
+
+    raw = httpx.get(
+        f"{gateway_url}/v1/responses/{second.id}/input_items?limit=2&order=asc&after={listed.data[1].id}",
+        headers={"Authorization": f"Bearer {api_key.raw}"},
+    ).json()
+    assert [item["id"] for item in raw["data"]] == [item.id for item in listed.data[2:4]]
+    assert (raw["object"], raw["first_id"], raw["last_id"], raw["has_more"]) == (
+        "list",
+        listed.data[2].id,
+        listed.data[3].id,
+        True,
+    )
+    for query, param in [
+        ("limit=0", "limit"),
+        ("limit=101", "limit"),
+        ("order=up", "order"),
+        ("after=x", "after"),
+    ]:
+        bad = httpx.get(
+            f"{gateway_url}/v1/responses/{second.id}/input_items?{query}",
+            headers={"Authorization": f"Bearer {api_key.raw}"},
+        )
+        assert bad.status_code == 400 and bad.json()["error"]["param"] == param, (query, bad.text)
+    other = make_key(name="other")
+    with pytest.raises(openai.NotFoundError):
+        sdk(gateway_url, other.raw).responses.input_items.list(second.id)
+
+
+def test_cancel_answers_openais_error_for_a_response_made_in_the_foreground(
+    gateway_url, backends, api_key, stub
+):
+    client = sdk(gateway_url, api_key.raw)
+    response = client.responses.create(model="auto", input="hello")
+    with pytest.raises(openai.BadRequestError) as refused:
+        client.responses.cancel(response.id)
+    error = refused.value.body
+    assert refused.value.message.endswith(
+        "Responses can only be cancelled if they were created with background=true."
+    )
+    assert isinstance(error, dict) and error["type"] == "invalid_request_error"
+    assert client.responses.retrieve(response.id).status == "completed"  # untouched
+    with pytest.raises(openai.NotFoundError):
+        client.responses.cancel("resp_" + "0" * 32)
+    with pytest.raises(openai.NotFoundError):
+        sdk(gateway_url, make_key(name="other").raw).responses.cancel(response.id)
+    wrong = httpx.get(
+        f"{gateway_url}/v1/responses/{response.id}/cancel", headers={"Authorization": f"Bearer {api_key.raw}"}
+    )
+    assert wrong.status_code == 405 and wrong.headers["allow"] == "POST"
+
+
+def test_a_codex_shaped_request_offers_the_functions_and_answers_a_namespaced_call(
+    gateway_url, backends, api_key, stub
+):
+    """Codex sends its sub-agent tools as a namespace, a hosted web_search tool and client_metadata: the
+    backend is offered every function and not the hosted tool; a call of a namespaced function comes back
+    with its namespace, streamed and stored alike."""
+    spawn = {"type": "function", "name": "spawn_agent", "parameters": {"type": "object"}, "strict": False}
+    namespace = {
+        "type": "namespace",
+        "name": "multi_agent_v1",
+        "description": "Sub-agents.",
+        "tools": [spawn],
+    }
+    call = {"id": "call_9", "type": "function", "function": {"name": "spawn_agent", "arguments": "{}"}}
+    stub.responder = lambda body: Reply(content=None, tool_calls=[call])
+    body: Any = {
+        "model": "auto",
+        "input": [{"type": "message", "role": "user", "content": [{"type": "input_text", "text": "go"}]}],
+        "tools": [WEATHER, namespace, {"type": "web_search", "external_web_access": False}],
+        "extra_body": {"client_metadata": {"session_id": "s-1"}},  # the SDK has no such argument
+        "include": ["reasoning.encrypted_content"],
+        "reasoning": {"summary": "auto"},
+        "store": True,
+    }
+    client = sdk(gateway_url, api_key.raw)
+    stored = client.responses.create(**body)
+    assert [t["function"]["name"] for t in stub.requests[-1]["tools"]] == ["get_weather", "spawn_agent"]
+    assert "client_metadata" not in stub.requests[-1]
+    made = stored.output[0]
+    assert (made.type, made.name, made.namespace, made.call_id) == (
+        "function_call",
+        "spawn_agent",
+        "multi_agent_v1",
+        "call_9",
+    )
+    assert client.responses.retrieve(stored.id).output[0].namespace == "multi_agent_v1"
+    with client.responses.stream(**body) as stream:
+        done = [event.item for event in stream if event.type == "response.output_item.done"]
+    assert [(item.name, item.namespace) for item in done] == [("spawn_agent", "multi_agent_v1")]
