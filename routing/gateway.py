@@ -16,6 +16,7 @@ from typing import Any
 
 from django.conf import settings
 
+from core import tracing
 from core.db import run_sync
 from routing import budgets, ledger_writer, lookups, teacher_sampling, upstream
 from routing.call_metrics import observe_call
@@ -214,6 +215,50 @@ def observe(record: CallRecord) -> None:
         overhead_s=record.overhead_ms / 1000,
         fallback=record.fallback,
         cost_usd=record.cost_usd,
+    )
+    if tracing.tracer() is not None:  # OpenTelemetry, when OTEL_* names a collector: a deque append
+        tracing.defer(trace, record)
+
+
+def trace(end_ns: int, record: CallRecord) -> None:
+    """The call and its legs as spans (core/tracing.py's thread)."""
+    tracing.record(
+        "skillgate.call",
+        end_ns=end_ns,
+        duration_ms=record.latency_ms,
+        error=record.error if record.status_code >= 500 else "",
+        attributes={
+            "skillgate.invocation": str(record.id),
+            "skillgate.endpoint": record.endpoint,
+            "skillgate.profile": record.profile_name,
+            "skillgate.route": record.route,
+            "skillgate.served_by": record.served_by,
+            "skillgate.backend": record.legs[-1].backend if record.legs else "",
+            "skillgate.verdict": record.verdict,
+            "skillgate.fallback": record.fallback,
+            "skillgate.cost_usd": float(record.cost_usd),
+            "skillgate.overhead_ms": record.overhead_ms,
+            "skillgate.stream": record.stream,
+            "http.response.status_code": record.status_code,
+        },
+        children=[
+            tracing.Child(
+                "skillgate.leg",
+                leg.latency_ms,
+                {
+                    "skillgate.backend": leg.backend,
+                    "skillgate.role": leg.role,
+                    "skillgate.verdict": leg.verdict,
+                    "skillgate.cost_usd": float(leg.cost_usd),
+                    "skillgate.verify_ms": leg.verify_ms,
+                    "gen_ai.request.model": leg.model,
+                    "gen_ai.usage.input_tokens": leg.prompt_tokens,
+                    "gen_ai.usage.output_tokens": leg.completion_tokens,
+                },
+                leg.error,
+            )
+            for leg in record.legs
+        ],
     )
 
 

@@ -27,7 +27,7 @@ RUN apt-get update \
 WORKDIR /app
 # Dependencies first (a layer that changes only with the lock), then the source.
 COPY pyproject.toml constraints.txt ./
-RUN pip install -c constraints.txt . && rm -rf build *.egg-info
+RUN pip install -c constraints.txt ".[otel]" && rm -rf build *.egg-info
 COPY --chown=skillgate:skillgate . .
 
 RUN mkdir -p /var/lib/skillgate && chown skillgate:skillgate /var/lib/skillgate

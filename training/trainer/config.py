@@ -33,9 +33,15 @@ class Hyperparameters:
     max_completion_length: int = 48
     temperature: float = 1.0
     beta: float = 0.0
+    # Generation by TRL's vLLM server (`trl vllm-serve --model BASE`, its own GPU) instead of in-process,
+    # e.g. "http://trl-vllm:8000"; TRL pushes the weights to it after each step over NCCL (CUDA only).
+    vllm_server_url: str = ""
     # Both
     warmup_steps: int = 0
     seed: int = 0
+    # SFT in this many processes under accelerate (DDP, one per GPU; gloo on CPUs); batch_size stays
+    # the global batch, so it must divide by processes. GRPO runs in one process.
+    processes: int = 1
 
     @classmethod
     def from_dict(cls, values: dict[str, Any] | None) -> Hyperparameters:
@@ -58,7 +64,10 @@ class Hyperparameters:
             or values.get("grpo_steps", 0) < 0
         ):
             raise HyperparameterError("lora_rank must be >= 1 and step counts >= 0")
-        return dataclasses.replace(defaults, **values)
+        chosen = dataclasses.replace(defaults, **values)
+        if chosen.processes < 1 or chosen.batch_size < 1 or chosen.batch_size % chosen.processes:
+            raise HyperparameterError("processes must be >= 1 and divide batch_size")
+        return chosen
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

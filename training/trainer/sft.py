@@ -96,10 +96,13 @@ def save_adapter(model: Any, output_dir: Path, base_model_dir: Path) -> None:
 
 
 def common_args(hp: Hyperparameters, work_dir: Path) -> dict[str, Any]:
+    from training.trainer.distributed import world_size
+
     cpu = cpu_only()
     return {
         "output_dir": str(work_dir),
-        "per_device_train_batch_size": hp.batch_size,
+        # batch_size is the global batch: each of a distributed run's ranks takes its share.
+        "per_device_train_batch_size": hp.batch_size // world_size(),
         "gradient_accumulation_steps": hp.gradient_accumulation_steps,
         "warmup_steps": hp.warmup_steps,
         "logging_steps": 1,
@@ -125,12 +128,25 @@ def train_sft(
     report: Report | None = None,
     report_interval_s: float = 2.0,
 ) -> TrainResult:
-    """Train a LoRA on ``examples`` (loss on the completion only) and save it to ``output_dir``."""
+    """Train a LoRA on ``examples`` (loss on the completion only) and save it to ``output_dir``; in
+    ``hp.processes`` processes under accelerate (training/trainer/distributed.py) when more than one."""
     from trl import SFTConfig, SFTTrainer
 
+    from training.trainer.distributed import is_main_rank, launch_sft, world_size
     from training.trainer.progress import ProgressCallback
 
     hp = hyperparameters or Hyperparameters()
+    if hp.processes > 1 and world_size() == 1:
+        return launch_sft(
+            base_model_dir=Path(base_model_dir),
+            output_dir=Path(output_dir),
+            examples=examples,
+            system_prompt=system_prompt,
+            hyperparameters=hp,
+            parent_adapter_dir=parent_adapter_dir,
+            report=report,
+            report_interval_s=report_interval_s,
+        )
     started = time.monotonic()
     model, tokenizer = load_trainable(Path(base_model_dir), parent_adapter_dir, hp)
     callback = ProgressCallback(report or (lambda event: None), phase="sft", min_interval_s=report_interval_s)
@@ -150,7 +166,8 @@ def train_sft(
         callbacks=[callback],
     )
     train_runtime_s = float(trainer.train().metrics.get("train_runtime", 0.0))
-    save_adapter(trainer.model, Path(output_dir), Path(base_model_dir))
+    if is_main_rank():
+        save_adapter(trainer.model, Path(output_dir), Path(base_model_dir))
     return TrainResult(
         steps=int(trainer.state.global_step),
         runtime_s=time.monotonic() - started,

@@ -1,0 +1,249 @@
+"""OpenTelemetry traces (core/tracing.py): off, and the SDK not even imported, unless the OTEL_*
+environment names a collector; on, a server span per call with its legs as client spans inside it,
+carrying endpoint, profile, route, backend, verdict and cost; and the same spans received over
+OTLP/HTTP by a receiver speaking the protocol (protobuf ExportTraceServiceRequest on /v1/traces)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections import deque
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import httpx
+import pytest
+
+pytest.importorskip("opentelemetry.sdk", reason="needs opentelemetry-sdk and the OTLP exporter")
+
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanKind, StatusCode
+
+from core import tracing
+from tests.deploy.manifests import ROOT
+from tests.support.cycle import BAD, CITIES, city_prompt, drive, good, json_profile, responder
+from tests.support.openai_stub import Reply
+from tests.support.wait import wait_until
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def test_tracing_is_on_only_when_the_environment_names_a_collector() -> None:
+    url = "http://collector:4318"
+    assert not tracing.configured({})
+    assert tracing.configured({"OTEL_EXPORTER_OTLP_ENDPOINT": url})
+    assert tracing.configured({"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": f"{url}/v1/traces"})
+    assert not tracing.configured({"OTEL_EXPORTER_OTLP_ENDPOINT": url, "OTEL_SDK_DISABLED": "true"})
+    assert not tracing.configured({"OTEL_EXPORTER_OTLP_ENDPOINT": url, "OTEL_TRACES_EXPORTER": "none"})
+
+
+def test_off_it_costs_a_call_and_never_imports_the_sdk() -> None:
+    script = (
+        "import sys, core.tracing as t\n"
+        "t.record('x', end_ns=1, duration_ms=1, attributes={})\n"
+        "assert t.tracer() is None\n"
+        "assert not [m for m in sys.modules if m.startswith('opentelemetry')], 'imported'\n"
+    )
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+
+
+def test_configured_without_the_sdk_it_warns_and_runs_untraced() -> None:
+    script = (
+        "import logging, sys\n"
+        "sys.modules['opentelemetry.sdk.resources'] = None  # as if opentelemetry-sdk were not installed\n"
+        "logging.basicConfig()\n"
+        "import core.tracing as t\n"
+        "assert t.tracer() is None\n"
+    )
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "PYTHONPATH": str(ROOT),
+        "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9",
+    }
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "OTEL_* names a collector but" in done.stderr and "no traces are sent" in done.stderr
+
+
+@pytest.fixture
+def spans(monkeypatch: pytest.MonkeyPatch) -> InMemorySpanExporter:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    monkeypatch.setattr(tracing, "_tracer", provider.get_tracer("test"))
+    return exporter
+
+
+def test_a_call_is_a_span_and_each_leg_a_span_inside_it(
+    spans: InMemorySpanExporter, gateway_url: str, backends: Any, api_key: Any, stub: Any
+) -> None:
+    json_profile()
+    stub.responder = responder(student=BAD, teacher=lambda body: good("Paris", "France"))
+    [row] = drive(gateway_url, api_key.raw, "extract", [city_prompt(*CITIES[0])])
+    tracing.flush()  # what the tracing thread does every FLUSH_INTERVAL_S
+
+    finished = spans.get_finished_spans()
+    [call] = [s for s in finished if s.name == "skillgate.call"]
+    legs = sorted((s for s in finished if s.name == "skillgate.leg"), key=lambda s: s.start_time or 0)
+    assert call.kind == SpanKind.SERVER and dict(call.attributes or {}) == {
+        "skillgate.invocation": str(row.pk),
+        "skillgate.endpoint": "/v1/chat/completions",
+        "skillgate.profile": "extract",
+        "skillgate.route": "student",
+        "skillgate.served_by": "teacher",
+        "skillgate.backend": "teacher",
+        "skillgate.verdict": "pass",
+        "skillgate.fallback": True,
+        "skillgate.cost_usd": float(row.cost_usd),
+        "skillgate.overhead_ms": pytest.approx(row.overhead_ms),
+        "skillgate.stream": False,
+        "http.response.status_code": 200,
+    }
+    assert [(leg.attributes or {})["skillgate.backend"] for leg in legs] == ["student", "teacher"]
+    assert [(leg.attributes or {})["skillgate.verdict"] for leg in legs] == ["fail", "pass"]
+    leg_costs = [float(str((leg.attributes or {})["skillgate.cost_usd"])) for leg in legs]
+    assert sum(leg_costs) == pytest.approx(float(row.cost_usd), abs=1e-6)
+    for leg, stored in zip(legs, row.legs, strict=True):
+        assert leg.kind == SpanKind.CLIENT
+        assert leg.parent is not None and leg.parent.span_id == call.context.span_id
+        assert leg.context.trace_id == call.context.trace_id
+        assert (leg.attributes or {})["gen_ai.request.model"] == stored["model"]
+        assert call.start_time <= leg.start_time <= leg.end_time <= call.end_time  # type: ignore[operator]
+    assert call.end_time - call.start_time == pytest.approx(row.latency_ms * 1e6, rel=1e-3)  # type: ignore[operator]
+
+
+def test_a_failed_call_is_an_error_span(
+    spans: InMemorySpanExporter, gateway_url: str, backends: Any, api_key: Any, stub: Any
+) -> None:
+    stub.responder = lambda body: Reply(status=503, error="upstream down")
+    response = httpx.post(
+        f"{gateway_url}/v1/chat/completions",
+        json={"model": "auto", "messages": [{"role": "user", "content": "hi"}]},
+        headers={"Authorization": f"Bearer {api_key.raw}"},
+        timeout=60,
+    )
+    assert response.status_code >= 500
+    tracing.flush()
+    [call] = [s for s in spans.get_finished_spans() if s.name == "skillgate.call"]
+    assert call.status.status_code == StatusCode.ERROR
+    assert (call.attributes or {})["http.response.status_code"] == response.status_code
+    assert (call.attributes or {})["skillgate.verdict"] == "error"
+
+
+class Receiver:
+    """An OTLP/HTTP trace receiver: POST /v1/traces with a protobuf ExportTraceServiceRequest."""
+
+    def __init__(self) -> None:
+        outer = self
+        self.requests: list[ExportTraceServiceRequest] = []
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                if self.headers.get("Content-Encoding") == "gzip":
+                    body = gzip.decompress(body)
+                ok = self.path == "/v1/traces" and self.headers["Content-Type"] == "application/x-protobuf"
+                if ok:
+                    outer.requests.append(ExportTraceServiceRequest.FromString(body))
+                self.send_response(200 if ok else 404)
+                self.send_header("Content-Type", "application/x-protobuf")
+                self.end_headers()
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def spans(self) -> list[tuple[dict[str, str], Any]]:
+        """(resource attributes, span) of everything received."""
+        out = []
+        for request in self.requests:
+            for resource in request.resource_spans:
+                attrs = {a.key: a.value.string_value for a in resource.resource.attributes}
+                out += [(attrs, s) for scope in resource.scope_spans for s in scope.spans]
+        return out
+
+
+@pytest.fixture
+def receiver(monkeypatch: pytest.MonkeyPatch) -> Iterator[Receiver]:
+    received = Receiver()
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", received.url)
+    monkeypatch.setenv("OTEL_BSP_SCHEDULE_DELAY", "50")
+    monkeypatch.delenv("OTEL_SERVICE_NAME", raising=False)
+    monkeypatch.setattr(tracing, "_tracer", tracing._UNSET)  # decided again, from this environment
+    yield received
+    active = tracing.tracer()
+    active.span_processor.shutdown()  # the SDK's batch thread: flushed and stopped with the receiver up
+    received.server.shutdown()
+
+
+def test_spans_reach_a_real_otlp_http_receiver(
+    receiver: Receiver, gateway_url: str, backends: Any, api_key: Any, stub: Any
+) -> None:
+    json_profile()
+    stub.responder = responder(student=lambda body: good("Paris", "France"), teacher=BAD)
+    [row] = drive(gateway_url, api_key.raw, "extract", [city_prompt(*CITIES[0])])
+
+    received = wait_until(lambda: len(receiver.spans()) >= 2 and receiver.spans(), timeout=20, interval=0.1)
+    by_name = {span.name: (resource, span) for resource, span in received}
+    resource, call = by_name["skillgate.call"]
+    _, leg = by_name["skillgate.leg"]
+    assert resource["service.name"] == "skillgate"
+    attributes = {a.key: a.value for a in call.attributes}
+    assert attributes["skillgate.invocation"].string_value == str(row.pk)
+    assert attributes["skillgate.route"].string_value == "student"
+    assert attributes["skillgate.verdict"].string_value == "pass"
+    assert attributes["skillgate.cost_usd"].double_value == pytest.approx(float(row.cost_usd))
+    assert leg.parent_span_id == call.span_id and leg.trace_id == call.trace_id
+
+
+def _per_call_us(run: Any, calls: int, rounds: int = 5) -> float:
+    best = float("inf")
+    for _ in range(rounds):
+        started = time.perf_counter()
+        run()
+        best = min(best, (time.perf_counter() - started) / calls)
+    return best * 1e6
+
+
+def test_on_the_request_path_tracing_costs_a_check_or_a_deque_append(monkeypatch: pytest.MonkeyPatch) -> None:
+    from routing import gateway
+    from routing.ledger import CallRecord, Leg
+
+    record = CallRecord(
+        id=uuid.uuid4(), api_key_id=1, profile_id=1, requested_model="auto", route="student", policy="p",
+        score=None, stream=False, request={}, served_by="teacher", verdict="pass", latency_ms=12.0,
+        profile_name="extract",
+        legs=[Leg("student", "student", "m", latency_ms=4.0, verdict="fail"), Leg("teacher", "teacher", "t")],
+    )  # fmt: skip
+
+    def hook() -> None:  # what routing/gateway.py's observe does after the metrics, 500 times
+        for _ in range(500):
+            if tracing.tracer() is not None:
+                tracing.defer(gateway.trace, record)
+
+    monkeypatch.setattr(tracing, "_tracer", None)
+    off = _per_call_us(hook, 500)
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    monkeypatch.setattr(tracing, "_tracer", provider.get_tracer("test"))
+    monkeypatch.setattr(tracing, "_pending", deque())
+    on = _per_call_us(hook, 500, rounds=3)
+    spans = _per_call_us(tracing.flush, 1500, rounds=1)  # the tracing thread's work for those calls
+    print(json.dumps({"off_us": round(off, 3), "on_us": round(on, 3), "spans_us_per_call": round(spans, 1)}))
+    assert off < 1.0 and on < 3.0
+    assert len(exporter.get_finished_spans()) == 3 * 1500
