@@ -22,8 +22,10 @@ The sweeper (``sweep``, on Celery beat) does not trust the broker to hold a mess
   redelivered by Redis's ``reject_on_worker_lost``) is so bounded too: the redelivery finds the row
   still running and does nothing, and the sweeper counts the attempts.
 
-Plain mechanics over any model (the apps pass a ``JobSpec``); ``core`` imports no app. Training's
-runs (training/services/adapters.py) follow the same pattern with their own copy.
+Plain mechanics over any model (the apps pass a ``JobSpec``); ``core`` imports no app. Its users:
+diagnoses and action executions (diagnostics/services/recovery.py), Slack deliveries, teacher
+samples (routing/teacher_sampling.py), the Evolver's skills and skill-set admissions
+(training/services/evolver/jobs.py) and adapter training runs (training/services/adapters.py).
 """
 
 from __future__ import annotations
@@ -57,6 +59,7 @@ class JobSpec:
     born: str = "created_at"  # a queued row with no heartbeat yet counts from here
     error: str = ""  # a text field for the reason of a requeue, if the model has one
     scope: Q = field(default_factory=Q)  # only rows matching this are jobs (e.g. sampled calls)
+    reset: dict[str, Any] = field(default_factory=dict)  # written back by a requeue (e.g. progress)
 
     def rows(self) -> QuerySet[Any]:
         return self.model._default_manager.filter(self.scope)
@@ -189,7 +192,7 @@ def sweep(
                     )
                     report.requeued.append(pk)
                 continue
-            update: dict[str, Any] = {spec.state: spec.queued, spec.heartbeat: now}
+            update: dict[str, Any] = {**spec.reset, spec.state: spec.queued, spec.heartbeat: now}
             if spec.error:
                 update[spec.error] = reason
             if mine.update(**update):

@@ -57,6 +57,10 @@ class WriterStopped(RuntimeError):
     pass
 
 
+class JournalUnwritable(WriterStopped):
+    """The journal cannot take the row (``var/`` full, read-only, gone): it is committed at once instead."""
+
+
 class LedgerWriter:
     """This process's writer: the journal, the queue, and the thread that commits the queue and keeps
     the process's budget leases (renews them, returns idle ones: routing/budget_leases.py ``maintain``)."""
@@ -103,9 +107,19 @@ class LedgerWriter:
             if self._stop.is_set() or not self._segments:
                 raise WriterStopped
             segment = self._segments[-1]
-            write_all(segment.fd, line)
-            if settings.SKILLGATE["LEDGER_JOURNAL_FSYNC"] == "always":
-                os.fsync(segment.fd)
+            end: int | None = None
+            try:
+                end = os.fstat(segment.fd).st_size
+                write_all(segment.fd, line)
+                if settings.SKILLGATE["LEDGER_JOURNAL_FSYNC"] == "always":
+                    os.fsync(segment.fd)
+            except OSError as exc:
+                # Cut a part-written line off, so the journal holds whole rows only, and let the caller
+                # commit this one directly.
+                if end is not None:
+                    with contextlib.suppress(OSError):
+                        os.ftruncate(segment.fd, end)
+                raise JournalUnwritable(f"{segment.path}: {exc.strerror or exc}") from exc
             segment.size += len(line)
             segment.outstanding += 1
             entry.segment = segment
@@ -284,7 +298,11 @@ def record(entry: Entry) -> None:
         try:
             ensure_started().submit(entry)
             return
-        except WriterStopped:  # the process is stopping: commit it now, off the event loop (rare)
+        except (WriterStopped, OSError) as exc:
+            # The process is stopping, or the journal cannot be written (var/ full: the writer's start or
+            # the append failed): commit it now, off the event loop (rare).
+            if not isinstance(exc, WriterStopped) or isinstance(exc, JournalUnwritable):
+                log.error("ledger journal unwritable, committing the row directly: %s", exc)
             thread = threading.Thread(target=_commit_now, args=(entry,), name="ledger-late-row")
             thread.start()
             thread.join()

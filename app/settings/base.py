@@ -7,7 +7,7 @@ from typing import Any
 
 import dj_database_url
 
-from core.env import env_bool, env_int, env_list, env_optional, env_str
+from core.env import env_bool, env_float, env_int, env_list, env_optional, env_str
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 # Everything the service writes (secret key, broker folders, static files, models, adapters); made at
@@ -91,7 +91,15 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # A file, not :memory:, so the live server thread in tests sees the same test database.
     DATABASES["default"]["TEST"] = {"NAME": env_str("TEST_DATABASE_NAME", str(VAR_DIR / "test.sqlite3"))}
 elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
-    DATABASES["default"]["OPTIONS"] = {"pool": {"min_size": 2, "max_size": env_int("DB_POOL_SIZE", 20)}}
+    # A call waits at most DB_POOL_TIMEOUT_S for a connection (psycopg's default is 30 s): while
+    # PostgreSQL is down, callers get a prompt 503 instead of hanging (routing/edge/app.py).
+    DATABASES["default"]["OPTIONS"] = {
+        "pool": {
+            "min_size": 2,
+            "max_size": env_int("DB_POOL_SIZE", 20),
+            "timeout": env_float("DB_POOL_TIMEOUT_S", 5.0),
+        }
+    }
     # Lets concurrent test runs on one server (CI and a developer, say) use separate databases.
     if _test_db := env_optional("TEST_DATABASE_NAME"):
         DATABASES["default"]["TEST"] = {"NAME": _test_db}

@@ -23,8 +23,8 @@ SLACK_COMMAND = env_str("SLACK_COMMAND", "/sre")
 SLACK_OPEN_NEEDS_ROLE = env_bool("SLACK_OPEN_NEEDS_ROLE", False)
 
 # --- Background jobs (core/jobs.py): the row is the record, the broker only the doorbell ----------
-# Diagnoses, action executions, Slack deliveries and teacher samples: a running job writes a heartbeat
-# every HEARTBEAT_S; one without a heartbeat for STALE_AFTER_S lost its worker and is requeued,
+# Diagnoses, action executions, Slack deliveries, teacher samples and Evolver jobs: a running job writes a
+# heartbeat every HEARTBEAT_S; one without a heartbeat for STALE_AFTER_S lost its worker and is requeued,
 # MAX_ATTEMPTS claims at most, then failed with the reason (an interrupted action is re-checked, never
 # re-run blindly). A queued job whose message was sent RING_AFTER_S ago is sent again. The sweep runs
 # every SWEEP_EVERY_S.
@@ -47,6 +47,10 @@ CELERY_BEAT_SCHEDULE["sweep-slack-events"] = {
 }
 CELERY_BEAT_SCHEDULE["sweep-teacher-samples"] = {
     "task": "routing.tasks.sweep_samples",
+    "schedule": JOBS_SWEEP_EVERY_S,
+}
+CELERY_BEAT_SCHEDULE["sweep-evolver-jobs"] = {
+    "task": "training.tasks.evolver.sweep_jobs",
     "schedule": JOBS_SWEEP_EVERY_S,
 }
 

@@ -12,6 +12,7 @@ import logging
 from collections.abc import Awaitable, Callable
 
 from django.conf import settings
+from django.db import DatabaseError
 
 from routing import anthropic
 from routing.edge import chat, embeddings, messages, responses
@@ -108,6 +109,17 @@ async def application(scope: Scope, receive: Receive, send: Send) -> None:
         return
     except ApiError as exc:
         await send_json(send, exc.status, error_body(exc), exc.headers)
+        return
+    except DatabaseError:
+        log.exception("%s %s: the database is unavailable", method, path)
+        unavailable = ApiError(
+            503,
+            "The gateway's database is unavailable; retry shortly.",
+            type="server_error",
+            code="database_unavailable",
+            headers={"Retry-After": "1"},
+        )
+        await send_json(send, unavailable.status, error_body(unavailable), unavailable.headers)
         return
     except Exception:
         log.exception("%s %s failed", method, path)

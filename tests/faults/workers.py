@@ -46,12 +46,13 @@ def fault_worker(
     pool: str = "solo",
     concurrency: int = 1,
     loglevel: str = "INFO",
+    env: dict[str, str] | None = None,
 ) -> Iterator[Worker]:
     """A worker on ``queue`` (the test's own: its default queue and DIAGNOSTICS_QUEUE, so what an
     earlier test left there cannot reach it). ``beat``: with the sweeper (embedded beat running the
     ``sweeps`` entries of CELERY_BEAT_SCHEDULE, its schedule file in ``folder``). ``pool``: solo
     (kill -9 kills the task with it; a task that blocks blocks the sweeps too) or prefork
-    (``concurrency`` children)."""
+    (``concurrency`` children). ``env``: more of the worker's environment."""
     log = LOGS / f"faults-{name}-worker.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     env = {
@@ -62,6 +63,7 @@ def fault_worker(
         "CELERY_DEFAULT_QUEUE": queue,
         "SKILLGATE_DIAGNOSTICS_QUEUE": queue,
         "FAULT_SWEEPS": ",".join(sweeps),
+        **(env or {}),
     }
     command = [
         sys.executable,
@@ -125,12 +127,15 @@ class Stopwatch:
 
 
 def purge(queue: str) -> None:
-    """Drops what is left on ``queue`` (beat's messages the killed worker never took)."""
+    """Drops what is left on ``queue`` (beat's messages the killed worker never took), then the
+    queue itself, so a shared broker (RabbitMQ, Redis) keeps none of the tests' queues."""
     from app.celery import celery_app
 
     # A queue never declared has nothing to purge.
-    with celery_app.connection_for_write() as connection, contextlib.suppress(Exception):
-        connection.default_channel.queue_purge(queue)
+    with celery_app.connection_for_write() as connection:
+        for drop in (connection.default_channel.queue_purge, connection.default_channel.queue_delete):
+            with contextlib.suppress(Exception):
+                drop(queue)
 
 
 def sweeps_done(worker: Worker) -> int:

@@ -4,6 +4,7 @@ written (nor charged) twice, however often a journal is replayed."""
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
@@ -233,3 +234,46 @@ def test_after_sigkill_the_next_start_replays_the_journal_and_a_second_replay_ch
     journal.write_bytes(saved)
     assert ledger_journal.recover(directory=journal.parent) == 0
     assert Invocation.objects.count() == 5 and spent_and_reserved(pair.key) == (spent, 0)
+
+
+@pytest.fixture
+def full_journal_disk(batched: Path) -> Iterator[Path]:
+    """The journal folder on a 64 KiB tmpfs of its own (a real file system that fills up); skipped where
+    this process may not mount one (not root)."""
+    batched.mkdir(parents=True)
+    mounted = os.system(f"mount -t tmpfs -o size=64k tmpfs {batched} 2>/dev/null") == 0
+    if not mounted:
+        pytest.skip("mounting a tmpfs needs root")
+    try:
+        yield batched
+    finally:
+        ledger_writer.shutdown()
+        os.system(f"umount {batched}")
+
+
+def fill(folder: Path) -> None:
+    """Takes every free block of the file system under ``folder``."""
+    with (folder / "filler").open("wb", buffering=0) as filler, contextlib.suppress(OSError):
+        while True:
+            filler.write(b"x" * 512)
+
+
+def test_a_full_var_disk_commits_rows_directly_and_leaves_only_whole_lines_in_the_journal(
+    gateway_url, backends, stub, full_journal_disk, caplog
+):
+    """var/ full: every answered call still gets its one row (committed at once instead of journaled),
+    the journal holds whole lines only (a part-written line is cut off), and the log says why."""
+    pair = make_key(budget_usd=Decimal(1))
+    first = answered([call(gateway_url, pair.raw)])  # the writer and its journal segment exist now
+    fill(full_journal_disk)
+    later = answered([call(gateway_url, pair.raw) for _ in range(8)])
+
+    assert "ledger journal unwritable" in caplog.text
+    assert ledger_writer.flush()
+    assert {str(pk) for pk in Invocation.objects.values_list("pk", flat=True)} == first | later
+    spent, _ = spent_and_reserved(pair.key)
+    assert spent == ledger_cost(pair.key) > 0
+    (journal,) = journal_files(full_journal_disk)
+    for line in journal.read_bytes().splitlines():
+        json.loads(line)  # no part-written line
+    assert journal.read_bytes().endswith(b"\n")

@@ -18,8 +18,8 @@ __all__ = ["DiagnosticSkill", "DiagnosticSkillSet"]
 
 class DiagnosticSkill(models.Model):
     class Status(models.TextChoices):
-        PENDING = "pending"  # waiting for the Evolver job
-        RUNNING = "running"  # claimed by a job (started_at says since when)
+        PENDING = "pending"  # waiting for the Evolver job (its message sent at heartbeat_at)
+        RUNNING = "running"  # claimed by a job, alive while heartbeat_at is fresh (core/jobs.py)
         READY = "ready"  # the teacher's plan passed the protocol: a skill
         REJECTED = "rejected"  # the teacher's answer did not follow the protocol
         FAILED = "failed"  # the teacher could not be reached after the retries
@@ -60,13 +60,17 @@ class DiagnosticSkill(models.Model):
     teacher_invocation_id = models.CharField(max_length=36, blank=True)
     teacher_output = models.TextField(blank=True, help_text="The teacher's raw answer (kept when rejected).")
     error = models.TextField(blank=True)
-    attempts = models.PositiveSmallIntegerField(default=0)
+    attempts = models.PositiveSmallIntegerField(default=0, help_text="Times a worker claimed it.")
     created_at = models.DateTimeField(default=timezone.now)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
-        indexes = [models.Index(fields=["profile", "status", "created_at"], name="dskill_profile_status")]
+        indexes = [
+            models.Index(fields=["profile", "status", "created_at"], name="dskill_profile_status"),
+            models.Index(fields=["status", "heartbeat_at"], name="dskill_status_heartbeat"),
+        ]
 
     def __str__(self) -> str:
         return f"skill {self.pk} from trajectory {self.trajectory_id} ({self.status})"
@@ -74,11 +78,12 @@ class DiagnosticSkill(models.Model):
 
 class DiagnosticSkillSet(models.Model):
     class Status(models.TextChoices):
-        CANDIDATE = "candidate"
-        REPLAYING = "replaying"  # claimed by an admission job
+        CANDIDATE = "candidate"  # waiting for its admission job (its message sent at heartbeat_at)
+        REPLAYING = "replaying"  # claimed by an admission job, alive while heartbeat_at is fresh
         ADMITTED = "admitted"  # its text is the profile's SkillBook
         REFUSED = "refused"  # replay found it worse than the admitted set
         RETIRED = "retired"  # was admitted; a newer set replaced it
+        FAILED = "failed"  # replay could not finish (error says why); never admitted
 
     profile = models.ForeignKey(
         "routing.TaskProfile", on_delete=models.CASCADE, related_name="diagnostic_skill_sets"
@@ -90,10 +95,14 @@ class DiagnosticSkillSet(models.Model):
     replay = models.JSONField(
         default=dict, blank=True, help_text="Held-out replay of the admitted set and of this one, per case."
     )
+    error = models.TextField(blank=True)
+    attempts = models.PositiveSmallIntegerField(default=0, help_text="Times a worker claimed it.")
     created_at = models.DateTimeField(default=timezone.now)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
     decided_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
+        indexes = [models.Index(fields=["status", "heartbeat_at"], name="dskillset_status_heartbeat")]
         constraints = [
             models.UniqueConstraint(fields=["profile", "version"], name="dskillset_profile_version"),
             models.UniqueConstraint(

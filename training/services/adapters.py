@@ -11,26 +11,25 @@ The public entry points the learning cycle calls:
 A run freezes its data set (examples, SkillBook text, hyper-parameters) on its row when it is created, so
 a retried or requeued run trains on the same data. The worker claims a queued run with a conditional
 UPDATE, writes a heartbeat from a side thread while it trains, and reports progress from a trainer
-callback; a run whose heartbeat stops (worker killed) is requeued once by beat, then failed.
+callback (``core/jobs.py``); a run whose heartbeat stops (worker killed) is requeued by beat while it
+has attempts left (``SKILLGATE_TRAINING_MAX_ATTEMPTS``), then failed with the reason.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import shutil
-import threading
 import traceback
-from collections.abc import Callable, Iterator, Sequence
-from datetime import timedelta
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F, Max
+from django.db.models import Max
 from django.utils import timezone
 
+from core import jobs
 from core.errors import ServiceError
 from core.queues import enqueue_on_commit
 from routing.models import TaskProfile
@@ -160,48 +159,18 @@ def training_run_start(
     return run
 
 
-def training_run_claim(*, run_id: int, task_id: str = "") -> bool:
-    """queued -> running, once: the one conditional UPDATE that makes a delivery own the run."""
-    now = timezone.now()
-    return (
-        TrainingRun.objects.filter(pk=run_id, status=TrainingRun.Status.QUEUED).update(
-            status=TrainingRun.Status.RUNNING,
-            started_at=now,
-            heartbeat_at=now,
-            celery_task_id=task_id,
-            attempts=F("attempts") + 1,
-            error="",
-        )
-        == 1
-    )
+TRAINING_JOB = jobs.JobSpec(
+    TrainingRun,
+    queued=TrainingRun.Status.QUEUED,
+    running=TrainingRun.Status.RUNNING,
+    error="error",
+    reset={"step": 0, "progress": []},  # a requeued run trains from the start
+)
 
 
-def _still_ours(run_id: int, attempt: int) -> Any:
-    """Rows of this run as long as this attempt owns it (recovery may have requeued it meanwhile)."""
-    return TrainingRun.objects.filter(pk=run_id, status=TrainingRun.Status.RUNNING, attempts=attempt)
-
-
-@contextlib.contextmanager
-def _heartbeat(run_id: int, attempt: int, every_s: float) -> Iterator[None]:
-    """Writes ``heartbeat_at`` every ``every_s`` seconds from a side thread while the block runs."""
-    from django.db import connection
-
-    stop = threading.Event()
-
-    def beat() -> None:
-        try:
-            while not stop.wait(every_s):
-                _still_ours(run_id, attempt).update(heartbeat_at=timezone.now())
-        finally:
-            connection.close()
-
-    thread = threading.Thread(target=beat, name=f"heartbeat-run-{run_id}", daemon=True)
-    thread.start()
-    try:
-        yield
-    finally:
-        stop.set()
-        thread.join(timeout=every_s + 5)
+def training_run_claim(*, run_id: int, task_id: str = "") -> int | None:
+    """queued -> running, once (``core/jobs.py``): the attempt this delivery owns, or None."""
+    return jobs.claim(TRAINING_JOB, run_id, started_at=timezone.now(), celery_task_id=task_id, error="")
 
 
 class _ProgressWriter:
@@ -222,7 +191,7 @@ class _ProgressWriter:
         else:
             self.points.append(point)
         self.points = self.points[-MAX_PROGRESS_POINTS:]
-        _still_ours(self.run_id, self.attempt).update(
+        jobs.still_ours(TRAINING_JOB, self.run_id, self.attempt).update(
             step=step, progress=self.points, heartbeat_at=timezone.now()
         )
 
@@ -272,7 +241,7 @@ def training_run_execute(*, run_id: int, task_id: str = "") -> TrainingRun:
     run = TrainingRun.objects.select_related("adapter", "adapter__profile", "adapter__parent").get(pk=run_id)
     conf = _conf()
     try:
-        with _heartbeat(run.pk, run.attempts, float(conf["HEARTBEAT_S"])):
+        with jobs.heartbeat(TRAINING_JOB, run.pk, run.attempts, every_s=float(conf["HEARTBEAT_S"])):
             metrics = _train(run, interval_s=float(conf["PROGRESS_INTERVAL_S"]))
     except BaseException as exc:  # SoftTimeLimitExceeded is a BaseException subclass in billiard
         _finish(
@@ -329,7 +298,7 @@ def _finish(
     run: TrainingRun, status: str, *, metrics: dict[str, Any] | None = None, error: str = "", log: str = ""
 ) -> None:
     with transaction.atomic():
-        updated = _still_ours(run.pk, run.attempts).update(
+        updated = jobs.still_ours(TRAINING_JOB, run.pk, run.attempts).update(
             status=status, finished_at=timezone.now(), metrics=metrics or {}, error=error, log=log
         )
         if not updated:
@@ -345,33 +314,34 @@ def _finish(
 def training_runs_recover(
     *, stale_after_s: float | None = None, max_attempts: int | None = None
 ) -> list[int]:
-    """Runs left "running" by a dead worker (no heartbeat for ``stale_after_s``): requeued while they
-    have attempts left, failed after. Returns the ids it handled."""
+    """The sweep of the training runs (``core/jobs.py``): a run left "running" by a dead worker (no
+    heartbeat for ``stale_after_s``) is requeued while it has attempts left, failed after; a queued
+    run whose message was sent ``SKILLGATE_JOBS_RING_AFTER_S`` ago gets it sent again (a second
+    message of a run is harmless: it is claimed once). Returns the ids it handled."""
     conf = _conf()
-    stale_after_s = float(conf["STALE_AFTER_S"] if stale_after_s is None else stale_after_s)
-    max_attempts = int(conf["MAX_ATTEMPTS"] if max_attempts is None else max_attempts)
-    cutoff = timezone.now() - timedelta(seconds=stale_after_s)
-    handled: list[int] = []
-    stale = TrainingRun.objects.filter(status=TrainingRun.Status.RUNNING, heartbeat_at__lt=cutoff)
-    for run in stale.only("pk", "attempts", "adapter_id"):
-        with transaction.atomic():
-            # Conditional on the same attempt and a still-stale heartbeat: a live worker wins.
-            mine = TrainingRun.objects.filter(
-                pk=run.pk, status=TrainingRun.Status.RUNNING, attempts=run.attempts, heartbeat_at__lt=cutoff
-            )
-            note = f"worker lost (no heartbeat for {stale_after_s:.0f} s) on attempt {run.attempts}"
-            if run.attempts < max_attempts:
-                if not mine.update(status=TrainingRun.Status.QUEUED, error=note, step=0, progress=[]):
-                    continue
-                from training.tasks.adapters import adapter_train
+    report = jobs.sweep(
+        TRAINING_JOB,
+        stale_after_s=float(conf["STALE_AFTER_S"] if stale_after_s is None else stale_after_s),
+        ring_after_s=float(settings.JOBS_RING_AFTER_S),
+        max_attempts=int(conf["MAX_ATTEMPTS"] if max_attempts is None else max_attempts),
+        enqueue=_enqueue_train,
+        give_up=_give_up,
+    )
+    return [*report.requeued, *report.given_up, *report.rung]
 
-                enqueue_on_commit(adapter_train, run.pk)
-            else:
-                if not mine.update(status=TrainingRun.Status.FAILED, error=note, finished_at=timezone.now()):
-                    continue
-                Adapter.objects.filter(pk=run.adapter_id, status=Adapter.Status.CANDIDATE).update(
-                    status=Adapter.Status.FAILED
-                )
-            handled.append(run.pk)
-            logger.warning("training run %s: %s", run.pk, note)
-    return handled
+
+def _enqueue_train(run_id: int) -> None:
+    from training.tasks.adapters import adapter_train
+
+    adapter_train.delay(run_id)  # on the gpu queue (CELERY_TASK_ROUTES)
+
+
+def _give_up(rows: Any, run_id: int, reason: str) -> bool:
+    """Out of attempts: the run and its candidate adapter fail, with the reason."""
+    if not rows.update(status=TrainingRun.Status.FAILED, error=reason, finished_at=timezone.now()):
+        return False
+    run = TrainingRun.objects.get(pk=run_id)
+    Adapter.objects.filter(pk=run.adapter_id, status=Adapter.Status.CANDIDATE).update(
+        status=Adapter.Status.FAILED
+    )
+    return True

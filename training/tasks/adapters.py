@@ -32,7 +32,8 @@ def adapter_train(self: Any, run_id: int) -> str:
 
 @shared_task(acks_late=True, ignore_result=True)
 def training_runs_recover() -> list[int]:
-    """Requeues (once) or fails runs whose worker stopped sending heartbeats."""
+    """Beat: runs whose worker stopped sending heartbeats requeued (bounded attempts) or failed, and
+    lost messages of queued runs sent again (core/jobs.py)."""
     return services.training_runs_recover()
 
 

@@ -1,8 +1,11 @@
 """Celery tasks of the AOI Evolver, thin like views: take ids, claim in the service, idempotent,
-acks_late; only an unreachable gateway is retried."""
+acks_late. The rows are the record and the broker only the doorbell (``core/jobs.py``): a running
+job writes a heartbeat, and the beat sweeper (``sweep_jobs``) sends lost messages again and requeues
+jobs whose worker died; only an unreachable gateway is retried by the task itself."""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from celery import shared_task
@@ -11,10 +14,25 @@ from core.queues import enqueue
 from diagnostics.agent.llm import LLMUnavailable
 from routing.models import TaskProfile
 from training.services import evolver
+from training.services.evolver.jobs import evolver_jobs_sweep
+
+log = logging.getLogger(__name__)
+
+
+def _send(task: Any, pk: int) -> None:
+    """Sends now; a broker that is down is logged, not raised: the sweeper sends it again."""
+    try:
+        enqueue(task, pk, queue=evolver.evolver_setting("QUEUE"))
+    except Exception:
+        log.warning("could not send %s(%s); the sweeper sends it again", task.name, pk, exc_info=True)
 
 
 def enqueue_evolve(skill_id: int) -> None:
-    enqueue(evolve_trajectory, skill_id, queue=evolver.evolver_setting("QUEUE"))
+    _send(evolve_trajectory, skill_id)
+
+
+def enqueue_admission(skill_set_id: int) -> None:
+    _send(admit_skill_set, skill_set_id)
 
 
 @shared_task(
@@ -37,7 +55,7 @@ def evolver_sweep() -> dict[str, Any]:
     ):
         skill_set = evolver.skill_set_propose(profile_id=profile_id)
         if skill_set is not None:
-            enqueue(admit_skill_set, skill_set.pk, queue=evolver.evolver_setting("QUEUE"))
+            enqueue_admission(skill_set.pk)
             admitted.append(skill_set.pk)
     return {"jobs": created, "demonstrations": exported, "skill_sets": admitted}
 
@@ -45,3 +63,12 @@ def evolver_sweep() -> dict[str, Any]:
 @shared_task(acks_late=True, ignore_result=True, autoretry_for=(LLMUnavailable,), max_retries=2)
 def admit_skill_set(skill_set_id: int) -> str:
     return str(evolver.skill_set_admit(skill_set_id=skill_set_id).status)
+
+
+@shared_task(acks_late=True, ignore_result=True)
+def sweep_jobs() -> dict[str, dict[str, list[int]]]:
+    """Beat: Evolver jobs whose message was lost or whose worker died (core/jobs.py)."""
+    return {
+        family: {"rung": report.rung, "requeued": report.requeued, "given_up": report.given_up}
+        for family, report in evolver_jobs_sweep().items()
+    }

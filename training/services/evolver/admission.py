@@ -17,7 +17,8 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from diagnostics.agent.llm import GatewayClient, gateway_client
+from core import jobs
+from diagnostics.agent.llm import GatewayClient, LLMUnavailable, gateway_client
 from diagnostics.agent.observer import LLMObserver, Observer
 from diagnostics.agent.planner import RulePlanner
 from diagnostics.agent.skills import Signature, SkillEntry, parse_skillbook, render_skillbook, with_skills
@@ -25,6 +26,7 @@ from diagnostics.evaluation.replay import by_case, evaluate
 from routing.models import TaskProfile
 from routing.services import task_profile_skillbook_set
 from training.models import DiagnosticSkill, DiagnosticSkillSet
+from training.services.evolver.jobs import SKILL_SET_JOB, heartbeat_s, max_attempts
 from training.services.evolver.plans import evolver_setting
 
 
@@ -86,15 +88,23 @@ def _replay(root: Path, only: str, build: Callable[[], Observer]) -> dict[str, b
 
 
 def skill_set_claim(*, skill_set_id: int) -> DiagnosticSkillSet | None:
-    claimed = DiagnosticSkillSet.objects.filter(
-        pk=skill_set_id, status=DiagnosticSkillSet.Status.CANDIDATE
-    ).update(status=DiagnosticSkillSet.Status.REPLAYING)
-    return DiagnosticSkillSet.objects.get(pk=skill_set_id) if claimed else None
+    """candidate -> replaying, once (``core/jobs.py``); None when another delivery has it or it is
+    decided. A replay whose worker died is requeued by the sweeper (``evolver_jobs_sweep``)."""
+    if jobs.claim(SKILL_SET_JOB, skill_set_id) is None:
+        return None
+    return DiagnosticSkillSet.objects.get(pk=skill_set_id)
 
 
-def skill_set_release(*, skill_set_id: int) -> None:
-    DiagnosticSkillSet.objects.filter(pk=skill_set_id, status=DiagnosticSkillSet.Status.REPLAYING).update(
-        status=DiagnosticSkillSet.Status.CANDIDATE
+def skill_set_release(*, skill_set: DiagnosticSkillSet, error: str) -> None:
+    """Hand a claimed replay back (a transient error: the task retries it)."""
+    jobs.still_ours(SKILL_SET_JOB, skill_set.pk, skill_set.attempts).update(
+        status=DiagnosticSkillSet.Status.CANDIDATE, error=error[:2000], heartbeat_at=timezone.now()
+    )
+
+
+def skill_set_fail(*, skill_set: DiagnosticSkillSet, error: str) -> None:
+    jobs.still_ours(SKILL_SET_JOB, skill_set.pk, skill_set.attempts).update(
+        status=DiagnosticSkillSet.Status.FAILED, error=error[:2000], decided_at=timezone.now()
     )
 
 
@@ -106,7 +116,9 @@ def skill_set_admit(
     build: ObserverFactory | None = None,
 ) -> DiagnosticSkillSet:
     """Replay the held-out cases with the admitted skills and with the candidate's; admit when the
-    candidate passes at least as many. Idempotent: a set already decided is returned as it is."""
+    candidate passes at least as many. Idempotent: a set claimed or decided is returned as it is.
+    An unreachable gateway hands the set back for the task's retry (raises LLMUnavailable) until it
+    used its attempts; any other error fails it (never admitted)."""
     skill_set = skill_set_claim(skill_set_id=skill_set_id)
     if skill_set is None:
         return DiagnosticSkillSet.objects.get(pk=skill_set_id)
@@ -118,12 +130,20 @@ def skill_set_admit(
     previous = admitted_set(profile)
     active_skills = parse_skillbook(previous.text) if previous else []
     candidate_skills = parse_skillbook(skill_set.text)
-    try:
-        active = _replay(root, only, lambda: build(active_skills))
-        candidate = _replay(root, only, lambda: build(candidate_skills))
-    except BaseException:
-        skill_set_release(skill_set_id=skill_set_id)
-        raise
+    with jobs.heartbeat(SKILL_SET_JOB, skill_set.pk, skill_set.attempts, every_s=heartbeat_s()):
+        try:
+            active = _replay(root, only, lambda: build(active_skills))
+            candidate = _replay(root, only, lambda: build(candidate_skills))
+        except LLMUnavailable as exc:
+            if skill_set.attempts >= max_attempts():
+                skill_set_fail(skill_set=skill_set, error=str(exc))
+                skill_set.refresh_from_db()
+                return skill_set
+            skill_set_release(skill_set=skill_set, error=str(exc))
+            raise
+        except Exception as exc:
+            skill_set_fail(skill_set=skill_set, error=f"{type(exc).__name__}: {exc}")
+            raise
     return skill_set_decide(skill_set=skill_set, active=active, candidate=candidate, llm=client is not None)
 
 
@@ -147,19 +167,25 @@ def skill_set_decide(
         "decision": "admitted" if admit else "refused",
     }
     now = timezone.now()
+    # Undecided and of the same attempt: a replay the sweeper gave up on or handed to another
+    # worker cannot decide any more.
+    undecided = DiagnosticSkillSet.objects.filter(
+        pk=skill_set.pk,
+        status__in=(DiagnosticSkillSet.Status.CANDIDATE, DiagnosticSkillSet.Status.REPLAYING),
+        attempts=skill_set.attempts,
+    )
     if not admit:
-        DiagnosticSkillSet.objects.filter(pk=skill_set.pk).update(
-            status=DiagnosticSkillSet.Status.REFUSED, replay=replay, decided_at=now
-        )
+        undecided.update(status=DiagnosticSkillSet.Status.REFUSED, replay=replay, decided_at=now)
         skill_set.refresh_from_db()
         return skill_set
     profile = TaskProfile.objects.select_for_update().get(pk=skill_set.profile_id)
+    if not undecided.select_for_update().exists():
+        skill_set.refresh_from_db()
+        return skill_set
     DiagnosticSkillSet.objects.filter(profile=profile, status=DiagnosticSkillSet.Status.ADMITTED).update(
         status=DiagnosticSkillSet.Status.RETIRED
     )
-    DiagnosticSkillSet.objects.filter(pk=skill_set.pk).update(
-        status=DiagnosticSkillSet.Status.ADMITTED, replay=replay, decided_at=now
-    )
+    undecided.update(status=DiagnosticSkillSet.Status.ADMITTED, replay=replay, decided_at=now)
     task_profile_skillbook_set(
         profile_id=profile.pk, text=with_skills(profile.skillbook_text, skill_set.text)
     )

@@ -10,16 +10,15 @@ does not follow the protocol is rejected (kept with the raw answer), never store
 from __future__ import annotations
 
 import json
-from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import transaction
-from django.db.models import F, Q
 from django.utils import timezone
 from jsonschema import Draft202012Validator
 
+from core import jobs
 from core.errors import ServiceError
 from core.queues import on_commit
 from diagnostics import services as diagnostics_services
@@ -31,6 +30,7 @@ from diagnostics.models import Step, Trajectory
 from diagnostics.recording import alert_context_for
 from routing.models import TaskProfile
 from training.models import DiagnosticSkill
+from training.services.evolver.jobs import SKILL_JOB, heartbeat_s, max_attempts
 
 
 def evolver_setting(name: str) -> Any:
@@ -181,7 +181,11 @@ def trajectory_mark_wrong(*, trajectory_id: int, user: User, note: str) -> Diagn
     if not created and skill.status in (DiagnosticSkill.Status.REJECTED, DiagnosticSkill.Status.FAILED):
         # Asked again with (maybe) a better note: one more try.
         DiagnosticSkill.objects.filter(pk=skill.pk).update(
-            status=DiagnosticSkill.Status.PENDING, note=note, marked_by=user, error=""
+            status=DiagnosticSkill.Status.PENDING,
+            note=note,
+            marked_by=user,
+            error="",
+            heartbeat_at=timezone.now(),
         )
         _enqueue(skill.pk)
         skill.refresh_from_db()
@@ -205,34 +209,26 @@ def evolver_sweep() -> list[int]:
 
 
 def diagnostic_skill_claim(*, skill_id: int) -> DiagnosticSkill | None:
-    """Pending, or running for longer than STALE_AFTER_S (a dead worker): now running, by us."""
-    now = timezone.now()
-    stale = now - timedelta(seconds=int(evolver_setting("STALE_AFTER_S")))
-    claimable = Q(status=DiagnosticSkill.Status.PENDING) | Q(
-        status=DiagnosticSkill.Status.RUNNING, started_at__lt=stale
-    )
-    claimed = DiagnosticSkill.objects.filter(claimable, pk=skill_id).update(
-        status=DiagnosticSkill.Status.RUNNING, started_at=now, attempts=F("attempts") + 1
-    )
-    return DiagnosticSkill.objects.get(pk=skill_id) if claimed else None
+    """pending -> running, once (``core/jobs.py``): the job, its ``attempts`` naming this run, or None
+    when another delivery has it or it is finished. A job whose worker died is requeued by the
+    sweeper (``evolver_jobs_sweep``), not here."""
+    if jobs.claim(SKILL_JOB, skill_id, started_at=timezone.now()) is None:
+        return None
+    return DiagnosticSkill.objects.get(pk=skill_id)
 
 
 def _finish(skill: DiagnosticSkill, **fields: Any) -> DiagnosticSkill:
-    DiagnosticSkill.objects.filter(pk=skill.pk).update(finished_at=timezone.now(), **fields)
+    """Ends the job, as long as this run still owns it (else the sweeper's decision stands)."""
+    jobs.still_ours(SKILL_JOB, skill.pk, skill.attempts).update(finished_at=timezone.now(), **fields)
     skill.refresh_from_db()
     return skill
 
 
-def diagnostic_skill_fail(*, skill_id: int, error: str) -> None:
-    DiagnosticSkill.objects.filter(pk=skill_id).exclude(status=DiagnosticSkill.Status.READY).update(
-        status=DiagnosticSkill.Status.FAILED, error=error[:2000], finished_at=timezone.now()
-    )
-
-
-def diagnostic_skill_release(*, skill_id: int, error: str) -> None:
-    """Hand a claimed job back (a transient error; the task retries it)."""
-    DiagnosticSkill.objects.filter(pk=skill_id, status=DiagnosticSkill.Status.RUNNING).update(
-        status=DiagnosticSkill.Status.PENDING, error=error[:2000]
+def diagnostic_skill_release(*, skill: DiagnosticSkill, error: str) -> None:
+    """Hand a claimed job back (a transient error; the task retries it, and should its message be
+    lost, the sweeper sends it again)."""
+    jobs.still_ours(SKILL_JOB, skill.pk, skill.attempts).update(
+        status=DiagnosticSkill.Status.PENDING, error=error[:2000], heartbeat_at=timezone.now()
     )
 
 
@@ -274,17 +270,22 @@ def diagnostic_skill_evolve(
 
 
 def diagnostic_skill_run(*, skill_id: int, client: GatewayClient | None = None) -> str:
-    """Claim and evolve one job; idempotent (a finished job is left as it is)."""
+    """Claim and evolve one job, with a heartbeat while the teacher answers; idempotent (a job that
+    is claimed or finished is left as it is). An unreachable teacher hands the job back for the
+    task's retry (raises LLMUnavailable) until the job used its attempts; any other error fails it."""
     skill = diagnostic_skill_claim(skill_id=skill_id)
     if skill is None:
         return (
             DiagnosticSkill.objects.filter(pk=skill_id).values_list("status", flat=True).first() or "missing"
         )
-    try:
-        return diagnostic_skill_evolve(skill=skill, client=client).status
-    except LLMUnavailable as exc:
-        if skill.attempts >= int(evolver_setting("MAX_ATTEMPTS")):
-            diagnostic_skill_fail(skill_id=skill_id, error=str(exc))
-            return DiagnosticSkill.Status.FAILED
-        diagnostic_skill_release(skill_id=skill_id, error=str(exc))
-        raise
+    with jobs.heartbeat(SKILL_JOB, skill.pk, skill.attempts, every_s=heartbeat_s()):
+        try:
+            return diagnostic_skill_evolve(skill=skill, client=client).status
+        except LLMUnavailable as exc:
+            if skill.attempts >= max_attempts():
+                return _finish(skill, status=DiagnosticSkill.Status.FAILED, error=str(exc)[:2000]).status
+            diagnostic_skill_release(skill=skill, error=str(exc))
+            raise
+        except Exception as exc:
+            _finish(skill, status=DiagnosticSkill.Status.FAILED, error=f"{type(exc).__name__}: {exc}"[:2000])
+            raise
