@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import re
 import uuid
 from decimal import Decimal
+from urllib.parse import urlsplit
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import models
 from django.utils import timezone
 
@@ -59,6 +62,48 @@ class ApiKey(models.Model):
         return isinstance(self.scopes, list) and scope in self.scopes
 
 
+REPLICAS_HELP = (
+    "Student only: the OpenAI base URL of each vLLM replica, e.g. http://student-0:8000/v1, or "
+    "dns+http://student-headless:8000/v1 for every address of the name; calls are balanced across those "
+    "serving the adapter. Empty: api_base alone."
+)
+STATUS_HELP = "Per replica URL, what the last adapter health check saw (training/adapter_health.py)."
+MAX_REPLICAS = 64
+
+
+_HOST = re.compile(r"[a-z0-9](?:[a-z0-9.-]{0,251}[a-z0-9])?|[0-9a-f:.]+")  # a name, IPv4 or IPv6
+
+
+def _check_replica_url(url: str) -> None:
+    """http(s)://host[:port][/path], the host a name (a Kubernetes short name too) or an IP address;
+    no credentials, query or fragment."""
+    bad = ValidationError(f"not an http(s) base URL of a replica: {url[:100]!r}")
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 (a port that is not a number below 65536 raises ValueError)
+    except ValueError:
+        raise bad from None
+    if parts.scheme not in ("http", "https") or parts.username is not None or parts.query or parts.fragment:
+        raise bad
+    if not _HOST.fullmatch(parts.hostname or ""):
+        raise bad
+
+
+def validate_replica_urls(value: object) -> None:
+    """A student's ``replicas``: a list of distinct http(s) base URLs (``dns+`` in front: every address
+    of the host name), at most :data:`MAX_REPLICAS`."""
+    if not isinstance(value, list):
+        raise ValidationError("replicas must be a list of base URLs.")
+    if len(value) > MAX_REPLICAS:
+        raise ValidationError(f"at most {MAX_REPLICAS} replicas.")
+    for url in value:
+        if not isinstance(url, str) or len(url) > 300:
+            raise ValidationError("each replica is a URL string of at most 300 characters.")
+        _check_replica_url(url.removeprefix("dns+"))
+    if len({url.rstrip("/") for url in value}) != len(value):
+        raise ValidationError("replicas are listed twice.")
+
+
 class Backend(models.Model):
     """An upstream model reached through litellm: the teacher (any provider) or the student (vLLM)."""
 
@@ -77,6 +122,18 @@ class Backend(models.Model):
         help_text="Student only: the admitted LoRA adapter served by vLLM; used as the model name when set.",
     )
     api_base = models.CharField(max_length=300, blank=True)
+    replicas = models.JSONField(
+        default=list,
+        blank=True,
+        validators=[validate_replica_urls],
+        help_text=REPLICAS_HELP,
+    )
+    replica_status = models.JSONField(
+        default=dict,
+        blank=True,
+        editable=False,
+        help_text=STATUS_HELP,
+    )
     api_key_env = models.CharField(
         max_length=100, blank=True, help_text="Name of the environment variable holding the provider key."
     )

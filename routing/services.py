@@ -6,13 +6,14 @@ from decimal import Decimal
 
 from django.conf import settings
 from django.contrib.auth.models import User
+from django.core.exceptions import ImproperlyConfigured, ValidationError
 from django.db import transaction
 from django.utils import timezone
 
 from core.errors import ServiceError
 from routing import lookups
 from routing.keys import generate_key
-from routing.models import ApiKey, Backend, TaskProfile
+from routing.models import ApiKey, Backend, TaskProfile, validate_replica_urls
 from routing.scopes import default_scopes, unknown_scopes
 
 
@@ -68,6 +69,15 @@ def _cost(value: str | None) -> Decimal | None:
 
 
 @transaction.atomic
+def _replicas(role: str, urls: list[str]) -> list[str]:
+    """The configured replicas of a backend, refused at start-up when malformed."""
+    try:
+        validate_replica_urls(urls)
+    except ValidationError as exc:
+        raise ImproperlyConfigured(f"SKILLGATE_{role.upper()}_REPLICAS: {' '.join(exc.messages)}") from exc
+    return urls
+
+
 def backends_sync_from_settings() -> list[Backend]:
     """Upserts the 'teacher' and 'student' backends from the SKILLGATE_* environment.
 
@@ -87,6 +97,7 @@ def backends_sync_from_settings() -> list[Backend]:
                 "output_cost_per_token": _cost(conf["OUTPUT_COST"]),
                 "timeout_s": settings.SKILLGATE["UPSTREAM_TIMEOUT_S"],
                 "samples": conf.get("SAMPLES", 1),
+                "replicas": _replicas(role, conf.get("REPLICAS", [])),
             },
         )
         synced.append(backend)

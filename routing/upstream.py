@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from core.env import env_optional
-from routing import openai_client
+from routing import openai_client, replicas
 from routing.errors import UpstreamError, too_long
 from routing.models import Backend
 from routing.openai_client import UpstreamStream
@@ -124,6 +124,22 @@ def estimate_usage(backend: Backend, body: dict[str, Any], completion_text: str)
 
 
 async def complete(backend: Backend, body: dict[str, Any]) -> Completion:
+    """A whole answer from ``backend``; a student's from one of its replicas (routing/replicas.py)."""
+    if not replicas.balanced(backend):
+        return await _complete(backend, body)
+    chosen = replicas.pick(backend)
+    try:
+        return await _complete(chosen.backend, body)
+    except UpstreamError as exc:
+        meant = replicas.failed(chosen, exc)
+        if meant is exc:
+            raise
+        raise meant from exc
+    finally:
+        chosen.release()
+
+
+async def _complete(backend: Backend, body: dict[str, Any]) -> Completion:
     target = openai_client.target_of(backend)
     if target is None:
         return await _complete_litellm(backend, body)
@@ -151,7 +167,40 @@ async def open_stream(backend: Backend, body: dict[str, Any]) -> UpstreamStream:
     """Start a streamed call (``stream_options.include_usage`` upstream); failures before the first
     chunk raise UpstreamError here, later ones while iterating. Iterating gives chunk dicts;
     ``events()`` gives them with the upstream's own bytes where there are any; ``aclose()`` hangs up on
-    the upstream (a client that went away), which stops it generating."""
+    the upstream (a client that went away), which stops it generating. A student's stream comes from
+    one of its replicas, counted in flight until the stream ends or is closed."""
+    if not replicas.balanced(backend):
+        return await _open_stream(backend, body)
+    chosen = replicas.pick(backend)
+    try:
+        stream = await _open_stream(chosen.backend, body)
+    except UpstreamError as exc:
+        chosen.release()
+        meant = replicas.failed(chosen, exc)
+        if meant is exc:
+            raise
+        raise meant from exc
+    except BaseException:
+        chosen.release()
+        raise
+
+    async def events() -> AsyncIterator[openai_client.Event]:
+        try:
+            async for event in stream.events():
+                yield event
+        finally:
+            chosen.release()
+
+    async def close() -> None:
+        try:
+            await stream.aclose()
+        finally:
+            chosen.release()
+
+    return UpstreamStream(events(), close)
+
+
+async def _open_stream(backend: Backend, body: dict[str, Any]) -> UpstreamStream:
     target = openai_client.target_of(backend)
     if target is not None:
         _refuse_strays(body)

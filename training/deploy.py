@@ -10,11 +10,20 @@ only change the name later calls read; the replaced adapter stays loaded. ``adap
 twice the upstream timeout plus a minute), by which time every call that could have read its name has
 ended. Keeping it loaded for that window also makes a rollback instant; a rollback to an adapter that
 was already unloaded loads it again first, before any call is routed to it.
+
+Replicas: a student backend may list several vLLM servers (``Backend.replicas``). Loading and unloading
+go to every one, and each replica's ``replica_status`` records what it serves, so the gateway sends a
+call only to replicas that have loaded its adapter (routing/replicas.py). A replica that refuses a load
+is recorded as missing the adapter (an alarm; training/adapter_health.py retries it on every check); the
+load fails only when no replica took it. A restarted or added replica gets the admitted adapters from
+the health check, without anyone acting.
 """
 
 from __future__ import annotations
 
 import logging
+import time
+from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -24,6 +33,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from core.errors import ServiceError
+from routing import lookups, replicas
 from routing.calls import student_of
 from routing.models import Backend, TaskProfile
 from routing.services import task_profile_student_adapter_set
@@ -43,14 +53,14 @@ class DeployError(ServiceError, RuntimeError):
 def student_backend_for(profile: TaskProfile) -> Backend:
     """The server the profile's student calls go to (routing.calls picks it), as configured."""
     backend = student_of(profile, adapter="")
-    if backend is None or not backend.api_base:
-        raise DeployError(f"profile {profile.name!r} has no student backend with an api_base")
+    if backend is None or not replicas.endpoints(backend):
+        raise DeployError(f"profile {profile.name!r} has no student backend with an api_base or replicas")
     return backend
 
 
-def vllm_root(backend: Backend) -> str:
-    """``http://host:port`` of the server whose OpenAI base URL is ``backend.api_base`` (``.../v1``)."""
-    return backend.api_base.rstrip("/").removesuffix("/v1")
+def vllm_root(base_url: str) -> str:
+    """``http://host:port`` of the server whose OpenAI base URL is ``base_url`` (``.../v1``)."""
+    return base_url.rstrip("/").removesuffix("/v1")
 
 
 def _post(url: str, body: dict[str, Any]) -> httpx.Response:
@@ -60,39 +70,103 @@ def _post(url: str, body: dict[str, Any]) -> httpx.Response:
         raise DeployError(f"POST {url} failed: {exc}") from exc
 
 
+def load_on(base_url: str, name: str, path: str, *, ours: bool) -> None:
+    """Loads adapter ``name`` from ``path`` into the replica at ``base_url``; idempotent. ``ours``: this
+    service loaded that name before, so 'already loaded' is our load (else the name is reloaded: its
+    weights may be another folder's, after a database reset while vLLM kept running)."""
+    root = vllm_root(base_url)
+    body = {"lora_name": name, "lora_path": path}
+    response = _post(f"{root}/v1/load_lora_adapter", body)
+    if response.status_code != 200 and "already been loaded" in response.text and not ours:
+        _post(f"{root}/v1/unload_lora_adapter", {"lora_name": name})
+        response = _post(f"{root}/v1/load_lora_adapter", body)
+    if response.status_code != 200 and not (ours and "already been loaded" in response.text):
+        raise DeployError(
+            f"vLLM at {root} refused adapter {name!r} ({response.status_code}): {response.text[:500]}"
+        )
+
+
+def unload_from(base_url: str, name: str) -> None:
+    """Unloads adapter ``name`` from the replica at ``base_url``; one that does not serve it is fine."""
+    root = vllm_root(base_url)
+    response = _post(f"{root}/v1/unload_lora_adapter", {"lora_name": name})
+    if response.status_code != 200 and response.status_code not in (400, 404):
+        raise DeployError(
+            f"vLLM at {root} did not unload {name!r} ({response.status_code}): {response.text[:500]}"
+        )
+
+
+def note_replica(
+    backend_id: int,
+    url: str,
+    *,
+    served: Sequence[str] = (),
+    dropped: Sequence[str] = (),
+    lacking: Sequence[str] = (),
+    **changes: Any,
+) -> None:
+    """Merges what was just seen of one replica into ``Backend.replica_status`` (under a row lock, so a
+    load and a health check at once both land): ``served`` names join its adapters (and leave its
+    missing ones), ``dropped`` leave its adapters, ``lacking`` join its missing ones; other ``changes``
+    (``up``, ``error``) are set as given. Stamps ``checked_at``."""
+    with transaction.atomic():
+        rows = (
+            Backend.objects.select_for_update().filter(pk=backend_id).values_list("replica_status", flat=True)
+        )
+        found = next(iter(rows), None)
+        if found is None:
+            return
+        status = found if isinstance(found, dict) else {}
+        entry = dict(status.get(url) or {"up": True, "adapters": [], "missing": [], "error": ""})
+        adapters = (set(entry.get("adapters") or []) | set(served)) - set(dropped)
+        missing = (set(entry.get("missing") or []) - set(served)) | set(lacking)
+        entry.update(changes, adapters=sorted(adapters), missing=sorted(missing), checked_at=time.time())
+        Backend.objects.filter(pk=backend_id).update(replica_status={**status, url: entry})
+    lookups.clear()
+
+
 def adapter_load(*, adapter_id: int) -> Adapter:
-    """Loads the adapter into the profile's student vLLM (``POST /v1/load_lora_adapter``); idempotent."""
+    """Loads the adapter into every replica of the profile's student vLLM (``POST
+    /v1/load_lora_adapter``); idempotent. Each replica's status records the load (calls go only to
+    replicas that have it); a replica that refuses is recorded missing it, and the adapter health check
+    retries it. Raises DeployError when no replica loaded it."""
     adapter = Adapter.objects.get(pk=adapter_id)
     profile = TaskProfile.objects.select_related("student").get(pk=adapter.profile_id)
-    url = f"{vllm_root(student_backend_for(profile))}/v1/load_lora_adapter"
-    body = {"lora_name": adapter.name, "lora_path": str(adapter.path)}
-    response = _post(url, body)
-    if response.status_code != 200 and "already been loaded" in response.text and not adapter.is_loaded:
-        # The name is served but not by our load (a database reset while vLLM kept running): its
-        # weights may be another folder's. No call is routed to an adapter we never loaded: reload.
-        _post(
-            f"{vllm_root(student_backend_for(profile))}/v1/unload_lora_adapter", {"lora_name": adapter.name}
-        )
-        response = _post(url, body)
-    if response.status_code != 200 and not (adapter.is_loaded and "already been loaded" in response.text):
-        raise DeployError(
-            f"vLLM refused adapter {adapter.name!r} ({response.status_code}): {response.text[:500]}"
-        )
+    backend = student_backend_for(profile)
+    failures: list[str] = []
+    for url in replicas.endpoints(backend):
+        try:
+            load_on(url, adapter.name, str(adapter.path), ours=adapter.is_loaded)
+        except DeployError as exc:
+            failures.append(str(exc))
+            note_replica(backend.pk, url, lacking=[adapter.name], error=str(exc)[:500])
+            continue
+        note_replica(backend.pk, url, served=[adapter.name])
+    if len(failures) == len(replicas.endpoints(backend)):
+        raise DeployError("; ".join(failures))
+    for failure in failures:
+        logger.error("ALARM adapter %s not loaded on every student replica: %s", adapter.name, failure)
     Adapter.objects.filter(pk=adapter.pk).update(loaded_at=timezone.now())
     adapter.refresh_from_db()
     return adapter
 
 
 def adapter_unload(*, adapter_id: int) -> Adapter:
-    """Unloads the adapter from the student vLLM (``POST /v1/unload_lora_adapter``); idempotent."""
+    """Unloads the adapter from every replica of the student vLLM (``POST /v1/unload_lora_adapter``);
+    idempotent. Raises DeployError (after trying them all) when a replica did not unload it."""
     adapter = Adapter.objects.get(pk=adapter_id)
     profile = TaskProfile.objects.select_related("student").get(pk=adapter.profile_id)
-    url = f"{vllm_root(student_backend_for(profile))}/v1/unload_lora_adapter"
-    response = _post(url, {"lora_name": adapter.name})
-    if response.status_code != 200 and response.status_code not in (400, 404):
-        raise DeployError(
-            f"vLLM did not unload {adapter.name!r} ({response.status_code}): {response.text[:500]}"
-        )
+    backend = student_backend_for(profile)
+    failures: list[str] = []
+    for url in replicas.endpoints(backend):
+        try:
+            unload_from(url, adapter.name)
+        except DeployError as exc:
+            failures.append(str(exc))
+            continue
+        note_replica(backend.pk, url, dropped=[adapter.name])
+    if failures:
+        raise DeployError("; ".join(failures))
     Adapter.objects.filter(pk=adapter.pk).update(unloaded_at=timezone.now())
     adapter.refresh_from_db()
     return adapter

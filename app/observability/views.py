@@ -22,6 +22,7 @@ from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
 
+from app.observability.replicas import StudentReplicaCollector
 from app.observability.state import DatabaseStateCollector, QueueDepthCollector
 from routing import call_metrics as calls
 
@@ -63,7 +64,13 @@ def _processes() -> Collector:
 
 def render() -> bytes:
     calls.default().flush()  # this process's calls so far (and the metrics exist before the first call)
-    state = _guarded({"database": DatabaseStateCollector(), "broker": QueueDepthCollector()})
+    state = _guarded(
+        {
+            "database": DatabaseStateCollector(),
+            "broker": QueueDepthCollector(),
+            "replicas": StudentReplicaCollector(),
+        }
+    )
     return generate_latest(_processes()) + generate_latest(_Collected(state))
 
 

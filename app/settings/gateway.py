@@ -9,7 +9,7 @@ from typing import Any
 from django.core.exceptions import ImproperlyConfigured
 
 from app.settings.base import BASE_DIR, CELERY_BEAT_SCHEDULE, VAR_DIR
-from core.env import env_bool, env_float, env_int, env_optional, env_str
+from core.env import env_bool, env_float, env_int, env_list, env_optional, env_str
 
 
 def _env_choice(name: str, default: str, choices: tuple[str, ...]) -> str:
@@ -123,6 +123,9 @@ SKILLGATE: dict[str, Any] = {
         "API_KEY_ENV": "SKILLGATE_STUDENT_API_KEY",
         "INPUT_COST": env_str("SKILLGATE_STUDENT_INPUT_COST_PER_TOKEN", "0.00000005"),
         "OUTPUT_COST": env_str("SKILLGATE_STUDENT_OUTPUT_COST_PER_TOKEN", "0.0000001"),
+        # Several vLLM servers of one student, comma-separated base URLs; "dns+http://name:port/v1" is
+        # every address of the name (a headless Service). Empty: API_BASE alone (routing/replicas.py).
+        "REPLICAS": env_list("SKILLGATE_STUDENT_REPLICAS", []),
     },
     # Learned router (routing/router_versions/config.py reads these; a profile's policy_params override
     # the target, target_relative and the sampling rates, routing/router_versions/config.py).

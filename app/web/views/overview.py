@@ -8,6 +8,7 @@ from django.http import HttpRequest, HttpResponse
 
 from app.web import charts, queries, roles
 from app.web.pages import page, render_page
+from training import adapter_health
 
 PARTIALS = {"overview-body": "web/partials/overview_body.html"}
 
@@ -63,5 +64,6 @@ def overview(request: HttpRequest) -> HttpResponse:
         "charts": overview_charts(data),
         "ranges": list(queries.RANGES),
         "nav": "overview",
+        "student_health": adapter_health.dashboard(since=data.since),
     }
     return render_page(request, "web/overview.html", context, partials=PARTIALS)
