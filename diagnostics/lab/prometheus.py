@@ -11,27 +11,15 @@ Nothing here is needed by the agent; without the binary the lab runs as before.
 
 from __future__ import annotations
 
-import os
 import shutil
-import signal
-import subprocess
-import time
-from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
-import httpx
-import yaml
-
 from diagnostics.lab.config import REPO_ROOT, LabConfig
+from diagnostics.lab.daemon import ReadyDaemon
 
 RULES = REPO_ROOT / "infra" / "prometheus" / "lab-rules.yml"
 DEFAULT_PORT_OFFSET = 90  # the lab's Prometheus listens on port_base + 90 unless told otherwise
-
-
-class PrometheusUnavailable(RuntimeError):
-    """No prometheus binary, or it did not become ready; the message says which."""
 
 
 def binary() -> str | None:
@@ -49,11 +37,16 @@ def lab_targets(config: LabConfig) -> dict[str, list[str]]:
 
 
 def scrape_config(
-    targets: dict[str, list[str]], *, interval_s: float = 5.0, rules: list[Path] | None = None
+    targets: dict[str, list[str]],
+    *,
+    interval_s: float = 5.0,
+    rules: list[Path] | None = None,
+    alertmanagers: list[str] | None = None,
 ) -> dict[str, Any]:
-    """A prometheus.yml: one job per entry of ``targets`` (``service`` label = the job), and rules."""
+    """A prometheus.yml: one job per entry of ``targets`` (``service`` label = the job), the rules, and
+    the Alertmanagers (host:port) that firing alerts are sent to."""
     interval = f"{interval_s:g}s"
-    return {
+    config: dict[str, Any] = {
         "global": {"scrape_interval": interval, "evaluation_interval": interval},
         "rule_files": [str(path) for path in (rules if rules is not None else [RULES])],
         "scrape_configs": [
@@ -65,84 +58,43 @@ def scrape_config(
             for job, hosts in targets.items()
         ],
     }
+    if alertmanagers:
+        config["alerting"] = {"alertmanagers": [{"static_configs": [{"targets": alertmanagers}]}]}
+    return config
 
 
-@dataclass
-class PrometheusServer:
+class PrometheusServer(ReadyDaemon):
     """``prometheus`` on ``config`` (a scrape_config dict), with its data under ``workdir``."""
 
-    config: dict[str, Any]
-    workdir: Path
-    port: int = 9090
-    host: str = "127.0.0.1"
-    ready_timeout_s: float = 30.0
-    process: subprocess.Popen[bytes] | None = field(default=None, init=False)
+    name = "prometheus"
+    install_hint = "Debian: apt-get install -y prometheus"
 
-    @property
-    def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
+    def program(self) -> str | None:
+        return binary()
 
-    def start(self) -> PrometheusServer:
-        program = binary()
-        if program is None:
-            raise PrometheusUnavailable("prometheus is not installed (Debian: apt-get install -y prometheus)")
-        self.workdir.mkdir(parents=True, exist_ok=True)
-        conf = self.workdir / "prometheus.yml"
-        conf.write_text(yaml.safe_dump(self.config, sort_keys=False))
-        log = (self.workdir / "prometheus.log").open("ab")
-        self.process = subprocess.Popen(
-            [
-                program,
-                f"--config.file={conf}",
-                f"--storage.tsdb.path={self.workdir / 'data'}",
-                f"--web.listen-address={self.host}:{self.port}",
-                "--storage.tsdb.retention.time=1d",
-            ],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        log.close()
-        deadline = time.monotonic() + self.ready_timeout_s
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                tail = (self.workdir / "prometheus.log").read_text(errors="replace")[-800:]
-                raise PrometheusUnavailable(f"prometheus exited with {self.process.returncode}: {tail}")
-            try:
-                if httpx.get(f"{self.url}/-/ready", timeout=1.0).status_code == 200:
-                    return self
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.2)
-        self.stop()
-        raise PrometheusUnavailable(
-            f"prometheus was not ready at {self.url} after {self.ready_timeout_s:g} s"
-        )
-
-    def stop(self) -> None:
-        process, self.process = self.process, None
-        if process is None or process.poll() is not None:
-            return
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait(timeout=5)
-
-    def __enter__(self) -> PrometheusServer:
-        return self.start()
-
-    def __exit__(
-        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.stop()
+    def arguments(self) -> list[str]:
+        return [
+            f"--config.file={self.config_path}",
+            f"--storage.tsdb.path={self.workdir / 'data'}",
+            f"--web.listen-address={self.host}:{self.port}",
+            f"--web.external-url={self.url}",  # alerts' generatorURL links here, not to the host name
+            "--storage.tsdb.retention.time=1d",
+        ]
 
 
-def for_lab(config: LabConfig, *, port: int | None = None, interval_s: float = 5.0) -> PrometheusServer:
-    """The Prometheus of a lab: scrapes its services, evaluates its rules, keeps its data in the lab."""
+def for_lab(
+    config: LabConfig,
+    *,
+    port: int | None = None,
+    interval_s: float = 5.0,
+    alertmanager: str | None = None,
+) -> PrometheusServer:
+    """The Prometheus of a lab: scrapes its services, evaluates its rules, keeps its data in the lab,
+    and sends firing alerts to ``alertmanager`` (host:port) when given."""
     return PrometheusServer(
-        scrape_config(lab_targets(config), interval_s=interval_s),
+        scrape_config(
+            lab_targets(config), interval_s=interval_s, alertmanagers=[alertmanager] if alertmanager else None
+        ),
         config.root / "prometheus",
         port=port or config.port_base + DEFAULT_PORT_OFFSET,
     )

@@ -447,3 +447,156 @@ def test_a_json_document_keeps_its_own_escapes():
     document = json.dumps({"statement": 'SELECT "x"'})
     assert json.loads(normalize(document)) == {"statement": 'SELECT "x"'}
     assert normalize('log line with \\"quotes\\"') == 'log line with "quotes"'
+
+
+# -- analyzers written for the second round of hand-written cases (hw15-hw18, dev split) -----------
+
+
+def _probe_pod(probe: str, port: str) -> str:
+    return (
+        "Name:         zeta-api-7c6b5a4f3-abcde\nNamespace:    umbra\nStatus:       Running\n"
+        "Controlled By:  ReplicaSet/zeta-api-7c6b5a4f3\nContainers:\n  web:\n    Image:  x\n"
+        f"    Port:           {port}/TCP\n    State:          Running\n    Ready:          True\n"
+        f"    Restart Count:  0\n    {probe}\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("probe", "kind_word"),
+    [
+        ("Liveness:     http-get http://:9310/live delay=5s timeout=1s period=10s", "restarts the container"),
+        ("Readiness:    tcp-socket :9310 delay=0s timeout=1s period=10s", "never Ready"),
+    ],
+)
+def test_a_probe_on_a_port_the_container_does_not_declare_is_named(probe, kind_word):
+    found, _ = findings_of(_probe_pod(probe, "7100"), params={"kind": "pod"})
+    mismatch = [f for f in found if f.kind == "probe_port_mismatch"]
+    assert len(mismatch) == 1, [f.summary for f in found]
+    assert "port 9310" in mismatch[0].summary and "port 7100" in mismatch[0].summary
+    assert kind_word in mismatch[0].summary
+    same, _ = findings_of(_probe_pod(probe, "9310"), params={"kind": "pod"})
+    assert "probe_port_mismatch" not in kinds(same)
+
+
+def test_a_volume_with_almost_no_free_space_is_named_from_the_ratio_query():
+    query = (
+        'kubelet_volume_stats_available_bytes{persistentvolumeclaim="plum-store-data"}'
+        ' / kubelet_volume_stats_capacity_bytes{persistentvolumeclaim="plum-store-data"}'
+    )
+
+    def result(value: str) -> str:
+        metric = {"namespace": "umbra", "persistentvolumeclaim": "plum-store-data"}
+        return json.dumps(
+            {
+                "status": "success",
+                "data": {"resultType": "vector", "result": [{"metric": metric, "value": [0, value]}]},
+            }
+        )
+
+    found, _ = findings_of(result("0.021"), tool="execute_prometheus_instant_query", params={"query": query})
+    full = [f for f in found if f.kind == "volume_full"]
+    assert len(full) == 1 and "plum-store-data" in full[0].summary and "2.1%" in full[0].summary
+    roomy, _ = findings_of(result("0.4"), tool="execute_prometheus_instant_query", params={"query": query})
+    assert "volume_full" not in kinds(roomy)
+
+
+def test_a_pvc_leads_to_the_pod_that_uses_it():
+    pvc = (
+        "Name: plum-store-data\nNamespace: umbra\nStorageClass: fast\nStatus: Bound\nUsed By: plum-store-0\n"
+    )
+    _, state = findings_of(pvc, params={"kind": "persistentvolumeclaim"})
+    assert [(lead.obj.kind, lead.obj.name, lead.obj.namespace) for lead in state.leads] == [
+        ("pod", "plum-store-0", "umbra")
+    ]
+
+
+# kubectl describe node, its timestamp columns left out
+NODE = """Name:               mk-node-9
+Roles:              <none>
+Taints:             node.kubernetes.io/memory-pressure:NoSchedule
+Conditions:
+  Type             Status  Reason                         Message
+  ----             ------  ------                         -------
+  MemoryPressure   True    KubeletHasInsufficientMemory   kubelet has insufficient memory available
+  DiskPressure     False   KubeletHasNoDiskPressure       kubelet has no disk pressure
+  Ready            True    KubeletReady                   kubelet is posting ready status
+Events:
+  Type     Reason                Age   From     Message
+  ----     ------                ----  ----     -------
+  Warning  EvictionThresholdMet  5m    kubelet  Attempting to reclaim memory
+"""
+
+
+def test_a_node_under_pressure_is_named_and_its_evicted_pods_followed():
+    alert = from_alertmanager({"labels": {"alertname": "NodeUnderPressure", "node": "mk-node-9"}})
+    state = AnalysisState(alert)
+    found = analyze(ToolOutput("kubectl_describe", {"kind": "node", "name": "mk-node-9"}, NODE), state)
+    pressure = [f for f in found if f.kind == "node_pressure"]
+    assert len(pressure) == 1 and "MemoryPressure" in pressure[0].summary
+    assert "low on memory" in pressure[0].summary and "evicts" in pressure[0].summary
+    assert "DiskPressure" not in pressure[0].summary
+    assert ("pod", "*") in [(lead.obj.kind, lead.obj.name) for lead in state.leads]
+    pods = (
+        "NAMESPACE   NAME                      READY   STATUS    RESTARTS   AGE   NODE\n"
+        "umbra       lark-batch-5f4e3d2c1-qwert   0/1     Evicted   0          1h    mk-node-9\n"
+        "umbra       lark-batch-5f4e3d2c1-zxcvb   1/1     Running   0          5m    mk-node-2\n"
+    )
+    analyze(ToolOutput("kubectl_get_by_kind_in_cluster", {"kind": "pod"}, pods), state)
+    followed = {(lead.obj.name, lead.obj.namespace) for lead in state.leads if lead.obj.kind == "pod"}
+    assert ("lark-batch-5f4e3d2c1-qwert", "umbra") in followed  # on the node under pressure
+    assert ("lark-batch-5f4e3d2c1-zxcvb", "umbra") not in followed  # elsewhere, and not the subject
+
+
+def test_an_eviction_names_the_container_and_what_it_used():
+    event = (
+        "Events:\n  Type     Reason   Age   From     Message\n  ----     ------   ----  ----     -------\n"
+        "  Warning  Evicted  3m    kubelet  The node was low on resource: memory. Threshold quantity: 100Mi, "
+        "available: 80Mi. Container cruncher was using 3Gi, request is 1Gi, has larger consumption of "
+        "memory.\n"
+    )
+    pod = "Name: lark-batch-1\nNamespace: umbra\nStatus: Failed\nContainers:\n  cruncher:\n    Image: x\n"
+    found, _ = findings_of(pod + event, params={"kind": "pod"})
+    evicted = [f for f in found if f.kind == "evicted"]
+    assert evicted and "container cruncher was using 3Gi of memory" in evicted[0].summary
+    assert "request of 1Gi" in evicted[0].summary
+
+
+def test_a_stopped_process_that_others_cannot_reach_is_named_the_cause_in_either_order():
+    status = "quillsvc   RUNNING   pid 10, uptime 0:10:00\nvaultd     STOPPED   Dec 01 03:39 PM\n"
+    log = "\n".join(
+        f"12:00:0{i} ERROR quillsvc: connect to 10.9.8.7:6400 failed: Connection refused" for i in range(4)
+    )
+    outputs = [
+        ("list_processes", {}, status),
+        ("tail_log", {"service": "quillsvc"}, log),
+    ]
+    for order in (outputs, outputs[::-1]):
+        state = AnalysisState(AlertContext())
+        found = [f for tool, params, text in order for f in analyze(ToolOutput(tool, params, text), state)]
+        cause = [f for f in found if f.kind == "dependency_stopped"]
+        assert len(cause) == 1, [f.summary for f in found]
+        assert cause[0].summary.startswith(
+            "vaultd is not running, and quillsvc cannot connect to 10.9.8.7:6400"
+        )
+        assert cause[0].rank > max(f.rank for f in found if f.kind in ("process_down", "connection_failure"))
+        assert cause[0].remedy is not None and cause[0].remedy.target == "vaultd"
+    alone, _ = findings_of(status, tool="list_processes")
+    assert "dependency_stopped" not in kinds(alone)  # nobody failed to reach it: just a stopped process
+
+
+def test_a_process_burning_cpu_while_requests_are_slow_is_named_the_cause():
+    top = (
+        "NAME      PID    CPU%   RSS_MB  UPTIME_S\nquillsvc  4101   88.0   40      600\n"
+        "vaultd    4102   2.0    30      600\nfrontd    4103   3.0    30      600\n"
+    )
+    slow = "\n".join(f"12:00:0{i} WARNING slow request GET /dash took 40{i} ms" for i in range(5))
+    state = AnalysisState(AlertContext())
+    found = analyze(ToolOutput("tail_log", {"service": "frontd"}, slow), state)
+    assert "cpu_bound_latency" not in kinds(found)  # slow, but nothing busy yet
+    found += analyze(ToolOutput("process_top", {}, top), state)
+    cause = [f for f in found if f.kind == "cpu_bound_latency"]
+    assert len(cause) == 1 and cause[0].summary.startswith(
+        "quillsvc is busy on CPU while requests are slow in frontd"
+    )
+    assert cause[0].rank > max(f.rank for f in found if f.kind in ("high_latency", "cpu_saturation"))
+    assert cause[0].remedy is not None and cause[0].remedy.target == "quillsvc"

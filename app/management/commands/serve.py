@@ -96,7 +96,8 @@ class Command(BaseCommand):
             if not opts["no_prometheus"] and shutil.which("prometheus"):
                 # A real Prometheus on the local lab (its rules: infra/prometheus/lab-rules.yml); the
                 # agent's `prometheus` toolset reads it when SKILLGATE_PROMETHEUS_URL points there.
-                sup.start("prometheus", [python(), "manage.py", "lab_prometheus"], to_log=True)
+                lab_prometheus = [python(), "manage.py", "lab_prometheus", "--incidents", base]
+                sup.start("prometheus", lab_prometheus, to_log=True)
             sup.wait_http("web", f"{base}/readyz", 60)
             if "student" in sup.children:
                 self.stdout.write("[serve] waiting for the local student (vLLM on CPU, ~30-60 s)...")

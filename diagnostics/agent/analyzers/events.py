@@ -29,6 +29,10 @@ _NOT_FOUND_REF = re.compile(
     r"(?:\.[\w.]+)?\s+\"([^\"]+)\"\s+not found",
     re.IGNORECASE,
 )
+# The kubelet's eviction message: "The node was low on resource: R. ... Container C was using U, request is Q"
+_EVICTED_USAGE = re.compile(
+    r"low on resource: ([\w.-]+)\..*?Container ([\w.-]+) was using ([\w.]+), request is ([\w.]+)"
+)
 _MISSING_KEY = re.compile(r"couldn't find key (\S+) in (ConfigMap|Secret) ([\w./-]+)")
 
 
@@ -177,7 +181,9 @@ def event_findings(
             findings.append(
                 Finding(
                     "missing_config_key",
-                    f"{who}: key {key.group(1)} is missing from {key.group(2)} {key.group(3)}.",
+                    f"{who}: key {key.group(1)} is missing from {key.group(2)} {key.group(3)}; the "
+                    "container's environment references it, so the container cannot start "
+                    "(CreateContainerConfigError).",
                     Severity.CRITICAL,
                     obj.label,
                     clip(message),
@@ -230,10 +236,17 @@ def event_findings(
                 )
             )
         elif event.reason == "Evicted":
+            usage = _EVICTED_USAGE.search(message)
+            why = (
+                f"the node was low on {usage.group(1)}, and container {usage.group(2)} was using "
+                f"{usage.group(3)} of {usage.group(1)}, more than its request of {usage.group(4)}"
+                if usage
+                else clip(message, 160)
+            )
             findings.append(
                 Finding(
                     "evicted",
-                    f"{who} was evicted: {clip(message, 160)}.",
+                    f"{who} was evicted: {why}.",
                     Severity.WARNING,
                     obj.label,
                     clip(message),

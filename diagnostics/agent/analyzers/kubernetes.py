@@ -23,6 +23,9 @@ from diagnostics.agent.findings import Finding, ObjRef, Remedy, Severity
 _URL = re.compile(r"https?://[^\s'\";]+")
 _EXPLICIT_EXIT = re.compile(r"(?:^|[;&|]\s*|\bthen\s+|\s)exit\s+([1-9]\d*)\b")
 _HASH_SUFFIX = re.compile(r"-[a-f0-9]{6,10}-[a-z0-9]{5}$|-[a-z0-9]{5}$")
+# "http-get http://:8081/healthz delay=..." / "tcp-socket :5432 delay=..." (kubectl describe's probe lines)
+_PROBE_PORT = re.compile(r"^(?:http-get\s+https?://[^:/\s]*:(\d+)|tcp-socket\s+[^:\s]*:(\d+))")
+_PORT = re.compile(r"\b(\d+)/(?:TCP|UDP|SCTP)\b")
 
 
 def workload_of(pod: str, controlled_by: str = "") -> str:
@@ -292,7 +295,41 @@ class PodDescribeAnalyzer(Analyzer):
                 )
             )
         findings += _command_findings(c, pod, state)
+        findings += _probe_port_findings(c, pod)
         return findings
+
+
+_PROBE_CONSEQUENCES = {
+    "Liveness": "so the probe fails (connection refused) and the kubelet restarts the container",
+    "Readiness": "so the probe fails (connection refused) and the pod is never Ready",
+    "Startup": "so the probe fails (connection refused) and the kubelet restarts the container",
+}
+
+
+def _probe_port_findings(container: Node, pod: ObjRef) -> list[Finding]:
+    """A probe on a port the container does not declare: it can only ever fail (connection refused)."""
+    declared = _PORT.findall(f"{container.get('Port')} {container.get('Ports')}")
+    findings = []
+    for probe, consequence in _PROBE_CONSEQUENCES.items():
+        match = _PROBE_PORT.match(container.get(probe))
+        port = (match.group(1) or match.group(2)) if match else ""
+        if not declared or not port or port in declared:
+            continue
+        listens = ", ".join(declared)
+        findings.append(
+            Finding(
+                "probe_port_mismatch",
+                f"Pod {pod.name}: the {probe.lower()} probe of container {container.key} checks port {port}, "
+                f"but the container listens on port {listens} (its declared port); {consequence}.",
+                Severity.CRITICAL if probe != "Readiness" else Severity.WARNING,
+                pod.label,
+                clip(f"{probe}: {container.get(probe)}; Port: {listens}"),
+                84,
+                f"Point the {probe.lower()} probe of {container.key} at port {listens}, or make the app "
+                f"listen on {port}.",
+            )
+        )
+    return findings
 
 
 @register
@@ -445,4 +482,6 @@ class PvcDescribeAnalyzer(Analyzer):
                 )
         if used_by and used_by != "<none>":
             state.related.add(used_by.lower())
+            if obj.namespace:  # what the pod using the volume says about it (e.g. writes that fail)
+                state.lead(ObjRef("pod", used_by, obj.namespace), f"pod using PVC {obj.name}", 80)
         return findings

@@ -10,7 +10,15 @@ from dataclasses import dataclass
 
 from django.conf import settings
 
-from diagnostics.agent.analyzers.base import AnalysisState, Analyzer, ToolOutput, register
+from diagnostics.agent.analyzers.base import (
+    AnalysisState,
+    Analyzer,
+    ToolOutput,
+    clip,
+    register,
+    register_correlator,
+    service_of,
+)
 from diagnostics.agent.findings import Finding, Remedy, Severity
 
 # A label set; label values may hold braces (``route="/items/{id}"``).
@@ -48,6 +56,8 @@ def named_by_query(samples: list[Sample], query: str) -> list[Sample]:
     labels: dict[str, str] = {}
     if "throttled" in lowered:
         name = "container_cpu_cfs_throttled_ratio"
+    elif "volume_stats_available_bytes" in lowered and "capacity_bytes" in lowered:
+        name = "volume_available_ratio"
     elif re.search(r"latency|duration", lowered):
         name = "request_duration_seconds"
         quantile = _QUANTILE.search(lowered)
@@ -58,6 +68,7 @@ def named_by_query(samples: list[Sample], query: str) -> list[Sample]:
     return [Sample(name, {**labels, **s.labels}, s.value) if not s.name else s for s in samples]
 
 
+VOLUME_FREE_MIN = 0.05  # a volume with less free space than this is full for practical purposes
 LATENCY_NAME = re.compile(r"latency|duration|requests?_seconds")
 
 
@@ -181,6 +192,31 @@ class MetricsAnalyzer(Analyzer):
         default = str(out.params.get("service") or out.params.get("name") or "")
         findings += self._latency(samples + histogram_quantiles(samples), default, _bound(out))
         findings += self._errors(samples)
+        findings += self._volumes(samples)
+        return findings
+
+    @staticmethod
+    def _volumes(samples: list[Sample]) -> list[Finding]:
+        """A volume's free share (available / capacity bytes) near zero: writes to it are about to fail."""
+        findings = []
+        for s in samples:
+            if s.name != "volume_available_ratio" or s.value >= VOLUME_FREE_MIN:
+                continue
+            claim = s.labels.get("persistentvolumeclaim", "")
+            where = f" in namespace {s.labels['namespace']}" if s.labels.get("namespace") else ""
+            findings.append(
+                Finding(
+                    "volume_full",
+                    f"The volume of PVC {claim or 'a claim'}{where} is almost full: only {s.value:.1%} of "
+                    "its capacity is free, so writes to it fail or soon will.",
+                    Severity.CRITICAL,
+                    f"persistentvolumeclaim/{claim}" if claim else "",
+                    f"available/capacity={s.value:g}",
+                    78,
+                    f"Free space on the volume or expand PVC {claim or 'the claim'} (its StorageClass must "
+                    "allow volume expansion).",
+                )
+            )
         return findings
 
     @staticmethod
@@ -479,3 +515,40 @@ class ProcessTopAnalyzer(Analyzer):
                 )
             )
         return findings
+
+
+LATENCY_KINDS = ("slow_endpoint", "high_latency")
+
+
+@register_correlator
+def cpu_bound_latency(state: AnalysisState, findings: list[Finding]) -> list[Finding]:
+    """A process burning CPU while requests are slow, whichever output comes first: the busy process
+    most likely makes them slow (it and its callers wait for CPU), so it is the cause to fix."""
+    busy = state.fact_dict("cpu_saturated")  # service -> the finding's summary
+    slow = state.fact_dict("slow_services")  # service -> the finding's summary
+    for finding in findings:
+        if finding.kind == "cpu_saturation" and finding.remedy is not None:
+            busy.setdefault(finding.remedy.target or service_of(finding.subject), finding.summary)
+        elif finding.kind in LATENCY_KINDS:
+            slow.setdefault(service_of(finding.subject) or "the service", finding.summary)
+    reported = state.fact_set("cpu_bound_latency")
+    out = []
+    for service, usage in busy.items():
+        if not slow or service in reported:
+            continue
+        reported.add(service)
+        example = slow.get(service) or next(iter(slow.values()))
+        out.append(
+            Finding(
+                "cpu_bound_latency",
+                f"{service} is busy on CPU while requests are slow in {', '.join(sorted(slow))}: the CPU use "
+                f"of {service} most likely makes them slow ({clip(usage, 100)}; {clip(example, 120)}).",
+                Severity.CRITICAL,
+                f"process/{service}",
+                clip(usage),
+                80,
+                f"Find what {service} is busy with (a busy loop, a runaway thread); restart it if stuck.",
+                Remedy(("restart",), service, {}, f"restart {service}"),
+            )
+        )
+    return out

@@ -1,5 +1,6 @@
 """Platform outputs: GitOps (Argo CD) apps, clustered services' status (partitions, nodes down),
-process supervisors, and alerts that are not incidents (heartbeats)."""
+process supervisors (and a stopped process that others cannot connect to), and alerts that are not
+incidents (heartbeats)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,8 @@ from diagnostics.agent.analyzers.base import (
     field_value,
     json_payloads,
     register,
+    register_correlator,
+    service_of,
 )
 from diagnostics.agent.findings import Finding, ObjRef, Remedy, Severity
 
@@ -207,6 +210,46 @@ class ProcessStatusAnalyzer(Analyzer):
                 )
             )
         return findings
+
+
+_REFUSED_AT = re.compile(r" at (\S+:\d+) .*connection refused", re.IGNORECASE)
+
+
+@register_correlator
+def stopped_dependency(state: AnalysisState, findings: list[Finding]) -> list[Finding]:
+    """Processes that are down while others' connections are refused, whichever output comes first: the
+    stopped process is most likely the dependency they cannot reach (the cause, not one more symptom)."""
+    refused = state.fact_dict("refused_connections")  # address -> the services whose logs say so
+    stopped = state.fact_dict("stopped_processes")  # service -> what its supervisor says
+    for finding in findings:
+        address = _REFUSED_AT.search(finding.summary) if finding.kind == "connection_failure" else None
+        if address:
+            refused.setdefault(address.group(1), set()).add(service_of(finding.subject))
+        elif finding.kind == "process_down":
+            stopped.setdefault(service_of(finding.subject), finding.summary)
+    reported = state.fact_set("stopped_dependencies")
+    out = []
+    for service, status in stopped.items():
+        callers = sorted({c for sources in refused.values() for c in sources} - {service, ""})
+        if not callers or service in reported:
+            continue
+        reported.add(service)
+        addresses = ", ".join(sorted(a for a, sources in refused.items() if set(callers) & sources))
+        out.append(
+            Finding(
+                "dependency_stopped",
+                f"{service} is not running, and {', '.join(callers)} cannot connect to {addresses} "
+                f"(connection refused): {service} is most likely the dependency they fail to reach "
+                f"({clip(status, 120)}).",
+                Severity.CRITICAL,
+                f"process/{service}",
+                clip(status),
+                88,
+                f"Find why {service} stopped (its log), fix it, then start it again.",
+                Remedy(("restart", "start"), service, {}, f"restart {service}"),
+            )
+        )
+    return out
 
 
 _HEARTBEAT = re.compile(

@@ -147,6 +147,71 @@ class NodeAllocationAnalyzer(Analyzer):
         return findings
 
 
+_PRESSURE = {
+    "DiskPressure": "disk (ephemeral-storage)",
+    "MemoryPressure": "memory",
+    "PIDPressure": "process IDs",
+}
+_RECLAIM = re.compile(r"Attempting to reclaim ([\w.-]+)")
+
+
+@register
+class NodeConditionsAnalyzer(Analyzer):
+    """kubectl describe node: a pressure condition that is True, or a node that is not Ready. Under
+    pressure the kubelet evicts pods, so the node's pods are listed next (``pressured_nodes``)."""
+
+    name = "node_conditions"
+
+    def applies(self, out: ToolOutput) -> bool:
+        # kubectl describe node (a node has no namespace line, so not looks_like_describe)
+        return re.search(r"^Name:\s+\S+\n(?:.*\n)*?Roles:", out.text, re.MULTILINE) is not None and (
+            "Conditions:" in out.text
+        )
+
+    def analyze(self, out: ToolOutput, state: AnalysisState) -> list[Finding]:
+        node = field_value(out.text, "Name") or str(out.params.get("name") or "")
+        section = out.text.split("Conditions:", 1)[1].split("\nAddresses:", 1)[0]
+        reclaim = _RECLAIM.search(out.text)
+        taints = field_value(out.text, "Taints")
+        findings: list[Finding] = []
+        for line in section.splitlines():
+            parts = re.split(r"\s{2,}", line.strip())
+            if len(parts) < 3:
+                continue
+            condition, status, message = parts[0], parts[1], parts[-1]
+            if condition in _PRESSURE and status == "True":
+                low = reclaim.group(1) if reclaim else _PRESSURE[condition]
+                state.fact_set("pressured_nodes").add(node)
+                state.lead(ObjRef("pod", "*"), f"pods on node {node}, which evicts them", 75)
+                findings.append(
+                    Finding(
+                        "node_pressure",
+                        f"Node {node} is under {condition} ({message}; low on {low}): the kubelet evicts "
+                        f"its pods to reclaim {low}"
+                        + (f", and the node is tainted {taints}" if taints and taints != "<none>" else "")
+                        + ".",
+                        Severity.CRITICAL,
+                        f"node/{node}",
+                        clip(line.strip()),
+                        82,
+                        f"Free {low} on {node} (or add capacity), and set requests and limits for it on "
+                        "the pods that use the most.",
+                    )
+                )
+            elif condition == "Ready" and status != "True":
+                findings.append(
+                    Finding(
+                        "node_not_ready",
+                        f"Node {node} is not Ready (Ready={status}: {message}).",
+                        Severity.CRITICAL,
+                        f"node/{node}",
+                        clip(line.strip()),
+                        80,
+                    )
+                )
+        return findings
+
+
 def _pod_of(name: str) -> str:
     return name.strip().lower()
 

@@ -170,18 +170,20 @@ class ListAnalyzer(Analyzer):
         if "NAMESPACE" in header and "GROUP" not in header and not kind:
             return []
         findings: list[Finding] = []
+        pressured = state.facts.get("pressured_nodes", set())
         for row in table.rows:
             if not row:
                 continue
-            name = row[0]
+            name = table.column(row, "NAME") if "NAMESPACE" in header else row[0]
             if name.startswith(("├", "└", "│")) or "/" in name:
                 continue
-            if not state.is_related(name):
+            on_pressured_node = bool(pressured) and table.column(row, "NODE") in pressured
+            if not (state.is_related(name) or on_pressured_node):
                 continue
-            obj = ObjRef(kind or "pod", name, namespace)
+            obj = ObjRef(kind or "pod", name, table.column(row, "NAMESPACE") or namespace)
             if kind in ("pod", "") and "STATUS" in header:
                 status = table.column(row, "STATUS")
-                state.lead(ObjRef("pod", name, namespace), "pod related to the subject", 70)
+                state.lead(ObjRef("pod", name, obj.namespace), "pod related to the subject", 70)
                 if status in BAD_POD_STATUSES:
                     restarts = table.column(row, "RESTARTS")
                     findings.append(

@@ -5,6 +5,10 @@ fix proposed. Skipped, with the reason, without the prometheus binary."""
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 from urllib.parse import quote_plus
@@ -14,6 +18,7 @@ import yaml
 
 from diagnostics.agent.runner import MemoryRecorder, investigate
 from diagnostics.agent.subject import from_alertmanager
+from diagnostics.lab.config import REPO_ROOT
 from diagnostics.lab.faults import get_fault
 from diagnostics.lab.prometheus import RULES, binary, for_lab
 from diagnostics.toolsets.local import LocalReadToolset
@@ -76,3 +81,38 @@ def test_a_latency_alert_of_the_lab_rules_is_localized_through_prometheus(tmp_pa
     assert [(p["action"], p["args"]) for p in outcome.proposals] == [
         ("patch_config", {"service": "api", "key": "cache_enabled", "value": True})
     ], outcome.diagnosis
+
+
+def _running_with(text: str) -> list[int]:
+    """Live processes whose command line mentions ``text``."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and text in (entry / "cmdline").read_bytes().decode(errors="replace"):
+                stat = (entry / "stat").read_text()
+                if stat[stat.rindex(")") + 2] != "Z":
+                    pids.append(int(entry.name))
+        except OSError:
+            continue
+    return pids
+
+
+def test_stopping_lab_prometheus_with_sigterm_stops_its_server(tmp_path: Path) -> None:
+    """`make run` stops its children with SIGTERM; the server in its own session must not outlive it."""
+    lab_dir = tmp_path / "lab"
+    env = {**os.environ, "SKILLGATE_LAB_DIR": str(lab_dir), "SKILLGATE_LAB_PORT_BASE": str(free_port_base())}
+    env["PYTHONUNBUFFERED"] = "1"  # its lines arrive as written
+    command = [sys.executable, "manage.py", "lab_prometheus", "--no-alertmanager", "--interval", "1"]
+    process = subprocess.Popen(command, cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout is not None
+        lines = [process.stdout.readline() for _ in range(2)]
+        assert any(line.startswith("prometheus at ") for line in lines), lines
+        assert _running_with(str(lab_dir / "prometheus")), "prometheus is not running"
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=30) == 0
+        assert "prometheus stopped" in process.stdout.read()
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert _running_with(str(lab_dir / "prometheus")) == []

@@ -186,4 +186,12 @@ def test_the_lab_prometheus_scrapes_every_lab_service_and_loads_its_rules(tmp_pa
         ("worker", f"127.0.0.1:{config.worker_port_base + 1}"),
     }
     names = {rule["name"] for group in rules for rule in group["rules"]}
-    assert names == {"LabTargetDown", "LabHighErrorRate", "LabHighRequestLatency", "LabHighCPU"}
+    assert names == {
+        "LabTargetDown",
+        "LabHighErrorRate",
+        "LabHighRequestLatency",
+        "LabHighCPU",
+        "LabSpoolFilling",
+        "LabJobFailures",
+        "LabServiceRestarting",
+    }
