@@ -11,6 +11,11 @@ bench/results/router-<regime>.png, the tables to bench/results/router_eval.md.
     .venv/bin/python -m bench.router_eval --quick               # smaller sets, ~2 min
     .venv/bin/python -m bench.router_eval --regimes weak_verifier,no_verifier --features hashing
     .venv/bin/python -m bench.router_eval --he-mbpp             # how to record a real replay
+    .venv/bin/python -m bench.router_eval --sources all --features hashing   # per profile, several sources
+
+``--sources`` evaluates the router as deployed, per profile (a threshold per profile, calibrated on
+its own calls), on replays from several sources (bench/router_replays/sources.py), every call
+tested once over five shard rotations; tables to bench/results/router_sources.md.
 """
 
 from __future__ import annotations
@@ -36,7 +41,10 @@ from routing.router_learning.features import (
     minilm_spec,
 )
 from routing.router_learning.metrics import policy_metrics
+from routing.router_learning.model import fit_router_model
 from routing.router_learning.plot import plot_report
+from routing.router_learning.profiles import MODES, evaluate_profiles
+from routing.router_learning.profiles import markdown as profile_markdown
 from routing.router_learning.records import ReplayRecord
 from routing.router_learning.synthetic import NOISE, REGIMES, SHARPNESS, Regime, generate
 
@@ -115,6 +123,71 @@ def run_regime(
     return text, result
 
 
+def decision_latency(featurizer: Featurizer, records: list[ReplayRecord]) -> dict[str, float]:
+    """Wall time of one routing decision (CallInput, features, score), one call at a time, on a
+    model fitted to these calls."""
+    from routing.router_learning.evaluate import featurize
+    from routing.router_learning.features import CallInput
+
+    x = featurize(records, featurizer)
+    y = np.asarray([bool(r.needs_teacher) for r in records], dtype=int)
+    model = fit_router_model(x, y, np.arange(len(records)), spec=featurizer.spec, c_grid=(0.1,), folds=1)
+    times = []
+    for record in records:
+        started = time.perf_counter()
+        model.score(featurizer.transform(CallInput.from_record(record)))
+        times.append((time.perf_counter() - started) * 1000)
+    return {"p50_ms": float(np.percentile(times, 50)), "p95_ms": float(np.percentile(times, 95))}
+
+
+def run_sources(args: argparse.Namespace) -> int:
+    from bench.router_replays.sources import SOURCES, TUNED_ON
+
+    names = list(SOURCES) if args.sources == "all" else args.sources.split(",")
+    modes = args.modes.split(",")
+    spec = {"auto": default_spec, "minilm": minilm_spec, "hashing": hashing_spec}[args.features]()
+    featurizer = make_featurizer(spec)
+    target = Target(args.target, True, None, args.z)
+    header = (
+        f"# The router per profile on replays from several sources\n\nfeatures: {spec.embedder} "
+        f"({spec.dims} dims, meta v{spec.version}); target {args.target:g}x always-teacher per profile, "
+        f"Clopper-Pearson margin at z={args.z:g}; pooled model (profile x meta shrunk x2), a threshold "
+        f"per profile on its calibration shard plus its training calls' out-of-fold scores; every call "
+        f"tested once over 5 shard rotations; tuned on: {', '.join(TUNED_ON)}; {os.cpu_count()} CPUs, "
+        f"load average {os.getloadavg()[0]:.1f} at start\n"
+    )
+    print(header, flush=True)
+    sections, results = [header], {}
+    for name in names:
+        description, build = SOURCES[name]
+        records = build()
+        for mode in modes:
+            started = time.perf_counter()
+            rows = evaluate_profiles(records, featurizer=featurizer, target=target, mode=mode, seed=args.seed)
+            tuned = "tuned on" if name in TUNED_ON else "NOT tuned on"
+            worst = max(r.cost_vs_oracle for r in rows)
+            text = (
+                f"## {name} ({tuned}), {mode}: {description}\n\n{profile_markdown(rows)}\n\n"
+                f"- worst profile vs oracle: {worst:+.1%}; every profile within 15%: "
+                f"{all(r.cost_vs_oracle <= 0.15 for r in rows)}; target met on every profile: "
+                f"{all(r.meets_target for r in rows)}; {time.perf_counter() - started:.0f}s\n"
+            )
+            results[f"{name}/{mode}"] = [r.to_json() for r in rows]
+            print(text, flush=True)
+            sections.append(text)
+        if args.latency_calls:
+            lat = decision_latency(featurizer, [r for r in records if r.complete][: args.latency_calls])
+            line = f"- {name}: one routing decision P50 {lat['p50_ms']:.2f} ms, P95 {lat['p95_ms']:.2f} ms\n"
+            results[f"{name}/latency"] = [lat]
+            print(line, flush=True)
+            sections.append(line)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "router_sources.md").write_text("\n".join(sections))
+    (out / "router_sources.json").write_text(json.dumps(results, indent=1, default=float))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     parser = argparse.ArgumentParser(
@@ -133,7 +206,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="2000 + 1500 calls")
     parser.add_argument("--out", default=str(RESULTS))
     parser.add_argument("--he-mbpp", action="store_true", help="print how to record a real replay, then exit")
+    parser.add_argument("--sources", help="per-profile evaluation on these replays (comma list, or all)")
+    parser.add_argument("--modes", default="pooled", help=f"with --sources: any of {', '.join(MODES)}")
     args = parser.parse_args(argv)
+    if args.sources:
+        return run_sources(args)
     if args.he_mbpp:
         print(HE_MBPP)
         return 0

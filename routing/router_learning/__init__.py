@@ -22,4 +22,10 @@ Route a live call (the gateway)::
 
     router = loaded_router(version.pk, model=version.model, threshold=version.threshold)
     decision = router.decide(CallInput.from_call(call))  # .route "teacher"/"student", .score, .reason
+
+Evaluate per profile as deployed (a threshold per profile; pooled, separate or global models)::
+
+    from routing.router_learning.profiles import evaluate_profiles, markdown
+
+    print(markdown(evaluate_profiles(records, featurizer=featurizer, target=Target(0.98))))
 """

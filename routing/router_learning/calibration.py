@@ -7,9 +7,17 @@ Policy for a call with score s and threshold t:
   a profile without verifier -> the student's answer stands, even if wrong
 Quality is correctness where known, else the verdict. Of the thresholds whose pass rate meets the
 target (absolute, or a share of always-teacher's on the same calls), optionally under a P95
-latency bound, the one with the lowest expected cost wins. ``z`` > 0 asks the target of a
-one-sided lower confidence bound instead of the point estimate (and the latency bound of an upper
-confidence bound of the P95), so that it holds on unseen calls.
+latency bound, the one with the lowest expected cost wins.
+
+``z`` > 0 asks the target of a one-sided confidence bound at that normal quantile (z=1: 84%)
+instead of the point estimate, sized to the calibration set by exact binomial (Clopper-Pearson)
+bounds, so that a small set gets a larger margin. A relative target compares the policy with
+always-teacher on the same calls: it loses where the teacher passed and its answer did not (b
+calls) and gains where the reverse holds (c); both happen only on the m calls it leaves to the
+student, so the margin is (1 - target) x teacher pass rate + m/n x (lower bound of c/m - upper
+bound of b/m). Always-teacher (m = 0) meets a relative target by definition. An absolute target
+needs the lower bound of the pass rate itself. The latency bound uses an upper confidence bound of
+the P95 (an order statistic).
 """
 
 from __future__ import annotations
@@ -23,6 +31,63 @@ from typing import Any
 import numpy as np
 
 from routing.router_learning.records import ReplayRecord
+
+# --- confidence bounds --------------------------------------------------------------------------------
+
+
+def one_sided_alpha(z: float) -> float:
+    """The error rate of a one-sided bound at normal quantile ``z`` (z=1: 0.159)."""
+    return 0.5 * math.erfc(z / math.sqrt(2.0))
+
+
+def binomial_upper(k: np.ndarray, n: np.ndarray, alpha: float) -> np.ndarray:
+    """Clopper-Pearson one-sided upper bound of a rate: k successes in n trials (0 where n = 0)."""
+    from scipy.stats import beta
+
+    k, n = np.asarray(k, dtype=np.float64), np.asarray(n, dtype=np.float64)
+    safe = np.maximum(n, 1.0)
+    bound = np.where(k >= n, 1.0, beta.ppf(1.0 - alpha, k + 1.0, np.maximum(safe - k, 1e-12)))
+    return np.where(n > 0, bound, 0.0)
+
+
+def binomial_lower(k: np.ndarray, n: np.ndarray, alpha: float) -> np.ndarray:
+    """Clopper-Pearson one-sided lower bound of a rate (0 where k = 0 or n = 0)."""
+    from scipy.stats import beta
+
+    k, n = np.asarray(k, dtype=np.float64), np.asarray(n, dtype=np.float64)
+    bound = np.where(k > 0, beta.ppf(alpha, np.maximum(k, 1e-12), n - k + 1.0), 0.0)
+    return np.where(n > 0, bound, 0.0)
+
+
+def quality_margins(
+    *,
+    n: int,
+    k: np.ndarray,
+    losses: np.ndarray,
+    gains: np.ndarray,
+    passed: np.ndarray,
+    teacher_rate: float,
+    target: Target,
+) -> np.ndarray:
+    """Per threshold (``k`` calls to the teacher up front; of the n - k left to the student,
+    ``losses`` fail where the teacher passed, ``gains`` pass where it failed; ``passed`` calls in
+    all): the confidence bound of (pass rate - required), >= 0 where the target is met."""
+    m = n - np.asarray(k, dtype=np.float64)
+    if target.relative:
+        slack = (1.0 - target.pass_rate) * teacher_rate
+        if target.z <= 0:
+            return slack + (gains - losses) / n
+        alpha = one_sided_alpha(target.z)
+        share = m / n
+        upper = binomial_upper(losses, m, alpha)
+        lower = binomial_lower(gains, m, alpha)
+        return np.where(m > 0, slack + share * (lower - upper), slack)
+    if target.z <= 0:
+        return passed / n - target.pass_rate
+    return (
+        binomial_lower(passed, np.full(len(passed), float(n)), one_sided_alpha(target.z)) - target.pass_rate
+    )
+
 
 # --- shards ---------------------------------------------------------------------------------------
 
@@ -213,8 +278,8 @@ def sweep(
     sp_ok, sp_cost, sp_lat, sp_fb = (a[order] for a in data.student_path(fallback=fallback))
     t_ok, t_cost, t_lat = data.t_ok[order], data.t_cost[order], data.t_lat[order]
     teacher_rate = float(data.t_ok.mean())
-    req = target.pass_rate * t_ok if target.relative else np.full(data.n, target.pass_rate)
-    d_t, d_s = t_ok - req, sp_ok - req
+    loss = t_ok & ~sp_ok  # left to the student, the policy fails where the teacher passed
+    gain = ~t_ok & sp_ok
 
     def cum(a: np.ndarray) -> np.ndarray:
         return np.concatenate([[0.0], np.cumsum(a, dtype=np.float64)])
@@ -227,44 +292,46 @@ def sweep(
             "t_cost": t_cost,
             "s_cost": sp_cost,
             "fb": sp_fb,
-            "dt": d_t,
-            "ds": d_s,
-            "dt2": d_t**2,
-            "ds2": d_s**2,
+            "loss": loss,
+            "gain": gain,
         }.items()
     }
     n, total_teacher = data.n, float(data.t_cost.sum())
     ranks = np.arange(n)
     # The P95's upper confidence bound: the order statistic k with k/n = 0.95 + z*sqrt(0.95*0.05/n).
     q_ucb = min(100.0, 95.0 + 100.0 * target.z * math.sqrt(0.95 * 0.05 / n))
+    ks = np.searchsorted(-sorted_scores, -thresholds, side="right")  # calls with score >= t
+    passed = c["t_ok"][ks] + c["s_ok"][n] - c["s_ok"][ks]
+    margins = quality_margins(
+        n=n,
+        k=ks,
+        losses=c["loss"][n] - c["loss"][ks],
+        gains=c["gain"][n] - c["gain"][ks],
+        passed=passed,
+        teacher_rate=teacher_rate,
+        target=target,
+    )
+    required = target.required(teacher_rate)
     points = []
-    for t in thresholds:
-        k = int(np.searchsorted(-sorted_scores, -t, side="right"))  # calls with score >= t
-
-        def part(name_t: str, name_s: str, k: int = k) -> float:
-            return float(c[name_t][k] + c[name_s][n] - c[name_s][k])
-
-        passed = part("t_ok", "s_ok") / n
-        cost = part("t_cost", "s_cost")
-        d_mean = part("dt", "ds") / n
-        d_var = max(0.0, part("dt2", "ds2") / n - d_mean**2) * n / max(n - 1, 1)
-        margin = d_mean - target.z * math.sqrt(d_var / n)
+    for t, k, ok, margin in zip(thresholds, ks, passed, margins, strict=True):
+        cost = float(c["t_cost"][k] + c["s_cost"][n] - c["s_cost"][k])
         latency = np.where(ranks < k, t_lat, sp_lat)
         p50, p95, p95_ucb = (float(v) for v in np.percentile(latency, [50, 95, q_ucb]))
+        pass_rate = float(ok) / n
         points.append(
             CurvePoint(
                 threshold=float(t),
-                pass_rate=passed,
-                margin=margin,
+                pass_rate=pass_rate,
+                margin=float(margin),
                 cost_usd=cost / n,
                 cost_rel=cost / total_teacher if total_teacher > 0 else float("nan"),
-                teacher_share=k / n,
+                teacher_share=int(k) / n,
                 fallback_rate=float(c["fb"][n] - c["fb"][k]) / n,
                 p50_ms=p50,
                 p95_ms=p95,
                 p95_bound_ms=p95_ucb,
-                meets_quality=margin >= -1e-12 and passed >= target.required(teacher_rate) - 1e-12,
-                meets_latency=target.max_p95_ms is None or p95_ucb <= target.max_p95_ms,
+                meets_quality=bool(margin >= -1e-12 and pass_rate >= required - 1e-12),
+                meets_latency=bool(target.max_p95_ms is None or p95_ucb <= target.max_p95_ms),
             )
         )
     return points

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -115,6 +117,109 @@ def schema_stats(schema: Any, depth: int = 0) -> tuple[int, int]:
         children = [schema_stats(v, depth + 1) for v in props.values()]
         return 1 + max(d for d, _ in children), len(props) + sum(f for _, f in children)
     return 0, 0
+
+
+ARG_TYPES = ("string", "integer", "number", "boolean", "array", "object", "enum")
+_TYPE_ALIASES = {"float": "number", "dict": "object", "tuple": "array", "list": "array", "int": "integer"}
+
+
+@dataclass
+class SchemaShape:
+    """What a call's argument schemas ask for: fields, required fields, leaf types, the largest tool."""
+
+    depth: int = 0
+    fields: int = 0
+    required: int = 0
+    max_required: int = 0  # the most required fields of one tool
+    types: dict[str, int] = field(default_factory=lambda: dict.fromkeys(ARG_TYPES, 0))
+
+    def add(self, schema: Any) -> None:
+        before = self.required
+        self._walk(schema, 0)
+        self.max_required = max(self.max_required, self.required - before)
+        depth, fields = schema_stats(schema)
+        self.depth, self.fields = max(self.depth, depth), self.fields + fields
+
+    def _walk(self, schema: Any, depth: int) -> None:
+        if not isinstance(schema, dict) or depth > 12:
+            return
+        required = schema.get("required")
+        if isinstance(required, list):
+            self.required += len(required)
+        props = schema.get("properties")
+        if isinstance(props, dict):
+            for child in props.values():
+                if isinstance(child, dict):
+                    self._count(child)
+                self._walk(child, depth + 1)
+        if isinstance(schema.get("items"), dict):
+            self._walk(schema["items"], depth + 1)
+
+    def _count(self, schema: dict[str, Any]) -> None:
+        if "enum" in schema:
+            self.types["enum"] += 1
+            return
+        kind = schema.get("type")
+        kind = kind[0] if isinstance(kind, list) and kind else kind
+        kind = _TYPE_ALIASES.get(str(kind), str(kind))
+        if kind in self.types:
+            self.types[kind] += 1
+
+
+def schema_shape(tools: Sequence[dict[str, Any]], response_format: dict[str, Any] | None) -> SchemaShape:
+    shape = SchemaShape()
+    for tool in tools:
+        function = tool.get("function") if isinstance(tool, dict) else None
+        shape.add(function.get("parameters") if isinstance(function, dict) else None)
+    shape.add(response_schema(response_format))
+    return shape
+
+
+# Families of error signatures in logs and tool output, as lowercase substrings: str.count runs in C,
+# so the whole tail is scanned in microseconds (regular expressions cost ten times more here).
+ERROR_FAMILIES: dict[str, tuple[str, ...]] = {
+    "error": ("error", "exception", "traceback", "panic", "fatal", "critical", "failed", "failure"),
+    "memory": ("oom", "out of memory", "memory limit", "exit code 137"),
+    "timeout": ("timeout", "timed out", "deadline exceeded"),
+    "network": ("refused", "unreachable", "reset by peer", "no route", "dns", "servfail", "lookup"),
+    "auth": ("denied", "forbidden", "unauthori", "x509", "certificate", "tls", "ssl"),
+    "missing": ("not found", "no such", "missing", "not set", "undefined", "keyerror"),
+    "concurrency": ("deadlock", "lock wait", "mutex", "race", "split brain", "leader", "skew"),
+    "http5xx": (" 500", " 502", " 503", " 504", "status=5"),
+}
+_ALL_SIGNATURES = tuple(sub for subs in ERROR_FAMILIES.values() for sub in subs)
+_NUMBER = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?")
+
+
+def error_signatures(text: str) -> tuple[int, int]:
+    """(error-signature matches, distinct families matched) in ``text``."""
+    low = text.lower()
+    hits = families = 0
+    for subs in ERROR_FAMILIES.values():
+        found = sum(low.count(sub) for sub in subs)
+        hits += found
+        families += found > 0
+    return hits, families
+
+
+def error_lines(text: str, limit: int) -> list[str]:
+    """The last ``limit`` lines of ``text`` with an error signature (lowercased)."""
+    found: list[str] = []
+    for line in reversed(text.lower().splitlines()):
+        if any(sub in line for sub in _ALL_SIGNATURES):
+            found.append(line)
+            if len(found) >= limit:
+                break
+    return found[::-1]
+
+
+def number_count(text: str) -> int:
+    """Numbers a call's new input states: values an answer often has to copy into arguments."""
+    return len(_NUMBER.findall(text))
+
+
+def log1p_count(value: float) -> float:
+    return math.log1p(max(value, 0.0))
 
 
 def response_schema(response_format: dict[str, Any] | None) -> Any:

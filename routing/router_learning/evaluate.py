@@ -59,7 +59,13 @@ def train_and_calibrate(
     target: Target,
     c_grid: tuple[float, ...] = (0.003, 0.01, 0.03, 0.1),
     seed: int = 0,
+    cross_fit: bool = True,
 ) -> TrainedRouter:
+    """Fit on ``train``, choose the threshold on ``calib``. ``cross_fit``: the complete training
+    calls join the calibration set with their out-of-fold scores (grouped CV), so the confidence
+    margin, sized to the set, is not that of one shard alone. They are not sample-weighted as the
+    ledger's calibration shard is: complete calls over-represent student failures, which only
+    makes the threshold more cautious."""
     labelled = [r for r in train if r.needs_teacher is not None]
     complete = [r for r in calib if r.complete]
     if not labelled or not complete:
@@ -71,6 +77,10 @@ def train_and_calibrate(
     groups = np.asarray([r.task_id for r in labelled])
     model = fit_router_model(x, y, groups, spec=featurizer.spec, c_grid=c_grid, seed=seed)
     scores = model.score_many(featurize(complete, featurizer))
+    if cross_fit and model.oof_scores is not None:
+        pairs = [(r, s) for r, s in zip(labelled, model.oof_scores.tolist(), strict=True) if r.complete]
+        complete = [*complete, *(r for r, _ in pairs)]
+        scores = np.concatenate([scores, [s for _, s in pairs]])
     return TrainedRouter(model, calibrate(PolicyData.from_records(complete), scores, target))
 
 

@@ -1,19 +1,25 @@
 """Features of the WHOLE call: every message, the tool schemas, the profile, the turn, lengths.
 
 Blocks, in order (``FeatureSpec.block_sizes``):
-  meta      has_verifier, skillbook_matched, log turn/message/tool/char counts, schema depth...
+  meta      has_verifier, skillbook_matched, log turn/message/tool/char counts, schema depth, and
+            the call's structure (version 2): required fields, argument types, error signatures
+            in the context (families of error words, on the whole tail and the latest turn),
+            numbers the new input states, prior tool calls, the tool outputs' share
+  profile   one-hot of the profile name, hashed into ``profile_buckets``
   profile   one-hot of the profile name, hashed into ``profile_buckets``
   inter     profile x meta: the meta block again in the profile's slot, so that a length or a
             schema depth can matter for one profile and not another
   ngrams    hashed 1-2-grams of the head and the conversation's tail: words (scikit-learn) in
             the fallback; with MiniLM, its WordPiece ids (the call is tokenized once)
+  errors    hashed 1-2-grams of the tail's last lines with an error signature (version 2): what
+            went wrong, apart from the log lines around it
   context   MiniLM (transformer) embedding of the system prompt + tool schemas + response
             schema, first ``context_tokens`` tokens; cached, since agents repeat these verbatim
   static    MiniLM static (distilled token table) embedding of the conversation's last
             ``static_tokens`` tokens: the latest tool output / question, where the error lives
   turn      optional MiniLM transformer embedding of the latest turn's last ``turn_tokens``
             tokens, computed per call (off by default: ~10 ms per 32 tokens on 2 cores)
-The fallback when MiniLM is not installed keeps only meta, profile and (more) ngrams.
+The fallback when MiniLM is not installed keeps only meta, profile, errors and (more) ngrams.
 A saved model records its spec and refuses features of another kind (``check_spec``).
 """
 
@@ -30,11 +36,29 @@ from typing import Any
 import numpy as np
 
 from routing.router_learning import embedding
-from routing.router_learning.calls import CallInput, content_text, response_schema, schema_stats
+from routing.router_learning.calls import (
+    ARG_TYPES,
+    CallInput,
+    content_text,
+    error_lines,
+    error_signatures,
+    log1p_count,
+    number_count,
+    schema_shape,
+)
 
-__all__ = ["CallInput", "FeatureSpec", "FeatureSpecError", "Featurizer", "content_text", "make_featurizer"]
+__all__ = [
+    "CallInput",
+    "FeatureSpec",
+    "FeatureSpecError",
+    "Featurizer",
+    "content_text",
+    "make_featurizer",
+    "meta_values",
+]
 
-META_NAMES = (
+# The first version's meta block (models saved with it keep computing exactly these).
+META_NAMES_V1 = (
     "has_verifier",
     "skillbook_matched",
     "log_turn_index",
@@ -51,6 +75,22 @@ META_NAMES = (
     "kchars_total",
     "schema_fields",
 )
+# The call's structure, in terms no generator's wording carries: what the argument schemas require,
+# of which types, how many values the new input states, which error signatures the context shows.
+STRUCTURE_NAMES = (
+    "log_required_fields",
+    "log_max_required",
+    *(f"log_args_{kind}" for kind in ARG_TYPES),
+    "required_share",
+    "log_error_hits",
+    "error_families",
+    "log_error_hits_last_turn",
+    "log_numbers_last_turn",
+    "log_chars_last_user",
+    "log_prior_tool_calls",
+    "tool_output_share",
+)
+META_NAMES = META_NAMES_V1 + STRUCTURE_NAMES
 
 
 class FeatureSpecError(ValueError):
@@ -69,7 +109,8 @@ class FeatureSpec:
     profile_buckets: int = 32
     interactions: bool = True  # profile x meta: a length or a schema depth matters per profile
     meta: tuple[str, ...] = META_NAMES
-    version: int = 1
+    error_dims: int = 256  # hashed words of the context's error lines (0: none, as in version 1)
+    version: int = 2
 
     @property
     def block_sizes(self) -> dict[str, int]:
@@ -79,6 +120,7 @@ class FeatureSpec:
             "profile": self.profile_buckets,
             "inter": self.profile_buckets * len(self.meta) if self.interactions else 0,
             "ngrams": self.ngram_dims,
+            "errors": self.error_dims,
             "context": embedding.DIMS if minilm and self.context_tokens else 0,
             "static": embedding.DIMS if minilm and self.static_tokens else 0,
             "turn": embedding.DIMS if minilm and self.turn_tokens else 0,
@@ -98,11 +140,14 @@ class FeatureSpec:
     def from_json(cls, data: dict[str, Any]) -> FeatureSpec:
         fields = {k: v for k, v in data.items() if k != "dims"}
         fields["meta"] = tuple(fields.get("meta", META_NAMES))
+        fields.setdefault("error_dims", 0)  # version 1 had no error-line block
         try:
             return cls(**fields)
         except TypeError as exc:
             raise FeatureSpecError(f"not a feature spec: {exc}") from None
 
+
+ERROR_LINES = 8
 
 # Blocks standardised feature by feature; the others (unit-norm text vectors) keep their geometry
 # and are only centred and scaled as a whole.
@@ -136,32 +181,62 @@ def default_spec() -> FeatureSpec:
     return hashing_spec()
 
 
-def meta_features(call: CallInput) -> list[float]:
-    chars = sum(len(content_text(m.get("content"))) for m in call.messages)
-    depth, fields = 0, 0
-    for schema in [(t.get("function") or {}).get("parameters") for t in call.tools] + [
-        response_schema(call.response_format)
-    ]:
-        d, f = schema_stats(schema)
-        depth, fields = max(depth, d), fields + f
+def meta_values(call: CallInput, names: Sequence[str] = META_NAMES) -> list[float]:
+    """The meta block of ``call``: the features ``names`` lists, in that order (a saved model's spec
+    names its own, so a model of an earlier version computes exactly what it was trained on)."""
+    values = _meta(call)
+    try:
+        return [values[name] for name in names]
+    except KeyError as exc:
+        raise FeatureSpecError(f"unknown meta feature {exc.args[0]!r}") from None
+
+
+def _meta(call: CallInput) -> dict[str, float]:
+    lengths = [len(content_text(m.get("content"))) for m in call.messages]
+    chars = sum(lengths)
+    shape = schema_shape(call.tools, call.response_format)
     last_role = call.messages[-1].get("role") if call.messages else ""
-    return [
-        float(call.has_verifier),
-        float(call.skillbook_matched),
-        math.log1p(call.turn_index),
-        math.log1p(len(call.messages)),
-        math.log1p(len(call.tools)),
-        math.log1p(chars),
-        math.log1p(int(call._text("system_chars"))),
-        math.log1p(len(call.last_turn)),
-        float(depth),
-        math.log1p(fields),
-        float(last_role == "tool"),
-        float(call.response_format is not None),
-        float(min(call.turn_index, 30)),
-        min(chars / 10000, 20.0),
-        float(min(fields, 100)),
-    ]
+    hits, families = error_signatures(call.conversation)
+    last_hits, _ = error_signatures(call.last_turn)
+    last_user = next(
+        (
+            n
+            for m, n in zip(reversed(call.messages), reversed(lengths), strict=True)
+            if m.get("role") == "user"
+        ),
+        0,
+    )
+    tool_chars = sum(n for m, n in zip(call.messages, lengths, strict=True) if m.get("role") == "tool")
+    prior_calls = sum(len(m.get("tool_calls") or []) for m in call.messages if m.get("role") == "assistant")
+    values = {
+        "has_verifier": float(call.has_verifier),
+        "skillbook_matched": float(call.skillbook_matched),
+        "log_turn_index": math.log1p(call.turn_index),
+        "log_messages": math.log1p(len(call.messages)),
+        "log_tools": math.log1p(len(call.tools)),
+        "log_chars_total": math.log1p(chars),
+        "log_chars_system": math.log1p(int(call._text("system_chars"))),
+        "log_chars_last_turn": math.log1p(len(call.last_turn)),
+        "schema_depth": float(shape.depth),
+        "log_schema_fields": math.log1p(shape.fields),
+        "last_is_tool": float(last_role == "tool"),
+        "has_response_format": float(call.response_format is not None),
+        "turn_index": float(min(call.turn_index, 30)),
+        "kchars_total": min(chars / 10000, 20.0),
+        "schema_fields": float(min(shape.fields, 100)),
+        "log_required_fields": log1p_count(shape.required),
+        "log_max_required": log1p_count(shape.max_required),
+        "required_share": shape.required / shape.fields if shape.fields else 0.0,
+        "log_error_hits": log1p_count(hits),
+        "error_families": float(families),
+        "log_error_hits_last_turn": log1p_count(last_hits),
+        "log_numbers_last_turn": log1p_count(number_count(call.last_turn)),
+        "log_chars_last_user": log1p_count(last_user),
+        "log_prior_tool_calls": log1p_count(prior_calls),
+        "tool_output_share": tool_chars / chars if chars else 0.0,
+    }
+    values.update({f"log_args_{kind}": log1p_count(n) for kind, n in shape.types.items()})
+    return values
 
 
 def profile_bucket(profile: str, buckets: int) -> int:
@@ -200,6 +275,18 @@ class Featurizer:
             norm="l2",
             dtype=np.float32,
         )
+        self._errors = HashingVectorizer(
+            n_features=max(spec.error_dims, 1),
+            ngram_range=(1, 2),
+            alternate_sign=False,
+            norm="l2",
+            dtype=np.float32,
+        )
+
+    def _error_lines(self, call: CallInput) -> str:
+        """The last ``ERROR_LINES`` lines of the conversation that carry an error signature: what
+        went wrong, apart from the noise of the log lines around it."""
+        return "\n".join(error_lines(call.conversation, ERROR_LINES))
 
     def _ngram_text(self, call: CallInput) -> str:
         return f"{call.head}\n{call.conversation}"
@@ -224,12 +311,15 @@ class Featurizer:
         start = dict(zip(sizes, offsets[:-1], strict=True))
         m, p, n_meta = start["meta"], start["profile"], sizes["meta"]
         for i, call in enumerate(calls):
-            meta = meta_features(call)
+            meta = meta_values(call, self.spec.meta)
             bucket = profile_bucket(call.profile, self.spec.profile_buckets)
             out[i, m : m + n_meta] = meta
             out[i, p + bucket] = 1.0
             if sizes["inter"]:
                 out[i, start["inter"] + bucket * n_meta : start["inter"] + (bucket + 1) * n_meta] = meta
+        if sizes["errors"]:
+            grams = self._errors.transform([self._error_lines(c) for c in calls])
+            out[:, start["errors"] : start["errors"] + sizes["errors"]] = grams.toarray()
         if self.spec.ngrams == "words" and sizes["ngrams"]:
             grams = self._ngrams.transform([self._ngram_text(c) for c in calls])
             out[:, start["ngrams"] : start["ngrams"] + sizes["ngrams"]] = grams.toarray()

@@ -21,6 +21,7 @@ from sklearn.exceptions import ConvergenceWarning
 from routing.router_learning.features import PER_FEATURE_BLOCKS, FeatureSpec, FeatureSpecError
 
 FORMAT = "skillgate.router.logreg/1"
+SHRINK = 2.0  # a profile's deviation from the shared meta coefficients costs SHRINK**2 under L2
 
 
 def sigmoid(z: np.ndarray) -> np.ndarray:
@@ -37,6 +38,9 @@ class LearnedRouterModel:
     platt_a: float
     platt_b: float
     info: dict[str, Any] = field(default_factory=dict)
+    # Calibrated out-of-fold scores of the training calls (grouped CV), in their order: a larger
+    # calibration set for the threshold (cross-fitting). Not saved: only training uses them.
+    oof_scores: np.ndarray | None = field(default=None, repr=False, compare=False)
 
     def check_spec(self, spec: FeatureSpec) -> None:
         if spec != self.feature_spec:
@@ -106,16 +110,25 @@ def _fit_lr(x: np.ndarray, y: np.ndarray, c: float, seed: int) -> tuple[np.ndarr
     return lr.coef_[0].astype(np.float64), float(lr.intercept_[0])
 
 
-def _standardizer(x: np.ndarray, spec: FeatureSpec) -> tuple[np.ndarray, np.ndarray]:
-    """Per-feature scaling for the meta blocks; one scale per text block (hashed n-grams and
-    embeddings keep their geometry, and rare n-grams are not blown up)."""
+def _standardizer(x: np.ndarray, spec: FeatureSpec, *, shrink: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
+    """Per-feature scaling for the meta and profile blocks; one scale per text block (hashed n-grams
+    and embeddings keep their geometry, and rare n-grams are not blown up).
+
+    The profile x meta block is the pooling: each profile's deviation from the shared meta
+    coefficients. It is scaled by the shared feature's spread times ``shrink``, not by its own
+    (a profile with few calls has a small spread, which per-feature scaling would turn into a weak
+    penalty), so a deviation costs ``shrink**2`` times a shared coefficient under the L2 penalty: a
+    profile with a few hundred calls leans on what the others show, one with many may differ."""
     mean = x.mean(axis=0)
     std = x.std(axis=0)
     scale = np.ones(x.shape[1])
-    start = 0
-    for name, size in spec.block_sizes.items():
+    start, sizes = 0, spec.block_sizes
+    shared = np.where(std[: sizes["meta"]] < 1e-8, 1.0, std[: sizes["meta"]])
+    for name, size in sizes.items():
         block = slice(start, start + size)
-        if name in PER_FEATURE_BLOCKS:
+        if name == "inter" and size:
+            scale[block] = np.tile(shared, size // len(shared)) * shrink
+        elif name in PER_FEATURE_BLOCKS:
             scale[block] = np.where(std[block] < 1e-8, 1.0, std[block])
         elif size:
             rms = float(np.sqrt(np.mean(std[block] ** 2)))
@@ -143,6 +156,7 @@ def fit_router_model(
     c_grid: tuple[float, ...] = (0.003, 0.01, 0.03, 0.1),
     folds: int = 5,
     seed: int = 0,
+    shrink: float = SHRINK,
 ) -> LearnedRouterModel:
     """Pick C by grouped CV (ROC AUC of out-of-fold logits), Platt-calibrate on those logits,
     then refit on everything. Groups are task ids: a task's calls never straddle folds."""
@@ -153,9 +167,14 @@ def fit_router_model(
     y = np.asarray(labels, dtype=np.int64)
     if x.ndim != 2 or x.shape[1] != spec.dims or len(y) != len(x):
         raise FeatureSpecError(f"features must be (n, {spec.dims}) with one label per row")
-    mean, scale = _standardizer(x, spec)
+    mean, scale = _standardizer(x, spec, shrink=shrink)
     z = (x - mean) / scale
-    info: dict[str, Any] = {"n": len(y), "positives": int(y.sum()), "groups": len(np.unique(groups))}
+    info: dict[str, Any] = {
+        "n": len(y),
+        "positives": int(y.sum()),
+        "groups": len(np.unique(groups)),
+        "shrink": shrink,
+    }
     if len(np.unique(y)) < 2:
         a, b = _platt(np.zeros(len(y)), y)
         info["note"] = "one class only: constant score"
@@ -180,4 +199,5 @@ def fit_router_model(
     calibration_logits = best[2] if best else z @ coef + intercept
     a, b = _platt(calibration_logits, y)
     info.update({"C": c, "folds": n_folds, "platt_on": "out-of-fold" if best else "in-sample"})
-    return LearnedRouterModel(spec, mean, scale, coef, intercept, a, b, info)
+    oof_scores = sigmoid(a * best[2] + b) if best else None
+    return LearnedRouterModel(spec, mean, scale, coef, intercept, a, b, info, oof_scores)

@@ -1,0 +1,50 @@
+"""Named replays the router is evaluated on, from several sources.
+
+- ``gen-*``: the project's generator (``routing.router_learning.synthetic``) with other seeds, mixes
+  and regimes than the benchmark's own; the router's design (features, pooling, margin) was tuned on
+  ``gen-mixed``.
+- ``bfcl``: BFCL v4's 1,240 tool-call items (``bench.router_replays.bfcl``): another source, other
+  kinds of calls, BFCL's checker as the ground truth; not tuned on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from routing.router_learning.records import ReplayRecord
+from routing.router_learning.synthetic import MIX, REGIMES, Regime, generate
+
+TUNED_ON = ("gen-mixed",)
+
+
+def _regime(name: str, **mix: float) -> Regime:
+    base = REGIMES[name]
+    return Regime(base.name, base.description, base.verifiers, base.student_cost_ratio, None, {**MIX, **mix})
+
+
+def _bfcl() -> list[ReplayRecord]:
+    from bench.router_replays.bfcl import record
+    from training.bfcl.data import load_items
+
+    return [record(item) for item in load_items()]
+
+
+SOURCES: dict[str, tuple[str, Callable[[], list[ReplayRecord]]]] = {
+    "gen-mixed": (
+        "generator, mixed verifiers, seed 21, 3000 calls",
+        lambda: generate(3000, regime="mixed", seed=21),
+    ),
+    "gen-weak-skewed": (
+        "generator, weak verifiers, seed 31, a mix heavy on diagnosis and extraction",
+        lambda: generate(
+            3000,
+            regime=_regime("weak_verifier", log_diagnosis=0.35, json_extract=0.3, tool_call=0.15),
+            seed=31,
+        ),
+    ),
+    "gen-noverify-noisy": (
+        "generator, no verifiers, seed 41, less decided by the content (sharpness 1, noise 0.6)",
+        lambda: generate(3000, regime="no_verifier", seed=41, sharpness=1.0, noise=0.6),
+    ),
+    "bfcl": ("BFCL v4 tool calls: rule-based student, BFCL checker (not tuned on)", _bfcl),
+}

@@ -1,0 +1,99 @@
+"""Pooling across profiles: a profile with a few labelled calls leans on what the others show."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from sklearn.metrics import roc_auc_score
+
+from routing.router_learning.calibration import Target
+from routing.router_learning.evaluate import featurize
+from routing.router_learning.features import hashing_spec, make_featurizer
+from routing.router_learning.model import _standardizer, fit_router_model
+from routing.router_learning.profiles import evaluate_profiles, rotations
+from routing.router_learning.records import Outcome, ReplayRecord
+from routing.router_learning.synthetic import generate
+
+
+def tool(required: int) -> dict:
+    props = {f"a{i}": {"type": "string"} for i in range(6)}
+    return {
+        "type": "function",
+        "function": {
+            "name": "f",
+            "parameters": {"type": "object", "properties": props, "required": list(props)[:required]},
+        },
+    }
+
+
+def replay(profile: str, n: int, seed: int) -> list[ReplayRecord]:
+    """The student fails when a call has more than three required arguments (and on 5% of the rest)."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(n):
+        required = int(rng.integers(1, 7))
+        wrong = required > 3 or rng.random() < 0.05
+        words = " ".join(rng.choice(["alpha", "beta", "gamma", "delta"], size=5))
+        request = {"messages": [{"role": "user", "content": f"{profile} {words}"}], "tools": [tool(required)]}
+        out.append(
+            ReplayRecord(
+                f"{profile}-{seed}-{i}",
+                f"{profile}-{seed}-{i}",
+                profile,
+                request,
+                False,
+                0,
+                False,
+                Outcome("unverified", not wrong, 0.04, 100),
+                Outcome("unverified", True, 1.0, 1000),
+            )
+        )
+    return out
+
+
+def test_a_profile_with_few_labels_borrows_the_shared_structure():
+    featurizer = make_featurizer(hashing_spec(ngram_dims=64))
+    big, few, test = replay("big", 300, 1), replay("few", 16, 2), replay("few", 200, 3)
+
+    def auc(train: list[ReplayRecord]) -> float:
+        x = featurize(train, featurizer)
+        y = np.asarray([bool(r.needs_teacher) for r in train], dtype=int)
+        model = fit_router_model(x, y, np.arange(len(train)), spec=featurizer.spec, c_grid=(0.1,), shrink=2.0)
+        labels = [bool(r.needs_teacher) for r in test]
+        return float(roc_auc_score(labels, model.score_many(featurize(test, featurizer))))
+
+    pooled, alone = auc(big + few), auc(few)
+    assert pooled > 0.9
+    assert pooled > alone + 0.05
+
+
+def test_profile_deviations_cost_more_than_shared_coefficients():
+    spec = hashing_spec(ngram_dims=8)
+    x = np.random.default_rng(0).random((200, spec.dims))
+    sizes = spec.block_sizes
+    _, plain = _standardizer(x, spec, shrink=1.0)
+    _, shrunk = _standardizer(x, spec, shrink=3.0)
+    inter = slice(sizes["meta"] + sizes["profile"], sizes["meta"] + sizes["profile"] + sizes["inter"])
+    meta_std = x[:, : sizes["meta"]].std(axis=0)
+    assert np.allclose(plain[inter], np.tile(meta_std, sizes["profile"]))  # the shared feature's spread
+    assert np.allclose(shrunk[inter], 3.0 * plain[inter])
+
+
+def test_rotations_test_every_shard_once():
+    splits = rotations()
+    assert sorted(s.test[0] for s in splits) == list(range(5))
+    for s in splits:
+        assert not set(s.test) & set(s.calibrate) and not (set(s.test) | set(s.calibrate)) & set(s.train)
+
+
+@pytest.mark.slow
+def test_per_profile_thresholds_meet_the_target_on_every_profile():
+    featurizer = make_featurizer(hashing_spec(ngram_dims=256))
+    records = generate(1500, regime="strong_verifier", seed=5)
+    rows = evaluate_profiles(
+        records, featurizer=featurizer, target=Target(0.95, True, None, 1.0), c_grid=(0.1,)
+    )
+    assert {r.profile for r in rows} == {r.profile for r in records}
+    assert sum(r.calls for r in rows) == len(records)
+    assert all(r.meets_target for r in rows), [r.to_json() for r in rows]
+    assert all(r.cost_rel < 1.0 for r in rows)  # and saves on each
