@@ -14,6 +14,9 @@ $(VENV)/.core-installed: pyproject.toml constraints.txt
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PIP) install -q --upgrade -c constraints.txt pip $(QUIET)
 	$(PIP) install -q -c constraints.txt -e ".[dev,otel]" $(QUIET)
+	# BFCL's own checker, which tests/training/test_bfcl_checker.py compares ours with; --no-deps, since
+	# its requirements are every provider's SDK and only the checker is imported.
+	$(PIP) install -q --no-deps -c constraints.txt bfcl-eval $(QUIET)
 	touch $@
 
 # Code verifiers run untrusted code under bubblewrap and refuse to run it without (design.md, 8).

@@ -6,6 +6,12 @@ the profile's admitted adapter and SkillBook, the teacher on a failed live verif
 answers get two verdicts: the live one (the profile's weak ``tool_args`` schema check, which the gateway
 used) and BFCL's correctness against the possible answers (training.bfcl). The teacher alone is
 measured once, before any cycle.
+
+The demo teacher (no provider) is :class:`BfclTeacher`: the student's own base model on the same vLLM,
+asked for n sampled answers, of which it returns the first that BFCL's checker finds correct, as executed
+tests filter code answers. When none is correct it answers 502 (no verified answer): the gateway then has
+no teacher answer for that call, replay retries it next cycle, and no wrong answer becomes a
+demonstration. Its usage is vLLM's for all n answers, so the ledger prices the whole best-of-n.
 """
 
 from __future__ import annotations
@@ -14,11 +20,16 @@ import json
 import time
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
+import aiohttp
+from aiohttp import web
+
+from tests.support.threaded_server import ThreadedServer
 from training.bfcl.data import Item, load_items
-from training.bfcl.judge import judge, reference_message
+from training.bfcl.judge import correct, judge, reference_message
 from training.bfcl.requests import request
 
 PROFILE = "tool-call"
@@ -33,18 +44,20 @@ ADVICE = {
     "patterns": ["Reply only with <tool_call> blocks, one per call, with the arguments the request gives."],
     "pitfalls": ["Do not call a function that does not answer the request."],
 }
-CONCURRENCY = 4
+CONCURRENCY = 8  # vLLM batches them: on CPU more in flight means more answers per second
 
 
 def tasks(categories: tuple[str, ...] | None, per_category: int) -> list[tuple[Item, dict[str, Any]]]:
-    """(item, chat request) pairs; the request carries the docs as ``tools`` and in a system message."""
+    """(item, chat request) pairs; the request carries the docs as ``tools`` and in a system message, and
+    the answer's shape as a ``json_schema`` response format (training.bfcl.requests.response_format):
+    SmolLM2-135M unconstrained answers in prose, never a call."""
     return [
-        (item, request(item, metadata={"task": PROFILE}))
+        (item, request(item, metadata={"task": PROFILE}, constrained=True))
         for item in load_items(categories=categories, limit_per_category=per_category)
     ]
 
 
-def _key(messages: list[dict[str, Any]]) -> str:
+def key(messages: list[dict[str, Any]]) -> str:
     return json.dumps(messages[-1].get("content"), ensure_ascii=False)
 
 
@@ -52,12 +65,12 @@ def stub_responder(pairs: list[tuple[Item, dict[str, Any]]]) -> Any:
     """A stub teacher that answers every item with its reference answer and distills fixed advice."""
     from tests.support.openai_stub import Reply
 
-    answers = {_key(body["messages"]): reference_message(item) for item, body in pairs}
+    answers = {key(body["messages"]): reference_message(item) for item, body in pairs}
 
     def respond(body: dict[str, Any]) -> Reply:
         if str(body["messages"][0].get("content", "")).startswith("You maintain a SkillBook"):
             return Reply(content=json.dumps(ADVICE))
-        answer = answers.get(_key(body["messages"]))
+        answer = answers.get(key(body["messages"]))
         if answer is None:
             return Reply(content="")
         return Reply(content=answer.get("content"), tool_calls=answer.get("tool_calls"))
@@ -65,18 +78,79 @@ def stub_responder(pairs: list[tuple[Item, dict[str, Any]]]) -> Any:
     return respond
 
 
+@dataclass
+class BfclTeacher(ThreadedServer):
+    """An OpenAI-protocol teacher: best-of-``samples`` on ``upstream`` (vLLM), filtered by BFCL's checker.
+    A request that is not a BFCL item (the SkillBook's distillation) is passed through as it is."""
+
+    upstream: str  # the vLLM base URL, ending in /v1
+    model: str  # the model name vLLM serves
+    items: dict[str, Item]  # by _key of the request's messages
+    samples: int = 8
+    temperature: float = 0.8
+    host: str = "127.0.0.1"
+    port: int = 0
+    counts: dict[str, int] = field(default_factory=lambda: {"correct": 0, "none correct": 0, "other": 0})
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.host}:{self.port}/v1"
+
+    def app(self) -> web.Application:
+        app = web.Application(client_max_size=16 * 1024 * 1024)
+        app.router.add_post("/v1/chat/completions", self._chat)
+        return app
+
+    async def _chat(self, request: web.Request) -> web.Response:
+        body = await request.json()
+        item = self.items.get(key(body.get("messages") or [{}]))
+        forward = {**body, "model": self.model, "stream": False}
+        forward.pop("stream_options", None)
+        if item is not None:
+            temperature = max(float(body.get("temperature") or 0.0), self.temperature)
+            forward.update(n=self.samples, temperature=temperature)
+        timeout = aiohttp.ClientTimeout(total=600)
+        async with (
+            aiohttp.ClientSession(timeout=timeout) as session,
+            session.post(f"{self.upstream}/chat/completions", json=forward) as upstream,
+        ):
+            data = await upstream.json(content_type=None)
+            if upstream.status != 200 or item is None:
+                self.counts["other"] += 1
+                return web.json_response(data, status=upstream.status)
+        for choice in data.get("choices") or []:
+            if correct(item, choice.get("message") or {}):
+                self.counts["correct"] += 1
+                return web.json_response({**data, "choices": [{**choice, "index": 0}]})
+        self.counts["none correct"] += 1
+        error = f"none of the {self.samples} sampled answers is correct by BFCL's checker"
+        return web.json_response({"error": {"message": error, "type": "server_error"}}, status=502)
+
+
 def send(client: Any, pairs: list[tuple[Item, dict[str, Any]]], model: str) -> list[dict[str, Any]]:
     """Sends each item (a few at a time); per item its category, both verdicts and the ledger id."""
 
     def one(pair: tuple[Item, dict[str, Any]]) -> dict[str, Any]:
+        import openai
+
         item, body = pair
-        raw = client.chat.completions.with_raw_response.create(
-            model=model,
-            messages=body["messages"],
-            tools=body["tools"],
-            temperature=0,
-            extra_body={"metadata": body["metadata"]},
-        )
+        try:
+            raw = client.chat.completions.with_raw_response.create(
+                model=model,
+                messages=body["messages"],
+                tools=body["tools"],
+                temperature=0,
+                **({"response_format": body["response_format"]} if "response_format" in body else {}),
+                extra_body={"metadata": body["metadata"]},
+            )
+        except openai.APIStatusError as exc:  # e.g. the teacher had no correct answer: a wrong one
+            return {
+                "category": item.category,
+                "live": False,
+                "correct": False,
+                "error_type": f"http_{exc.status_code}",
+                "invocation": exc.response.headers.get("x-skillgate-invocation"),
+            }
         message = raw.parse().choices[0].message.model_dump(exclude_none=True)
         verdict = judge(item, message)
         return {
@@ -97,23 +171,30 @@ def run_samples(results: list[dict[str, Any]]) -> int:
     from routing.models import Invocation
     from routing.teacher_sampling import sample_run
 
-    queued = Invocation.objects.filter(
-        pk__in=[r["invocation"] for r in results], sample_state=Invocation.SampleState.QUEUED
-    ).values_list("pk", flat=True)
+    ids = [r["invocation"] for r in results if r["invocation"]]
+    _ledger_rows(ids)
+    queued = Invocation.objects.filter(pk__in=ids, sample_state=Invocation.SampleState.QUEUED).values_list(
+        "pk", flat=True
+    )
     return sum(sample_run(invocation_id=pk) == Invocation.SampleState.DONE for pk in list(queued))
+
+
+def _ledger_rows(ids: list[str]) -> dict[str, Any]:
+    """The ledger rows of ``ids`` by id, waiting (30 s at most) for a batched ledger writer's commit."""
+    from routing.models import Invocation
+
+    deadline = time.monotonic() + 30
+    while True:
+        calls = {str(c.pk): c for c in Invocation.objects.filter(pk__in=ids)}
+        if len(calls) == len(set(ids)) or time.monotonic() > deadline:
+            return calls
+        time.sleep(0.2)
 
 
 def summary(results: list[dict[str, Any]]) -> dict[str, Any]:
     """Pass shares (live and BFCL), cost and fallback of the calls, overall and per category."""
-    from routing.models import Invocation
-
-    ids = [r["invocation"] for r in results]
-    deadline = time.monotonic() + 30  # a batched ledger writer commits rows a few milliseconds later
-    while True:
-        calls = {str(c.pk): c for c in Invocation.objects.filter(pk__in=ids)}
-        if len(calls) == len(set(ids)) or time.monotonic() > deadline:
-            break
-        time.sleep(0.2)
+    ids = [r["invocation"] for r in results if r["invocation"]]
+    calls = _ledger_rows(ids)
     n = max(len(results), 1)
     per: dict[str, list[bool]] = defaultdict(list)
     for r in results:
@@ -122,7 +203,8 @@ def summary(results: list[dict[str, Any]]) -> dict[str, Any]:
         "n": len(results),
         "live": sum(r["live"] for r in results) / n,
         "correct": sum(r["correct"] for r in results) / n,
-        "cost": float(sum((calls[r["invocation"]].cost_usd for r in results), Decimal(0))),
-        "fallback": sum(calls[r["invocation"]].fallback for r in results) / n,
+        "cost": float(sum((calls[i].cost_usd for i in ids if i in calls), Decimal(0))),
+        "fallback": sum(calls[i].fallback for i in ids if i in calls) / n,
+        "errors": sum(r["error_type"].startswith("http_") for r in results),
         "categories": {c: sum(v) / len(v) for c, v in sorted(per.items())},
     }

@@ -110,6 +110,7 @@ def configure(args: argparse.Namespace, run_dir: Path, base_model: Path) -> None
             "SKILLGATE_TRAINING_HYPERPARAMETERS": json.dumps(hyper),
             "SKILLGATE_CYCLE_HELDOUT_SHARDS": str(args.heldout_shards),
             "SKILLGATE_ADMISSION_MIN_ITEMS": str(args.min_heldout),
+            "SKILLGATE_ADMISSION_CONCURRENCY": "8",
             "SKILLGATE_CYCLE_SELF_REPAIR_TRIES": str(args.self_repair),
             "SKILLGATE_CYCLE_AUTO_FAILURES": "0",
             "SKILLGATE_ROUTER_FEATURES": "hashing",
@@ -342,6 +343,10 @@ def main() -> None:
         if args.teacher_url or stub is not None:
             teacher_url = args.teacher_url or (stub.base_url if stub is not None else "")
             teacher_model, samples = args.teacher_model, 1
+        elif pairs:  # BFCL: the base model at best-of-n, filtered by BFCL's checker (bench/bfcl_cycle.py)
+            items = {bfcl_cycle.key(body["messages"]): item for item, body in pairs}
+            stub = bfcl_cycle.BfclTeacher(vllm.base_url, served, items, samples=args.samples).start()
+            teacher_url, teacher_model, samples = stub.base_url, args.teacher_model, 1
         else:  # the demo teacher: the base model, best-of-n filtered by the verifier
             teacher_model, teacher_url, samples = served, vllm.base_url, args.samples
         Backend.objects.create(
@@ -451,7 +456,8 @@ def report(
     teacher = args.teacher_url or (
         "stub (answers every task correctly, fixed distilled advice)"
         if args.teacher == "stub"
-        else f"the base model itself, best-of-{args.samples} filtered by the verifier"
+        else f"the base model itself, best-of-{args.samples} filtered by "
+        + ("BFCL's checker (502 when no answer is correct)" if args.task == "bfcl" else "the verifier")
     )
     text = (
         f"## MERA cycle: {args.task} task, student {args.student} ({base.name}), {args.cycles} cycles\n\n"

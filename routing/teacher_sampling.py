@@ -15,7 +15,8 @@ Cost bound: a ``SampleSpend`` row per profile and UTC day. Before a sampled leg 
 case (prompt bytes x input price + max_tokens x output price) is added with one conditional UPDATE
 ``spent + bound <= cap``; afterwards the difference to the actual cost is given back. The day's
 sampled spend therefore never exceeds the cap, however many workers run. The client's key is not
-charged for sampled legs: they are the operator's cost of learning.
+charged for sampled legs: they are the operator's cost of learning, on the ledger as a row of their own
+under the learning key (routing/learning_spend.py), whose budget holds the same worst case first.
 
 Correctness from the comparison: when both answers are structured (tool calls or JSON) they are
 compared as data; equal -> the student's answer is correct; different, with the teacher's answer
@@ -37,6 +38,7 @@ from django.db.models import F, QuerySet
 from django.utils import timezone
 
 from core import jobs
+from routing import learning_spend
 from routing.budgets import Hold
 from routing.calls import plan_call
 from routing.errors import UpstreamError
@@ -232,6 +234,11 @@ def _sample(invocation_id: uuid.UUID | str) -> str:
     day = timezone.now().date()
     if not spend_reserve(profile_id=profile.pk, day=day, amount=bound, cap=cap):
         return _finish(inv, Invocation.SampleState.CAPPED)
+    try:  # the learning key's budget holds it too: the sample goes on the ledger under that key
+        held = learning_spend.reserve(bound)
+    except learning_spend.LearningBudgetSpent:
+        spend_settle(profile_id=profile.pk, day=day, reserved=bound, actual=Decimal(0))
+        return _finish(inv, Invocation.SampleState.CAPPED)
     scratch = CallRecord(
         id=inv.pk,
         api_key_id=inv.api_key_id,
@@ -251,6 +258,17 @@ def _sample(invocation_id: uuid.UUID | str) -> str:
         completion = None
     finally:
         spend_settle(profile_id=profile.pk, day=day, reserved=bound, actual=actual)
+        sampled = learning_spend.Spend(
+            profile_id=profile.pk,
+            purpose="sample",
+            role=role,
+            backend=backend.name,
+            model=backend.litellm_model,
+            cost_usd=actual,
+            request=inv.request,
+            error=(scratch.legs[-1].error if scratch.legs else "") or ("" if completion else "no answer"),
+        )
+        learning_spend.record(sampled, reservation=held)
     leg = scratch.legs[-1].as_json() if scratch.legs else None
     if leg is None:
         return _finish(inv, Invocation.SampleState.FAILED)

@@ -38,6 +38,7 @@ from training.models import (
     DiagnosticSkill,
     DiagnosticSkillSet,
     ReplayAttempt,
+    Rollback,
     Skill,
     SkillBook,
     TrainingRun,
@@ -371,6 +372,22 @@ class AdmissionFactory(factory.django.DjangoModelFactory[Admission]):
     active_metrics = factory.LazyFunction(lambda: {"pass_rate": 0.8, "n": 10})
     decision = Admission.Decision.ADMITTED
     reason = "quality not worse, cost lower"
+
+
+class RollbackFactory(factory.django.DjangoModelFactory[Rollback]):
+    """An admission taken back: live correctness 0.6 on 40 labelled calls against its 0.9 - 0.1."""
+
+    class Meta:
+        model = Rollback
+
+    admission = factory.SubFactory(AdmissionFactory)
+    profile = factory.SelfAttribute("admission.profile")
+    figure = 0.9
+    live = 0.6
+    samples = 40
+    margin = 0.1
+    p_value = 0.001
+    reason = "live correctness 0.600 on 40 labelled calls is below 0.900 - 0.10"
 
 
 class CycleFactory(factory.django.DjangoModelFactory[Cycle]):

@@ -50,6 +50,18 @@ SKILLGATE["TRAINING"] = {
 # --- Learning cycle (replay -> SkillBook -> adapter -> router -> admission) ---------------------
 CELERY_BEAT_SCHEDULE["poll-cycles"] = {"task": "training.tasks.cycle.cycles_poll", "schedule": 30.0}
 CELERY_BEAT_SCHEDULE["autostart-cycles"] = {"task": "training.tasks.cycle.cycles_autostart", "schedule": 60.0}
+# Auto-rollback: admitted configurations whose sampled live correctness fell below the admission's figure
+# (training/services/rollback.py); idempotent, one Rollback per admission.
+CELERY_BEAT_SCHEDULE["check-live-correctness"] = {
+    "task": "training.tasks.cycle.cycles_check_live",
+    "schedule": 300.0,
+}
+# The student's replicas: which adapters each serves; missing admitted ones are loaded again
+# (training/adapter_health.py), with an alarm while they cannot be.
+CELERY_BEAT_SCHEDULE["student-adapter-health"] = {
+    "task": "training.tasks.adapter_health.student_health_check_all",
+    "schedule": env_float("SKILLGATE_STUDENT_HEALTH_S", 15.0),
+}
 if (_cycle_every := env_int("SKILLGATE_CYCLE_SCHEDULE_S", 0)) > 0:
     CELERY_BEAT_SCHEDULE["scheduled-cycles"] = {
         "task": "training.tasks.cycle.cycles_scheduled",
@@ -97,6 +109,4 @@ SKILLGATE["EVOLVER"] = {
     # Held-out cases replayed for admission (empty: the shared holmesgpt cases) and a name filter.
     "HELDOUT_CASES": env_str("SKILLGATE_EVOLVER_HELDOUT_CASES", ""),
     "HELDOUT_FILTER": env_str("SKILLGATE_EVOLVER_HELDOUT_FILTER", ""),
-    "STALE_AFTER_S": env_int("SKILLGATE_EVOLVER_STALE_AFTER_S", 600),
-    "MAX_ATTEMPTS": env_int("SKILLGATE_EVOLVER_MAX_ATTEMPTS", 3),
 }

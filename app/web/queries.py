@@ -8,6 +8,10 @@ so its cost does not grow with the number of calls beyond what the database aggr
 - a fallback (student failed, teacher answered): the teacher leg's actual cost;
 - a call the student served: the teacher's prices times the call's token counts (an estimate:
   the teacher's tokenizer and answer length differ from the student's).
+
+The learning loop's own calls (the learning key's rows, policy ``learning``: routing/learning_spend.py)
+are a cost and nothing else: they add to ``cost`` and ``learning_cost``, never to "teacher alone" or to
+the call counts, so the savings are net of what learning spent.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from django.db.models import Count, Q, QuerySet, Sum
 from django.db.models.functions import TruncDay, TruncHour
 from django.utils import timezone
 
+from routing.learning_spend import POLICY as LEARNING_POLICY
 from routing.models import ApiKey, Backend, Invocation, TaskProfile
 from routing.pricing import Prices, PricingError, prices_for
 
@@ -44,6 +49,7 @@ class Totals:
     fallbacks: int = 0
     student_served: int = 0
     errors: int = 0
+    learning_cost: Decimal = Decimal(0)  # in ``cost`` too: the learning loop's own calls
 
     def add(self, other: Totals) -> None:
         for name in self.__dataclass_fields__:
@@ -51,6 +57,7 @@ class Totals:
 
     @property
     def savings(self) -> Decimal:
+        """Net of the learning spend, which is in ``cost`` and never in ``teacher_cost``."""
         return self.teacher_cost - self.cost
 
     @property
@@ -136,11 +143,16 @@ def overview(*, range_key: str = DEFAULT_RANGE, now: datetime | None = None) -> 
         for target in (totals, series[t], by_profile[profile_id], by_key[key_id]):
             target.add(part)
 
-    groups = window.values("t", "profile_id", "api_key_id", "route", "served_by", "fallback", "verdict")
+    groups = window.values(
+        "t", "profile_id", "api_key_id", "route", "served_by", "fallback", "verdict", "policy"
+    )
     for row in groups.annotate(
         n=Count("id"), cost=Sum("cost_usd"), prompt=Sum("prompt_tokens"), completion=Sum("completion_tokens")
     ).order_by():
         n, cost = row["n"], row["cost"] or Decimal(0)
+        if row["policy"] == LEARNING_POLICY:
+            credit(row["t"], row["profile_id"], row["api_key_id"], Totals(cost=cost, learning_cost=cost))
+            continue
         part = Totals(calls=n, cost=cost)
         if row["verdict"] != Invocation.Verdict.UNVERIFIED:
             part.verified = n

@@ -40,6 +40,15 @@ def judge(item: Item, message: dict[str, Any], live_verifier: Any | None = None)
     return Judgement(live.passed, live.detail, verdict.valid, verdict.error, verdict.error_type)
 
 
+def correct(item: Item, message: dict[str, Any]) -> bool:
+    """BFCL's correctness alone (no live verdict): what the best-of-n teacher filters its answers by."""
+    try:
+        calls = decode(item, message)
+    except DecodeError:
+        return False
+    return check(item.category, item.functions, calls, item.ground_truth).valid
+
+
 def split(messages: list[dict[str, Any]], *, heldout_shards: int, calibration_shards: int = 4) -> str:
     """train, calibration or heldout. Held-out is the learning cycle's own rule (training.services.cycle
     .calls.split_of: one prompt hash in ``heldout_shards``), so a held-out item is never trained on; of

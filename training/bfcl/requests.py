@@ -87,12 +87,38 @@ def messages(item: Item) -> list[dict[str, Any]]:
     return [{"role": "system", "content": system}, *rest]
 
 
-def request(item: Item, *, metadata: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The chat request of ``item`` (no ``model``): messages, tools and optional ``metadata``."""
+def request(
+    item: Item, *, metadata: dict[str, Any] | None = None, constrained: bool = False
+) -> dict[str, Any]:
+    """The chat request of ``item`` (no ``model``): messages, tools and optional ``metadata``;
+    ``constrained`` adds :func:`response_format` (where the category allows one)."""
     body: dict[str, Any] = {"messages": messages(item), "tools": tools(item)}
     if metadata is not None:
         body["metadata"] = metadata
+    if constrained and (answer := response_format(item)) is not None:
+        body["response_format"] = answer
     return body
+
+
+def response_format(item: Item) -> dict[str, Any] | None:
+    """A ``json_schema`` response format for the answer as a bare ``{"name", "arguments"}`` object (a
+    list of them for the parallel categories), each function's name an enum and its arguments its own
+    parameter schema, so a server with guided decoding can only write a call of a declared function with
+    well-typed arguments (a small model rarely writes a parseable call otherwise). None for irrelevance,
+    whose right answer calls nothing."""
+    if item.category == "irrelevance":
+        return None
+    variants = [
+        {
+            "type": "object",
+            "properties": {"name": {"enum": [f["name"]]}, "arguments": f["parameters"]},
+            "required": ["name", "arguments"],
+        }
+        for f in (t["function"] for t in tools(item))
+    ]
+    one: dict[str, Any] = variants[0] if len(variants) == 1 else {"anyOf": variants}
+    schema = {"type": "array", "items": one, "minItems": 1} if "parallel" in item.category else one
+    return {"type": "json_schema", "json_schema": {"name": "call", "schema": schema}}
 
 
 class DecodeError(ValueError):

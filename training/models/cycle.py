@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.db import models
 from django.utils import timezone
 
-__all__ = ["Admission", "Cycle", "Demonstration", "ReplayAttempt", "Skill", "SkillBook"]
+__all__ = ["Admission", "Cycle", "Demonstration", "ReplayAttempt", "Rollback", "Skill", "SkillBook"]
 
 
 class Demonstration(models.Model):
@@ -170,6 +170,26 @@ class Admission(models.Model):
 
     def __str__(self) -> str:
         return f"admission #{self.pk} {self.kind} {self.decision}"
+
+
+class Rollback(models.Model):
+    """An admitted configuration taken back because the student's live correctness, from the background
+    teacher samples, fell below the admission's figure by the profile's margin (training/services/
+    rollback.py). One per admission: the check is idempotent. ``restored`` names what serves again."""
+
+    profile = models.ForeignKey("routing.TaskProfile", on_delete=models.CASCADE, related_name="rollbacks")
+    admission = models.OneToOneField(Admission, on_delete=models.CASCADE, related_name="rollback")
+    figure = models.FloatField(help_text="The admission's held-out student pass rate.")
+    live = models.FloatField(help_text="The student's sampled live correctness since the admission.")
+    samples = models.PositiveIntegerField(help_text="Labelled live calls the figure was measured on.")
+    margin = models.FloatField()
+    p_value = models.FloatField(help_text="One-sided binomial test of live < figure - margin.")
+    restored = models.JSONField(default=dict, blank=True, help_text='{"adapter": name, "skillbook": id}')
+    reason = models.TextField()
+    created_at = models.DateTimeField(default=timezone.now)
+
+    def __str__(self) -> str:
+        return f"rollback of admission #{self.admission_id} ({self.profile_id})"
 
 
 class Cycle(models.Model):

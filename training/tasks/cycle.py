@@ -52,3 +52,12 @@ def replay_profile(profile_id: int, invocation_ids: list[str] | None = None) -> 
     from training.services.cycle import demonstrations_replay
 
     return demonstrations_replay(profile_id=profile_id, invocation_ids=invocation_ids).as_json()
+
+
+@shared_task(acks_late=True, ignore_result=True)
+def cycles_check_live() -> list[int]:
+    """Beat: admitted configurations whose sampled live correctness fell below their admission's figure
+    are rolled back, adapter and SkillBook together (training/services/rollback.py)."""
+    from training.services.rollback import rollbacks_check
+
+    return rollbacks_check()

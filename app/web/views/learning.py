@@ -79,7 +79,11 @@ def _context(request: HttpRequest, profile_id: str | None) -> dict[str, Any]:
         "runs": [(run, run_chart(run)) for run in runs],
         "skillbooks": [(book, diff_lines(book.diff)) for book in skillbooks],
         "adapters": list(Adapter.objects.filter(profile=profile).order_by("-version")[:SHOWN]),
-        "admissions": list(Admission.objects.filter(profile=profile).order_by("-created_at")[:SHOWN]),
+        "admissions": list(
+            Admission.objects.filter(profile=profile)
+            .select_related("rollback")
+            .order_by("-created_at")[:SHOWN]
+        ),
         "live": live,
         "can_start": can(request, START_CYCLE),
         "can_rollback": can(request, ROLLBACK_ADAPTER),

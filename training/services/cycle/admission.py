@@ -14,6 +14,12 @@ sides and is asked once. A candidate is admitted only when
   configuration (``b <= c`` for the adapter with the active SkillBook, and for the SkillBook with the
   active adapter), so one part cannot ride in on the other's gain.
 
+Where the profile labels live answers with background teacher samples (``teacher_sample_rate`` > 0), a
+weak verifier's pass is not trusted either: the teacher answers every held-out item, and a student answer
+the verifier passed but the teacher's passing answer shows wrong (``student_correct``, the rule the live
+labels use) counts as a failure with no fallback (live, the verifier would have served it). Then the
+student pass rate, the figure auto-rollback compares live correctness with, is a correctness figure.
+
 The held-out set is every distinct prompt of the profile in the held-out shard (``split_of``): held-out
 demonstrations and held-out ledger calls, including those the student passed, so a candidate that breaks
 what already worked is caught too. Nothing in it is ever trained on.
@@ -32,12 +38,15 @@ from typing import Any
 from django.db import transaction
 from scipy.stats import binomtest
 
+from routing import learning_spend
 from routing.calls import CallPlan, active_backends
 from routing.errors import UpstreamError
-from routing.models import Backend, Invocation, TaskProfile
+from routing.models import Backend, Invocation, Reservation, TaskProfile
+from routing.teacher_sampling import rates, student_correct
 from routing.verifiers import Verifier
 from training.models import Admission, Demonstration
 from training.services.cycle.calls import (
+    CycleError,
     acall,
     cycle_setting,
     first_passing,
@@ -72,6 +81,8 @@ class Leg:
     passed: bool
     cost: Decimal
     error: str = ""
+    message: dict[str, Any] | None = None
+    wrong: bool = False  # passed the verifier, and the teacher's answer labels it wrong
 
 
 @dataclass
@@ -81,6 +92,7 @@ class SideMetrics:
     student_passed: int = 0
     fallbacks: int = 0
     errors: int = 0
+    wrong: int = 0
     cost: Decimal = Decimal(0)
     outcomes: list[bool] = field(default_factory=list)
 
@@ -93,6 +105,7 @@ class SideMetrics:
             "fallback_rate": self.fallbacks / n,
             "cost_usd": float(self.cost / n),
             "student_errors": self.errors,
+            "student_wrong": self.wrong,
         }
 
 
@@ -128,8 +141,8 @@ async def _leg(backend: Backend, body: dict[str, Any], item: Item) -> Leg:
         answer = await acall(backend, body)
     except UpstreamError as exc:
         return Leg(False, Decimal(0), exc.message)
-    _, passed, _ = await asyncio.to_thread(first_passing, item.verifier, item.request, answer)
-    return Leg(passed, answer.cost_usd)
+    message, passed, _ = await asyncio.to_thread(first_passing, item.verifier, item.request, answer)
+    return Leg(passed, answer.cost_usd, message=message)
 
 
 def _side_plans(
@@ -152,11 +165,15 @@ def _side_plans(
 
 
 async def _evaluate(
-    items: list[Item], sides: list[list[CallPlan]]
+    items: list[Item], sides: list[list[CallPlan]], *, labelled: bool = False
 ) -> tuple[list[list[Leg]], list[Leg | None]]:
     """Student legs per side (each item's plan on that side) and item, and the teacher leg per item
     (None where no side fell back). Runs in an event loop: no database access in here. Replays are
-    greedy (temperature 0), except that a best-of-n backend samples its n answers."""
+    greedy (temperature 0), except that a best-of-n backend samples its n answers.
+
+    ``labelled``: the teacher answers every item, and a student answer the verifier passed is marked
+    ``wrong`` where the teacher's passing answer shows it wrong, by the rule the live samples label
+    calls with (``routing.teacher_sampling.student_correct``)."""
     limit = asyncio.Semaphore(int(cycle_setting("ADMISSION_CONCURRENCY")))
 
     async def student_leg(plan: CallPlan, item: Item) -> Leg:
@@ -173,13 +190,60 @@ async def _evaluate(
         await asyncio.gather(*(student_leg(plan, item) for plan, item in zip(plans, items, strict=True)))
         for plans in sides
     ]
-    need = [any(not legs[i].passed for legs in students) for i in range(len(items))]
+    need = [labelled or any(not legs[i].passed for legs in students) for i in range(len(items))]
     answered = await asyncio.gather(
         *(teacher_leg(item) for item, needed in zip(items, need, strict=True) if needed)
     )
     it = iter(answered)
     teachers = [next(it) if needed else None for needed in need]
+    for legs in students if labelled else []:
+        for leg, teacher in zip(legs, teachers, strict=True):
+            known = leg.passed and teacher is not None and teacher.passed
+            if known and student_correct(leg.message, teacher.message if teacher else None, True) is False:
+                leg.passed, leg.wrong = False, True
     return [list(legs) for legs in students], teachers
+
+
+def _reserve(items: list[Item], sides: list[list[CallPlan]]) -> Reservation:
+    """Holds the replay's worst case on the learning key: every student leg, a teacher leg per item."""
+    bound = Decimal(0)
+    for plans in sides:
+        for plan in plans:
+            student = required(plan.student, "student")
+            bound += learning_spend.call_bound(student, plan.leg_body(student, temperature=0))
+    for item in items:
+        teacher = required(item.plan.teacher, "teacher")
+        bound += learning_spend.call_bound(teacher, item.plan.leg_body(teacher, temperature=0))
+    try:
+        return learning_spend.reserve(bound)
+    except learning_spend.LearningBudgetSpent as exc:
+        raise CycleError(exc.message) from None
+
+
+def _record_spend(
+    profile_id: int,
+    items: list[Item],
+    sides: list[list[CallPlan]],
+    legs: list[list[Leg]],
+    teachers: list[Leg | None],
+    reservation: Reservation,
+) -> None:
+    """What the held-out replay cost, on the ledger under the learning key: one row per role."""
+    student = required(sides[0][0].student, "student")
+    teacher = required(items[0].plan.teacher, "teacher")
+    student_cost = sum((leg.cost for side in legs for leg in side), Decimal(0))
+    teacher_cost = sum((leg.cost for leg in teachers if leg is not None), Decimal(0))
+    for backend, cost, held in ((student, student_cost, reservation), (teacher, teacher_cost, None)):
+        spend = learning_spend.Spend(
+            profile_id=profile_id,
+            purpose="admission",
+            role=backend.role,
+            backend=backend.name,
+            model=backend.litellm_model,
+            cost_usd=cost,
+            request={"messages": [item.request.get("messages") for item in items]},
+        )
+        learning_spend.record(spend, reservation=held)
 
 
 def _metrics(students: list[Leg], teachers: list[Leg | None]) -> SideMetrics:
@@ -188,6 +252,10 @@ def _metrics(students: list[Leg], teachers: list[Leg | None]) -> SideMetrics:
         side.n += 1
         side.cost += student.cost
         side.errors += bool(student.error)
+        if student.wrong:  # the verifier passed it: served as it is (no fallback), and wrong
+            side.wrong += 1
+            side.outcomes.append(False)
+            continue
         if student.passed:
             side.student_passed += 1
             side.outcomes.append(True)
@@ -287,12 +355,19 @@ def admission_evaluate(
     profile = TaskProfile.objects.select_related("teacher", "student").get(pk=profile_id)
     alpha = float(cycle_setting("ADMISSION_ALPHA"))
     backends = active_backends()
+    labelled = rates(profile)[0] > 0  # the profile labels live answers: admission labels its items too
     items = heldout_items(profile=profile, limit=int(cycle_setting("ADMISSION_MAX_ITEMS")), backends=backends)
     configurations = [active, candidate, *(parts or {}).values()]
     if items:
         sides = [_side_plans(profile, items, side, backends) for side in configurations]
         required(items[0].plan.teacher, "teacher")
-        legs, teachers = asyncio.run(_evaluate(items, sides))
+        reservation = _reserve(items, sides)
+        try:
+            legs, teachers = asyncio.run(_evaluate(items, sides, labelled=labelled))
+        except BaseException:
+            learning_spend.release(reservation)
+            raise
+        _record_spend(profile_id, items, sides, legs, teachers, reservation)
     else:
         legs, teachers = [[] for _ in configurations], []
     active_legs, candidate_legs = legs[0], legs[1]
@@ -312,14 +387,14 @@ def admission_evaluate(
         min_items=int(cycle_setting("ADMISSION_MIN_ITEMS")),
         parts=judged_parts,
     )
-    candidate_metrics = cand.as_json()
+    candidate_metrics = {**cand.as_json(), "labelled": labelled}
     if judged_parts:
         candidate_metrics["parts"] = {part.name: part.as_json() for part in judged_parts}
     per_item = [
         {
             "key": item.key[:16],
-            "active": {"student": a.passed, "passed": ao, "error": a.error[:200]},
-            "candidate": {"student": k.passed, "passed": ko, "error": k.error[:200]},
+            "active": {"student": a.passed, "passed": ao, "wrong": a.wrong, "error": a.error[:200]},
+            "candidate": {"student": k.passed, "passed": ko, "wrong": k.wrong, "error": k.error[:200]},
             "teacher": None if t is None else t.passed,
         }
         for item, a, k, t, ao, ko in zip(

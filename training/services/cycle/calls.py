@@ -14,15 +14,16 @@ import hashlib
 import json
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from decimal import Decimal
 from typing import Any
 
 from django.conf import settings
 
 from core.errors import ServiceError
-from routing import upstream
+from routing import learning_spend, upstream
 from routing.calls import CallPlan, plan_call
+from routing.errors import UpstreamError
 from routing.json_body import loads_answer
 from routing.models import Backend, TaskProfile
 from routing.pricing import prices_for, usage_cost
@@ -91,6 +92,32 @@ async def acall(backend: Backend, body: dict[str, Any]) -> Answer:
 def call(backend: Backend, body: dict[str, Any]) -> Answer:
     """One upstream call, synchronously (Celery tasks are synchronous). Raises UpstreamError."""
     return asyncio.run(acall(backend, body))
+
+
+def learning_call(backend: Backend, body: dict[str, Any], *, profile_id: int, purpose: str) -> Answer:
+    """One upstream call of the cycle (:func:`call`), on the ledger under the learning key with its
+    worst case held on that key's budget first (routing/learning_spend.py). Raises
+    UpstreamError, and CycleError when the learning budget cannot hold the call."""
+    try:
+        reservation = learning_spend.reserve(learning_spend.call_bound(backend, body))
+    except learning_spend.LearningBudgetSpent as exc:
+        raise CycleError(exc.message) from None
+    spend = learning_spend.Spend(
+        profile_id=profile_id,
+        purpose=purpose,
+        role=backend.role,
+        backend=backend.name,
+        model=backend.litellm_model,
+        cost_usd=Decimal(0),
+        request=body,
+    )
+    try:
+        answer = call(backend, body)
+    except UpstreamError as exc:
+        learning_spend.record(replace(spend, error=exc.message), reservation=reservation)
+        raise
+    learning_spend.record(replace(spend, cost_usd=answer.cost_usd), reservation=reservation)
+    return answer
 
 
 def verify(verifier: Verifier, request: dict[str, Any], message: dict[str, Any]) -> tuple[bool, str]:
@@ -205,6 +232,7 @@ __all__ = [
     "completion_text",
     "cycle_setting",
     "first_passing",
+    "learning_call",
     "replay_plan",
     "required",
     "split_of",

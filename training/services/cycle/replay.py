@@ -25,10 +25,10 @@ from routing.models import Invocation, TaskProfile
 from training import selectors
 from training.models import Demonstration, ReplayAttempt
 from training.services.cycle.calls import (
-    call,
     completion_text,
     cycle_setting,
     first_passing,
+    learning_call,
     replay_plan,
     required,
     split_of,
@@ -122,7 +122,8 @@ def _replay_teacher(plan: CallPlan | None, invocation: Invocation, result: Repla
     message = _served_teacher_answer(invocation)
     if message is None:
         teacher = required(plan.teacher, "teacher")
-        answer = call(teacher, plan.leg_body(teacher))  # best-of-n for a sampling teacher
+        body = plan.leg_body(teacher)  # best-of-n for a sampling teacher
+        answer = learning_call(teacher, body, profile_id=invocation.profile_id, purpose="replay")
         message, passed, detail = first_passing(plan.verifier, invocation.request, answer)
     else:
         passed, detail = verify(plan.verifier, invocation.request, message)
@@ -166,7 +167,9 @@ def _replay_student(plan: CallPlan | None, invocation: Invocation, result: Repla
     body = plan.body_for(student, temperature=float(cycle_setting("SELF_REPAIR_TEMPERATURE")))
     detail = "no retry"
     for _ in range(int(cycle_setting("SELF_REPAIR_TRIES"))):
-        message = call(student, body).message
+        message = learning_call(
+            student, body, profile_id=invocation.profile_id, purpose="self_repair"
+        ).message
         passed, detail = verify(plan.verifier, invocation.request, message)
         if passed:
             demonstration = _record(

@@ -31,7 +31,7 @@ from routing.services import task_profile_skillbook_set
 from routing.verifiers.json_schema import message_text, schema_errors
 from training import selectors
 from training.models import Demonstration, Skill, SkillBook
-from training.services.cycle.calls import call, cycle_setting, required, split_of, task_signature
+from training.services.cycle.calls import cycle_setting, learning_call, required, split_of, task_signature
 from training.services.cycle.grounding import ground
 
 MAX_ITEMS = 3
@@ -171,7 +171,9 @@ def _distill(profile: TaskProfile, item: _Evidence) -> tuple[list[str], list[str
     }
     teacher = required(teacher_of(profile), "teacher")
     try:  # the asked-for JSON shape chooses among a best-of-n teacher's answers
-        answer = call(teacher, best_of_body(teacher, body))
+        answer = learning_call(
+            teacher, best_of_body(teacher, body), profile_id=profile.pk, purpose="skillbook"
+        )
     except UpstreamError as exc:
         raise DistillationError(exc.message) from None
     errors = []
