@@ -12,12 +12,11 @@ rules owe nothing to the router's features. Deterministic.
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
 from training.bfcl.data import Item
-from training.bfcl.requests import openai_name
+from training.bfcl.requests import tool_call_message
 
 _WORD = re.compile(r"[a-z]+")
 _NUMBER = re.compile(r"(?<![\w.])-?\$?\d[\d,]*(?:\.\d+)?%?")
@@ -135,15 +134,4 @@ def answer(item: Item) -> dict[str, Any]:
         calls.append((function["name"], args))
     if not calls:
         return {"role": "assistant", "content": "None of the given functions applies to this request."}
-    return {
-        "role": "assistant",
-        "content": None,
-        "tool_calls": [
-            {
-                "id": f"call_{i}",
-                "type": "function",
-                "function": {"name": openai_name(name), "arguments": json.dumps(args, ensure_ascii=False)},
-            }
-            for i, (name, args) in enumerate(calls)
-        ],
-    }
+    return tool_call_message(item, [{name: args} for name, args in calls])
