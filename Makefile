@@ -14,9 +14,6 @@ $(VENV)/.core-installed: pyproject.toml constraints.txt
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PIP) install -q --upgrade -c constraints.txt pip $(QUIET)
 	$(PIP) install -q -c constraints.txt -e ".[dev,otel]" $(QUIET)
-	# BFCL's own checker, which tests/training/test_bfcl_checker.py compares ours with; --no-deps, since
-	# its requirements are every provider's SDK and only the checker is imported.
-	$(PIP) install -q --no-deps -c constraints.txt bfcl-eval $(QUIET)
 	touch $@
 
 # Code verifiers run untrusted code under bubblewrap and refuse to run it without (design.md, 8).
@@ -28,8 +25,12 @@ setup: $(VENV)/.core-installed
 	@command -v bwrap >/dev/null 2>&1 || \
 		echo "WARNING: bubblewrap (bwrap) is not installed: python_tests verifiers fail every answer." >&2
 
+# bfcl-eval: BFCL's own checker, which tests/training/test_bfcl_checker.py compares ours with; --no-deps,
+# since its requirements are every provider's SDK and only the checker is imported. Installed last: pip
+# warns about its missing requirements at every later install.
 setup-ml: setup
 	bash infra/install_ml.sh $(VENV)
+	$(PIP) install -q --no-deps -c constraints.txt bfcl-eval $(QUIET)
 
 demo-model: setup-ml
 	$(PY) infra/build_demo_model.py
