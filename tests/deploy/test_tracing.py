@@ -245,5 +245,7 @@ def test_on_the_request_path_tracing_costs_a_check_or_a_deque_append(monkeypatch
     on = _per_call_us(hook, 500, rounds=3)
     spans = _per_call_us(tracing.flush, 1500, rounds=1)  # the tracing thread's work for those calls
     print(json.dumps({"off_us": round(off, 3), "on_us": round(on, 3), "spans_us_per_call": round(spans, 1)}))
-    assert off < 1.0 and on < 3.0
+    # Bounds with room for a loaded CI machine (measured 0.04-0.07 and 0.3-0.8 µs): still far below what
+    # building the spans on the request path would cost (hundreds of µs, the ``spans`` figure).
+    assert off < 5.0 and on < 30.0
     assert len(exporter.get_finished_spans()) == 3 * 1500
