@@ -362,6 +362,10 @@ def test_a_learning_cycle_runs_across_the_learning_and_gpu_workers(
     assert train in _log(onebox, "worker-gpu") and stage not in _log(onebox, "worker-gpu")
 
 
+# What /metrics reads besides the processes' own counters (app/observability/views.py).
+SOURCES = {"database", "broker", "replicas"}
+
+
 def test_the_real_prometheus_scrapes_metrics(
     onebox: dict[str, Any], seeded: dict[str, str], tmp_path: Path
 ) -> None:
@@ -412,17 +416,17 @@ def test_the_real_prometheus_scrapes_metrics(
         up = wait_until(lambda: query('up{job="skillgate"} == 1'), timeout=60, interval=1, what="a scrape")
         assert up
 
-        def both_up() -> list[dict[str, Any]]:
+        def every_source_up() -> list[dict[str, Any]]:
             result = query("skillgate_collector_up == 1")
-            return result if len(result) == 2 else []
+            return result if len(result) == len(SOURCES) else []
 
         sources = wait_until(
-            both_up,
+            every_source_up,
             timeout=30,
             interval=1,
-            what="both sources up",
+            what="every source up",
         )
-        assert {s["metric"]["collector"] for s in sources} == {"database", "broker"}
+        assert {s["metric"]["collector"] for s in sources} == SOURCES
         depths = {s["metric"]["queue"] for s in query("skillgate_queue_depth")}
         assert depths == set(onebox["queues"].values())
         assert query("skillgate_training_runs")
@@ -432,7 +436,12 @@ def test_the_real_prometheus_scrapes_metrics(
             result = query("sum(skillgate_calls_total)")
             return float(result[0]["value"][1]) if result else 0.0
 
-        before = wait_until(calls, timeout=30, interval=1, what="the calls so far")
+        # One call first, so the counter exists whatever ran before this test, and it is counted.
+        first = calls()
+        assert _chat(onebox["base"], seeded["key"], HELLO).status_code == 200
+        before = wait_until(
+            lambda: (total := calls()) >= first + 1 and total, timeout=30, interval=1, what="the calls so far"
+        )
         with ThreadPoolExecutor(max_workers=8) as pool:
             answered = list(pool.map(lambda _: _chat(onebox["base"], seeded["key"], HELLO), range(20)))
         assert [r.status_code for r in answered] == [200] * 20
