@@ -86,7 +86,7 @@ def narrow_tasks() -> list[Task]:
 
 
 def code_tasks(limit: int) -> list[Task]:
-    path = Path(os.environ.get("SKILLGATE_EVAL_DIR", ROOT.parent / "shared" / "eval")) / "he_mbpp.jsonl"
+    path = Path(os.environ.get("SKILLGATE_EVAL_DIR", ROOT / "eval")) / "he_mbpp.jsonl"
     tasks = []
     for line in path.read_text().splitlines()[:limit]:
         task = json.loads(line)

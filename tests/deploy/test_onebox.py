@@ -217,12 +217,17 @@ def test_every_program_runs_under_the_supervisor(onebox: dict[str, Any]) -> None
         return {line.split()[0]: line.split()[1] for line in done.stdout.splitlines() if line.strip()}
 
     running = wait_until(
-        lambda: (s := status()) and set(s) == PROGRAMS and set(s.values()) == {"RUNNING"} and s,
+        lambda: (
+            (s := status())
+            and {n.split(":")[0] for n in s} == PROGRAMS
+            and set(s.values()) == {"RUNNING"}
+            and s
+        ),
         timeout=120,
         interval=1,
         what="every program RUNNING",
     )
-    assert running
+    assert sorted(n for n in running if n.startswith("web:")) == ["web:web-0", "web:web-1"]  # WEB_PROCESSES
 
 
 @pytest.fixture(scope="module")
@@ -312,8 +317,9 @@ def test_a_budget_holds_across_the_web_processes(onebox: dict[str, Any], seeded:
         what="the first call's ledger row",
     )
     budget = Decimal(cost) * 10  # about ten calls' worth, for sixty calls
-    # Which web process accepts a connection is the kernel's choice: a burst is repeated (a new key
-    # each time) until both processes answered some of its calls, each process's own call counter says.
+    # Each web process listens on its own SO_REUSEPORT socket and the kernel spreads connections over
+    # them by hash: a burst is repeated (a new key each time) until both processes answered some of its
+    # calls, each process's own call counter says (the odds of three one-sided bursts are ~1e-6).
     for _ in range(3):
         key = _seed(onebox, "--budget", str(budget))
         before = _calls_by_process(folder)

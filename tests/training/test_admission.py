@@ -218,3 +218,23 @@ def test_mcnemar_counts_discordant_pairs_and_gives_the_exact_p_value():
     assert mcnemar([True] * 5, [True] * 5) == (0, 0, 1.0)
     b, c, p = mcnemar([True, True, True, False, True, True], [False, False, False, True, True, False])
     assert (b, c) == (4, 1) and p == pytest.approx(0.375)
+
+
+def test_a_candidate_that_passes_more_items_at_the_same_cost_and_fallbacks_is_admitted():
+    """Labelled answers: a wrong answer the weak verifier passes is served (no fallback), so neither cost
+    nor fallback rate can show a more correct student; passing more held-out items (c > b) does."""
+    from decimal import Decimal
+
+    from training.services.cycle.admission import SideMetrics, decide
+
+    active = SideMetrics(n=11, passed=5, student_passed=5, cost=Decimal("0.011"))
+    candidate = SideMetrics(n=11, passed=7, student_passed=7, cost=Decimal("0.011"))
+
+    decision, reason = decide(active, candidate, b=0, c=2, p=0.5, alpha=0.05, min_items=8)
+    assert decision == Admission.Decision.ADMITTED
+    assert "pass rate 0.455 -> 0.636" in reason
+
+    same = SideMetrics(n=11, passed=5, student_passed=5, cost=Decimal("0.011"))
+    decision, reason = decide(active, same, b=1, c=1, p=1.0, alpha=0.05, min_items=8)
+    assert decision == Admission.Decision.REFUSED
+    assert reason.startswith("neither cost")

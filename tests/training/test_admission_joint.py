@@ -26,6 +26,8 @@ HARD = {c for c, _ in CITIES[8:10]}  # the teacher is wrong on these two
 
 def joint(profile, responder_):
     book = SkillBookFactory.create(profile=profile, version=1, text=BOOK)
+    adapter = AdapterFactory.create(profile=profile, name=LORA)
+    TrainingRunFactory.create(adapter=adapter, status=TrainingRun.Status.SUCCEEDED)
     active = Configuration(adapter="", skillbook_text="")
     candidate = Configuration(adapter=LORA, skillbook_text=BOOK)
     return admission_evaluate(
@@ -33,7 +35,7 @@ def joint(profile, responder_):
         kind=Admission.Kind.JOINT,
         candidate=candidate,
         active=active,
-        candidate_ids={"skillbook": book.pk},
+        candidate_ids={"skillbook": book.pk, "adapter": adapter.pk},
         active_ids={"skillbook": None},
         parts={
             "adapter": Configuration(adapter=LORA, skillbook_text=""),
@@ -49,8 +51,39 @@ def teacher(body):
 
 @cycle_settings(HELDOUT_SHARDS=1, ADMISSION_MIN_ITEMS=10)
 def test_a_joint_candidate_whose_skillbook_alone_is_worse_is_refused(gateway_url, backends, api_key, stub):
-    """The adapter fixes every item; the SkillBook alone breaks the two the teacher cannot rescue.
-    Together they are better than the active student: the SkillBook would ride in on the adapter."""
+    """The adapter fixes the student only with the SkillBook in front; the SkillBook alone breaks the
+    two items the teacher cannot rescue. Together they are better than the active student: the SkillBook
+    would ride in on the adapter, and the adapter alone changes nothing, so nothing is admitted."""
+    from tests.support.cycle import json_profile
+
+    profile = json_profile()
+    heldout_traffic(gateway_url, api_key.raw, stub)
+
+    def student(body):
+        city, country = city_of(body)
+        if has_book(body):
+            return good(city, country) if body["model"] == LORA else BAD
+        return good(city, country) if city in HARD else BAD
+
+    stub.responder = responder(student=student, teacher=teacher)
+
+    admission = joint(profile, stub)
+
+    assert (admission.mcnemar_b, admission.mcnemar_c) == (0, 0)  # the pair itself is not worse
+    assert admission.candidate_metrics["fallback_rate"] == 0.0  # and it would save every fallback
+    parts = admission.candidate_metrics["parts"]
+    assert (parts["adapter"]["mcnemar_b"], parts["adapter"]["mcnemar_c"]) == (0, 0)
+    assert parts["adapter"]["fallback_rate"] == 0.8  # the adapter alone: the active student's answers
+    assert (parts["skillbook"]["mcnemar_b"], parts["skillbook"]["mcnemar_c"]) == (2, 0)
+    assert parts["skillbook"]["pass_rate"] == 0.8
+    assert admission.decision == Admission.Decision.REFUSED
+    assert admission.reason.startswith("the skillbook alone is worse")
+
+
+@cycle_settings(HELDOUT_SHARDS=1, ADMISSION_MIN_ITEMS=10)
+def test_a_refused_joint_candidate_admits_its_better_part_alone(gateway_url, backends, api_key, stub):
+    """The adapter alone fixes every item; the SkillBook alone breaks two. The joint candidate is refused
+    (the SkillBook would ride in), and the adapter is admitted by itself: served, the SkillBook not."""
     from tests.support.cycle import json_profile
 
     profile = json_profile()
@@ -68,13 +101,25 @@ def test_a_joint_candidate_whose_skillbook_alone_is_worse_is_refused(gateway_url
 
     admission = joint(profile, stub)
 
-    assert (admission.mcnemar_b, admission.mcnemar_c) == (0, 0)  # the pair itself is not worse
-    parts = admission.candidate_metrics["parts"]
-    assert (parts["adapter"]["mcnemar_b"], parts["adapter"]["mcnemar_c"]) == (0, 0)
-    assert (parts["skillbook"]["mcnemar_b"], parts["skillbook"]["mcnemar_c"]) == (2, 0)
-    assert parts["skillbook"]["pass_rate"] == 0.8
-    assert admission.decision == Admission.Decision.REFUSED
-    assert admission.reason.startswith("the skillbook alone is worse")
+    assert admission.decision == Admission.Decision.ADMITTED, admission.reason
+    assert admission.reason.startswith("the adapter alone is admitted: pass rate not worse")
+    assert "the joint candidate was refused: the skillbook alone is worse" in admission.reason
+    adapter = Adapter.objects.get(name=LORA)
+    assert admission.candidate == {"adapter": adapter.pk}
+    assert admission.candidate_metrics["admitted_part"] == "adapter"
+
+    lora = _LoraServer(200)  # vLLM's adapter loading, from here on the student's server
+    Backend.objects.filter(pk=backends["student"].pk).update(api_base=lora.base_url)
+    try:
+        admission_apply(admission=admission)
+    finally:
+        lora.stop()
+
+    profile.refresh_from_db()
+    adapter.refresh_from_db()
+    assert (profile.student_adapter, profile.skillbook_text) == (LORA, "")
+    assert adapter.status == Adapter.Status.ACTIVE
+    assert SkillBook.objects.get(profile=profile, version=1).activated_at is None
 
 
 @cycle_settings(HELDOUT_SHARDS=1, ADMISSION_MIN_ITEMS=10)

@@ -9,10 +9,15 @@ sides and is asked once. A candidate is admitted only when
   active side passed and ``c`` those only the candidate passed (so an exact McNemar test at level
   ``alpha`` cannot find it worse either; a ``b > c`` candidate is refused whatever the p-value, and the
   reason says whether the loss is also significant);
-* its mean cost per call or its fallback rate is lower than the active configuration's; and
+* it improves something: its mean cost per call or its fallback rate is lower than the active
+  configuration's, or it passes more held-out items (``c > b``; where answers are labelled, a wrong
+  answer the weak verifier passes is served, so correctness is what a fallback rate cannot show); and
 * for a joint candidate (a SkillBook and an adapter), each part alone is no worse than the active
   configuration (``b <= c`` for the adapter with the active SkillBook, and for the SkillBook with the
   active adapter), so one part cannot ride in on the other's gain.
+
+A refused joint candidate is not the end: each part alone is then judged by the same rules (it was
+replayed anyway), and the best part that passes them is admitted by itself, the other part left out.
 
 Where the profile labels live answers with background teacher samples (``teacher_sample_rate`` > 0), a
 weak verifier's pass is not trusted either: the teacher answers every held-out item, and a student answer
@@ -321,20 +326,36 @@ def decide(
             )
     cheaper = candidate.cost < active.cost
     fewer_fallbacks = candidate.fallbacks < active.fallbacks
-    if not (cheaper or fewer_fallbacks):
+    more_right = c > b
+    if not (cheaper or fewer_fallbacks or more_right):
         return Admission.Decision.REFUSED, (
-            f"neither cost ({cand['cost_usd']:.6g} vs {act['cost_usd']:.6g} USD per call) nor fallback rate "
-            f"({cand['fallback_rate']:.3f} vs {act['fallback_rate']:.3f}) improves"
+            f"neither cost ({cand['cost_usd']:.6g} vs {act['cost_usd']:.6g} USD per call), fallback rate "
+            f"({cand['fallback_rate']:.3f} vs {act['fallback_rate']:.3f}) nor pass rate improves"
         )
     gains = [
         f"cost {act['cost_usd']:.6g} -> {cand['cost_usd']:.6g} USD per call" if cheaper else "",
         f"fallback rate {act['fallback_rate']:.3f} -> {cand['fallback_rate']:.3f}" if fewer_fallbacks else "",
+        f"pass rate {act['pass_rate']:.3f} -> {cand['pass_rate']:.3f}" if more_right else "",
     ]
     alone = "".join(f"; the {x.name} alone not worse (b={x.b}, c={x.c})" for x in parts)
     return Admission.Decision.ADMITTED, (
         f"pass rate not worse ({cand['pass_rate']:.3f} vs {act['pass_rate']:.3f}, McNemar b={b}, c={c}, "
         f"p={p:.4f}); " + "; ".join(g for g in gains if g) + alone
     )
+
+
+def best_part(
+    active: SideMetrics, parts: Sequence[Part], *, alpha: float, min_items: int
+) -> tuple[Part, str] | None:
+    """The part of a refused joint candidate to admit by itself: the one with the highest pass rate
+    (then the lower cost) of those that pass ``decide`` alone; None when none does."""
+    for part in sorted(parts, key=lambda x: (-x.metrics.passed, x.metrics.cost)):
+        decision, reason = decide(
+            active, part.metrics, b=part.b, c=part.c, p=part.p, alpha=alpha, min_items=min_items
+        )
+        if decision == Admission.Decision.ADMITTED:
+            return part, reason
+    return None
 
 
 def admission_evaluate(
@@ -377,19 +398,23 @@ def admission_evaluate(
     for name, part_legs in zip(parts or {}, legs[2:], strict=True):
         metrics = _metrics(part_legs, teachers)
         judged_parts.append(Part(name, metrics, *mcnemar(act.outcomes, metrics.outcomes)))
-    decision, reason = decide(
-        act,
-        cand,
-        b=b,
-        c=c,
-        p=p,
-        alpha=alpha,
-        min_items=int(cycle_setting("ADMISSION_MIN_ITEMS")),
-        parts=judged_parts,
-    )
-    candidate_metrics = {**cand.as_json(), "labelled": labelled}
+    min_items = int(cycle_setting("ADMISSION_MIN_ITEMS"))
+    decision, reason = decide(act, cand, b=b, c=c, p=p, alpha=alpha, min_items=min_items, parts=judged_parts)
+    candidate_metrics: dict[str, Any] = {**cand.as_json(), "labelled": labelled}
     if judged_parts:
         candidate_metrics["parts"] = {part.name: part.as_json() for part in judged_parts}
+    admitted_ids = candidate_ids
+    if decision == Admission.Decision.REFUSED and cand.n >= min_items:
+        best = best_part(act, judged_parts, alpha=alpha, min_items=min_items)
+        if best is not None:
+            part, part_reason = best
+            refused = reason
+            decision = Admission.Decision.ADMITTED
+            reason = f"the {part.name} alone is admitted: {part_reason}"
+            reason += f" (the joint candidate was refused: {refused})"
+            admitted_ids = {k: v for k, v in candidate_ids.items() if k == part.name}
+            candidate_metrics["proposed"] = candidate_ids
+            candidate_metrics["admitted_part"] = part.name
     per_item = [
         {
             "key": item.key[:16],
@@ -405,7 +430,7 @@ def admission_evaluate(
         return Admission.objects.create(
             profile=profile,
             kind=kind,
-            candidate=candidate_ids,
+            candidate=admitted_ids,
             active=active_ids,
             candidate_metrics=candidate_metrics,
             active_metrics=act.as_json(),

@@ -242,8 +242,8 @@ def _admission(cycle: Cycle) -> str | None:
 
 
 def admission_apply(*, admission: Admission) -> None:
-    """Admitted: the candidate's parts become the gateway's, all or none. Refused: a candidate adapter
-    is retired.
+    """Admitted: the candidate's parts become the gateway's, all or none (a part admitted alone: that
+    part, and a candidate adapter left out is retired). Refused: a candidate adapter is retired.
 
     A joint admission is applied atomically: the adapter is loaded into vLLM first (idempotent, and
     nothing is routed to it yet), then the adapter's activation and the SkillBook's are written in one
@@ -251,6 +251,11 @@ def admission_apply(*, admission: Admission) -> None:
     both as they were."""
     skillbook_id = admission.candidate.get("skillbook")
     adapter_id = admission.candidate.get("adapter")
+    left_out = (admission.candidate_metrics or {}).get("proposed", {}).get("adapter")
+    if left_out is not None and left_out != adapter_id:  # a part admitted alone: the adapter was not it
+        from training.services.adapters import adapter_refuse
+
+        adapter_refuse(adapter_id=left_out, reason=f"left out of the admission: {admission.reason}")
     if admission.decision == Admission.Decision.ADMITTED:
         from training.deploy import adapter_activate_loaded, adapter_ready
 
