@@ -600,3 +600,64 @@ def test_a_process_burning_cpu_while_requests_are_slow_is_named_the_cause():
     )
     assert cause[0].rank > max(f.rank for f in found if f.kind in ("high_latency", "cpu_saturation"))
     assert cause[0].remedy is not None and cause[0].remedy.target == "quillsvc"
+
+
+def test_a_filtering_query_by_route_that_returns_one_route_says_the_others_are_under_its_bound():
+    query = (
+        "histogram_quantile(0.99, sum by (le, path) "
+        '(rate(rpc_latency_seconds_bucket{app="ferro"}[5m]))) > 0.5'
+    )
+    result = json.dumps(
+        {
+            "status": "success",
+            "data": {
+                "resultType": "vector",
+                "result": [{"metric": {"app": "ferro", "path": "/q/fold"}, "value": [0, "2.25"]}],
+            },
+        }
+    )
+    found, _ = findings_of(result, tool="execute_prometheus_instant_query", params={"query": query})
+    slow = [f for f in found if f.kind == "slow_endpoint"]
+    assert len(slow) == 1 and "/q/fold" in slow[0].summary
+    assert "No other path is past 0.5 s" in slow[0].summary and "the other paths are fast" in slow[0].summary
+    # Not grouped by an endpoint label: nothing can be said of other endpoints.
+    ungrouped = query.replace("sum by (le, path)", "sum by (le)")
+    found, _ = findings_of(result, tool="execute_prometheus_instant_query", params={"query": ungrouped})
+    assert not any("other path" in f.summary for f in found)
+
+
+JOB = (
+    "Name:                     hollow-sync\nNamespace:                quarry\n"
+    "Parallelism:              1\nCompletions:              1\n"
+    "Active Deadline Seconds:  1800s\n"
+    "Pods Statuses:            0 Active (0 Ready) / 0 Succeeded / 1 Failed\n"
+    "Events:\n  Type     Reason            Age   From            Message\n"
+    "  ----     ------            ----  ----            -------\n"
+    "  Normal   SuccessfulCreate  2h    job-controller  Created pod: hollow-sync-x1\n"
+    "  Warning  DeadlineExceeded  1h    job-controller  Job was active longer than specified deadline\n"
+)
+
+
+def test_a_job_past_its_deadline_is_named_with_the_deadline():
+    found, _ = findings_of(JOB, params={"kind": "job"})
+    deadline = [f for f in found if f.kind == "job_deadline_exceeded"]
+    assert len(deadline) == 1
+    assert (
+        "DeadlineExceeded" in deadline[0].summary
+        and "activeDeadlineSeconds of 1800 seconds" in deadline[0].summary
+    )
+    assert deadline[0].rank > max(
+        f.rank for f in found if f.kind == "job_failed"
+    )  # the cause, not the symptom
+
+
+def test_a_log_that_ends_on_a_stop_signal_after_progress_says_it_was_stopped_mid_work():
+    log = "t1 copying shards 10 of 90\nt2 copying shards 40 of 90\nt3 caught SIGTERM, shutting down\n"
+    found, _ = findings_of(log, tool="fetch_pod_logs", params={"pod_name": "pylon-7", "namespace": "quarry"})
+    stopped = [f for f in found if f.kind == "stopped_mid_work"]
+    assert len(stopped) == 1 and "SIGTERM" in stopped[0].summary and "40 of 90" in stopped[0].summary
+    # A signal with no progress before it (a plain shutdown) is not this finding.
+    found, _ = findings_of(
+        "t1 ready\nt2 caught SIGTERM, shutting down\n", tool="fetch_pod_logs", params={"pod_name": "p"}
+    )
+    assert "stopped_mid_work" not in kinds(found)

@@ -114,3 +114,27 @@ def test_a_profile_with_grpo_on_trains_sft_then_grpo_rewarded_by_each_calls_veri
     assert {p["phase"] for p in run.progress} == {"sft", "grpo"}
     assert run.metrics["grpo_mean_reward"] == 1.0
     assert Path(run.adapter.path, "adapter_model.safetensors").exists()
+
+
+@pytest.mark.django_db
+def test_where_answers_are_labelled_the_reward_also_asks_agreement_with_the_verified_answer() -> None:
+    """A weak verifier (the tool_args schema check) passes any well-formed call, so every sample would
+    get the same reward; on a profile that labels its answers with teacher samples, a completion must
+    also agree with the example's verified answer, by the rule the live labels use."""
+    labelled = TaskProfileFactory.create(
+        name="labelled", verifier={"kind": "tool_args"}, policy_params={"teacher_sample_rate": 0.5}
+    )
+    request = {"messages": [{"role": "user", "content": "Weather in Oslo for 2 days?"}], "tools": TOOLS}
+    verified = hermes("get_weather", {"city": "Oslo", "days": 2})
+    example = Example(request["messages"], verified, request=request)
+
+    (reward,) = services.call_verifiers(labelled, [example])
+
+    assert reward(verified)
+    assert not reward(hermes("get_weather", {"city": "Oslo", "days": 3}))  # schema-valid, wrong value
+    assert not reward(hermes("get_weather", {"days": "two"}))  # and the verifier still decides first
+    unlabelled = TaskProfileFactory.create(
+        name="unlabelled", verifier={"kind": "tool_args"}, policy_params={"teacher_sample_rate": 0}
+    )
+    (reward,) = services.call_verifiers(unlabelled, [example])
+    assert reward(hermes("get_weather", {"city": "Oslo", "days": 3}))  # the verifier's verdict alone

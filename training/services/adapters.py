@@ -201,10 +201,18 @@ def call_verifiers(profile: TaskProfile, examples: Sequence[Example]) -> list[Ca
     call the example came from (the profile's, or the call's own ``metadata.verifier``: per-call tests,
     a schema), against that call's request (its tools, its response format), as the gateway judges it.
     A completion's Hermes ``<tool_call>`` blocks are read as the tool calls a served answer would carry.
+
+    Where the profile labels live answers with teacher samples (a weak verifier: a schema check that
+    passes any well-formed call), the verdict alone rewards every sample alike and GRPO learns nothing;
+    there a completion must also agree with the example's verified answer by the rule the live labels
+    use (``routing.teacher_sampling.student_correct``), as admission judges the candidate.
     Raises TrainingError when an example has no verifier (nothing can reward it)."""
     from routing.calls import plan_call
+    from routing.teacher_sampling import rates
     from routing.verifier_policy import VerifierPolicyError
+    from training.services.cycle.calls import completion_message
 
+    labelled = rates(profile)[0] > 0
     verifiers = []
     for number, example in enumerate(examples, start=1):
         request = example.request or {"messages": example.messages}
@@ -216,15 +224,22 @@ def call_verifiers(profile: TaskProfile, examples: Sequence[Example]) -> list[Ca
             raise TrainingError(
                 f"GRPO needs a verifier for its reward; example {number} of profile {profile.name!r} has none"
             )
-        verifiers.append(_reward(verifier, request))
+        reference = completion_message(example.completion) if labelled else None
+        verifiers.append(_reward(verifier, request, reference))
     return verifiers
 
 
-def _reward(verifier: Any, request: dict[str, Any]) -> Callable[[str], bool]:
+def _reward(
+    verifier: Any, request: dict[str, Any], reference: dict[str, Any] | None
+) -> Callable[[str], bool]:
+    from routing.teacher_sampling import student_correct
     from training.services.cycle.calls import completion_message
 
     def verify(text: str) -> bool:
-        return bool(verifier.verify(request=request, message=completion_message(text)).passed)
+        message = completion_message(text)
+        if not verifier.verify(request=request, message=message).passed:
+            return False
+        return reference is None or student_correct(message, reference, True) is not False
 
     return verify
 

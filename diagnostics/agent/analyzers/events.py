@@ -224,6 +224,22 @@ def event_findings(
                         80,
                     )
                 )
+        elif event.reason == "DeadlineExceeded":  # a Job's (or a pod's) activeDeadlineSeconds ran out
+            deadline = state.fact_dict("job_deadlines").get(obj.label, "")
+            findings.append(
+                Finding(
+                    "job_deadline_exceeded",
+                    f"{who} failed with DeadlineExceeded: it ran longer than its activeDeadlineSeconds"
+                    + (f" of {deadline}" if deadline else "")
+                    + ", so Kubernetes stopped its pods while they were still running.",
+                    Severity.CRITICAL,
+                    obj.label,
+                    clip(message),
+                    72,
+                    "Raise spec.activeDeadlineSeconds to the job's real run time, or make each run do less "
+                    "(smaller or incremental batches).",
+                )
+            )
         elif event.reason == "BackoffLimitExceeded":
             findings.append(
                 Finding(

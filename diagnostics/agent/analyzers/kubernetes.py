@@ -436,6 +436,9 @@ class JobDescribeAnalyzer(Analyzer):
                     35,
                 )
             )
+        deadline = re.fullmatch(r"(\d+)s?", tree.get("Active Deadline Seconds").strip())
+        if deadline:
+            state.fact_dict("job_deadlines")[obj.label] = f"{deadline.group(1)} seconds"
         for created in re.findall(r"Created pod: (\S+)", out.text):
             state.lead(ObjRef("pod", created, obj.namespace), f"pod of job {obj.name}", 75)
         for container in _containers(tree, "Containers"):

@@ -89,6 +89,10 @@ _CERT_DATE = re.compile(
 _CERT_SOON = re.compile(r"certificate[^\n]{0,60}expires? in (\d+) days?", re.IGNORECASE)
 
 
+_STOP_SIGNAL = re.compile(r"\bSIG(?:TERM|KILL|INT)\b|signal: (?:terminated|killed)", re.IGNORECASE)
+_PROGRESS = re.compile(r"\b\d{1,3}(?:\.\d+)?\s?%|\b\d[\d,]* (?:of|/) \d[\d,]*\b|\bprogress\b", re.IGNORECASE)
+
+
 def log_subject(out: ToolOutput, state: AnalysisState) -> tuple[str, str, str]:
     """(whose log, the finding subject, ' in the logs of X') for a log output."""
     source = str(out.params.get("pod_name") or out.params.get("service") or out.params.get("name") or "")
@@ -162,6 +166,7 @@ class LogAnalyzer(Analyzer):
                 )
             )
         findings += self._config_errors(text, subject, where, source)
+        findings += self._stopped_mid_work(text, subject, where)
         if re.search(r"permission denied|EACCES", text, re.IGNORECASE):
             line = next(
                 li for li in text.splitlines() if re.search(r"permission denied|EACCES", li, re.IGNORECASE)
@@ -177,6 +182,31 @@ class LogAnalyzer(Analyzer):
                 )
             )
         return findings
+
+    @staticmethod
+    def _stopped_mid_work(text: str, subject: str, where: str) -> list[Finding]:
+        """The log ends on a stop signal right after progress lines: something outside stopped the
+        process while it was still working (a deadline, an eviction, a rollout), not a crash of its own."""
+        lines = [line for line in text.splitlines() if line.strip()]
+        tail = lines[-3:]
+        signal = next((line for line in tail if _STOP_SIGNAL.search(line)), None)
+        how = _STOP_SIGNAL.search(signal) if signal is not None else None
+        if signal is None or how is None:
+            return []
+        progress = [line for line in lines[: lines.index(signal)] if _PROGRESS.search(line)]
+        if not progress:
+            return []
+        return [
+            Finding(
+                "stopped_mid_work",
+                f"The process{where} was stopped from outside ({how.group(0)}) while "
+                f"still working; its last progress line: {clip(progress[-1].strip(), 120)}.",
+                Severity.WARNING,
+                subject,
+                clip(signal),
+                45,
+            )
+        ]
 
     def _config_errors(self, text: str, subject: str, where: str, source: str) -> list[Finding]:
         """'config error: KEY must be a number, got '30s'': the service refuses to start on its config."""

@@ -111,6 +111,18 @@ def endpoint_of(sample: Sample) -> str:
     return next((sample.labels[k] for k in ENDPOINT_LABELS if sample.labels.get(k)), "")
 
 
+def endpoint_label(sample: Sample) -> str:
+    return next((k for k in ENDPOINT_LABELS if sample.labels.get(k)), "endpoint")
+
+
+_BY = re.compile(r"\bby\s*\(([^)]*)\)", re.IGNORECASE)
+
+
+def groups_by_endpoint(query: str) -> bool:
+    """The query aggregates ``by (...)`` an endpoint label: each of its series is one endpoint."""
+    return any(label.strip() in ENDPOINT_LABELS for group in _BY.findall(query) for label in group.split(","))
+
+
 # The prometheus toolset's rendering: ``name{a="b"} => 0.42 @ <time>`` (a vector) and
 # ``name{a="b"}: 12 points <from> .. <to>; min=.. max=.. last=..`` (a matrix; its max is taken).
 _RENDERED_VECTOR = re.compile(
@@ -190,7 +202,10 @@ class MetricsAnalyzer(Analyzer):
         findings += self._down(samples)
         findings += self._throttling(samples)
         default = str(out.params.get("service") or out.params.get("name") or "")
-        findings += self._latency(samples + histogram_quantiles(samples), default, _bound(out))
+        query = str(out.params.get("query") or "")
+        findings += self._latency(
+            samples + histogram_quantiles(samples), default, _bound(out), groups_by_endpoint(query)
+        )
         findings += self._errors(samples)
         findings += self._volumes(samples)
         return findings
@@ -287,7 +302,11 @@ class MetricsAnalyzer(Analyzer):
         return findings
 
     def _latency(
-        self, samples: list[Sample], default_target: str = "", bound: float | None = None
+        self,
+        samples: list[Sample],
+        default_target: str = "",
+        bound: float | None = None,
+        grouped_by: bool = False,
     ) -> list[Finding]:
         threshold = float(settings.DIAGNOSTICS_LATENCY_THRESHOLD_S)
         if bound is not None:
@@ -302,6 +321,7 @@ class MetricsAnalyzer(Analyzer):
                 continue
             timings.append((s, s.value / 1000 if s.name.endswith(("_ms", "_milliseconds")) else s.value))
         fast = sorted({endpoint_of(s) for s, seconds in timings if seconds < threshold and endpoint_of(s)})
+        slow = {endpoint_of(s) for s, seconds in timings if seconds >= threshold and endpoint_of(s)}
         for s, seconds in timings:
             if seconds < threshold:
                 continue
@@ -311,6 +331,14 @@ class MetricsAnalyzer(Analyzer):
             where = f"the endpoint {endpoint} of " if endpoint else ""
             target = s.target or default_target
             others = f" The other endpoints are fast: {', '.join(fast[:5])}." if endpoint and fast else ""
+            if endpoint and not fast and bound is not None and grouped_by and len(slow) == 1:
+                # A filtering query grouped by the endpoint label (an alert's expression) returned this
+                # series alone: every other series of that grouping is under the bound.
+                label = endpoint_label(s)
+                others = (
+                    f" No other {label} is past {bound:g} s (the filtering query, by {label}, returned only "
+                    f"this one): the other {label}s are fast."
+                )
             findings.append(
                 Finding(
                     "slow_endpoint" if endpoint else "high_latency",
