@@ -48,28 +48,36 @@ def test_a_latency_alert_of_the_lab_rules_is_localized_through_prometheus(tmp_pa
             get_fault("added_latency").inject(lab)
             wait_for_symptoms(LocalReadToolset(lab.config), "added_latency")
             toolset = PrometheusReadToolset(PrometheusConfig(url=prometheus.url, timeout_s=5))
-            deadline = time.monotonic() + 90
-            while time.monotonic() < deadline:  # the rule's expression returns the slow series
-                firing = toolset.call("execute_prometheus_instant_query", {"query": expr})
-                if firing.ok and 'service="api"' in firing.output:
+            # On a loaded 2-core machine the rule's series can flap between the check and the agent's own
+            # query (its 1-minute window); the alert is then raised and diagnosed again, at most 3 times.
+            for _attempt in range(3):
+                deadline = time.monotonic() + 90
+                while time.monotonic() < deadline:  # the rule's expression returns the slow series
+                    firing = toolset.call("execute_prometheus_instant_query", {"query": expr})
+                    if firing.ok and 'service="api"' in firing.output:
+                        break
+                    time.sleep(1)
+                else:
+                    pytest.fail(f"the latency rule never matched the api: {firing.output}")
+                # The api's own series (web's, slow with it, can come first in the output).
+                line = next(li for li in firing.output.splitlines() if 'service="api"' in li)
+                route = line.split('route="', 1)[1].split('"', 1)[0]
+                alert = from_alertmanager(
+                    {
+                        "labels": {"alertname": "LabHighRequestLatency", "service": "api", "route": route},
+                        "annotations": {"summary": f"p95 latency of api {route} is above 100 ms"},
+                        "generatorURL": f"{prometheus.url}/graph?g0.expr={quote_plus(expr)}&g0.tab=1",
+                    }
+                )
+                outcome = investigate(
+                    alert=alert,
+                    environment=build_environment("local+prometheus"),
+                    recorder=MemoryRecorder(),
+                    mode="analyzers",
+                )
+                slow = [f for f in outcome.findings if f.kind == "slow_endpoint"]
+                if any(f"endpoint {route} of api" in f.summary for f in slow):
                     break
-                time.sleep(1)
-            else:
-                pytest.fail(f"the latency rule never matched the api: {firing.output}")
-            route = firing.output.split('route="', 1)[1].split('"', 1)[0]
-            alert = from_alertmanager(
-                {
-                    "labels": {"alertname": "LabHighRequestLatency", "service": "api", "route": route},
-                    "annotations": {"summary": f"p95 latency of api {route} is above 100 ms"},
-                    "generatorURL": f"{prometheus.url}/graph?g0.expr={quote_plus(expr)}&g0.tab=1",
-                }
-            )
-            outcome = investigate(
-                alert=alert,
-                environment=build_environment("local+prometheus"),
-                recorder=MemoryRecorder(),
-                mode="analyzers",
-            )
         lab.heal()
     queried = [c for c in outcome.tool_calls if c["tool"] == "execute_prometheus_instant_query"]
     assert any(c["params"]["query"] == expr and c["ok"] and not c["no_data"] for c in queried), queried
