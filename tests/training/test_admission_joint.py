@@ -107,6 +107,13 @@ def test_a_refused_joint_candidate_admits_its_better_part_alone(gateway_url, bac
     adapter = Adapter.objects.get(name=LORA)
     assert admission.candidate == {"adapter": adapter.pk}
     assert admission.candidate_metrics["admitted_part"] == "adapter"
+    # The row's figures are the admitted adapter's (auto-rollback compares live correctness with them).
+    assert (
+        admission.candidate_metrics["fallback_rate"] == 0.0
+        and admission.candidate_metrics["pass_rate"] == 1.0
+    )
+    assert (admission.mcnemar_b, admission.mcnemar_c) == (0, 0)
+    assert admission.candidate_metrics["joint"]["pass_rate"] == 1.0  # kept beside: the pair passed too
 
     lora = _LoraServer(200)  # vLLM's adapter loading, from here on the student's server
     Backend.objects.filter(pk=backends["student"].pk).update(api_base=lora.base_url)

@@ -394,27 +394,31 @@ def admission_evaluate(
     active_legs, candidate_legs = legs[0], legs[1]
     act, cand = _metrics(active_legs, teachers), _metrics(candidate_legs, teachers)
     b, c, p = mcnemar(act.outcomes, cand.outcomes)
-    judged_parts = []
-    for name, part_legs in zip(parts or {}, legs[2:], strict=True):
-        metrics = _metrics(part_legs, teachers)
+    judged_parts, part_legs = [], dict(zip(parts or {}, legs[2:], strict=True))
+    for name, side_legs in part_legs.items():
+        metrics = _metrics(side_legs, teachers)
         judged_parts.append(Part(name, metrics, *mcnemar(act.outcomes, metrics.outcomes)))
     min_items = int(cycle_setting("ADMISSION_MIN_ITEMS"))
     decision, reason = decide(act, cand, b=b, c=c, p=p, alpha=alpha, min_items=min_items, parts=judged_parts)
-    candidate_metrics: dict[str, Any] = {**cand.as_json(), "labelled": labelled}
-    if judged_parts:
-        candidate_metrics["parts"] = {part.name: part.as_json() for part in judged_parts}
+    extra: dict[str, Any] = {"parts": {x.name: x.as_json() for x in judged_parts}} if judged_parts else {}
     admitted_ids = candidate_ids
-    if decision == Admission.Decision.REFUSED and cand.n >= min_items:
-        best = best_part(act, judged_parts, alpha=alpha, min_items=min_items)
-        if best is not None:
-            part, part_reason = best
-            refused = reason
-            decision = Admission.Decision.ADMITTED
-            reason = f"the {part.name} alone is admitted: {part_reason}"
-            reason += f" (the joint candidate was refused: {refused})"
-            admitted_ids = {k: v for k, v in candidate_ids.items() if k == part.name}
-            candidate_metrics["proposed"] = candidate_ids
-            candidate_metrics["admitted_part"] = part.name
+    best = (
+        best_part(act, judged_parts, alpha=alpha, min_items=min_items)
+        if decision == Admission.Decision.REFUSED
+        else None
+    )
+    if best is not None:
+        # The admitted side is the part: its figures (auto-rollback compares live correctness with
+        # them), its McNemar counts and its per-item legs; the joint candidate's stay beside them.
+        part, part_reason = best
+        extra.update(joint=cand.as_json(), proposed=candidate_ids, admitted_part=part.name)
+        decision = Admission.Decision.ADMITTED
+        reason = (
+            f"the {part.name} alone is admitted: {part_reason} (the joint candidate was refused: {reason})"
+        )
+        admitted_ids = {part.name: candidate_ids[part.name]} if part.name in candidate_ids else {}
+        cand, candidate_legs, (b, c, p) = part.metrics, part_legs[part.name], (part.b, part.c, part.p)
+    candidate_metrics: dict[str, Any] = {**cand.as_json(), "labelled": labelled, **extra}
     per_item = [
         {
             "key": item.key[:16],
