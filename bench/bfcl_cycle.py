@@ -191,6 +191,24 @@ def _ledger_rows(ids: list[str]) -> dict[str, Any]:
         time.sleep(0.2)
 
 
+def perfect_router(direct: list[dict[str, Any]], teacher: list[dict[str, Any]]) -> dict[str, float]:
+    """What a perfect router between this student and the teacher would get on the same items: the
+    teacher only where it is correct and the student (its direct answer) is not. Correctness and cost
+    (the ledger's, of the answer each item would be served) — the bound on the policy's cost at the
+    teacher's correctness."""
+    calls = _ledger_rows([r["invocation"] for r in [*direct, *teacher] if r["invocation"]])
+
+    def cost(result: dict[str, Any]) -> Decimal:
+        call = calls.get(result["invocation"] or "")
+        return call.cost_usd if call is not None else Decimal(0)
+
+    served = [t if t["correct"] and not s["correct"] else s for s, t in zip(direct, teacher, strict=True)]
+    return {
+        "correct": sum(r["correct"] for r in served) / max(len(served), 1),
+        "cost": float(sum((cost(r) for r in served), Decimal(0))),
+    }
+
+
 def summary(results: list[dict[str, Any]]) -> dict[str, Any]:
     """Pass shares (live and BFCL), cost and fallback of the calls, overall and per category."""
     ids = [r["invocation"] for r in results if r["invocation"]]

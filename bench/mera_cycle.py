@@ -217,20 +217,29 @@ def row(k: int, cycle: Any, m: dict[str, float], teacher: dict[str, float]) -> s
 
 BFCL_HEADER = (
     "| cycle | new demos | admission | student direct live | student direct BFCL | policy live "
-    "| policy BFCL | teacher alone BFCL | cost vs teacher | fallback | replay s | skillbook s | adapter s "
-    "| router s | admission s |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+    "| policy BFCL | teacher alone BFCL | cost vs teacher | fallback | perfect router BFCL / cost vs teacher "
+    "| replay s | skillbook s | adapter s | router s | admission s |\n"
+    "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 )
 
 
 def bfcl_row(
-    k: int, cycle: Any, direct: dict[str, Any], policy: dict[str, Any], teacher: dict[str, Any]
+    k: int,
+    cycle: Any,
+    direct: dict[str, Any],
+    policy: dict[str, Any],
+    teacher: dict[str, Any],
+    perfect: dict[str, float],
 ) -> str:
     demos, what, times = _cycle_cells(cycle)
-    cost_rel = policy["cost"] / teacher["cost"] if teacher["cost"] else float("nan")
+
+    def rel(cost: float) -> float:
+        return cost / teacher["cost"] if teacher["cost"] else float("nan")
+
     return (
         f"| {k} | {demos} | {what} | {direct['live']:.3f} | {direct['correct']:.3f} | {policy['live']:.3f} "
-        f"| {policy['correct']:.3f} | {teacher['correct']:.3f} | {cost_rel:.3f} | {policy['fallback']:.3f} "
-        f"| {times} |"
+        f"| {policy['correct']:.3f} | {teacher['correct']:.3f} | {rel(policy['cost']):.3f} "
+        f"| {policy['fallback']:.3f} | {perfect['correct']:.3f} / {rel(perfect['cost']):.3f} | {times} |"
     )
 
 
@@ -428,18 +437,23 @@ def bfcl_loop(
     through the policy and through the student alone."""
     from bench import bfcl_cycle
 
-    teacher = bfcl_cycle.summary(bfcl_cycle.send(client, heldout, "teacher"))
-    direct = first = bfcl_cycle.summary(bfcl_cycle.send(client, heldout, "student"))
+    teacher_answers = bfcl_cycle.send(client, heldout, "teacher")
+    teacher = bfcl_cycle.summary(teacher_answers)
+    answers = bfcl_cycle.send(client, heldout, "student")
+    direct = first = bfcl_cycle.summary(answers)
     policy = bfcl_cycle.summary(bfcl_cycle.send(client, heldout, "auto"))
-    lines = [bfcl_row(0, None, direct, policy, teacher)]
+    perfect = bfcl_cycle.perfect_router(answers, teacher_answers)
+    lines = [bfcl_row(0, None, direct, policy, teacher, perfect)]
     print(BFCL_HEADER + "\n" + lines[0], file=sys.stderr)
     for k, batch in enumerate((train[i :: args.cycles] for i in range(args.cycles)), start=1):
         sampled = bfcl_cycle.run_samples(bfcl_cycle.send(client, batch, "auto"))
         print(f"  cycle {k}: {sampled} background teacher samples on the train batch", file=sys.stderr)
         cycle = run_cycle(profile_id)
-        direct = bfcl_cycle.summary(bfcl_cycle.send(client, heldout, "student"))
+        answers = bfcl_cycle.send(client, heldout, "student")
+        direct = bfcl_cycle.summary(answers)
         policy = bfcl_cycle.summary(bfcl_cycle.send(client, heldout, "auto"))
-        lines.append(bfcl_row(k, cycle, direct, policy, teacher))
+        perfect = bfcl_cycle.perfect_router(answers, teacher_answers)
+        lines.append(bfcl_row(k, cycle, direct, policy, teacher, perfect))
         print(lines[-1], file=sys.stderr)
     return BFCL_HEADER, lines, "Per category, held-out:\n\n" + bfcl_categories(first, direct, policy, teacher)
 

@@ -5,6 +5,8 @@
   ``gen-mixed``.
 - ``bfcl``: BFCL v4's 1,240 tool-call items (``bench.router_replays.bfcl``): another source, other
   kinds of calls, BFCL's checker as the ground truth; not tuned on.
+- ``he-mbpp``: HumanEval+MBPP (``bench.router_replays.he_mbpp``): SmolLM2-135M's recorded answers,
+  the tasks' executed tests as the ground truth; not tuned on.
 """
 
 from __future__ import annotations
@@ -29,6 +31,12 @@ def _bfcl() -> list[ReplayRecord]:
     return [record(item) for item in load_items()]
 
 
+def _he_mbpp() -> list[ReplayRecord]:
+    from bench.router_replays.he_mbpp import records
+
+    return records()
+
+
 SOURCES: dict[str, tuple[str, Callable[[], list[ReplayRecord]]]] = {
     "gen-mixed": (
         "generator, mixed verifiers, seed 21, 3000 calls",
@@ -47,4 +55,5 @@ SOURCES: dict[str, tuple[str, Callable[[], list[ReplayRecord]]]] = {
         lambda: generate(3000, regime="no_verifier", seed=41, sharpness=1.0, noise=0.6),
     ),
     "bfcl": ("BFCL v4 tool calls: rule-based student, BFCL checker (not tuned on)", _bfcl),
+    "he-mbpp": ("HumanEval+MBPP: SmolLM2-135M's recorded answers, executed tests (not tuned on)", _he_mbpp),
 }

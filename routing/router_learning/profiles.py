@@ -45,6 +45,13 @@ class ProfileResult:
     teacher_share: float
     oracle_teacher_share: float
     fallback_rate: float
+    # The same scores with the cheapest threshold meeting the target on these very calls (hindsight,
+    # no margin): what the ranking alone allows; the gap to cost_rel is the calibration's price.
+    hindsight_cost_rel: float = float("nan")
+
+    @property
+    def hindsight_vs_oracle(self) -> float:
+        return self.hindsight_cost_rel / self.oracle_cost_rel - 1 if self.oracle_cost_rel else float("nan")
 
     @property
     def cost_vs_oracle(self) -> float:
@@ -55,7 +62,12 @@ class ProfileResult:
         return self.pass_rate >= self.required_pass_rate - 1e-12
 
     def to_json(self) -> dict[str, Any]:
-        return {**asdict(self), "cost_vs_oracle": self.cost_vs_oracle, "meets_target": self.meets_target}
+        return {
+            **asdict(self),
+            "cost_vs_oracle": self.cost_vs_oracle,
+            "hindsight_vs_oracle": self.hindsight_vs_oracle,
+            "meets_target": self.meets_target,
+        }
 
 
 def rotations(n_shards: int = N_SHARDS) -> list[Split]:
@@ -125,6 +137,7 @@ def evaluate_profiles(
     x_all = featurize(complete, featurizer)
     index = {id(r): i for i, r in enumerate(complete)}
     to_teacher = np.zeros(len(complete), dtype=bool)
+    test_scores = np.ones(len(complete))
     for split in rotations():
         train, calib, test = split.parts(complete)
         fit_on = {"pooled": {"*": train}, "global": {"*": train}}.get(mode) or {
@@ -172,14 +185,16 @@ def evaluate_profiles(
                 threshold = 0.0  # nothing to calibrate on: the teacher
             else:
                 threshold = calibrate(PolicyData.from_records(cal), cal_scores, target).threshold
-            decided = scores(tst, model_key) >= threshold
-            for record, route in zip(tst, decided, strict=True):
-                to_teacher[index[id(record)]] = route
+            tested = scores(tst, model_key)
+            for record, score in zip(tst, tested, strict=True):
+                to_teacher[index[id(record)]] = score >= threshold
+                test_scores[index[id(record)]] = score
     results = []
     for profile, ix in sorted(_by_profile(complete).items()):
         data = PolicyData.from_records([complete[i] for i in ix])
         learned = policy_metrics("learned", data, to_teacher[ix])
         oracle = oracle_metrics(data)
+        hindsight = calibrate(data, test_scores[ix], Target(target.pass_rate, target.relative, None, 0.0))
         teacher_rate = float(data.t_ok.mean())
         results.append(
             ProfileResult(
@@ -193,22 +208,42 @@ def evaluate_profiles(
                 teacher_share=learned.teacher_share,
                 oracle_teacher_share=oracle.teacher_share,
                 fallback_rate=learned.fallback_rate,
+                hindsight_cost_rel=hindsight.chosen.cost_rel,
             )
         )
     return results
 
 
+def hindsight_vs_oracle(
+    records: Sequence[ReplayRecord], scores: Sequence[float], target: Target
+) -> dict[str, float]:
+    """Per profile, the cost over the oracle of routing by ``scores`` (higher: the teacher) with the
+    cheapest threshold meeting ``target`` on these very calls: what a ranking allows, before any
+    calibration margin. With a generator's own log-odds as the scores, no router that sees only the
+    content can do better (its per-call noise is what the oracle knows and no content shows)."""
+    complete = [(r, s) for r, s in zip(records, scores, strict=True) if r.complete]
+    out: dict[str, float] = {}
+    for profile, ix in sorted(_by_profile([r for r, _ in complete]).items()):
+        data = PolicyData.from_records([complete[i][0] for i in ix])
+        no_margin = Target(target.pass_rate, target.relative, None, 0.0)
+        chosen = calibrate(data, np.asarray([complete[i][1] for i in ix]), no_margin).chosen
+        oracle = oracle_metrics(data).cost_rel
+        out[profile] = chosen.cost_rel / oracle - 1 if oracle else float("nan")
+    return out
+
+
 def markdown(results: Sequence[ProfileResult]) -> str:
     lines = [
-        "| profile | calls | pass (required) | cost vs teacher | oracle cost | vs oracle | teacher share "
-        "(oracle) | fallback |",
-        "|---|---:|---|---:|---:|---:|---|---:|",
+        "| profile | calls | pass (required) | cost vs teacher | oracle cost | vs oracle "
+        "| hindsight vs oracle | teacher share (oracle) | fallback |",
+        "|---|---:|---|---:|---:|---:|---:|---|---:|",
     ]
     for r in results:
         flag = "" if r.meets_target else " **missed**"
         lines.append(
             f"| {r.profile} | {r.calls} | {r.pass_rate:.1%} ({r.required_pass_rate:.1%}){flag} | "
             f"{r.cost_rel:.3f} | {r.oracle_cost_rel:.3f} | {r.cost_vs_oracle:+.1%} | "
+            f"{r.hindsight_vs_oracle:+.1%} | "
             f"{r.teacher_share:.0%} ({r.oracle_teacher_share:.0%}) | {r.fallback_rate:.1%} |"
         )
     return "\n".join(lines)

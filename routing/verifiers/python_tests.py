@@ -17,6 +17,7 @@ from routing.verifiers.json_schema import message_text
 from routing.verifiers.sandbox import MAX_MEMORY_MB, MAX_TIMEOUT_S, run_python
 
 _FENCE = re.compile(r"^[ \t]*```[ \t]*([\w+-]*)[^\n]*\n(.*?)^[ \t]*```", re.DOTALL | re.MULTILINE)
+_FENCE_LINE = re.compile(r"^[ \t]*```[ \t]*([\w+-]*)[^\n]*(?:\n|$)", re.MULTILINE)
 _PYTHON_LANGS = ("python", "python3", "py")
 _DEFINES_CHECK = re.compile(r"^def\s+check\s*\(", re.MULTILINE)
 _DETAIL_LINES = 8
@@ -24,13 +25,21 @@ _DETAIL_CHARS = 1500
 
 
 def extract_code(text: str) -> str:
-    """The first ```python fenced block, else the first unlabelled one, else the whole text."""
+    """The first ```python fenced block, else the first unlabelled one. With no whole block, one fence
+    line: the code after an opening one (```python, never closed: the answer was cut), the code
+    before a bare one (the answer starts with code and only closes the fence, as small chat models
+    write it). Else the whole text."""
     blocks = [(m.group(1).lower(), m.group(2)) for m in _FENCE.finditer(text)]
     for wanted in (_PYTHON_LANGS, ("",)):
         for lang, code in blocks:
             if lang in wanted:
                 return code
-    return text
+    fence = _FENCE_LINE.search(text)
+    if fence is None:
+        return text
+    if fence.group(1).lower() in _PYTHON_LANGS or not text[: fence.start()].strip():
+        return text[fence.end() :]
+    return text[: fence.start()]
 
 
 def defines(code: str, name: str) -> bool:

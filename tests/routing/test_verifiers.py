@@ -465,3 +465,11 @@ def test_only_bounded_cheap_checks_skip_the_thread_pool():
     assert not tools.runs_inline(request=request, message=call)
     code = build_verifier({"kind": "python_tests", "test": "assert True"})
     assert not code.runs_inline(request={}, message=msg("x = 1"))
+
+
+def test_extract_code_takes_the_code_around_a_lone_fence():
+    closed_only = "def f():\n    return 1\n```\n\nThis function returns one.\n"
+    assert extract_code(closed_only) == "def f():\n    return 1\n"
+    cut = "Here it is:\n```python\ndef f():\n    return 1"
+    assert extract_code(cut) == "def f():\n    return 1"
+    assert extract_code("```\nprint(4)") == "print(4)"

@@ -81,3 +81,28 @@ def test_the_response_format_admits_the_reference_answer_and_declared_functions_
 def test_irrelevance_is_not_constrained():
     item = load_items(categories=("irrelevance",), limit_per_category=1)[0]
     assert response_format(item) is None and "response_format" not in request(item, constrained=True)
+
+
+@pytest.mark.django_db
+def test_the_perfect_router_serves_the_teacher_only_where_it_alone_is_right():
+    from decimal import Decimal
+
+    from bench.bfcl_cycle import perfect_router
+    from tests.factories import InvocationFactory
+
+    def answer(correct: bool, cost: str) -> dict:
+        row = InvocationFactory.create(cost_usd=Decimal(cost))
+        return {
+            "category": "simple",
+            "live": True,
+            "correct": correct,
+            "error_type": "",
+            "invocation": str(row.pk),
+        }
+
+    student = [answer(True, "0.001"), answer(False, "0.001"), answer(False, "0.001")]
+    teacher = [answer(True, "0.010"), answer(True, "0.010"), answer(False, "0.010")]
+    got = perfect_router(student, teacher)
+    # item 1: the student is right; item 2: only the teacher; item 3: neither, so the cheaper student
+    assert got["correct"] == pytest.approx(2 / 3)
+    assert got["cost"] == pytest.approx(0.001 + 0.010 + 0.001)

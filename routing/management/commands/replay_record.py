@@ -15,7 +15,6 @@ format of ``router_eval`` and ``replay_export``.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -27,42 +26,8 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from routing.models import TaskProfile
+from routing.router_learning.code_calls import load_tasks, task_call
 from routing.router_learning.records import Outcome, ReplayRecord, write_jsonl
-
-SYSTEM = (
-    "You are an expert Python programmer. Complete the task with a single ```python code block "
-    "that defines the requested function (with its imports). No explanation."
-)
-
-
-def load_tasks(path: Path, split: str, limit: int | None) -> list[dict[str, Any]]:
-    tasks = []
-    with open(path, encoding="utf-8") as handle:
-        for line in handle:
-            if not line.strip():
-                continue
-            task = json.loads(line)
-            if split == "all" or task.get("split") == split:
-                tasks.append(task)
-            if limit is not None and len(tasks) >= limit:
-                break
-    return tasks
-
-
-def task_call(task: dict[str, Any], profile: str) -> dict[str, Any]:
-    return {
-        "messages": [{"role": "system", "content": SYSTEM}, {"role": "user", "content": task["prompt"]}],
-        "metadata": {
-            "task": profile,
-            "task_id": task["task_id"],
-            "verifier": {
-                "kind": "python_tests",
-                "test": task["test"],
-                "entry_point": task["entry_point"],
-                "prompt": task["prompt"],
-            },
-        },
-    }
 
 
 class Recorder:

@@ -97,3 +97,5 @@ def test_per_profile_thresholds_meet_the_target_on_every_profile():
     assert sum(r.calls for r in rows) == len(records)
     assert all(r.meets_target for r in rows), [r.to_json() for r in rows]
     assert all(r.cost_rel < 1.0 for r in rows)  # and saves on each
+    for r in rows:  # the hindsight threshold: the cheapest single one meeting the target on these calls
+        assert 0 < r.hindsight_cost_rel <= 1.0 + 1e-9
