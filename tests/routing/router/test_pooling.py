@@ -10,7 +10,7 @@ from routing.router_learning.calibration import Target
 from routing.router_learning.evaluate import featurize
 from routing.router_learning.features import hashing_spec, make_featurizer
 from routing.router_learning.model import _standardizer, fit_router_model
-from routing.router_learning.profiles import evaluate_profiles, rotations
+from routing.router_learning.profiles import evaluate_profiles, hindsight_vs_oracle, rotations
 from routing.router_learning.records import Outcome, ReplayRecord
 from routing.router_learning.synthetic import generate
 
@@ -99,3 +99,18 @@ def test_per_profile_thresholds_meet_the_target_on_every_profile():
     assert all(r.cost_rel < 1.0 for r in rows)  # and saves on each
     for r in rows:  # the hindsight threshold: the cheapest single one meeting the target on these calls
         assert 0 < r.hindsight_cost_rel <= 1.0 + 1e-9
+
+
+def test_hindsight_costs_follow_the_ranking():
+    records = [r for r in generate(1200, regime="no_verifier", seed=3) if r.complete]
+    target = Target(0.98, True, None, 1.0)
+    perfect = hindsight_vs_oracle(records, [float(r.needs_teacher) for r in records], target)
+    content = hindsight_vs_oracle(records, [-float(r.meta["logit"]) for r in records], target)
+    blind = hindsight_vs_oracle(records, [0.0] * len(records), target)  # one score: all or nothing
+    assert set(perfect) == set(content) == set(blind) == {r.profile for r in records}
+    for profile in perfect:
+        # knowing each outcome is never dearer than the oracle (the same calls to the teacher, at most)
+        assert perfect[profile] <= 1e-9
+        # a ranking that carries the content saves on a score that carries nothing (always the teacher)
+        assert content[profile] < blind[profile]
+        assert blind[profile] > 0
