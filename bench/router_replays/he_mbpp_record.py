@@ -26,12 +26,6 @@ DEFAULT_OUT = ROOT / "bench" / "router_replays" / "data" / "he_mbpp_smollm2.json
 SMOLLM2 = ROOT / "var" / "models" / "smollm2-135m-instruct"
 
 
-def tasks(limit: int | None) -> list[dict[str, Any]]:
-    lines = (ROOT / "eval" / "he_mbpp.jsonl").read_text(encoding="utf-8").splitlines()
-    found = [json.loads(line) for line in lines if line.strip()]
-    return found[:limit] if limit else found
-
-
 def answer_one(client: Any, model: str, task: dict[str, Any], max_tokens: int) -> dict[str, Any]:
     from routing.router_learning.code_calls import task_call
     from routing.verifiers.python_tests import PythonTestsVerifier
@@ -76,9 +70,10 @@ def main(argv: list[str] | None = None) -> int:
     django.setup()
     import openai
 
+    from routing.router_learning.code_calls import load_tasks
     from tests.support.vllm import VllmServer
 
-    todo = tasks(args.limit)
+    todo = load_tasks(ROOT / "eval" / "he_mbpp.jsonl", "all", args.limit)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     done = set()

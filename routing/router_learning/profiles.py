@@ -194,7 +194,6 @@ def evaluate_profiles(
         data = PolicyData.from_records([complete[i] for i in ix])
         learned = policy_metrics("learned", data, to_teacher[ix])
         oracle = oracle_metrics(data)
-        hindsight = calibrate(data, test_scores[ix], Target(target.pass_rate, target.relative, None, 0.0))
         teacher_rate = float(data.t_ok.mean())
         results.append(
             ProfileResult(
@@ -208,10 +207,17 @@ def evaluate_profiles(
                 teacher_share=learned.teacher_share,
                 oracle_teacher_share=oracle.teacher_share,
                 fallback_rate=learned.fallback_rate,
-                hindsight_cost_rel=hindsight.chosen.cost_rel,
+                hindsight_cost_rel=_hindsight_cost(data, test_scores[ix], target),
             )
         )
     return results
+
+
+def _hindsight_cost(data: PolicyData, scores: np.ndarray, target: Target) -> float:
+    """Cost (vs always-teacher) of the cheapest threshold on ``scores`` meeting ``target`` on these
+    very calls, with no margin."""
+    no_margin = Target(target.pass_rate, target.relative, None, 0.0)
+    return calibrate(data, np.asarray(scores, dtype=np.float64), no_margin).chosen.cost_rel
 
 
 def hindsight_vs_oracle(
@@ -225,10 +231,9 @@ def hindsight_vs_oracle(
     out: dict[str, float] = {}
     for profile, ix in sorted(_by_profile([r for r, _ in complete]).items()):
         data = PolicyData.from_records([complete[i][0] for i in ix])
-        no_margin = Target(target.pass_rate, target.relative, None, 0.0)
-        chosen = calibrate(data, np.asarray([complete[i][1] for i in ix]), no_margin).chosen
+        cost = _hindsight_cost(data, np.asarray([complete[i][1] for i in ix]), target)
         oracle = oracle_metrics(data).cost_rel
-        out[profile] = chosen.cost_rel / oracle - 1 if oracle else float("nan")
+        out[profile] = cost / oracle - 1 if oracle else float("nan")
     return out
 
 
