@@ -153,7 +153,8 @@ def run_sources(args: argparse.Namespace) -> int:
     header = (
         f"# The router per profile on replays from several sources\n\nfeatures: {spec.embedder} "
         f"({spec.dims} dims, meta v{spec.version}); target {args.target:g}x always-teacher per profile, "
-        f"Clopper-Pearson margin at z={args.z:g}; pooled model (profile x meta shrunk x2), a threshold "
+        f"paired (MOVER, exact bounds) margin at z={args.z:g}; pooled model (profile x meta shrunk x2, "
+        f"text weight and C by grouped CV), a threshold "
         f"per profile on its calibration shard plus its training calls' out-of-fold scores; every call "
         f"tested once over 5 shard rotations; tuned on: {', '.join(TUNED_ON)}; {os.cpu_count()} CPUs, "
         f"load average {os.getloadavg()[0]:.1f} at start\n"

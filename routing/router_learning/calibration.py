@@ -10,14 +10,17 @@ target (absolute, or a share of always-teacher's on the same calls), optionally 
 latency bound, the one with the lowest expected cost wins.
 
 ``z`` > 0 asks the target of a one-sided confidence bound at that normal quantile (z=1: 84%)
-instead of the point estimate, sized to the calibration set by exact binomial (Clopper-Pearson)
-bounds, so that a small set gets a larger margin. A relative target compares the policy with
-always-teacher on the same calls: it loses where the teacher passed and its answer did not (b
-calls) and gains where the reverse holds (c); both happen only on the m calls it leaves to the
-student, so the margin is (1 - target) x teacher pass rate + m/n x (lower bound of c/m - upper
-bound of b/m). Always-teacher (m = 0) meets a relative target by definition. An absolute target
-needs the lower bound of the pass rate itself. The latency bound uses an upper confidence bound of
-the P95 (an order statistic).
+instead of the point estimate, sized to the calibration set, so that a small set gets a larger
+margin. A relative target compares the policy with always-teacher on the same calls: it loses where
+the teacher passed and its answer did not (b calls) and gains where the reverse holds (c); both
+happen only on the m calls it leaves to the student, so the margin is (1 - target) x teacher pass
+rate + m/n x (lower bound of (c - b)/m). That bound is of a paired difference (MOVER: the
+exact Clopper-Pearson distances of c/m and b/m combined as variances are), not the lower bound of
+c/m minus the upper bound of b/m: bounding the two separately asks both to fail at once, so it holds
+at far more than the stated confidence and wastes about 30% of the margin. Always-teacher (m = 0)
+meets a relative target by definition. An absolute target needs the exact (Clopper-Pearson) lower bound of
+the pass rate itself. The latency bound uses an upper confidence bound of the P95 (an order
+statistic).
 """
 
 from __future__ import annotations
@@ -40,6 +43,15 @@ def one_sided_alpha(z: float) -> float:
     return 0.5 * math.erfc(z / math.sqrt(2.0))
 
 
+def binomial_lower(k: np.ndarray, n: np.ndarray, alpha: float) -> np.ndarray:
+    """Clopper-Pearson one-sided lower bound of a rate (0 where k = 0 or n = 0)."""
+    from scipy.stats import beta
+
+    k, n = np.asarray(k, dtype=np.float64), np.asarray(n, dtype=np.float64)
+    bound = np.where(k > 0, beta.ppf(alpha, np.maximum(k, 1e-12), n - k + 1.0), 0.0)
+    return np.where(n > 0, bound, 0.0)
+
+
 def binomial_upper(k: np.ndarray, n: np.ndarray, alpha: float) -> np.ndarray:
     """Clopper-Pearson one-sided upper bound of a rate: k successes in n trials (0 where n = 0)."""
     from scipy.stats import beta
@@ -50,13 +62,24 @@ def binomial_upper(k: np.ndarray, n: np.ndarray, alpha: float) -> np.ndarray:
     return np.where(n > 0, bound, 0.0)
 
 
-def binomial_lower(k: np.ndarray, n: np.ndarray, alpha: float) -> np.ndarray:
-    """Clopper-Pearson one-sided lower bound of a rate (0 where k = 0 or n = 0)."""
-    from scipy.stats import beta
+def paired_difference_lower(losses: np.ndarray, gains: np.ndarray, m: np.ndarray, alpha: float) -> np.ndarray:
+    """One-sided lower bound, at error rate ``alpha``, of (gains - losses) / m: m paired calls, of which
+    ``losses`` fail where the reference passed and ``gains`` the reverse (0 where m = 0).
 
-    k, n = np.asarray(k, dtype=np.float64), np.asarray(n, dtype=np.float64)
-    bound = np.where(k > 0, beta.ppf(alpha, np.maximum(k, 1e-12), n - k + 1.0), 0.0)
-    return np.where(n > 0, bound, 0.0)
+    MOVER (Zou and Donner 2008): the distances from each rate to its own exact (Clopper-Pearson) bound
+    are combined as variances are, sqrt(dc^2 + db^2 - 2 r dc db), with r the two rates' multinomial
+    correlation, instead of added. Small counts keep the exact bounds' asymmetry; where both kinds
+    occur the margin is about 30% narrower than the two bounds' plain difference, which holds only
+    when both fail at once and so at far more than the stated confidence."""
+    b, c = np.asarray(losses, dtype=np.float64), np.asarray(gains, dtype=np.float64)
+    m = np.asarray(m, dtype=np.float64)
+    safe = np.maximum(m, 1.0)
+    pb, pc = b / safe, c / safe
+    db = binomial_upper(b, m, alpha) - pb
+    dc = pc - binomial_lower(c, m, alpha)
+    r = -np.sqrt(pb * pc / np.maximum((1.0 - pb) * (1.0 - pc), 1e-12))
+    width = np.sqrt(np.maximum(dc**2 + db**2 - 2.0 * r * dc * db, 0.0))
+    return np.where(m > 0, pc - pb - width, 0.0)
 
 
 def quality_margins(
@@ -77,11 +100,7 @@ def quality_margins(
         slack = (1.0 - target.pass_rate) * teacher_rate
         if target.z <= 0:
             return slack + (gains - losses) / n
-        alpha = one_sided_alpha(target.z)
-        share = m / n
-        upper = binomial_upper(losses, m, alpha)
-        lower = binomial_lower(gains, m, alpha)
-        return np.where(m > 0, slack + share * (lower - upper), slack)
+        return slack + m / n * paired_difference_lower(losses, gains, m, one_sided_alpha(target.z))
     if target.z <= 0:
         return passed / n - target.pass_rate
     return (

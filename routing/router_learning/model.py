@@ -22,6 +22,8 @@ from routing.router_learning.features import PER_FEATURE_BLOCKS, FeatureSpec, Fe
 
 FORMAT = "skillgate.router.logreg/1"
 SHRINK = 2.0  # a profile's deviation from the shared meta coefficients costs SHRINK**2 under L2
+# The text blocks' weights grouped CV chooses from (1: as scaled; 0.2: their coefficients cost 25x).
+TEXT_WEIGHTS = (1.0, 0.2)
 
 
 def sigmoid(z: np.ndarray) -> np.ndarray:
@@ -110,9 +112,14 @@ def _fit_lr(x: np.ndarray, y: np.ndarray, c: float, seed: int) -> tuple[np.ndarr
     return lr.coef_[0].astype(np.float64), float(lr.intercept_[0])
 
 
-def _standardizer(x: np.ndarray, spec: FeatureSpec, *, shrink: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
+def _standardizer(
+    x: np.ndarray, spec: FeatureSpec, *, shrink: float = 1.0, text_weight: float = 1.0
+) -> tuple[np.ndarray, np.ndarray]:
     """Per-feature scaling for the meta and profile blocks; one scale per text block (hashed n-grams
-    and embeddings keep their geometry, and rare n-grams are not blown up).
+    and embeddings keep their geometry, and rare n-grams are not blown up), divided by
+    ``text_weight``: below 1 the text's coefficients cost more under the L2 penalty, so the model
+    leans on the call's structure where the words carry little (a profile of tool calls) and on the
+    words where they carry much (a diagnosis), as grouped CV chooses.
 
     The profile x meta block is the pooling: each profile's deviation from the shared meta
     coefficients. It is scaled by the shared feature's spread times ``shrink``, not by its own
@@ -132,7 +139,7 @@ def _standardizer(x: np.ndarray, spec: FeatureSpec, *, shrink: float = 1.0) -> t
             scale[block] = np.where(std[block] < 1e-8, 1.0, std[block])
         elif size:
             rms = float(np.sqrt(np.mean(std[block] ** 2)))
-            scale[block] = rms if rms > 1e-8 else 1.0
+            scale[block] = (rms if rms > 1e-8 else 1.0) / text_weight
         start += size
     return mean, scale
 
@@ -157,9 +164,11 @@ def fit_router_model(
     folds: int = 5,
     seed: int = 0,
     shrink: float = SHRINK,
+    text_weights: tuple[float, ...] = TEXT_WEIGHTS,
 ) -> LearnedRouterModel:
-    """Pick C by grouped CV (ROC AUC of out-of-fold logits), Platt-calibrate on those logits,
-    then refit on everything. Groups are task ids: a task's calls never straddle folds."""
+    """Pick C and the text blocks' weight by grouped CV (ROC AUC of out-of-fold logits),
+    Platt-calibrate on those logits, then refit on everything. Groups are task ids: a task's calls
+    never straddle folds."""
     from sklearn.metrics import roc_auc_score
     from sklearn.model_selection import GroupKFold
 
@@ -167,8 +176,6 @@ def fit_router_model(
     y = np.asarray(labels, dtype=np.int64)
     if x.ndim != 2 or x.shape[1] != spec.dims or len(y) != len(x):
         raise FeatureSpecError(f"features must be (n, {spec.dims}) with one label per row")
-    mean, scale = _standardizer(x, spec, shrink=shrink)
-    z = (x - mean) / scale
     info: dict[str, Any] = {
         "n": len(y),
         "positives": int(y.sum()),
@@ -176,28 +183,45 @@ def fit_router_model(
         "shrink": shrink,
     }
     if len(np.unique(y)) < 2:
+        mean, scale = _standardizer(x, spec, shrink=shrink)
         a, b = _platt(np.zeros(len(y)), y)
         info["note"] = "one class only: constant score"
         return LearnedRouterModel(spec, mean, scale, np.zeros(spec.dims), 0.0, a, b, info)
     n_folds = min(folds, info["groups"])
-    best: tuple[float, float, np.ndarray] | None = None
+    best: tuple[float, float, float, np.ndarray] | None = None
+    has_text = any(size for name, size in spec.block_sizes.items() if name not in PER_FEATURE_BLOCKS)
+    weights = text_weights if has_text else (1.0,)
     if n_folds >= 2:
-        for c in c_grid:
-            oof = np.zeros(len(y))
-            for train, test in GroupKFold(n_splits=n_folds).split(z, y, groups):
-                if len(np.unique(y[train])) < 2:
-                    oof[test] = 0.0
-                    continue
-                w, b0 = _fit_lr(z[train], y[train], c, seed)
-                oof[test] = z[test] @ w + b0
-            auc = float(roc_auc_score(y, oof)) if len(np.unique(y)) > 1 else 0.5
-            info.setdefault("cv_auc", {})[str(c)] = round(auc, 4)
-            if best is None or auc > best[0]:
-                best = (auc, c, oof)
+        splits = list(GroupKFold(n_splits=n_folds).split(x, y, groups))
+        for text_weight in weights:
+            mean, scale = _standardizer(x, spec, shrink=shrink, text_weight=text_weight)
+            z = (x - mean) / scale
+            for c in c_grid:
+                oof = np.zeros(len(y))
+                for train, test in splits:
+                    if len(np.unique(y[train])) < 2:
+                        oof[test] = 0.0
+                        continue
+                    w, b0 = _fit_lr(z[train], y[train], c, seed)
+                    oof[test] = z[test] @ w + b0
+                auc = float(roc_auc_score(y, oof))
+                info.setdefault("cv_auc", {})[f"C={c:g} text={text_weight:g}"] = round(auc, 4)
+                if best is None or auc > best[0]:
+                    best = (auc, c, text_weight, oof)
     c = best[1] if best else c_grid[len(c_grid) // 2]
+    text_weight = best[2] if best else 1.0
+    mean, scale = _standardizer(x, spec, shrink=shrink, text_weight=text_weight)
+    z = (x - mean) / scale
     coef, intercept = _fit_lr(z, y, c, seed)
-    calibration_logits = best[2] if best else z @ coef + intercept
+    calibration_logits = best[3] if best else z @ coef + intercept
     a, b = _platt(calibration_logits, y)
-    info.update({"C": c, "folds": n_folds, "platt_on": "out-of-fold" if best else "in-sample"})
-    oof_scores = sigmoid(a * best[2] + b) if best else None
+    info.update(
+        {
+            "C": c,
+            "text_weight": text_weight,
+            "folds": n_folds,
+            "platt_on": "out-of-fold" if best else "in-sample",
+        }
+    )
+    oof_scores = sigmoid(a * best[3] + b) if best else None
     return LearnedRouterModel(spec, mean, scale, coef, intercept, a, b, info, oof_scores)

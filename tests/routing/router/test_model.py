@@ -86,3 +86,27 @@ def test_loaded_router_decides_with_its_threshold(mixed_report: EvalReport, mixe
     assert decision.route == ("teacher" if decision.score >= fields["threshold"] else "student")
     assert decision.score == mixed_report.router.model.score(featurizer.transform(call))
     assert set(fields) == {"model", "feature_spec", "threshold", "target", "calibration"}
+
+
+@pytest.mark.parametrize("signal_in", ["meta", "ngrams"])
+def test_grouped_cv_weighs_the_text_by_where_the_signal_is(signal_in):
+    """Labels that one structural feature decides, among noisy n-grams: CV down-weighs the text; labels
+    that n-grams decide: it keeps the text's full weight. Either way the refit model ranks new calls."""
+    spec = hashing_spec(ngram_dims=256)
+    sizes = spec.block_sizes
+    rng = np.random.default_rng(3)
+    n = 600
+    x = np.zeros((n + 400, spec.dims))
+    x[:, : sizes["meta"]] = rng.normal(size=(n + 400, sizes["meta"]))
+    start = sizes["meta"] + sizes["profile"] + sizes["inter"]
+    ngrams = rng.random((n + 400, sizes["ngrams"])) < 0.05  # sparse word counts
+    ngrams[:, :8] |= rng.random((n + 400, 8)) < 0.25  # eight common words
+    x[:, start : start + sizes["ngrams"]] = ngrams / np.maximum(ngrams.sum(axis=1, keepdims=True), 1) ** 0.5
+    signal = x[:, 0] if signal_in == "meta" else ngrams[:, :4].sum(axis=1) - ngrams[:, 4:8].sum(axis=1)
+    y = (signal + rng.normal(scale=0.5, size=n + 400) > np.median(signal)).astype(int)
+    model = fit_router_model(x[:n], y[:n], np.arange(n), spec=spec, c_grid=(0.1,), folds=3)
+    assert len(model.info["cv_auc"]) == 2  # C x text weight
+    assert model.info["text_weight"] == (0.2 if signal_in == "meta" else 1.0)
+    from sklearn.metrics import roc_auc_score
+
+    assert roc_auc_score(y[n:], model.score_many(x[n:])) > 0.75
