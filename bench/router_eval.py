@@ -43,7 +43,7 @@ from routing.router_learning.features import (
 from routing.router_learning.metrics import policy_metrics
 from routing.router_learning.model import fit_router_model
 from routing.router_learning.plot import plot_report
-from routing.router_learning.profiles import MODES, evaluate_profiles, hindsight_vs_oracle
+from routing.router_learning.profiles import MODES, hindsight_vs_oracle, route_every_call, summarize
 from routing.router_learning.profiles import markdown as profile_markdown
 from routing.router_learning.records import ReplayRecord
 from routing.router_learning.synthetic import NOISE, REGIMES, SHARPNESS, Regime, generate
@@ -166,7 +166,10 @@ def run_sources(args: argparse.Namespace) -> int:
         records = build()
         for mode in modes:
             started = time.perf_counter()
-            rows = evaluate_profiles(records, featurizer=featurizer, target=target, mode=mode, seed=args.seed)
+            routed = route_every_call(
+                records, featurizer=featurizer, target=target, mode=mode, seed=args.seed
+            )
+            rows = summarize(routed, target)
             tuned = "tuned on" if name in TUNED_ON else "NOT tuned on"
             worst = max(r.cost_vs_oracle for r in rows)
             text = (
@@ -177,6 +180,13 @@ def run_sources(args: argparse.Namespace) -> int:
                 f"{max(r.hindsight_vs_oracle for r in rows):+.1%}; {time.perf_counter() - started:.0f}s\n"
             )
             results[f"{name}/{mode}"] = [r.to_json() for r in rows]
+            if all("category" in r.meta for r in routed.calls):  # the same decisions, per category
+                by = summarize(routed, target, lambda r: f"{r.profile} / {r.meta['category']}")
+                text += (
+                    "\nThe same decisions per category (thresholds stay per profile; 'required' is 0.98x "
+                    f"the teacher's pass rate on the category's calls):\n\n{profile_markdown(by)}\n"
+                )
+                results[f"{name}/{mode}/categories"] = [r.to_json() for r in by]
             print(text, flush=True)
             sections.append(text)
         if all("logit" in r.meta for r in records):  # a generator replay: its own content log-odds

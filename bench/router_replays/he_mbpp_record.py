@@ -13,17 +13,14 @@ file into a router replay; the file is committed, so the replay needs no model.
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[2]
+from bench.router_replays.recording import ROOT, django_setup, record_all
+
 DEFAULT_OUT = ROOT / "bench" / "router_replays" / "data" / "he_mbpp_smollm2.jsonl"
-SMOLLM2 = ROOT / "var" / "models" / "smollm2-135m-instruct"
 
 
 def answer_one(client: Any, model: str, task: dict[str, Any], max_tokens: int) -> dict[str, Any]:
@@ -63,39 +60,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-tokens", type=int, default=384)
     parser.add_argument("--concurrency", type=int, default=8)
     args = parser.parse_args(argv)
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "app.settings")
-    sys.path.insert(0, str(ROOT))
-    import django
-
-    django.setup()
-    import openai
-
+    django_setup()
     from routing.router_learning.code_calls import load_tasks
-    from tests.support.vllm import VllmServer
 
-    todo = load_tasks(ROOT / "eval" / "he_mbpp.jsonl", "all", args.limit)
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    done = set()
-    if out.exists():  # resumable: a task already recorded is not sent again
-        done = {json.loads(line)["task_id"] for line in out.read_text().splitlines() if line.strip()}
-    todo = [t for t in todo if t["task_id"] not in done]
-    log_dir = ROOT / "var" / "bench" / "he_mbpp_record"
-    log_dir.mkdir(parents=True, exist_ok=True)
-    started = time.monotonic()
-    passed = 0
-    with VllmServer(SMOLLM2, "smollm2", log_dir=log_dir, startup_timeout=900) as vllm:
-        client = openai.OpenAI(base_url=vllm.base_url, api_key="none", max_retries=2, timeout=600)
-        with ThreadPoolExecutor(max_workers=args.concurrency) as pool, out.open("a") as handle:
-            rows = pool.map(lambda t: answer_one(client, "smollm2", t, args.max_tokens), todo)
-            for i, row in enumerate(rows):
-                handle.write(json.dumps(row, ensure_ascii=False) + "\n")
-                handle.flush()
-                passed += row["passed"]
-                if (i + 1) % 50 == 0:
-                    took = time.monotonic() - started
-                    print(f"{i + 1}/{len(todo)} in {took:.0f} s, {passed} passed", flush=True)
-    print(f"recorded {len(todo)} tasks ({passed} passed) in {time.monotonic() - started:.0f} s -> {out}")
+    record_all(
+        load_tasks(ROOT / "eval" / "he_mbpp.jsonl", "all", args.limit),
+        lambda client, model, task: answer_one(client, model, task, args.max_tokens),
+        Path(args.out),
+        key=lambda task: task["task_id"],
+        row_key="task_id",
+        good="passed",
+        name="he_mbpp_record",
+        concurrency=args.concurrency,
+    )
     return 0
 
 

@@ -16,7 +16,7 @@ other three train), and the test decisions of the five rotations are joined befo
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -118,7 +118,24 @@ def _by_profile(records: Sequence[ReplayRecord]) -> dict[str, list[int]]:
     return dict(out)
 
 
+@dataclass(frozen=True)
+class Routed:
+    """Every complete call of a replay with its test decision (each call tested once) and score."""
+
+    calls: list[ReplayRecord]
+    to_teacher: np.ndarray
+    scores: np.ndarray
+
+
 def evaluate_profiles(
+    records: Sequence[ReplayRecord], *, target: Target, **options: Any
+) -> list[ProfileResult]:
+    """Per profile, the learned policy's numbers on every call (each tested once) and the oracle's;
+    ``options`` are :func:`route_every_call`'s."""
+    return summarize(route_every_call(records, target=target, **options), target)
+
+
+def route_every_call(
     records: Sequence[ReplayRecord],
     *,
     featurizer: Featurizer,
@@ -129,8 +146,8 @@ def evaluate_profiles(
     folds: int = 3,
     seed: int = 0,
     cross_fit: bool = True,
-) -> list[ProfileResult]:
-    """Per profile, the learned policy's numbers on every call (each tested once) and the oracle's."""
+) -> Routed:
+    """The deployed policy's decision on every complete call, over the shard rotations."""
     if mode not in MODES:
         raise ValueError(f"mode must be one of {', '.join(MODES)}")
     complete = [r for r in records if r.complete]
@@ -189,8 +206,20 @@ def evaluate_profiles(
             for record, score in zip(tst, tested, strict=True):
                 to_teacher[index[id(record)]] = score >= threshold
                 test_scores[index[id(record)]] = score
+    return Routed(complete, to_teacher, test_scores)
+
+
+def summarize(
+    routed: Routed, target: Target, group: Callable[[ReplayRecord], str] = lambda r: r.profile
+) -> list[ProfileResult]:
+    """The learned policy's and the oracle's numbers per group of calls (by default their profile; the
+    thresholds stay per profile, a group only chooses what is reported together)."""
+    complete, to_teacher, test_scores = routed.calls, routed.to_teacher, routed.scores
+    groups: dict[str, list[int]] = defaultdict(list)
+    for i, record in enumerate(complete):
+        groups[group(record)].append(i)
     results = []
-    for profile, ix in sorted(_by_profile(complete).items()):
+    for profile, ix in sorted(groups.items()):
         data = PolicyData.from_records([complete[i] for i in ix])
         learned = policy_metrics("learned", data, to_teacher[ix])
         oracle = oracle_metrics(data)

@@ -10,7 +10,13 @@ from routing.router_learning.calibration import Target
 from routing.router_learning.evaluate import featurize
 from routing.router_learning.features import hashing_spec, make_featurizer
 from routing.router_learning.model import _standardizer, fit_router_model
-from routing.router_learning.profiles import evaluate_profiles, hindsight_vs_oracle, rotations
+from routing.router_learning.profiles import (
+    evaluate_profiles,
+    hindsight_vs_oracle,
+    rotations,
+    route_every_call,
+    summarize,
+)
 from routing.router_learning.records import Outcome, ReplayRecord
 from routing.router_learning.synthetic import generate
 
@@ -114,3 +120,19 @@ def test_hindsight_costs_follow_the_ranking():
         # a ranking that carries the content saves on a score that carries nothing (always the teacher)
         assert content[profile] < blind[profile]
         assert blind[profile] > 0
+
+
+def test_the_same_decisions_reported_per_group_add_up_to_the_profiles():
+    """Reporting per category (e.g. BFCL's) regroups the per-profile decisions; it changes none of them."""
+    featurizer = make_featurizer(hashing_spec(ngram_dims=256))
+    records = generate(800, regime="mixed", seed=9)
+    target = Target(0.95, True, None, 1.0)
+    routed = route_every_call(records, featurizer=featurizer, target=target, c_grid=(0.1,))
+    profiles = {r.profile: r for r in summarize(routed, target)}
+    halves = summarize(routed, target, lambda r: f"{r.profile} / {sum(map(ord, r.task_id)) % 2}")
+    assert len(halves) == 2 * len(profiles)
+    for name, row in profiles.items():
+        parts = [h for h in halves if h.profile.startswith(f"{name} / ")]
+        assert sum(p.calls for p in parts) == row.calls
+        assert sum(p.pass_rate * p.calls for p in parts) == pytest.approx(row.pass_rate * row.calls)
+        assert sum(p.teacher_share * p.calls for p in parts) == pytest.approx(row.teacher_share * row.calls)
