@@ -6,7 +6,9 @@ split by a hash of their id between two profiles: ``tool-call`` (the live verifi
 ``tool_args`` schema check, so a schema-valid call with wrong values passes and a rejected one falls
 back to the teacher) and ``tool-call-unverified`` (no verifier: no fallback).
 
-- Student: the rule-based tool caller of ``bfcl_student`` (its real answer to every item).
+- Student: the rule-based tool caller of ``bfcl_student`` (its real answer to every item), or, in
+  :func:`smollm2_records`, SmolLM2-135M-Instruct's answer as ``bench.router_replays.bfcl_record`` recorded
+  it (vLLM CPU, greedy, the bench's constrained request) in ``data/bfcl_smollm2.jsonl``.
 - Teacher: BFCL's possible answer (``training.bfcl.judge.reference_message``), made wrong on a fixed
   5% of items chosen by a hash of the id (a simulation, said here and in the README: a strong model
   errs on some items; which ones owes nothing to the call's content, so no router can predict it).
@@ -37,6 +39,7 @@ TEACHER_ERROR_RATE = 0.05
 STUDENT_PRICE = 0.04
 PROFILES = ("tool-call", "tool-call-unverified")
 DEFAULT_OUT = Path(__file__).resolve().parents[2] / "var" / "replays" / "bfcl.jsonl"
+RECORDED = Path(__file__).resolve().parent / "data" / "bfcl_smollm2.jsonl"
 
 
 def _unit(text: str) -> float:
@@ -66,11 +69,13 @@ def _outcome(
     return Outcome(verdict, ok, cost, latency)
 
 
-def record(item: Item) -> ReplayRecord:
+def record(item: Item, student_answer: dict[str, Any] | None = None, source: str = "bfcl") -> ReplayRecord:
+    """The item's record; the student's answer is ``student_answer`` when given, else the rule-based one."""
     body = request(item)
     profile = PROFILES[int(_unit(f"profile:{item.id}") * len(PROFILES)) % len(PROFILES)]
     verified = profile == "tool-call"
-    student = _outcome(item, answer(item), body, verified=verified, price=STUDENT_PRICE)
+    message = student_answer if student_answer is not None else answer(item)
+    student = _outcome(item, message, body, verified=verified, price=STUDENT_PRICE)
     teacher_wrong = _unit(f"teacher:{item.id}") < TEACHER_ERROR_RATE
     teacher = _outcome(
         item,
@@ -90,8 +95,20 @@ def record(item: Item) -> ReplayRecord:
         skillbook_matched=False,
         student=student,
         teacher=teacher,
-        meta={"source": "bfcl", "category": item.category, "teacher_simulated_error": teacher_wrong},
+        meta={"source": source, "category": item.category, "teacher_simulated_error": teacher_wrong},
     )
+
+
+def smollm2_records(path: Path = RECORDED) -> list[ReplayRecord]:
+    """The replay with SmolLM2-135M's recorded answers as the student's (the items it answered)."""
+    answers = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            row = json.loads(line)
+            answers[row["id"]] = row["message"]
+    return [
+        record(item, answers[item.id], source="bfcl-smollm2") for item in load_items() if item.id in answers
+    ]
 
 
 def build(out: Path = DEFAULT_OUT) -> int:

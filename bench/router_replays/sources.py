@@ -5,6 +5,8 @@
   ``gen-mixed``.
 - ``bfcl``: BFCL v4's 1,240 tool-call items (``bench.router_replays.bfcl``): another source, other
   kinds of calls, BFCL's checker as the ground truth; not tuned on.
+- ``bfcl-smollm2``: the same items and teacher, SmolLM2-135M's recorded answers as the student's
+  (``bench.router_replays.bfcl_record``); not tuned on.
 - ``he-mbpp``: HumanEval+MBPP (``bench.router_replays.he_mbpp``): SmolLM2-135M's recorded answers,
   the tasks' executed tests as the ground truth; not tuned on.
 """
@@ -31,6 +33,12 @@ def _bfcl() -> list[ReplayRecord]:
     return [record(item) for item in load_items()]
 
 
+def _bfcl_smollm2() -> list[ReplayRecord]:
+    from bench.router_replays.bfcl import smollm2_records
+
+    return smollm2_records()
+
+
 def _he_mbpp() -> list[ReplayRecord]:
     from bench.router_replays.he_mbpp import records
 
@@ -55,5 +63,9 @@ SOURCES: dict[str, tuple[str, Callable[[], list[ReplayRecord]]]] = {
         lambda: generate(3000, regime="no_verifier", seed=41, sharpness=1.0, noise=0.6),
     ),
     "bfcl": ("BFCL v4 tool calls: rule-based student, BFCL checker (not tuned on)", _bfcl),
+    "bfcl-smollm2": (
+        "BFCL v4 tool calls: SmolLM2-135M's recorded answers, BFCL checker (not tuned on)",
+        _bfcl_smollm2,
+    ),
     "he-mbpp": ("HumanEval+MBPP: SmolLM2-135M's recorded answers, executed tests (not tuned on)", _he_mbpp),
 }

@@ -32,3 +32,23 @@ def test_the_rule_based_student_is_right_on_some_and_wrong_on_others():
         verdicts[item.category].append(judge(item, answer(item)).correct)
     assert any(verdicts["simple"]) and not all(verdicts["simple"])
     assert any(verdicts["irrelevance"])  # it calls nothing when no function shares the request's words
+
+
+def test_smollm2s_recorded_answers_become_records_the_checker_still_agrees_with():
+    """The committed recording is real: every answer SmolLM2 gave is judged again by BFCL's checker, and the
+    verdict agrees with the one recorded; the small model is right on some items and wrong on most."""
+    import json
+
+    rows = [json.loads(line) for line in bfcl.RECORDED.read_text().splitlines() if line.strip()]
+    records = {r.id: r for r in bfcl.smollm2_records()}
+    items = {item.id: item for item in load_items()}
+    assert len(records) == len(rows) >= 400  # the first 80 items of each of the five categories
+    for row in rows:
+        record = records[row["id"]]
+        judged = judge(items[row["id"]], row["message"])
+        assert record.student is not None and judged.correct is row["correct"] is record.student.correct
+        assert record.meta["source"] == "bfcl-smollm2" and record.meta["category"] == row["category"]
+        if record.has_verifier:
+            assert record.student.verdict == ("pass" if row["live"] else "fail")
+    correct = sum(row["correct"] for row in rows)
+    assert 0 < correct < len(rows) / 2
