@@ -218,6 +218,69 @@ def number_count(text: str) -> int:
     return len(_NUMBER.findall(text))
 
 
+_WORD = re.compile(r"[A-Za-z][a-z]+|[A-Z]+(?![a-z])|[a-z]+")
+_STOP = frozenset(
+    "the and for with from that this what which when where how are was were can you your please "
+    "into about has have had will would should could its our their them they then than also not "
+    "all any get set given use using used one two each per".split()
+)
+STEM = 6
+
+
+def content_words(text: str) -> frozenset[str]:
+    """The distinct content words of ``text``, cut to their first ``STEM`` letters: identifiers split
+    at underscores and case changes (``get_weatherForecast`` -> get, weathe, foreca), stop words and
+    words under 3 letters dropped. Crude on purpose: a call is featurized in the gateway's hot path."""
+    words = (w.lower() for w in _WORD.findall(text))
+    return frozenset(w[:STEM] for w in words if len(w) > 2 and w not in _STOP)
+
+
+@dataclass(frozen=True)
+class ToolMatch:
+    """How the request's words meet the offered tools' words (name, description, parameters).
+
+    ``best``: the largest share of the request's content words one tool's words cover; ``margin``:
+    how far the best tool stands above the next (1 tool: its own share); ``hits``: the best tool's
+    count of shared words. No tools, or a request with no content words: all zero."""
+
+    best: float = 0.0
+    margin: float = 0.0
+    hits: int = 0
+
+
+def tool_match(request: str, tool_words: Sequence[frozenset[str]]) -> ToolMatch:
+    """``tool_words``: each offered tool's ``content_words(tool_text(tool))``."""
+    asked = content_words(request)
+    if not asked or not tool_words:
+        return ToolMatch()
+    shared = sorted((len(asked & words) for words in tool_words), reverse=True)
+    second = shared[1] if len(shared) > 1 else 0
+    return ToolMatch(best=shared[0] / len(asked), margin=(shared[0] - second) / len(asked), hits=shared[0])
+
+
+def tool_text(tool: dict[str, Any]) -> str:
+    """A tool's name, description and parameter names and descriptions, as plain words."""
+    function = tool.get("function") if isinstance(tool, dict) else None
+    if not isinstance(function, dict):
+        return ""
+    parts = [str(function.get("name") or ""), str(function.get("description") or "")]
+    _schema_words(function.get("parameters"), parts, 0)
+    return " ".join(parts)
+
+
+def _schema_words(schema: Any, parts: list[str], depth: int) -> None:
+    if not isinstance(schema, dict) or depth > 6:
+        return
+    if isinstance(schema.get("description"), str):
+        parts.append(schema["description"])
+    props = schema.get("properties")
+    if isinstance(props, dict):
+        for name, child in props.items():
+            parts.append(str(name))
+            _schema_words(child, parts, depth + 1)
+    _schema_words(schema.get("items"), parts, depth + 1)
+
+
 def log1p_count(value: float) -> float:
     return math.log1p(max(value, 0.0))
 

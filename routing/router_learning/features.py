@@ -4,8 +4,9 @@ Blocks, in order (``FeatureSpec.block_sizes``):
   meta      has_verifier, skillbook_matched, log turn/message/tool/char counts, schema depth, and
             the call's structure (version 2): required fields, argument types, error signatures
             in the context (families of error words, on the whole tail and the latest turn),
-            numbers the new input states, prior tool calls, the tool outputs' share
-  profile   one-hot of the profile name, hashed into ``profile_buckets``
+            numbers the new input states, prior tool calls, the tool outputs' share; (version 3)
+            how the last user message's words meet the offered tools' words (best share, the best
+            tool's lead over the next, shared words)
   profile   one-hot of the profile name, hashed into ``profile_buckets``
   inter     profile x meta: the meta block again in the profile's slot, so that a length or a
             schema depth can matter for one profile and not another
@@ -25,6 +26,7 @@ A saved model records its spec and refuses features of another kind (``check_spe
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -40,11 +42,14 @@ from routing.router_learning.calls import (
     ARG_TYPES,
     CallInput,
     content_text,
+    content_words,
     error_lines,
     error_signatures,
     log1p_count,
     number_count,
     schema_shape,
+    tool_match,
+    tool_text,
 )
 
 __all__ = [
@@ -90,7 +95,11 @@ STRUCTURE_NAMES = (
     "log_prior_tool_calls",
     "tool_output_share",
 )
-META_NAMES = META_NAMES_V1 + STRUCTURE_NAMES
+# Version 3: whether the request asks for what the offered tools do. A request none of them matches
+# ("irrelevance": the right answer calls nothing) and one that picks a tool out clearly are easy; a
+# request half-matching several tools is where a small model picks the wrong one.
+TOOL_MATCH_NAMES = ("tool_match_best", "tool_match_margin", "log_tool_match_hits")
+META_NAMES = META_NAMES_V1 + STRUCTURE_NAMES + TOOL_MATCH_NAMES
 
 
 class FeatureSpecError(ValueError):
@@ -110,7 +119,7 @@ class FeatureSpec:
     interactions: bool = True  # profile x meta: a length or a schema depth matters per profile
     meta: tuple[str, ...] = META_NAMES
     error_dims: int = 256  # hashed words of the context's error lines (0: none, as in version 1)
-    version: int = 2
+    version: int = 3
 
     @property
     def block_sizes(self) -> dict[str, int]:
@@ -198,14 +207,10 @@ def _meta(call: CallInput) -> dict[str, float]:
     last_role = call.messages[-1].get("role") if call.messages else ""
     hits, families = error_signatures(call.conversation)
     last_hits, _ = error_signatures(call.last_turn)
-    last_user = next(
-        (
-            n
-            for m, n in zip(reversed(call.messages), reversed(lengths), strict=True)
-            if m.get("role") == "user"
-        ),
-        0,
-    )
+    last_user_message = next((m for m in reversed(call.messages) if m.get("role") == "user"), None)
+    last_user_text = content_text(last_user_message.get("content")) if last_user_message else ""
+    last_user = len(last_user_text)
+    match = tool_match(last_user_text, [_tool_words(json.dumps(t, sort_keys=True)) for t in call.tools])
     tool_chars = sum(n for m, n in zip(call.messages, lengths, strict=True) if m.get("role") == "tool")
     prior_calls = sum(len(m.get("tool_calls") or []) for m in call.messages if m.get("role") == "assistant")
     values = {
@@ -234,9 +239,18 @@ def _meta(call: CallInput) -> dict[str, float]:
         "log_chars_last_user": log1p_count(last_user),
         "log_prior_tool_calls": log1p_count(prior_calls),
         "tool_output_share": tool_chars / chars if chars else 0.0,
+        "tool_match_best": match.best,
+        "tool_match_margin": match.margin,
+        "log_tool_match_hits": log1p_count(match.hits),
     }
     values.update({f"log_args_{kind}": log1p_count(n) for kind, n in shape.types.items()})
     return values
+
+
+@functools.lru_cache(maxsize=4096)
+def _tool_words(tool_json: str) -> frozenset[str]:
+    """A tool's content words, once per distinct tool: agents send the same tools on every turn."""
+    return content_words(tool_text(json.loads(tool_json)))
 
 
 def profile_bucket(profile: str, buckets: int) -> int:

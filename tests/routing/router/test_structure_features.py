@@ -5,7 +5,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from routing.router_learning.calls import error_lines, error_signatures, schema_shape
+from routing.router_learning.calls import (
+    ToolMatch,
+    content_words,
+    error_lines,
+    error_signatures,
+    schema_shape,
+    tool_match,
+    tool_text,
+)
 from routing.router_learning.features import (
     META_NAMES,
     META_NAMES_V1,
@@ -116,3 +124,51 @@ def test_a_version_1_model_keeps_its_features():
     assert x.shape == (v1.dims,) and len(meta_values(call("x"), v1.meta)) == len(META_NAMES_V1)
     with pytest.raises(FeatureSpecError, match="unknown meta"):
         meta_values(call("x"), ("no_such_feature",))
+
+
+WEATHER = {
+    "type": "function",
+    "function": {
+        "name": "get_weatherForecast",
+        "description": "Forecast of the weather for a city.",
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"type": "string", "description": "The city's name"}, "days": {}},
+        },
+    },
+}
+
+
+def test_content_words_split_identifiers_and_drop_stop_words():
+    assert content_words("get_weatherForecast for the City") == {"weathe", "foreca", "city"}
+    assert content_words("") == frozenset()
+
+
+def test_tool_match_tells_a_request_no_tool_serves_from_one_a_tool_serves():
+    tools = [content_words(tool_text(t)) for t in (WEATHER, TOOLS[0])]
+    served = tool_match("What will the weather be in Oslo over the next 3 days?", tools)
+    unserved = tool_match("Who wrote the novel Moby Dick?", tools)
+    assert served.best > 0.3 and served.hits == 2 and served.margin == served.best  # weather, days
+    assert unserved == ToolMatch(best=0.0, margin=0.0, hits=0)
+    assert tool_match("anything at all", []) == ToolMatch()
+    ambiguous = tool_match("weather city", [tools[0], tools[0]])
+    assert ambiguous.best == 1.0 and ambiguous.margin == 0.0  # two tools cover it equally
+
+
+def test_the_tool_match_reaches_the_meta_block():
+    def values(text: str) -> dict[str, float]:
+        return dict(zip(META_NAMES, meta_values(call(text, tools=[WEATHER, *TOOLS])), strict=True))
+
+    served, unserved = values("weather forecast for Oslo"), values("Who wrote Moby Dick?")
+    assert served["tool_match_best"] > 0.5 and served["log_tool_match_hits"] > 0
+    assert unserved["tool_match_best"] == unserved["log_tool_match_hits"] == 0.0
+    # the request is the last user message, not a tool output or an earlier turn
+    later = CallInput(
+        messages=[
+            {"role": "user", "content": "weather forecast for Oslo"},
+            {"role": "assistant", "content": "Done."},
+            {"role": "user", "content": "Who wrote Moby Dick?"},
+        ],
+        tools=[WEATHER],
+    )
+    assert dict(zip(META_NAMES, meta_values(later), strict=True))["tool_match_best"] == 0.0
