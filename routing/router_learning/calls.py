@@ -246,6 +246,7 @@ class ToolMatch:
     best: float = 0.0
     margin: float = 0.0
     hits: int = 0
+    index: int = -1  # the best tool's position (-1: none shares a word)
 
 
 def tool_match(request: str, tool_words: Sequence[frozenset[str]]) -> ToolMatch:
@@ -253,9 +254,15 @@ def tool_match(request: str, tool_words: Sequence[frozenset[str]]) -> ToolMatch:
     asked = content_words(request)
     if not asked or not tool_words:
         return ToolMatch()
-    shared = sorted((len(asked & words) for words in tool_words), reverse=True)
+    counts = [len(asked & words) for words in tool_words]
+    shared = sorted(counts, reverse=True)
     second = shared[1] if len(shared) > 1 else 0
-    return ToolMatch(best=shared[0] / len(asked), margin=(shared[0] - second) / len(asked), hits=shared[0])
+    return ToolMatch(
+        best=shared[0] / len(asked),
+        margin=(shared[0] - second) / len(asked),
+        hits=shared[0],
+        index=counts.index(shared[0]) if shared[0] else -1,
+    )
 
 
 def tool_text(tool: dict[str, Any]) -> str:

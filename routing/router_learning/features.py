@@ -6,7 +6,8 @@ Blocks, in order (``FeatureSpec.block_sizes``):
             in the context (families of error words, on the whole tail and the latest turn),
             numbers the new input states, prior tool calls, the tool outputs' share; (version 3)
             how the last user message's words meet the offered tools' words (best share, the best
-            tool's lead over the next, shared words)
+            tool's lead over the next, shared words) and the best-matching tool's own schema
+            (required fields, fields, depth)
   profile   one-hot of the profile name, hashed into ``profile_buckets``
   inter     profile x meta: the meta block again in the profile's slot, so that a length or a
             schema depth can matter for one profile and not another
@@ -97,8 +98,16 @@ STRUCTURE_NAMES = (
 )
 # Version 3: whether the request asks for what the offered tools do. A request none of them matches
 # ("irrelevance": the right answer calls nothing) and one that picks a tool out clearly are easy; a
-# request half-matching several tools is where a small model picks the wrong one.
-TOOL_MATCH_NAMES = ("tool_match_best", "tool_match_margin", "log_tool_match_hits")
+# request half-matching several tools is where a small model picks the wrong one. The matched tool's
+# own schema says what the answer has to fill, where the aggregate counts mix in the tools not used.
+TOOL_MATCH_NAMES = (
+    "tool_match_best",
+    "tool_match_margin",
+    "log_tool_match_hits",
+    "log_match_required",
+    "log_match_fields",
+    "match_depth",
+)
 META_NAMES = META_NAMES_V1 + STRUCTURE_NAMES + TOOL_MATCH_NAMES
 
 
@@ -211,6 +220,7 @@ def _meta(call: CallInput) -> dict[str, float]:
     last_user_text = content_text(last_user_message.get("content")) if last_user_message else ""
     last_user = len(last_user_text)
     match = tool_match(last_user_text, [_tool_words(json.dumps(t, sort_keys=True)) for t in call.tools])
+    matched = schema_shape([call.tools[match.index]] if match.index >= 0 else [], None)
     tool_chars = sum(n for m, n in zip(call.messages, lengths, strict=True) if m.get("role") == "tool")
     prior_calls = sum(len(m.get("tool_calls") or []) for m in call.messages if m.get("role") == "assistant")
     values = {
@@ -242,6 +252,9 @@ def _meta(call: CallInput) -> dict[str, float]:
         "tool_match_best": match.best,
         "tool_match_margin": match.margin,
         "log_tool_match_hits": log1p_count(match.hits),
+        "log_match_required": log1p_count(matched.required),
+        "log_match_fields": log1p_count(matched.fields),
+        "match_depth": float(matched.depth),
     }
     values.update({f"log_args_{kind}": log1p_count(n) for kind, n in shape.types.items()})
     return values

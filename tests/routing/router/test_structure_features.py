@@ -149,6 +149,7 @@ def test_tool_match_tells_a_request_no_tool_serves_from_one_a_tool_serves():
     served = tool_match("What will the weather be in Oslo over the next 3 days?", tools)
     unserved = tool_match("Who wrote the novel Moby Dick?", tools)
     assert served.best > 0.3 and served.hits == 2 and served.margin == served.best  # weather, days
+    assert served.index == 0 and unserved.index == -1
     assert unserved == ToolMatch(best=0.0, margin=0.0, hits=0)
     assert tool_match("anything at all", []) == ToolMatch()
     ambiguous = tool_match("weather city", [tools[0], tools[0]])
@@ -162,6 +163,12 @@ def test_the_tool_match_reaches_the_meta_block():
     served, unserved = values("weather forecast for Oslo"), values("Who wrote Moby Dick?")
     assert served["tool_match_best"] > 0.5 and served["log_tool_match_hits"] > 0
     assert unserved["tool_match_best"] == unserved["log_tool_match_hits"] == 0.0
+    # the matched tool's own schema, apart from the other tools offered beside it
+    assert served["log_match_fields"] == pytest.approx(np.log1p(2)) and served["match_depth"] == 1.0
+    assert served["log_match_required"] == 0.0 < served["log_required_fields"]  # book's 4
+    booking = values("book nights at a price for guests")
+    assert booking["log_match_required"] == pytest.approx(np.log1p(4)) and booking["match_depth"] == 3.0
+    assert unserved["log_match_fields"] == unserved["match_depth"] == 0.0
     # the request is the last user message, not a tool output or an earlier turn
     later = CallInput(
         messages=[
