@@ -130,6 +130,15 @@ class ReplayRecord:
             request = data["request"]
             if not isinstance(request, dict) or not isinstance(request.get("messages"), list):
                 raise ReplayFormatError("request.messages must be a list")
+            if not all(isinstance(m, dict) for m in request["messages"]):
+                raise ReplayFormatError("request.messages must be objects")
+            tools = request.get("tools")
+            if tools is not None and not (
+                isinstance(tools, list) and all(isinstance(t, dict) for t in tools)
+            ):
+                raise ReplayFormatError("request.tools must be a list of objects")
+            if not isinstance(request.get("response_format") or {}, dict):
+                raise ReplayFormatError("request.response_format must be an object")
             return cls(
                 id=str(data["id"]),
                 task_id=str(data["task_id"]),

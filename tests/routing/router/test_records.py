@@ -77,6 +77,22 @@ def test_bad_lines_name_their_line_number():
         Outcome("maybe")
 
 
+@pytest.mark.parametrize(
+    ("request_", "message"),
+    [
+        ({"messages": [1]}, "messages must be objects"),
+        ({"messages": [], "tools": ["search"]}, "tools must be a list of objects"),
+        ({"messages": [], "tools": {"name": "search"}}, "tools must be a list of objects"),
+        ({"messages": [], "response_format": "json"}, "response_format must be an object"),
+    ],
+)
+def test_a_request_the_featurizer_cannot_read_is_refused_by_name(request_, message):
+    data = generate(1, regime="mixed", seed=0)[0].to_json()
+    with pytest.raises(ReplayFormatError, match=message):
+        ReplayRecord.from_json({**data, "request": request_})
+    ReplayRecord.from_json({**data, "request": {"messages": [], "tools": None}})  # absent tools are fine
+
+
 def leg(role: str, verdict: str, cost: str, latency: float, **extra: object) -> dict[str, object]:
     return {
         "backend": role,
