@@ -218,7 +218,7 @@ def number_count(text: str) -> int:
     return len(_NUMBER.findall(text))
 
 
-_WORD = re.compile(r"[A-Za-z][a-z]+|[A-Z]+(?![a-z])|[a-z]+")
+_WORD = re.compile(r"[A-Za-z][a-z]+|[A-Z]+(?![a-z])")  # words, and acronyms before a capitalised word
 _STOP = frozenset(
     "the and for with from that this what which when where how are was were can you your please "
     "into about has have had will would should could its our their them they then than also not "
