@@ -33,13 +33,21 @@ from training.bfcl.judge import correct, judge, reference_message
 from training.bfcl.requests import request
 
 PROFILE = "tool-call"
-# The live verifier of a tool-call profile: declared functions, schema-valid arguments. Weak on
-# purpose: a schema-valid call with wrong values, or no call at all, passes.
-PROFILE_FIELDS: dict[str, Any] = {
-    "policy": "student_with_fallback",
-    "verifier": {"kind": "tool_args"},
-    "max_tokens": 256,
+# The live verifiers a tool-call profile may have. ``schema`` (the default): declared functions,
+# schema-valid arguments; weak on purpose: a schema-valid call with wrong values, or no call at all,
+# passes. ``values``: also reads the call written as JSON text (the constrained answer), asks that its
+# values come from the conversation and that the request's values reach it
+# (routing/verifiers/tool_grounding.py): stronger, still no model and no possible answer.
+VERIFIERS: dict[str, dict[str, Any]] = {
+    "schema": {"kind": "tool_args"},
+    "values": {"kind": "tool_args", "content_calls": True, "check_values": True},
 }
+
+
+def profile_fields(verifier: str = "schema") -> dict[str, Any]:
+    return {"policy": "student_with_fallback", "verifier": VERIFIERS[verifier], "max_tokens": 256}
+
+
 ADVICE = {
     "patterns": ["Reply only with <tool_call> blocks, one per call, with the arguments the request gives."],
     "pitfalls": ["Do not call a function that does not answer the request."],
@@ -127,8 +135,14 @@ class BfclTeacher(ThreadedServer):
         return web.json_response({"error": {"message": error, "type": "server_error"}}, status=502)
 
 
-def send(client: Any, pairs: list[tuple[Item, dict[str, Any]]], model: str) -> list[dict[str, Any]]:
-    """Sends each item (a few at a time); per item its category, both verdicts and the ledger id."""
+def send(
+    client: Any, pairs: list[tuple[Item, dict[str, Any]]], model: str, verifier: str = "schema"
+) -> list[dict[str, Any]]:
+    """Sends each item (a few at a time); per item its category, both verdicts (live: ``verifier``, as
+    the profile has) and the ledger id."""
+    from routing.verifiers import build_verifier
+
+    live = build_verifier(VERIFIERS[verifier])
 
     def one(pair: tuple[Item, dict[str, Any]]) -> dict[str, Any]:
         import openai
@@ -152,7 +166,7 @@ def send(client: Any, pairs: list[tuple[Item, dict[str, Any]]], model: str) -> l
                 "invocation": exc.response.headers.get("x-skillgate-invocation"),
             }
         message = raw.parse().choices[0].message.model_dump(exclude_none=True)
-        verdict = judge(item, message)
+        verdict = judge(item, message, live)
         return {
             "category": item.category,
             "live": verdict.live,

@@ -25,8 +25,9 @@ the fallback rate, the admission decision and the wall time of each stage.
 With ``--task bfcl`` (bench/bfcl_cycle.py) the calls are BFCL v4 items with their function docs as
 ``tools`` under a ``tool_args`` profile (the weak live verifier), and every held-out answer is judged
 twice: live and by BFCL's checker; the student's direct correctness comes from ``model="student"``
-calls (its admitted adapter included). ``--grpo`` turns GRPO on for the profile (after SFT, each call's
-own verifier as reward).
+calls (its admitted adapter included). ``--bfcl-verifier values`` gives the profile the stronger live
+check (grounded values, routing/verifiers/tool_grounding.py). ``--grpo`` turns GRPO on for the profile
+(after SFT, each call's own verifier as reward).
 
 Output: the markdown table on stdout and in bench/results/mera_cycle.md; logs under var/bench/mera_cycle/.
 """
@@ -269,6 +270,12 @@ def main() -> None:
     parser.add_argument("--task", choices=["structured", "narrow", "code", "bfcl"], default="structured")
     parser.add_argument("--bfcl-categories", help="comma-separated BFCL categories (default: all five)")
     parser.add_argument("--bfcl-per-category", type=int, default=20, help="first N items of each category")
+    parser.add_argument(
+        "--bfcl-verifier",
+        choices=["schema", "values"],
+        default="schema",
+        help="the tool-call profile's live verifier: schema (the weak check) or values (grounded values)",
+    )
     parser.add_argument("--grpo", action="store_true", help="GRPO after SFT (the profile's training setting)")
     parser.add_argument(
         "--sample-rate",
@@ -386,7 +393,10 @@ def main() -> None:
             "code": ("python-code", PROFILES["python-code"]),
             "bfcl": (
                 bfcl_cycle.PROFILE,
-                {**bfcl_cycle.PROFILE_FIELDS, "policy_params": {"teacher_sample_rate": args.sample_rate}},
+                {
+                    **bfcl_cycle.profile_fields(args.bfcl_verifier),
+                    "policy_params": {"teacher_sample_rate": args.sample_rate},
+                },
             ),
         }[args.task]
         profile = TaskProfile.objects.create(name=name, **fields)
@@ -437,21 +447,24 @@ def bfcl_loop(
     through the policy and through the student alone."""
     from bench import bfcl_cycle
 
-    teacher_answers = bfcl_cycle.send(client, heldout, "teacher")
+    def send(pairs: list[Any], model: str) -> list[dict[str, Any]]:
+        return bfcl_cycle.send(client, pairs, model, args.bfcl_verifier)
+
+    teacher_answers = send(heldout, "teacher")
     teacher = bfcl_cycle.summary(teacher_answers)
-    answers = bfcl_cycle.send(client, heldout, "student")
+    answers = send(heldout, "student")
     direct = first = bfcl_cycle.summary(answers)
-    policy = bfcl_cycle.summary(bfcl_cycle.send(client, heldout, "auto"))
+    policy = bfcl_cycle.summary(send(heldout, "auto"))
     perfect = bfcl_cycle.perfect_router(answers, teacher_answers)
     lines = [bfcl_row(0, None, direct, policy, teacher, perfect)]
     print(BFCL_HEADER + "\n" + lines[0], file=sys.stderr)
     for k, batch in enumerate((train[i :: args.cycles] for i in range(args.cycles)), start=1):
-        sampled = bfcl_cycle.run_samples(bfcl_cycle.send(client, batch, "auto"))
+        sampled = bfcl_cycle.run_samples(send(batch, "auto"))
         print(f"  cycle {k}: {sampled} background teacher samples on the train batch", file=sys.stderr)
         cycle = run_cycle(profile_id)
-        answers = bfcl_cycle.send(client, heldout, "student")
+        answers = send(heldout, "student")
         direct = bfcl_cycle.summary(answers)
-        policy = bfcl_cycle.summary(bfcl_cycle.send(client, heldout, "auto"))
+        policy = bfcl_cycle.summary(send(heldout, "auto"))
         perfect = bfcl_cycle.perfect_router(answers, teacher_answers)
         lines.append(bfcl_row(k, cycle, direct, policy, teacher, perfect))
         print(lines[-1], file=sys.stderr)

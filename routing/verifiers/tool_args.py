@@ -1,4 +1,10 @@
-"""``tool_args``: the message's tool calls must name declared function tools with valid arguments."""
+"""``tool_args``: the message's tool calls must name declared function tools with valid arguments.
+
+Optional, per profile: ``content_calls`` reads calls a model writes in its text (Hermes blocks, a bare
+``{"name", "arguments"}`` object) when the message has no ``tool_calls``; ``check_values`` also asks
+that the values be grounded in the conversation and that the request's values reach the call
+(routing/verifiers/tool_grounding.py).
+"""
 
 from __future__ import annotations
 
@@ -8,6 +14,17 @@ from typing import Any
 from routing.json_body import loads_answer
 from routing.verifiers.base import Verdict, Verifier, VerifierConfigError, register
 from routing.verifiers.json_schema import INLINE_TEXT_CHARS, inline_schema, schema_errors, schema_problem
+from routing.verifiers.tool_grounding import (
+    Evidence,
+    conversation_text,
+    declaration_text,
+    keys,
+    leaves,
+    message_text,
+    uncovered,
+    ungrounded,
+)
+from routing.verifiers.tool_text import TextCallError, as_tool_calls, cut_short, written_calls
 
 _ANY_OBJECT: dict[str, Any] = {"type": "object"}
 
@@ -20,37 +37,50 @@ def _forced_function(tool_choice: Any) -> str | None:
     return None
 
 
-def _declared_functions(request: dict[str, Any]) -> dict[str, Any]:
-    """Function name -> its ``parameters`` schema, from the request's OpenAI ``tools``."""
-    declared: dict[str, Any] = {}
+def _functions(request: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Function name -> its declaration, from the request's OpenAI ``tools``."""
+    declared: dict[str, dict[str, Any]] = {}
     for tool in request.get("tools") or []:
         if not isinstance(tool, dict) or tool.get("type", "function") != "function":
             continue
         function = tool.get("function")
         if isinstance(function, dict) and isinstance(function.get("name"), str):
-            declared[function["name"]] = function.get("parameters") or _ANY_OBJECT
+            declared[function["name"]] = function
     return declared
+
+
+def _declared_functions(request: dict[str, Any]) -> dict[str, Any]:
+    """Function name -> its ``parameters`` schema."""
+    return {name: f.get("parameters") or _ANY_OBJECT for name, f in _functions(request).items()}
 
 
 @register
 class ToolArgsVerifier(Verifier):
     """Config: optional ``require_tool_call`` (bool); by default a call is required when the request's
-    ``tool_choice`` is ``"required"`` or names a function."""
+    ``tool_choice`` is ``"required"`` or names a function. ``content_calls`` and ``check_values``
+    (bools, default false): see the module's docstring."""
 
     kind = "tool_args"
 
     def __init__(self, config: dict[str, Any]) -> None:
         super().__init__(config)
-        require = config.get("require_tool_call")
-        if require is not None and not isinstance(require, bool):
-            raise VerifierConfigError(f"tool_args.require_tool_call must be a boolean; got {require!r}")
-        self.require_tool_call: bool | None = require
+        for name in ("require_tool_call", "content_calls", "check_values"):
+            value = config.get(name)
+            if value is not None and not isinstance(value, bool):
+                raise VerifierConfigError(f"tool_args.{name} must be a boolean; got {value!r}")
+        self.require_tool_call: bool | None = config.get("require_tool_call")
+        self.content_calls = bool(config.get("content_calls"))
+        self.check_values = bool(config.get("check_values"))
 
     def runs_inline(self, *, request: dict[str, Any], message: dict[str, Any]) -> bool:
         """Short arguments against small parameter schemas without regular expressions."""
         calls = message.get("tool_calls") or []
         size = sum(len(str((call or {}).get("function", {}).get("arguments", ""))) for call in calls)
         declared = _declared_functions(request)
+        if self.check_values or self.content_calls:  # they read the conversation and the answer's text
+            size += len(str(message.get("content") or "")) + sum(
+                len(str(m.get("content") or "")) for m in request.get("messages") or [] if isinstance(m, dict)
+            )
         return size <= INLINE_TEXT_CHARS and all(inline_schema(schema or {}) for schema in declared.values())
 
     def verify(self, *, request: dict[str, Any], message: dict[str, Any]) -> Verdict:
@@ -60,6 +90,14 @@ class ToolArgsVerifier(Verifier):
         if require is None:
             require = tool_choice == "required" or forced is not None
         calls = message.get("tool_calls") or []
+        if not calls and self.content_calls:
+            text = message_text(message)
+            try:
+                calls = as_tool_calls(written_calls(text)[0])
+            except TextCallError as exc:
+                return Verdict(False, str(exc))
+            if not calls and _functions(request) and cut_short(text):
+                return Verdict(False, "the answer starts a call written as JSON but does not finish it")
         if not calls:
             if require:
                 return Verdict(False, "no tool call, but the request requires one")
@@ -72,9 +110,50 @@ class ToolArgsVerifier(Verifier):
             for i, call in enumerate(calls)
             if (problem := _call_problem(call, declared, forced))
         ]
+        if not problems and self.check_values:
+            problems = _value_problems(request, calls)
         if problems:
             return Verdict(False, "; ".join(problems))
         return Verdict(True, f"{len(calls)} tool call(s) valid")
+
+
+def _value_problems(request: dict[str, Any], calls: list[Any]) -> list[str]:
+    """Schema-valid calls whose values the conversation does not hold, or that leave out what the
+    user's last message gives (only when the calls answer that message directly)."""
+    functions = _functions(request)
+    raw_messages = request.get("messages")
+    messages: list[Any] = raw_messages if isinstance(raw_messages, list) else []
+    seen: dict[str, int] = {}
+    for i, call in enumerate(calls):
+        same = json.dumps(
+            [call["function"]["name"], loads_answer(call["function"]["arguments"])], sort_keys=True
+        )
+        if same in seen:
+            return [f"tool_calls[{i}] repeats tool_calls[{seen[same]}]"]
+        seen[same] = i
+    evidence = Evidence(conversation_text(messages))
+    problems: list[str] = []
+    values, declarations = Evidence(""), Evidence("")
+    for i, call in enumerate(calls):
+        function = call["function"]
+        declared = Evidence(declaration_text(functions[function["name"]]))
+        arguments = loads_answer(function["arguments"])
+        known = Evidence("")
+        known.update(evidence)
+        known.update(declared)
+        missing = ungrounded(arguments, known)
+        if missing:
+            problems.append(
+                f"tool_calls[{i}]: {function['name']}: {', '.join(missing)} not in the conversation"
+            )
+        values.update(Evidence(" ".join(str(v) for v in [*leaves(arguments), *keys(arguments)])))
+        declarations.update(declared)
+    last = messages[-1] if messages and isinstance(messages[-1], dict) else {}
+    if not problems and last.get("role") == "user":
+        missing = uncovered(message_text(last), values, declarations)
+        if missing:
+            problems.append(f"the request gives {', '.join(map(repr, missing))}, which no call carries")
+    return problems
 
 
 def _call_problem(call: Any, declared: dict[str, Any], forced: str | None) -> str | None:

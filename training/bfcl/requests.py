@@ -14,6 +14,7 @@ import json
 import re
 from typing import Any
 
+from routing.verifiers.tool_text import TextCallError, written_calls
 from training.bfcl.checker import Call
 from training.bfcl.data import Item
 
@@ -23,8 +24,6 @@ SYSTEM = (
     '<tool_call>{{"name": <function name>, "arguments": <arguments object>}}</tool_call> block per call. '
     "If none of them applies, say so in plain text and call nothing.\n\nFunctions:\n{functions}"
 )
-_BLOCK = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|\Z)", re.DOTALL)
-_FENCE = re.compile(r"\A\s*```(?:json)?\s*\n?(.*?)\n?\s*```\s*\Z", re.DOTALL)
 
 
 def openai_name(name: str) -> str:
@@ -140,13 +139,6 @@ def _as_call(obj: Any, names: dict[str, str]) -> Call:
     return {names.get(name, name): arguments}
 
 
-def _from_json(text: str, names: dict[str, str]) -> list[Call]:
-    data = json.loads(text)
-    if isinstance(data, list):
-        return [_as_call(x, names) for x in data]
-    return [_as_call(data, names)]
-
-
 def decode(item: Item, message: dict[str, Any]) -> list[Call]:
     """The calls an answer makes, in BFCL's form; [] when it calls nothing. Raises DecodeError for an
     attempted call that cannot be read (BFCL counts it as a failure to produce a valid call)."""
@@ -160,23 +152,16 @@ def decode(item: Item, message: dict[str, Any]) -> list[Call]:
     if calls:
         return calls
     content = message.get("content")
-    text = content if isinstance(content, str) else ""
-    blocks = _BLOCK.findall(text)
-    if blocks:
-        try:
-            return [call for block in blocks for call in _from_json(block, names)]
-        except json.JSONDecodeError as exc:
-            raise DecodeError(f"a <tool_call> block is not JSON: {exc.msg}") from None
-    fenced = _FENCE.match(text)
-    candidate = (fenced.group(1) if fenced else text).strip()
-    if candidate.startswith(("{", "[")):
-        try:
-            return _from_json(candidate, names)
-        except json.JSONDecodeError:
-            return []  # text that merely starts like JSON: no call
-        except DecodeError:
-            return []
-    return []
+    try:
+        values, from_blocks = written_calls(content if isinstance(content, str) else "")
+    except TextCallError as exc:
+        raise DecodeError(str(exc)) from None
+    if from_blocks:  # a block that is not a readable call is a failed call
+        return [_as_call(value, names) for value in values]
+    try:
+        return [_as_call(value, names) for value in values]
+    except DecodeError:
+        return []  # bare JSON that is not a readable call: no call
 
 
 def tool_call_message(item: Item, calls: list[Call]) -> dict[str, Any]:

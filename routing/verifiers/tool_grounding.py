@@ -1,0 +1,274 @@
+"""Whether a tool call's argument values come from the conversation, and the request's values reach the call.
+
+A schema check passes a well-typed call with invented values. Two checks catch most of those, with no
+model and in well under a millisecond:
+
+- **grounded**: every string and number the call passes appears in the conversation's messages (system
+  messages excepted: they hold instructions, and a tool's docs are counted per function) or in the called
+  function's own declaration (its description, enums, defaults). A string counts when half its words do;
+  numbers compare as numbers, so ``"2022-01-01"`` is grounded in "January 1, 2022".
+- **covered**: when the call answers the user's last message directly, every number, quoted text and
+  capitalised name in that message appears in some call's values, or in the called functions'
+  declarations (a unit, or the function's own name). A request for two cities answered by one call
+  fails here.
+
+Both are heuristics on purpose. A value derived from the request (a unit conversion, a computed date)
+fails them, and the call then falls back to the teacher: a false failure costs a teacher call, never a
+wrong answer.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Any
+
+# Any number in evidence; a number the request states (not an exponent, not part of a name like "A4").
+_NUMBER = re.compile(r"(-?\d+(?:,\d{3})*(?:\.\d+)?)(?:\s*(thousand|million|billion|[kKmM]\b))?")
+_SCALE = {"thousand": 1e3, "k": 1e3, "million": 1e6, "m": 1e6, "billion": 1e9}
+_STATED = re.compile(r"(?<![\w.^])(-?\d+(?:,\d{3})*(?:\.\d+)?)(?:\s*(thousand|million|billion|[kKmM]\b))?")
+_LIST_MARKER = re.compile(r"[.)]\s")
+_WORD = re.compile(r"[^\W_]+", re.UNICODE)
+_QUOTED = re.compile(r"[\"“]([^\"”\n]{2,80})[\"”]|(?<!\w)'([^'\n]{2,80})'(?!\w)")
+# A run of capitalised words (those that start a sentence are dropped in ``mentions``).
+_NAME = re.compile(r"\b([A-Z][\w'’-]*(?:[ \t]+(?:of[ \t]+|de[ \t]+)?[A-Z][\w'’-]*)*)")
+_SENTENCE_END = tuple(".!?:;\n")
+NUMBER_WORDS = {
+    "zero": 0,
+    "one": 1,
+    "two": 2,
+    "three": 3,
+    "four": 4,
+    "five": 5,
+    "six": 6,
+    "seven": 7,
+    "eight": 8,
+    "nine": 9,
+    "ten": 10,
+    "eleven": 11,
+    "twelve": 12,
+    "fifteen": 15,
+    "twenty": 20,
+    "thirty": 30,
+    "fifty": 50,
+    "hundred": 100,
+    "thousand": 1000,
+    "million": 1_000_000,
+    "billion": 1_000_000_000,
+    "dozen": 12,
+    "half": 0.5,
+    "quarter": 0.25,
+    "single": 1,
+    "once": 1,
+    "twice": 2,
+    "double": 2,
+    "triple": 3,
+    "pair": 2,
+    "first": 1,
+    "second": 2,
+    "third": 3,
+    "monthly": 12,
+    "quarterly": 4,
+    "weekly": 52,
+    "daily": 365,
+    "hourly": 24,
+}
+MONTHS = {
+    m: i + 1
+    for i, m in enumerate(
+        "january february march april may june july august september october november december".split()
+    )
+}
+MONTHS.update({m[:3]: i for m, i in list(MONTHS.items())})
+# Capitalised words that name nothing ("I", "Also", "Who"): never a mention a call must carry.
+NOT_NAMES = frozenset(
+    """i im ive id ill me my we our you your he she they it this that these those a an the and or but so
+    also then first second next finally now ok okay please thanks thank hi hello hey yes no not who what
+    when where which why how can could would should will shall may might must do does did is are was were
+    be have has had let lets given if after before in on at for of to from with by""".split()
+)
+# Numbers a call may always pass: counters, flags and offsets that nobody says out loud.
+FREE_NUMBERS = frozenset({0.0, 1.0})
+
+
+class Evidence:
+    """The words and numbers of some text, for membership tests."""
+
+    def __init__(self, text: str) -> None:
+        self.words = {stem(w) for w in words(text)}
+        named = set(words(text))
+        self.numbers = numbers(text) | {_key(NUMBER_WORDS[w]) for w in named & NUMBER_WORDS.keys()}
+        self.numbers |= {float(MONTHS[w]) for w in named & MONTHS.keys()}
+
+    def update(self, other: Evidence) -> None:
+        self.words |= other.words
+        self.numbers |= other.numbers
+
+    def has_number(self, value: float) -> bool:
+        """The number, its magnitude (112.07 W is -112.07), or it as a percentage (5% is 0.05), or back."""
+        value = abs(value)
+        return any(_key(v) in self.numbers for v in (value, value * 100, value / 100))
+
+    def share_of(self, text: str) -> float:
+        """The share of ``text``'s words found here (numeric words as numbers)."""
+        found = [self.has_word(w) for w in words(text)]
+        return sum(found) / len(found) if found else 1.0
+
+    def has_word(self, word: str) -> bool:
+        if stem(word) in self.words:
+            return True
+        value = _as_number(word)
+        if value is None:
+            value = MONTHS.get(word, NUMBER_WORDS.get(word))
+        return value is not None and self.has_number(value)
+
+
+def words(text: str) -> list[str]:
+    return [w.casefold() for w in _WORD.findall(text)]
+
+
+def stem(word: str) -> str:
+    """A plural's singular, crudely: "schisms" and "schism" are one word here."""
+    return word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith("ss") else word
+
+
+def numbers(text: str) -> set[float]:
+    """Each number's magnitude (rounded, so that 0.05 * 100 is 5), and scaled where a word says so
+    ("$2 million": 2 and 2,000,000)."""
+    out = set()
+    for digits, scale in _NUMBER.findall(text):
+        value = _as_number(digits.replace(",", ""))
+        if value is not None:
+            out.add(_key(abs(value)))
+            if scale:
+                out.add(_key(abs(value) * _SCALE[scale.lower()]))
+    return out
+
+
+def _key(value: float) -> float:
+    return float(f"{value:.9g}")
+
+
+def _as_number(text: str) -> float | None:
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def leaves(value: Any) -> Iterator[Any]:
+    if isinstance(value, dict):
+        for item in value.values():
+            yield from leaves(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from leaves(item)
+    else:
+        yield value
+
+
+def keys(value: Any) -> Iterator[str]:
+    """The keys of every object in ``value`` (a dict argument's keys are values the request gave)."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield str(key)
+            yield from keys(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from keys(item)
+
+
+def declaration_text(function: dict[str, Any]) -> str:
+    """A declared function's name, description, and its parameters' descriptions, enums and defaults."""
+    parts = [str(function.get("name") or "").replace("_", " "), str(function.get("description") or "")]
+
+    def walk(schema: Any) -> None:
+        if isinstance(schema, dict):
+            for key, value in schema.items():
+                if key in ("description", "title", "default", "enum", "examples", "const"):
+                    parts.extend(str(v) for v in leaves(value))
+                elif key == "properties" and isinstance(value, dict):
+                    parts.extend(name.replace("_", " ") for name in value)
+                    walk(value)
+                else:
+                    walk(value)
+        elif isinstance(schema, list):
+            for item in schema:
+                walk(item)
+
+    walk(function.get("parameters"))
+    return " ".join(parts)
+
+
+def conversation_text(messages: list[Any]) -> str:
+    """The text of every non-system message (content parts included, and earlier tool calls' arguments)."""
+    parts: list[str] = []
+    for message in messages:
+        if not isinstance(message, dict) or message.get("role") in ("system", "developer"):
+            continue
+        parts.append(message_text(message))
+        for call in message.get("tool_calls") or []:
+            function = call.get("function") if isinstance(call, dict) else None
+            if isinstance(function, dict):
+                parts.append(str(function.get("arguments") or ""))
+    return "\n".join(parts)
+
+
+def message_text(message: dict[str, Any]) -> str:
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return " ".join(str(p.get("text") or "") for p in content if isinstance(p, dict))
+    return ""
+
+
+def ungrounded(arguments: Any, evidence: Evidence) -> list[str]:
+    """The call's string and number values that the evidence does not hold (at most 3)."""
+    missing: list[str] = []
+    for value in leaves(arguments):
+        if isinstance(value, bool) or value is None:
+            continue
+        if isinstance(value, int | float):
+            if abs(float(value)) not in FREE_NUMBERS and not evidence.has_number(float(value)):
+                missing.append(repr(value))
+        elif isinstance(value, str) and words(value) and evidence.share_of(value) < 0.5:
+            missing.append(repr(value[:40]))
+        if len(missing) >= 3:
+            break
+    return missing
+
+
+def mentions(text: str) -> list[tuple[str, str]]:
+    """What a request gives that a call answering it should carry: ("number", "5"), ("text", "New York")."""
+    found: list[tuple[str, str]] = []
+    for match in _STATED.finditer(text):
+        before = text[: match.start()].rstrip(" \t")
+        if (not before or before.endswith("\n")) and _LIST_MARKER.match(text, match.end()):
+            continue  # "1. ..." numbers a list
+        found.append(("number", match.group()))
+    found += [("text", double or single) for double, single in _QUOTED.findall(text)]
+    for match in _NAME.finditer(text):
+        before = text[: match.start()].rstrip(" \t\"'“‘([*-")
+        named = [w for w in words(match.group(1)) if w not in NOT_NAMES and len(w) > 1]
+        if named and before and not before.endswith(_SENTENCE_END):
+            found.append(("text", match.group(1)))
+    return found
+
+
+def uncovered(request_text: str, calls_values: Evidence, declarations: Evidence) -> list[str]:
+    """The request's mentions that no call's values carry and no called function declares (at most 3)."""
+    missing: list[str] = []
+    for kind, mention in mentions(request_text):
+        if kind == "number":  # "2 million" is carried as 2 or as 2,000,000
+            if any(calls_values.has_number(v) or declarations.has_number(v) for v in numbers(mention)):
+                continue
+        else:
+            tokens = words(mention)
+            if not tokens or any(calls_values.has_word(w) or declarations.has_word(w) for w in tokens):
+                continue
+        if mention not in missing:
+            missing.append(mention)
+        if len(missing) >= 3:
+            break
+    return missing

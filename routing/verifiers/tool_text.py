@@ -1,0 +1,76 @@
+"""Tool calls written in an answer's text, by a model served without a tool-call parser.
+
+Two forms: Hermes ``<tool_call>{"name", "arguments"}</tool_call>`` blocks, and a bare (or fenced)
+``{"name", "arguments"}`` JSON object or a list of them, as a ``json_schema`` response format makes a
+model write.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+_BLOCK = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|\Z)", re.DOTALL)
+_FENCE = re.compile(r"\A\s*```(?:json)?\s*\n?(.*?)\n?\s*```\s*\Z", re.DOTALL)
+
+
+class TextCallError(ValueError):
+    """A ``<tool_call>`` block that is not JSON."""
+
+
+def written_calls(text: str) -> tuple[list[Any], bool]:
+    """The JSON values the text writes as calls, and whether they came from ``<tool_call>`` blocks (each
+    value one call, its shape not yet checked). Without blocks: the bare or fenced JSON when every value
+    of it is an object with a string ``name``, else none. Raises :class:`TextCallError` for a block that
+    is not JSON."""
+    blocks = _BLOCK.findall(text)
+    if blocks:
+        values: list[Any] = []
+        for block in blocks:
+            try:
+                data = json.loads(block)
+            except json.JSONDecodeError as exc:
+                raise TextCallError(f"a <tool_call> block is not JSON: {exc.msg}") from None
+            values.extend(data if isinstance(data, list) else [data])
+        return values, True
+    fenced = _FENCE.match(text)
+    candidate = (fenced.group(1) if fenced else text).strip()
+    if not candidate.startswith(("{", "[")):
+        return [], False
+    try:
+        data = json.loads(candidate)
+    except json.JSONDecodeError:
+        return [], False
+    values = data if isinstance(data, list) else [data]
+    if values and all(isinstance(v, dict) and isinstance(v.get("name"), str) for v in values):
+        return values, False
+    return [], False
+
+
+def cut_short(text: str) -> bool:
+    """Text that starts a JSON call (object or list) but does not parse: an answer cut off mid-call."""
+    fenced = _FENCE.match(text)
+    candidate = (fenced.group(1) if fenced else text).strip()
+    if not candidate.startswith(("{", "[")):
+        return False
+    try:
+        json.loads(candidate)
+    except json.JSONDecodeError:
+        return True
+    return False
+
+
+def as_tool_calls(values: list[Any]) -> list[dict[str, Any]]:
+    """Written calls in the OpenAI ``tool_calls`` shape (``arguments`` a JSON string; ``parameters`` is
+    read as ``arguments``, as some models write it)."""
+    out: list[dict[str, Any]] = []
+    for i, value in enumerate(values):
+        if not isinstance(value, dict):
+            out.append({"id": f"text_{i}", "type": "function", "function": None})
+            continue
+        arguments = value.get("arguments", value.get("parameters", {}))
+        raw = arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
+        function = {"name": value.get("name"), "arguments": raw}
+        out.append({"id": f"text_{i}", "type": "function", "function": function})
+    return out
