@@ -29,23 +29,15 @@ from aiohttp import web
 
 from tests.support.threaded_server import ThreadedServer
 from training.bfcl.data import Item, load_items
-from training.bfcl.judge import correct, judge, reference_message
+from training.bfcl.judge import LIVE_VERIFIERS, correct, judge, reference_message
 from training.bfcl.requests import request
 
 PROFILE = "tool-call"
-# The live verifiers a tool-call profile may have. ``schema`` (the default): declared functions,
-# schema-valid arguments; weak on purpose: a schema-valid call with wrong values, or no call at all,
-# passes. ``values``: also reads the call written as JSON text (the constrained answer), asks that its
-# values come from the conversation and that the request's values reach it
-# (routing/verifiers/tool_grounding.py): stronger, still no model and no possible answer.
-VERIFIERS: dict[str, dict[str, Any]] = {
-    "schema": {"kind": "tool_args"},
-    "values": {"kind": "tool_args", "content_calls": True, "check_values": True},
-}
 
 
 def profile_fields(verifier: str = "schema") -> dict[str, Any]:
-    return {"policy": "student_with_fallback", "verifier": VERIFIERS[verifier], "max_tokens": 256}
+    """The tool-call profile, with one of the live verifiers of training.bfcl.judge.LIVE_VERIFIERS."""
+    return {"policy": "student_with_fallback", "verifier": LIVE_VERIFIERS[verifier], "max_tokens": 256}
 
 
 ADVICE = {
@@ -142,7 +134,7 @@ def send(
     the profile has) and the ledger id."""
     from routing.verifiers import build_verifier
 
-    live = build_verifier(VERIFIERS[verifier])
+    live = build_verifier(LIVE_VERIFIERS[verifier])
 
     def one(pair: tuple[Item, dict[str, Any]]) -> dict[str, Any]:
         import openai

@@ -31,8 +31,9 @@ from typing import Any
 
 from bench.router_replays.bfcl_student import answer
 from routing.router_learning.records import Outcome, ReplayRecord, write_jsonl
+from routing.verifiers import build_verifier
 from training.bfcl.data import Item, load_items
-from training.bfcl.judge import judge, reference_message
+from training.bfcl.judge import LIVE_VERIFIERS, judge, reference_message
 from training.bfcl.requests import request
 
 TEACHER_ERROR_RATE = 0.05
@@ -58,8 +59,9 @@ def _outcome(
     verified: bool,
     price: float,
     correct: bool | None = None,
+    verifier: str = "schema",
 ) -> Outcome:
-    judged = judge(item, message)
+    judged = judge(item, message, build_verifier(LIVE_VERIFIERS[verifier]))
     ok = judged.correct if correct is None else correct
     tok_in, tok_out = _tokens(body), max(_tokens(message), 8.0)
     cost = price * (tok_in * 2.5e-6 + tok_out * 10e-6)
@@ -69,13 +71,16 @@ def _outcome(
     return Outcome(verdict, ok, cost, latency)
 
 
-def record(item: Item, student_answer: dict[str, Any] | None = None, source: str = "bfcl") -> ReplayRecord:
-    """The item's record; the student's answer is ``student_answer`` when given, else the rule-based one."""
+def record(
+    item: Item, student_answer: dict[str, Any] | None = None, source: str = "bfcl", verifier: str = "schema"
+) -> ReplayRecord:
+    """The item's record; the student's answer is ``student_answer`` when given, else the rule-based one.
+    ``verifier``: the verified profile's live check (training.bfcl.judge.LIVE_VERIFIERS)."""
     body = request(item)
     profile = PROFILES[int(_unit(f"profile:{item.id}") * len(PROFILES)) % len(PROFILES)]
     verified = profile == "tool-call"
     message = student_answer if student_answer is not None else answer(item)
-    student = _outcome(item, message, body, verified=verified, price=STUDENT_PRICE)
+    student = _outcome(item, message, body, verified=verified, price=STUDENT_PRICE, verifier=verifier)
     teacher_wrong = _unit(f"teacher:{item.id}") < TEACHER_ERROR_RATE
     teacher = _outcome(
         item,
@@ -84,6 +89,7 @@ def record(item: Item, student_answer: dict[str, Any] | None = None, source: str
         verified=verified,
         price=1.0,
         correct=False if teacher_wrong else None,
+        verifier=verifier,
     )
     return ReplayRecord(
         id=item.id,
@@ -99,7 +105,7 @@ def record(item: Item, student_answer: dict[str, Any] | None = None, source: str
     )
 
 
-def smollm2_records(path: Path = RECORDED) -> list[ReplayRecord]:
+def smollm2_records(path: Path = RECORDED, verifier: str = "schema") -> list[ReplayRecord]:
     """The replay with SmolLM2-135M's recorded answers as the student's (the items it answered)."""
     answers = {}
     for line in path.read_text(encoding="utf-8").splitlines():
@@ -107,7 +113,9 @@ def smollm2_records(path: Path = RECORDED) -> list[ReplayRecord]:
             row = json.loads(line)
             answers[row["id"]] = row["message"]
     return [
-        record(item, answers[item.id], source="bfcl-smollm2") for item in load_items() if item.id in answers
+        record(item, answers[item.id], source="bfcl-smollm2", verifier=verifier)
+        for item in load_items()
+        if item.id in answers
     ]
 
 

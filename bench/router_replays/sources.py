@@ -7,6 +7,9 @@
   kinds of calls, BFCL's checker as the ground truth; not tuned on.
 - ``bfcl-smollm2``: the same items and teacher, SmolLM2-135M's recorded answers as the student's
   (``bench.router_replays.bfcl_record``); not tuned on.
+- ``bfcl-values``, ``bfcl-smollm2-values``: the same two, with the verified profile's live check the
+  stronger ``values`` one (training.bfcl.judge.LIVE_VERIFIERS: grounded values); its heuristics were
+  written looking at SmolLM2's answers to the first 80 items of each category.
 - ``he-mbpp``: HumanEval+MBPP (``bench.router_replays.he_mbpp``): SmolLM2-135M's recorded answers,
   the tasks' executed tests as the ground truth; not tuned on.
 """
@@ -26,17 +29,17 @@ def _regime(name: str, **mix: float) -> Regime:
     return Regime(base.name, base.description, base.verifiers, base.student_cost_ratio, None, {**MIX, **mix})
 
 
-def _bfcl() -> list[ReplayRecord]:
+def _bfcl(verifier: str = "schema") -> list[ReplayRecord]:
     from bench.router_replays.bfcl import record
     from training.bfcl.data import load_items
 
-    return [record(item) for item in load_items()]
+    return [record(item, verifier=verifier) for item in load_items()]
 
 
-def _bfcl_smollm2() -> list[ReplayRecord]:
+def _bfcl_smollm2(verifier: str = "schema") -> list[ReplayRecord]:
     from bench.router_replays.bfcl import smollm2_records
 
-    return smollm2_records()
+    return smollm2_records(verifier=verifier)
 
 
 def _he_mbpp() -> list[ReplayRecord]:
@@ -66,6 +69,14 @@ SOURCES: dict[str, tuple[str, Callable[[], list[ReplayRecord]]]] = {
     "bfcl-smollm2": (
         "BFCL v4 tool calls: SmolLM2-135M's recorded answers, BFCL checker (not tuned on)",
         _bfcl_smollm2,
+    ),
+    "bfcl-values": (
+        "BFCL v4 tool calls: rule-based student, the verified profile checks values (not tuned on)",
+        lambda: _bfcl("values"),
+    ),
+    "bfcl-smollm2-values": (
+        "BFCL v4 tool calls: SmolLM2-135M's answers, the verified profile checks values",
+        lambda: _bfcl_smollm2("values"),
     ),
     "he-mbpp": ("HumanEval+MBPP: SmolLM2-135M's recorded answers, executed tests (not tuned on)", _he_mbpp),
 }

@@ -21,6 +21,7 @@ from routing.verifiers.tool_grounding import (
     keys,
     leaves,
     message_text,
+    unchosen,
     uncovered,
     ungrounded,
 )
@@ -150,9 +151,18 @@ def _value_problems(request: dict[str, Any], calls: list[Any]) -> list[str]:
         declarations.update(declared)
     last = messages[-1] if messages and isinstance(messages[-1], dict) else {}
     if not problems and last.get("role") == "user":
-        missing = uncovered(message_text(last), values, declarations)
+        text = message_text(last)
+        missing = uncovered(text, values, declarations)
         if missing:
             problems.append(f"the request gives {', '.join(map(repr, missing))}, which no call carries")
+        by_function: dict[str, list[dict[str, Any]]] = {}
+        for call in calls:
+            by_function.setdefault(call["function"]["name"], []).append(
+                loads_answer(call["function"]["arguments"])
+            )
+        for name, arguments in by_function.items():
+            for choice in unchosen(text, functions[name], arguments):
+                problems.append(f"{name}: the request names {choice}, which no call passes")
     return problems
 
 

@@ -10,7 +10,9 @@ model and in well under a millisecond:
 - **covered**: when the call answers the user's last message directly, every number, quoted text and
   capitalised name in that message appears in some call's values, or in the called functions'
   declarations (a unit, or the function's own name). A request for two cities answered by one call
-  fails here.
+  fails here. So does a parameter with declared choices (an enum, or the quoted values its description
+  offers) when the message names one of them and no call of that function passes it ("using simpson
+  method", and the call says ``"trapezoid"`` or leaves the default).
 
 Both are heuristics on purpose. A value derived from the request (a unit conversion, a computed date)
 fails them, and the call then falls back to the teacher: a false failure costs a teacher call, never a
@@ -254,6 +256,62 @@ def mentions(text: str) -> list[tuple[str, str]]:
         if named and before and not before.endswith(_SENTENCE_END):
             found.append(("text", match.group(1)))
     return found
+
+
+_OFFERED = re.compile(r"['\"“‘]([^'\"”’\n]{1,40})['\"”’]")
+_DEFAULT = re.compile(
+    r"default(?:s)?(?:\s+value)?(?:\s+is|\s+to|\s*:|\s*=)?\s*['\"“‘]([^'\"”’\n]{1,40})['\"”’]", re.I
+)
+
+
+def choices(schema: Any) -> tuple[list[str], str | None]:
+    """A string parameter's declared choices (its enum, else the quoted values its description offers; two
+    or more) and its default (the schema's, else the one its description names)."""
+    if not isinstance(schema, dict):
+        return [], None
+    description = str(schema.get("description") or "")
+    enum = schema.get("enum")
+    offered = (
+        [str(v) for v in enum if isinstance(v, str)]
+        if isinstance(enum, list)
+        else _OFFERED.findall(description)
+    )
+    default = schema.get("default")
+    if not isinstance(default, str):
+        named = _DEFAULT.search(description)
+        default = named.group(1) if named else None
+    return (offered if len(set(offered)) >= 2 else []), default
+
+
+def _phrase_in(phrase: str, text_words: list[str]) -> bool:
+    target = [stem(w) for w in words(phrase)]
+    if not target:
+        return False
+    stems = [stem(w) for w in text_words]
+    return any(stems[i : i + len(target)] == target for i in range(len(stems) - len(target) + 1))
+
+
+def unchosen(request_text: str, function: dict[str, Any], calls_arguments: list[dict[str, Any]]) -> list[str]:
+    """The parameters of ``function`` whose choices the request names but none of its calls passes."""
+    properties = (function.get("parameters") or {}).get("properties")
+    if not isinstance(properties, dict):
+        return []
+    text_words = words(request_text)
+    missing: list[str] = []
+    for name, schema in properties.items():
+        offered, default = choices(schema)
+        named = {c.casefold() for c in offered if _phrase_in(c, text_words)}
+        if not named:
+            continue
+        given: set[str] = set()
+        for arguments in calls_arguments:
+            value = arguments.get(name, default)
+            given |= {
+                str(v).casefold() for v in (value if isinstance(value, list) else [value]) if v is not None
+            }
+        if not given & named:
+            missing.append(f"{name} ({' or '.join(sorted(named))})")
+    return missing
 
 
 def uncovered(request_text: str, calls_values: Evidence, declarations: Evidence) -> list[str]:

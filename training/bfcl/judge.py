@@ -14,6 +14,15 @@ from training.bfcl.data import Item
 from training.bfcl.requests import DecodeError, decode, request, tool_call_message
 
 SPLITS = ("train", "calibration", "heldout")
+# The live verifiers a tool-call profile may have. ``schema`` (the default): declared functions,
+# schema-valid arguments; weak on purpose: a schema-valid call with wrong values, or no call at all,
+# passes. ``values``: also reads a call written as JSON text (the constrained answer), asks that its
+# values come from the conversation and that the request's values reach it
+# (routing/verifiers/tool_grounding.py): stronger, and still no model and no possible answer.
+LIVE_VERIFIERS: dict[str, dict[str, Any]] = {
+    "schema": {"kind": "tool_args"},
+    "values": {"kind": "tool_args", "content_calls": True, "check_values": True},
+}
 
 
 @dataclass(frozen=True)

@@ -52,3 +52,18 @@ def test_smollm2s_recorded_answers_become_records_the_checker_still_agrees_with(
             assert record.student.verdict == ("pass" if row["live"] else "fail")
     correct = sum(row["correct"] for row in rows)
     assert 0 < correct < len(rows) / 2
+
+
+def test_the_values_check_fails_more_wrong_answers_than_the_schema_check_and_few_right_ones():
+    """On SmolLM2's recorded answers the schema check passes every wrong call it can read; the values check
+    (grounded values, the request's values carried) fails most of them and passes the right ones."""
+    weak = {r.id: r for r in bfcl.smollm2_records() if r.has_verifier}
+    strong = {r.id: r for r in bfcl.smollm2_records(verifier="values") if r.has_verifier}
+    assert weak.keys() == strong.keys()
+
+    def passed(records, correct):
+        rows = [r for r in records.values() if r.student.correct is correct]
+        return sum(r.student.verdict == "pass" for r in rows) / len(rows)
+
+    assert passed(weak, False) == 1.0 and passed(strong, False) < 0.4
+    assert passed(strong, True) > 0.95
