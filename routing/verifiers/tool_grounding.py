@@ -34,7 +34,7 @@ _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 _QUOTED = re.compile(r"[\"“]([^\"”\n]{2,80})[\"”]|(?<!\w)'([^'\n]{2,80})'(?!\w)")
 # A run of capitalised words (those that start a sentence are dropped in ``mentions``).
 _NAME = re.compile(r"\b([A-Z][\w'’-]*(?:[ \t]+(?:of[ \t]+|de[ \t]+)?[A-Z][\w'’-]*)*)")
-_SENTENCE_END = tuple(".!?:;\n")
+_SENTENCE_END = ".!?:;\n"
 NUMBER_WORDS = {
     "zero": 0,
     "one": 1,
@@ -241,21 +241,27 @@ def ungrounded(arguments: Any, evidence: Evidence) -> list[str]:
     return missing
 
 
-def mentions(text: str) -> list[tuple[str, str]]:
+def _after(text: str, start: int, skipped: str) -> str:
+    """The character before ``start`` once ``skipped`` characters are passed over ("" at the start)."""
+    i = start - 1
+    while i >= 0 and text[i] in skipped:
+        i -= 1
+    return text[i] if i >= 0 else ""
+
+
+def mentions(text: str) -> Iterator[tuple[str, str]]:
     """What a request gives that a call answering it should carry: ("number", "5"), ("text", "New York")."""
-    found: list[tuple[str, str]] = []
     for match in _STATED.finditer(text):
-        before = text[: match.start()].rstrip(" \t")
-        if (not before or before.endswith("\n")) and _LIST_MARKER.match(text, match.end()):
+        if _after(text, match.start(), " \t") in ("", "\n") and _LIST_MARKER.match(text, match.end()):
             continue  # "1. ..." numbers a list
-        found.append(("number", match.group()))
-    found += [("text", double or single) for double, single in _QUOTED.findall(text)]
+        yield ("number", match.group())
+    for double, single in _QUOTED.findall(text):
+        yield ("text", double or single)
     for match in _NAME.finditer(text):
-        before = text[: match.start()].rstrip(" \t\"'“‘([*-")
+        before = _after(text, match.start(), " \t\"'“‘([*-")
         named = [w for w in words(match.group(1)) if w not in NOT_NAMES and len(w) > 1]
-        if named and before and not before.endswith(_SENTENCE_END):
-            found.append(("text", match.group(1)))
-    return found
+        if named and before and before not in _SENTENCE_END:
+            yield ("text", match.group(1))
 
 
 _OFFERED = re.compile(r"['\"“‘]([^'\"”’\n]{1,40})['\"”’]")
@@ -283,11 +289,10 @@ def choices(schema: Any) -> tuple[list[str], str | None]:
     return (offered if len(set(offered)) >= 2 else []), default
 
 
-def _phrase_in(phrase: str, text_words: list[str]) -> bool:
+def _phrase_in(phrase: str, stems: list[str], present: set[str]) -> bool:
     target = [stem(w) for w in words(phrase)]
-    if not target:
+    if not target or not present.issuperset(target):
         return False
-    stems = [stem(w) for w in text_words]
     return any(stems[i : i + len(target)] == target for i in range(len(stems) - len(target) + 1))
 
 
@@ -296,11 +301,12 @@ def unchosen(request_text: str, function: dict[str, Any], calls_arguments: list[
     properties = (function.get("parameters") or {}).get("properties")
     if not isinstance(properties, dict):
         return []
-    text_words = words(request_text)
+    stems = [stem(w) for w in words(request_text)]
+    present = set(stems)
     missing: list[str] = []
     for name, schema in properties.items():
         offered, default = choices(schema)
-        named = {c.casefold() for c in offered if _phrase_in(c, text_words)}
+        named = {c.casefold() for c in offered if _phrase_in(c, stems, present)}
         if not named:
             continue
         given: set[str] = set()

@@ -112,7 +112,7 @@ def test_the_request_s_values_must_reach_a_call():
 
 def test_sentence_starts_list_markers_and_function_words_are_not_mentions():
     text = "Could you help? First, the weather in Oslo.\n1. Then What about it, Also now"
-    assert mentions(text) == [("text", "Oslo")]
+    assert list(mentions(text)) == [("text", "Oslo")]
 
 
 def test_a_repeated_call_fails():
@@ -170,3 +170,44 @@ def test_plain_text_still_passes_when_no_call_is_required():
 def test_options_must_be_booleans(name):
     with pytest.raises(VerifierConfigError, match=name):
         build_verifier({"kind": "tool_args", name: "yes"})
+
+
+INTEGRATE = {
+    "type": "function",
+    "function": {
+        "name": "integrate",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "function": {"type": "string"},
+                "method": {
+                    "type": "string",
+                    "description": "Choices are 'trapezoid' or 'simpson'. Default is 'trapezoid'.",
+                },
+                "style": {"type": "string", "enum": ["nature", "urban"]},
+            },
+        },
+    },
+}
+
+
+def integrate(user: str, **arguments: Any):
+    request = {"messages": [{"role": "user", "content": user}], "tools": [INTEGRATE]}
+    message = {"role": "assistant", "tool_calls": [call("integrate", **arguments)]}
+    verifier = build_verifier({"kind": "tool_args", "check_values": True})
+    return verifier.verify(request=request, message=message)
+
+
+def test_a_choice_the_request_names_must_be_passed():
+    verdict = integrate("Integrate x^3 using the simpson method", function="x^3", method="trapezoid")
+    assert not verdict.passed and "method (simpson)" in verdict.detail
+    verdict = integrate("Integrate x^3 using the simpson method", function="x^3")  # the default is not it
+    assert not verdict.passed
+    assert integrate("Integrate x^3 using the simpson method", function="x^3", method="simpson").passed
+
+
+def test_a_named_default_may_be_left_out_and_enums_count_as_choices():
+    assert integrate("Integrate x^3 with the trapezoid rule", function="x^3").passed
+    verdict = integrate("Integrate x^3, I like nature", function="x^3")
+    assert not verdict.passed and "style (nature)" in verdict.detail
+    assert integrate("Integrate x^3, I like nature", function="x^3", style="nature").passed
