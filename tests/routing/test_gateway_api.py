@@ -146,6 +146,52 @@ def test_tool_calls_round_trip_and_are_verified(gateway_url, backends, api_key, 
     assert stub.requests[0]["tools"][0]["function"]["name"] == "restart"
 
 
+def test_a_tool_call_with_an_invented_value_falls_back_when_the_profile_checks_values(
+    gateway_url, backends, api_key, stub
+):
+    """The student writes its call as JSON text with a city nobody asked for: the schema check alone would
+    pass it; ``check_values`` fails it, so the teacher's call is served and the ledger says why."""
+    TaskProfileFactory.create(
+        name="tools",
+        policy=TaskProfile.Policy.STUDENT_WITH_FALLBACK,
+        verifier={"kind": "tool_args", "content_calls": True, "check_values": True},
+    )
+    tools = [
+        {
+            "type": "function",
+            "function": {
+                "name": "get_weather",
+                "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+            },
+        }
+    ]
+
+    def respond(body: dict[str, object]) -> Reply:
+        if "student" in str(body["model"]):
+            return Reply(content='{"name": "get_weather", "arguments": {"city": "Bergen"}}')
+        call = {
+            "id": "c1",
+            "type": "function",
+            "function": {"name": "get_weather", "arguments": '{"city": "Oslo"}'},
+        }
+        return Reply(content=None, tool_calls=[call])
+
+    stub.responder = respond
+    raw = client(gateway_url, api_key.raw).chat.completions.with_raw_response.create(
+        model="auto",
+        messages=[{"role": "user", "content": "What is the weather in Oslo?"}],
+        tools=tools,  # type: ignore[arg-type]
+        metadata={"task": "tools"},
+    )
+    message = raw.parse().choices[0].message
+    assert message.tool_calls and message.tool_calls[0].function.arguments == '{"city": "Oslo"}'
+    assert raw.headers["x-skillgate-served-by"] == "teacher"
+    row = Invocation.objects.get()
+    student_leg = row.legs[0]
+    assert row.fallback and student_leg["role"] == "student" and student_leg["verdict"] == "fail"
+    assert "'Bergen' not in the conversation" in student_leg["detail"]
+
+
 def test_models_lists_auto_and_backends(gateway_url, backends, api_key):
     ids = [m.id for m in client(gateway_url, api_key.raw).models.list()]
     assert ids == ["auto", "student", "teacher"]
