@@ -17,12 +17,14 @@ from routing.verifiers.json_schema import INLINE_TEXT_CHARS, inline_schema, sche
 from routing.verifiers.tool_grounding import (
     Evidence,
     conversation_text,
+    copied_names,
     declaration_text,
     keys,
     leaves,
     message_text,
     unchosen,
     uncovered,
+    unflagged,
     ungrounded,
 )
 from routing.verifiers.tool_text import TextCallError, as_tool_calls, cut_short, written_calls
@@ -132,23 +134,24 @@ def _value_problems(request: dict[str, Any], calls: list[Any]) -> list[str]:
         if same in seen:
             return [f"tool_calls[{i}] repeats tool_calls[{seen[same]}]"]
         seen[same] = i
-    evidence = Evidence(conversation_text(messages))
+    said = conversation_text(messages)
+    evidence = Evidence(said)
     problems: list[str] = []
     values, declarations = Evidence(""), Evidence("")
     for i, call in enumerate(calls):
         function = call["function"]
-        declared = Evidence(declaration_text(functions[function["name"]]))
+        declared = Evidence(declaration_text(functions[function["name"]], names=False))
         arguments = loads_answer(function["arguments"])
         known = Evidence("")
         known.update(evidence)
         known.update(declared)
-        missing = ungrounded(arguments, known)
+        missing = ungrounded(arguments, known) + copied_names(arguments, functions[function["name"]], said)
         if missing:
             problems.append(
                 f"tool_calls[{i}]: {function['name']}: {', '.join(missing)} not in the conversation"
             )
         values.update(Evidence(" ".join(str(v) for v in [*leaves(arguments), *keys(arguments)])))
-        declarations.update(declared)
+        declarations.update(Evidence(declaration_text(functions[function["name"]])))
     last = messages[-1] if messages and isinstance(messages[-1], dict) else {}
     if not problems and last.get("role") == "user":
         text = message_text(last)
@@ -163,6 +166,8 @@ def _value_problems(request: dict[str, Any], calls: list[Any]) -> list[str]:
         for name, arguments in by_function.items():
             for choice in unchosen(text, functions[name], arguments):
                 problems.append(f"{name}: the request names {choice}, which no call passes")
+            for flag in unflagged(text, functions[name], arguments):
+                problems.append(f"{name}: the request asks for {flag}, which no call sets true")
     return problems
 
 

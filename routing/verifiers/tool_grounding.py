@@ -12,7 +12,11 @@ model and in well under a millisecond:
   declarations (a unit, or the function's own name). A request for two cities answered by one call
   fails here. So does a parameter with declared choices (an enum, or the quoted values its description
   offers) when the message names one of them and no call of that function passes it ("using simpson
-  method", and the call says ``"trapezoid"`` or leaves the default).
+  method", and the call says ``"trapezoid"`` or leaves the default). An array's item enum counts as its
+  choices. A boolean parameter the message names, not negated ("including human impact" for
+  ``include_human_impact``), must be set true by some call.
+- **not copied**: a string value that is the function's own name or one of its parameters' names, which
+  the conversation does not say, was copied from the schema ("cell_type": "cell_type").
 
 Both are heuristics on purpose. A value derived from the request (a unit conversion, a computed date)
 fails them, and the call then falls back to the teacher: a false failure costs a teacher call, never a
@@ -180,9 +184,12 @@ def keys(value: Any) -> Iterator[str]:
             yield from keys(item)
 
 
-def declaration_text(function: dict[str, Any]) -> str:
-    """A declared function's name, description, and its parameters' descriptions, enums and defaults."""
-    parts = [str(function.get("name") or "").replace("_", " "), str(function.get("description") or "")]
+def declaration_text(function: dict[str, Any], *, names: bool = True) -> str:
+    """A declared function's description, its parameters' descriptions, enums and defaults, and (with
+    ``names``) its own and its parameters' names. A value grounded only in a name was copied from the
+    schema's keys ("cell_type": "cell_type"), not given: grounding reads the declaration without them."""
+    parts = [str(function.get("name") or "").replace("_", " ")] if names else []
+    parts.append(str(function.get("description") or ""))
 
     def walk(schema: Any) -> None:
         if isinstance(schema, dict):
@@ -190,7 +197,8 @@ def declaration_text(function: dict[str, Any]) -> str:
                 if key in ("description", "title", "default", "enum", "examples", "const"):
                     parts.extend(str(v) for v in leaves(value))
                 elif key == "properties" and isinstance(value, dict):
-                    parts.extend(name.replace("_", " ") for name in value)
+                    if names:
+                        parts.extend(name.replace("_", " ") for name in value)
                     walk(value)
                 else:
                     walk(value)
@@ -241,6 +249,56 @@ def ungrounded(arguments: Any, evidence: Evidence) -> list[str]:
     return missing
 
 
+def copied_names(arguments: Any, function: dict[str, Any], conversation: str) -> list[str]:
+    """String values that are the function's own name or one of its parameters' names, and that the
+    conversation does not say ("cell_type": "cell_type"): copied from the schema, not given."""
+    properties = (function.get("parameters") or {}).get("properties")
+    names = [str(function.get("name") or ""), *(properties if isinstance(properties, dict) else [])]
+    identifiers = {tuple(words(name)) for name in names} - {()}
+    stems = [stem(w) for w in words(conversation)]
+    present = set(stems)
+    return [
+        repr(value[:40])
+        for value in leaves(arguments)
+        if isinstance(value, str)
+        and tuple(words(value)) in identifiers
+        and not _phrase_in(value, stems, present)
+    ][:3]
+
+
+# Words that say a flag is off ("without air resistance", "no tax"), and name words that say only what a
+# flag does ("include_human_impact" is named by "human impact").
+_NEGATIONS = frozenset(
+    "no not don doesn didn isn aren never without few little less hardly rarely neglect neglecting ignore"
+    " ignoring exclude excluding except non".split()
+)
+_FLAG_VERBS = frozenset("include is has use enable show with get return allow add consider apply".split())
+
+
+def unflagged(
+    request_text: str, function: dict[str, Any], calls_arguments: list[dict[str, Any]]
+) -> list[str]:
+    """Boolean parameters of ``function`` that the request names, not negated ("including human impact"
+    for ``include_human_impact``; "detailed information" for ``detailed``), and that no call sets true."""
+    properties = (function.get("parameters") or {}).get("properties")
+    if not isinstance(properties, dict):
+        return []
+    stems = [stem(w) for w in words(request_text)]
+    missing: list[str] = []
+    for name, schema in properties.items():
+        if not isinstance(schema, dict) or schema.get("type") != "boolean":
+            continue
+        target = [stem(w) for w in words(name.replace("_", " ")) if w not in _FLAG_VERBS]
+        if not target or len(target) > 3:
+            continue
+        starts = [i for i in range(len(stems) - len(target) + 1) if stems[i : i + len(target)] == target]
+        if not starts or all(_NEGATIONS & set(stems[max(0, i - 4) : i]) for i in starts):
+            continue
+        if not any(arguments.get(name) is True for arguments in calls_arguments):
+            missing.append(name)
+    return missing
+
+
 def _after(text: str, start: int, skipped: str) -> str:
     """The character before ``start`` once ``skipped`` characters are passed over ("" at the start)."""
     i = start - 1
@@ -275,6 +333,9 @@ def choices(schema: Any) -> tuple[list[str], str | None]:
     or more) and its default (the schema's, else the one its description names)."""
     if not isinstance(schema, dict):
         return [], None
+    items = schema.get("items")
+    if schema.get("type") == "array" and isinstance(items, dict) and isinstance(items.get("enum"), list):
+        schema = {**items, "description": schema.get("description"), "default": schema.get("default")}
     description = str(schema.get("description") or "")
     enum = schema.get("enum")
     offered = (

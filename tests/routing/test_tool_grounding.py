@@ -185,6 +185,12 @@ INTEGRATE = {
                     "description": "Choices are 'trapezoid' or 'simpson'. Default is 'trapezoid'.",
                 },
                 "style": {"type": "string", "enum": ["nature", "urban"]},
+                "tags": {
+                    "type": "array",
+                    "items": {"type": "string", "enum": ["exact", "symbolic"]},
+                    "description": "Default is empty list.",
+                },
+                "show_steps": {"type": "boolean", "description": "Whether to show the steps."},
             },
         },
     },
@@ -211,3 +217,39 @@ def test_a_named_default_may_be_left_out_and_enums_count_as_choices():
     verdict = integrate("Integrate x^3, I like nature", function="x^3")
     assert not verdict.passed and "style (nature)" in verdict.detail
     assert integrate("Integrate x^3, I like nature", function="x^3", style="nature").passed
+
+
+def test_an_array_of_choices_counts_its_item_enum():
+    verdict = integrate("Integrate x^3, exact please", function="x^3")
+    assert not verdict.passed and "tags (exact)" in verdict.detail
+    assert integrate("Integrate x^3, exact please", function="x^3", tags=["exact"]).passed
+
+
+def test_a_value_copied_from_the_schema_s_names_fails_unless_the_request_says_it():
+    verdict = integrate("Integrate x^3", function="function")
+    assert not verdict.passed and "'function' not in the conversation" in verdict.detail
+    verdict = integrate("Find the area under x^3", function="integrate")
+    assert not verdict.passed and "'integrate'" in verdict.detail
+    assert integrate("Integrate the function x^3", function="x^3").passed
+    assert integrate("Integrate my saved formula called function", function="function").passed
+
+
+@pytest.mark.parametrize(
+    ("user", "flag", "passed"),
+    [
+        ("Integrate x^3 and show steps", None, False),  # the request names the flag: it must be true
+        ("Integrate x^3 and show steps", False, False),
+        ("Integrate x^3 and show steps", True, True),
+        ("Integrate x^3, I don't need the steps", None, True),  # negated within four words
+        ("Integrate x^3 without steps", None, True),
+        ("Integrate x^3", None, True),  # not named: the default stands
+    ],
+)
+def test_a_flag_the_request_names_must_be_set(user: str, flag: bool | None, passed: bool):
+    arguments: dict[str, Any] = (
+        {"function": "x^3"} if flag is None else {"function": "x^3", "show_steps": flag}
+    )
+    verdict = integrate(user, **arguments)
+    assert verdict.passed is passed, verdict.detail
+    if not passed:
+        assert "show_steps" in verdict.detail
