@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from decimal import Decimal
+from typing import Any
 
 import openai
 import pytest
@@ -133,13 +134,7 @@ def test_tool_calls_round_trip_and_are_verified(gateway_url, backends, api_key, 
         return Reply(content=None, tool_calls=[call])
 
     stub.responder = respond
-    raw = client(gateway_url, api_key.raw).chat.completions.with_raw_response.create(
-        model="auto",
-        messages=[{"role": "user", "content": "restart the api"}],
-        tools=tools,  # type: ignore[arg-type]
-        tool_choice="required",
-        metadata={"task": "tools"},
-    )
+    raw = _ask_with_tools(gateway_url, api_key, "restart the api", tools, tool_choice="required")
     message = raw.parse().choices[0].message
     assert message.tool_calls and message.tool_calls[0].function.arguments == '{"service": "api"}'
     assert raw.headers["x-skillgate-served-by"] == "teacher"
@@ -177,12 +172,7 @@ def test_a_tool_call_with_an_invented_value_falls_back_when_the_profile_checks_v
         return Reply(content=None, tool_calls=[call])
 
     stub.responder = respond
-    raw = client(gateway_url, api_key.raw).chat.completions.with_raw_response.create(
-        model="auto",
-        messages=[{"role": "user", "content": "What is the weather in Oslo?"}],
-        tools=tools,  # type: ignore[arg-type]
-        metadata={"task": "tools"},
-    )
+    raw = _ask_with_tools(gateway_url, api_key, "What is the weather in Oslo?", tools)
     message = raw.parse().choices[0].message
     assert message.tool_calls and message.tool_calls[0].function.arguments == '{"city": "Oslo"}'
     assert raw.headers["x-skillgate-served-by"] == "teacher"
@@ -190,6 +180,17 @@ def test_a_tool_call_with_an_invented_value_falls_back_when_the_profile_checks_v
     student_leg = row.legs[0]
     assert row.fallback and student_leg["role"] == "student" and student_leg["verdict"] == "fail"
     assert "'Bergen' not in the conversation" in student_leg["detail"]
+
+
+def _ask_with_tools(gateway_url, api_key, user: str, tools: list[dict[str, Any]], **extra: Any):
+    """A chat completion on the ``tools`` profile through the openai SDK, with the raw response."""
+    return client(gateway_url, api_key.raw).chat.completions.with_raw_response.create(
+        model="auto",
+        messages=[{"role": "user", "content": user}],
+        tools=tools,  # type: ignore[arg-type]
+        metadata={"task": "tools"},
+        **extra,
+    )
 
 
 def test_models_lists_auto_and_backends(gateway_url, backends, api_key):
