@@ -22,6 +22,7 @@ from routing.verifiers.tool_grounding import (
     keys,
     leaves,
     message_text,
+    stems_of,
     unchosen,
     uncovered,
     unflagged,
@@ -126,32 +127,31 @@ def _value_problems(request: dict[str, Any], calls: list[Any]) -> list[str]:
     functions = _functions(request)
     raw_messages = request.get("messages")
     messages: list[Any] = raw_messages if isinstance(raw_messages, list) else []
+    parsed = [loads_answer(call["function"]["arguments"]) for call in calls]
     seen: dict[str, int] = {}
-    for i, call in enumerate(calls):
-        same = json.dumps(
-            [call["function"]["name"], loads_answer(call["function"]["arguments"])], sort_keys=True
-        )
+    for i, (call, arguments) in enumerate(zip(calls, parsed, strict=True)):
+        same = json.dumps([call["function"]["name"], arguments], sort_keys=True)
         if same in seen:
             return [f"tool_calls[{i}] repeats tool_calls[{seen[same]}]"]
         seen[same] = i
     said = conversation_text(messages)
+    said_stems = stems_of(said)
+    said_present = set(said_stems)
     evidence = Evidence(said)
     problems: list[str] = []
     values, declarations = Evidence(""), Evidence("")
-    for i, call in enumerate(calls):
-        function = call["function"]
-        declared = Evidence(declaration_text(functions[function["name"]], names=False))
-        arguments = loads_answer(function["arguments"])
-        known = Evidence("")
-        known.update(evidence)
-        known.update(declared)
-        missing = ungrounded(arguments, known) + copied_names(arguments, functions[function["name"]], said)
+    grounding: dict[str, Evidence] = {}  # per function: the conversation and its declaration, names aside
+    for i, (call, arguments) in enumerate(zip(calls, parsed, strict=True)):
+        name = call["function"]["name"]
+        if name not in grounding:
+            grounding[name] = Evidence(declaration_text(functions[name], names=False))
+            grounding[name].update(evidence)
+            declarations.update(Evidence(declaration_text(functions[name])))
+        missing = ungrounded(arguments, grounding[name])
+        missing += copied_names(arguments, functions[name], said_stems, said_present)
         if missing:
-            problems.append(
-                f"tool_calls[{i}]: {function['name']}: {', '.join(missing)} not in the conversation"
-            )
+            problems.append(f"tool_calls[{i}]: {name}: {', '.join(missing)} not in the conversation")
         values.update(Evidence(" ".join(str(v) for v in [*leaves(arguments), *keys(arguments)])))
-        declarations.update(Evidence(declaration_text(functions[function["name"]])))
     last = messages[-1] if messages and isinstance(messages[-1], dict) else {}
     if not problems and last.get("role") == "user":
         text = message_text(last)
@@ -159,10 +159,8 @@ def _value_problems(request: dict[str, Any], calls: list[Any]) -> list[str]:
         if missing:
             problems.append(f"the request gives {', '.join(map(repr, missing))}, which no call carries")
         by_function: dict[str, list[dict[str, Any]]] = {}
-        for call in calls:
-            by_function.setdefault(call["function"]["name"], []).append(
-                loads_answer(call["function"]["arguments"])
-            )
+        for call, arguments in zip(calls, parsed, strict=True):
+            by_function.setdefault(call["function"]["name"], []).append(arguments)
         for name, arguments in by_function.items():
             for choice in unchosen(text, functions[name], arguments):
                 problems.append(f"{name}: the request names {choice}, which no call passes")

@@ -249,14 +249,13 @@ def ungrounded(arguments: Any, evidence: Evidence) -> list[str]:
     return missing
 
 
-def copied_names(arguments: Any, function: dict[str, Any], conversation: str) -> list[str]:
+def copied_names(arguments: Any, function: dict[str, Any], stems: list[str], present: set[str]) -> list[str]:
     """String values that are the function's own name or one of its parameters' names, and that the
-    conversation does not say ("cell_type": "cell_type"): copied from the schema, not given."""
+    conversation (``stems``: its words' stems in order; ``present``: their set) does not say
+    ("cell_type": "cell_type"): copied from the schema, not given."""
     properties = (function.get("parameters") or {}).get("properties")
     names = [str(function.get("name") or ""), *(properties if isinstance(properties, dict) else [])]
     identifiers = {tuple(words(name)) for name in names} - {()}
-    stems = [stem(w) for w in words(conversation)]
-    present = set(stems)
     return [
         repr(value[:40])
         for value in leaves(arguments)
@@ -283,7 +282,7 @@ def unflagged(
     properties = (function.get("parameters") or {}).get("properties")
     if not isinstance(properties, dict):
         return []
-    stems = [stem(w) for w in words(request_text)]
+    stems = stems_of(request_text)
     missing: list[str] = []
     for name, schema in properties.items():
         if not isinstance(schema, dict) or schema.get("type") != "boolean":
@@ -291,7 +290,7 @@ def unflagged(
         target = [stem(w) for w in words(name.replace("_", " ")) if w not in _FLAG_VERBS]
         if not target or len(target) > 3:
             continue
-        starts = [i for i in range(len(stems) - len(target) + 1) if stems[i : i + len(target)] == target]
+        starts = _starts(target, stems)
         if not starts or all(_NEGATIONS & set(stems[max(0, i - 4) : i]) for i in starts):
             continue
         if not any(arguments.get(name) is True for arguments in calls_arguments):
@@ -350,11 +349,18 @@ def choices(schema: Any) -> tuple[list[str], str | None]:
     return (offered if len(set(offered)) >= 2 else []), default
 
 
+def stems_of(text: str) -> list[str]:
+    return [stem(w) for w in words(text)]
+
+
+def _starts(target: list[str], stems: list[str]) -> list[int]:
+    """Where the word run ``target`` starts in ``stems``."""
+    return [i for i in range(len(stems) - len(target) + 1) if stems[i : i + len(target)] == target]
+
+
 def _phrase_in(phrase: str, stems: list[str], present: set[str]) -> bool:
-    target = [stem(w) for w in words(phrase)]
-    if not target or not present.issuperset(target):
-        return False
-    return any(stems[i : i + len(target)] == target for i in range(len(stems) - len(target) + 1))
+    target = stems_of(phrase)
+    return bool(target) and present.issuperset(target) and bool(_starts(target, stems))
 
 
 def unchosen(request_text: str, function: dict[str, Any], calls_arguments: list[dict[str, Any]]) -> list[str]:
@@ -362,7 +368,7 @@ def unchosen(request_text: str, function: dict[str, Any], calls_arguments: list[
     properties = (function.get("parameters") or {}).get("properties")
     if not isinstance(properties, dict):
         return []
-    stems = [stem(w) for w in words(request_text)]
+    stems = stems_of(request_text)
     present = set(stems)
     missing: list[str] = []
     for name, schema in properties.items():
