@@ -295,7 +295,17 @@ def main() -> None:
     parser.add_argument("--heldout-shards", type=int, default=4, help="one prompt in N is held out")
     parser.add_argument("--min-heldout", type=int, default=8)
     parser.add_argument("--self-repair", type=int, default=0, help="sampled student retries per failure")
+    parser.add_argument(
+        "--student-votes",
+        metavar="M/K",
+        help="self-consistency: the student answers K samples and passes when M of them pass and agree",
+    )
     args = parser.parse_args()
+    if args.student_votes:
+        votes, _, samples = args.student_votes.partition("/")
+        if not (votes.isdigit() and samples.isdigit() and 1 <= int(votes) <= int(samples)):
+            parser.error(f"--student-votes must be M/K with 1 <= M <= K; got {args.student_votes!r}")
+        args.student_votes = (int(votes), int(samples))
     if args.quick:
         args.student, args.cycles, args.task = "tiny", min(args.cycles, 2), "narrow"
         args.hyperparameters = args.hyperparameters or json.dumps(
@@ -380,6 +390,11 @@ def main() -> None:
             role="student",
             model=f"hosted_vllm/{served}",
             api_base=vllm.base_url,
+            **(
+                {"min_votes": args.student_votes[0], "samples": args.student_votes[1]}
+                if args.student_votes
+                else {}
+            ),
             input_cost_per_token=Decimal("0.00000005"),
             output_cost_per_token=Decimal("0.0000001"),
         )

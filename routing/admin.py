@@ -106,6 +106,8 @@ class BackendForm(forms.ModelForm):
             "output_cost_per_token",
             "cached_input_cost_per_token",
             "timeout_s",
+            "samples",
+            "min_votes",
             "is_active",
         ]
 

@@ -17,6 +17,7 @@ from routing.ledger import CallRecord, Leg
 from routing.models import Backend, Invocation
 from routing.pricing import prices_for, usage_cost
 from routing.verifiers.pool import run_verifier
+from routing.votes import answer_key
 
 
 def new_leg(backend: Backend) -> Leg:
@@ -40,8 +41,16 @@ async def verify(plan: CallPlan, leg: Leg, message: dict[str, Any]) -> None:
     leg.detail = verdict.detail
 
 
-async def verify_best_of(plan: CallPlan, leg: Leg, completion: upstream.Completion) -> upstream.Completion:
-    """The first of the answers that passes verification, else the first answer, marked failed."""
+async def verify_best_of(
+    plan: CallPlan, leg: Leg, completion: upstream.Completion, min_votes: int = 1
+) -> upstream.Completion:
+    """The first of the answers that passes verification, else the first answer, marked failed.
+
+    ``min_votes`` > 1 (the backend's): the leg passes only when that many passing answers agree
+    (routing/votes.py), and serves the first of them; when none do it serves the first answer of the
+    largest passing group (else the first answer), marked failed."""
+    if min_votes > 1:
+        return await _verify_votes(plan, leg, completion, min_votes)
     verify_ms, first_failure, total = 0.0, "", len(completion.choices)
     for index, (message, _) in enumerate(completion.choices):
         await verify(plan, leg, message)
@@ -54,6 +63,36 @@ async def verify_best_of(plan: CallPlan, leg: Leg, completion: upstream.Completi
     leg.verify_ms = verify_ms
     leg.detail = f"best of {total}: no answer passed; the first failed: {first_failure}"
     return completion.pick(0)
+
+
+async def _verify_votes(
+    plan: CallPlan, leg: Leg, completion: upstream.Completion, min_votes: int
+) -> upstream.Completion:
+    verify_ms, first_failure, total = 0.0, "", len(completion.choices)
+    groups: dict[str, list[int]] = {}
+    failed = 0
+    for index, (message, _) in enumerate(completion.choices):
+        await verify(plan, leg, message)
+        verify_ms += leg.verify_ms
+        if leg.verdict != Invocation.Verdict.PASS:
+            failed += 1
+            first_failure = first_failure or leg.detail
+            continue
+        group = groups.setdefault(answer_key(message), [])
+        group.append(index)
+        if len(group) == min_votes:  # enough agree: the rest need not be read
+            leg.verify_ms = verify_ms
+            agreeing = ", ".join(str(i + 1) for i in group)
+            leg.detail = f"best of {total}, {min_votes} must agree: answers {agreeing} passed and agree."
+            return completion.pick(group[0])
+    leg.verify_ms = verify_ms
+    leg.verdict = Invocation.Verdict.FAIL
+    largest = max(groups.values(), key=len, default=[])
+    leg.detail = (
+        f"best of {total}, {min_votes} must agree: {total - failed} passed, at most {len(largest)} agree"
+        + (f"; the first failure: {first_failure}" if first_failure else "")
+    )
+    return completion.pick(largest[0] if largest else 0)
 
 
 async def verify_choices(
@@ -120,7 +159,7 @@ async def run_leg(plan: CallPlan, record: CallRecord, backend: Backend) -> upstr
     price_leg(leg, backend, completion.usage)
     if wanted > 1:
         return await verify_choices(plan, leg, completion, wanted)
-    if samples > 1 and len(completion.choices) > 1:
-        return await verify_best_of(plan, leg, completion)
+    if samples > 1 and (len(completion.choices) > 1 or backend.min_votes > 1):
+        return await verify_best_of(plan, leg, completion, backend.min_votes)
     await verify(plan, leg, completion.message)
     return completion

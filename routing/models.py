@@ -9,6 +9,7 @@ from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
+from django.core.validators import MinValueValidator
 from django.db import models
 from django.utils import timezone
 
@@ -66,6 +67,11 @@ REPLICAS_HELP = (
     "Student only: the OpenAI base URL of each vLLM replica, e.g. http://student-0:8000/v1, or "
     "dns+http://student-headless:8000/v1 for every address of the name; calls are balanced across those "
     "serving the adapter. Empty: api_base alone."
+)
+VOTES_HELP = (
+    "With samples > 1: how many of the sampled answers must pass the verifier and agree (the same calls "
+    "and values, or the same text) for the leg to pass; self-consistency (routing/votes.py). 1: the first "
+    "passing answer. Calls asking for n > 1 choices keep the first-passing rule."
 )
 STATUS_HELP = "Per replica URL, what the last adapter health check saw (training/adapter_health.py)."
 MAX_REPLICAS = 64
@@ -148,10 +154,23 @@ class Backend(models.Model):
             "profile's verifier (1: a plain call). Makes a small model a stronger, costlier teacher."
         ),
     )
+    min_votes = models.PositiveSmallIntegerField(
+        default=1,
+        validators=[MinValueValidator(1)],
+        help_text=VOTES_HELP,
+    )
     is_active = models.BooleanField(default=True)
 
     def __str__(self) -> str:
         return f"{self.name} [{self.role}] {self.litellm_model}"
+
+    def clean(self) -> None:
+        super().clean()
+        if self.min_votes > max(self.samples, 1):
+            message = (
+                f"can be at most samples ({self.samples}): no more answers can agree than are asked for."
+            )
+            raise ValidationError({"min_votes": message})
 
     @property
     def litellm_model(self) -> str:

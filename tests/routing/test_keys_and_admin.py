@@ -84,6 +84,8 @@ def test_admin_refuses_a_backend_without_a_price(admin_user):
         "role": "teacher",
         "model": "hosted_vllm/mine",
         "timeout_s": "30",
+        "samples": "1",
+        "min_votes": "1",
         "is_active": "on",
     }
     resp = browser.post("/admin/routing/backend/add/", form)
@@ -92,3 +94,24 @@ def test_admin_refuses_a_backend_without_a_price(admin_user):
     form |= {"input_cost_per_token": "0.000001", "output_cost_per_token": "0.000002"}
     assert browser.post("/admin/routing/backend/add/", form).status_code == 302
     assert Backend.objects.filter(name="mine").exists()
+
+
+def test_admin_refuses_more_votes_than_samples(admin_user):
+    browser = Client()
+    browser.force_login(admin_user)
+    form = {
+        "name": "voting",
+        "role": "student",
+        "model": "hosted_vllm/voting",
+        "input_cost_per_token": "0.000001",
+        "output_cost_per_token": "0.000002",
+        "timeout_s": "30",
+        "samples": "3",
+        "min_votes": "4",
+        "is_active": "on",
+    }
+    resp = browser.post("/admin/routing/backend/add/", form)
+    assert resp.status_code == 200 and "can be at most samples (3)" in resp.content.decode()
+    assert not Backend.objects.filter(name="voting").exists()
+    assert browser.post("/admin/routing/backend/add/", form | {"min_votes": "2"}).status_code == 302
+    assert Backend.objects.get(name="voting").min_votes == 2
