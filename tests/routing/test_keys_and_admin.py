@@ -76,42 +76,34 @@ def test_health_endpoints(gateway_url):
     assert ready.status_code == 200 and ready.json()["database"] == "ok"
 
 
+ADMIN_BACKEND_ADD = "/admin/routing/backend/add/"
+
+
+def backend_form(name: str, role: str, **fields: str) -> dict[str, str]:
+    """The admin's add-backend form, filled as a person would: the defaults, then ``fields``."""
+    defaults = {"timeout_s": "30", "samples": "1", "min_votes": "1", "is_active": "on"}
+    return {"name": name, "role": role, "model": f"hosted_vllm/{name}", **defaults, **fields}
+
+
 def test_admin_refuses_a_backend_without_a_price(admin_user):
     browser = Client()
     browser.force_login(admin_user)
-    form = {
-        "name": "mine",
-        "role": "teacher",
-        "model": "hosted_vllm/mine",
-        "timeout_s": "30",
-        "samples": "1",
-        "min_votes": "1",
-        "is_active": "on",
-    }
-    resp = browser.post("/admin/routing/backend/add/", form)
+    form = backend_form("mine", "teacher")
+    resp = browser.post(ADMIN_BACKEND_ADD, form)
     assert resp.status_code == 200 and "set input/output cost per token" in resp.content.decode()
     assert not Backend.objects.filter(name="mine").exists()
     form |= {"input_cost_per_token": "0.000001", "output_cost_per_token": "0.000002"}
-    assert browser.post("/admin/routing/backend/add/", form).status_code == 302
+    assert browser.post(ADMIN_BACKEND_ADD, form).status_code == 302
     assert Backend.objects.filter(name="mine").exists()
 
 
 def test_admin_refuses_more_votes_than_samples(admin_user):
     browser = Client()
     browser.force_login(admin_user)
-    form = {
-        "name": "voting",
-        "role": "student",
-        "model": "hosted_vllm/voting",
-        "input_cost_per_token": "0.000001",
-        "output_cost_per_token": "0.000002",
-        "timeout_s": "30",
-        "samples": "3",
-        "min_votes": "4",
-        "is_active": "on",
-    }
-    resp = browser.post("/admin/routing/backend/add/", form)
+    prices = {"input_cost_per_token": "0.000001", "output_cost_per_token": "0.000002"}
+    form = backend_form("voting", "student", samples="3", min_votes="4", **prices)
+    resp = browser.post(ADMIN_BACKEND_ADD, form)
     assert resp.status_code == 200 and "can be at most samples (3)" in resp.content.decode()
     assert not Backend.objects.filter(name="voting").exists()
-    assert browser.post("/admin/routing/backend/add/", form | {"min_votes": "2"}).status_code == 302
+    assert browser.post(ADMIN_BACKEND_ADD, form | {"min_votes": "2"}).status_code == 302
     assert Backend.objects.get(name="voting").min_votes == 2
