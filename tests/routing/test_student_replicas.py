@@ -6,7 +6,6 @@ apart from ordinary fallbacks."""
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Iterator
 from datetime import timedelta
@@ -45,15 +44,14 @@ def _fresh_replicas() -> Iterator[None]:
 
 @pytest.fixture
 def checks(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """Health checks the gateway asks for: recorded, and run at once (as a worker would)."""
+    """Health checks the gateway asks for, run at once (as a worker would): each backend id is recorded
+    once its check has written the status, so a test that waits for it sees the check's outcome."""
     asked: list[int] = []
-    done = threading.Event()
 
     def run(backend_id: int | None) -> None:
         assert backend_id is not None
-        asked.append(backend_id)
         adapter_health.check_backend(backend_id)
-        done.set()
+        asked.append(backend_id)
 
     monkeypatch.setattr(replicas, "_send_check", run)
     return asked
@@ -183,8 +181,8 @@ def test_a_leg_whose_adapter_is_missing_is_counted_and_asks_for_a_check(
     one.restart()  # the status still says it serves the adapter
     served = [_call(gateway_url, api_key.raw).headers["x-skillgate-served-by"] for _ in range(2)]
     assert sorted(served) == ["student", "teacher"]  # one call met the restarted replica
-    wait_until(lambda: ADAPTER in one.loaded, timeout=10, what="the check to reload the adapter")
-    assert checks == [student.pk]
+    wait_until(lambda: checks == [student.pk], timeout=10, what="the check to reload the adapter")
+    assert ADAPTER in one.loaded
 
     fallback = Invocation.objects.get(fallback=True)
     leg = fallback.legs[0]
