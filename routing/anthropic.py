@@ -22,7 +22,7 @@ from typing import Any, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from routing.errors import ApiError
-from routing.json_body import JsonBodyError, loads_request
+from routing.json_body import JsonBodyError, loads_answer, loads_request
 from routing.protocol import ChatRequest
 
 # Anthropic's error types by HTTP status (docs.anthropic.com, "Errors").
@@ -323,8 +323,8 @@ def to_chat(request: MessagesRequest) -> ChatRequest:
 
 def _input_of(arguments: str) -> Any:
     try:
-        value = json.loads(arguments or "{}")
-    except ValueError:
+        value = loads_answer(arguments or "{}")
+    except ValueError:  # not JSON, or nested past the answer depth bound
         return {"_raw_arguments": arguments}
     return value if isinstance(value, dict) else {"value": value}
 

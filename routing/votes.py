@@ -13,6 +13,7 @@ import contextlib
 import json
 from typing import Any
 
+from routing.json_body import loads_answer
 from routing.verifiers.tool_text import TextCallError, written_calls
 
 
@@ -30,8 +31,8 @@ def answer_key(message: dict[str, Any]) -> str:
     if written:
         return _calls_key(written)
     try:
-        return "json:" + _dump(json.loads(text))
-    except ValueError:
+        return "json:" + _dump(loads_answer(text))
+    except ValueError:  # not JSON, or nested past ANSWER_MAX_DEPTH: compared as its words
         return "text:" + " ".join(text.casefold().split())
 
 
@@ -43,8 +44,8 @@ def _calls_key(functions: list[Any]) -> str:
             continue
         arguments = function.get("arguments", function.get("parameters", {}))
         if isinstance(arguments, str):
-            with contextlib.suppress(ValueError):  # unreadable arguments: compared as their text
-                arguments = json.loads(arguments)
+            with contextlib.suppress(ValueError):  # unreadable or too deep: compared as their text
+                arguments = loads_answer(arguments)
         calls.append(_dump([function.get("name"), arguments]))
     return "calls:" + json.dumps(sorted(calls))
 

@@ -26,6 +26,7 @@ from diagnostics.agent.params import K8S_KINDS, fill_action_args, fill_params, p
 from diagnostics.agent.skills import SkillEntry, incident_signature, matching, render_matches
 from diagnostics.agent.subject import AlertContext
 from diagnostics.toolsets.base import ToolSpec
+from routing.json_body import loads_answer
 
 PROBE, PROPOSE, SUBMIT = "probe", "propose_action", "submit"
 
@@ -325,9 +326,11 @@ def parse_decision(
     """The Decision an answer stands for (arguments looked up from its target), or why it is not one."""
     fenced = _FENCE.match(content)
     try:
-        value = json.loads(fenced.group(1) if fenced else content.strip())
+        value = loads_answer(fenced.group(1) if fenced else content.strip())
     except json.JSONDecodeError as exc:
         return None, f"not valid JSON: {exc.msg}"
+    except ValueError as exc:  # nested past the answer depth bound
+        return None, str(exc)
     if not Draft202012Validator(schema).is_valid(value):
         return None, "it is not one of the protocol's answers (a listed tool or action at one of its targets)"
     assert isinstance(value, dict)

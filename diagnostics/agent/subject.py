@@ -14,6 +14,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from diagnostics.agent.findings import normalize_kind
+from routing.json_body import loads_answer
 
 _KIND_WORDS = {
     "pod": "pod",
@@ -205,8 +206,8 @@ def parse_free_text(text: str) -> Subject:
     subject = Subject()
     for blob in _EMBEDDED_JSON.findall(text):
         try:
-            data = json.loads(blob)
-        except json.JSONDecodeError:
+            data = loads_answer(blob)
+        except ValueError:  # not JSON, or nested past the answer depth bound
             continue
         if isinstance(data, dict) and data.get("name"):
             subject.kind = normalize_kind(str(data.get("type") or data.get("kind") or ""))

@@ -21,6 +21,7 @@ from typing import Any
 
 from diagnostics.agent import config
 from diagnostics.agent.llm import GatewayClient, LLMUnavailable, gateway_client
+from routing.json_body import loads_answer
 
 KEYWORD_RECALL = 0.7
 
@@ -245,7 +246,7 @@ def judge_grade(expected: list[str], answer: str, client: GatewayClient) -> dict
     ]
     try:
         reply = client.complete(messages, schema=JUDGE_SCHEMA, max_tokens=600)
-        data = json.loads(re.sub(r"\A\s*```(?:json)?\s*|\s*```\s*\Z", "", reply.content))
+        data = loads_answer(re.sub(r"\A\s*```(?:json)?\s*|\s*```\s*\Z", "", reply.content))
         stated = {int(f["index"]): bool(f["stated"]) for f in data.get("facts", []) if isinstance(f, dict)}
     except (LLMUnavailable, json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
         return {"available": False, "error": str(exc)}

@@ -11,27 +11,31 @@ import json
 import re
 from typing import Any
 
+from routing.json_body import JsonTooDeep, loads_answer
+
 _BLOCK = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|\Z)", re.DOTALL)
 _FENCE = re.compile(r"\A\s*```(?:json)?\s*\n?(.*?)\n?\s*```\s*\Z", re.DOTALL)
 
 
 class TextCallError(ValueError):
-    """A ``<tool_call>`` block that is not JSON."""
+    """A ``<tool_call>`` block that is not JSON, or written JSON nested too deeply to read."""
 
 
 def written_calls(text: str) -> tuple[list[Any], bool]:
     """The JSON values the text writes as calls, and whether they came from ``<tool_call>`` blocks (each
     value one call, its shape not yet checked). Without blocks: the bare or fenced JSON when every value
     of it is an object with a string ``name``, else none. Raises :class:`TextCallError` for a block that
-    is not JSON."""
+    is not JSON, and for a block or bare JSON nested past the answer depth bound (routing/json_body.py)."""
     blocks = _BLOCK.findall(text)
     if blocks:
         values: list[Any] = []
         for block in blocks:
             try:
-                data = json.loads(block)
+                data = loads_answer(block)
             except json.JSONDecodeError as exc:
                 raise TextCallError(f"a <tool_call> block is not JSON: {exc.msg}") from None
+            except JsonTooDeep as exc:
+                raise TextCallError(f"a <tool_call> block is not readable: {exc}") from None
             values.extend(data if isinstance(data, list) else [data])
         return values, True
     fenced = _FENCE.match(text)
@@ -39,9 +43,11 @@ def written_calls(text: str) -> tuple[list[Any], bool]:
     if not candidate.startswith(("{", "[")):
         return [], False
     try:
-        data = json.loads(candidate)
+        data = loads_answer(candidate)
     except json.JSONDecodeError:
         return [], False
+    except JsonTooDeep as exc:
+        raise TextCallError(f"the answer's JSON is not readable: {exc}") from None
     values = data if isinstance(data, list) else [data]
     if values and all(isinstance(v, dict) and isinstance(v.get("name"), str) for v in values):
         return values, False
@@ -55,9 +61,11 @@ def cut_short(text: str) -> bool:
     if not candidate.startswith(("{", "[")):
         return False
     try:
-        json.loads(candidate)
+        loads_answer(candidate)
     except json.JSONDecodeError:
         return True
+    except JsonTooDeep:  # complete but too deep to read: written_calls says so
+        return False
     return False
 
 

@@ -43,6 +43,13 @@ def test_answers_that_make_the_same_calls_agree_whatever_their_form():
     assert answer_key(both) == answer_key(swapped)  # parallel calls in either order
 
 
+def test_answers_nested_past_the_answer_depth_bound_are_compared_as_text_not_parsed():
+    deep = "[" * 5000 + "]" * 5000
+    assert answer_key({"content": deep}) == answer_key({"content": deep})
+    assert answer_key({"content": deep}).startswith("text:")
+    assert answer_key(call("f", deep)) != answer_key(call("f", "[" + deep + "]"))
+
+
 @pytest.mark.parametrize(
     ("one", "other"),
     [

@@ -14,6 +14,7 @@ import json
 import re
 from typing import Any
 
+from routing.json_body import loads_answer
 from routing.verifiers.tool_text import TextCallError, written_calls
 from training.bfcl.checker import Call
 from training.bfcl.data import Item
@@ -130,9 +131,11 @@ def _as_call(obj: Any, names: dict[str, str]) -> Call:
     arguments = obj.get("arguments", obj.get("parameters", {}))
     if isinstance(arguments, str):
         try:
-            arguments = json.loads(arguments)
+            arguments = loads_answer(arguments)
         except json.JSONDecodeError as exc:
             raise DecodeError(f"arguments of {obj['name']!r} are not JSON: {exc.msg}") from None
+        except ValueError as exc:  # nested past the answer depth bound
+            raise DecodeError(f"arguments of {obj['name']!r} are not readable: {exc}") from None
     if not isinstance(arguments, dict):
         raise DecodeError(f"arguments of {obj['name']!r} are not an object")
     name = str(obj["name"])

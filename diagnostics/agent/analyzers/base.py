@@ -18,6 +18,7 @@ from typing import Any, ClassVar
 
 from diagnostics.agent.findings import Finding, ObjRef
 from diagnostics.agent.subject import AlertContext
+from routing.json_body import loads_answer
 
 
 @dataclass(frozen=True)
@@ -141,8 +142,8 @@ def normalize(text: str) -> str:
     stripped = text.strip()
     if stripped[:1] in ("{", "[") and '\\"' in stripped:
         try:
-            json.loads(stripped)
-        except ValueError:
+            loads_answer(stripped)
+        except ValueError:  # not JSON, or nested past the answer depth bound
             pass
         else:
             return text

@@ -31,6 +31,7 @@ from diagnostics.agent.analyzers.base import (
 )
 from diagnostics.agent.analyzers.logs import log_subject
 from diagnostics.agent.findings import Finding, Remedy, Severity
+from routing.json_body import loads_answer
 
 _CHANGE = re.compile(r"^\s*changed ([\w-]+)\.([\w.-]+): (.+?) -> (.+?) at (\S+) by (.+?)\s*$", re.MULTILINE)
 _OOM = re.compile(
@@ -66,8 +67,8 @@ class Change:
 
 def _value(text: str) -> Any:
     try:
-        return json.loads(text)
-    except json.JSONDecodeError:
+        return loads_answer(text)
+    except ValueError:  # not JSON, or nested past the answer depth bound: the text itself
         return text
 
 

@@ -3,7 +3,6 @@ memory pressure."""
 
 from __future__ import annotations
 
-import json
 import re
 from collections import defaultdict
 from dataclasses import dataclass
@@ -20,6 +19,7 @@ from diagnostics.agent.analyzers.base import (
     service_of,
 )
 from diagnostics.agent.findings import Finding, Remedy, Severity
+from routing.json_body import loads_answer
 
 # A label set; label values may hold braces (``route="/items/{id}"``).
 _LABELS = r'\{(?:[^}"]|"(?:[^"\\]|\\.)*")*\}'
@@ -158,8 +158,8 @@ def parse_samples(text: str) -> list[Sample]:
     if samples:
         return samples
     try:
-        data = json.loads(text)
-    except (json.JSONDecodeError, ValueError):
+        data = loads_answer(text)
+    except ValueError:  # not JSON, or nested past the answer depth bound
         return []
     result = data.get("data", {}).get("result", []) if isinstance(data, dict) else []
     for series in result if isinstance(result, list) else []:

@@ -163,8 +163,8 @@ def completion_message(text: str) -> dict[str, Any]:
     calls = []
     for i, block in enumerate(_TOOL_CALL.findall(text)):
         try:
-            data = json.loads(block)
-        except json.JSONDecodeError:
+            data = loads_answer(block)
+        except ValueError:  # not JSON, or nested past the answer depth bound
             continue
         if not isinstance(data, dict) or not isinstance(data.get("name"), str):
             continue

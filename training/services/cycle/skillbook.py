@@ -25,6 +25,7 @@ from diagnostics.agent.skills import HEADER as SKILLS_HEADER
 from diagnostics.agent.skills import with_skills
 from routing.calls import best_of_body, teacher_of
 from routing.errors import UpstreamError
+from routing.json_body import loads_answer
 from routing.ledger import HAS_BODY
 from routing.models import Invocation, TaskProfile
 from routing.services import task_profile_skillbook_set
@@ -138,8 +139,8 @@ def parse_distilled(text: str) -> tuple[list[str], list[str]]:
     """(patterns, pitfalls) from the teacher's answer; DistillationError unless it is the asked JSON."""
     fenced = _FENCE.match(text or "")
     try:
-        data = json.loads(fenced.group(1) if fenced else text)
-    except (TypeError, json.JSONDecodeError) as exc:
+        data = loads_answer(fenced.group(1) if fenced else text)
+    except (TypeError, ValueError) as exc:  # not JSON, or nested past the answer depth bound
         raise DistillationError(f"the teacher's answer is not JSON: {exc}") from None
     problem = schema_errors(DISTILLED_SCHEMA, data)
     if problem:

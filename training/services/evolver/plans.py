@@ -28,6 +28,7 @@ from diagnostics.agent.llm import GatewayClient, LLMUnavailable, gateway_client
 from diagnostics.agent.skills import PHASES, Signature, incident_signature
 from diagnostics.models import Step, Trajectory
 from diagnostics.recording import alert_context_for
+from routing.json_body import loads_answer
 from routing.models import TaskProfile
 from training.models import DiagnosticSkill
 from training.services.evolver.jobs import SKILL_JOB, heartbeat_s, max_attempts
@@ -81,9 +82,11 @@ def parse_plan(content: str) -> tuple[dict[str, Any] | None, str]:
     if text.startswith("```"):
         text = text.strip("`").removeprefix("json").strip()
     try:
-        value = json.loads(text)
+        value = loads_answer(text)
     except json.JSONDecodeError as exc:
         return None, f"not valid JSON: {exc.msg}"
+    except ValueError as exc:  # nested past the answer depth bound
+        return None, str(exc)
     errors = sorted(Draft202012Validator(PLAN_SCHEMA).iter_errors(value), key=lambda e: list(e.path))
     if errors:
         where = "/".join(str(p) for p in errors[0].path)
