@@ -5,6 +5,10 @@ few thousand levels cost a deep C stack. So the depth is measured first, without
 literals are cut out with one regular expression, what is left is reduced to its brackets, and a running
 sum over those gives the depth. Only a body within both limits reaches ``json.loads``.
 
+A body holding a lone UTF-16 surrogate (``"\\ud800"`` without its pair, or its bytes in the body) is
+refused too: it is not Unicode, so no database, journal or UTF-8 encoder downstream can take it. Only a
+body whose text shows a surrogate escape at all is searched for one (a rare, linear walk).
+
 Every refusal is a :class:`JsonBodyError` (a ValueError) with a message fit for the caller; the edges
 render it as a 400 in their own error shape (routing/protocol.py, app/api/errors.py,
 diagnostics/slack/views.py).
@@ -28,6 +32,9 @@ DEFAULT_MAX_BYTES = 4 * 1024 * 1024
 _STRING = re.compile(r'"[^"\\]*(?:\\(?:.|\Z)[^"\\]*)*(?:"|\Z)', re.DOTALL)
 _NOT_BRACKETS = re.compile(r"[^\[\]{}]+")
 _STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
+_SURROGATE_HINT = re.compile(r"\\u[dD][89a-fA-F]|[\ud800-\udfff]")
+_SURROGATE = re.compile("[\ud800-\udfff]")  # after parsing: a valid pair is one code point
+_NUL = re.compile("\x00")
 
 
 class JsonBodyError(ValueError):
@@ -92,13 +99,45 @@ def loads_bounded(raw: bytes | bytearray | str, *, max_depth: int, max_bytes: in
         raise JsonTooLarge(f"Request body is larger than {max_bytes} bytes.")
     text = check_depth(raw, max_depth=max_depth)
     try:
-        return json.loads(text)
+        data = json.loads(text)
     except RecursionError:  # not reached with a sane max_depth; kept so no limit can turn into a 500
         raise JsonTooDeep(
             f"Request body nests JSON too deeply; at most {max_depth} levels are allowed."
         ) from None
     except ValueError as exc:  # JSONDecodeError, and int() past Python's digit limit
         raise JsonBodyError(f"Request body is not valid JSON: {exc}") from None
+    if _SURROGATE_HINT.search(text) and lone_surrogate(data):
+        raise JsonBodyError(
+            "Request body is not valid JSON: it holds a lone UTF-16 surrogate (a \\uD800-\\uDFFF escape "
+            "without its pair), which is not Unicode text."
+        )
+    return data
+
+
+def lone_surrogate(value: Any) -> bool:
+    """Whether a parsed JSON value holds a lone surrogate in any string, key or value; no recursion."""
+    return _holds(value, _SURROGATE)
+
+
+def nul_character(value: Any) -> bool:
+    """Whether a parsed JSON value holds U+0000 in any string, key or value (no recursion): a text
+    column of PostgreSQL cannot store it."""
+    return _holds(value, _NUL)
+
+
+def _holds(value: Any, pattern: re.Pattern[str]) -> bool:
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if pattern.search(item):
+                return True
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return False
 
 
 def limits() -> tuple[int, int]:

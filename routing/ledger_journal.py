@@ -27,6 +27,7 @@ from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 
 from core import fastjson
+from core.storable import storable, storable_json
 from routing import budgets, ledger_copy
 from routing.ledger import invocation_of
 from routing.models import ApiKey, Invocation, RouterVersion, TaskProfile
@@ -55,9 +56,13 @@ class Entry:
     spend: budgets.Spend
     hold: budgets.Hold | None = None
     segment: Segment | None = None
+    row_json: bytes = b""
 
     @classmethod
     def of(cls, row: dict[str, Any], hold: budgets.Hold | None, *, key_id: int) -> Entry:
+        """The entry of a finished call; its row made storable first (core/storable.py: a NUL or a lone
+        surrogate a caller or a model wrote would fail the insert of the whole batch)."""
+        row, encoded = storable_json(row)
         reservation = hold.reservation if hold is not None else None
         spend = budgets.Spend(
             key_id=key_id,
@@ -66,19 +71,19 @@ class Entry:
             reservation_id=reservation.pk if reservation is not None else None,
             reserved=reservation.amount_usd if reservation is not None else Decimal(0),
         )
-        return cls(row, spend, hold)
+        return cls(row, spend, hold, row_json=encoded)
 
     def line(self) -> bytes:
         spend = self.spend
         data = {
-            "row": self.row,
             "key": spend.key_id,
             "cost": str(spend.cost),
             "lease": str(spend.lease_id) if spend.lease_id else None,
             "reservation": spend.reservation_id,
             "reserved": str(spend.reserved),
         }
-        return fastjson.dumps(data) + b"\n"
+        row = self.row_json or fastjson.dumps(self.row)  # the row's JSON from `of`: encoded once
+        return b'{"row":' + row + b"," + fastjson.dumps(data)[1:] + b"\n"
 
     @classmethod
     def from_line(cls, data: dict[str, Any]) -> Entry:
@@ -89,7 +94,7 @@ class Entry:
             reservation_id=data.get("reservation"),
             reserved=Decimal(data.get("reserved") or 0),
         )
-        return cls(data["row"], spend)
+        return cls(storable(data["row"]), spend)  # a journal written before rows were made storable
 
     @property
     def id(self) -> uuid.UUID:

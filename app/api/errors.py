@@ -2,7 +2,8 @@
 
 - ``core.errors.ServiceError`` (what services and the auth raise): its status, message and code;
 - a body that is not JSON, too deep or too large (``routing/json_body.py``): 400 ``invalid_json`` (413
-  ``request_too_large``);
+  ``request_too_large``); so is a body whose strings hold U+0000, which no text column stores (the
+  dashboard's forms refuse it the same way, with Django's ProhibitNullCharactersValidator);
 - a validation error (``ninja.errors.ValidationError``): 400; the code is ``invalid_json`` when the body
   is not an object, the error's own type when a schema raised one by name (``PydanticCustomError``,
   e.g. ``missing_incident``, ``invalid_alerts``), else ``invalid_field``;
@@ -23,7 +24,7 @@ from ninja.parser import Parser
 from pydantic_core.core_schema import ErrorType
 
 from core.errors import ServiceError
-from routing.json_body import JsonBodyError, JsonTooLarge, loads_request
+from routing.json_body import JsonBodyError, JsonTooLarge, loads_request, nul_character
 
 PYDANTIC_TYPES = frozenset(typing.get_args(ErrorType))
 NOT_AN_OBJECT = frozenset({"model_attributes_type", "dict_type", "model_type", "missing"})
@@ -36,6 +37,8 @@ class BoundedJsonParser(Parser):
         data = loads_request(request.body)
         if not isinstance(data, dict):
             raise JsonBodyError("Request body must be a JSON object.")
+        if (b"\\u0000" in request.body or b"\x00" in request.body) and nul_character(data):
+            raise JsonBodyError("Request body holds a NUL character (\\u0000), which no field can store.")
         return data
 
 

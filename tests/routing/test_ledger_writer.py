@@ -277,3 +277,37 @@ def test_a_full_var_disk_commits_rows_directly_and_leaves_only_whole_lines_in_th
     for line in journal.read_bytes().splitlines():
         json.loads(line)  # no part-written line
     assert journal.read_bytes().endswith(b"\n")
+
+
+def test_a_call_holding_nul_is_stored_and_does_not_stall_the_batch(
+    gateway_url, backends, stub, batched, api_key
+):
+    """PostgreSQL refuses NUL in text and jsonb: one such row used to fail the COPY of its whole batch,
+    and the writer retried that batch forever. A caller's NUL and a model's (in its answer) are stored as
+    U+FFFD, and the calls around them land too."""
+    stub.responder = lambda body: Reply(content="bad \u0000 answer")
+    poisoned = call_with(gateway_url, api_key.raw, "a\u0000b")
+    stub.responder = lambda body: Reply(content="ok")
+    ids = answered([poisoned, call(gateway_url, api_key.raw), call(gateway_url, api_key.raw)])
+    assert ledger_writer.flush(timeout=10)
+    assert {str(pk) for pk in Invocation.objects.values_list("pk", flat=True)} == ids
+    row = Invocation.objects.get(pk=poisoned.headers["x-skillgate-invocation"])
+    assert row.request["messages"][0]["content"] == "a\ufffdb"
+    assert row.response["message"]["content"] == "bad \ufffd answer"
+
+
+def test_an_old_journal_line_holding_nul_is_replayed_storable():
+    line = {
+        "row": {"id": str(uuid.uuid4()), "error": "x\u0000", "legs": [{"detail": "\ud800"}]},
+        "key": 1,
+        "cost": "0",
+    }
+    entry = ledger_journal.Entry.from_line(json.loads(json.dumps(line)))
+    assert entry.row["error"] == "x\ufffd" and entry.row["legs"] == [{"detail": "\ufffd"}]
+
+
+def call_with(url: str, key: str, content: str) -> httpx.Response:
+    body = {**HELLO, "messages": [{"role": "user", "content": content}]}
+    return httpx.post(
+        f"{url}/v1/chat/completions", json=body, headers={"Authorization": f"Bearer {key}"}, timeout=60
+    )
