@@ -18,12 +18,13 @@ from django.conf import settings
 
 from core import tracing
 from core.db import run_sync
-from routing import budgets, ledger_writer, lookups, teacher_sampling, upstream
+from routing import budgets, ledger_writer, lookups, scopes, teacher_sampling, upstream
 from routing.call_metrics import observe_call
 from routing.calls import AUTO_MODEL, CallPlan, active_backends, plan_call, teacher_of
 from routing.errors import ApiError, UpstreamError, bad_request
 from routing.ledger import CallRecord, Leg
 from routing.legs import run_leg
+from routing.media_urls import remote_url_param
 from routing.models import ApiKey, Backend, Invocation, TaskProfile
 from routing.pricing import PricingError, cost_bound, prices_for, prompt_token_bound
 from routing.protocol import ChatRequest
@@ -129,6 +130,17 @@ async def prepare(
     *, api_key: ApiKey, request: ChatRequest, task_header: str | None, endpoint: str = "/v1/chat/completions"
 ) -> Prepared:
     started = time.perf_counter()
+    media_url = remote_url_param(request.messages)
+    if media_url is not None and not api_key.has_scope(scopes.MEDIA_URLS):
+        raise ApiError(
+            403,
+            f"{media_url}: this API key may not send media by URL (the gateway could be made to fetch "
+            "it); send it inline as a data: URL or base64, or ask an operator for the "
+            f"'{scopes.MEDIA_URLS}' scope.",
+            type="permission_error",
+            param=media_url,
+            code="missing_scope",
+        )
     name = profile_name_of(request, task_header)
     found = await profile_and_backends(name)
     if found is None:

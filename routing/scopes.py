@@ -2,6 +2,8 @@
 
 - ``llm``: call models through ``/v1/`` (the default, and all a dashboard-created key gets);
 - ``verifiers:call``: send per-call verifier tests in ``metadata.verifier``, where the profile allows it;
+- ``media:urls``: send images, audio or files by URL rather than inline (routing/media_urls.py: litellm
+  would fetch them from the gateway's host);
 - ``incidents:read`` / ``incidents:write``: read incidents and diagnoses / open incidents;
 - ``actions:approve``: approve or deny proposed write actions (the owner must also be an approver);
 - ``learning:read`` / ``learning:write``: read / start learning cycles and mark diagnoses wrong.
@@ -11,13 +13,23 @@ from __future__ import annotations
 
 LLM = "llm"
 CALL_VERIFIER = "verifiers:call"
+MEDIA_URLS = "media:urls"
 INCIDENTS_READ = "incidents:read"
 INCIDENTS_WRITE = "incidents:write"
 ACTIONS_APPROVE = "actions:approve"
 LEARNING_READ = "learning:read"
 LEARNING_WRITE = "learning:write"
 
-ALL = (LLM, CALL_VERIFIER, INCIDENTS_READ, INCIDENTS_WRITE, ACTIONS_APPROVE, LEARNING_READ, LEARNING_WRITE)
+ALL = (
+    LLM,
+    CALL_VERIFIER,
+    MEDIA_URLS,
+    INCIDENTS_READ,
+    INCIDENTS_WRITE,
+    ACTIONS_APPROVE,
+    LEARNING_READ,
+    LEARNING_WRITE,
+)
 DEFAULT = (LLM,)
 
 
