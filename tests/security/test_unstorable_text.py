@@ -109,3 +109,18 @@ def test_text_and_json_written_through_the_orm_are_stored_with_the_replacement_c
     assert incident.alert == {"labels": {"pod": "web\ufffd\ufffd"}, "n": 10**30}
     Incident.objects.filter(pk=incident.pk).update(description="\u0000")  # an UPDATE's parameter too
     assert Incident.objects.filter(title__startswith="disk\u0000").count() == 1  # a lookup's too
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_nul_in_a_looked_up_name_is_an_unknown_profile_not_a_database_error(
+    gateway_url, backends, api_key, stub
+):
+    body = {"model": "auto", "messages": [{"role": "user", "content": "hi"}], "metadata": {"task": "x\u0000"}}
+    response = httpx.post(
+        gateway_url + "/v1/chat/completions",
+        json=body,
+        headers={"Authorization": f"Bearer {api_key.raw}"},
+        timeout=30,
+    )
+    assert response.status_code == 400, response.text
+    assert response.json()["error"]["code"] == "unknown_task_profile"
