@@ -119,6 +119,18 @@ class BackendFactory(factory.django.DjangoModelFactory[Backend]):
     output_cost_per_token = Decimal("0.000008")
 
 
+def claude_teacher(api_base: str) -> Backend:
+    """A teacher served by litellm's Anthropic provider, at Claude's list prices, on a local stub."""
+    return BackendFactory.create(
+        name="claude-teacher",
+        role=Backend.Role.TEACHER,
+        model="anthropic/claude-stub-1",
+        api_base=api_base,
+        input_cost_per_token=Decimal("0.000003"),
+        output_cost_per_token=Decimal("0.000015"),
+    )
+
+
 class TaskProfileFactory(factory.django.DjangoModelFactory[TaskProfile]):
     class Meta:
         model = TaskProfile

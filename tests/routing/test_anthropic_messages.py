@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from decimal import Decimal
 from typing import Any
 
 import anthropic
@@ -15,7 +14,7 @@ import httpx
 import pytest
 
 from routing.models import Backend, Invocation, TaskProfile
-from tests.factories import BackendFactory, TaskProfileFactory
+from tests.factories import TaskProfileFactory, claude_teacher
 from tests.support.anthropic_stub import AnthropicStub
 from tests.support.openai_stub import Reply
 
@@ -173,14 +172,7 @@ def test_the_key_may_come_as_x_api_key_or_bearer_and_errors_are_anthropic_shaped
 @pytest.fixture
 def anthropic_teacher(backends: dict[str, Backend]) -> Iterator[tuple[AnthropicStub, Backend]]:
     with AnthropicStub() as upstream:
-        teacher = BackendFactory.create(
-            name="claude-teacher",
-            role=Backend.Role.TEACHER,
-            model="anthropic/claude-stub-1",
-            api_base=upstream.base_url,
-            input_cost_per_token=Decimal("0.000003"),
-            output_cost_per_token=Decimal("0.000015"),
-        )
+        teacher = claude_teacher(upstream.base_url)
         yield upstream, teacher
 
 

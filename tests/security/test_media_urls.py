@@ -14,7 +14,6 @@ from __future__ import annotations
 import base64
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from decimal import Decimal
 from typing import Any
 
 import anthropic
@@ -25,7 +24,7 @@ from aiohttp import web
 
 from routing import scopes
 from routing.models import Backend, Invocation, TaskProfile
-from tests.factories import BackendFactory, TaskProfileFactory, make_key
+from tests.factories import TaskProfileFactory, claude_teacher, make_key
 from tests.support.anthropic_stub import AnthropicStub
 from tests.support.threaded_server import ThreadedServer
 
@@ -65,14 +64,7 @@ def internal() -> Iterator[Listener]:
 def claude(backends: dict[str, Backend]) -> Iterator[AnthropicStub]:
     """The default profile's teacher is litellm's Anthropic provider, against a local stub."""
     with AnthropicStub() as upstream:
-        teacher = BackendFactory.create(
-            name="claude-teacher",
-            role=Backend.Role.TEACHER,
-            model="anthropic/claude-stub-1",
-            api_base=upstream.base_url,
-            input_cost_per_token=Decimal("0.000003"),
-            output_cost_per_token=Decimal("0.000015"),
-        )
+        teacher = claude_teacher(upstream.base_url)
         TaskProfileFactory.create(name="vision", policy=TaskProfile.Policy.ALWAYS_TEACHER, teacher=teacher)
         yield upstream
 
