@@ -345,8 +345,13 @@ class Featurizer:
             if sizes["inter"]:
                 out[i, start["inter"] + bucket * n_meta : start["inter"] + (bucket + 1) * n_meta] = meta
         if sizes["errors"]:
-            grams = self._errors.transform([self._error_lines(c) for c in calls])
-            out[:, start["errors"] : start["errors"] + sizes["errors"]] = grams.toarray()
+            # Only the calls with an error line: the vectorizer's fixed cost (~0.5 ms) is most of a call's
+            # featurization, and a call with none hashes to the zero row the block already holds.
+            texts = [self._error_lines(c) for c in calls]
+            rows = [i for i, text in enumerate(texts) if text]
+            if rows:
+                grams = self._errors.transform([texts[i] for i in rows])
+                out[rows, start["errors"] : start["errors"] + sizes["errors"]] = grams.toarray()
         if self.spec.ngrams == "words" and sizes["ngrams"]:
             grams = self._ngrams.transform([self._ngram_text(c) for c in calls])
             out[:, start["ngrams"] : start["ngrams"] + sizes["ngrams"]] = grams.toarray()

@@ -114,6 +114,23 @@ def test_error_block_reads_the_error_lines_not_the_noise():
     assert not np.allclose(oom, deadlock)
 
 
+def test_a_batch_of_quiet_and_failing_calls_gives_each_call_its_own_row():
+    """Only the calls with error lines go through the error block's vectorizer; the rows still line up."""
+    featurizer = make_featurizer(hashing_spec(ngram_dims=64))
+    texts = [
+        "INFO request ok",
+        "ERROR OOMKilled exit code 137",
+        "INFO health ok",
+        "ERROR deadlock found when trying to get lock",
+    ]
+    calls = [call(text, tools=[]) for text in texts]
+    batch = featurizer.transform_many(calls)
+    alone = np.stack([featurizer.transform(c) for c in calls])
+    assert np.allclose(batch, alone)
+    assert not np.allclose(batch[1], batch[3]) and not np.allclose(batch[0], batch[1])
+    assert np.allclose(featurizer.transform_many(calls[::2]), alone[::2])  # no call with an error line
+
+
 def test_a_version_1_model_keeps_its_features():
     v1 = FeatureSpec(embedder="hashing", ngram_dims=32, meta=META_NAMES_V1, error_dims=0, version=1)
     data = v1.to_json()
