@@ -1,8 +1,10 @@
 """The two-person rule of write actions: what an approval covers and who may give it.
 
 - The plan hash covers what will run and where: the tool, its arguments and the incident's
-  environment (its name and its options). Changing any of them after the proposal makes the approval
-  refused, and after the approval makes the execution refused.
+  environment (its name and its options); for an MCP tool also the server's identity and the tool's
+  fingerprint (its schema and annotations), so an approval never runs against a different tool.
+  Changing any of them after the proposal makes the approval refused, and after the approval makes
+  the execution refused.
 - Nobody involved in an incident decides on its actions (approve or deny): not the requester, not the
   user who opened it, not the owner of the API key that opened it or posted its alert, not the user
   linked to the Slack member who opened it, and not anyone who touched it (``IncidentTouch``: opened it,
@@ -21,17 +23,31 @@ from typing import Any
 
 from django.contrib.auth.models import User
 
+from diagnostics.mcp import selectors as mcp_selectors
 from diagnostics.models import ActionRequest, Incident, IncidentTouch
 from diagnostics.slack.models import SlackUser
 from routing.models import ApiKey
 
 
 def plan_hash(
-    *, tool: str, args: dict[str, Any], environment: str, environment_options: dict[str, Any]
+    *,
+    tool: str,
+    args: dict[str, Any],
+    environment: str,
+    environment_options: dict[str, Any],
+    tool_identity: dict[str, Any] | None = None,
 ) -> str:
-    """sha256 of the canonical JSON of the tool, its arguments and the environment it runs in."""
+    """sha256 of the canonical JSON of the tool, its arguments and the environment it runs in; for an MCP
+    tool also ``tool_identity`` (the server's identity and the tool's fingerprint, diagnostics/mcp/)."""
+    plan: dict[str, Any] = {
+        "tool": tool,
+        "args": args,
+        "environment": {"name": environment, "options": environment_options},
+    }
+    if tool_identity is not None:
+        plan["tool_identity"] = tool_identity
     canonical = json.dumps(
-        {"tool": tool, "args": args, "environment": {"name": environment, "options": environment_options}},
+        plan,
         sort_keys=True,
         separators=(",", ":"),
         default=str,
@@ -46,6 +62,7 @@ def action_plan_hash(action: ActionRequest, incident: Incident) -> str:
         args=action.args,
         environment=incident.environment,
         environment_options=incident.environment_options or {},
+        tool_identity=mcp_selectors.tool_identity(action.tool),
     )
 
 

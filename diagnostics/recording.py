@@ -24,8 +24,8 @@ from diagnostics.agent.observer import Observer
 from diagnostics.agent.runner import MODE_LLM, Outcome, StepRecord, choose_mode, investigate
 from diagnostics.agent.skills import SkillEntry, parse_skillbook
 from diagnostics.agent.subject import AlertContext, from_payload
+from diagnostics.mcp.attach import incident_environment
 from diagnostics.models import ActionRequest, Incident, Trajectory
-from diagnostics.toolsets.registry import build_environment
 from routing.models import TaskProfile
 
 
@@ -121,7 +121,7 @@ def observer_skills(profile: str) -> list[SkillEntry]:
 def run_trajectory(trajectory: Trajectory, *, observer: Observer | None = None) -> Outcome:
     """Runs a claimed trajectory to the end; every step, proposal and the diagnosis are stored."""
     incident = trajectory.incident
-    environment = build_environment(incident.environment, incident.environment_options)
+    environment = incident_environment(incident)  # the named environment + its MCP servers
     skills: list[SkillEntry] = []
     if observer is None and choose_mode(trajectory.requested_mode) == MODE_LLM:
         skills = observer_skills(config.observer_profile())

@@ -23,11 +23,12 @@ from core.queues import enqueue
 from diagnostics import services
 from diagnostics.agent import config
 from diagnostics.agent.executor import ClaimedAction, Executor
+from diagnostics.mcp.attach import incident_environment
 from diagnostics.models import ActionRequest
 from diagnostics.recording import DatabaseActionLedger, run_trajectory
 from diagnostics.services import recovery
 from diagnostics.services.trajectories import TRAJECTORY_JOB
-from diagnostics.toolsets.registry import UnknownEnvironment, build_environment
+from diagnostics.toolsets.registry import UnknownEnvironment
 
 log = logging.getLogger(__name__)
 
@@ -116,7 +117,7 @@ def execute_action(action_request_id: int) -> str:
         return "not runnable"
     incident = action.trajectory.incident
     try:
-        environment = build_environment(incident.environment, incident.environment_options)
+        environment = incident_environment(incident)
     except UnknownEnvironment as exc:
         claimed = services.action_request_claim_execution(action_request_id=action_request_id)
         if claimed is not None:
@@ -140,7 +141,7 @@ def recover_action(action_request_id: int, attempt: int) -> str:
     incident = action.trajectory.incident
     with jobs.heartbeat(recovery.ACTION_JOB, action.pk, attempt, every_s=_heartbeat_s()):
         try:
-            environment = build_environment(incident.environment, incident.environment_options)
+            environment = incident_environment(incident)
         except UnknownEnvironment as exc:
             health: dict[str, Any] = {"healthy": False, "detail": str(exc)}
         else:

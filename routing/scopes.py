@@ -6,7 +6,9 @@
   would fetch them from the gateway's host);
 - ``incidents:read`` / ``incidents:write``: read incidents and diagnoses / open incidents;
 - ``actions:approve``: approve or deny proposed write actions (the owner must also be an approver);
-- ``learning:read`` / ``learning:write``: read / start learning cycles and mark diagnoses wrong.
+- ``learning:read`` / ``learning:write``: read / start learning cycles and mark diagnoses wrong;
+- ``mcp:admin``: register MCP servers, classify and override their tools, grant keys (docs/mcp.md);
+- ``mcp:gateway``: call the MCP servers granted to the key through ``/mcp/servers/<name>``.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ INCIDENTS_WRITE = "incidents:write"
 ACTIONS_APPROVE = "actions:approve"
 LEARNING_READ = "learning:read"
 LEARNING_WRITE = "learning:write"
+MCP_ADMIN = "mcp:admin"
+MCP_GATEWAY = "mcp:gateway"
 
 ALL = (
     LLM,
@@ -29,6 +33,8 @@ ALL = (
     ACTIONS_APPROVE,
     LEARNING_READ,
     LEARNING_WRITE,
+    MCP_ADMIN,
+    MCP_GATEWAY,
 )
 DEFAULT = (LLM,)
 

@@ -12,6 +12,7 @@ from django.utils import timezone
 
 from diagnostics import approvals
 from diagnostics.agent import config
+from diagnostics.mcp import selectors as mcp_selectors
 from diagnostics.models import ActionRequest, Incident, Trajectory
 from diagnostics.services.base import APPROVE_PERMISSION, ServiceError, plan_hash
 
@@ -34,6 +35,7 @@ def action_request_propose(
             args=args,
             environment=incident.environment,
             environment_options=incident.environment_options or {},
+            tool_identity=mcp_selectors.tool_identity(tool),
         ),
         reason=reason[:5000],
         requested_by_id=incident.created_by_id,

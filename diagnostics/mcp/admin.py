@@ -1,0 +1,100 @@
+"""The admin site's MCP pages: register servers (credentials by variable name), connect and classify
+them, demote tools, accept held changes, grant keys. Promotion of a writing tool to read needs a note and
+goes through ``POST /api/mcp/servers/<name>/tools/<tool>/override`` (audited; docs/mcp.md)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin, messages
+from django.db.models import QuerySet
+from django.http import HttpRequest
+
+from core.errors import ServiceError
+from diagnostics.mcp import servers
+from diagnostics.mcp.selectors import effective_class, tool_reason
+from diagnostics.models import McpGrant, McpServer, McpTool
+
+
+@admin.register(McpServer)
+class McpServerAdmin(admin.ModelAdmin):
+    list_display = ["name", "environment", "transport", "enabled", "synced_at", "sync_error"]
+    readonly_fields = ["server_info", "synced_at", "sync_error"]
+    actions = ["connect_and_classify"]
+
+    def save_model(self, request: HttpRequest, obj: McpServer, form: Any, change: bool) -> None:
+        try:
+            servers.check_shape(obj)
+        except ServiceError as exc:
+            self.message_user(request, f"Not saved: {exc}", messages.ERROR)
+            return
+        if not change:
+            obj.created_by = request.user  # type: ignore[assignment]
+        super().save_model(request, obj, form, change)
+
+    @admin.action(description="Connect and classify the tools")
+    def connect_and_classify(self, request: HttpRequest, queryset: QuerySet[McpServer]) -> None:
+        for server in queryset:
+            report = servers.mcp_server_sync(server=server)
+            level = messages.ERROR if report.error else messages.SUCCESS
+            text = report.error or (
+                f"{server.name}: {len(report.added)} added, {len(report.changed)} changed, "
+                f"{len(report.held)} held for review, {len(report.removed)} removed"
+            )
+            self.message_user(request, text, level)
+
+
+@admin.register(McpTool)
+class McpToolAdmin(admin.ModelAdmin):
+    list_display = ["__str__", "klass", "why", "override", "pending", "present"]
+    list_filter = ["server", "declared", "override"]
+    readonly_fields = [f.name for f in McpTool._meta.fields]
+    actions = ["demote", "clear_override", "accept_held"]
+
+    @admin.display(description="class")
+    def klass(self, tool: McpTool) -> str:
+        return effective_class(tool)
+
+    @admin.display(description="why")
+    def why(self, tool: McpTool) -> str:
+        return tool_reason(tool)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def _each(self, request: HttpRequest, queryset: QuerySet[McpTool], work: Any) -> None:
+        for tool in queryset.select_related("server"):
+            try:
+                work(tool)
+            except ServiceError as exc:
+                self.message_user(request, f"{tool}: {exc}", messages.ERROR)
+
+    @admin.action(description="Demote to write (Executor only, after approval)")
+    def demote(self, request: HttpRequest, queryset: QuerySet[McpTool]) -> None:
+        user: Any = request.user
+        self._each(
+            request,
+            queryset,
+            lambda t: servers.mcp_tool_override(server=t.server, tool=t.name, to="write", by=user),
+        )
+
+    @admin.action(description="Clear the operator override")
+    def clear_override(self, request: HttpRequest, queryset: QuerySet[McpTool]) -> None:
+        user: Any = request.user
+        self._each(
+            request,
+            queryset,
+            lambda t: servers.mcp_tool_override(server=t.server, tool=t.name, to="clear", by=user),
+        )
+
+    @admin.action(description="Accept the change held for review")
+    def accept_held(self, request: HttpRequest, queryset: QuerySet[McpTool]) -> None:
+        user: Any = request.user
+        self._each(
+            request, queryset, lambda t: servers.mcp_tool_accept(server=t.server, tool=t.name, by=user)
+        )
+
+
+@admin.register(McpGrant)
+class McpGrantAdmin(admin.ModelAdmin):
+    list_display = ["key", "server", "tools", "created_at"]

@@ -1,0 +1,291 @@
+"""Talking to one upstream MCP server with the official ``mcp`` SDK: list its tools, call one.
+
+Plain Python (no ORM): the incidents app hands in an :class:`Upstream` built from the operator's
+registration. Every connection is short (connect, one request, close): a stdio server is a child process
+started for the call and ended after it; a Streamable HTTP server gets one session per call.
+
+Bounds, so that a hostile or broken upstream costs a bounded amount:
+
+- time: the whole connect + request is under ``timeout_s`` (a server that hangs is cut off and its
+  process ended by the SDK's shutdown sequence);
+- size: one SSE event over the HTTP transport is at most ``HARD_CAP_BYTES`` (the SDK refuses bigger),
+  and the text handed on is cut to ``max_output_bytes`` (stdio reads the line the server wrote, then
+  cuts it);
+- errors: what an upstream failure says to the caller never names the URL, the command, or a header
+  or environment value: :func:`describe_failure` maps each failure to a fixed phrase plus the server's
+  own MCP error message, with every secret value scrubbed from it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import anyio
+import httpx2
+import mcp_types as types
+from mcp import Client, MCPError
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+
+from diagnostics.mcp.classify import fingerprint
+
+HARD_CAP_BYTES = 4 * 1024 * 1024
+STDIO = "stdio"
+HTTP = "http"
+
+T = TypeVar("T")
+
+
+class UpstreamError(Exception):
+    """A call to an upstream MCP server failed; ``str()`` is safe to show to any caller."""
+
+    def __init__(self, message: str, *, kind: str) -> None:
+        super().__init__(message)
+        self.kind = kind  # timeout, unreachable, protocol, too_large, missing_secret
+
+
+@dataclass(frozen=True)
+class Upstream:
+    """How to reach one registered server. ``secret_env`` names host environment variables only:
+    for stdio, child variable -> host variable; for HTTP, header name -> host variable (the value is the
+    whole header value, e.g. ``Bearer ...``). The values are read when connecting, never stored."""
+
+    name: str
+    transport: str
+    command: tuple[str, ...] = ()
+    url: str = ""
+    secret_env: dict[str, str] = field(default_factory=dict)
+    timeout_s: float = 20.0
+    max_output_bytes: int = 64_000
+    cwd: str | None = None
+
+    def secrets(self) -> dict[str, str]:
+        missing = [host for host in self.secret_env.values() if not os.environ.get(host)]
+        if missing:
+            raise UpstreamError(
+                f"MCP server {self.name!r} needs the environment variable {missing[0]} set on the "
+                "Skillgate host.",
+                kind="missing_secret",
+            )
+        return {target: os.environ[host] for target, host in self.secret_env.items()}
+
+
+@dataclass(frozen=True)
+class ToolInfo:
+    """A tool as the server lists it (plain data)."""
+
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+    annotations: dict[str, Any] | None
+
+
+@dataclass(frozen=True)
+class ServerListing:
+    server_info: dict[str, str]
+    tools: list[ToolInfo]
+
+
+@dataclass(frozen=True)
+class CallOutput:
+    """A tool's answer: its text (content blocks and structured content), cut to the bound."""
+
+    text: str
+    is_error: bool
+    size_bytes: int
+    truncated: bool
+    latency_ms: int
+
+
+def _secret_values(upstream: Upstream) -> list[str]:
+    values = [os.environ.get(host, "") for host in upstream.secret_env.values()]
+    return [v for v in values if len(v) >= 4]
+
+
+def describe_failure(upstream: Upstream, exc: BaseException) -> UpstreamError:
+    """A failure as the caller may see it: no URL, command, header or secret value."""
+    if isinstance(exc, UpstreamError):
+        return exc
+    name = upstream.name
+    if isinstance(exc, TimeoutError):
+        return UpstreamError(
+            f"MCP server {name!r} did not answer within {upstream.timeout_s:g} s.", kind="timeout"
+        )
+    if isinstance(exc, MCPError):
+        message = exc.message
+        for secret in [*_secret_values(upstream), upstream.url, *upstream.command]:
+            if secret:
+                message = message.replace(secret, "[redacted]")
+        if message.strip().lower() == "connection closed":
+            return UpstreamError(f"MCP server {name!r} closed the connection mid-call.", kind="unreachable")
+        if "event" in message.lower() and "size" in message.lower():
+            return UpstreamError(
+                f"MCP server {name!r} sent an answer over {HARD_CAP_BYTES} bytes; it was refused.",
+                kind="too_large",
+            )
+        return UpstreamError(f"MCP server {name!r} answered with an error: {message[:500]}", kind="protocol")
+    if isinstance(exc, BaseExceptionGroup):
+        inner = exc.exceptions[0] if exc.exceptions else exc
+        if inner is not exc:
+            return describe_failure(upstream, inner)
+    if isinstance(exc, OSError | httpx2.HTTPError | anyio.BrokenResourceError | anyio.EndOfStream):
+        return UpstreamError(
+            f"MCP server {name!r} could not be reached or closed the connection ({type(exc).__name__}).",
+            kind="unreachable",
+        )
+    return UpstreamError(
+        f"MCP server {name!r} failed ({type(exc).__name__}); see the Skillgate log.", kind="protocol"
+    )
+
+
+@asynccontextmanager
+async def _transport(upstream: Upstream) -> AsyncIterator[Any]:
+    secrets = upstream.secrets()
+    if upstream.transport == STDIO:
+        if not upstream.command:
+            raise UpstreamError(f"MCP server {upstream.name!r} has no command.", kind="protocol")
+        params = StdioServerParameters(
+            command=upstream.command[0], args=list(upstream.command[1:]), env=secrets, cwd=upstream.cwd
+        )
+        with open(os.devnull, "w") as errlog:
+            async with stdio_client(params, errlog=errlog) as streams:
+                yield streams
+        return
+    timeout = httpx2.Timeout(upstream.timeout_s)
+    async with (
+        httpx2.AsyncClient(headers=secrets, timeout=timeout) as http,
+        streamable_http_client(upstream.url, http_client=http, max_sse_event_size=HARD_CAP_BYTES) as streams,
+    ):
+        yield streams
+
+
+class _StreamsTransport:
+    """The SDK ``Client`` takes a transport: an async context manager yielding the two streams."""
+
+    def __init__(self, upstream: Upstream) -> None:
+        self._cm = _transport(upstream)
+
+    async def __aenter__(self) -> Any:
+        return await self._cm.__aenter__()
+
+    async def __aexit__(self, *exc: Any) -> bool | None:
+        return await self._cm.__aexit__(*exc)
+
+
+async def _with_client(upstream: Upstream, work: Callable[[Client], Awaitable[T]]) -> T:
+    try:
+        with anyio.fail_after(upstream.timeout_s):
+            async with Client(_StreamsTransport(upstream), mode="legacy", cache=None) as client:  # type: ignore[arg-type]
+                return await work(client)
+    except Exception as exc:  # every failure leaves here as an UpstreamError that is safe to show
+        raise describe_failure(upstream, exc) from exc
+
+
+def _annotations(tool: types.Tool) -> dict[str, Any] | None:
+    if tool.annotations is None:
+        return None
+    return tool.annotations.model_dump(by_alias=True, exclude_none=True, mode="json")
+
+
+async def list_tools_async(upstream: Upstream) -> ServerListing:
+    async def work(client: Client) -> ServerListing:
+        tools: list[ToolInfo] = []
+        cursor: str | None = None
+        for _ in range(50):  # a paginator that never ends cannot hang the listing
+            page = await client.list_tools(cursor=cursor)
+            tools += [
+                ToolInfo(t.name, t.description or "", dict(t.input_schema), _annotations(t))
+                for t in page.tools
+            ]
+            cursor = page.next_cursor
+            if cursor is None:
+                break
+        info = client.server_info
+        server_info = {"name": info.name, "version": info.version} if info is not None else {}
+        return ServerListing(server_info=server_info, tools=tools)
+
+    return await _with_client(upstream, work)
+
+
+def render_result(result: types.CallToolResult) -> str:
+    parts: list[str] = []
+    for block in result.content:
+        if isinstance(block, types.TextContent):
+            parts.append(block.text)
+        else:
+            parts.append(f"[{block.type} content]")
+    if result.structured_content is not None and not parts:
+        parts.append(json.dumps(result.structured_content, sort_keys=True, default=str))
+    return "\n".join(parts)
+
+
+def cut(text: str, limit: int) -> tuple[str, int, bool]:
+    """``text`` cut to ``limit`` UTF-8 bytes: (text, its full size in bytes, whether it was cut)."""
+    raw = text.encode("utf-8", "replace")
+    if len(raw) <= limit:
+        return text, len(raw), False
+    kept = raw[:limit].decode("utf-8", "ignore")
+    return f"{kept}\n… [cut: {len(raw)} bytes in all, {limit} kept]", len(raw), True
+
+
+def list_tools(upstream: Upstream) -> ServerListing:
+    """The server's tools, from synchronous code (a view's thread, a Celery worker)."""
+    return anyio.run(list_tools_async, upstream)
+
+
+async def checked_call_async(
+    upstream: Upstream, tool: str, arguments: dict[str, Any], expected_fingerprint: str
+) -> CallOutput | None:
+    """Calls ``tool`` only if the server still lists it as classified (same fingerprint), in one session;
+    None when it changed or is gone (nothing was called)."""
+    started = time.monotonic()
+
+    async def work(client: Client) -> types.CallToolResult | None:
+        cursor: str | None = None
+        for _ in range(50):
+            page = await client.list_tools(cursor=cursor)
+            for listed in page.tools:
+                if listed.name == tool:
+                    live = fingerprint(
+                        name=listed.name,
+                        description=listed.description or "",
+                        input_schema=dict(listed.input_schema),
+                        annotations=_annotations(listed),
+                    )
+                    if live != expected_fingerprint:
+                        return None
+                    return await client.call_tool(tool, arguments)
+            cursor = page.next_cursor
+            if cursor is None:
+                break
+        return None
+
+    result = await _with_client(upstream, work)
+    if result is None:
+        return None
+    text, size, truncated = cut(render_result(result), upstream.max_output_bytes)
+    latency = int((time.monotonic() - started) * 1000)
+    return CallOutput(
+        text=text, is_error=result.is_error, size_bytes=size, truncated=truncated, latency_ms=latency
+    )
+
+
+def checked_call(
+    upstream: Upstream, tool: str, arguments: dict[str, Any], expected_fingerprint: str
+) -> CallOutput | None:
+    return anyio.run(checked_call_async, upstream, tool, arguments, expected_fingerprint)
+
+
+def tool_fingerprint(tool: ToolInfo) -> str:
+    return fingerprint(
+        name=tool.name,
+        description=tool.description,
+        input_schema=tool.input_schema,
+        annotations=tool.annotations,
+    )

@@ -1,0 +1,145 @@
+"""Reads of the MCP tables: the plain values the toolsets are built from, the identity an approval
+covers, and the figures of the dashboard's MCP page."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from django.db.models import Count, QuerySet
+
+from diagnostics.mcp import classify
+from diagnostics.mcp.client import Upstream
+from diagnostics.models import ActionRequest, McpCall, McpServer, McpTool
+from diagnostics.toolsets.mcp import McpServerView, McpToolView, split_qualified
+
+
+def upstream_of(server: McpServer) -> Upstream:
+    return Upstream(
+        name=server.name,
+        transport=server.transport,
+        command=tuple(server.command or ()),
+        url=server.url,
+        secret_env=dict(server.secret_env or {}),
+        timeout_s=server.timeout_s,
+        max_output_bytes=server.max_output_bytes,
+    )
+
+
+def server_identity(server: McpServer) -> str:
+    """sha256 of what the operator registered (name, environment, transport, command or URL, the names
+    of its credential variables): a server pointed elsewhere is not the server an approval was for."""
+    canonical = json.dumps(
+        {
+            "name": server.name,
+            "environment": server.environment,
+            "transport": server.transport,
+            "command": server.command,
+            "url": server.url,
+            "secret_env": server.secret_env,
+        },
+        sort_keys=True,
+        separators=(",", ":"),
+    )
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def standing(tool: McpTool) -> classify.Standing:
+    allow = tool.server.allow_list or []
+    return classify.Standing(
+        declared=tool.declared,
+        pending=tool.pending,
+        override=tool.override,
+        allowed=not allow or tool.name in allow,
+    )
+
+
+def effective_class(tool: McpTool) -> str:
+    if not tool.present or not tool.server.enabled:
+        return classify.OFF
+    return classify.effective(standing(tool))
+
+
+def tool_reason(tool: McpTool) -> str:
+    if not tool.present:
+        return "no longer listed by the server"
+    return classify.why(standing(tool), tool.declared_reason)
+
+
+def tool_identity(qualified_name: str) -> dict[str, Any] | None:
+    """What an approval of this tool covers beyond its name and arguments: the server's identity and the
+    tool's fingerprint as classified now. None for a tool that is not an MCP tool; for an MCP tool no
+    longer registered, a marker that matches no earlier proposal."""
+    parts = split_qualified(qualified_name)
+    if parts is None:
+        return None
+    server_name, tool_name = parts
+    row = McpTool.objects.select_related("server").filter(server__name=server_name, name=tool_name).first()
+    if row is None or effective_class(row) == classify.OFF:
+        return {"mcp": "unavailable"}
+    return {"mcp_server": server_identity(row.server), "mcp_tool": row.fingerprint}
+
+
+def servers_for(environment: str) -> QuerySet[McpServer]:
+    names = [part.strip() for part in environment.split("+") if part.strip()]
+    return McpServer.objects.filter(environment__in=names, enabled=True).order_by("name")
+
+
+def server_views(server: McpServer, tools: list[McpTool]) -> tuple[McpServerView, McpServerView]:
+    """(read view, write view) of one server: its tools split by their effective class."""
+    by_class: dict[str, list[McpToolView]] = {classify.READ: [], classify.WRITE: []}
+    for tool in tools:
+        klass = effective_class(tool)
+        if klass in by_class:
+            by_class[klass].append(
+                McpToolView(tool.name, tool.description, tool.input_schema, tool.fingerprint)
+            )
+    upstream = upstream_of(server)
+    return (
+        McpServerView(upstream, tuple(by_class[classify.READ])),
+        McpServerView(upstream, tuple(by_class[classify.WRITE])),
+    )
+
+
+def environment_views(environment: str) -> tuple[list[McpServerView], list[McpServerView]]:
+    read: list[McpServerView] = []
+    write: list[McpServerView] = []
+    for server in servers_for(environment).prefetch_related("tools"):
+        r, w = server_views(server, list(server.tools.all()))
+        read.append(r)
+        write.append(w)
+    return read, write
+
+
+def page_servers() -> list[dict[str, Any]]:
+    """The MCP page: every server, each tool with its class, why, and its calls per status."""
+    calls: dict[tuple[str, str], dict[str, int]] = {}
+    for row in McpCall.objects.values("server", "tool", "status").annotate(n=Count("id")):
+        calls.setdefault((row["server"], row["tool"]), {})[row["status"]] = row["n"]
+    servers = []
+    for server in McpServer.objects.order_by("name").prefetch_related("tools"):
+        tools = []
+        for tool in server.tools.all():
+            counts = calls.get((server.name, tool.name), {})
+            tools.append(
+                {
+                    "tool": tool,
+                    "klass": effective_class(tool),
+                    "why": tool_reason(tool),
+                    "promoted": tool.override == classify.PROMOTE,
+                    "held": bool(tool.pending),
+                    "calls": sum(counts.values()),
+                    "by_status": sorted(counts.items()),
+                }
+            )
+        servers.append({"server": server, "tools": tools})
+    return servers
+
+
+def pending_actions() -> QuerySet[ActionRequest]:
+    return (
+        ActionRequest.objects.filter(tool__startswith="mcp__", status=ActionRequest.Status.PENDING)
+        .select_related("trajectory__incident")
+        .order_by("-created_at")
+    )

@@ -1,0 +1,217 @@
+"""Writes for registered MCP servers: register, connect and classify (sync), operator overrides, review
+of held changes, allow-lists, gateway grants. Every change of a tool's class leaves an McpToolChange.
+
+Services in the house style (``<entity>_<action>(*, ...)``); refusals are ``core.errors.ServiceError``
+(each edge renders its own shape). Who may call them is checked at the edge (scope ``mcp:admin`` and the
+permission ``diagnostics.change_mcpserver``, or the admin site).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.contrib.auth.models import User
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.utils import timezone
+
+from core.errors import ServiceError
+from diagnostics.mcp import classify
+from diagnostics.mcp.client import UpstreamError, list_tools, tool_fingerprint
+from diagnostics.mcp.selectors import standing, upstream_of
+from diagnostics.models import McpGrant, McpServer, McpTool, McpToolChange
+from routing.models import ApiKey
+
+MANAGE_PERMISSION = "diagnostics.change_mcpserver"
+ENV_NAME = r"^[A-Z_][A-Z0-9_]{0,99}\Z"
+
+
+def _invalid(exc: ValidationError) -> ServiceError:
+    fields = getattr(exc, "message_dict", None) or {"server": exc.messages}
+    first_field, messages = next(iter(fields.items()))
+    return ServiceError(f"{first_field}: {messages[0]}", code="invalid_field", status=400)
+
+
+def check_shape(server: McpServer) -> None:
+    import re
+
+    if server.transport == McpServer.Transport.STDIO:
+        if not (
+            isinstance(server.command, list)
+            and server.command
+            and all(isinstance(a, str) for a in server.command)
+        ):
+            raise ServiceError(
+                "command: a stdio server needs a command: a list of strings.", code="invalid_field"
+            )
+        if server.url:
+            raise ServiceError("url: a stdio server has no URL.", code="invalid_field")
+    else:
+        if not server.url:
+            raise ServiceError("url: a Streamable HTTP server needs its URL.", code="invalid_field")
+        if server.command:
+            raise ServiceError("command: an HTTP server has no command.", code="invalid_field")
+    if not isinstance(server.secret_env, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) and re.match(ENV_NAME, v)
+        for k, v in server.secret_env.items()
+    ):
+        raise ServiceError(
+            "secret_env: map each target to the NAME of an environment variable (A-Z, 0-9, _), not a value.",
+            code="invalid_field",
+        )
+    if not isinstance(server.allow_list, list) or not all(isinstance(t, str) for t in server.allow_list):
+        raise ServiceError("allow_list: a list of tool names.", code="invalid_field")
+    if not 0 < server.timeout_s <= 300 or not 1000 <= server.max_output_bytes <= 4_000_000:
+        raise ServiceError(
+            "timeout_s must be in (0, 300] and max_output_bytes in [1000, 4000000].", code="invalid_field"
+        )
+
+
+def mcp_server_register(*, by: User | None, **fields: Any) -> McpServer:
+    """A new server (not connected yet: ``mcp_server_sync`` classifies its tools)."""
+    server = McpServer(created_by=by, **fields)
+    check_shape(server)
+    try:
+        server.full_clean()
+    except ValidationError as exc:
+        raise _invalid(exc) from None
+    server.save()
+    return server
+
+
+@dataclass
+class SyncReport:
+    """What one connect found: tools added, changed, held for review, gone; or the error."""
+
+    added: list[str] = field(default_factory=list)
+    changed: list[str] = field(default_factory=list)
+    held: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    error: str = ""
+
+
+def _record(tool: McpTool, kind: str, *, by: User | None = None, note: str = "", before: Any = None) -> None:
+    McpToolChange.objects.create(
+        tool=tool,
+        kind=kind,
+        by=by,
+        note=note[:2000],
+        before=before or {},
+        after={"declared": tool.declared, "pending": tool.pending, "override": tool.override},
+    )
+
+
+def mcp_server_sync(*, server: McpServer) -> SyncReport:
+    """Connects, lists the tools and (re)classifies them: new and changed tools take their declared class,
+    except that a change toward read (or a new read tool after the first connect) is held for review."""
+    try:
+        listing = list_tools(upstream_of(server))
+    except UpstreamError as exc:
+        McpServer.objects.filter(pk=server.pk).update(sync_error=str(exc)[:2000])
+        return SyncReport(error=str(exc))
+    return _apply_listing(server, listing.server_info, listing.tools)
+
+
+@transaction.atomic
+def _apply_listing(server: McpServer, server_info: dict[str, str], tools: list[Any]) -> SyncReport:
+    report = SyncReport()
+    first_sync = server.synced_at is None
+    existing = {tool.name: tool for tool in McpTool.objects.select_for_update().filter(server=server)}
+    now = timezone.now()
+    for info in tools:
+        live, reason = classify.declared_class(info.annotations)
+        printed = tool_fingerprint(info)
+        row = existing.pop(info.name, None)
+        if row is not None and row.fingerprint == printed and row.present:
+            continue
+        previous = standing(row) if row is not None and row.present else None
+        new = classify.reconcile(previous=previous, live=live, first_sync=first_sync)
+        before = (
+            {"declared": row.declared, "pending": row.pending, "fingerprint": row.fingerprint} if row else {}
+        )
+        row = row or McpTool(server=server, name=info.name)
+        row.description = info.description[:10_000]
+        row.input_schema = info.input_schema
+        row.annotations = info.annotations
+        row.fingerprint = printed
+        row.declared, row.pending, row.declared_reason = new.declared, new.pending, reason
+        row.present, row.seen_at = True, now
+        row.save()
+        kind = "classified" if not before else "changed"
+        (report.added if not before else report.changed).append(info.name)
+        if new.pending:
+            kind = "held"
+            report.held.append(info.name)
+        _record(row, kind, before=before, note=reason)
+    for gone in existing.values():
+        if gone.present:
+            gone.present = False
+            gone.save(update_fields=["present"])
+            report.removed.append(gone.name)
+            _record(gone, "removed")
+    McpServer.objects.filter(pk=server.pk).update(server_info=server_info, synced_at=now, sync_error="")
+    server.refresh_from_db()
+    return report
+
+
+def _tool(server: McpServer, name: str) -> McpTool:
+    tool = McpTool.objects.filter(server=server, name=name).first()
+    if tool is None:
+        raise ServiceError(f"MCP server {server.name!r} has no tool {name!r}.", code="not_found", status=404)
+    return tool
+
+
+@transaction.atomic
+def mcp_tool_override(*, server: McpServer, tool: str, to: str, by: User, note: str = "") -> McpTool:
+    """``to``: ``write`` (demote), ``read`` (promote: an audited override, needs a note), ``clear``."""
+    row = _tool(server, tool)
+    mapping = {"write": classify.DEMOTE, "read": classify.PROMOTE, "clear": ""}
+    if to not in mapping:
+        raise ServiceError("to: one of write, read, clear.", code="invalid_field")
+    if to == "read" and row.declared != McpTool.Klass.READ and len(note.strip()) < 10:
+        raise ServiceError(
+            "Promoting a tool the server marks as writing to read needs a note saying why (10+ characters); "
+            "it is audited and shown in red.",
+            code="note_required",
+        )
+    before = {"override": row.override}
+    row.override = mapping[to]
+    row.override_by, row.override_at, row.override_note = (
+        (by, timezone.now(), note[:2000]) if to != "clear" else (None, None, "")
+    )
+    row.save()
+    kind = {"write": "demoted", "read": "promoted", "clear": "override_cleared"}[to]
+    _record(row, kind, by=by, note=note, before=before)
+    return row
+
+
+@transaction.atomic
+def mcp_tool_accept(*, server: McpServer, tool: str, by: User, note: str = "") -> McpTool:
+    """Accepts a held change toward read: the tool takes the class the server now declares."""
+    row = _tool(server, tool)
+    if not row.pending:
+        raise ServiceError(f"Tool {tool!r} has no change held for review.", code="nothing_held", status=409)
+    before = {"declared": row.declared, "pending": row.pending}
+    row.declared, row.pending = row.pending, ""
+    row.save()
+    _record(row, "accepted", by=by, note=note, before=before)
+    return row
+
+
+def mcp_server_allow(*, server: McpServer, tools: list[str], by: User) -> McpServer:
+    if not all(isinstance(t, str) and t for t in tools):
+        raise ServiceError("tools: a list of tool names.", code="invalid_field")
+    McpServer.objects.filter(pk=server.pk).update(allow_list=sorted(set(tools)))
+    server.refresh_from_db()
+    return server
+
+
+def mcp_grant_set(*, key: ApiKey, server: McpServer, tools: list[str], by: User | None) -> McpGrant:
+    """The key may use this server through the gateway (for these tools; empty: every allowed one)."""
+    if not all(isinstance(t, str) and t for t in tools):
+        raise ServiceError("tools: a list of tool names.", code="invalid_field")
+    grant, _ = McpGrant.objects.update_or_create(
+        key=key, server=server, defaults={"tools": sorted(set(tools)), "created_by": by}
+    )
+    return grant

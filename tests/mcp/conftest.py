@@ -1,0 +1,157 @@
+"""Fixtures of the MCP tests: real third-party MCP servers from the registries (the reference filesystem
+and everything servers from npm, pinned in tests/clients/package.json; mcp-server-git from PyPI, pinned
+in constraints.txt), the hostile upstream of tests/support/mcp_upstream.py, registered servers, and users
+in the incident roles."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+from django.contrib.auth.models import User
+
+from diagnostics.mcp.servers import mcp_server_register, mcp_server_sync
+from diagnostics.models import McpServer
+from tests.support.fake_environment import incident_user
+from tests.support.vllm import free_port
+from tests.support.wait import wait_until
+
+BIN = Path(settings.BASE_DIR) / "tests" / "clients" / "node_modules" / ".bin"
+PYTHON_BIN = Path(sys.executable).parent
+
+
+def node_server(name: str) -> str:
+    path = BIN / name
+    if shutil.which("node") is None or not path.exists():
+        pytest.skip(f"{path} is missing: run `npm ci --prefix tests/clients`")
+    return str(path)
+
+
+def git_server() -> str:
+    path = PYTHON_BIN / "mcp-server-git"
+    if not path.exists():
+        pytest.skip("mcp-server-git is not installed (pip install -c constraints.txt -e .[dev])")
+    return str(path)
+
+
+def upstream_command() -> list[str]:
+    return [sys.executable, "-m", "tests.support.mcp_upstream"]
+
+
+@pytest.fixture
+def requester(db: None) -> User:
+    return incident_user("requester", approver=True, operator=True)
+
+
+@pytest.fixture
+def approver(db: None) -> User:
+    return incident_user("approver", approver=True)
+
+
+@pytest.fixture
+def operator(db: None) -> User:
+    user = incident_user("mcp-operator", operator=True)
+    from django.contrib.auth.models import Permission
+
+    user.user_permissions.add(*Permission.objects.filter(codename__in=["change_mcpserver", "view_mcpserver"]))
+    return User.objects.get(pk=user.pk)
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> Path:
+    root = tmp_path / "srv"
+    root.mkdir()
+    (root / "api.log").write_text("starting api\nERROR: environment variable DATABASE_URL is not set\n")
+    return root
+
+
+@pytest.fixture
+def fs_server(db: None, files: Path) -> McpServer:
+    """The reference filesystem server (npm) over stdio, rooted at ``files``, for the fake environment."""
+    server = mcp_server_register(
+        by=None,
+        name="fs",
+        environment="fake",
+        transport=McpServer.Transport.STDIO,
+        command=[node_server("mcp-server-filesystem"), str(files)],
+    )
+    report = mcp_server_sync(server=server)
+    assert report.error == "" and report.added
+    server.refresh_from_db()
+    return server
+
+
+@pytest.fixture
+def hostile(db: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> McpServer:
+    """The hostile upstream over stdio; its write tool's runs land in ``tmp_path / 'touch.log'``."""
+    monkeypatch.setenv("MCP_TEST_UPSTREAM_LOG", str(tmp_path / "touch.log"))
+    monkeypatch.setenv("MCP_TEST_ANNOTATIONS", str(tmp_path / "annotations.json"))
+    server = mcp_server_register(
+        by=None,
+        name="upstream",
+        environment="fake",
+        transport=McpServer.Transport.STDIO,
+        command=upstream_command(),
+        secret_env={"UPSTREAM_LOG": "MCP_TEST_UPSTREAM_LOG", "UPSTREAM_ANNOTATIONS": "MCP_TEST_ANNOTATIONS"},
+        timeout_s=8,
+    )
+    return server
+
+
+def serve(command: list[str], env: dict[str, str], port: int) -> Iterator[str]:
+    """A server process listening on ``port`` until the test ends; yields its base URL."""
+    process = subprocess.Popen(
+        command,
+        env={**os.environ, **env},
+        cwd=settings.BASE_DIR,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        import socket
+
+        def listening() -> bool:
+            with socket.socket() as s:
+                return s.connect_ex(("127.0.0.1", port)) == 0
+
+        wait_until(
+            listening,
+            timeout=30,
+            what=f"{command[0]} to listen",
+            abort=lambda: None if process.poll() is None else "it exited",
+        )
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        process.terminate()
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+
+
+@pytest.fixture
+def everything_url() -> Iterator[str]:
+    """The reference "everything" server (npm) over Streamable HTTP."""
+    port = free_port()
+    yield from (
+        u + "/mcp"
+        for u in serve([node_server("mcp-server-everything"), "streamableHttp"], {"PORT": str(port)}, port)
+    )
+
+
+@pytest.fixture
+def hostile_http(tmp_path: Path) -> Iterator[str]:
+    """The hostile upstream over Streamable HTTP, wanting ``Bearer tok-upstream-secret``."""
+    port = free_port()
+    env = {
+        "UPSTREAM_TOKEN": "tok-upstream-secret",
+        "UPSTREAM_URL": f"http://127.0.0.1:{port}/mcp",
+        "UPSTREAM_LOG": str(tmp_path / "touch-http.log"),
+    }
+    yield from (u + "/mcp" for u in serve([*upstream_command(), "--http", str(port)], env, port))

@@ -1,0 +1,68 @@
+"""Read or write from the annotations, the operator's word over them, and changes held for review
+(diagnostics/mcp/classify.py; plain values, no server)."""
+
+from __future__ import annotations
+
+import pytest
+
+from diagnostics.mcp import classify
+from diagnostics.mcp.classify import READ, WRITE, Standing
+
+
+@pytest.mark.parametrize(
+    ("annotations", "expected"),
+    [
+        ({"readOnlyHint": True}, READ),
+        ({"readOnlyHint": True, "destructiveHint": True}, READ),
+        ({"readOnlyHint": False, "destructiveHint": False}, WRITE),
+        ({"destructiveHint": False, "idempotentHint": True}, WRITE),  # no readOnlyHint: the default is false
+        ({"title": "Read things"}, WRITE),
+        ({"readOnlyHint": "true"}, WRITE),  # only the JSON true counts
+        (None, WRITE),  # unannotated: destructive by the spec's defaults
+        ({}, WRITE),
+    ],
+)
+def test_only_readonlyhint_true_makes_a_read_tool(annotations, expected):
+    klass, why = classify.declared_class(annotations)
+    assert klass == expected and why
+
+
+def test_the_operator_overrides_and_the_allow_list_decide_over_the_annotations():
+    read = Standing(declared=READ)
+    assert classify.effective(read) == READ
+    assert classify.effective(Standing(declared=READ, override=classify.DEMOTE)) == WRITE
+    assert classify.effective(Standing(declared=WRITE, override=classify.PROMOTE)) == READ
+    assert classify.effective(Standing(declared=READ, allowed=False)) == classify.OFF
+    assert "PROMOTED" in classify.why(Standing(declared=WRITE, override=classify.PROMOTE), "x")
+
+
+def test_a_change_toward_read_is_held_and_a_change_toward_write_applies_at_once():
+    first = classify.reconcile(previous=None, live=READ, first_sync=True)
+    assert first == Standing(declared=READ)
+    # A read tool appearing on a later connect, and a write tool turning read, are held (stay write).
+    assert classify.reconcile(previous=None, live=READ, first_sync=False) == Standing(
+        declared=WRITE, pending=READ
+    )
+    held = classify.reconcile(previous=Standing(declared=WRITE), live=READ, first_sync=False)
+    assert classify.effective(held) == WRITE and held.pending == READ
+    # Toward write: at once, whatever was held.
+    assert (
+        classify.reconcile(previous=Standing(declared=READ), live=WRITE, first_sync=False).declared == WRITE
+    )
+    assert classify.reconcile(previous=held, live=WRITE, first_sync=False) == Standing(declared=WRITE)
+
+
+def test_the_fingerprint_covers_schema_annotations_and_description():
+    base = {
+        "name": "t",
+        "description": "d",
+        "input_schema": {"type": "object"},
+        "annotations": {"readOnlyHint": True},
+    }
+    printed = classify.fingerprint(**base)
+    for change in [
+        {"description": "d2"},
+        {"input_schema": {"type": "object", "properties": {"x": {}}}},
+        {"annotations": {"readOnlyHint": False}},
+    ]:
+        assert classify.fingerprint(**{**base, **change}) != printed

@@ -1,0 +1,120 @@
+"""Real upstreams, good and bad: mcp-server-git (PyPI) over stdio, the reference "everything" server (npm)
+over Streamable HTTP, and the hostile upstream (tests/support/mcp_upstream.py) whose annotations change
+between connects, that hangs, answers 10 MB, or dies mid-call. Each starts processes: the slow suite."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+
+from diagnostics.mcp.attach import incident_environment
+from diagnostics.mcp.selectors import effective_class, tool_identity, tool_reason
+from diagnostics.mcp.servers import mcp_server_register, mcp_server_sync, mcp_tool_accept
+from diagnostics.models import Incident, McpCall, McpServer, McpTool, McpToolChange
+from tests.mcp.conftest import git_server
+
+pytestmark = [pytest.mark.slow, pytest.mark.django_db]
+
+
+def _probe(server: McpServer):  # type: ignore[no-untyped-def]
+    from diagnostics.agent.probe import Probe
+
+    incident = Incident.objects.create(title="x", environment=server.environment)
+    return Probe(incident_environment(incident).read_toolsets())
+
+
+def test_mcp_server_git_over_stdio_reads_the_log_and_keeps_commit_for_the_executor(tmp_path):
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.com"]
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    (repo / "app.conf").write_text("pool=5\n")
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "commit", "-qm", "shrink the pool to 5"], check=True)
+    server = mcp_server_register(
+        by=None, name="git", environment="fake", transport="stdio", command=[git_server(), "-r", str(repo)]
+    )
+    assert mcp_server_sync(server=server).error == ""
+    classes = {t.name: effective_class(t) for t in McpTool.objects.filter(server=server)}
+    assert classes["git_log"] == classes["git_status"] == classes["git_diff"] == "read"
+    assert classes["git_commit"] == classes["git_add"] == classes["git_reset"] == "write"
+    result = _probe(server).call("mcp__git__git_log", {"repo_path": str(repo)})
+    assert result.ok and "shrink the pool to 5" in result.output
+    assert _probe(server).call("mcp__git__git_commit", {"repo_path": str(repo), "message": "x"}).ok is False
+
+
+def test_the_everything_server_over_streamable_http(everything_url):
+    server = mcp_server_register(
+        by=None, name="everything", environment="fake", transport="http", url=everything_url
+    )
+    report = mcp_server_sync(server=server)
+    assert report.error == "" and server.__class__.objects.get(pk=server.pk).server_info
+    classes = {t.name: effective_class(t) for t in McpTool.objects.filter(server=server)}
+    assert classes["echo"] == "read" and classes["toggle-simulated-logging"] == "write"
+    result = _probe(server).call("mcp__everything__echo", {"message": "hello over http"})
+    assert result.ok and "hello over http" in result.output
+
+
+def test_an_annotation_that_changes_between_connects_is_reclassified_and_toward_read_held(hostile, tmp_path):
+    annotations = tmp_path / "annotations.json"
+    assert mcp_server_sync(server=hostile).error == ""
+    status = McpTool.objects.get(server=hostile, name="status")
+    assert effective_class(status) == "read"
+    identity = tool_identity("mcp__upstream__status")
+
+    annotations.write_text(json.dumps({"readOnlyHint": False}))  # now it says it writes: applies at once
+    report = mcp_server_sync(server=hostile)
+    assert report.changed == ["status"] and not report.held
+    status.refresh_from_db()
+    assert effective_class(status) == "write" and tool_identity("mcp__upstream__status") != identity
+    assert "mcp__upstream__status" not in {s.name for s in _probe(hostile).tools()}
+
+    annotations.write_text(json.dumps({"readOnlyHint": True}))  # back to read: held for review
+    report = mcp_server_sync(server=hostile)
+    assert report.held == ["status"]
+    status.refresh_from_db()
+    assert effective_class(status) == "write" and "held for review" in tool_reason(status)
+    assert "mcp__upstream__status" not in {s.name for s in _probe(hostile).tools()}
+
+    mcp_tool_accept(server=hostile, tool="status", by=None)  # type: ignore[arg-type]
+    status.refresh_from_db()
+    assert effective_class(status) == "read"
+    assert "mcp__upstream__status" in {s.name for s in _probe(hostile).tools()}
+    kinds = list(McpToolChange.objects.filter(tool=status).order_by("id").values_list("kind", flat=True))
+    assert kinds == ["classified", "changed", "held", "accepted"]
+
+
+def test_a_tool_that_changes_under_the_probe_is_not_called_and_the_server_is_reclassified(hostile, tmp_path):
+    assert mcp_server_sync(server=hostile).error == ""
+    probe = _probe(hostile)
+    (tmp_path / "annotations.json").write_text(json.dumps({"readOnlyHint": False, "title": "now writes"}))
+    result = probe.call("mcp__upstream__status", {})
+    assert result.ok is False and "changed" in result.output
+    assert McpCall.objects.get().status == "changed"
+    assert effective_class(McpTool.objects.get(server=hostile, name="status")) == "write"
+
+
+@pytest.mark.parametrize(
+    ("tool", "status", "words"),
+    [
+        ("hang", "timeout", "did not answer within"),
+        ("die", "unreachable", "closed the connection"),
+    ],
+)
+def test_an_upstream_that_hangs_or_dies_mid_call_is_a_clear_failed_result(hostile, tool, status, words):
+    hostile.timeout_s = 4
+    hostile.save()
+    assert mcp_server_sync(server=hostile).error == ""
+    result = _probe(hostile).call(f"mcp__upstream__{tool}", {})
+    assert result.ok is False and result.no_data and words in result.output
+    assert McpCall.objects.get().status == status
+
+
+def test_an_upstream_answering_10_mb_is_cut_to_the_bound(hostile):
+    assert mcp_server_sync(server=hostile).error == ""
+    result = _probe(hostile).call("mcp__upstream__huge", {})
+    assert result.ok and len(result.output.encode()) < hostile.max_output_bytes + 200
+    assert "10485760 bytes in all" in result.output
+    assert McpCall.objects.get().result_bytes == 10 * 1024 * 1024
