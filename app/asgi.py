@@ -48,6 +48,8 @@ api = ApiHandler()
 from django.urls import get_resolver  # noqa: E402
 
 from app.edge import body_limited  # noqa: E402
+from app.mcp.edge import PREFIX as MCP_PREFIX  # noqa: E402
+from app.mcp.edge import application as mcp_edge  # noqa: E402
 from routing import inflight, ledger_writer  # noqa: E402
 from routing.edge.app import PREFIX as EDGE_PREFIX  # noqa: E402
 from routing.edge.app import application as edge  # noqa: E402
@@ -78,6 +80,10 @@ async def dispatch(scope: dict[str, Any], receive: Any, send: Any) -> None:
         await inflight.guarded(edge, scope, receive, send)  # shed past SKILLGATE_MAX_IN_FLIGHT
     elif scope["type"] == "http" and (scope["path"] == EDGE_PREFIX or scope["path"].startswith("/v1/")):
         await edge(scope, receive, send)
+    elif scope["type"] == "http" and (
+        scope["path"] == MCP_PREFIX or scope["path"].startswith(MCP_PREFIX + "/")
+    ):
+        await mcp_edge(scope, receive, send)  # Skillgate's MCP server and the MCP gateway (app/mcp/)
     elif scope["type"] == "http" and scope["path"].startswith(API_PREFIXES):
         await api(scope, receive, send)
     else:

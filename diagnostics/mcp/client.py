@@ -105,7 +105,8 @@ class CallOutput:
 
 def _secret_values(upstream: Upstream) -> list[str]:
     values = [os.environ.get(host, "") for host in upstream.secret_env.values()]
-    return [v for v in values if len(v) >= 4]
+    tokens = [v.split()[-1] for v in values if v.split()]  # "Bearer abc": the token alone too
+    return sorted({v for v in [*values, *tokens] if len(v) >= 4}, key=len, reverse=True)
 
 
 def describe_failure(upstream: Upstream, exc: BaseException) -> UpstreamError:

@@ -1,0 +1,102 @@
+"""The MCP endpoints, in front of Django like the ``/v1`` edge (app/asgi.py routes here):
+
+- ``/mcp``: Skillgate as an MCP server (app/mcp/skillgate.py);
+- ``/mcp/servers/<name>``: the gated gateway to a registered upstream server (app/mcp/gateway.py).
+
+Streamable HTTP through the official SDK, stateless (each POST is one JSON-RPC exchange, answered as
+JSON). Every request needs ``Authorization: Bearer <API key>``; the key (and its owner, read fresh) is
+put in :data:`CALLER` for the tools, which check each tool's scope and permission themselves. A missing
+or wrong key is a 401 JSON error before the SDK sees the request.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.contrib.auth.models import User
+from mcp.server import Server
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+
+from routing.keys import authenticate
+from routing.models import ApiKey
+
+PREFIX = "/mcp"
+_GATEWAY = re.compile(r"^/mcp/servers/([a-z0-9]+(?:-[a-z0-9]+)*)/?$")
+
+
+@dataclass(frozen=True)
+class Caller:
+    key: ApiKey
+    owner: User | None
+
+    def has_perm(self, permission: str) -> bool:
+        return self.owner is not None and self.owner.has_perm(permission)
+
+
+CALLER: contextvars.ContextVar[Caller] = contextvars.ContextVar("mcp_caller")
+
+
+async def _answer(send: Any, status: int, message: str, code: str) -> None:
+    body = json.dumps({"error": {"message": message, "code": code}}).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+def _owner(key: ApiKey) -> User | None:
+    if key.owner_id is None:
+        return None
+    owner = User.objects.filter(pk=key.owner_id, is_active=True).first()
+    if owner is not None:
+        owner.get_all_permissions()  # fill the cache here, in a thread, not in the event loop
+    return owner
+
+
+async def _caller(scope: dict[str, Any]) -> Caller | None:
+    header = next((v.decode("latin-1") for k, v in scope.get("headers", ()) if k == b"authorization"), "")
+    kind, _, token = header.partition(" ")
+    if kind.lower() != "bearer" or not token.strip():
+        return None
+    key = await authenticate(token.strip())
+    if key is None:
+        return None
+    return Caller(key=key, owner=await sync_to_async(_owner)(key))
+
+
+async def _serve(server: Server, scope: dict[str, Any], receive: Any, send: Any) -> None:
+    manager = StreamableHTTPSessionManager(server, stateless=True, json_response=True)
+    async with manager.run():
+        await manager.handle_request(scope, receive, send)
+
+
+async def application(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    from app.mcp import gateway, skillgate
+
+    path = scope["path"]
+    gateway_match = _GATEWAY.match(path)
+    if path.rstrip("/") != PREFIX and gateway_match is None:
+        await _answer(send, 404, f"No MCP endpoint at {path}; use /mcp or /mcp/servers/<name>.", "not_found")
+        return
+    caller = await _caller(scope)
+    if caller is None:
+        await _answer(
+            send, 401, "Send 'Authorization: Bearer <API key>' (a Skillgate key).", "invalid_api_key"
+        )
+        return
+    token = CALLER.set(caller)
+    try:
+        if gateway_match is None:
+            await _serve(skillgate.build(), scope, receive, send)
+        else:
+            server = await gateway.build(gateway_match.group(1), caller)
+            if server is None:
+                await _answer(send, 404, "No such MCP server for this key.", "not_found")
+                return
+            await _serve(server, scope, receive, send)
+    finally:
+        CALLER.reset(token)

@@ -1,0 +1,162 @@
+"""The gated MCP gateway (``/mcp/servers/<name>``): an agent's MCP client talks to Skillgate, which talks
+to the registered upstream with the upstream's credentials (they never reach the agent).
+
+- A key reaches a server only with the scope ``mcp:gateway`` and a grant (McpGrant) for that server; the
+  grant may name the tools. Tools the operator left off, or held off, are not listed.
+- Read tools pass through, checked against the tool as classified; each call is a ledger row (key,
+  server, tool, argument hash, latency, result size, status). The key's rate limit and budget apply.
+- Write tools are never run here: the call becomes an approval request and the agent gets a tool error
+  naming its id; once someone allowed approves it, the Executor runs it once, and the agent reads the
+  outcome with ``skillgate_action_result``.
+- An upstream failure is described without its URL, command or credentials (diagnostics/mcp/client.py).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import mcp_types as types
+from asgiref.sync import sync_to_async
+
+from app.mcp.edge import Caller
+from app.mcp.tools import answer, caller, error
+from diagnostics.mcp import classify
+from diagnostics.mcp.attach import record_call
+from diagnostics.mcp.client import UpstreamError, checked_call_async
+from diagnostics.mcp.requests import gateway_request_open, grant_for, request_of_key, request_summary
+from diagnostics.mcp.selectors import effective_class, upstream_of
+from diagnostics.models import McpGrant, McpTool
+from diagnostics.toolsets.base import validation_error
+from diagnostics.toolsets.mcp import CallRecord, qualified
+from routing import scopes
+from routing.errors import ApiError
+from routing.ratelimit import check_rate
+
+RESULT_TOOL = "skillgate_action_result"
+_RESULT_SCHEMA = {
+    "type": "object",
+    "properties": {"request_id": {"type": "integer", "minimum": 1}},
+    "required": ["request_id"],
+    "additionalProperties": False,
+}
+
+
+def _visible(grant: McpGrant) -> dict[str, tuple[McpTool, str]]:
+    """The tools this grant reaches: (row, class) by name; off and not-granted tools are left out."""
+    found: dict[str, tuple[McpTool, str]] = {}
+    for tool in McpTool.objects.filter(server=grant.server).select_related("server"):
+        klass = effective_class(tool)
+        if klass == classify.OFF or (grant.tools and tool.name not in grant.tools):
+            continue
+        found[tool.name] = (tool, klass)
+    return found
+
+
+def _listing(tool: McpTool, klass: str) -> types.Tool:
+    annotations = dict(tool.annotations or {})
+    annotations["readOnlyHint"] = klass == classify.READ  # what Skillgate will do with it
+    description = tool.description
+    if klass == classify.WRITE:
+        description = f"[needs approval in Skillgate] {description}"
+    return types.Tool(
+        name=tool.name,
+        description=description,
+        input_schema=tool.input_schema or {"type": "object"},
+        annotations=types.ToolAnnotations.model_validate(annotations),
+    )
+
+
+def _result_tool() -> types.Tool:
+    return types.Tool(
+        name=RESULT_TOOL,
+        description="The status and, once approved and run, the result of a write you asked for.",
+        input_schema=_RESULT_SCHEMA,
+        annotations=types.ToolAnnotations(read_only_hint=True, open_world_hint=False),
+    )
+
+
+def _budget_left(who: Caller) -> bool:
+    key = who.key
+    return key.budget_usd is None or key.spent_usd < key.budget_usd
+
+
+async def build(server_name: str, who: Caller) -> Any:
+    """The MCP server an agent sees at ``/mcp/servers/<server_name>``; None when the key has no grant (the
+    same answer as an unknown server)."""
+    from mcp.server import Server
+
+    if not who.key.has_scope(scopes.MCP_GATEWAY):
+        grant = None
+    else:
+        grant = await sync_to_async(grant_for)(key=who.key, server_name=server_name)
+    if grant is None:
+        return None
+
+    async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
+        visible = await sync_to_async(_visible)(grant)
+        return types.ListToolsResult(tools=[*(_listing(t, k) for t, k in visible.values()), _result_tool()])
+
+    async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        return await _call(grant, caller(), params.name, dict(params.arguments or {}))
+
+    return Server(
+        f"skillgate-gateway-{server_name}", version="1", on_list_tools=list_tools, on_call_tool=call_tool
+    )
+
+
+async def _call(grant: McpGrant, who: Caller, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
+    if name == RESULT_TOOL:
+        if problem := validation_error(_RESULT_SCHEMA, arguments):
+            return error(f"Invalid arguments: {problem}")
+        action = await sync_to_async(request_of_key)(key=who.key, request_id=int(arguments["request_id"]))
+        if action is None:
+            return error(f"No request {arguments['request_id']} of this key.")
+        return answer(request_summary(action))
+    visible = await sync_to_async(_visible)(grant)
+    if name not in visible:
+        return error(f"Tool {name!r} is not available to this key on {grant.server.name!r}.")
+    try:
+        await check_rate(api_key_id=who.key.pk, limit=who.key.rpm_limit)
+    except ApiError as exc:
+        return error(f"Rate limited: {exc}")
+    if not _budget_left(who):
+        return error("This key's budget is spent; an admin can raise it.")
+    tool, klass = visible[name]
+    if problem := validation_error(tool.input_schema or {"type": "object"}, arguments):
+        return error(f"Invalid arguments for {name}: {problem}")
+    server = grant.server
+    record = CallRecord(server.name, name, arguments, "ok")
+    if klass == classify.WRITE:
+        action = await sync_to_async(gateway_request_open)(
+            key=who.key, server=server, tool=name, qualified=qualified(server.name, name), args=arguments
+        )
+        await sync_to_async(record_call)(
+            CallRecord(**{**record.__dict__, "status": "pending"}),
+            "gateway",
+            key_id=who.key.pk,
+            action_id=action.pk,
+        )
+        return error(
+            f"Approval required: {name} writes, so Skillgate opened approval request {action.pk}. Someone "
+            f"allowed to approve must approve it; then it runs once. Call {RESULT_TOOL} with request_id "
+            f"{action.pk} for its status and result."
+        )
+    try:
+        output = await checked_call_async(upstream_of(server), name, arguments, tool.fingerprint)
+    except UpstreamError as exc:
+        await sync_to_async(record_call)(
+            CallRecord(**{**record.__dict__, "status": exc.kind, "error": str(exc)}),
+            "gateway",
+            key_id=who.key.pk,
+        )
+        return error(str(exc))
+    if output is None:
+        changed = CallRecord(**{**record.__dict__, "status": "changed"})
+        await sync_to_async(record_call)(changed, "gateway", key_id=who.key.pk)
+        return error(f"Tool {name!r} changed on the server since it was classified; it was not called.")
+    done = CallRecord(
+        **{**record.__dict__, "status": "error" if output.is_error else "ok"},
+    )
+    done = CallRecord(**{**done.__dict__, "latency_ms": output.latency_ms, "result_bytes": output.size_bytes})
+    await sync_to_async(record_call)(done, "gateway", key_id=who.key.pk)
+    return types.CallToolResult(content=[types.TextContent(text=output.text)], is_error=output.is_error)
