@@ -2,6 +2,7 @@
 
 from django.urls import path
 
+from app.mcp.page import mcp_page
 from app.web.views import calls, incidents, keys, learning, overview, router
 
 app_name = "web"
@@ -30,5 +31,6 @@ urlpatterns = [
     path("learning/<int:profile_id>/cycles", learning.cycle_new, name="cycle-start"),
     path("learning/<int:profile_id>/adapter/rollback", learning.adapter_roll_back, name="adapter-rollback"),
     path("keys/", keys.keys, name="keys"),
+    path("mcp-servers/", mcp_page, name="mcp"),
     path("keys/<int:key_id>/revoke", keys.key_revoke, name="key-revoke"),
 ]

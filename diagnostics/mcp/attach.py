@@ -47,12 +47,16 @@ def record_call(
     return row
 
 
+def _ledger(record: CallRecord, surface: str) -> None:
+    record_call(record, surface)
+
+
 def with_mcp(base: Environment, environment: str) -> Environment:
     """``base`` plus the MCP servers registered for ``environment`` (each ``+`` part)."""
     read, write = environment_views(environment)
     if not any(view.tools for view in [*read, *write]):
         return base
-    return McpEnvironment(base, read=read, write=write, on_call=record_call)
+    return McpEnvironment(base, read=read, write=write, on_call=_ledger)
 
 
 def incident_environment(incident: Incident) -> Environment:

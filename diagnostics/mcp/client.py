@@ -182,7 +182,7 @@ class _StreamsTransport:
 async def _with_client(upstream: Upstream, work: Callable[[Client], Awaitable[T]]) -> T:
     try:
         with anyio.fail_after(upstream.timeout_s):
-            async with Client(_StreamsTransport(upstream), mode="legacy", cache=None) as client:  # type: ignore[arg-type]
+            async with Client(_StreamsTransport(upstream), mode="legacy", cache=None) as client:
                 return await work(client)
     except Exception as exc:  # every failure leaves here as an UpstreamError that is safe to show
         raise describe_failure(upstream, exc) from exc

@@ -32,8 +32,8 @@ def gateway_request_open(
     """An incident opened by ``key`` holding one pending request to run ``qualified`` with ``args``."""
     incident = Incident.objects.create(
         title=f"MCP call {server.name}/{tool} asked by key {key.name}"[:300],
-        description=f"An agent using API key {key.name} ({key.prefix}…) asked to run the write tool {tool!r} of "
-        f"MCP server {server.name!r} through the gateway.",
+        description=f"An agent using API key {key.name} ({key.prefix}…) asked to run the write tool "
+        f"{tool!r} of MCP server {server.name!r} through the gateway.",
         source=Incident.Source.API,
         environment=server.environment,
         created_by_id=key.owner_id,
