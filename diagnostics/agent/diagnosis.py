@@ -111,5 +111,5 @@ def _found(state: AnalysisState, findings: list[Finding]) -> bool:
     return (
         bool(state.fact_set("found"))
         or bool(state.facts.get("data_about_subject"))
-        or any(f.kind != "crd_missing" for f in findings)
+        or any(f.kind not in ("crd_missing", "no_data") for f in findings)
     )

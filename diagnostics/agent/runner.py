@@ -24,6 +24,7 @@ from diagnostics.agent.analyzers import AnalysisState, ToolOutput, analyze, norm
 from diagnostics.agent.compressor import Compressor
 from diagnostics.agent.diagnosis import build_diagnosis, rank_findings
 from diagnostics.agent.findings import Finding
+from diagnostics.agent.intent import classify
 from diagnostics.agent.llm import GatewayClient, gateway_client
 from diagnostics.agent.observer import (
     PROBE,
@@ -36,6 +37,8 @@ from diagnostics.agent.observer import (
 )
 from diagnostics.agent.planner import RulePlanner
 from diagnostics.agent.probe import Probe
+from diagnostics.agent.questions import QuestionPlanner
+from diagnostics.agent.replies import answer_for, no_data_finding, question_anchor
 from diagnostics.agent.skills import SkillEntry
 from diagnostics.agent.subject import AlertContext
 from diagnostics.toolsets.base import ToolSpec
@@ -70,6 +73,8 @@ class Outcome:
     proposals: list[dict[str, Any]]
     healthy: bool | None = None
     exhausted: bool = False
+    # The answer shape (diagnostics.agent.answers.Answer.to_json()): intent, shape, headline, rows...
+    answer: dict[str, Any] = field(default_factory=dict)
 
 
 class Recorder(Protocol):
@@ -123,7 +128,7 @@ def build_observer_for(
 ) -> Observer:
     """The Observer of ``mode``; in LLM mode, its prompts carry the matching ones of ``skills`` (the
     diagnostic skills admitted for its profile, loaded by the caller)."""
-    planner = RulePlanner()
+    planner = QuestionPlanner()
     if mode != MODE_LLM:
         return planner
     profile = config.observer_profile()
@@ -157,6 +162,11 @@ def investigate(
     probe = Probe(environment.read_toolsets())
     actions = action_specs(environment)
     state = AnalysisState(alert)
+    state.intent = classify(
+        f"{alert.title}\n{alert.text}" if alert.title != alert.text else alert.text,
+        anchor=question_anchor(alert, environment),
+        is_alert=alert.is_alert,
+    )
     compressor = Compressor(budget_tokens=config.summary_budget_tokens())
     findings: list[Finding] = []
     keys: set[tuple[str, str, str]] = set()
@@ -208,7 +218,12 @@ def investigate(
             out = ToolOutput(
                 outcome.tool, outcome.params, normalize(outcome.output), outcome.ok, outcome.no_data
             )
+            state.record(
+                ToolOutput(outcome.tool, outcome.params, outcome.output, outcome.ok, outcome.no_data)
+            )
             fresh = add(analyze(out, state))
+            if outcome.no_data or not outcome.ok:
+                fresh += add([no_data_finding(outcome.tool, outcome.params, outcome.output)])
             summary = compressor.summarize(outcome)
             result, cut = _clip(outcome.output)
             recorder.step(
@@ -301,9 +316,22 @@ def investigate(
     if exhausted:
         diagnosis_text = f"{fallback.text}\n(The step budget of {observer.max_iterations} ran out.)"
         root_cause = fallback.root_cause
+    answer = answer_for(
+        state,
+        findings,
+        diagnosis=diagnosis_text or fallback.text,
+        root_cause=root_cause or fallback.root_cause,
+        reads=[(c["ok"] and not c["no_data"]) for c in tool_calls],
+    )
+    if answer.intent != "status":
+        diagnosis_text, root_cause = answer.text(), answer.headline
+    elif answer.intent == "status" and answer.no_data:
+        diagnosis_text = f"{answer.headline}\n{diagnosis_text}"
+        root_cause = answer.headline
     recorder.step(
         StepRecord(
             "submit",
+            arguments={"answer": answer.to_json()},
             summary=root_cause or diagnosis_text[:300],
             result=diagnosis_text,
             findings=[f.to_json() for f in rank_findings(findings) if f.is_problem][:10],
@@ -318,8 +346,9 @@ def investigate(
         tool_calls=tool_calls,
         no_data_calls=probe.no_data_calls,
         proposals=proposals,
-        healthy=fallback.healthy,
+        healthy=None if answer.no_data else fallback.healthy,
         exhausted=exhausted,
+        answer=answer.to_json(),
     )
     recorder.finish(finished)
     return finished

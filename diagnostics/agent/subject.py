@@ -10,107 +10,12 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from diagnostics.agent.findings import normalize_kind
-from routing.json_body import loads_answer
-
-_KIND_WORDS = {
-    "pod": "pod",
-    "pods": "pod",
-    "deployment": "deployment",
-    "deployments": "deployment",
-    "deploy": "deployment",
-    "job": "job",
-    "jobs": "job",
-    "cronjob": "cronjob",
-    "statefulset": "statefulset",
-    "daemonset": "daemonset",
-    "replicaset": "replicaset",
-    "service": "service",
-    "svc": "service",
-    "pvc": "persistentvolumeclaim",
-    "persistentvolumeclaim": "persistentvolumeclaim",
-    "node": "node",
-    "workload": "",
-    "app": "",
-    "application": "",
-    "container": "",
-    "process": "",
-}
-
-_STOP_NAMES = {
-    "the",
-    "a",
-    "an",
-    "my",
-    "this",
-    "that",
-    "it",
-    "its",
-    "k8s",
-    "kubernetes",
-    "cluster",
-    "in",
-    "on",
-    "is",
-    "are",
-    "was",
-    "of",
-    "for",
-    "with",
-    "why",
-    "what",
-    "how",
-    "wrong",
-    "issue",
-    "problem",
-    "there",
-    "high",
-    "slow",
-    "pod",
-    "pods",
-    "deployment",
-    "job",
-    "namespace",
-    "service",
-    "app",
-    "healthy",
-    "unhealthy",
-    "failing",
-    "failed",
-    "down",
-    "crashing",
-    "crashloopbackoff",
-    "argocd",
-    "keda",
-    "dns",
-    "latency",
-    "workload",
-    "some",
-    "all",
-    "any",
-    "our",
-    "your",
-    "me",
-    "us",
-    "not",
-}
-
-_NAME = r"[a-z0-9](?:[-a-z0-9.]*[a-z0-9])?"
-_QUOTED = re.compile(r"[`'\"]([A-Za-z0-9][-A-Za-z0-9._/]*)[`'\"]")
-_NAMESPACE = (
-    re.compile(rf"\bnamespace[s]?\s*[:=]?\s*[`'\"]?({_NAME})[`'\"]?", re.IGNORECASE),
-    re.compile(rf"\b[`'\"]?({_NAME})[`'\"]?\s+namespace\b", re.IGNORECASE),
-)
-_KIND_THEN_NAME = re.compile(rf"\b({'|'.join(_KIND_WORDS)})\s+[`'\"]?({_NAME})[`'\"]?", re.IGNORECASE)
-_NAME_THEN_KIND = re.compile(rf"[`'\"]?({_NAME})[`'\"]?\s+({'|'.join(_KIND_WORDS)})\b", re.IGNORECASE)
-_HYPHENATED = re.compile(r"\b[a-z0-9]+(?:[-_][a-z0-9]+)+\b")
-_AFTER_PREPOSITION = re.compile(
-    r"\b(?:with|about|is|of|for|check|on)\s+(?:the\s+)?([a-z][a-z0-9]{2,})(?![-_.a-z0-9])"
-)
-_EMBEDDED_JSON = re.compile(r"\{[^{}]*\}")
+from diagnostics.agent.names import STOP_NAMES, Subject, parse_free_text
 
 TOPIC_WORDS: dict[str, tuple[str, ...]] = {
     "latency": ("slow", "latency", "lag", "response time", "timeout", "timing out", "takes long"),
@@ -138,23 +43,6 @@ TOPIC_WORDS: dict[str, tuple[str, ...]] = {
 
 
 @dataclass
-class Subject:
-    kind: str = ""
-    name: str = ""
-    namespace: str = ""
-    # Other names the question or alert mentions, best first (the primary name included).
-    names: list[str] = field(default_factory=list)
-
-    @property
-    def label(self) -> str:
-        parts = [p for p in (self.kind, self.namespace, self.name) if p]
-        return "/".join(parts) or "the system"
-
-    def to_json(self) -> dict[str, Any]:
-        return {"kind": self.kind, "name": self.name, "namespace": self.namespace, "names": self.names}
-
-
-@dataclass
 class AlertContext:
     """The incident as the agent sees it: no raw manifests, only what an operator would report."""
 
@@ -170,6 +58,8 @@ class AlertContext:
     words: set[str] = field(default_factory=set)
     # PromQL expressions the alert was raised by (from its generator or graph links).
     queries: list[str] = field(default_factory=list)
+    # When the alert fired or the question was asked (relative times are read from it); None: unknown.
+    asked_at: datetime | None = None
 
     @property
     def is_alert(self) -> bool:
@@ -202,64 +92,13 @@ def _str_dict(value: Any) -> dict[str, str]:
     return {str(k): str(v) for k, v in value.items() if v is not None and not isinstance(v, dict | list)}
 
 
-def parse_free_text(text: str) -> Subject:
-    subject = Subject()
-    for blob in _EMBEDDED_JSON.findall(text):
-        try:
-            data = loads_answer(blob)
-        except ValueError:  # not JSON, or nested past the answer depth bound
-            continue
-        if isinstance(data, dict) and data.get("name"):
-            subject.kind = normalize_kind(str(data.get("type") or data.get("kind") or ""))
-            subject.name = str(data["name"])
-            subject.namespace = str(data.get("namespace") or "")
-            subject.names = [subject.name]
-            return subject
-    lowered = text.lower()
-    for pattern in _NAMESPACE:
-        match = pattern.search(lowered)
-        if match and match.group(1) not in _STOP_NAMES:
-            subject.namespace = match.group(1)
-            break
-    candidates: list[tuple[int, str, str]] = []  # (priority, name, kind)
-    for match in _QUOTED.finditer(text):
-        candidates.append((0, match.group(1), ""))
-    for match in _KIND_THEN_NAME.finditer(lowered):
-        candidates.append((1, match.group(2), _KIND_WORDS[match.group(1)]))
-    for match in _NAME_THEN_KIND.finditer(lowered):
-        candidates.append((1, match.group(1), _KIND_WORDS[match.group(2)]))
-    for match in _HYPHENATED.finditer(lowered):
-        candidates.append((2, match.group(0), ""))
-    for match in _AFTER_PREPOSITION.finditer(lowered):
-        candidates.append((3, match.group(1), ""))
-    seen: set[str] = set()
-    kinds: dict[str, str] = {}
-    for _, name, kind in sorted(candidates, key=lambda c: c[0]):
-        key = name.lower()
-        if key in _STOP_NAMES or key == subject.namespace or len(key) < 2:
-            continue
-        if kind and key not in kinds:
-            kinds[key] = kind
-        if key not in seen:
-            seen.add(key)
-            subject.names.append(name)
-    # A name qualified by a kind word wins over a bare hyphenated word.
-    qualified = [n for n in subject.names if n.lower() in kinds]
-    if qualified:
-        subject.names = qualified + [n for n in subject.names if n not in qualified]
-    if subject.names:
-        subject.name = subject.names[0]
-        subject.kind = kinds.get(subject.name.lower(), "")
-    return subject
-
-
 def topics_of(text: str) -> set[str]:
     lowered = text.lower()
     return {topic for topic, words in TOPIC_WORDS.items() if any(w in lowered for w in words)}
 
 
 def words_of(text: str) -> set[str]:
-    return {w for w in re.findall(r"[a-z][a-z0-9]+", text.lower()) if len(w) > 2 and w not in _STOP_NAMES}
+    return {w for w in re.findall(r"[a-z][a-z0-9]+", text.lower()) if len(w) > 2 and w not in STOP_NAMES}
 
 
 def _finish(ctx: AlertContext) -> AlertContext:
@@ -386,6 +225,7 @@ def from_alertmanager(alert: dict[str, Any]) -> AlertContext:
     if alert.get("generatorURL"):
         ctx.extra = f"generator: {alert['generatorURL']}"
     ctx.queries = alert_queries(*_alert_urls(alert))
+    ctx.asked_at = _moment(alert.get("startsAt"))
     return _finish(ctx)
 
 
@@ -436,6 +276,7 @@ def from_investigation(request: dict[str, Any], issue: dict[str, Any] | None = N
     )
     ctx.subject = _merge_subject(subject, labelled)
     ctx.queries = alert_queries(*_alert_urls(request, issue, raw))
+    ctx.asked_at = _moment(issue.get("starts_at") or raw.get("startsAt") or raw.get("starts_at"))
     return _finish(ctx)
 
 
@@ -466,6 +307,17 @@ def from_payload(payload: dict[str, Any], *, title: str = "", description: str =
     if isinstance(payload.get("resource"), dict):
         return from_workload_health(payload)
     return from_text(description or str(payload.get("text") or ""), title=title)
+
+
+def _moment(value: Any) -> datetime | None:
+    """An alert's ISO 8601 time (``startsAt``), aware; None when absent or not a time."""
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
 def unescape(text: str) -> str:

@@ -20,13 +20,16 @@ address, labelled as derived.
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from django.conf import settings
 
+from diagnostics.agent.timewindow import latest_time, line_time
 from diagnostics.toolsets.base import ReadToolset, ToolResult, ToolSpec
 from diagnostics.toolsets.registry import Environment, UnknownEnvironment, register_environment
 
@@ -133,10 +136,15 @@ STANDARD_TOOLS: tuple[ToolSpec, ...] = (
     ),
     ToolSpec(
         "fetch_pod_logs",
-        "Logs of a pod (current and previous containers).",
+        "Logs of a pod (current and previous containers), optionally only between two times.",
         {
             "type": "object",
-            "properties": {"pod_name": _NAME, "namespace": _NS},
+            "properties": {
+                "pod_name": _NAME,
+                "namespace": _NS,
+                "start_time": _string("only lines at or after this time (RFC 3339)"),
+                "end_time": _string("only lines at or before this time (RFC 3339)"),
+            },
             "required": ["pod_name", "namespace"],
         },
     ),
@@ -205,6 +213,29 @@ def _split_sections(raw: str) -> str:
     return "\n".join(p for p in parts if p)
 
 
+def _moment(value: Any) -> datetime | None:
+    if not isinstance(value, str) or not re.match(r"\d{4}-\d{2}-\d{2}T", value):
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def _within(output: str, params: dict[str, Any], matched: dict[str, Any]) -> str:
+    """A recorded log cut to the window a call asks for (``start_time``/``end_time`` in RFC 3339), as the
+    live tool would; lines without a timestamp are kept. Unchanged when the recording matched on them."""
+    start, end = _moment(params.get("start_time")), _moment(params.get("end_time"))
+    if (start is None and end is None) or "start_time" in matched or "end_time" in matched:
+        return output
+    kept = []
+    for line in output.splitlines():
+        moment = line_time(line)
+        if moment is None or ((start is None or moment >= start) and (end is None or moment <= end)):
+            kept.append(line)
+    return "\n".join(kept)
+
+
 def load_recording(path: Path) -> Recording | None:
     """The recording in ``path``, or None when its first line is not a recording header."""
     with path.open(encoding="utf-8", errors="replace") as handle:
@@ -260,6 +291,11 @@ class ReplayToolset(ReadToolset):
         self.misses = 0
         self.missed: list[tuple[str, dict[str, Any]]] = []
 
+    def reference_time(self) -> datetime | None:
+        """When the recordings were made, as far as they tell: the latest timestamp in them (a question
+        about "the last hour" is read from it, never from the wall clock of the replay)."""
+        return latest_time([rec.output[:200_000] for rec in self._recordings])
+
     def tools(self) -> list[ToolSpec]:
         specs = {spec.name: spec for spec in STANDARD_TOOLS}
         by_tool: dict[str, list[Recording]] = {}
@@ -303,6 +339,7 @@ class ReplayToolset(ReadToolset):
             output = best.output or best.error
             if not ok and best.error and best.error not in output:
                 output = f"{best.error}\n{output}".strip()
+            output = _within(output, params, best.match_params)
             return ToolResult(tool, params, output, ok=ok, no_data=best.status == "no_data")
         derived = self._derived(tool, params)
         if derived is not None:
@@ -319,24 +356,52 @@ class ReplayToolset(ReadToolset):
         )
 
     def _derived(self, tool: str, params: dict[str, Any]) -> ToolResult | None:
-        if tool != "kubectl_get_by_kind_in_cluster" or str(params.get("kind", "")).lower() not in (
-            "namespace",
-            "namespaces",
-            "ns",
-        ):
+        kind = str(params.get("kind", "")).lower()
+        if tool == "kubectl_get_by_kind_in_cluster" and kind in ("namespace", "namespaces", "ns"):
+            namespaces = sorted({ns for _, ns, _ in self._addressed() if ns})
+            if not namespaces:
+                return None
+            lines = ["# replay: derived from the namespaces the recorded calls address", "NAME   STATUS"]
+            return ToolResult(tool, params, "\n".join(lines + [f"{ns}   Active" for ns in namespaces]))
+        keyword = str(params.get("keyword") or "").lower()
+        namespace = str(params.get("namespace") or "")
+        if tool == "kubectl_find_resource" and keyword and kind:
+            rows = [(ns, name) for k, ns, name in self._addressed() if k == kind and keyword in name.lower()]
+        elif tool == "kubectl_get_by_kind_in_namespace" and kind and namespace:
+            rows = [(ns, name) for k, ns, name in self._addressed() if k == kind and ns == namespace]
+        else:
             return None
-        namespaces = sorted(
-            {
-                str(rec.match_params["namespace"])
-                for rec in self._recordings
-                if rec.match_params.get("namespace") not in (None, WILDCARD, "")
-            }
+        if not rows:
+            return None
+        lines = [
+            f"# replay: derived from the {kind} objects the recorded calls address (their status "
+            f"was not recorded)",
+            "NAMESPACE   NAME",
+        ]
+        return ToolResult(
+            tool, params, "\n".join(lines + [f"{ns}   {name}" for ns, name in sorted(set(rows))])
         )
-        if not namespaces:
-            return None
-        lines = ["# replay: derived from the namespaces the recorded calls address", "NAME   STATUS"]
-        lines += [f"{ns}   Active" for ns in namespaces]
-        return ToolResult(tool, params, "\n".join(lines))
+
+    def _addressed(self) -> set[tuple[str, str, str]]:
+        """(kind, namespace, name) of every object a recorded call addresses by name."""
+        found: set[tuple[str, str, str]] = set()
+        for rec in self._recordings:
+            params = rec.match_params
+            namespace = str(params.get("namespace") or "")
+            namespace = "" if namespace == WILDCARD else namespace
+            for kind_key, name_key in (("kind", "name"), ("resource_type", "resource_name")):
+                kind, name = str(params.get(kind_key) or "").lower(), str(params.get(name_key) or "")
+                if kind and name and WILDCARD not in (kind, name):
+                    found.add((_KIND_NAMES.get(kind, kind), namespace, name))
+            pod = str(params.get("pod_name") or "")
+            if pod and pod != WILDCARD:
+                found.add(("pod", namespace, pod))
+            if namespace:
+                found.add(("namespace", "", namespace))
+        return found
+
+
+_KIND_NAMES = {"pods": "pod", "deployments": "deployment", "pvc": "persistentvolumeclaim", "svc": "service"}
 
 
 def replay_root() -> Path:

@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from diagnostics.agent.findings import Finding, ObjRef
+from diagnostics.agent.intent import Intent
+from diagnostics.agent.inventory import Inventory
 from diagnostics.agent.subject import AlertContext
 from routing.json_body import loads_answer
 
@@ -52,6 +54,17 @@ class AnalysisState:
     # Cross-output facts, e.g. "node_labels", "required_selectors", "namespaces", "urls".
     facts: dict[str, Any] = field(default_factory=dict)
     related: set[str] = field(default_factory=set)
+    # The question's intent (None: an alert, a root-cause investigation), every tool output so far
+    # (the answer shapes quote them) and the rows the listings returned (entity resolution).
+    intent: Intent | None = None
+    outputs: list[ToolOutput] = field(default_factory=list)
+    inventory: Inventory = field(default_factory=Inventory)
+
+    def record(self, out: ToolOutput) -> None:
+        """Keeps one tool output for the answer and adds its listing rows to the inventory."""
+        self.outputs.append(out)
+        if out.tool != "alert":
+            self.inventory.add(out.tool, out.params, out.text, no_data=out.no_data or not out.ok)
 
     def __post_init__(self) -> None:
         self.related.update(n.lower() for n in self.alert.subject.names)
