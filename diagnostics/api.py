@@ -209,6 +209,19 @@ class TrajectoryOut(Schema):
     error: str
     steps: list[StepOut]
     actions: list[ActionOut]
+    answer: Any = Field(
+        None,
+        description="The answer shape of a question (intent, shape: number, table, log_lines, error_groups, "
+        "timeline, explanation, diagnosis or question; headline, value and what was counted, rows, "
+        "quoted lines, "
+        "error groups, events, notes, confidence, no_data); null until the diagnosis is submitted.",
+    )
+
+    @staticmethod
+    def resolve_answer(trajectory: Any) -> Any:
+        submits = [step for step in trajectory.steps.all() if step.phase == "submit"]
+        arguments = submits[-1].arguments if submits else None
+        return arguments.get("answer") if isinstance(arguments, dict) else None
 
 
 class TriggerOut(Schema):

@@ -326,8 +326,10 @@ def investigate(
     if answer.intent != "status":
         diagnosis_text, root_cause = answer.text(), answer.headline
     elif answer.intent == "status" and answer.no_data:
-        diagnosis_text = f"{answer.headline}\n{diagnosis_text}"
-        root_cause = answer.headline
+        # Empty reads are no verdict on the workload (an alert may still explain itself, e.g. a heartbeat).
+        kept = [line for line in diagnosis_text.splitlines() if not line.startswith("workload_healthy:")]
+        diagnosis_text = "\n".join([answer.headline, *kept, "workload_healthy: unknown (no data)"])
+        root_cause = root_cause or answer.headline
     recorder.step(
         StepRecord(
             "submit",

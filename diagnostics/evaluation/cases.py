@@ -36,6 +36,12 @@ class Case:
     prompt: str = ""
     payload: dict[str, Any] = field(default_factory=dict)
     expected: list[str] | None = None
+    tags: list[str] = field(default_factory=list)
+
+    @property
+    def intent(self) -> str:
+        """The intent the case's author tagged (``intent:count``); '' when untagged."""
+        return next((t.split(":", 1)[1] for t in self.tags if t.startswith("intent:")), "")
 
     @property
     def split(self) -> str:
@@ -79,6 +85,8 @@ def load_case(path: Path, root: Path) -> Case:
     spec = spec if isinstance(spec, dict) else {}
     case = Case(name=str(path.relative_to(root)), path=path, prompt=str(spec.get("user_prompt") or ""))
     case.expected = expected_facts(spec.get("expected_output"))
+    tags = spec.get("tags")
+    case.tags = [str(t) for t in tags] if isinstance(tags, list) else []
     request = _json(path / "investigate_request.json")
     workload = _json(path / "workload_health_request.json")
     if request:

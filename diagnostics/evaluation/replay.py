@@ -32,6 +32,21 @@ class CaseRun:
     grade: Grade | None = None
     seconds: float = 0.0
     error: str = ""
+    # The case's tagged intent, else the one the agent classified; the answer shape it gave.
+    intent: str = ""
+    answer: dict[str, Any] = field(default_factory=dict)
+    healthy: bool | None = None
+
+    @property
+    def empty_reads(self) -> bool:
+        """Every tool call of the run came back without data."""
+        calls = self.tool_calls
+        return bool(calls) and all(c.get("no_data") or not c.get("ok", True) for c in calls)
+
+    @property
+    def says_healthy(self) -> bool:
+        text = self.diagnosis.lower()
+        return self.healthy is True or "appears healthy" in text or "workload_healthy: true" in text
 
     @property
     def passed(self) -> bool:
@@ -49,6 +64,8 @@ class CaseRun:
             "no_data_calls": self.no_data_calls,
             "proposed_actions": self.proposals,
             "seconds": round(self.seconds, 3),
+            "intent": self.intent,
+            "answer": self.answer,
         }
         if self.grade is not None:
             data["passed"] = self.grade.passed
@@ -61,7 +78,7 @@ class CaseRun:
 def run_case(case: Case, *, run: int, mode: str, observer: Observer | None = None) -> CaseRun:
     started = time.perf_counter()
     environment = ReplayEnvironment({"case_dir": str(case.path)})
-    result = CaseRun(case=case.name, run=run, mode=mode, split=case.split)
+    result = CaseRun(case=case.name, run=run, mode=mode, split=case.split, intent=case.intent)
     try:
         outcome = investigate(
             alert=case.alert(),
@@ -80,6 +97,9 @@ def run_case(case: Case, *, run: int, mode: str, observer: Observer | None = Non
     result.tool_calls = outcome.tool_calls
     result.no_data_calls = outcome.no_data_calls
     result.proposals = outcome.proposals
+    result.answer = outcome.answer
+    result.healthy = outcome.healthy
+    result.intent = result.intent or str(outcome.answer.get("intent") or "status")
     result.seconds = time.perf_counter() - started
     return result
 
@@ -137,6 +157,45 @@ def summary_line(results: list[CaseRun], *, runs: int, label: str = "") -> str:
     )
 
 
+def intent_rows(results: list[CaseRun]) -> list[tuple[str, str, int, int]]:
+    """(intent, split, passed, graded) for every intent and split with graded runs, intents in order."""
+    from diagnostics.agent.intent import INTENTS
+
+    rows = []
+    for intent in INTENTS:
+        for split in (*SPLITS, "all"):
+            part = [
+                r
+                for r in results
+                if r.intent == intent and (split == "all" or r.split == split) and (r.grade or r.error)
+            ]
+            if part:
+                rows.append((intent, split, sum(r.passed for r in part), len(part)))
+    return rows
+
+
+def honesty(results: list[CaseRun]) -> tuple[int, int]:
+    """(runs whose every read was empty, how many of them still said "healthy")."""
+    empty = [r for r in results if r.empty_reads]
+    return len(empty), sum(r.says_healthy for r in empty)
+
+
+def render_intents(results: list[CaseRun], *, label: str = "") -> str:
+    """Pass rate per intent and split, and the "no data" honesty line, as a Markdown table."""
+    lines = [
+        f"| intent{f' ({label})' if label else ''} | split | passed | pass rate |",
+        "| --- | --- | ---: | ---: |",
+    ]
+    for intent, split, passed, graded in intent_rows(results):
+        lines.append(f"| {intent} | {split} | {passed}/{graded} | {passed / graded:.0%} |")
+    empty, healthy = honesty(results)
+    lines.append("")
+    lines.append(
+        f"No-data honesty: {empty} runs read nothing but empty results; {healthy} of them said 'healthy'."
+    )
+    return "\n".join(lines)
+
+
 def render_table(results: list[CaseRun], *, runs: int) -> str:
     cases: dict[str, list[CaseRun]] = {}
     for result in results:
@@ -170,4 +229,5 @@ def render_table(results: list[CaseRun], *, runs: int) -> str:
         if part:
             lines.append(summary_line(part, runs=runs, label=split))
     lines.append(summary_line(results, runs=runs, label="all"))
+    lines += ["", render_intents(results)]
     return "\n".join(lines)

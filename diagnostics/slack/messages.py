@@ -100,7 +100,45 @@ def progress(
     return clip(lines, 3000), [_section(lines)]
 
 
+def _answer_block(answer: dict[str, Any]) -> str:
+    """The body of an answer shape: its rows, quoted lines, error groups or moments, in a code block."""
+    rows: list[str] = []
+    if answer.get("rows"):
+        rows.append(" | ".join(str(c) for c in answer.get("columns") or []))
+        rows += [" | ".join(str(c) for c in row) for row in answer["rows"][:20]]
+    for group in (answer.get("groups") or [])[:10]:
+        seen = f"{group.get('first_seen') or '-'} .. {group.get('last_seen') or '-'}"
+        rows.append(
+            f"{group.get('count')}x [{group.get('category')}] {seen} {group.get('signature', '')}"[:300]
+        )
+    for line in (answer.get("lines") or [])[:20]:
+        rows.append(f"{line.get('time') or ''} [{line.get('source', '')}] {line.get('text', '')}"[:300])
+    for event in (answer.get("events") or [])[:20]:
+        rows.append(f"{event.get('time') or '?'} {event.get('source', '')}: {event.get('what', '')}"[:300])
+    return clip("```" + escape("\n".join(rows)) + "```", 2900) if rows else ""
+
+
+def answer(step: Step, answer: dict[str, Any], *, trajectory_id: int) -> tuple[str, Blocks]:
+    """A question's answer in its shape: the headline, then its table, lines, groups or timeline."""
+    headline = " ".join(str(answer.get("headline") or step.summary or "").split())
+    kind = f"{answer.get('intent', '')}, {answer.get('shape', '')}, confidence {answer.get('confidence', '')}"
+    text = f":white_check_mark: Answer (trajectory {trajectory_id}): {quoted(headline, 500)}"
+    blocks: Blocks = [
+        _section(f"*Answer* (trajectory {trajectory_id}; {escape(kind)})\n{quoted(headline, 1500)}")
+    ]
+    body = _answer_block(answer)
+    if body:
+        blocks.append(_section(body))
+    notes = [*(answer.get("details") or []), *(answer.get("notes") or [])]
+    if notes:
+        blocks.append(_section(clip(escape("\n".join(str(n) for n in notes)), SECTION_LIMIT)))
+    return text, blocks
+
+
 def diagnosis(step: Step, *, trajectory_id: int) -> tuple[str, Blocks]:
+    shaped = (step.arguments or {}).get("answer") if isinstance(step.arguments, dict) else None
+    if isinstance(shaped, dict) and shaped.get("intent") not in (None, "", "status"):
+        return answer(step, shaped, trajectory_id=trajectory_id)
     root_cause = " ".join((step.summary or "").split())
     text = f":white_check_mark: Diagnosis (trajectory {trajectory_id}): {quoted(root_cause, 500)}"
     blocks: Blocks = [
