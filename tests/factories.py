@@ -17,7 +17,19 @@ from django.contrib.auth.models import Group, Permission, User
 from django.utils import timezone
 
 from diagnostics.approvals import plan_hash
-from diagnostics.models import ActionRequest, Incident, IncidentTouch, Step, Trajectory
+from diagnostics.mcp.classify import fingerprint
+from diagnostics.models import (
+    ActionRequest,
+    Incident,
+    IncidentTouch,
+    McpCall,
+    McpGrant,
+    McpServer,
+    McpTool,
+    McpToolChange,
+    Step,
+    Trajectory,
+)
 from diagnostics.slack.models import ActionMessage, SlackEvent, SlackUser, ThreadCursor
 from routing.keys import generate_key
 from routing.models import (
@@ -437,3 +449,76 @@ class DiagnosticSkillSetFactory(factory.django.DjangoModelFactory[DiagnosticSkil
     def skills(self, create: bool, extracted: list[DiagnosticSkill] | None, **kwargs: Any) -> None:
         if create and extracted:
             self.skills.add(*extracted)
+
+
+# --- MCP (diagnostics/mcp/) ------------------------------------------------------------------------
+
+
+class McpServerFactory(factory.django.DjangoModelFactory[McpServer]):
+    """A registered stdio server, never connected (``mcp_server_sync`` lists and classifies its tools)."""
+
+    class Meta:
+        model = McpServer
+
+    name = factory.Sequence(lambda n: f"mcp-{n}")
+    environment = "local"
+    transport = McpServer.Transport.STDIO
+    command = factory.LazyFunction(lambda: ["mcp-server-filesystem", "/var/log/lab"])
+
+
+class McpToolFactory(factory.django.DjangoModelFactory[McpTool]):
+    """A tool as a connect would store it: read-only by its annotations, fingerprinted."""
+
+    class Meta:
+        model = McpTool
+
+    server = factory.SubFactory(McpServerFactory)
+    name = factory.Sequence(lambda n: f"read_file_{n}")
+    description = "Read a file."
+    input_schema = factory.LazyFunction(
+        lambda: {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}
+    )
+    annotations = factory.LazyFunction(lambda: {"readOnlyHint": True})
+    fingerprint = factory.LazyAttribute(
+        lambda o: fingerprint(
+            name=o.name, description=o.description, input_schema=o.input_schema, annotations=o.annotations
+        )
+    )
+    declared = McpTool.Klass.READ
+    declared_reason = "readOnlyHint: true"
+
+
+class McpToolChangeFactory(factory.django.DjangoModelFactory[McpToolChange]):
+    class Meta:
+        model = McpToolChange
+
+    tool = factory.SubFactory(McpToolFactory)
+    kind = "classified"
+    note = "readOnlyHint: true"
+    after = factory.LazyFunction(lambda: {"declared": "read", "pending": "", "override": ""})
+
+
+class McpGrantFactory(factory.django.DjangoModelFactory[McpGrant]):
+    """The key may reach the server through the gateway (every allowed tool)."""
+
+    class Meta:
+        model = McpGrant
+
+    key = factory.SubFactory(ApiKeyFactory)
+    server = factory.SubFactory(McpServerFactory)
+
+
+class McpCallFactory(factory.django.DjangoModelFactory[McpCall]):
+    """One gateway read that passed through (a ledger row)."""
+
+    class Meta:
+        model = McpCall
+
+    surface = McpCall.Surface.GATEWAY
+    key = factory.SubFactory(ApiKeyFactory)
+    server = "fs"
+    tool = "read_file"
+    args_hash = "0" * 64
+    status = "ok"
+    latency_ms = 12
+    result_bytes = 340
