@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from datetime import datetime
-from email.utils import parsedate_to_datetime
 
 from diagnostics.agent.analyzers import AnalysisState, ToolOutput
 from diagnostics.agent.analyzers.base import normalize, parse_events
@@ -21,7 +19,6 @@ from diagnostics.agent.answers import (
     NUMBER,
     QUESTION,
     TABLE,
-    TIMELINE,
     Answer,
     confidence_of,
 )
@@ -155,7 +152,9 @@ def build_question_answer(
     elif intent.kind == LOGS:
         answer = _logs_answer(intent, state, known, namespace)
     else:
-        answer = _timeline(intent, state, known, namespace)
+        from diagnostics.agent.question_timeline import timeline_answer
+
+        answer = timeline_answer(intent, state, known, namespace)
     answer.matched = [r.to_json() for r in resolved]
     answer.window = intent.window.to_json() if intent.window else None
     ambiguous = [r for r in known if r.ambiguous]
@@ -175,7 +174,9 @@ def build_question_answer(
 
 def _count_or_list(intent: Intent, state: AnalysisState, known: list[Resolution], namespace: str) -> Answer:
     if intent.object_kind == "restart":
-        return _restarts(intent, state, known)
+        from diagnostics.agent.question_restarts import restarts_answer
+
+        return restarts_answer(intent, state, known)
     if intent.object_kind == "error":
         answer = _errors(intent, state, known, namespace)
         answer.shape, answer.value, answer.counted = (
@@ -241,46 +242,6 @@ def _count_or_list(intent: Intent, state: AnalysisState, known: list[Resolution]
         columns=columns,
         rows=table,
         confidence=confidence_of(reads=1, empty=0),
-    )
-
-
-_RESTART_COUNT = re.compile(r"^\s*Restart Count:\s*(\d+)", re.MULTILINE)
-
-
-def _restarts(intent: Intent, state: AnalysisState, known: list[Resolution]) -> Answer:
-    pods = _pods(known, state)
-    rows: list[list[str]] = []
-    total = 0
-    for pod in pods:
-        counts = [
-            int(n)
-            for out in state.outputs
-            if "describe" in out.tool.lower() and out.params.get("name") == pod.name and _has_data(out)
-            for n in _RESTART_COUNT.findall(normalize(out.text))
-        ]
-        restarts = sum(counts) if counts else _number(pod.restarts)
-        total += restarts
-        rows.append([pod.name, pod.namespace, pod.status, str(restarts)])
-    scope = ", ".join(r.name for r in known) or "the pods asked about"
-    if not pods:
-        return Answer(
-            intent=intent.kind,
-            shape=NUMBER,
-            headline=f"No data: I found no pod of {scope}, so I cannot count its restarts.",
-            no_data=True,
-            confidence=LOW,
-            counted=f"restarts of {scope}",
-        )
-    return Answer(
-        intent=intent.kind,
-        shape=NUMBER,
-        headline=f"{scope} restarted {total} times in all ({len(pods)} pods: "
-        + ", ".join(f"{r[0]} {r[3]} restarts, {r[2]}" for r in rows)
-        + ").",
-        value=total,
-        counted=f"container restarts of {scope}",
-        columns=["POD", "NAMESPACE", "STATUS", "RESTARTS"],
-        rows=rows,
     )
 
 
@@ -457,116 +418,6 @@ def _warning_events(state: AnalysisState, known: list[Resolution]) -> list[str]:
             if event.type == "Warning" and line not in found:
                 found.append(line)
     return found
-
-
-# -- timeline ------------------------------------------------------------------------------------------
-
-_DESCRIBE_TIMES = re.compile(
-    r"^\s*(Start Time|Started|Finished|Completed At|Creation Timestamp|CreationTimestamp|Last Schedule Time|"
-    r"Started At|Last Transition Time):\s+(.+)$",
-    re.MULTILINE,
-)
-_STATE = re.compile(r"^\s*(State|Last State):\s+(\w+)", re.MULTILINE)
-
-
-def _parse_time(text: str) -> datetime | None:
-    try:
-        return parsedate_to_datetime(text.strip())
-    except (TypeError, ValueError):
-        return line_time(text)
-
-
-def _timeline(intent: Intent, state: AnalysisState, known: list[Resolution], namespace: str) -> Answer:
-    moments: list[tuple[datetime, str, str]] = []
-    relative: list[dict[str, str]] = []
-    for out in state.outputs:
-        if not _has_data(out) or out.tool == "alert":
-            continue
-        source = str(
-            out.params.get("name")
-            or out.params.get("pod_name")
-            or out.params.get("resource_name")
-            or out.tool
-        )
-        if "log" in out.tool.lower():
-            lines = [ln for ln in _log_lines(out.text) if _in_window(ln, intent)]
-            stamped: list[tuple[datetime, str]] = []
-            for ln in lines:
-                moment = line_time(ln)
-                if moment is not None:
-                    stamped.append((moment, ln))
-            if stamped:
-                moments.append((stamped[0][0], source, f"first log line: {stamped[0][1].strip()[:200]}"))
-                moments.append((stamped[-1][0], source, f"last log line: {stamped[-1][1].strip()[:200]}"))
-            for group in group_errors(error_events("\n".join(lines), intent.window), source=source)[:5]:
-                if group.first_seen:
-                    moments.append(
-                        (
-                            group.first_seen,
-                            source,
-                            f"first {group.category} ({group.count}x): {group.example[:200]}",
-                        )
-                    )
-                if group.last_seen and group.last_seen != group.first_seen:
-                    moments.append(
-                        (group.last_seen, source, f"last {group.category}: {group.template[:160]}")
-                    )
-            continue
-        state_word = ""
-        text = normalize(out.text)
-        for label, value in _DESCRIBE_TIMES.findall(text):
-            moment = _parse_time(value)
-            if moment is not None:
-                before = text[: text.find(value)]
-                states = _STATE.findall(before)
-                state_word = (
-                    f" ({states[-1][0]}: {states[-1][1]})"
-                    if states and label in ("Started", "Finished")
-                    else ""
-                )
-                moments.append((moment, source, f"{label}{state_word}"))
-        for event in parse_events(text):
-            relative.append(
-                {"time": "", "source": source, "what": f"{event.type} {event.reason}: {event.message[:200]}"}
-            )
-    moments = sorted(set(moments), key=lambda m: m[0])
-    if intent.window is not None:
-        moments = [m for m in moments if intent.window.contains(m[0])]
-    events = [{"time": t.isoformat(), "source": s, "what": w} for t, s, w in moments] + relative
-    scope = _scope(intent, known, namespace) or "what was asked about"
-    if not events:
-        return Answer(
-            intent=intent.kind,
-            shape=TIMELINE,
-            headline=f"No data: no read about {scope} returned a time or an event, so I cannot say when.",
-            no_data=True,
-            confidence=LOW,
-        )
-    problem = next(
-        (
-            m
-            for m in moments
-            if re.search(
-                r"error|fail|timeout|terminated|exception|refused|panic|deadline|sigterm|sigkill|killed|stopp|oom|evict|backoff|unhealthy",
-                m[2],
-                re.I,
-            )
-        ),
-        None,
-    )
-    if problem is not None:
-        headline = (
-            f"The first sign of trouble for {scope}: {problem[0].isoformat()} ({problem[1]}: {problem[2]})."
-        )
-    elif moments:
-        first, last = moments[0], moments[-1]
-        headline = (
-            f"{scope}: earliest recorded moment {first[0].isoformat()} ({first[2]}); "
-            f"latest {last[0].isoformat()}."
-        )
-    else:
-        headline = f"{scope}: the events below carry only their age, not a time."
-    return Answer(intent=intent.kind, shape=TIMELINE, headline=headline, events=events)
 
 
 def problem_findings(findings: list[Finding]) -> list[str]:

@@ -1,0 +1,52 @@
+"""The answer to "how many times did X restart": the restart counts of X's pods (their describe's
+``Restart Count``, else the listing's RESTARTS column), summed, with one row per pod."""
+
+from __future__ import annotations
+
+import re
+
+from diagnostics.agent.analyzers import AnalysisState
+from diagnostics.agent.analyzers.base import normalize
+from diagnostics.agent.answers import LOW, NUMBER, Answer
+from diagnostics.agent.intent import Intent
+from diagnostics.agent.inventory import Resolution
+from diagnostics.agent.question_answers import _has_data, _number, _pods
+
+_RESTART_COUNT = re.compile(r"^\s*Restart Count:\s*(\d+)", re.MULTILINE)
+
+
+def restarts_answer(intent: Intent, state: AnalysisState, known: list[Resolution]) -> Answer:
+    pods = _pods(known, state)
+    rows: list[list[str]] = []
+    total = 0
+    for pod in pods:
+        counts = [
+            int(n)
+            for out in state.outputs
+            if "describe" in out.tool.lower() and out.params.get("name") == pod.name and _has_data(out)
+            for n in _RESTART_COUNT.findall(normalize(out.text))
+        ]
+        restarts = sum(counts) if counts else _number(pod.restarts)
+        total += restarts
+        rows.append([pod.name, pod.namespace, pod.status, str(restarts)])
+    scope = ", ".join(r.name for r in known) or "the pods asked about"
+    if not pods:
+        return Answer(
+            intent=intent.kind,
+            shape=NUMBER,
+            headline=f"No data: I found no pod of {scope}, so I cannot count its restarts.",
+            no_data=True,
+            confidence=LOW,
+            counted=f"restarts of {scope}",
+        )
+    return Answer(
+        intent=intent.kind,
+        shape=NUMBER,
+        headline=f"{scope} restarted {total} times in all ({len(pods)} pods: "
+        + ", ".join(f"{r[0]} {r[3]} restarts, {r[2]}" for r in rows)
+        + ").",
+        value=total,
+        counted=f"container restarts of {scope}",
+        columns=["POD", "NAMESPACE", "STATUS", "RESTARTS"],
+        rows=rows,
+    )
