@@ -7,7 +7,7 @@ PIP := flock /tmp/pip.lock $(VENV)/bin/pip
 # This machine's pip config names local package folders that may not exist; hide those warnings.
 QUIET := 2>&1 | { grep -v "is ignored: it is neither a file nor a directory" || true; }
 
-.PHONY: run lab-prometheus demo-cycle test test-slow setup setup-ml demo-model lint
+.PHONY: run lab-prometheus demo-cycle test test-slow test-services setup setup-ml demo-model lint
 
 # Every install takes its versions from constraints.txt (the lock of the whole venv).
 $(VENV)/.core-installed: pyproject.toml constraints.txt
@@ -54,10 +54,16 @@ lint: setup
 	$(VENV)/bin/mypy .
 	$(VENV)/bin/lint-imports --no-cache  # the dependency direction (design.md 5; pyproject.toml)
 
-## Set up everything and run lint, types and the default test suite (everything but the slow tests).
+## Set up everything and run lint, types and the default test suite (everything but the slow tests), on
+## the embedded default or on the servers the environment names; one pytest-xdist worker per core.
 test: setup-ml lint
-	$(VENV)/bin/pytest -m "not slow"
+	$(VENV)/bin/pytest -m "not slow" -n auto
 
-## The slow tests: every lab fault, vLLM servers, killed workers, browser runs on the lab (CI runs both).
+## The slow tests: every lab fault, vLLM servers, killed workers, browser runs on the lab.
 test-slow: setup-ml
 	$(VENV)/bin/pytest -m slow
+
+## CI's second run, on PostgreSQL + Redis (.ci/run sets them): the slow tests, and the default tests
+## marked `postgres` (what differs by database) again.
+test-services: setup-ml
+	$(VENV)/bin/pytest -m "slow or postgres"

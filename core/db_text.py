@@ -20,9 +20,18 @@ from core.storable import storable_text
 
 
 def install(connection: Any, **_: Any) -> None:
-    """The ``connection_created`` receiver: adds the wrapper to this connection once."""
+    """The ``connection_created`` receiver: adds the wrapper to this connection once.
+
+    Where JSON columns are text (SQLite), a JSONField's value reaches the query as its JSON text, with
+    each NUL and lone surrogate written as an escape the wrapper cannot tell from a caller's six
+    characters: this connection's JSON adapter cleans the value before it is written instead.
+    """
     if guard not in connection.execute_wrappers:
         connection.execute_wrappers.append(guard)
+    if connection.vendor != "postgresql" and not getattr(connection.ops, "_storable_json", False):
+        adapt = connection.ops.adapt_json_value
+        connection.ops.adapt_json_value = lambda value, encoder: adapt(storable_text(value), encoder)
+        connection.ops._storable_json = True
 
 
 def guard(execute: Callable[..., Any], sql: str, params: Any, many: bool, context: Any) -> Any:

@@ -34,6 +34,7 @@ FLUSH_INTERVAL_S = 0.2
 _UNSET: Any = object()
 _tracer: Any = _UNSET  # the Tracer, None when off, _UNSET until the first call decides
 _lock = threading.Lock()
+_flushing = threading.Lock()  # one flush at a time: flush() returns when every queued call is written
 # Finished calls waiting for their spans: (end in ns since the epoch, the writer, its arguments).
 _pending: deque[tuple[int, Callable[..., None], tuple[Any, ...]]] = deque()
 log = logging.getLogger(__name__)
@@ -85,23 +86,26 @@ def defer(write: Callable[..., None], *args: Any) -> None:
 
 
 def flush() -> None:
-    """Writes the spans of every queued call (the tracing thread, exit, tests)."""
-    while True:
-        try:
-            end_ns, write, args = _pending.popleft()
-        except IndexError:
-            return
-        try:
-            write(end_ns, *args)
-        except Exception:  # a malformed value must not stop the thread: that call has no spans
-            log.exception("tracing: the spans of a call could not be written")
+    """Writes the spans of every queued call (the tracing thread, exit, tests). When it returns, every
+    call queued before it was written, including one another thread's flush had already taken."""
+    with _flushing:
+        while True:
+            try:
+                end_ns, write, args = _pending.popleft()
+            except IndexError:
+                return
+            try:
+                write(end_ns, *args)
+            except Exception:  # a malformed value must not stop the thread: that call has no spans
+                log.exception("tracing: the spans of a call could not be written")
 
 
 def _flush_forever(owner: Any) -> None:
     """The tracing thread: serves the tracer it was started for (a process keeps one for its life)."""
     while _tracer is owner:
         time.sleep(FLUSH_INTERVAL_S)
-        flush()
+        if _tracer is owner:  # a replaced tracer's thread leaves the queue to the new one's
+            flush()
 
 
 def _from_environment() -> Any:

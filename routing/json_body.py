@@ -9,6 +9,11 @@ A body holding a lone UTF-16 surrogate (``"\\ud800"`` without its pair, or its b
 refused too: it is not Unicode, so no database, journal or UTF-8 encoder downstream can take it. Only a
 body whose text shows a surrogate escape at all is searched for one (a rare, linear walk).
 
+Numbers are data a database must hold exactly: ``NaN`` and ``Infinity`` (which Python's parser accepts
+but JSON does not have), integers outside a signed 64-bit range and doubles of 1e16 or more (PostgreSQL's
+jsonb gives those back as integers) are refused, naming the field (:func:`unstorable_number`): no
+database, journal or ledger row could store them as they were sent.
+
 Every refusal is a :class:`JsonBodyError` (a ValueError) with a message fit for the caller; the edges
 render it as a 400 in their own error shape (routing/protocol.py, app/api/errors.py,
 diagnostics/slack/views.py).
@@ -42,9 +47,10 @@ class JsonBodyError(ValueError):
 
     code = "invalid_json"
 
-    def __init__(self, message: str) -> None:
+    def __init__(self, message: str, *, param: str | None = None) -> None:
         super().__init__(message)
         self.message = message
+        self.param = param  # the field at fault, where one is
 
 
 class JsonTooDeep(JsonBodyError):
@@ -53,6 +59,57 @@ class JsonTooDeep(JsonBodyError):
 
 class JsonTooLarge(JsonBodyError):
     code = "request_too_large"
+
+
+# Numbers every store of the project takes and gives back equal (core/storable.py's orjson, PostgreSQL's
+# jsonb, SQLite's JSON text): a signed 64-bit integer; a finite double below 1e16 in magnitude.
+INT_MIN, INT_MAX = -(2**63), 2**63 - 1
+FLOAT_MAX = 1e16
+_INT_DIGITS = 18  # any integer written with fewer digits is in range: the exact check is skipped
+
+
+class _Unstorable(Exception):
+    pass
+
+
+def _parse_int(text: str) -> int:
+    value = int(text)
+    if len(text) > _INT_DIGITS and not INT_MIN <= value <= INT_MAX:
+        raise _Unstorable
+    return value
+
+
+def _parse_float(text: str) -> float:
+    value = float(text)
+    if not -FLOAT_MAX < value < FLOAT_MAX:  # also inf, which 1e999 parses to
+        raise _Unstorable
+    return value
+
+
+def _parse_constant(text: str) -> float:
+    raise _Unstorable
+
+
+def storable_number(value: Any) -> bool:
+    """Whether a number (not a bool) is one every store gives back equal."""
+    if isinstance(value, float):
+        return -FLOAT_MAX < value < FLOAT_MAX
+    return INT_MIN <= value <= INT_MAX
+
+
+def unstorable_number(value: Any) -> str | None:
+    """The JSON path (``metadata.n``, ``messages[0].x``) of the first number in ``value`` that
+    :func:`storable_number` refuses (NaN and infinities included), or None; no recursion."""
+    stack: list[tuple[str, Any]] = [("", value)]
+    while stack:
+        path, item = stack.pop()
+        if isinstance(item, dict):
+            stack.extend((f"{path}.{key}" if path else str(key), v) for key, v in reversed(item.items()))
+        elif isinstance(item, list):
+            stack.extend((f"{path}[{i}]", v) for i, v in reversed(list(enumerate(item))))
+        elif isinstance(item, int | float) and not isinstance(item, bool) and not storable_number(item):
+            return path or "(the body)"
+    return None
 
 
 def _text(raw: bytes | bytearray | str) -> str:
@@ -99,7 +156,16 @@ def loads_bounded(raw: bytes | bytearray | str, *, max_depth: int, max_bytes: in
         raise JsonTooLarge(f"Request body is larger than {max_bytes} bytes.")
     text = check_depth(raw, max_depth=max_depth)
     try:
-        data = json.loads(text)
+        data = json.loads(
+            text, parse_int=_parse_int, parse_float=_parse_float, parse_constant=_parse_constant
+        )
+    except _Unstorable:
+        field = unstorable_number(json.loads(text))  # parsed again only to name the field
+        raise JsonBodyError(
+            f"Request body holds a number no field can store exactly at '{field}': NaN and Infinity are "
+            f"not JSON, integers must lie within -2^63..2^63-1 and other numbers below 1e16 in magnitude.",
+            param=field,
+        ) from None
     except RecursionError:  # not reached with a sane max_depth; kept so no limit can turn into a 500
         raise JsonTooDeep(
             f"Request body nests JSON too deeply; at most {max_depth} levels are allowed."

@@ -295,7 +295,7 @@ def parse(raw: bytes) -> ResponsesRequest:
     try:
         data = loads_request(raw)
     except JsonBodyError as exc:
-        raise bad_request(exc.message, code=exc.code) from None
+        raise bad_request(exc.message, param=exc.param, code=exc.code) from None
     if not isinstance(data, dict):
         raise bad_request("Request body must be a JSON object.", code="invalid_json")
     try:

@@ -8,7 +8,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from datetime import timedelta
 from decimal import Decimal
 from pathlib import Path
@@ -257,30 +256,19 @@ def test_multiprocess_mode_sums_the_calls_of_every_process(
     assert value(samples, "skillgate_collector_up", collector="database") == 1  # the state is there too
 
 
-def _best_per_call(run: object, calls: int, batches: int = 7) -> float:
-    """Best of several batches (robust to a busy machine), in seconds per call."""
-    best = float("inf")
-    for _ in range(batches):
-        start = time.perf_counter()
-        run()  # type: ignore[operator]
-        best = min(best, (time.perf_counter() - start) / calls)
-    return best
-
-
-def test_observe_call_costs_well_under_a_few_microseconds_on_the_request_path() -> None:
+def test_observe_call_only_queues_on_the_request_path_and_the_flush_applies_every_call() -> None:
+    """Counted, not timed (a loaded machine moves timings): ``observe`` touches no series, it appends one
+    entry; ``flush`` applies them all. bench/gateway_overhead measures what that costs."""
     metrics = CallMetrics(CollectorRegistry(), background=False)
     args = {**CALL, "backend": "s", "verdict": "pass", "status": 200, "latency_s": 0.2, "overhead_s": 0.001}
-
-    def observe() -> None:
-        for _ in range(2000):
-            metrics.observe(**args, fallback=False, cost_usd=0.0001)
-
-    on_path = _best_per_call(observe, 2000)
-    off_path = _best_per_call(metrics.flush, 14000, batches=1)  # applies the 14,000 queued calls once
-    print(json.dumps({"observe_us": round(on_path * 1e6, 2), "flush_us_per_call": round(off_path * 1e6, 2)}))
-    assert on_path < 3e-6
+    for _ in range(14000):
+        metrics.observe(**args, fallback=False, cost_usd=0.0001)
+    labels = {**CALL, "backend": "s", "verdict": "pass", "code": "2xx"}
+    assert len(metrics._pending) == 14000
+    assert value(parse(generate_latest(metrics.calls).decode()), "skillgate_calls_total", **labels) == 0
+    assert metrics.flush() == 14000 and not metrics._pending
     samples = parse(generate_latest(metrics.calls).decode())
-    assert value(samples, "skillgate_calls_total", **CALL, backend="s", verdict="pass", code="2xx") == 14000
+    assert value(samples, "skillgate_calls_total", **labels) == 14000
 
 
 @pytest.mark.django_db

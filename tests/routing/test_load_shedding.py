@@ -4,7 +4,6 @@ leaves no trace; a streamed call counts until its stream ends; the openai SDK's 
 from __future__ import annotations
 
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
@@ -46,13 +45,12 @@ def test_a_call_past_the_limit_is_shed_at_once_and_leaves_nothing_behind(
 ):
     key = make_key(budget_usd=1).raw
     assert post(gateway_url, key).status_code == 200  # a fresh server's first call loads litellm
-    stub.responder = lambda body: Reply(content="slow", delay_s=2)
+    stub.responder = lambda body: Reply(content="slow", delay_s=8)
     with ThreadPoolExecutor(max_workers=2) as pool:
         held = [pool.submit(post, gateway_url, key) for _ in range(2)]
         wait_in_flight(2)
-        started = time.monotonic()
         shed = post(gateway_url, key)
-        assert time.monotonic() - started < 1  # not queued behind the two
+        assert not any(f.done() for f in held)  # answered while both still run: not queued behind them
         assert shed.status_code == 503 and shed.headers["Retry-After"] == "1"
         error = shed.json()["error"]
         assert (error["type"], error["code"]) == ("server_error", "overloaded")

@@ -186,13 +186,13 @@ def test_openai_backends_retry_as_the_openai_sdk_did(stub, no_backoff):
 
 
 def test_a_timeout_is_a_504(stub):
-    stub.responder = lambda body: Reply(delay_s=2)
+    stub.responder = lambda body: Reply(delay_s=30)
     started = time.perf_counter()
     with pytest.raises(UpstreamError) as caught:
         run(upstream.complete(backend(stub.base_url, "hosted_vllm/m", timeout_s=0.3), HELLO))
     assert caught.value.status == 504 and caught.value.code == "upstream_timeout"
     assert caught.value.message.startswith("The teacher backend 'teacher' timed out: ReadTimeout")
-    assert time.perf_counter() - started < 1.5
+    assert time.perf_counter() - started < 15  # the 0.3 s timeout, not the 30 s answer (room for load)
 
 
 def test_connection_refused_is_a_502(no_backoff):
@@ -310,7 +310,7 @@ async def collect_from(target: Backend) -> list[dict[str, Any]]:
 
 @pytest.fixture
 def hang_up_stub() -> Iterator[HangUpStub]:
-    with HangUpStub(responder=lambda body: Reply(content=" ".join(["word"] * 40), chunk_delay_s=0.05)) as s:
+    with HangUpStub(responder=lambda body: Reply(content=" ".join(["word"] * 400), chunk_delay_s=0.05)) as s:
         yield s
 
 
@@ -326,7 +326,7 @@ def test_closing_a_stream_hangs_up_on_the_upstream(hang_up_stub):
     closed = run(read_two_then_close())
     wait_until(lambda: hang_up_stub.outcomes, timeout=5, what="the stub's handler to end")
     assert hang_up_stub.outcomes == ["client gone"]
-    assert time.perf_counter() - closed < 1.5  # not after the whole 2 s answer
+    assert time.perf_counter() - closed < 10  # not after the whole 20 s answer (room for a loaded machine)
 
 
 def test_id_swap_only_where_it_is_safe():
