@@ -76,7 +76,7 @@ def _logs(state: AnalysisState, pods: list[Row]) -> list[tuple[str, ToolOutput]]
     reads = []
     for out in state.outputs:
         pod = str(out.params.get("pod_name") or "")
-        if "log" in out.tool.lower() and pod and (not names or pod in names or pod == "*"):
+        if out.is_log and pod and (not names or pod in names or pod == "*"):
             reads.append((pod, out))
     return reads
 

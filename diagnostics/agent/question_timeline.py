@@ -43,7 +43,7 @@ def timeline_answer(intent: Intent, state: AnalysisState, known: list[Resolution
             or out.params.get("resource_name")
             or out.tool
         )
-        if "log" in out.tool.lower():
+        if out.is_log:
             lines = [ln for ln in _log_lines(out.text) if _in_window(ln, intent)]
             stamped: list[tuple[datetime, str]] = []
             for ln in lines:

@@ -216,10 +216,17 @@ def investigate(
         if decision.kind == PROBE:
             outcome = probe.call(decision.tool, decision.params)
             out = ToolOutput(
-                outcome.tool, outcome.params, normalize(outcome.output), outcome.ok, outcome.no_data
+                outcome.tool,
+                outcome.params,
+                normalize(outcome.output),
+                outcome.ok,
+                outcome.no_data,
+                outcome.kind,
             )
             state.record(
-                ToolOutput(outcome.tool, outcome.params, outcome.output, outcome.ok, outcome.no_data)
+                ToolOutput(
+                    outcome.tool, outcome.params, outcome.output, outcome.ok, outcome.no_data, outcome.kind
+                )
             )
             fresh = add(analyze(out, state))
             if outcome.no_data or not outcome.ok:

@@ -49,6 +49,9 @@ class ToolResult:
     ok: bool = True
     # No recording / no data for this call: a clear result, never an exception.
     no_data: bool = False
+    # What the output is, when its toolset knows better than the tool's name ("logs", "metrics",
+    # "events", "traces"; e.g. an operator's setting per MCP tool). Empty: read from the name.
+    kind: str = ""
 
 
 @dataclass(frozen=True)

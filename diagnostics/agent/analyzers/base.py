@@ -22,20 +22,38 @@ from diagnostics.agent.inventory import Inventory
 from diagnostics.agent.subject import AlertContext
 from routing.json_body import loads_answer
 
+# Output kinds (``ToolOutput.kind``); the same words a toolset may put on its results (ToolResult.kind).
+LOGS, METRICS, EVENTS, TRACES = "logs", "metrics", "events", "traces"
+OUTPUT_KINDS = (LOGS, METRICS, EVENTS, TRACES)
+
 
 @dataclass(frozen=True)
 class ToolOutput:
-    """One tool result as analyzers see it (escaped quotes undone)."""
+    """One tool result as analyzers see it (escaped quotes undone).
+
+    ``kind``: what the output is when the toolset said so (``ToolResult.kind``, e.g. the output kind an
+    operator set on an MCP tool, whose name its author chose); empty, the tool's name tells (a log
+    when it has "log" in it). The few analyzers that choose outputs by kind rather than by their
+    shape (the log analyzers, the answers that quote log lines) read ``output_kind``."""
 
     tool: str
     params: dict[str, Any]
     text: str
     ok: bool = True
     no_data: bool = False
+    kind: str = ""
+
+    @property
+    def output_kind(self) -> str:
+        """The declared kind when it is one of OUTPUT_KINDS, else the one the tool's name implies."""
+        declared = self.kind.strip().lower()
+        if declared in OUTPUT_KINDS:
+            return declared
+        return LOGS if "log" in self.tool.lower() or self.tool == "alert" else ""
 
     @property
     def is_log(self) -> bool:
-        return "log" in self.tool.lower() or self.tool == "alert"
+        return self.output_kind == LOGS
 
 
 @dataclass(frozen=True)
