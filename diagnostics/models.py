@@ -326,6 +326,13 @@ class McpTool(models.Model):
     override_note = models.TextField(blank=True)
     present = models.BooleanField(default=True, help_text="Listed by the server on its last connect.")
     seen_at = models.DateTimeField(default=timezone.now)
+    output_kind = models.CharField(
+        max_length=10,
+        blank=True,
+        default="",
+        help_text="What the tool's output is for the analyzers (logs, metrics, events, traces); "
+        "set by an operator (diagnostics/mcp/kinds.py).",
+    )
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["server", "name"], name="mcp_tool_unique_name")]

@@ -12,6 +12,7 @@ from ninja.openapi.docs import Swagger
 
 from app.api import errors
 from diagnostics.api import router as incidents
+from diagnostics.mcp.api import router as mcp
 from training.api import router as learning
 
 api = NinjaAPI(
@@ -19,7 +20,8 @@ api = NinjaAPI(
     version="1",
     description=(
         "Incidents, their diagnoses and approvals; learning cycles, training runs, admissions and the "
-        "Evolver. Authenticate with an API key that holds the operation's scope "
+        "Evolver; MCP servers, their tools' classes and the gateway's grants (docs/mcp.md). "
+        "Authenticate with an API key that holds the operation's scope "
         "(`Authorization: Bearer sg-...`, created with `manage.py create_api_key --scope ...` or on the "
         "dashboard's keys page), whose owner's role has the operation's permission; or with a logged-in "
         "dashboard session. Lists page with `limit` (at most 200) and `offset`; errors are "
@@ -34,3 +36,4 @@ api = NinjaAPI(
 errors.install(api)
 api.add_router("", incidents)
 api.add_router("", learning)
+api.add_router("", mcp)

@@ -128,3 +128,8 @@ DIAGNOSTICS_LAB_HEALTH_TIMEOUT_S = env_float("SKILLGATE_LAB_HEALTH_TIMEOUT_S", 2
 DIAGNOSTICS_LAB_ERROR_RATE_MAX = env_float("SKILLGATE_LAB_ERROR_RATE_MAX", 0.05)
 DIAGNOSTICS_LAB_LATENCY_MAX_MS = env_float("SKILLGATE_LAB_LATENCY_MAX_MS", 100.0)
 DIAGNOSTICS_LAB_CPU_MAX_PERCENT = env_float("SKILLGATE_LAB_CPU_MAX_PERCENT", 25.0)
+
+# --- MCP servers (docs/mcp.md) --------------------------------------------------------------------
+# A stdio MCP server is a program run on this host: registered over /api/ (scope mcp:admin), its program
+# (the command's first item, exactly as written) must be one of these. The admin site has no such list.
+MCP_API_STDIO_PROGRAMS = env_list("SKILLGATE_MCP_API_STDIO_PROGRAMS", [])

@@ -13,18 +13,20 @@ from typing import Any
 
 from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from core.errors import ServiceError
 from diagnostics.mcp import classify
 from diagnostics.mcp.client import UpstreamError, list_tools, tool_fingerprint
+from diagnostics.mcp.kinds import OUTPUT_KINDS
 from diagnostics.mcp.selectors import standing, upstream_of
 from diagnostics.models import McpGrant, McpServer, McpTool, McpToolChange
 from routing.models import ApiKey
 
 MANAGE_PERMISSION = "diagnostics.change_mcpserver"
 ENV_NAME = r"^[A-Z_][A-Z0-9_]{0,99}\Z"
+TARGET_NAME = r"^[A-Za-z_][A-Za-z0-9_-]{0,99}\Z"  # a child's variable or a header name
 
 
 def _invalid(exc: ValidationError) -> ServiceError:
@@ -52,8 +54,10 @@ def check_shape(server: McpServer) -> None:
             raise ServiceError("url: a Streamable HTTP server needs its URL.", code="invalid_field")
         if server.command:
             raise ServiceError("command: an HTTP server has no command.", code="invalid_field")
+    if server.url and not re.match(r"^https?://", server.url, re.IGNORECASE):
+        raise ServiceError("url: an http:// or https:// URL.", code="invalid_field")
     if not isinstance(server.secret_env, dict) or not all(
-        isinstance(k, str) and isinstance(v, str) and re.match(ENV_NAME, v)
+        isinstance(k, str) and re.match(TARGET_NAME, k) and isinstance(v, str) and re.match(ENV_NAME, v)
         for k, v in server.secret_env.items()
     ):
         raise ServiceError(
@@ -73,10 +77,16 @@ def mcp_server_register(*, by: User | None, **fields: Any) -> McpServer:
     server = McpServer(created_by=by, **fields)
     check_shape(server)
     try:
-        server.full_clean()
+        server.full_clean(validate_unique=False)  # a taken name: 409 from the database, race-free
     except ValidationError as exc:
         raise _invalid(exc) from None
-    server.save()
+    try:
+        with transaction.atomic():
+            server.save()
+    except IntegrityError:
+        raise ServiceError(
+            f"name: an MCP server named {server.name!r} exists.", code="conflict", status=409
+        ) from None
     return server
 
 
@@ -98,7 +108,12 @@ def _record(tool: McpTool, kind: str, *, by: User | None = None, note: str = "",
         by=by,
         note=note[:2000],
         before=before or {},
-        after={"declared": tool.declared, "pending": tool.pending, "override": tool.override},
+        after={
+            "declared": tool.declared,
+            "pending": tool.pending,
+            "override": tool.override,
+            "output_kind": tool.output_kind,
+        },
     )
 
 
@@ -215,3 +230,24 @@ def mcp_grant_set(*, key: ApiKey, server: McpServer, tools: list[str], by: User 
         key=key, server=server, defaults={"tools": sorted(set(tools)), "created_by": by}
     )
     return grant
+
+
+def mcp_grant_revoke(*, key_id: int, server: McpServer) -> None:
+    deleted, _ = McpGrant.objects.filter(server=server, key_id=key_id).delete()
+    if not deleted:
+        raise ServiceError(f"Key {key_id} has no grant on {server.name!r}.", code="not_found", status=404)
+
+
+@transaction.atomic
+def mcp_tool_output_kind(*, server: McpServer, tool: str, kind: str, by: User | None) -> McpTool:
+    """What the tool's output is, for the analyzers (diagnostics/mcp/kinds.py); audited."""
+    if kind not in OUTPUT_KINDS:
+        raise ServiceError(
+            f"kind: one of {', '.join(k for k in OUTPUT_KINDS if k)} or empty.", code="invalid_field"
+        )
+    row = _tool(server, tool)
+    before = {"output_kind": row.output_kind}
+    row.output_kind = kind
+    row.save(update_fields=["output_kind"])
+    _record(row, "output_kind", by=by, note=kind or "not declared", before=before)
+    return row

@@ -41,6 +41,23 @@ WRITES: dict[tuple[str, str], Write] = {
     ("post", "/api/evolver/trajectories/{trajectory_id}/mark-wrong"): Write(
         scopes.LEARNING_WRITE, "approver", {"note": "it missed the cause"}
     ),
+    # MCP (tests/mcp/test_api.py checks that these change nothing on the MCP tables)
+    ("post", "/api/mcp/servers"): Write(
+        scopes.MCP_ADMIN,
+        "operator",
+        {"name": "web", "environment": "fake", "transport": "http", "url": "http://x"},
+    ),
+    ("post", "/api/mcp/servers/{server}/sync"): Write(scopes.MCP_ADMIN, "operator", {}),
+    ("post", "/api/mcp/servers/{server}/allow-list"): Write(scopes.MCP_ADMIN, "operator", {"tools": []}),
+    ("post", "/api/mcp/servers/{server}/tools/{tool}/override"): Write(
+        scopes.MCP_ADMIN, "approver", {"to": "write"}
+    ),
+    ("post", "/api/mcp/servers/{server}/tools/{tool}/accept"): Write(scopes.MCP_ADMIN, "operator", {}),
+    ("post", "/api/mcp/servers/{server}/tools/{tool}/output-kind"): Write(
+        scopes.MCP_ADMIN, "viewer", {"kind": ""}
+    ),
+    ("post", "/api/mcp/servers/{server}/grants"): Write(scopes.MCP_ADMIN, "operator", {"key_id": 1}),
+    ("post", "/api/mcp/servers/{server}/grants/{key_id}/revoke"): Write(scopes.MCP_ADMIN, "approver", {}),
 }
 
 
@@ -55,7 +72,9 @@ def _state() -> tuple[Any, ...]:
 
 
 def _path(template: str, action: ActionRequest) -> str:
-    return template.format(action_id=action.pk, trajectory_id=action.trajectory_id)
+    return template.format(
+        action_id=action.pk, trajectory_id=action.trajectory_id, server="fs", tool="read_file", key_id=1
+    )
 
 
 def test_the_table_names_every_write_of_the_document() -> None:

@@ -45,6 +45,7 @@ def test_every_list_pages_with_a_bounded_limit() -> None:
         "/api/cycles": "cycles",
         "/api/training-runs": "training_runs",
         "/api/admissions": "admissions",
+        "/api/mcp/servers": "servers",
     }
     document = _document()
     for path in lists:

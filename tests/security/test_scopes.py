@@ -70,6 +70,19 @@ EXPECTED: dict[str, dict[str, Rule]] = {
     # Marking wrong creates an Evolver job: admins only, until a role grants training.add_diagnosticskill.
     "evolver-mark-wrong": {"POST": Rule(scopes.LEARNING_WRITE, "training.add_diagnosticskill", OPERATORS)},
     "evolver-skill": {"GET": Rule(scopes.LEARNING_READ, "training.view_diagnosticskill", READERS)},
+    # MCP servers (diagnostics/mcp/api.py): reads for every role, changes for admins.
+    "mcp-servers": {
+        "GET": Rule(scopes.MCP_ADMIN, "diagnostics.view_mcpserver", READERS),
+        "POST": Rule(scopes.MCP_ADMIN, "diagnostics.add_mcpserver", ADMINS),
+    },
+    "mcp-server": {"GET": Rule(scopes.MCP_ADMIN, "diagnostics.view_mcpserver", READERS)},
+    "mcp-server-sync": {"POST": Rule(scopes.MCP_ADMIN, "diagnostics.change_mcpserver", ADMINS)},
+    "mcp-server-allow-list": {"POST": Rule(scopes.MCP_ADMIN, "diagnostics.change_mcpserver", ADMINS)},
+    "mcp-tool-override": {"POST": Rule(scopes.MCP_ADMIN, "diagnostics.change_mcpserver", ADMINS)},
+    "mcp-tool-accept": {"POST": Rule(scopes.MCP_ADMIN, "diagnostics.change_mcpserver", ADMINS)},
+    "mcp-tool-output-kind": {"POST": Rule(scopes.MCP_ADMIN, "diagnostics.change_mcpserver", ADMINS)},
+    "mcp-server-grants": {"POST": Rule(scopes.MCP_ADMIN, "diagnostics.add_mcpgrant", ADMINS)},
+    "mcp-server-grant-revoke": {"POST": Rule(scopes.MCP_ADMIN, "diagnostics.delete_mcpgrant", ADMINS)},
 }
 
 # Bodies that pass authentication and then touch nothing lasting (an unknown profile, an unfinished
@@ -137,6 +150,9 @@ def world(gateway_url: str, transactional_db: None, enqueued: list[tuple[str, in
         "trajectory_id": trajectory.pk,
         "cycle_id": 999999,
         "skill_id": 999999,
+        "server": 999999,  # MCP: no such server or tool (404 once past the checks)
+        "tool": 999999,
+        "key_id": 999999,
     }
     return World(base=gateway_url, ids=ids, users=users)
 

@@ -1,0 +1,380 @@
+"""The MCP operations of ``/api/`` (``/api/mcp/...``): register servers, connect and classify them, set
+per-tool overrides and allow-lists, accept changes held for review, grant keys the gateway.
+
+A django-ninja router mounted by ``app/api/``. Every operation needs the key scope ``mcp:admin`` AND
+the owner's Django permission (``diagnostics/api_auth.py``; a session needs the permission alone):
+
+- reads (``GET``): ``diagnostics.view_mcpserver`` (every dashboard role holds the ``view_*``);
+- registering a server: ``diagnostics.add_mcpserver``; connecting, overrides, allow-lists, accepting a
+  held change, a tool's output kind: ``diagnostics.change_mcpserver``; grants:
+  ``diagnostics.add_mcpgrant`` / ``diagnostics.delete_mcpgrant`` (of the roles, only admins hold these).
+
+A stdio server is a program run on the Skillgate host, so over ``/api/`` its program must also be one the
+operator listed in ``SKILLGATE_MCP_API_STDIO_PROGRAMS`` (the admin site has no such list: it is the
+operator). Views parse, call one service of ``diagnostics/mcp/servers.py``, render.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from django.conf import settings
+from django.http import HttpRequest
+from ninja import Field, Query, Router, Schema
+from ninja.responses import codes_4xx
+from pydantic import field_validator
+from pydantic_core import PydanticCustomError
+
+from core.errors import ServiceError
+from diagnostics.api_auth import ErrorOut, Page, Paged, caller, needs, page_of
+from diagnostics.mcp import servers
+from diagnostics.mcp.kinds import OUTPUT_KINDS
+from diagnostics.mcp.selectors import effective_class, tool_reason
+from diagnostics.models import McpGrant, McpServer, McpTool
+from diagnostics.toolsets.registry import environment_names
+from routing import scopes
+from routing.models import ApiKey
+
+router = Router(tags=["mcp"])
+
+READ = needs(scopes.MCP_ADMIN, "diagnostics.view_mcpserver")
+REGISTER = needs(scopes.MCP_ADMIN, "diagnostics.add_mcpserver")
+MANAGE = needs(scopes.MCP_ADMIN, servers.MANAGE_PERMISSION)
+GRANT = needs(scopes.MCP_ADMIN, "diagnostics.add_mcpgrant")
+REVOKE = needs(scopes.MCP_ADMIN, "diagnostics.delete_mcpgrant")
+
+
+# --- request bodies -----------------------------------------------------------------------------
+
+
+class ServerIn(Schema):
+    """A server to register; ``connect`` lists and classifies its tools at once."""
+
+    name: str = Field(min_length=1, max_length=40, description="Lowercase letters, digits, single dashes.")
+    environment: str = Field(min_length=1, max_length=100, description="An environment name, e.g. local.")
+    transport: Literal["stdio", "http"]
+    command: list[str] = Field(
+        [],
+        max_length=64,
+        description="stdio: the program and its arguments (the program on the operator's list).",
+    )
+    url: str = Field("", max_length=500, description="http: the Streamable HTTP endpoint (http or https).")
+    secret_env: dict[str, str] = Field(
+        {},
+        description="Credentials by environment variable NAME: stdio {child variable: host variable}, "
+        "http {header: host variable holding the whole header value}.",
+    )
+    allow_list: list[str] = Field([], max_length=500, description="Tool names; empty: every tool.")
+    timeout_s: float = Field(20.0, gt=0, le=300, allow_inf_nan=False)
+    max_output_bytes: int = Field(64_000, ge=1000, le=4_000_000)
+    connect: bool = Field(False, description="Connect now and classify the tools (bounded by timeout_s).")
+
+    @field_validator("environment")
+    @classmethod
+    def _known(cls, value: str) -> str:
+        known = environment_names()
+        if value not in known:
+            raise PydanticCustomError(
+                "unknown_environment",
+                "Unknown environment {name!r}; known: {known}.",
+                {"name": value, "known": ", ".join(known)},
+            )
+        return value
+
+    @field_validator("command", "allow_list")
+    @classmethod
+    def _bounded_strings(cls, value: list[str]) -> list[str]:
+        if any(len(item) > 4096 for item in value):
+            raise PydanticCustomError("invalid_field", "Each item is at most 4096 characters.")
+        return value
+
+    @field_validator("secret_env")
+    @classmethod
+    def _few(cls, value: dict[str, str]) -> dict[str, str]:
+        if len(value) > 50:
+            raise PydanticCustomError("invalid_field", "'secret_env' names at most 50 variables.")
+        return value
+
+
+class OverrideIn(Schema):
+    to: Literal["write", "read", "clear"] = Field(
+        description="write: demote; read: promote a writing tool (audited, needs a note, shown in red); "
+        "clear: back to what the annotations say."
+    )
+    note: str = Field("", max_length=2000, description="Why (10+ characters to promote).")
+
+
+class NoteIn(Schema):
+    note: str = Field("", max_length=2000)
+
+
+class AllowListIn(Schema):
+    tools: list[str] = Field(max_length=500, description="Tool names; empty: every tool.")
+
+
+class OutputKindIn(Schema):
+    kind: str = Field(
+        description=f"What the tool's output is, for the analyzers: one of {', '.join(OUTPUT_KINDS)} "
+        "(empty: not declared)."
+    )
+
+    @field_validator("kind")
+    @classmethod
+    def _known_kind(cls, value: str) -> str:
+        if value not in OUTPUT_KINDS:
+            raise PydanticCustomError(
+                "invalid_field", "'kind': one of {kinds}.", {"kinds": ", ".join(OUTPUT_KINDS)}
+            )
+        return value
+
+
+class GrantIn(Schema):
+    key_id: int = Field(ge=1, le=2**31 - 1, description="The API key's id (keys page, admin).")
+    tools: list[str] = Field([], max_length=500, description="Tool names; empty: every allowed tool.")
+
+
+# --- answers ------------------------------------------------------------------------------------
+
+
+class ToolOut(Schema):
+    name: str
+    description: str
+    klass: str = Field(description="read, write or off, after the operator's overrides.")
+    why: str
+    declared: str
+    pending: str = Field(description="A change toward read held for review ('' when none).")
+    override: str
+    override_note: str
+    output_kind: str
+    present: bool
+    annotations: dict[str, Any] | None
+
+    @staticmethod
+    def resolve_klass(tool: McpTool) -> str:
+        return effective_class(tool)
+
+    @staticmethod
+    def resolve_why(tool: McpTool) -> str:
+        return tool_reason(tool)
+
+
+class ServerOut(Schema):
+    name: str
+    environment: str
+    transport: str
+    command: list[str]
+    url: str
+    secret_env: dict[str, str]
+    allow_list: list[str]
+    timeout_s: float
+    max_output_bytes: int
+    enabled: bool
+    synced_at: datetime | None
+    sync_error: str
+
+
+class ServerDetailOut(ServerOut):
+    tools: list[ToolOut]
+
+    @staticmethod
+    def resolve_tools(server: McpServer) -> list[McpTool]:
+        return list(server.tools.all())
+
+
+class ServerList(Paged):
+    servers: list[ServerOut]
+
+
+class SyncOut(Schema):
+    added: list[str]
+    changed: list[str]
+    held: list[str]
+    removed: list[str]
+    error: str
+
+
+class ServerSynced(Schema):
+    server: ServerDetailOut
+    sync: SyncOut | None
+
+
+class ServerOne(Schema):
+    server: ServerDetailOut
+
+
+class ToolOne(Schema):
+    tool: ToolOut
+
+
+class GrantOut(Schema):
+    key_id: int
+    server: str
+    tools: list[str]
+
+    @staticmethod
+    def resolve_server(grant: McpGrant) -> str:
+        return grant.server.name
+
+
+class GrantOne(Schema):
+    grant: GrantOut
+
+
+class Revoked(Schema):
+    revoked: bool
+
+
+# --- operations ---------------------------------------------------------------------------------
+
+
+def _server(name: str) -> McpServer:
+    server = McpServer.objects.filter(name=name).first()
+    if server is None:
+        raise ServiceError(f"No MCP server {name!r}.", code="not_found", status=404)
+    return server
+
+
+def _stdio_allowed(command: list[str]) -> None:
+    allowed = list(settings.MCP_API_STDIO_PROGRAMS)
+    if command and command[0] not in allowed:
+        listed = ", ".join(allowed) or "none"
+        raise ServiceError(
+            f"The program {command[0][:200]!r} is not one the operator allows over /api/ "
+            f"(SKILLGATE_MCP_API_STDIO_PROGRAMS: {listed}); register it in the admin instead.",
+            code="program_not_allowed",
+            status=403,
+        )
+
+
+@router.get(
+    "/mcp/servers",
+    auth=READ,
+    response={200: ServerList, codes_4xx: ErrorOut},
+    url_name="mcp-servers",
+    summary="List the registered MCP servers, newest first",
+)
+def server_list(request: HttpRequest, page: Query[Page]) -> dict[str, Any]:
+    rows, paging = page_of(lambda limit: McpServer.objects.order_by("-created_at", "-id")[:limit], page)
+    return {"servers": rows, **paging}
+
+
+@router.post(
+    "/mcp/servers",
+    auth=REGISTER,
+    response={201: ServerSynced, codes_4xx: ErrorOut},
+    url_name="mcp-servers",
+    summary="Register an MCP server for an environment (and connect to classify its tools)",
+)
+def server_register(request: HttpRequest, body: ServerIn) -> tuple[int, dict[str, Any]]:
+    fields = body.model_dump(exclude={"connect"})
+    if body.transport == McpServer.Transport.STDIO:
+        _stdio_allowed(body.command)
+    server = servers.mcp_server_register(by=caller(request).user, **fields)
+    report = servers.mcp_server_sync(server=server) if body.connect else None
+    return 201, {"server": server, "sync": report}
+
+
+@router.get(
+    "/mcp/servers/{server}",
+    auth=READ,
+    response={200: ServerOne, codes_4xx: ErrorOut},
+    url_name="mcp-server",
+    summary="An MCP server with each tool's class and why",
+)
+def server_detail(request: HttpRequest, server: str) -> dict[str, Any]:
+    return {"server": _server(server)}
+
+
+@router.post(
+    "/mcp/servers/{server}/sync",
+    auth=MANAGE,
+    response={200: ServerSynced, codes_4xx: ErrorOut},
+    url_name="mcp-server-sync",
+    summary="Connect and (re)classify the server's tools; changes toward read are held for review",
+)
+def server_sync(request: HttpRequest, server: str) -> dict[str, Any]:
+    row = _server(server)
+    report = servers.mcp_server_sync(server=row)
+    return {"server": row, "sync": report}
+
+
+@router.post(
+    "/mcp/servers/{server}/allow-list",
+    auth=MANAGE,
+    response={200: ServerOne, codes_4xx: ErrorOut},
+    url_name="mcp-server-allow-list",
+    summary="Set the server's allow-list (empty: every tool)",
+)
+def server_allow(request: HttpRequest, server: str, body: AllowListIn) -> dict[str, Any]:
+    row = servers.mcp_server_allow(server=_server(server), tools=body.tools, by=caller(request).user)
+    return {"server": row}
+
+
+@router.post(
+    "/mcp/servers/{server}/tools/{tool}/override",
+    auth=MANAGE,
+    response={200: ToolOne, codes_4xx: ErrorOut},
+    url_name="mcp-tool-override",
+    summary="Demote a tool to write, promote a writing tool to read (audited, with a note), or clear",
+)
+def tool_override(request: HttpRequest, server: str, tool: str, body: OverrideIn) -> dict[str, Any]:
+    row = servers.mcp_tool_override(
+        server=_server(server), tool=tool, to=body.to, by=caller(request).user, note=body.note
+    )
+    return {"tool": row}
+
+
+@router.post(
+    "/mcp/servers/{server}/tools/{tool}/accept",
+    auth=MANAGE,
+    response={200: ToolOne, codes_4xx: ErrorOut},
+    url_name="mcp-tool-accept",
+    summary="Accept a change toward read held for review",
+)
+def tool_accept(request: HttpRequest, server: str, tool: str, body: NoteIn | None = None) -> dict[str, Any]:
+    note = body.note if body is not None else ""
+    row = servers.mcp_tool_accept(server=_server(server), tool=tool, by=caller(request).user, note=note)
+    return {"tool": row}
+
+
+@router.post(
+    "/mcp/servers/{server}/tools/{tool}/output-kind",
+    auth=MANAGE,
+    response={200: ToolOne, codes_4xx: ErrorOut},
+    url_name="mcp-tool-output-kind",
+    summary="Declare what the tool's output is (logs, metrics, ...) so the analyzers read it as such",
+)
+def tool_output_kind(request: HttpRequest, server: str, tool: str, body: OutputKindIn) -> dict[str, Any]:
+    row = servers.mcp_tool_output_kind(
+        server=_server(server), tool=tool, kind=body.kind, by=caller(request).user
+    )
+    return {"tool": row}
+
+
+@router.post(
+    "/mcp/servers/{server}/grants",
+    auth=GRANT,
+    response={200: GrantOne, codes_4xx: ErrorOut},
+    url_name="mcp-server-grants",
+    summary="Let a key reach this server through the gateway /mcp/servers/<name> (for these tools)",
+)
+def grant_set(request: HttpRequest, server: str, body: GrantIn) -> dict[str, Any]:
+    row = _server(server)
+    key = ApiKey.objects.filter(pk=body.key_id).first()
+    if key is None:
+        raise ServiceError(f"No API key {body.key_id}.", code="not_found", status=404)
+    grant = servers.mcp_grant_set(key=key, server=row, tools=body.tools, by=caller(request).user)
+    return {"grant": grant}
+
+
+@router.post(
+    "/mcp/servers/{server}/grants/{int:key_id}/revoke",
+    auth=REVOKE,
+    response={200: Revoked, codes_4xx: ErrorOut},
+    url_name="mcp-server-grant-revoke",
+    summary="Take a key's gateway access to this server away",
+)
+def grant_revoke(request: HttpRequest, server: str, key_id: int) -> dict[str, Any]:
+    servers.mcp_grant_revoke(key_id=key_id, server=_server(server))
+    return {"revoked": True}
