@@ -66,6 +66,11 @@ DIAGNOSTICS_JUDGE_PROFILE = env_str("SKILLGATE_DIAGNOSTICS_JUDGE_PROFILE", "sre-
 DIAGNOSTICS_MAX_ITERATIONS = env_int("SKILLGATE_DIAGNOSTICS_MAX_ITERATIONS", 12)
 DIAGNOSTICS_OBSERVER_MAX_TOKENS = env_int("SKILLGATE_DIAGNOSTICS_OBSERVER_MAX_TOKENS", 900)
 DIAGNOSTICS_LLM_TIMEOUT_S = env_float("SKILLGATE_DIAGNOSTICS_LLM_TIMEOUT_S", 120.0)
+# The Observer profile's model is capable of native tool calls (OpenAI tools): LLM mode then runs the
+# tool-calling Observer after the analyzers' plan, within DIAGNOSTICS_MAX_ITERATIONS turns and this many
+# tokens per diagnosis (docs/diagnosis.md). Off: the JSON-protocol Observer (small models).
+DIAGNOSTICS_OBSERVER_TOOL_CALLING = env_bool("SKILLGATE_DIAGNOSTICS_OBSERVER_TOOL_CALLING", False)
+DIAGNOSTICS_AGENT_TOKEN_BUDGET = env_int("SKILLGATE_DIAGNOSTICS_AGENT_TOKEN_BUDGET", 60000)
 # Tool calls the analyzers-only planner may make in one diagnosis.
 DIAGNOSTICS_MAX_PROBES = env_int("SKILLGATE_DIAGNOSTICS_MAX_PROBES", 40)
 # Token budgets: what one Observer prompt may hold (findings, step summaries), and one step's summary.

@@ -37,6 +37,17 @@ def max_llm_iterations() -> int:
     return int(settings.DIAGNOSTICS_MAX_ITERATIONS)
 
 
+def observer_tool_calling() -> bool:
+    """The Observer profile's model is declared capable of native tool calls (OpenAI ``tools``): LLM mode
+    runs the tool-calling Observer (diagnostics.agent.tool_agent) instead of the JSON-protocol one."""
+    return bool(settings.DIAGNOSTICS_OBSERVER_TOOL_CALLING)
+
+
+def agent_token_budget() -> int:
+    """Tokens (prompt + completion, every turn) the tool-calling Observer may spend on one diagnosis."""
+    return int(settings.DIAGNOSTICS_AGENT_TOKEN_BUDGET)
+
+
 def observer_max_tokens() -> int:
     """Output cap of one Observer decision (a JSON object; small models ramble without a cap)."""
     return int(settings.DIAGNOSTICS_OBSERVER_MAX_TOKENS)

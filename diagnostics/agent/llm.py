@@ -1,8 +1,9 @@
 """The agent's only way to an LLM: the gateway's OpenAI-compatible API, with the official SDK.
 
 Each call names its task profile (``X-Skillgate-Task`` and ``metadata.task``) and, when it expects
-JSON, a ``json_schema`` verifier in ``metadata``, so the gateway routes, verifies and logs it like
-any other call. The Invocation id the gateway returns is kept for the Step that used it.
+JSON, a ``json_schema`` verifier in ``metadata`` (a native tool-calling turn: the ``tool_args``
+verifier), so the gateway routes, verifies and logs it like any other call. The Invocation id the
+gateway returns is kept for the Step that used it.
 """
 
 from __future__ import annotations
@@ -25,6 +26,23 @@ class LLMReply:
     invocation_id: str
     route: str
     verdict: str
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    id: str
+    name: str
+    arguments: str  # the JSON text the model wrote, unparsed
+
+
+@dataclass(frozen=True)
+class ToolTurn:
+    """One answer of a tool-calling conversation: text, tool calls, or both."""
+
+    content: str
+    tool_calls: tuple[ToolCall, ...]
+    invocation_id: str
+    tokens: int  # prompt + completion as the upstream counted them (0: it did not say)
 
 
 class GatewayClient:
@@ -68,6 +86,42 @@ class GatewayClient:
             invocation_id=raw.headers.get("x-skillgate-invocation", ""),
             route=raw.headers.get("x-skillgate-route", ""),
             verdict=raw.headers.get("x-skillgate-verdict", ""),
+        )
+
+    def tool_turn(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], *, max_tokens: int
+    ) -> ToolTurn:
+        """One turn of a native tool-calling conversation (OpenAI ``tools``, ``tool_choice`` auto); the
+        gateway checks the calls against the declared tools (the ``tool_args`` verifier)."""
+        metadata: dict[str, Any] = {"task": self.profile, "verifier": {"kind": "tool_args"}}
+        try:
+            raw = self._client.chat.completions.with_raw_response.create(  # type: ignore[call-overload]
+                model="auto",
+                messages=messages,
+                tools=tools,
+                tool_choice="auto",
+                max_tokens=max_tokens,
+                temperature=0,
+                extra_headers={"X-Skillgate-Task": self.profile},
+                extra_body={"metadata": metadata},
+            )
+            completion = raw.parse()
+        except openai.APIStatusError as exc:
+            raise LLMUnavailable(f"The gateway answered {exc.status_code}: {exc.message}") from exc
+        except openai.APIError as exc:
+            raise LLMUnavailable(f"The gateway could not be reached: {exc}") from exc
+        message = completion.choices[0].message if completion.choices else None
+        calls = tuple(
+            ToolCall(call.id or f"call_{i}", call.function.name or "", call.function.arguments or "")
+            for i, call in enumerate((message.tool_calls if message else None) or [])
+            if getattr(call, "function", None) is not None
+        )
+        usage = completion.usage
+        return ToolTurn(
+            content=(message.content if message else "") or "",
+            tool_calls=calls,
+            invocation_id=raw.headers.get("x-skillgate-invocation", ""),
+            tokens=int(usage.total_tokens or 0) if usage is not None else 0,
         )
 
 

@@ -1,9 +1,11 @@
 """The Observer: plans and decides (next probe, propose an action, submit a diagnosis).
 
 It sees the incident, the tool and action specs, the findings and the compressed summaries of the
-steps so far — never raw output — and answers with one Decision. Observers are a small ABC with two
-kinds, chosen by ``runner.build_observer_for``: ``llm`` (through the gateway, JSON protocol verified by
-the gateway's json_schema verifier) and ``analyzers`` (deterministic, no LLM; diagnostics.agent.planner).
+steps so far — never raw output — and answers with one Decision. Observers are a small ABC, chosen by
+``runner.build_observer_for``: ``analyzers`` (deterministic, no LLM; diagnostics.agent.planner and
+questions), ``llm`` with a model declared capable of native tool calls (the planner, then the
+tool-calling agent of diagnostics.agent.tool_agent) and ``llm`` otherwise (this module's JSON protocol
+through the gateway, verified by its json_schema verifier).
 """
 
 from __future__ import annotations

@@ -38,9 +38,18 @@ from diagnostics.agent.observer import (
 from diagnostics.agent.planner import RulePlanner
 from diagnostics.agent.probe import Probe
 from diagnostics.agent.questions import QuestionPlanner
-from diagnostics.agent.replies import answer_for, no_data_finding, question_anchor
-from diagnostics.agent.skills import SkillEntry
+from diagnostics.agent.replies import NO_DATA, answer_for, no_data_finding, question_anchor
+from diagnostics.agent.skills import SkillEntry, incident_signature, matching, render_matches
 from diagnostics.agent.subject import AlertContext
+from diagnostics.agent.tool_agent import (
+    AgentContext,
+    AgentOutcome,
+    Read,
+    Reader,
+    ToolAgent,
+    ToolCallingObserver,
+    call_key,
+)
 from diagnostics.toolsets.base import ToolSpec
 from diagnostics.toolsets.registry import Environment
 
@@ -75,6 +84,8 @@ class Outcome:
     exhausted: bool = False
     # The answer shape (diagnostics.agent.answers.Answer.to_json()): intent, shape, headline, rows...
     answer: dict[str, Any] = field(default_factory=dict)
+    # The tool-calling Observer's run (tool_agent.AgentOutcome.to_json()): kept or why not; {} without one.
+    observer: dict[str, Any] = field(default_factory=dict)
 
 
 class Recorder(Protocol):
@@ -135,6 +146,15 @@ def build_observer_for(
     client = client or gateway_client(profile)
     if client is None:
         return planner
+    if config.observer_tool_calling():
+        agent = ToolAgent(
+            client,
+            max_turns=config.max_llm_iterations(),
+            token_budget=config.agent_token_budget(),
+            max_tokens=config.observer_max_tokens(),
+            context_tokens=config.context_budget_tokens(),
+        )
+        return ToolCallingObserver(planner, agent, skills=skills)
     return LLMObserver(client=client, fallback=planner, skills=skills)
 
 
@@ -195,6 +215,30 @@ def investigate(
             findings=[f.to_json() for f in fresh],
         )
     )
+
+    def read(tool: str, params: dict[str, Any], invocation_id: str) -> Read:
+        """One read through the Probe: analyzed, recorded as a step, summarized (never raw) for Observers."""
+        got = probe.call(tool, params)
+        raw = ToolOutput(got.tool, got.params, got.output, got.ok, got.no_data, got.kind)
+        state.record(raw)
+        fresh = add(analyze(ToolOutput(**{**raw.__dict__, "text": normalize(got.output)}), state))
+        if got.no_data or not got.ok:
+            fresh += add([no_data_finding(got.tool, got.params, got.output)])
+        summary = compressor.summarize(got)
+        result, cut = _clip(got.output)
+        found = [f.to_json() for f in fresh]
+        recorder.step(
+            StepRecord(
+                "probe", tool, dict(params), result, cut, got.ok, got.no_data, summary, found, invocation_id
+            )
+        )
+        view = StepView(
+            len(steps) + 1, tool, dict(params), got.ok, got.no_data, summary, tuple(f.summary for f in fresh)
+        )
+        steps.append(view)
+        tool_calls.append({"tool": tool, "params": params, "ok": got.ok, "no_data": got.no_data})
+        return Read(view.index, summary, view.findings)
+
     tools = probe.tools()
     diagnosis_text, root_cause, submit_invocation = "", "", ""
     exhausted = True
@@ -214,58 +258,7 @@ def investigate(
         if decision.note:
             recorder.step(StepRecord("note", summary=decision.note, ok=False))
         if decision.kind == PROBE:
-            outcome = probe.call(decision.tool, decision.params)
-            out = ToolOutput(
-                outcome.tool,
-                outcome.params,
-                normalize(outcome.output),
-                outcome.ok,
-                outcome.no_data,
-                outcome.kind,
-            )
-            state.record(
-                ToolOutput(
-                    outcome.tool, outcome.params, outcome.output, outcome.ok, outcome.no_data, outcome.kind
-                )
-            )
-            fresh = add(analyze(out, state))
-            if outcome.no_data or not outcome.ok:
-                fresh += add([no_data_finding(outcome.tool, outcome.params, outcome.output)])
-            summary = compressor.summarize(outcome)
-            result, cut = _clip(outcome.output)
-            recorder.step(
-                StepRecord(
-                    "probe",
-                    decision.tool,
-                    dict(decision.params),
-                    result,
-                    cut,
-                    outcome.ok,
-                    outcome.no_data,
-                    summary,
-                    [f.to_json() for f in fresh],
-                    decision.invocation_id,
-                )
-            )
-            steps.append(
-                StepView(
-                    len(steps) + 1,
-                    decision.tool,
-                    dict(decision.params),
-                    outcome.ok,
-                    outcome.no_data,
-                    summary,
-                    tuple(f.summary for f in fresh),
-                )
-            )
-            tool_calls.append(
-                {
-                    "tool": decision.tool,
-                    "params": decision.params,
-                    "ok": outcome.ok,
-                    "no_data": outcome.no_data,
-                }
-            )
+            read(decision.tool, decision.params, decision.invocation_id)
         elif decision.kind == PROPOSE:
             problem = _invalid_proposal(decision.action, decision.args, actions, proposed)
             if problem:
@@ -337,6 +330,18 @@ def investigate(
         kept = [line for line in diagnosis_text.splitlines() if not line.startswith("workload_healthy:")]
         diagnosis_text = "\n".join([answer.headline, *kept, "workload_healthy: unknown (no data)"])
         root_cause = root_cause or answer.headline
+    report: dict[str, Any] = {}
+    if isinstance(observer, ToolCallingObserver):
+        agent = _run_agent(
+            observer, alert, state, findings, steps, tools, actions, diagnosis_text, answer.no_data, read
+        )
+        report = agent.to_json()
+        if agent.kept:
+            diagnosis_text = f"{agent.answer}\n\nWhat the analyzers found:\n{diagnosis_text}"
+            submit_invocation = agent.invocation_id
+        else:
+            note = f"The LLM observer's answer was not kept ({agent.reason}); the analyzers' answer stands."
+            recorder.step(StepRecord("note", summary=note, result=agent.answer[:4000], ok=False))
     recorder.step(
         StepRecord(
             "submit",
@@ -358,9 +363,48 @@ def investigate(
         healthy=None if answer.no_data else fallback.healthy,
         exhausted=exhausted,
         answer=answer.to_json(),
+        observer=report,
     )
     recorder.finish(finished)
     return finished
+
+
+def _run_agent(
+    observer: ToolCallingObserver,
+    alert: AlertContext,
+    state: AnalysisState,
+    findings: list[Finding],
+    steps: list[StepView],
+    tools: list[ToolSpec],
+    actions: list[ToolSpec],
+    floor: str,
+    reads_empty: bool,
+    read: Reader,
+) -> AgentOutcome:
+    """The tool-calling Observer after the planner: any failure of it is a reason, never an exception."""
+    skills = matching(observer.skills, incident_signature(alert, findings))
+    context = AgentContext(
+        alert=alert,
+        intent=state.intent.kind if state.intent is not None else "status",
+        tools=tools,
+        actions=[a.name for a in actions],
+        plan=[f"#{s.index} {s.summary.splitlines()[0] if s.summary else s.tool}" for s in steps],
+        findings=list(findings),
+        floor_answer=floor,
+        done={call_key(s.tool, s.params): Read(s.index, s.summary, s.findings) for s in steps},
+        skills="\n".join(render_matches(skills)),
+    )
+
+    def evidence() -> list[str]:
+        found = [f"{f.subject} {f.summary} {f.evidence} {f.fix}" for f in findings]
+        outputs = [f"{o.tool} {json.dumps(o.params, default=str)} {o.text}" for o in state.outputs]
+        return [alert.as_text(), floor, *found, *outputs]
+
+    problems = any(f.is_problem and f.kind != NO_DATA for f in findings)
+    try:
+        return observer.agent.run(context, read, evidence, problems_found=problems, reads_empty=reads_empty)
+    except Exception as exc:  # the floor stands whatever the agent does
+        return AgentOutcome(reason=f"the agent failed: {type(exc).__name__}: {exc}")
 
 
 def _invalid_proposal(
