@@ -50,6 +50,7 @@ from django.urls import get_resolver  # noqa: E402
 from app.edge import body_limited  # noqa: E402
 from app.mcp.edge import PREFIX as MCP_PREFIX  # noqa: E402
 from app.mcp.edge import application as mcp_edge  # noqa: E402
+from core.paths import canonical_path  # noqa: E402
 from routing import inflight, ledger_writer  # noqa: E402
 from routing.edge.app import PREFIX as EDGE_PREFIX  # noqa: E402
 from routing.edge.app import application as edge  # noqa: E402
@@ -74,6 +75,10 @@ async def lifespan(receive: Any, send: Any) -> None:
 
 
 async def dispatch(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    if scope["type"] == "http":  # one spelling of each path for every check below (core/paths.py)
+        path = canonical_path(scope["path"])
+        if path != scope["path"]:
+            scope = {**scope, "path": path}
     if scope["type"] == "lifespan":
         await lifespan(receive, send)
     elif scope["type"] == "http" and scope["path"] in inflight.CALL_PATHS and scope["method"] == "POST":

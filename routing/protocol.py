@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from routing.errors import ApiError, bad_request
 from routing.json_body import JsonBodyError, loads_request
+from routing.schemas import schema_problem
 
 # The most choices (``n``) one chat completion may ask for: each is generated, paid and verified.
 MAX_CHOICES = 16
@@ -41,6 +42,14 @@ class FunctionDef(Strict):
     description: str | None = None
     parameters: dict[str, Any] | None = None
     strict: bool | None = None
+
+    @field_validator("parameters")
+    @classmethod
+    def _usable_schema(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        problem = None if value is None else schema_problem(value)
+        if problem:
+            raise ValueError(f"not a usable JSON schema: {problem}")
+        return value
 
 
 class Tool(Strict):
@@ -96,6 +105,12 @@ class ChatRequest(Strict):
     def _known_response_format(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
         if value is not None and value.get("type") not in ("text", "json_object", "json_schema"):
             raise ValueError("type must be one of text, json_object, json_schema")
+        if value is not None and value.get("type") == "json_schema":
+            spec = value.get("json_schema")
+            schema = spec.get("schema") if isinstance(spec, dict) else None
+            problem = None if schema is None else schema_problem(schema)
+            if problem:
+                raise ValueError(f"json_schema.schema is not a usable JSON schema: {problem}")
         return value
 
     @property
@@ -143,7 +158,7 @@ def parse_body(raw: bytes, model: type[Parsed]) -> Parsed:
     try:
         data = loads_request(raw)  # bounded size and nesting depth (SKILLGATE MAX_JSON_DEPTH)
     except JsonBodyError as exc:
-        raise bad_request(exc.message, code=exc.code) from None
+        raise bad_request(exc.message, param=exc.param, code=exc.code) from None
     if not isinstance(data, dict):
         raise bad_request("Request body must be a JSON object.", code="invalid_json")
     try:

@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable
 from django.conf import settings
 from django.db import DatabaseError
 
+from core.paths import canonical_path
 from routing import anthropic
 from routing.edge import chat, embeddings, messages, responses
 from routing.edge.http import (
@@ -75,14 +76,15 @@ def method_not_allowed(method: str, allowed: list[str]) -> ApiError:
 
 
 def _matches(pattern: str, path: str) -> bool:
-    want, got = pattern.split("/"), path.rstrip("/").split("/")
+    want, got = pattern.split("/"), path.split("/")
     if len(want) != len(got):
         return False
     return all(w == g or (w == "{id}" and bool(g)) for w, g in zip(want, got, strict=True))
 
 
 def resolve(method: str, path: str) -> Handler:
-    methods = ROUTES.get(path.rstrip("/") if path != "/" else path)
+    path = canonical_path(path)  # app/asgi.py gave the canonical path already; direct callers too
+    methods = ROUTES.get(path)
     if methods is None:
         methods = next(
             (routes for pattern, routes in PATTERN_ROUTES.items() if _matches(pattern, path)), None

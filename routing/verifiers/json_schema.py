@@ -1,20 +1,20 @@
 """``json_schema``: the answer must be JSON valid against a schema (config or ``response_format``).
 
-Also home of the small helpers the other verifiers share: :func:`message_text`, :func:`schema_errors`.
+Also home of the small helpers the other verifiers share: :func:`message_text`, :func:`parse_json`.
+Schemas are checked and applied by routing/schemas.py (bounded, local references only, linear-time
+patterns).
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
 from typing import Any
 
 import orjson
-from jsonschema import exceptions as jsonschema_exceptions
-from jsonschema.validators import validator_for
 
 from routing.json_body import loads_answer
+from routing.schemas import schema_errors, schema_problem
 from routing.verifiers.base import Verdict, Verifier, VerifierConfigError, register
 
 _FENCED_JSON = re.compile(r"\A\s*```[ \t]*(?:json)?[ \t]*\n(.*?)\n?[ \t]*```\s*\Z", re.DOTALL | re.IGNORECASE)
@@ -32,33 +32,6 @@ def message_text(message: dict[str, Any]) -> str:
             if isinstance(part, dict) and part.get("type") in ("text", "output_text")
         )
     return ""
-
-
-def schema_problem(schema: Any) -> str | None:
-    """Why ``schema`` is not a usable JSON schema, or None."""
-    if not isinstance(schema, dict | bool):
-        return f"must be an object, got {type(schema).__name__}"
-    try:
-        validator_for(schema).check_schema(schema)
-    except jsonschema_exceptions.SchemaError as exc:
-        return f"{exc.message} (at {_json_path(exc.absolute_path)})"
-    return None
-
-
-def schema_errors(schema: dict[str, Any] | bool, instance: Any) -> str | None:
-    """``None`` when ``instance`` is valid, else one line naming the failing path and the reason."""
-    cls = validator_for(schema)
-    errors = list(cls(schema, format_checker=cls.FORMAT_CHECKER).iter_errors(instance))
-    if not errors:
-        return None
-    best = jsonschema_exceptions.best_match(errors)
-    assert best is not None
-    more = f" (+{len(errors) - 1} more)" if len(errors) > 1 else ""
-    return f"at {_json_path(best.absolute_path)}: {best.message}{more}"
-
-
-def _json_path(parts: Iterable[str | int]) -> str:
-    return "$" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in parts)
 
 
 def _reject_constant(name: str) -> Any:

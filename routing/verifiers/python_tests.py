@@ -1,9 +1,15 @@
 """``python_tests``: run the answer's code with the configured tests in the sandbox.
 
-The program is ``prompt`` (if any), the answer's code, the ``test`` code, ``check(<entry_point>)`` when
-the test defines ``check``, and finally a random marker line.  The answer runs with ``__name__`` set to
-``"solution"`` so its ``if __name__ == "__main__":`` demo blocks stay quiet, and the run only passes
-when the marker is printed, so an answer that exits early (``sys.exit(0)``) cannot skip the tests.
+The program is ``prompt`` (if any), the answer's code, the ``test`` code and ``check(<entry_point>)``
+when the test defines ``check``, run by a small harness. The answer runs with ``__name__`` set to
+``"solution"`` so its ``if __name__ == "__main__":`` demo blocks stay quiet.
+
+The verdict is one the answer cannot forge by what it can read: the run passes only when the harness
+prints a random nonce after the tests returned, and the nonce is in no text, file, argument or
+environment of the program. The sandbox hands it over in a pipe (routing/verifiers/sandbox.py) that
+the harness reads and closes before any of the answer runs, so reading the program, its /proc entries
+or its fds finds nothing to print; exiting early (``sys.exit``, ``os._exit``, a signal, ``SystemExit``
+raised inside a tested function) never prints it.
 """
 
 from __future__ import annotations
@@ -50,6 +56,38 @@ def defines(code: str, name: str) -> bool:
     return re.search(pattern, code, re.MULTILINE) is not None
 
 
+# Reads the nonce (sys.argv[1] names its pipe) and closes the pipe before the answer's first line; runs
+# answer and tests in a namespace of their own; prints the nonce only when they returned.
+_HARNESS = """\
+import linecache as _sg_lines, os as _sg_os, sys as _sg_sys
+
+
+def _sg_run(body):
+    fd = int(_sg_sys.argv[1])
+    done = _sg_os.read(fd, 256)
+    _sg_os.close(fd)
+    del _sg_sys.argv[1:]
+    _sg_lines.cache["<answer>"] = (len(body), None, body.splitlines(True), "<answer>")  # tracebacks
+    try:
+        exec(compile(body, "<answer>", "exec"), {{"__name__": "solution", "__builtins__": __builtins__}})
+    except SystemExit as exc:  # leaving before the tests finished is not passing them
+        _sg_sys.stderr.write(f"the program exited before the tests finished (SystemExit: {{exc.code}})\\n")
+        _sg_sys.stderr.flush()
+        _sg_os._exit(1)
+    except BaseException:
+        import traceback
+
+        traceback.print_exc()
+        _sg_sys.stderr.flush()
+        _sg_os._exit(1)
+    _sg_sys.stdout.flush()
+    _sg_os.write(1, b"\\n" + done + b"\\n")
+
+
+_sg_run({body})
+"""
+
+
 def _number(config: dict[str, Any], key: str, default: float, low: float, high: float) -> float:
     value = config.get(key, default)
     if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value <= high:
@@ -86,7 +124,7 @@ class PythonTestsVerifier(Verifier):
         self.timeout_s = _number(config, "timeout_s", 10, 0.1, MAX_TIMEOUT_S)
         self.memory_mb = int(_number(config, "memory_mb", 512, 64, MAX_MEMORY_MB))
 
-    def program(self, answer: str, marker: str) -> str:
+    def program(self, answer: str) -> str:
         code = extract_code(answer)
         if self.prompt and not (self.entry_point and defines(code, self.entry_point)):
             solution = self.prompt + ("" if self.prompt.endswith("\n") else "\n") + code
@@ -95,17 +133,16 @@ class PythonTestsVerifier(Verifier):
         else:
             solution = code
         call = f"check({self.entry_point})\n" if self.entry_point and _DEFINES_CHECK.search(self.test) else ""
-        return (
-            f'__name__ = "solution"\n{solution}\n\n__name__ = "__main__"\n{self.test}\n\n{call}'
-            f"import sys as _sg_sys\n_sg_sys.stdout.write({marker!r} + '\\n')\n"
-        )
+        body = f'__name__ = "solution"\n{solution}\n\n__name__ = "__main__"\n{self.test}\n\n{call}'
+        return _HARNESS.format(body=repr(body))
 
     def verify(self, *, request: dict[str, Any], message: dict[str, Any]) -> Verdict:
-        marker = f"skillgate-tests-done-{secrets.token_hex(8)}"
+        marker = f"skillgate-tests-done-{secrets.token_hex(16)}"
         result = run_python(
-            self.program(message_text(message), marker),
+            self.program(message_text(message)),
             timeout_s=self.timeout_s,
             memory_mb=self.memory_mb,
+            secret=marker.encode(),
         )
         if result.timed_out:
             return Verdict(False, f"timeout after {self.timeout_s:g}s")

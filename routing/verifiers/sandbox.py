@@ -54,7 +54,7 @@ MAX_MEMORY_MB = 2048
 _KILL_GRACE_S = 5.0
 _PROBE = "print('sandbox-ok')"
 
-# The first program inside the sandbox; argv: memory_bytes cpu_s fsize nproc nofile.
+# The first program inside the sandbox; argv: memory_bytes cpu_s fsize nproc nofile [secret_fd].
 _PRELUDE = """\
 import os, resource as r, sys
 mem, cpu, fsize, nproc, nofile = (int(v) for v in sys.argv[1:6])
@@ -65,7 +65,7 @@ for res, soft, hard in ((r.RLIMIT_AS, mem, mem), (r.RLIMIT_CPU, cpu, cpu + 1),
     if cap != r.RLIM_INFINITY:
         soft, hard = min(soft, cap), min(hard, cap)
     r.setrlimit(res, (soft, hard))
-os.execv(sys.executable, [sys.executable, "-I", "-B", "solution.py"])
+os.execv(sys.executable, [sys.executable, "-I", "-B", "solution.py", *sys.argv[6:7]])
 """
 
 __all__ = ["OUTPUT_LIMIT", "SandboxResult", "SandboxUnavailable", "run_python", "sandbox_runtime"]
@@ -88,8 +88,12 @@ def _setting(name: str, default: Any) -> Any:
         return default
 
 
-def run_python(source: str, *, timeout_s: float, memory_mb: int) -> SandboxResult:
-    """Run ``source`` as a program; ``ok`` means exit status 0 within ``timeout_s``. Never raises."""
+def run_python(source: str, *, timeout_s: float, memory_mb: int, secret: bytes = b"") -> SandboxResult:
+    """Run ``source`` as a program; ``ok`` means exit status 0 within ``timeout_s``. Never raises.
+
+    A ``secret`` is not in the program's text, files, arguments or environment: it waits in a pipe
+    whose fd number is the program's ``sys.argv[1]``, for the program to read and close before it runs
+    anything untrusted (routing/verifiers/python_tests.py reports completion with it)."""
     timeout_s = max(0.1, min(float(timeout_s), MAX_TIMEOUT_S))
     memory_mb = max(32, min(int(memory_mb), MAX_MEMORY_MB))
     try:
@@ -106,9 +110,11 @@ def run_python(source: str, *, timeout_s: float, memory_mb: int) -> SandboxResul
         runtime = None
     scratch = Path(tempfile.mkdtemp(prefix="skillgate-sandbox-"))
     try:
-        if runtime is None:
-            return _run_unsafe(source, scratch, timeout_s=timeout_s, memory_mb=memory_mb)
-        return _run_sandboxed(runtime, source, scratch, timeout_s=timeout_s, memory_mb=memory_mb)
+        with _secret_pipe(secret) as secret_fds:
+            limits = {"timeout_s": timeout_s, "memory_mb": memory_mb, "extra": secret_fds}
+            if runtime is None:
+                return _run_unsafe(source, scratch, **limits)
+            return _run_sandboxed(runtime, source, scratch, **limits)
     except Exception as exc:  # a sandbox failure is a failed run, not a crash of the caller
         return SandboxResult(False, None, "", f"sandbox error: {type(exc).__name__}: {exc}", False)
     finally:
@@ -129,7 +135,7 @@ def sandbox_runtime() -> bwrap.Runtime:
         if runtime not in _verified:
             scratch = Path(tempfile.mkdtemp(prefix="skillgate-sandbox-probe-"))
             try:
-                result = _run_sandboxed(runtime, _PROBE, scratch, timeout_s=20, memory_mb=256)
+                result = _run_sandboxed(runtime, _PROBE, scratch, timeout_s=20, memory_mb=256, extra=[])
             except Exception as exc:
                 raise SandboxUnavailable(f"bwrap cannot start: {type(exc).__name__}: {exc}") from exc
             finally:
@@ -147,6 +153,21 @@ def _limits(timeout_s: float, memory_mb: int) -> list[str]:
     return [str(v) for v in limits]
 
 
+@contextlib.contextmanager
+def _secret_pipe(secret: bytes) -> Any:
+    """``[read fd]`` of a pipe holding ``secret`` (closed for writing), or ``[]`` without one."""
+    if not secret:
+        yield []
+        return
+    read, write = os.pipe()
+    try:
+        os.write(write, secret)  # far below a pipe's buffer: never blocks
+        os.close(write)
+        yield [read]
+    finally:
+        os.close(read)
+
+
 def _memfd(name: str, data: bytes) -> int:
     fd = os.memfd_create(name)
     os.write(fd, data)
@@ -155,7 +176,7 @@ def _memfd(name: str, data: bytes) -> int:
 
 
 def _run_sandboxed(
-    runtime: bwrap.Runtime, source: str, scratch: Path, *, timeout_s: float, memory_mb: int
+    runtime: bwrap.Runtime, source: str, scratch: Path, *, timeout_s: float, memory_mb: int, extra: list[int]
 ) -> SandboxResult:
     code = source.encode("utf-8")
     program = seccomp.program()
@@ -163,22 +184,24 @@ def _run_sandboxed(
     if program is not None:
         fds.append(_memfd("seccomp", program))
     try:
-        argv = [runtime.python, "-I", "-B", "-c", _PRELUDE, *_limits(timeout_s, memory_mb)]
+        argv = [runtime.python, "-I", "-B", "-c", _PRELUDE, *_limits(timeout_s, memory_mb), *map(str, extra)]
         cmd = bwrap.command(runtime, source_fd=fds[0], seccomp_fd=fds[1] if len(fds) > 1 else None, argv=argv)
         # An empty environment: bwrap's pid 1 inside keeps it, and /proc/1/environ shows it.
-        return _execute(cmd, scratch, cwd="/", env={}, pass_fds=fds, timeout_s=timeout_s)
+        return _execute(cmd, scratch, cwd="/", env={}, pass_fds=[*fds, *extra], timeout_s=timeout_s)
     finally:
         for fd in fds:
             os.close(fd)
 
 
-def _run_unsafe(source: str, scratch: Path, *, timeout_s: float, memory_mb: int) -> SandboxResult:
+def _run_unsafe(
+    source: str, scratch: Path, *, timeout_s: float, memory_mb: int, extra: list[int]
+) -> SandboxResult:
     work = scratch / "work"
     work.mkdir()
     (work / "solution.py").write_text(source, encoding="utf-8")
-    argv = [sys.executable, "-I", "-B", "-c", _PRELUDE, *_limits(timeout_s, memory_mb)]
+    argv = [sys.executable, "-I", "-B", "-c", _PRELUDE, *_limits(timeout_s, memory_mb), *map(str, extra)]
     env = {"PATH": "/usr/bin:/bin", "HOME": str(work), "TMPDIR": str(work), "LANG": "C.UTF-8"}
-    return _execute(argv, scratch, cwd=str(work), env=env, pass_fds=[], timeout_s=timeout_s)
+    return _execute(argv, scratch, cwd=str(work), env=env, pass_fds=extra, timeout_s=timeout_s)
 
 
 def _execute(

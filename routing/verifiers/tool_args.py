@@ -12,8 +12,9 @@ import json
 from typing import Any
 
 from routing.json_body import loads_answer
+from routing.schemas import schema_errors, schema_problem
 from routing.verifiers.base import Verdict, Verifier, VerifierConfigError, register
-from routing.verifiers.json_schema import INLINE_TEXT_CHARS, inline_schema, schema_errors, schema_problem
+from routing.verifiers.json_schema import INLINE_TEXT_CHARS, inline_schema
 from routing.verifiers.tool_grounding import (
     Evidence,
     conversation_text,

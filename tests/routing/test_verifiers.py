@@ -61,7 +61,7 @@ def test_json_valid_against_config_schema_passes():
 def test_json_missing_required_field_fails_naming_it():
     verdict = check_json('{"name": "Ada"}', schema=PERSON)
     assert not verdict.passed
-    assert "'age' is a required property" in verdict.detail
+    assert '"age" is a required property' in verdict.detail
     assert "$" in verdict.detail
 
 
@@ -113,7 +113,7 @@ def test_json_uses_response_format_schema_when_config_has_none():
     }
     assert check_json('{"name": "Ada", "age": 36}', request=request).passed
     verdict = check_json('{"age": 36}', request=request)
-    assert not verdict.passed and "'name' is a required property" in verdict.detail
+    assert not verdict.passed and '"name" is a required property' in verdict.detail
 
 
 def test_config_schema_wins_over_response_format():
@@ -202,7 +202,7 @@ def test_tool_wrong_argument_type_fails():
 
 def test_tool_missing_required_argument_fails():
     verdict = check_tools([tool_call("get_weather", '{"days": 2}')])
-    assert not verdict.passed and "'city' is a required property" in verdict.detail
+    assert not verdict.passed and '"city" is a required property' in verdict.detail
 
 
 def test_tool_extra_argument_fails_when_schema_forbids_it():

@@ -28,8 +28,9 @@ from routing.errors import UpstreamError
 from routing.json_body import loads_answer
 from routing.ledger import HAS_BODY
 from routing.models import Invocation, TaskProfile
+from routing.schemas import schema_errors
 from routing.services import task_profile_skillbook_set
-from routing.verifiers.json_schema import message_text, schema_errors
+from routing.verifiers.json_schema import message_text
 from training import selectors
 from training.models import Demonstration, Skill, SkillBook
 from training.services.cycle.calls import cycle_setting, learning_call, required, split_of, task_signature
