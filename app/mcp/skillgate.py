@@ -79,12 +79,16 @@ async def open_incident(who: Caller, args: dict[str, Any]) -> Any:
     return {"incident": await sync_to_async(_incident_out)(incident)}
 
 
+def _fresh(incident_id: int) -> dict[str, Any]:
+    return _incident_out(Incident.objects.get(pk=incident_id))
+
+
 async def ask(who: Caller, args: dict[str, Any]) -> Any:
     """Opens an incident for the question and waits (at most ``wait_s``) for its diagnosis."""
     incident = await sync_to_async(_open)(who, {**args, "text": args.get("question", "")})
     deadline = time.monotonic() + min(MAX_WAIT_S, max(0, int(args.get("wait_s", 30))))
     while True:
-        out = await sync_to_async(_incident_out)(Incident.objects.get(pk=incident.pk))
+        out = await sync_to_async(_fresh)(incident.pk)
         done = out.get("diagnosis", {}).get("status") in (
             Trajectory.Status.SUCCEEDED,
             Trajectory.Status.FAILED,

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from diagnostics.mcp import classify
@@ -53,16 +55,17 @@ def test_a_change_toward_read_is_held_and_a_change_toward_write_applies_at_once(
 
 
 def test_the_fingerprint_covers_schema_annotations_and_description():
-    base = {
+    base: dict[str, Any] = {
         "name": "t",
         "description": "d",
         "input_schema": {"type": "object"},
         "annotations": {"readOnlyHint": True},
     }
     printed = classify.fingerprint(**base)
-    for change in [
+    changes: list[dict[str, Any]] = [
         {"description": "d2"},
         {"input_schema": {"type": "object", "properties": {"x": {}}}},
         {"annotations": {"readOnlyHint": False}},
-    ]:
+    ]
+    for change in changes:
         assert classify.fingerprint(**{**base, **change}) != printed
