@@ -2,12 +2,16 @@
 
 Runs ``diagnose_replay``'s evaluation (keyword grader) over ``eval/holmesgpt/cases`` and
 ``eval/handwritten/cases``, analyzers-only; with ``--llm`` (and an agent key configured,
-SKILLGATE_AGENT_API_KEY) also in LLM mode on the same cases. Prints the table, writes it to
-``bench/results/diagnosis_questions.md`` and puts it into ``docs/diagnosis.md`` between the
+SKILLGATE_AGENT_API_KEY) also in LLM mode through the gateway on the same cases; with ``--scripted``
+also the tool-calling Observer against scripted models (bench/diagnosis_scripted.py) served by the
+local OpenAI-protocol stub (called directly, no gateway: it measures the loop, the evidence check and
+the floor, not a model). LLM sections are shown next to analyzers-only per intent. Prints the table,
+writes it to ``bench/results/diagnosis_questions.md`` and puts it into ``docs/diagnosis.md`` between the
 ``bench:diagnosis_questions`` markers, so the docs never carry numbers copied by hand.
 
-    .venv/bin/python -m bench.diagnosis_questions            # analyzers-only
-    .venv/bin/python -m bench.diagnosis_questions --llm      # and LLM mode, through the gateway
+    .venv/bin/python -m bench.diagnosis_questions                              # analyzers-only
+    .venv/bin/python -m bench.diagnosis_questions --scripted quoter,liar,chaos  # + scripted tool calls
+    .venv/bin/python -m bench.diagnosis_questions --llm                        # + LLM mode (gateway)
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import subprocess
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULT = ROOT / "bench/results/diagnosis_questions.md"
@@ -43,26 +48,35 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--llm", action="store_true", help="also run LLM mode (needs an agent key)")
     parser.add_argument("--no-write", action="store_true", help="print only")
+    parser.add_argument(
+        "--scripted",
+        default="",
+        help="comma-separated scripted models for the tool-calling Observer: "
+        "quoter, liar, chaos (bench/diagnosis_scripted.py)",
+    )
     args = parser.parse_args()
     _setup()
     from diagnostics.agent import config
-    from diagnostics.evaluation.replay import evaluate, render_intents, summary_line
+    from diagnostics.evaluation.replay import evaluate, render_comparison, render_intents, summary_line
 
     roots = [ROOT / "eval/holmesgpt/cases", ROOT / "eval/handwritten/cases"]
-    sections = []
     analyzers = evaluate(roots, mode="analyzers", grader="keyword")
-    sections.append(("analyzers-only", analyzers))
+    llm_sections = []
     if args.llm:
         if not config.llm_configured():
             raise SystemExit(f"--llm: no agent key ({config.AGENT_KEY_ENV}) is configured.")
-        sections.append(("LLM", evaluate(roots, mode="llm", grader="keyword")))
+        observer = "tool-calling" if config.observer_tool_calling() else "JSON-protocol"
+        llm_sections.append((f"LLM ({observer} Observer)", evaluate(roots, mode="llm", grader="keyword")))
+    for name in [n.strip() for n in args.scripted.split(",") if n.strip()]:
+        llm_sections.append((f"scripted {name}", _scripted(name, roots)))
+    flags = (" --llm" if args.llm else "") + (f" --scripted {args.scripted}" if args.scripted else "")
     out = [
         f"Measured {datetime.now(tz=UTC):%Y-%m-%d} at commit {_commit()} with "
-        f"`.venv/bin/python -m bench.diagnosis_questions{' --llm' if args.llm else ''}` "
+        f"`.venv/bin/python -m bench.diagnosis_questions{flags}` "
         "(replay of the recorded cases, keyword grader, one run per case).",
         "",
     ]
-    for label, results in sections:
+    for label, results in [("analyzers-only", analyzers), *llm_sections]:
         questions = [r for r in results if r.intent != "status"]
         out += [f"**{label}**", "", "```"]
         for split in ("dev", "held-out"):
@@ -70,9 +84,16 @@ def main() -> None:
             if part:
                 out.append(summary_line(part, runs=1, label=split))
         out.append(summary_line(questions, runs=1, label="questions"))
-        out += ["```", "", render_intents(results, label=label), ""]
+        out += ["```", ""]
+        if label == "analyzers-only":
+            out += [render_intents(results, label=label), ""]
+        else:
+            out += [render_comparison(analyzers, results, label=label), ""]
     if not args.llm:
-        out.append("LLM mode: not measured in this run (no model was configured).")
+        out.append(
+            "LLM mode with a real model: not measured in this run (no model capable of native tool calls "
+            "was configured)."
+        )
     text = "\n".join(out).rstrip() + "\n"
     print(text)
     if args.no_write:
@@ -86,6 +107,32 @@ def main() -> None:
         if pattern.search(docs):
             DOCS.write_text(pattern.sub(lambda _: block, docs))
     print(f"wrote {RESULT.relative_to(ROOT)}")
+
+
+def _scripted(name: str, roots: list[Path]) -> list[Any]:
+    """The evaluation with the tool-calling Observer talking to scripted model ``name``."""
+    from django.conf import settings
+
+    from bench.diagnosis_scripted import POLICIES
+    from diagnostics.agent import config
+    from diagnostics.agent.llm import GatewayClient
+    from diagnostics.agent.runner import MODE_LLM, build_observer_for
+    from diagnostics.evaluation.replay import evaluate
+    from tests.support.openai_stub import OpenAIStub
+
+    if name not in POLICIES:
+        raise SystemExit(f"--scripted: {name!r} is not one of {', '.join(POLICIES)}.")
+    settings.DIAGNOSTICS_OBSERVER_TOOL_CALLING = True  # the scripted models speak native tool calls
+    with OpenAIStub(responder=POLICIES[name]) as stub:
+        client = GatewayClient(
+            base_url=stub.base_url, api_key="scripted", profile=config.observer_profile(), timeout_s=30
+        )
+        return evaluate(
+            roots,
+            mode=MODE_LLM,
+            grader="keyword",
+            observer_factory=lambda: build_observer_for(MODE_LLM, client),
+        )
 
 
 if __name__ == "__main__":

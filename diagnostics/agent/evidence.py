@@ -24,7 +24,8 @@ _LOG_LINE = re.compile(r"^\s*>\s*(?:\[[^\]\n]{1,120}\]\s*)?(.+)$", re.MULTILINE)
 _NAME = re.compile(r"(?<![\w])[A-Za-z0-9]+(?:[-_./:@][A-Za-z0-9]+)+(?![\w])")
 _NUMBER = re.compile(r"(?<![\w.])\d{2,}(?:\.\d+)?(?![\d])")
 _HEALTHY = re.compile(
-    r"\b(?:is|are|looks?|seems?|appears?|was|were)\s+(?:\w+\s+){0,2}?(?:healthy|fine|clean|ok(?:ay)?)\b|"
+    r"\b(?:is|are|looks?|seems?|appears?|was|were)\s+(?:(?!not\b|never\b|no\b)\w+\s+){0,2}?"
+    r"(?:healthy|fine|clean|ok(?:ay)?)\b|"
     r"\bno\s+(?:problems?|issues?|errors?)\s+(?:were\s+|was\s+)?(?:found|detected|seen)\b|"
     r"\bnothing\s+(?:is\s+)?wrong\b|\bworkload_healthy:\s*true\b",
     re.IGNORECASE,

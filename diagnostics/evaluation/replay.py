@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -36,6 +37,8 @@ class CaseRun:
     intent: str = ""
     answer: dict[str, Any] = field(default_factory=dict)
     healthy: bool | None = None
+    # The tool-calling Observer's run: {"kept": bool, "reason": ..., "turns": ...}; {} without one.
+    observer: dict[str, Any] = field(default_factory=dict)
 
     @property
     def empty_reads(self) -> bool:
@@ -67,6 +70,8 @@ class CaseRun:
             "intent": self.intent,
             "answer": self.answer,
         }
+        if self.observer:
+            data["observer"] = self.observer
         if self.grade is not None:
             data["passed"] = self.grade.passed
             data["grading"] = self.grade.to_json()
@@ -99,6 +104,7 @@ def run_case(case: Case, *, run: int, mode: str, observer: Observer | None = Non
     result.proposals = outcome.proposals
     result.answer = outcome.answer
     result.healthy = outcome.healthy
+    result.observer = outcome.observer
     result.intent = result.intent or str(outcome.answer.get("intent") or "status")
     result.seconds = time.perf_counter() - started
     return result
@@ -230,4 +236,39 @@ def render_table(results: list[CaseRun], *, runs: int) -> str:
             lines.append(summary_line(part, runs=runs, label=split))
     lines.append(summary_line(results, runs=runs, label="all"))
     lines += ["", render_intents(results)]
+    return "\n".join(lines)
+
+
+def render_comparison(base: list[CaseRun], llm: list[CaseRun], *, label: str = "LLM") -> str:
+    """Analyzers-only next to LLM mode per intent and split (Markdown), how many of the LLM's answers were
+    kept (the evidence check passed), and the cases where LLM mode is better or worse."""
+    lines = [
+        f"| intent | split | analyzers-only | {label} | {label} answers kept |",
+        "| --- | --- | ---: | ---: | ---: |",
+    ]
+    base_rows = {(i, s): (p, g) for i, s, p, g in intent_rows(base)}
+    for intent, split, passed, graded in intent_rows(llm):
+        was, of = base_rows.get((intent, split), (0, 0))
+        part = [r for r in llm if r.intent == intent and (split == "all" or r.split == split)]
+        with_agent = [r for r in part if r.observer]
+        n_kept = sum(bool(r.observer.get("kept")) for r in with_agent)
+        kept = f"{n_kept}/{len(with_agent)}" if with_agent else "-"
+        lines.append(f"| {intent} | {split} | {was}/{of} | {passed}/{graded} | {kept} |")
+    with_llm, without = by_case(llm), by_case(base)
+    better = sorted(c for c in with_llm if any(with_llm[c]) and not any(without.get(c, [])))
+    worse = sorted(c for c in without if any(without[c]) and not any(with_llm.get(c, [])))
+    reasons: dict[str, int] = {}
+    for run in llm:
+        if run.observer and not run.observer.get("kept"):
+            why = str(run.observer.get("reason") or "")
+            key = re.sub(r"'[^']*'", "'…'", why)[:160]
+            reasons[key] = reasons.get(key, 0) + 1
+    lines += [
+        "",
+        f"{label} better on: {', '.join(better) or 'none'}",
+        f"{label} worse on: {', '.join(worse) or 'none'}",
+    ]
+    if reasons:
+        shown = "; ".join(f"{n}x {why}" for why, n in sorted(reasons.items(), key=lambda kv: -kv[1])[:6])
+        lines.append(f"{label} answers not kept, why: {shown}")
     return "\n".join(lines)

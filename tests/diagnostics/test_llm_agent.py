@@ -252,3 +252,29 @@ def test_a_gateway_failure_leaves_the_analyzers_answer(agent, stub):
     assert trajectory.status == Trajectory.Status.SUCCEEDED
     assert trajectory.diagnosis == analyzers_only_diagnosis()
     assert "The gateway answered" in note(trajectory)
+
+
+def test_diagnose_replay_shows_llm_mode_next_to_analyzers_only_per_intent(agent, stub):
+    import io
+
+    from django.core.management import call_command
+
+    stub.responder = scripted([Reply(content=GOOD_ANSWER)])
+    out = io.StringIO()
+    call_command(
+        "diagnose_replay",
+        "--cases",
+        str(CASES),
+        "--case",
+        "09_crashpod",
+        "--grader",
+        "keyword",
+        "--compare",
+        stdout=out,
+        stderr=io.StringIO(),
+    )
+    text = out.getvalue()
+    assert "| intent | split | analyzers-only | LLM | LLM answers kept |" in text, text
+    assert "| status | all | 1/1 | 1/1 | 1/1 |" in text
+    assert "LLM worse on: none" in text
+    assert Invocation.objects.filter(profile__name="sre-observer").count() == 1

@@ -67,6 +67,12 @@ def test_answers_with_a_claim_no_tool_showed_fail(answer, why):
     assert not result.ok and why in result.reason, result.problems
 
 
+def test_saying_something_is_not_healthy_is_no_health_claim():
+    result = check("checkout-7d9f8c6b5d-x2x9q is not healthy: it restarted 14 times.")
+    assert result.ok, result.problems
+    assert not check("checkout-7d9f8c6b5d-x2x9q is perfectly healthy.").ok
+
+
 def test_healthy_on_empty_reads_fails_even_without_problem_findings():
     assert check("cart-5b6c7d8e9f-abcde is healthy.", problems=False).ok
     result = check("cart-5b6c7d8e9f-abcde is healthy.", problems=False, empty=True)

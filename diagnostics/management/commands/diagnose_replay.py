@@ -12,7 +12,13 @@ from diagnostics.agent import config
 from diagnostics.agent.runner import MODE_ANALYZERS, MODE_LLM
 from diagnostics.evaluation.cases import SPLITS
 from diagnostics.evaluation.grading import judge_client
-from diagnostics.evaluation.replay import CaseRun, by_case, evaluate, render_table, summary_line
+from diagnostics.evaluation.replay import (
+    CaseRun,
+    evaluate,
+    render_comparison,
+    render_table,
+    summary_line,
+)
 from diagnostics.recording import observer_skills
 
 
@@ -102,7 +108,8 @@ class Command(BaseCommand):
             self.stdout.write(f"wrote {out}")
 
     def _compare(self, roots: list[Path], llm: list[CaseRun], *, runs: int, only: str) -> None:
-        """Analyzers-only on the same cases, keyword-graded like the LLM runs were."""
+        """Analyzers-only on the same cases, keyword-graded like the LLM runs were, next to LLM mode per
+        intent (with how many of the tool-calling Observer's answers were kept)."""
         base = evaluate(roots, runs=runs, mode=MODE_ANALYZERS, grader="keyword", only=only)
         self.stdout.write("")
         self.stdout.write("analyzers-only on the same cases (keyword grader):")
@@ -110,8 +117,5 @@ class Command(BaseCommand):
             part = [r for r in base if r.split == split]
             if part:
                 self.stdout.write(summary_line(part, runs=runs, label=split))
-        with_llm, without = by_case(llm), by_case(base)
-        better = sorted(c for c in with_llm if any(with_llm[c]) and not any(without.get(c, [])))
-        worse = sorted(c for c in without if any(without[c]) and not any(with_llm.get(c, [])))
-        self.stdout.write(f"LLM better on: {', '.join(better) or 'none'}")
-        self.stdout.write(f"LLM worse on: {', '.join(worse) or 'none'}")
+        self.stdout.write("")
+        self.stdout.write(render_comparison(base, llm))
