@@ -261,7 +261,9 @@ def render_comparison(base: list[CaseRun], llm: list[CaseRun], *, label: str = "
     for run in llm:
         if run.observer and not run.observer.get("kept"):
             why = str(run.observer.get("reason") or "")
-            key = re.sub(r"'[^']*'", "'…'", why)[:160]
+            head, _, problems = why.partition(": ")
+            kinds = dict.fromkeys(re.sub(r"'[^']*'", "'…'", p) for p in problems.split("; ") if p)
+            key = f"{head}: {'; '.join(kinds)}" if "evidence check" in head else why[:160]
             reasons[key] = reasons.get(key, 0) + 1
     lines += [
         "",
