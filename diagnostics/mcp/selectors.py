@@ -93,7 +93,9 @@ def server_views(server: McpServer, tools: list[McpTool]) -> tuple[McpServerView
         klass = effective_class(tool)
         if klass in by_class:
             by_class[klass].append(
-                McpToolView(tool.name, tool.description, tool.input_schema, tool.fingerprint)
+                McpToolView(
+                    tool.name, tool.description, tool.input_schema, tool.fingerprint, tool.output_kind
+                )
             )
     upstream = upstream_of(server)
     return (

@@ -54,6 +54,7 @@ class McpToolView:
     description: str
     input_schema: dict[str, Any]
     fingerprint: str
+    output_kind: str = ""  # logs, metrics, events, traces (diagnostics/mcp/kinds.py); "" not declared
 
 
 @dataclass(frozen=True)
@@ -82,7 +83,8 @@ OnCall = Callable[[CallRecord, str], None]  # (record, surface)
 
 def _spec(server: str, tool: McpToolView) -> ToolSpec:
     schema = tool.input_schema if tool.input_schema.get("type") == "object" else {"type": "object"}
-    return ToolSpec(qualified(server, tool.name), tool.description[:2000], schema)
+    said = f" (Its output: {tool.output_kind}.)" if tool.output_kind else ""
+    return ToolSpec(qualified(server, tool.name), tool.description[:2000] + said, schema)
 
 
 class _McpCaller:
@@ -142,7 +144,10 @@ class McpReadToolset(_McpCaller, ReadToolset):
         output, problem = self._call(tool, params)
         if output is None:
             return ToolResult(tool, params, problem, ok=False, no_data=True)
-        return ToolResult(tool, params, output.text, ok=not output.is_error, no_data=not output.text.strip())
+        kind = self._tools[tool].output_kind
+        return ToolResult(
+            tool, params, output.text, ok=not output.is_error, no_data=not output.text.strip(), kind=kind
+        )
 
 
 class McpWriteToolset(_McpCaller, WriteToolset):

@@ -121,3 +121,25 @@ def test_an_approval_never_runs_against_a_changed_tool(
     action.refresh_from_db()
     assert action.status == "failed" and "changed" in json.dumps(action.result)
     assert not (tmp_path / "touch.log").exists()
+
+
+def test_a_tools_declared_output_kind_travels_with_each_result(fs_server, files, operator):
+    """The operator says read_text_file's output is logs; the Probe's result carries it (``kind``), for
+    the analyzers, and the tool's description tells a planner."""
+    from diagnostics.mcp.servers import mcp_tool_output_kind
+
+    mcp_tool_output_kind(server=fs_server, tool="read_text_file", kind="logs", by=operator)
+    incident = services.incident_open(title="api down", environment="fake")
+    probe = Probe(incident_environment(incident).read_toolsets())
+    spec = next(s for s in probe.tools() if s.name == "mcp__fs__read_text_file")
+    assert spec.description.endswith("(Its output: logs.)")
+    read = probe.call("mcp__fs__read_text_file", {"path": str(files / "api.log")})
+    assert read.ok and read.kind == "logs" and "DATABASE_URL" in read.output
+    listed = probe.call("mcp__fs__list_directory", {"path": str(files)})
+    assert listed.ok and listed.kind == ""
+    change = McpTool.objects.get(server=fs_server, name="read_text_file").changes.first()
+    assert change is not None and (change.kind, change.after["output_kind"], change.by) == (
+        "output_kind",
+        "logs",
+        operator,
+    )
