@@ -7,7 +7,7 @@ PIP := flock /tmp/pip.lock $(VENV)/bin/pip
 # This machine's pip config names local package folders that may not exist; hide those warnings.
 QUIET := 2>&1 | { grep -v "is ignored: it is neither a file nor a directory" || true; }
 
-.PHONY: run lab-prometheus demo-cycle test test-slow test-services setup setup-ml demo-model lint
+.PHONY: run lab-prometheus demo-cycle test test-slow test-services setup setup-ml demo-model lint docs
 
 # Every install takes its versions from constraints.txt (the lock of the whole venv).
 $(VENV)/.core-installed: pyproject.toml constraints.txt
@@ -53,6 +53,11 @@ lint: setup
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy .
 	$(VENV)/bin/lint-imports --no-cache  # the dependency direction (design.md 5; pyproject.toml)
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet  # the docs site (mkdocs.yml): no broken link, page or include
+
+## Serve the docs site (docs/, mkdocs.yml) with live reload on http://127.0.0.1:8002.
+docs: setup
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs serve
 
 ## Set up everything and run lint, types and the default test suite (everything but the slow tests), on
 ## the embedded default or on the servers the environment names; one pytest-xdist worker per core.

@@ -6,8 +6,8 @@ SKILLGATE_AGENT_API_KEY) also in LLM mode through the gateway on the same cases;
 also the tool-calling Observer against scripted models (bench/diagnosis_scripted.py) served by the
 local OpenAI-protocol stub (called directly, no gateway: it measures the loop, the evidence check and
 the floor, not a model). LLM sections are shown next to analyzers-only per intent. Prints the table,
-writes it to ``bench/results/diagnosis_questions.md`` and puts it into ``docs/diagnosis.md`` between the
-``bench:diagnosis_questions`` markers, so the docs never carry numbers copied by hand.
+writes it to ``bench/results/diagnosis_questions.md`` and puts it into ``docs/guides/diagnosis.md``
+between the ``bench:diagnosis_questions`` markers, so the docs never carry numbers copied by hand.
 
     .venv/bin/python -m bench.diagnosis_questions                              # analyzers-only
     .venv/bin/python -m bench.diagnosis_questions --scripted quoter,liar,chaos  # + scripted tool calls
@@ -27,7 +27,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULT = ROOT / "bench/results/diagnosis_questions.md"
-DOCS = ROOT / "docs/diagnosis.md"
+DOCS = ROOT / "docs/guides/diagnosis.md"
 MARKERS = ("<!-- bench:diagnosis_questions -->", "<!-- /bench:diagnosis_questions -->")
 
 

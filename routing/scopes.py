@@ -7,7 +7,7 @@
 - ``incidents:read`` / ``incidents:write``: read incidents and diagnoses / open incidents;
 - ``actions:approve``: approve or deny proposed write actions (the owner must also be an approver);
 - ``learning:read`` / ``learning:write``: read / start learning cycles and mark diagnoses wrong;
-- ``mcp:admin``: register MCP servers, classify and override their tools, grant keys (docs/mcp.md);
+- ``mcp:admin``: register MCP servers, classify and override their tools, grant keys (docs/guides/mcp.md);
 - ``mcp:gateway``: call the MCP servers granted to the key through ``/mcp/servers/<name>``.
 """
 

@@ -20,7 +20,7 @@ api = NinjaAPI(
     version="1",
     description=(
         "Incidents, their diagnoses and approvals; learning cycles, training runs, admissions and the "
-        "Evolver; MCP servers, their tools' classes and the gateway's grants (docs/mcp.md). "
+        "Evolver; MCP servers, their tools' classes and the gateway's grants (docs/guides/mcp.md). "
         "Authenticate with an API key that holds the operation's scope "
         "(`Authorization: Bearer sg-...`, created with `manage.py create_api_key --scope ...` or on the "
         "dashboard's keys page), whose owner's role has the operation's permission; or with a logged-in "

@@ -1,5 +1,5 @@
 """Skillgate as an MCP server (``/mcp``): the operations of ``/api/`` as MCP tools, with the same scopes
-and permissions (docs/mcp.md has the table). Annotations are honest: the reads are ``readOnlyHint``;
+and permissions (docs/guides/mcp.md has the table). Annotations are honest: the reads are ``readOnlyHint``;
 opening an incident and proposing an action change something but destroy nothing (``destructiveHint:
 false``); a proposal lands as a pending approval request, and nothing here approves."""
 

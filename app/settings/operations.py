@@ -68,7 +68,7 @@ DIAGNOSTICS_OBSERVER_MAX_TOKENS = env_int("SKILLGATE_DIAGNOSTICS_OBSERVER_MAX_TO
 DIAGNOSTICS_LLM_TIMEOUT_S = env_float("SKILLGATE_DIAGNOSTICS_LLM_TIMEOUT_S", 120.0)
 # The Observer profile's model is capable of native tool calls (OpenAI tools): LLM mode then runs the
 # tool-calling Observer after the analyzers' plan, within DIAGNOSTICS_MAX_ITERATIONS turns and this many
-# tokens per diagnosis (docs/diagnosis.md). Off: the JSON-protocol Observer (small models).
+# tokens per diagnosis (docs/guides/diagnosis.md). Off: the JSON-protocol Observer (small models).
 DIAGNOSTICS_OBSERVER_TOOL_CALLING = env_bool("SKILLGATE_DIAGNOSTICS_OBSERVER_TOOL_CALLING", False)
 DIAGNOSTICS_AGENT_TOKEN_BUDGET = env_int("SKILLGATE_DIAGNOSTICS_AGENT_TOKEN_BUDGET", 60000)
 # Tool calls the analyzers-only planner may make in one diagnosis.
@@ -134,7 +134,7 @@ DIAGNOSTICS_LAB_ERROR_RATE_MAX = env_float("SKILLGATE_LAB_ERROR_RATE_MAX", 0.05)
 DIAGNOSTICS_LAB_LATENCY_MAX_MS = env_float("SKILLGATE_LAB_LATENCY_MAX_MS", 100.0)
 DIAGNOSTICS_LAB_CPU_MAX_PERCENT = env_float("SKILLGATE_LAB_CPU_MAX_PERCENT", 25.0)
 
-# --- MCP servers (docs/mcp.md) --------------------------------------------------------------------
+# --- MCP servers (docs/guides/mcp.md) --------------------------------------------------------------------
 # A stdio MCP server is a program run on this host: registered over /api/ (scope mcp:admin), its program
 # (the command's first item, exactly as written) must be one of these. The admin site has no such list.
 MCP_API_STDIO_PROGRAMS = env_list("SKILLGATE_MCP_API_STDIO_PROGRAMS", [])

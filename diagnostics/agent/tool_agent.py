@@ -1,8 +1,8 @@
 """The LLM Observer as a tool-using agent (native OpenAI ``tools`` through the gateway).
 
 Used when the Observer profile's model is declared capable of native tool calls (the setting
-``DIAGNOSTICS_OBSERVER_TOOL_CALLING``; docs/diagnosis.md). The deterministic planner runs first and stays
-the floor: its plan, findings and answer are in the agent's first message. The agent may then call the
+``DIAGNOSTICS_OBSERVER_TOOL_CALLING``; docs/guides/diagnosis.md). The deterministic planner runs first and
+stays the floor: its plan, findings and answer are in the agent's first message. The agent may then call the
 Probe's read tools to check or complete them, and answers in words; ``evidence.check_answer`` keeps that
 answer only when everything it cites is in what the tools returned or in the findings.
 

@@ -1,6 +1,6 @@
 """The admin site's MCP pages: register servers (credentials by variable name), connect and classify
 them, demote tools, accept held changes, grant keys. Promotion of a writing tool to read needs a note and
-goes through ``POST /api/mcp/servers/<name>/tools/<tool>/override`` (audited; docs/mcp.md)."""
+goes through ``POST /api/mcp/servers/<name>/tools/<tool>/override`` (audited; docs/guides/mcp.md)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """How many ledger rows per second one writer commits, through the real commit path
 (routing/ledger_journal.py ``commit``: bulk_create of the Invocation rows plus the spend flush of their
 key and lease, in one transaction), per batch size: 1 is LEDGER_WRITER "sync" (one transaction per call),
-larger batches are what "batched" group-commits. A number for the capacity model (docs/scaling.md).
+larger batches are what "batched" group-commits. A number for the capacity model (docs/operations/scaling.md).
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/skillgate_capacity \\
         .venv/bin/python infra/capacity/ledger_commit_rate.py [--rows 3000] [--batches 1,50,500]

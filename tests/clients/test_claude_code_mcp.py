@@ -1,5 +1,5 @@
-"""Claude Code with Skillgate as an HTTP MCP server (docs/mcp.md, section 2): ``claude -p "why is the api
-failing?"`` against the running Skillgate, its model the local OpenAI-protocol stub behind the gateway's
+"""Claude Code with Skillgate as an HTTP MCP server (docs/guides/mcp.md, section 2): ``claude -p "why is the
+api failing?"`` against the running Skillgate, its model the local OpenAI-protocol stub behind the gateway's
 Messages API (as in test_agent_clis.py). The stub asks for Skillgate's ``ask`` tool; Claude Code calls it
 over Streamable HTTP with the key from its MCP configuration; the incident's diagnosis runs in a real
 Celery worker (the tests' fake environment); the answer Claude Code prints quotes the diagnosis."""
