@@ -189,7 +189,7 @@ def honesty(results: list[CaseRun]) -> tuple[int, int]:
 def render_intents(results: list[CaseRun], *, label: str = "") -> str:
     """Pass rate per intent and split, and the "no data" honesty line, as a Markdown table."""
     lines = [
-        f"| intent{f' ({label})' if label else ''} | split | passed | pass rate |",
+        f"| intent{f' ({label})' if label else ''} | split | passed | rate |",
         "| --- | --- | ---: | ---: |",
     ]
     for intent, split, passed, graded in intent_rows(results):
