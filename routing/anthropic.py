@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from routing.errors import ApiError
 from routing.json_body import JsonBodyError, loads_answer, loads_request
-from routing.protocol import ChatRequest
+from routing.protocol import MAX_OUTPUT_TOKENS, ChatRequest
 
 # Anthropic's error types by HTTP status (docs.anthropic.com, "Errors").
 ERROR_TYPES = {
@@ -116,7 +116,7 @@ class CountTokensRequest(Strict):
 class MessagesRequest(CountTokensRequest):
     """Every documented parameter of ``POST /v1/messages`` (Anthropic API reference, 2026)."""
 
-    max_tokens: int = Field(ge=1)
+    max_tokens: int = Field(ge=1, le=MAX_OUTPUT_TOKENS)
     stop_sequences: list[str] | None = None
     stream: bool = False
     metadata: Metadata | None = None

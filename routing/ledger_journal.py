@@ -12,6 +12,7 @@ journals of dead processes through it, idempotently, and then releases their bud
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import fcntl
 import hashlib
 import json
@@ -24,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
-from django.db import IntegrityError, connection, transaction
+from django.db import DataError, IntegrityError, connection, transaction
 
 from core import fastjson
 from core.storable import storable, storable_json
@@ -109,19 +110,48 @@ def commit(entries: list[Entry], *, replay: bool = False) -> int:
     written. ``replay``: rows already in the ledger are skipped with their spend (the keys are locked
     first, so two replays of one journal cannot both charge it). A row whose key, profile or router
     version has gone since is left out (logged to ``rejected.log``): live, its spend is still charged
-    (the tokens were spent); replayed, it is not (it may have been charged before the crash)."""
+    (the tokens were spent); replayed, it is not (it may have been charged before the crash).
+
+    A row the database refuses for its content (a value no column can hold) is never dropped: its
+    accounting is written with the payload fields replaced by a note, and the whole entry is kept in
+    ``unstorable.log`` with an error (an alarm: the ``skillgate_ledger_unstorable_rows`` gauge)."""
     if not entries:
         return 0
-    with contextlib.suppress(IntegrityError):
+    with contextlib.suppress(*_REFUSED):
         return _commit(entries, replay=replay, check=False)
-    with contextlib.suppress(IntegrityError):
+    with contextlib.suppress(*_REFUSED):
         return _commit(entries, replay=replay, check=True)
     if len(entries) > 1:  # something else is wrong with one of them: find it
         return sum(commit([entry], replay=replay) for entry in entries)
-    _reject(entries, {entries[0].id})
+    return _commit_accounting(entries[0], replay=replay)
+
+
+# What the database answers for a row it will not take (a constraint, a value a column cannot hold);
+# an unreachable database (OperationalError) is not one: the writer retries that.
+_REFUSED = (IntegrityError, DataError, ValueError, TypeError)  # ValueError: text a driver cannot encode
+
+
+def _commit_accounting(entry: Entry, *, replay: bool) -> int:
+    """The row of ``entry`` without its payload (who, what it cost, how it went), after the database
+    refused it whole; the entry itself goes to ``unstorable.log``."""
+    path = journal_dir() / "unstorable.log"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("ab") as out:
+        out.write(entry.line())
+    log.error(
+        "ledger row %s: the database refused its content; written without it, kept in %s", entry.id, path
+    )
+    note = f"not stored: the database refused this call's content (kept in {path.name})"
+    row = {**entry.row, "request": {"unstorable": note}, "response": None, "legs": [], "verdict_detail": note}
+    row["error"] = note if entry.row.get("error") else ""
+    stripped = dataclasses.replace(entry, row=row, row_json=b"")
+    with contextlib.suppress(*_REFUSED):
+        return _commit([stripped], replay=replay, check=True)
+    # Not even that (a duplicate id): the spend is still charged live, as for a rejected row.
+    _reject([entry], {entry.id}, why="was refused even without its payload")
     if not replay:
         with transaction.atomic():
-            budgets.flush_spend([entries[0].spend])
+            budgets.flush_spend([entry.spend])
     return 0
 
 
@@ -176,13 +206,25 @@ def _referenced(rows: list[Invocation]) -> tuple[list[Invocation], set[uuid.UUID
     return kept, rejected
 
 
-def _reject(entries: list[Entry], rejected: set[uuid.UUID]) -> None:
+def unstorable_count() -> int:
+    """Entries of this database whose rows were written without their payload (unstorable.log)."""
+    path = journal_dir() / "unstorable.log"
+    try:
+        with path.open("rb") as lines:
+            return sum(1 for _ in lines)
+    except FileNotFoundError:
+        return 0
+
+
+def _reject(
+    entries: list[Entry], rejected: set[uuid.UUID], why: str = "refers to a key or profile that is gone"
+) -> None:
     path = journal_dir() / "rejected.log"
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("ab") as out:
         for entry in entries:
             if entry.id in rejected:
-                log.error("ledger row %s refers to a key or profile that is gone; kept in %s", entry.id, path)
+                log.error("ledger row %s %s; kept in %s", entry.id, why, path)
                 out.write(entry.line())
 
 

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from decimal import Decimal
 from functools import lru_cache
 from typing import Any
+
+import orjson
 
 from routing.models import Backend
 
@@ -86,10 +87,19 @@ def usage_cost(prices: Prices, usage: Usage) -> Decimal:
 
 
 def prompt_token_bound(body: dict[str, Any]) -> int:
-    """An upper bound on prompt tokens: byte-level tokenizers never emit more tokens than bytes."""
-    text = json.dumps([body.get("messages"), body.get("tools")], ensure_ascii=False)
+    """An upper bound on the prompt tokens a provider may bill for the upstream ``body``: every byte of
+    it (byte-level tokenizers never emit more tokens than bytes), whatever field carries them (messages,
+    tools, functions, a response schema, the system text; Anthropic's and Responses' shapes arrive here
+    translated into this body), plus the chat template's tokens. Budget holds and the charge of a
+    stream cut off before its usage both come from here."""
     messages = body.get("messages") or []
-    return len(text.encode()) + _TEMPLATE_TOKENS_PER_MESSAGE * len(messages) + _TEMPLATE_TOKENS_PER_CALL
+    size = len(orjson.dumps(body, default=str, option=orjson.OPT_NON_STR_KEYS))
+    return size + _TEMPLATE_TOKENS_PER_MESSAGE * len(messages) + _TEMPLATE_TOKENS_PER_CALL
+
+
+def completion_token_bound(text: str) -> int:
+    """An upper bound on the tokens of an answer's ``text`` (its UTF-8 bytes)."""
+    return len(text.encode("utf-8", "surrogatepass"))
 
 
 def cost_bound(prices: Prices, *, prompt_tokens: int, max_tokens: int) -> Decimal:

@@ -10,7 +10,7 @@ messages, tools and stream options accept only their documented fields.
 
 from __future__ import annotations
 
-from typing import Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -20,6 +20,10 @@ from routing.schemas import schema_problem
 
 # The most choices (``n``) one chat completion may ask for: each is generated, paid and verified.
 MAX_CHOICES = 16
+# The most output tokens a call may ask for (max_tokens, max_completion_tokens, Responses'
+# max_output_tokens, Messages' max_tokens): above every model's output window, and small enough that
+# the worst case of a call (tokens x price x choices) is an ordinary decimal.
+MAX_OUTPUT_TOKENS = 1 << 20
 
 
 class Strict(BaseModel):
@@ -75,14 +79,14 @@ class ChatRequest(Strict):
     response_format: dict[str, Any] | None = None
     temperature: float | None = Field(default=None, ge=0, le=2)
     top_p: float | None = Field(default=None, ge=0, le=1)
-    max_tokens: int | None = Field(default=None, ge=1)
-    max_completion_tokens: int | None = Field(default=None, ge=1)
+    max_tokens: int | None = Field(default=None, ge=1, le=MAX_OUTPUT_TOKENS)
+    max_completion_tokens: int | None = Field(default=None, ge=1, le=MAX_OUTPUT_TOKENS)
     n: int | None = Field(default=None, ge=1, le=MAX_CHOICES)  # each choice verified (routing/legs.py)
     stop: str | list[str] | None = None
     seed: int | None = None
     presence_penalty: float | None = Field(default=None, ge=-2, le=2)
     frequency_penalty: float | None = Field(default=None, ge=-2, le=2)
-    logit_bias: dict[str, float] | None = None
+    logit_bias: dict[str, Annotated[float, Field(ge=-100, le=100)]] | None = None  # OpenAI's range
     logprobs: bool | None = None
     top_logprobs: int | None = Field(default=None, ge=0, le=20)
     reasoning_effort: Literal["minimal", "low", "medium", "high"] | None = None
@@ -99,6 +103,13 @@ class ChatRequest(Strict):
     stream_options: StreamOptions | None = None
     metadata: dict[str, Any] | None = None
     user: str | None = None
+
+    @field_validator("logit_bias")
+    @classmethod
+    def _token_ids(cls, value: dict[str, float] | None) -> dict[str, float] | None:
+        if value and not all(key.isdigit() and len(key) <= 9 for key in value):
+            raise ValueError("keys must be token ids (non-negative integers)")
+        return value
 
     @field_validator("response_format")
     @classmethod

@@ -41,7 +41,7 @@ from routing.errors import ApiError, bad_request
 from routing.json_body import JsonBodyError, loads_request
 from routing.ledger import has_body, request_stub
 from routing.models import Invocation
-from routing.protocol import ChatRequest
+from routing.protocol import MAX_OUTPUT_TOKENS, ChatRequest
 
 RESERVED = "skillgate_response"  # the stored request's metadata key with the Responses-only facts
 ID_PREFIX = "resp_"
@@ -249,7 +249,7 @@ class ResponsesRequest(Strict):
     parallel_tool_calls: bool | None = None
     text: TextConfig | None = None
     reasoning: Reasoning | None = None
-    max_output_tokens: int | None = Field(default=None, ge=1)
+    max_output_tokens: int | None = Field(default=None, ge=1, le=MAX_OUTPUT_TOKENS)
     temperature: float | None = Field(default=None, ge=0, le=2)
     top_p: float | None = Field(default=None, ge=0, le=1)
     metadata: dict[str, Any] | None = None

@@ -253,11 +253,11 @@ async def _stream_through(
         message = acc.message()
         if acc.usage is None:
             # Cut off before the usage chunk (client hung up, upstream broke): the tokens were
-            # still spent, so charge litellm's count of them and mark the leg as estimated.
+            # still spent, so charge the worst case of them and mark the leg as estimated.
             leg.usage_estimated = True
             calls = message.get("tool_calls")
             text = (message.get("content") or "") + (json.dumps(calls) if calls else "")
-            usage = await asyncio.to_thread(upstream.estimate_usage, backend, prep.body_for(backend), text)
+            usage = upstream.cut_off_usage(prep.body_for(backend), text)
         else:
             usage = Usage.from_openai(acc.usage)
         price_leg(leg, backend, usage)

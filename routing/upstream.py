@@ -18,7 +18,7 @@ from routing import openai_client, replicas
 from routing.errors import UpstreamError, too_long
 from routing.models import Backend
 from routing.openai_client import UpstreamStream
-from routing.pricing import Usage
+from routing.pricing import Usage, completion_token_bound, prompt_token_bound
 from routing.protocol import UPSTREAM_FIELDS
 
 
@@ -112,14 +112,23 @@ def _completion(raw: dict[str, Any], latency_ms: float) -> Completion:
     )
 
 
-def estimate_usage(backend: Backend, body: dict[str, Any], completion_text: str) -> Usage:
-    """Token counts by litellm's tokenizer, for a stream cut off before its usage chunk (off the hot
-    path: litellm is imported here, in a worker thread, only when a stream was cut off)."""
-    litellm = _litellm()
-    model = backend.litellm_model
+def cut_off_usage(body: dict[str, Any], completion_text: str) -> Usage:
+    """What a stream cut off before its usage chunk is charged (client hung up, upstream broke): the
+    worst case of what the provider may bill, never less (routing/pricing.py): every byte of the
+    upstream body as prompt tokens, every byte of the answer received as completion tokens."""
     return Usage(
-        prompt_tokens=litellm.token_counter(model=model, messages=body.get("messages") or []),
-        completion_tokens=litellm.token_counter(model=model, text=completion_text) if completion_text else 0,
+        prompt_tokens=prompt_token_bound(body), completion_tokens=completion_token_bound(completion_text)
+    )
+
+
+def count_prompt_tokens(backend: Backend, body: dict[str, Any]) -> int:
+    """The prompt's tokens (messages and tools) by litellm's tokenizer of the backend's model (Anthropic's
+    count_tokens endpoint; litellm is imported here, in a worker thread)."""
+    litellm = _litellm()
+    return int(
+        litellm.token_counter(
+            model=backend.litellm_model, messages=body.get("messages") or [], tools=body.get("tools") or None
+        )
     )
 
 

@@ -16,6 +16,7 @@ Series:
   skillgate_adapter_loaded{profile, adapter}      1 when the active adapter was loaded into the student
   skillgate_queue_depth{queue}                    messages waiting on the broker
   skillgate_collector_up{collector}               0 when a source could not be read this scrape
+  skillgate_ledger_unstorable_rows                rows written without their payload (alarm when > 0)
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from diagnostics.models import ActionRequest, Incident, Trajectory
+from routing import ledger_journal
 from routing.models import ApiKey, BudgetLease
 from training.models import Adapter, Cycle, TrainingRun
 
@@ -70,6 +72,15 @@ class DatabaseStateCollector(Collector):
         yield from self._jobs()
         yield from self._training()
         yield from self._adapters()
+        yield from self._ledger()
+
+    def _ledger(self) -> Iterator[Metric]:
+        unstorable = _gauge(
+            "skillgate_ledger_unstorable_rows",
+            "Calls whose ledger row the database refused whole (written without payload; alarm on > 0).",
+        )
+        unstorable.add_metric([], float(ledger_journal.unstorable_count()))
+        yield unstorable
 
     def _keys(self) -> Iterator[Metric]:
         budget = _gauge("skillgate_key_budget_usd", "Budget of an active API key (keys with one).", ["key"])

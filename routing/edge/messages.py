@@ -52,5 +52,5 @@ async def count_tokens(request: Request) -> Response:
     teacher = teacher_of(*found) if found is not None else None
     if teacher is None:
         raise ApiError(503, "No teacher backend is configured.", type="server_error", code="no_backend")
-    usage = await asyncio.to_thread(upstream.estimate_usage, teacher, body, "")
-    return JsonResponse({"input_tokens": usage.prompt_tokens})
+    tokens = await asyncio.to_thread(upstream.count_prompt_tokens, teacher, body)
+    return JsonResponse({"input_tokens": tokens})

@@ -18,7 +18,7 @@ from routing.models import Invocation, TaskProfile
 from tests.factories import TaskProfileFactory
 from tests.support.attacks import during, listener
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.postgres]
 
 HELLO = [{"role": "user", "content": "hi"}]
 

@@ -9,7 +9,7 @@ from textwrap import dedent
 
 import pytest
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.postgres]
 
 WRONG = "def add(a, b):\n    return a - b\n\n"
 

@@ -15,7 +15,7 @@ from tests.factories import make_key
 from tests.support.openai_stub import Reply
 from tests.support.wait import wait_until
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.postgres]
 
 CHAT = {"model": "auto", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 5}
 MESSAGES = {"model": "auto", "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]}

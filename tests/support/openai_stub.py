@@ -37,6 +37,16 @@ class Reply:
     embedding: list[float] = field(default_factory=lambda: [0.5, -0.25, 1.0, 0.125])
 
 
+BYTES_PER_TOKEN = 4
+BILLED_FIELDS = ("messages", "tools", "functions", "response_format", "tool_choice", "function_call")
+
+
+def billed_prompt_tokens(body: dict[str, Any]) -> int:
+    """What a provider billing every prompt byte charges for ``body`` (``bills_prompt_bytes``)."""
+    billed = {name: body[name] for name in BILLED_FIELDS if name in body}
+    return -(-len(json.dumps(billed, ensure_ascii=False).encode()) // BYTES_PER_TOKEN)
+
+
 def _words(value: Any) -> int:
     return len(json.dumps(value).split()) if value else 0
 
@@ -48,6 +58,9 @@ class OpenAIStub(ThreadedServer):
     port: int = 0
     requests: list[dict[str, Any]] = field(default_factory=list)
     authorizations: list[str] = field(default_factory=list)
+    # As a real provider bills: every prompt byte it is sent (messages, tools, functions, the response
+    # schema) counts, a token per BYTES_PER_TOKEN bytes; off: a token per word of the messages.
+    bills_prompt_bytes: bool = False
 
     @property
     def base_url(self) -> str:
@@ -105,7 +118,9 @@ class OpenAIStub(ThreadedServer):
         if reply.tool_calls:
             message["tool_calls"] = reply.tool_calls
         usage: dict[str, Any] = {
-            "prompt_tokens": _words(body.get("messages")),
+            "prompt_tokens": billed_prompt_tokens(body)
+            if self.bills_prompt_bytes
+            else _words(body.get("messages")),
             "completion_tokens": _words(reply.content) + _words(reply.tool_calls),
             "prompt_tokens_details": {"cached_tokens": reply.cached_tokens},
         }
