@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from decimal import Decimal
+from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 from typing import Any
 
 from django import template
@@ -21,17 +21,34 @@ def pct(value: float | None, digits: int = 1) -> str:
     return f"{value * 100:.{digits}f}%"
 
 
+MONEY_DIGITS = 3  # significant digits of an amount under a dollar
+
+
 @register.filter
 def usd(value: Decimal | float | str | None) -> str:
-    """Token prices are fractions of a cent: keep four significant digits below a cent."""
+    """The dashboard's one money format: ``$1,234.57``, ``$0.25``, ``$0.0000841``, ``-$0.000112``.
+
+    Token prices are fractions of a cent, so an amount under a dollar keeps three significant digits
+    in plain decimals (never ``8.405e-05``); a dollar or more keeps cents. The sign goes before the
+    dollar sign. Nothing to show (None, '', not a number) -> '—'.
+    """
     if value is None or value == "":
         return DASH
-    amount = Decimal(str(value))
+    try:
+        amount = Decimal(str(value))
+    except InvalidOperation:
+        return DASH
+    if not amount.is_finite():
+        return DASH
     if amount == 0:
         return "$0"
-    if abs(amount) >= Decimal("0.01"):
-        return f"${amount:,.2f}" if abs(amount) >= 100 else f"${amount:.4f}".rstrip("0").rstrip(".")
-    return f"${float(amount):.4g}"
+    sign, size = ("-" if amount < 0 else ""), abs(amount)
+    if size >= 1:
+        return f"{sign}${size:,.2f}"
+    places = max(2, MONEY_DIGITS - 1 - size.adjusted())
+    text = f"{size.quantize(Decimal(1).scaleb(-places), rounding=ROUND_HALF_UP):f}"
+    whole, _, cents = text.partition(".")
+    return f"{sign}${whole}.{cents.rstrip('0').ljust(2, '0')}"
 
 
 @register.filter

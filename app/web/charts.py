@@ -1,7 +1,8 @@
 """Server-side SVG charts: geometry computed here, drawn by templates/web/partials/chart.html.
 
-No JavaScript and no chart library: a chart is a viewBox, axes with ticks, and polylines or
-points; labels are rendered by the template (and so escaped by it).
+No JavaScript and no chart library: a chart is a viewBox, axes with ticks, and polylines, points
+or bars; labels are rendered by the template (and so escaped by it). Time buckets are drawn as bars,
+so a new install's one day of data reads as a column, not a lone dot at the edge of the chart.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from dataclasses import dataclass, field
 
 WIDTH, HEIGHT = 640, 220
 LEFT, RIGHT, TOP, BOTTOM = 56, 16, 26, 34  # TOP leaves the y-axis title its own line
+BAR_FILL = 0.8  # share of an x slot its bars take (the rest separates slots)
+MIN_BAR = 1.5  # px: a zero is a sliver on the axis, a gap (None) is nothing
 COLORS = ["#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c"]
 
 
@@ -22,11 +25,20 @@ class Tick:
 
 
 @dataclass
+class Bar:
+    x: float  # left edge, chart coordinates
+    y: float  # top edge
+    width: float
+    height: float
+
+
+@dataclass
 class Series:
     name: str
     color: str
     points: list[tuple[float, float]]  # chart coordinates
     dashed: bool = False
+    bars: list[Bar] = field(default_factory=list)
 
     @property
     def polyline(self) -> str:
@@ -61,7 +73,7 @@ class Chart:
 
     @property
     def empty(self) -> bool:
-        return not any(s.points for s in self.series)
+        return not any(s.points or s.bars for s in self.series)
 
 
 def nice_ticks(low: float, high: float, count: int = 4) -> list[float]:
@@ -96,13 +108,16 @@ def line_chart(
     lines: bool = True,
     markers: Sequence[tuple[float, float, str]] = (),
     dashed: Sequence[str] = (),
+    bars: bool = False,
 ) -> Chart:
     """Series share the x values; a None value is a gap (the point is left out).
 
     x ticks sit on the data's x values (evenly spaced data, e.g. time buckets), or with ``x_nice_ticks``
     on round values (clustered data, e.g. a cost-quality curve, whose labels would overlap).
+    With ``bars`` each x value is a slot of the chart's width holding one bar per series, side by side
+    (evenly spaced data only); a zero still shows as a sliver, so it differs from a gap.
     """
-    chart = Chart(title, x_label, y_label, [], [], [], lines=lines)
+    chart = Chart(title, x_label, y_label, [], [], [], lines=lines and not bars)
     values = [v for _, ys in series for v in ys if v is not None] + [m[1] for m in markers]
     xs = list(x_values) + [m[0] for m in markers]
     if not values or not xs:
@@ -111,6 +126,9 @@ def line_chart(
     y_ticks = nice_ticks(min(values) if y_min is None else y_min, max(values) if y_max is None else y_max)
     low_y, high_y = y_ticks[0], y_ticks[-1]
     low_x, high_x = min(xs), max(xs)
+    slot = min((b - a for a, b in zip(sorted(set(xs)), sorted(set(xs))[1:], strict=False)), default=1.0)
+    if bars:  # each x value is the middle of its slot
+        low_x, high_x = low_x - slot / 2, high_x + slot / 2
     if high_x == low_x:
         low_x, high_x = low_x - 1, high_x + 1
 
@@ -120,9 +138,22 @@ def line_chart(
     def py(y: float) -> float:
         return chart.bottom - (y - low_y) / (high_y - low_y or 1) * (chart.bottom - chart.top)
 
+    slot_px = slot / (high_x - low_x) * (chart.right - chart.left)
+    bar_px = slot_px * BAR_FILL / max(1, len(series))
     for i, (name, ys) in enumerate(series):
+        color = COLORS[i % len(COLORS)]
+        if bars:
+            left = -slot_px * BAR_FILL / 2 + i * bar_px
+            baseline = py(min(max(low_y, 0.0), high_y))
+            columns = [
+                _bar(px(x) + left, bar_px, py(y), baseline)
+                for x, y in zip(x_values, ys, strict=True)
+                if y is not None
+            ]
+            chart.series.append(Series(name, color, [], dashed=name in dashed, bars=columns))
+            continue
         points = [(px(x), py(y)) for x, y in zip(x_values, ys, strict=True) if y is not None]
-        chart.series.append(Series(name, COLORS[i % len(COLORS)], points, dashed=name in dashed))
+        chart.series.append(Series(name, color, points, dashed=name in dashed))
     chart.y_ticks = [Tick(py(v), y_format(v)) for v in y_ticks]
     if x_nice_ticks:
         tick_xs = [x for x in nice_ticks(low_x, high_x, x_tick_count) if low_x <= x <= high_x]
@@ -135,3 +166,11 @@ def line_chart(
         Marker(px(x), py(y), label, anchor="start" if px(x) < middle else "end") for x, y, label in markers
     ]
     return chart
+
+
+def _bar(x: float, width: float, y: float, baseline: float) -> Bar:
+    """A bar from the baseline to y (above it, or below for a negative value), never thinner than MIN_BAR."""
+    top, height = min(y, baseline), abs(baseline - y)
+    if height < MIN_BAR:
+        top, height = baseline - MIN_BAR, MIN_BAR
+    return Bar(x, top, width, height)

@@ -118,7 +118,7 @@ def test_overview_page_shows_the_numbers_and_charts(login, ledger) -> None:
     html = page.content.decode()
     assert re.search(r'data-stat="calls">3<', html)
     assert 'data-stat="pass-rate">66.7%<' in html and 'data-stat="fallback-rate">50.0%<' in html
-    assert html.count("<svg") == 2 and "<polyline" in html
+    assert html.count("<svg") == 2 and "<rect" in html  # day and hour buckets are bars
     partial = client.get(
         reverse("web:overview") + "?range=24h", HTTP_HX_REQUEST="true", HTTP_HX_TARGET="overview-body"
     )

@@ -13,6 +13,7 @@ from typing import Any
 from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandParser
+from django.urls import reverse
 
 from app.supervisor import Supervisor, python
 from app.traffic import send_demo_traffic
@@ -102,7 +103,8 @@ class Command(BaseCommand):
             if "student" in sup.children:
                 self.stdout.write("[serve] waiting for the local student (vLLM on CPU, ~30-60 s)...")
                 sup.wait_http("student", f"http://127.0.0.1:{local['PORT']}/v1/models", 300)
-            self.stdout.write(f"[serve] Skillgate is up: {base}/v1 (OpenAI API), {base}/admin/ (dashboard)")
+            dashboard = base + reverse("web:overview")
+            self.stdout.write(f"[serve] Skillgate is up: {base}/v1 (OpenAI API), {dashboard} (dashboard)")
             if not opts["no_demo"] and "student" in sup.children:
                 for line in send_demo_traffic(f"{base}/v1"):
                     self.stdout.write(f"[demo] {line}")

@@ -6,6 +6,7 @@ from datetime import datetime
 
 from django.http import HttpRequest, HttpResponse
 
+from app.templatetags.dashboard import usd
 from app.web import charts, queries, roles
 from app.web.pages import page, render_page
 from training import adapter_health
@@ -32,9 +33,10 @@ def overview_charts(data: queries.Overview) -> list[charts.Chart]:
             ("teacher alone", [float(t.teacher_cost) for _, t in data.series]),
         ],
         x_format=label,
-        y_format=lambda v: f"${v:.4g}",
+        y_format=usd,
         y_min=0,
         dashed=["teacher alone"],
+        bars=True,
     )
     rates = charts.line_chart(
         title=f"Rates per {data.bucket} (%)",
@@ -48,6 +50,7 @@ def overview_charts(data: queries.Overview) -> list[charts.Chart]:
         y_format=lambda v: f"{v:.0f}%",
         y_min=0,
         y_max=100,
+        bars=True,
     )
     return [cost, rates]
 
