@@ -13,7 +13,7 @@ QUIET := 2>&1 | { grep -v "is ignored: it is neither a file nor a directory" || 
 $(VENV)/.core-installed: pyproject.toml constraints.txt
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PIP) install -q --upgrade -c constraints.txt pip $(QUIET)
-	$(PIP) install -q -c constraints.txt -e ".[dev,otel]" $(QUIET)
+	$(PIP) install -q -c constraints.txt -e ".[dev,otel,bench]" $(QUIET)
 	touch $@
 
 # Code verifiers run untrusted code under bubblewrap and refuse to run it without (design.md, 8).

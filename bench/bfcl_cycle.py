@@ -4,7 +4,7 @@ Each held-out item is sent twice per measurement: with ``model="auto"`` (the pol
 the profile's admitted adapter and SkillBook, the teacher on a failed live verification) and with
 ``model="student"`` (the student alone, its admitted adapter included: direct correctness). Both
 answers get two verdicts: the live one (the profile's weak ``tool_args`` schema check, which the gateway
-used) and BFCL's correctness against the possible answers (training.bfcl). The teacher alone is
+used) and BFCL's correctness against the possible answers (bench.bfcl). The teacher alone is
 measured once, before any cycle.
 
 The demo teacher (no provider) is :class:`BfclTeacher`: the student's own base model on the same vLLM,
@@ -27,16 +27,16 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
+from bench.bfcl.data import Item, load_items
+from bench.bfcl.judge import LIVE_VERIFIERS, correct, judge, reference_message
+from bench.bfcl.requests import request
 from tests.support.threaded_server import ThreadedServer
-from training.bfcl.data import Item, load_items
-from training.bfcl.judge import LIVE_VERIFIERS, correct, judge, reference_message
-from training.bfcl.requests import request
 
 PROFILE = "tool-call"
 
 
 def profile_fields(verifier: str = "schema") -> dict[str, Any]:
-    """The tool-call profile, with one of the live verifiers of training.bfcl.judge.LIVE_VERIFIERS."""
+    """The tool-call profile, with one of the live verifiers of bench.bfcl.judge.LIVE_VERIFIERS."""
     return {"policy": "student_with_fallback", "verifier": LIVE_VERIFIERS[verifier], "max_tokens": 256}
 
 
@@ -49,7 +49,7 @@ CONCURRENCY = 8  # vLLM batches them: on CPU more in flight means more answers p
 
 def tasks(categories: tuple[str, ...] | None, per_category: int) -> list[tuple[Item, dict[str, Any]]]:
     """(item, chat request) pairs; the request carries the docs as ``tools`` and in a system message, and
-    the answer's shape as a ``json_schema`` response format (training.bfcl.requests.response_format):
+    the answer's shape as a ``json_schema`` response format (bench.bfcl.requests.response_format):
     SmolLM2-135M unconstrained answers in prose, never a call."""
     return [
         (item, request(item, metadata={"task": PROFILE}, constrained=True))

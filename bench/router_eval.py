@@ -31,6 +31,8 @@ from typing import Any
 
 import numpy as np
 
+from bench.router_data.plot import plot_report
+from bench.router_data.synthetic import NOISE, REGIMES, SHARPNESS, Regime, generate
 from routing.router_learning.calibration import PolicyData, Split, Target, calibrate
 from routing.router_learning.evaluate import evaluate, markdown, routing_latency, summary
 from routing.router_learning.features import (
@@ -42,11 +44,9 @@ from routing.router_learning.features import (
 )
 from routing.router_learning.metrics import policy_metrics
 from routing.router_learning.model import fit_router_model
-from routing.router_learning.plot import plot_report
 from routing.router_learning.profiles import MODES, hindsight_vs_oracle, route_every_call, summarize
 from routing.router_learning.profiles import markdown as profile_markdown
 from routing.router_learning.records import ReplayRecord
-from routing.router_learning.synthetic import NOISE, REGIMES, SHARPNESS, Regime, generate
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
@@ -63,7 +63,7 @@ simulated teacher: `--sources he-mbpp` evaluates it. With a real student and tea
  2. For each task, POST /v1/chat/completions with model "auto", header X-Skillgate-Task: code,
     metadata {"task_id": <task id>, "verifier": {"kind": "python_tests", "tests": <its tests>}}.
  3. manage.py replay_export --profile code --out var/he_mbpp.jsonl --complete-only
- 4. manage.py router_eval --replay var/he_mbpp.jsonl --target 0.98 --relative --plot var/he_mbpp.png
+ 4. manage.py router_eval --replay var/he_mbpp.jsonl --target 0.98 --relative
 With ~560 tasks the held-out shard has ~110 calls: read its pass rates with that noise in mind.
 """
 

@@ -1,7 +1,7 @@
 """Self-consistency votes as a check of SmolLM2-135M's BFCL tool calls (routing/votes.py), judged by BFCL.
 
 Each ``simple`` item of the recording has the model's greedy answer and 5 answers sampled at temperature
-0.8 (vLLM, CPU build, the BFCL bench's constrained request: ``training.bfcl.requests.request``). The table
+0.8 (vLLM, CPU build, the BFCL bench's constrained request: ``bench.bfcl.requests.request``). The table
 compares, per item set, what passes and how much of it is right: the greedy answer with the ``values``
 check alone, and the votes rule of a backend with ``samples=K, min_votes=M`` (M of the first K sampled
 answers pass the values check and agree). The first 80 items are the values check's dev items (its rules
@@ -38,8 +38,8 @@ def _messages(response: Any) -> list[dict[str, Any]]:
 def record(items: list[Any]) -> None:
     import openai
 
+    from bench.bfcl.requests import request
     from tests.support.vllm import VllmServer
-    from training.bfcl.requests import request
 
     def one(client: Any, item: Any) -> dict[str, Any]:
         body = request(item, constrained=True)
@@ -65,10 +65,10 @@ def record(items: list[Any]) -> None:
 
 
 def table(rows: list[dict[str, Any]], items: dict[str, Any], order: dict[str, int]) -> str:
+    from bench.bfcl.judge import LIVE_VERIFIERS, correct
+    from bench.bfcl.requests import request
     from routing.verifiers import build_verifier
     from routing.votes import answer_key
-    from training.bfcl.judge import LIVE_VERIFIERS, correct
-    from training.bfcl.requests import request
 
     check = build_verifier(LIVE_VERIFIERS["values"])
 
@@ -111,7 +111,7 @@ def main() -> None:
     parser.add_argument("--record", action="store_true", help="record the items missing from the recording")
     args = parser.parse_args()
     django_setup()
-    from training.bfcl.data import load_items
+    from bench.bfcl.data import load_items
 
     simple = load_items(categories=("simple",), limit_per_category=ITEMS)
     rows = (

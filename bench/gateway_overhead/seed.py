@@ -30,10 +30,10 @@ FULL_RPM = 100_000_000
 
 
 def _router_version(profile: Any) -> dict[str, Any]:
+    from bench.router_data import synthetic
     from routing.models import RouterVersion
     from routing.protocol import ChatRequest
     from routing.router import Call
-    from routing.router_learning import synthetic
     from routing.router_learning.calibration import Target
     from routing.router_learning.evaluate import train_and_calibrate
     from routing.router_learning.features import CallInput

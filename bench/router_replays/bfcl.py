@@ -1,7 +1,7 @@
 """BFCL v4 as a router replay: real tool-call items, real answers, BFCL's checker as ground truth.
 
 Each of the 1,240 items (``eval/bfcl/bfcl.jsonl``) is one call, sent as the tool-call profile sends it
-(``training.bfcl.requests``: the function docs as ``tools`` and in the system message). Items are
+(``bench.bfcl.requests``: the function docs as ``tools`` and in the system message). Items are
 split by a hash of their id between two profiles: ``tool-call`` (the live verifier is the weak
 ``tool_args`` schema check, so a schema-valid call with wrong values passes and a rejected one falls
 back to the teacher) and ``tool-call-unverified`` (no verifier: no fallback).
@@ -9,10 +9,10 @@ back to the teacher) and ``tool-call-unverified`` (no verifier: no fallback).
 - Student: the rule-based tool caller of ``bfcl_student`` (its real answer to every item), or, in
   :func:`smollm2_records`, SmolLM2-135M-Instruct's answer as ``bench.router_replays.bfcl_record`` recorded
   it (vLLM CPU, greedy, the bench's constrained request) in ``data/bfcl_smollm2.jsonl``.
-- Teacher: BFCL's possible answer (``training.bfcl.judge.reference_message``), made wrong on a fixed
+- Teacher: BFCL's possible answer (``bench.bfcl.judge.reference_message``), made wrong on a fixed
   5% of items chosen by a hash of the id (a simulation, said here and in the README: a strong model
   errs on some items; which ones owes nothing to the call's content, so no router can predict it).
-- Correctness of both: BFCL's checker (``training.bfcl.judge``); the verdict: ``tool_args``.
+- Correctness of both: BFCL's checker (``bench.bfcl.judge``); the verdict: ``tool_args``.
 - Cost: the teacher at $2.5 / $10 per million input / output tokens (4 characters a token), the
   student at 4% of that for its own answer; latency in proportion to the tokens. Both documented
   prices, not measured ones.
@@ -29,12 +29,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from bench.bfcl.data import Item, load_items
+from bench.bfcl.judge import LIVE_VERIFIERS, judge, reference_message
+from bench.bfcl.requests import request
 from bench.router_replays.bfcl_student import answer
 from routing.router_learning.records import Outcome, ReplayRecord, write_jsonl
 from routing.verifiers import build_verifier
-from training.bfcl.data import Item, load_items
-from training.bfcl.judge import LIVE_VERIFIERS, judge, reference_message
-from training.bfcl.requests import request
 
 TEACHER_ERROR_RATE = 0.05
 STUDENT_PRICE = 0.04
@@ -75,7 +75,7 @@ def record(
     item: Item, student_answer: dict[str, Any] | None = None, source: str = "bfcl", verifier: str = "schema"
 ) -> ReplayRecord:
     """The item's record; the student's answer is ``student_answer`` when given, else the rule-based one.
-    ``verifier``: the verified profile's live check (training.bfcl.judge.LIVE_VERIFIERS)."""
+    ``verifier``: the verified profile's live check (bench.bfcl.judge.LIVE_VERIFIERS)."""
     body = request(item)
     profile = PROFILES[int(_unit(f"profile:{item.id}") * len(PROFILES)) % len(PROFILES)]
     verified = profile == "tool-call"

@@ -2,7 +2,7 @@
 
 The first ``--limit-per-category`` items (default 80: 400 of the 1,240, in five categories) of
 ``eval/bfcl/bfcl.jsonl`` are each sent once, exactly as the BFCL bench's tool-call profile sends
-it (``training.bfcl.requests.request(item, constrained=True)``: the function docs as ``tools`` and in the
+it (``bench.bfcl.requests.request(item, constrained=True)``: the function docs as ``tools`` and in the
 system message, the answer's shape as a ``json_schema`` response format), to SmolLM2-135M-Instruct on
 vLLM (CPU build), greedy, at most ``--max-tokens`` tokens (the profile's 256). One line per item goes to
 ``--out``: the answer message, vLLM's token counts, the call's wall time, and both verdicts (the live
@@ -28,8 +28,8 @@ DEFAULT_OUT = ROOT / "bench" / "router_replays" / "data" / "bfcl_smollm2.jsonl"
 
 
 def answer_one(client: Any, model: str, item: Any, max_tokens: int) -> dict[str, Any]:
-    from training.bfcl.judge import judge
-    from training.bfcl.requests import request
+    from bench.bfcl.judge import judge
+    from bench.bfcl.requests import request
 
     body = request(item, constrained=True)
     started = time.perf_counter()
@@ -71,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--concurrency", type=int, default=8)
     args = parser.parse_args(argv)
     django_setup()
-    from training.bfcl.data import load_items
+    from bench.bfcl.data import load_items
 
     record_all(
         load_items(limit_per_category=args.limit_per_category),

@@ -15,8 +15,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from training.bfcl.data import Item
-from training.bfcl.requests import tool_call_message
+from bench.bfcl.data import Item
+from bench.bfcl.requests import tool_call_message
 
 _WORD = re.compile(r"[a-z]+")
 _NUMBER = re.compile(r"(?<![\w.])-?\$?\d[\d,]*(?:\.\d+)?%?")

@@ -1,6 +1,6 @@
 """Named replays the router is evaluated on, from several sources.
 
-- ``gen-*``: the project's generator (``routing.router_learning.synthetic``) with other seeds, mixes
+- ``gen-*``: the project's generator (``bench.router_data.synthetic``) with other seeds, mixes
   and regimes than the benchmark's own; the router's design (features, pooling, margin) was tuned on
   ``gen-mixed``.
 - ``bfcl``: BFCL v4's 1,240 tool-call items (``bench.router_replays.bfcl``): another source, other
@@ -8,7 +8,7 @@
 - ``bfcl-smollm2``: the same items and teacher, SmolLM2-135M's recorded answers as the student's
   (``bench.router_replays.bfcl_record``); not tuned on.
 - ``bfcl-values``, ``bfcl-smollm2-values``: the same two, with the verified profile's live check the
-  stronger ``values`` one (training.bfcl.judge.LIVE_VERIFIERS: grounded values); its heuristics were
+  stronger ``values`` one (bench.bfcl.judge.LIVE_VERIFIERS: grounded values); its heuristics were
   written looking at SmolLM2's answers to the first 80 items of each category.
 - ``he-mbpp``: HumanEval+MBPP (``bench.router_replays.he_mbpp``): SmolLM2-135M's recorded answers,
   the tasks' executed tests as the ground truth; not tuned on.
@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from bench.router_data.synthetic import MIX, REGIMES, Regime, generate
 from routing.router_learning.records import ReplayRecord
-from routing.router_learning.synthetic import MIX, REGIMES, Regime, generate
 
 TUNED_ON = ("gen-mixed",)
 
@@ -30,8 +30,8 @@ def _regime(name: str, **mix: float) -> Regime:
 
 
 def _bfcl(verifier: str = "schema") -> list[ReplayRecord]:
+    from bench.bfcl.data import load_items
     from bench.router_replays.bfcl import record
-    from training.bfcl.data import load_items
 
     return [record(item, verifier=verifier) for item in load_items()]
 

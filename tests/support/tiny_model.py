@@ -1,6 +1,6 @@
 """Build the tiny test model and LoRA adapters once, in a cache folder shared by test sessions.
 
-Folders are keyed by ``training.tiny_model.TINY_MODEL_VERSION`` and the build arguments, and are built
+Folders are keyed by ``bench.tiny_model.TINY_MODEL_VERSION`` and the build arguments, and are built
 in a temporary folder and renamed into place, so concurrent sessions never see a half-written model.
 Plain helpers; the fixtures that use them live next to the tests.
 """
@@ -14,7 +14,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from training.tiny_model import TINY_MODEL_VERSION, build_tiny_lora, build_tiny_model
+from bench.tiny_model import TINY_MODEL_VERSION, build_tiny_lora, build_tiny_model
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_CACHE_ROOT = REPO_ROOT / "var" / "test-cache"
@@ -48,7 +48,7 @@ def _build_once(target: Path, build: Callable[[Path], object]) -> Path:
 
 
 def tiny_model_dir(cache_root: Path | None = None, *, seed: int = 0) -> Path:
-    """The tiny Qwen2 model (see ``training.tiny_model``), built on first use (~8 s)."""
+    """The tiny Qwen2 model (see ``bench.tiny_model``), built on first use (~8 s)."""
     target = _cache_root(cache_root) / f"{TINY_MODEL_VERSION}-seed{seed}"
     return _build_once(target, lambda tmp: build_tiny_model(tmp, seed=seed))
 

@@ -12,10 +12,10 @@ import types
 
 import pytest
 
-from training.bfcl.checker import check, standardize
-from training.bfcl.data import CATEGORIES, DATA_FILE, BfclDataError, Item, load_items
-from training.bfcl.judge import judge, reference_calls, reference_message, split
-from training.bfcl.requests import DecodeError, decode, json_schema, request, tool_call_message
+from bench.bfcl.checker import check, standardize
+from bench.bfcl.data import CATEGORIES, DATA_FILE, BfclDataError, Item, load_items
+from bench.bfcl.judge import judge, reference_calls, reference_message, split
+from bench.bfcl.requests import DecodeError, decode, json_schema, request, tool_call_message
 
 ITEMS = load_items()
 BY_ID = {item.id: item for item in ITEMS}

@@ -1,10 +1,11 @@
 """Train, calibrate and evaluate the learned router on a replay file, against the baselines.
 
     manage.py router_eval --replay var/replay.jsonl [--target 0.98 --relative] [--max-p95-ms 4000]
-                          [--plot var/router.png] [--features auto|minilm|hashing] [--json OUT]
+                          [--features auto|minilm|hashing] [--json OUT]
 
 Shards by hash of the task id: 0-2 train, 3 calibrates the threshold, 4 is held out; every number
-printed is on the held-out shard.
+printed is on the held-out shard. The benchmark (``python -m bench.router_eval``, the ``bench`` extra)
+also draws the cost-quality curves.
 """
 
 from __future__ import annotations
@@ -40,7 +41,6 @@ class Command(BaseCommand):
             "--z", type=float, default=1.0, help="Confidence margin of the target (0 = none)."
         )
         parser.add_argument("--features", choices=["auto", "minilm", "hashing"], default="auto")
-        parser.add_argument("--plot", help="Write the cost-quality curves to this PNG.")
         parser.add_argument("--json", help="Write the rows and the calibration as JSON here.")
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -62,10 +62,6 @@ class Command(BaseCommand):
             raise CommandError(f"cannot evaluate: {exc}") from None
         self.stdout.write(f"features: {spec.embedder} ({spec.dims} dims)\n")
         self.stdout.write(markdown(report) + "\n\n" + summary(report) + "\n")
-        if options["plot"]:
-            from routing.router_learning.plot import plot_report
-
-            self.stdout.write(f"curves: {plot_report(report, options['plot'])}\n")
         if options["json"]:
             with open(options["json"], "w") as handle:
                 json.dump(

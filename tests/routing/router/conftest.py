@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from bench.router_data.synthetic import generate
 from routing.router_learning.calibration import Split, Target
 from routing.router_learning.evaluate import EvalReport, evaluate
 from routing.router_learning.features import Featurizer, hashing_spec, make_featurizer
 from routing.router_learning.records import ReplayRecord
-from routing.router_learning.synthetic import generate
 
 FAST_GRID = (0.01, 0.1)
 

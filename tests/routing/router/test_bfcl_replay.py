@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from bench.bfcl.data import load_items
+from bench.bfcl.judge import judge
 from bench.router_replays import bfcl
 from bench.router_replays.bfcl_student import answer
-from training.bfcl.data import load_items
-from training.bfcl.judge import judge
 
 ITEMS = load_items(limit_per_category=6)
 

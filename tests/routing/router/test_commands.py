@@ -10,8 +10,12 @@ import pytest
 from django.core.management import call_command
 from django.utils import timezone
 
+from bench.router_data.plot import plot_report
+from bench.router_data.synthetic import generate
+from routing.router_learning.calibration import Target
+from routing.router_learning.evaluate import evaluate_replay
+from routing.router_learning.features import hashing_spec, make_featurizer
 from routing.router_learning.records import read_jsonl, write_jsonl
-from routing.router_learning.synthetic import generate
 from tests.factories import InvocationFactory, TaskProfileFactory
 
 LEGS = [
@@ -40,18 +44,17 @@ def test_replay_export_streams_the_ledger(tmp_path):
     assert len(list(read_jsonl(out))) == 4
 
 
-def test_router_eval_prints_the_table_and_writes_the_curves(tmp_path):
+def test_router_eval_prints_the_table_and_saves_the_router(tmp_path):
     replay = tmp_path / "replay.jsonl"
     write_jsonl(generate(700, regime="weak_verifier", seed=8), replay)
     stdout = io.StringIO()
-    png, report = tmp_path / "curves.png", tmp_path / "report.json"
+    report = tmp_path / "report.json"
     call_command(
         "router_eval",
         replay=str(replay),
         target=0.95,
         relative=True,
         features="hashing",
-        plot=str(png),
         json=str(report),
         stdout=stdout,
     )
@@ -59,9 +62,16 @@ def test_router_eval_prints_the_table_and_writes_the_curves(tmp_path):
     for name in ["learned (MERA)", "always-teacher", "cascade", "random @", "prompt-only", "oracle", "APGR"]:
         assert name in text
     assert "0.95x always-teacher" in text
-    assert png.stat().st_size > 10_000 and png.read_bytes()[:4] == b"\x89PNG"
     saved = json.loads(report.read_text())
     assert saved["router"]["threshold"] == pytest.approx(saved["router"]["calibration"]["threshold"])
+
+
+def test_the_bench_draws_the_cost_quality_curves(tmp_path):
+    """bench.router_data.plot (matplotlib: the bench extra) on the same kind of report."""
+    records = generate(700, regime="weak_verifier", seed=8)
+    report = evaluate_replay(records, featurizer=make_featurizer(hashing_spec()), target=Target(0.95, True))
+    png = plot_report(report, tmp_path / "curves.png")
+    assert png.stat().st_size > 10_000 and png.read_bytes()[:4] == b"\x89PNG"
 
 
 @pytest.mark.django_db

@@ -55,8 +55,8 @@ def test_context_embeddings_are_cached(embedder):
 
 
 def test_minilm_features_of_a_call(embedder):
+    from bench.router_data.synthetic import generate
     from routing.router_learning.features import CallInput, Featurizer, minilm_spec
-    from routing.router_learning.synthetic import generate
 
     spec = minilm_spec(static_tokens=0, turn_tokens=16, ngram_dims=64)
     featurizer = Featurizer(spec, embedder)

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from bench.router_data.synthetic import generate
 from routing.models import TaskProfile
 from routing.protocol import ChatRequest
 from routing.router import Call
 from routing.router_learning.features import CallInput, Featurizer
-from routing.router_learning.synthetic import generate
 
 
 def test_call_and_record_give_the_same_features(featurizer: Featurizer):

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from sklearn.metrics import roc_auc_score
 
+from bench.router_data.synthetic import generate
 from routing.router_learning.calibration import Target
 from routing.router_learning.evaluate import featurize
 from routing.router_learning.features import hashing_spec, make_featurizer
@@ -18,7 +19,6 @@ from routing.router_learning.profiles import (
     summarize,
 )
 from routing.router_learning.records import Outcome, ReplayRecord
-from routing.router_learning.synthetic import generate
 
 
 def tool(required: int) -> dict:

@@ -8,6 +8,7 @@ from decimal import Decimal
 
 import pytest
 
+from bench.router_data.synthetic import generate
 from routing.router_learning.records import (
     Outcome,
     ReplayFormatError,
@@ -17,7 +18,6 @@ from routing.router_learning.records import (
     record_from_invocation,
     write_jsonl,
 )
-from routing.router_learning.synthetic import generate
 from tests.factories import InvocationFactory, TaskProfileFactory
 
 

@@ -1,6 +1,6 @@
 """Regenerates ``eval/bfcl/bfcl.jsonl`` from the ``bfcl-eval`` package (PyPI, Apache-2.0).
 
-    .venv/bin/python -m training.bfcl.build [--package-dir DIR]
+    .venv/bin/python -m bench.bfcl.build [--package-dir DIR]
 
 Only needed to refresh the data: the repository carries the result, so nothing imports ``bfcl_eval`` at
 run time. One line per item: ``id``, ``category``, ``messages`` (the single turn's chat messages),
@@ -15,7 +15,7 @@ import importlib.util
 import json
 from pathlib import Path
 
-from training.bfcl.data import CATEGORIES, DATA_FILE
+from bench.bfcl.data import CATEGORIES, DATA_FILE
 
 SOURCE_FILES = {
     "simple": "BFCL_v4_simple_python.json",

@@ -2,7 +2,7 @@
 
 Used by tests (vLLM serving, training smoke tests) and for demos on machines without network:
 
-    from training.tiny_model import build_tiny_model, build_tiny_lora
+    from bench.tiny_model import build_tiny_model, build_tiny_lora
     base = build_tiny_model(Path("var/models/tiny-qwen2"))
     lora = build_tiny_lora(base, Path("var/models/tiny-lora"), reply='{"ok": true}')
 

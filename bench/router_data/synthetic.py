@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from routing.router_learning import synthetic_text as tx
+from bench.router_data import synthetic_text as tx
 from routing.router_learning.records import Outcome, ReplayRecord
 
 STRONG = (0.03, 0.02)  # (false accept, false reject)

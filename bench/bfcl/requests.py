@@ -14,10 +14,10 @@ import json
 import re
 from typing import Any
 
+from bench.bfcl.checker import Call
+from bench.bfcl.data import Item
 from routing.json_body import loads_answer
 from routing.verifiers.tool_text import TextCallError, written_calls
-from training.bfcl.checker import Call
-from training.bfcl.data import Item
 
 TYPES = {"dict": "object", "float": "number", "tuple": "array", "integer": "integer"}
 SYSTEM = (

@@ -1,4 +1,4 @@
-"""The BFCL items the repository carries (``eval/bfcl/bfcl.jsonl``, built by ``training.bfcl.build``)."""
+"""The BFCL items the repository carries (``eval/bfcl/bfcl.jsonl``, built by ``bench.bfcl.build``)."""
 
 from __future__ import annotations
 

@@ -9,9 +9,9 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from training.bfcl.checker import Call, check
-from training.bfcl.data import Item
-from training.bfcl.requests import DecodeError, decode, request, tool_call_message
+from bench.bfcl.checker import Call, check
+from bench.bfcl.data import Item
+from bench.bfcl.requests import DecodeError, decode, request, tool_call_message
 
 SPLITS = ("train", "calibration", "heldout")
 # The live verifiers a tool-call profile may have. ``schema`` (the default): declared functions,
