@@ -30,7 +30,7 @@ from aiohttp import web
 from bench.bfcl.data import Item, load_items
 from bench.bfcl.judge import LIVE_VERIFIERS, correct, judge, reference_message
 from bench.bfcl.requests import request
-from tests.support.threaded_server import ThreadedServer
+from bench.support.threaded_server import ThreadedServer
 
 PROFILE = "tool-call"
 
@@ -63,7 +63,7 @@ def key(messages: list[dict[str, Any]]) -> str:
 
 def stub_responder(pairs: list[tuple[Item, dict[str, Any]]]) -> Any:
     """A stub teacher that answers every item with its reference answer and distills fixed advice."""
-    from tests.support.openai_stub import Reply
+    from bench.support.openai_stub import Reply
 
     answers = {key(body["messages"]): reference_message(item) for item, body in pairs}
 

@@ -114,11 +114,11 @@ def _scripted(name: str, roots: list[Path]) -> list[Any]:
     from django.conf import settings
 
     from bench.diagnosis_scripted import POLICIES
+    from bench.support.openai_stub import OpenAIStub
     from diagnostics.agent import config
     from diagnostics.agent.llm import GatewayClient
     from diagnostics.agent.runner import MODE_LLM, build_observer_for
     from diagnostics.evaluation.replay import evaluate
-    from tests.support.openai_stub import OpenAIStub
 
     if name not in POLICIES:
         raise SystemExit(f"--scripted: {name!r} is not one of {', '.join(POLICIES)}.")

@@ -1,6 +1,6 @@
 """Scripted models for the tool-calling Observer's benchmark (bench/diagnosis_questions.py --scripted).
 
-Each one answers the OpenAI chat-completions protocol through tests/support/openai_stub.py with native
+Each one answers the OpenAI chat-completions protocol through bench/support/openai_stub.py with native
 tool calls, the way a model would, from what the request holds (its ``tools`` and messages). They are
 not models: they measure the tool-calling loop, the evidence check and the floor, never a model's skill.
 
@@ -18,7 +18,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from tests.support.openai_stub import Reply
+from bench.support.openai_stub import Reply
 
 Responder = Callable[[dict[str, Any]], Reply]
 _FINDING = re.compile(r"^- \[(critical|warning|info)\] (.+)$", re.MULTILINE)

@@ -78,7 +78,7 @@ def structured_tasks() -> list[Task]:
 
 def narrow_tasks() -> list[Task]:
     """The trainer tests' narrow task ({"city": <word>}): one the tiny model can learn in seconds."""
-    from tests.support import narrow_task
+    from bench.support import narrow_task
 
     distinct = {json.dumps(p): p for p in narrow_task.heldout_prompts(200, seed=7)}
     return [
@@ -123,7 +123,7 @@ def configure(args: argparse.Namespace, run_dir: Path, base_model: Path) -> None
 def start_gateway() -> tuple[str, Any]:
     import uvicorn
 
-    from tests.support.vllm import free_port
+    from bench.support.vllm import free_port
 
     port = free_port()
     config = uvicorn.Config("app.asgi:application", host="127.0.0.1", port=port, log_level="warning")
@@ -138,7 +138,7 @@ def start_gateway() -> tuple[str, Any]:
 
 
 def stub_teacher(tasks: list[Task]) -> Any:
-    from tests.support.openai_stub import OpenAIStub, Reply
+    from bench.support.openai_stub import OpenAIStub, Reply
 
     answers = {json.dumps(t.messages[-1]["content"]): t.answer for t in tasks}
 
@@ -317,7 +317,7 @@ def main() -> None:
     run_dir = WORK / time.strftime("%Y%m%d-%H%M%S")
     run_dir.mkdir(parents=True)
     sys.path.insert(0, str(ROOT))
-    from tests.support.tiny_model import tiny_model_dir
+    from bench.support.tiny_model import tiny_model_dir
 
     base_model = tiny_model_dir() if args.student == "tiny" else SMOLLM2
     configure(args, run_dir, base_model)
@@ -330,9 +330,9 @@ def main() -> None:
     import openai
 
     from bench import bfcl_cycle
+    from bench.support.vllm import VllmServer
     from routing.models import Backend, TaskProfile
     from routing.services import api_key_create
-    from tests.support.vllm import VllmServer
     from training.services.cycle.calls import split_of
 
     pairs: list[Any] = []
@@ -351,7 +351,7 @@ def main() -> None:
     print(f"{len(train)} train tasks in {args.cycles} batches, {len(heldout)} held out", file=sys.stderr)
     stub = None
     if args.teacher == "stub" and not args.teacher_url:
-        from tests.support.openai_stub import OpenAIStub
+        from bench.support.openai_stub import OpenAIStub
 
         stub = (
             OpenAIStub(responder=bfcl_cycle.stub_responder(pairs)).start() if pairs else stub_teacher(tasks)
@@ -399,7 +399,7 @@ def main() -> None:
             output_cost_per_token=Decimal("0.0000001"),
         )
         from app.demo import PROFILES
-        from tests.support import narrow_task
+        from bench.support import narrow_task
 
         narrow = {"policy": "student_with_fallback", "verifier": narrow_task.VERIFIER, "max_tokens": 16}
         name, fields = {

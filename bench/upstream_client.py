@@ -1,6 +1,6 @@
 """Micro-benchmark: one upstream call through litellm vs the direct client (routing/openai_client.py).
 
-The OpenAI stub (tests/support/openai_stub.py) runs in its own process, so this process's CPU time
+The OpenAI stub (bench/support/openai_stub.py) runs in its own process, so this process's CPU time
 (``time.process_time``) is the client's alone. Each path makes the same calls through the gateway's
 own ``routing.upstream.complete`` / ``open_stream`` (the stream read to its end): sequential, then
 ``--concurrency`` at a time, after a few warm-up calls. Prints one markdown table; a test it is not.
@@ -29,7 +29,7 @@ from typing import Any
 STUB = """
 import sys
 from aiohttp import web
-from tests.support.openai_stub import OpenAIStub, Reply
+from bench.support.openai_stub import OpenAIStub, Reply
 words = int(sys.argv[2])
 stub = OpenAIStub(responder=lambda body: Reply(content=" ".join(["word"] * words)))
 web.run_app(stub.app(), host="127.0.0.1", port=int(sys.argv[1]), access_log=None, print=None)

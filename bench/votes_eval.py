@@ -39,7 +39,7 @@ def record(items: list[Any]) -> None:
     import openai
 
     from bench.bfcl.requests import request
-    from tests.support.vllm import VllmServer
+    from bench.support.vllm import VllmServer
 
     def one(client: Any, item: Any) -> dict[str, Any]:
         body = request(item, constrained=True)

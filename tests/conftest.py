@@ -14,16 +14,16 @@ import pytest
 import uvicorn
 from django.conf import settings
 
+from bench.support.openai_stub import OpenAIStub, Reply
+from bench.support.vllm import free_port
 from diagnostics.models import Step
 from routing import lookups
 from routing.models import Backend
 from tests.factories import BackendFactory, KeyPair, make_key
 from tests.support.fake_environment import FakeWrite
 from tests.support.gateway import STUDENT_PRICES, TEACHER_PRICES
-from tests.support.openai_stub import OpenAIStub, Reply
 from tests.support.slack_bot import SECRET, TOKEN, Queue, SlackClient
 from tests.support.slack_stub import SlackStub
-from tests.support.vllm import free_port
 from tests.support.wait import wait_until
 
 # A server groups ledger rows behind its journal (LEDGER_WRITER "batched", the default); most tests read a

@@ -1,6 +1,6 @@
 """Gateway overhead: the same upstream reached directly, through Skillgate and through a LiteLLM proxy.
 
-One run starts an OpenAI-protocol stub upstream (``tests.support.openai_stub``), Skillgate (uvicorn,
+One run starts an OpenAI-protocol stub upstream (``bench.support.openai_stub``), Skillgate (uvicorn,
 ``app.asgi:application``, a fresh migrated SQLite database under var/bench/, or PostgreSQL with
 ``--database-url``) and a LiteLLM proxy (from var/bench-venv), each its own process with a single
 worker. An open-loop load generator (its own process, asyncio + aiohttp) offers fixed request rates

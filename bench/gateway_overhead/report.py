@@ -177,7 +177,7 @@ def write_report(
             f"- Per point: {cfg.warmup:g} s warm-up (discarded), then {cfg.duration:g} s measured; "
             f"client timeout {cfg.timeout:g} s; rates {args.rates}; search steps {args.search_steps}",
             "",
-            "Method: one stub upstream (`tests/support/openai_stub.py`, aiohttp, answers `ok` at once); the "
+            "Method: one stub upstream (`bench/support/openai_stub.py`, aiohttp, answers `ok` at once); the "
             "**floor** (`bench/gateway_overhead/floor.py`: raw ASGI + one pooled httpx client, the body "
             "passed "
             "through, no parsing); one Skillgate (`uvicorn app.asgi:application`, ledger writer `batched`) "

@@ -158,7 +158,7 @@ class Target:
 
 def start_stub(children: Children) -> Target:
     port = free_port()
-    argv = [sys.executable, "-m", "tests.support.openai_stub", "--port", str(port)]
+    argv = [sys.executable, "-m", "bench.support.openai_stub", "--port", str(port)]
     proc = children.start("stub", argv, clean_env())
     base = f"http://127.0.0.1:{port}/v1"
     wait_http(f"{base}/models", proc, "stub", 30, {})

@@ -44,7 +44,7 @@ def record_all(
     appends its row; ``good`` names the row's boolean counted in the progress lines. Returns how many."""
     import openai
 
-    from tests.support.vllm import VllmServer
+    from bench.support.vllm import VllmServer
 
     out.parent.mkdir(parents=True, exist_ok=True)
     done = set()

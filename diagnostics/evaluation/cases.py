@@ -3,7 +3,9 @@ correct diagnosis states. The agent sees only the alert/question; expected facts
 
 Every case belongs to one split, fixed by a hash of its name (no list to edit, no choice by hand):
 ``dev`` (analyzers and planner rules are written looking at these) and ``held-out`` (about a third,
-only ever measured, to check that what was written for ``dev`` generalizes)."""
+only ever measured, to check that what was written for ``dev`` generalizes). A case's
+``test_case.yaml`` may say ``split: held-out`` (a set written before looking at the code, kept out of
+``dev`` whatever its hash); it can never move a case into ``dev``."""
 
 from __future__ import annotations
 
@@ -37,6 +39,7 @@ class Case:
     payload: dict[str, Any] = field(default_factory=dict)
     expected: list[str] | None = None
     tags: list[str] = field(default_factory=list)
+    held_out: bool = False
 
     @property
     def intent(self) -> str:
@@ -45,7 +48,7 @@ class Case:
 
     @property
     def split(self) -> str:
-        return split_of(self.name)
+        return HELD_OUT if self.held_out else split_of(self.name)
 
     def alert(self) -> AlertContext:
         if "request" in self.payload:
@@ -85,6 +88,7 @@ def load_case(path: Path, root: Path) -> Case:
     spec = spec if isinstance(spec, dict) else {}
     case = Case(name=str(path.relative_to(root)), path=path, prompt=str(spec.get("user_prompt") or ""))
     case.expected = expected_facts(spec.get("expected_output"))
+    case.held_out = spec.get("split") == HELD_OUT
     tags = spec.get("tags")
     case.tags = [str(t) for t in tags] if isinstance(tags, list) else []
     request = _json(path / "investigate_request.json")

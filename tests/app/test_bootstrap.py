@@ -11,7 +11,7 @@ from pathlib import Path
 import httpx
 import openai
 
-from tests.support.vllm import free_port
+from bench.support.vllm import free_port
 from tests.support.wait import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]

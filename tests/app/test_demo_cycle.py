@@ -11,6 +11,7 @@ from django.core.management import CommandError, call_command
 
 from app.demo import CAPITALS, extract_json_call
 from app.demo_cycle import follow, summarize
+from bench.support.vllm import free_port
 from routing.models import Invocation
 from tests.factories import (
     AdapterFactory,
@@ -19,7 +20,6 @@ from tests.factories import (
     TaskProfileFactory,
     TrainingRunFactory,
 )
-from tests.support.vllm import free_port
 from training.models import Cycle, TrainingRun
 from training.services.cycle.calls import split_of
 

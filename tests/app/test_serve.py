@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.support.vllm import free_port
+from bench.support.vllm import free_port
 from tests.support.wait import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -18,10 +18,10 @@ from typing import Any
 
 import pytest
 
+from bench.support.openai_stub import Reply
 from routing.models import Invocation, TaskProfile
 from tests.factories import TaskProfileFactory
 from tests.support.gateway import STUDENT_PRICES, TEACHER_PRICES
-from tests.support.openai_stub import Reply
 
 pytestmark = [
     pytest.mark.slow,

@@ -30,12 +30,12 @@ from celery import Celery
 from prometheus_client import CollectorRegistry
 from prometheus_client.multiprocess import MultiProcessCollector
 
+from bench.support.narrow_task import FAST
+from bench.support.openai_stub import OpenAIStub, Reply
+from bench.support.tiny_model import tiny_model_dir
+from bench.support.vllm import free_port
 from tests.deploy.manifests import ROOT
 from tests.support.cycle import CITIES, city_prompt, responder, student, teacher, user_text
-from tests.support.narrow_task import FAST
-from tests.support.openai_stub import OpenAIStub, Reply
-from tests.support.tiny_model import tiny_model_dir
-from tests.support.vllm import free_port
 from tests.support.wait import wait_until
 
 pytestmark = pytest.mark.slow

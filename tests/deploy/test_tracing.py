@@ -26,10 +26,10 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
+from bench.support.openai_stub import Reply
 from core import tracing
 from tests.deploy.manifests import ROOT
 from tests.support.cycle import BAD, CITIES, city_prompt, drive, good, json_profile, responder
-from tests.support.openai_stub import Reply
 from tests.support.wait import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)

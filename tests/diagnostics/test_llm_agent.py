@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from bench.support.openai_stub import Reply
 from diagnostics import services
 from diagnostics.evaluation.cases import discover_cases
 from diagnostics.evaluation.replay import run_case
@@ -22,7 +23,6 @@ from diagnostics.tasks import run_diagnosis
 from routing.models import Invocation, TaskProfile
 from tests.factories import TaskProfileFactory
 from tests.support.fake_environment import CASES, FakeWrite
-from tests.support.openai_stub import Reply
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

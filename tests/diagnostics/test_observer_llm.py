@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from bench.support.openai_stub import Reply
 from diagnostics import services
 from diagnostics.agent.llm import gateway_client
 from diagnostics.evaluation.grading import grade
@@ -17,7 +18,6 @@ from diagnostics.tasks import run_diagnosis
 from routing.models import Invocation, TaskProfile
 from tests.factories import TaskProfileFactory
 from tests.support.fake_environment import CASES
-from tests.support.openai_stub import Reply
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.support.vllm import free_port
+from bench.support.vllm import free_port
 from tests.support.wait import wait_until
 
 PG_BIN = Path(os.environ.get("SKILLGATE_TEST_PG_BIN", "/usr/lib/postgresql/15/bin"))

@@ -14,10 +14,10 @@ from typing import Any
 import httpx
 import pytest
 
+from bench.support.openai_stub import Reply
 from routing import ledger_writer
 from routing.models import ApiKey, Backend, BudgetLease, Invocation, Reservation, TaskProfile
 from tests.factories import TaskProfileFactory, make_key
-from tests.support.openai_stub import Reply
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 

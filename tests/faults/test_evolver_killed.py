@@ -12,13 +12,13 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
+from bench.support.openai_stub import Reply
 from diagnostics import services as diagnostics_services
 from routing.models import TaskProfile
 from tests.factories import TaskProfileFactory
 from tests.faults.workers import MAX_ATTEMPTS, STALE_AFTER_S, Stopwatch, fault_worker, kill9
 from tests.support.evolver import CRASHPOD, PLAN, diagnose, is_evolver_call
 from tests.support.fake_environment import CASES
-from tests.support.openai_stub import Reply
 from training.models import DiagnosticSkill, DiagnosticSkillSet
 from training.services import evolver
 from training.services.evolver.jobs import evolver_jobs_sweep

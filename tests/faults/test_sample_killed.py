@@ -9,11 +9,11 @@ from decimal import Decimal
 
 import pytest
 
+from bench.support.openai_stub import Reply
 from routing.models import Invocation, SampleSpend, TaskProfile
 from routing.tasks import sample_leg
 from tests.factories import InvocationFactory, TaskProfileFactory
 from tests.faults.workers import STALE_AFTER_S, Stopwatch, fault_worker, kill9
-from tests.support.openai_stub import Reply
 
 # Real workers started, killed and started again: tens of seconds each (make test-slow runs them).
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]

@@ -15,11 +15,11 @@ from decimal import Decimal
 import httpx
 import pytest
 
+from bench.support.openai_stub import OpenAIStub, Reply
 from routing.models import ApiKey, BudgetLease, Invocation
 from tests.factories import make_key
 from tests.faults.workers import Stopwatch
 from tests.support.gateway_process import GatewayProcess, gateway_process, journal_files
-from tests.support.openai_stub import OpenAIStub, Reply
 from tests.support.wait import wait_until
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]

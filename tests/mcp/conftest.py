@@ -16,10 +16,10 @@ import pytest
 from django.conf import settings
 from django.contrib.auth.models import User
 
+from bench.support.vllm import free_port
 from diagnostics.mcp.servers import mcp_server_register, mcp_server_sync
 from diagnostics.models import McpServer
 from tests.support.fake_environment import incident_user
-from tests.support.vllm import free_port
 from tests.support.wait import wait_until
 
 BIN = Path(settings.BASE_DIR) / "tests" / "clients" / "node_modules" / ".bin"

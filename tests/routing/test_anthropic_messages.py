@@ -13,10 +13,10 @@ import anthropic
 import httpx
 import pytest
 
+from bench.support.openai_stub import Reply
 from routing.models import Backend, Invocation, TaskProfile
 from tests.factories import TaskProfileFactory, claude_teacher
 from tests.support.anthropic_stub import AnthropicStub
-from tests.support.openai_stub import Reply
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

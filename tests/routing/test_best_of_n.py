@@ -9,10 +9,10 @@ import httpx
 import openai
 import pytest
 
+from bench.support.openai_stub import Reply
 from routing.models import Backend, Invocation, TaskProfile
 from tests.factories import TaskProfileFactory
 from tests.support.gateway import TEACHER_PRICES
-from tests.support.openai_stub import Reply
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

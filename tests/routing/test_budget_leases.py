@@ -20,13 +20,13 @@ from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+from bench.support.openai_stub import Reply
 from routing import budget_leases, budgets, ledger_journal
 from routing.models import ApiKey, BudgetLease, Invocation, Reservation
 from routing.pricing import cost_bound, prices_for, prompt_token_bound
 from routing.tasks import release_stale_reservations
 from tests.factories import ApiKeyFactory, make_key
 from tests.support.gateway_process import gateway_process, journal_files
-from tests.support.openai_stub import Reply
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -10,11 +10,11 @@ import httpx
 import pytest
 from django.utils import timezone
 
+from bench.support.openai_stub import Reply
 from routing import budgets, ledger_writer
 from routing.models import ApiKey, Invocation, Reservation
 from routing.pricing import cost_bound, prices_for, prompt_token_bound
 from tests.factories import ApiKeyFactory, make_key
-from tests.support.openai_stub import Reply
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -18,10 +18,10 @@ from django.core.paginator import Paginator
 from django.template.loader import render_to_string
 from django.utils import timezone
 
+from bench.support.openai_stub import OpenAIStub, Reply
 from routing.ledger import ledger_bodies_purge
 from routing.models import Backend, Invocation
 from tests.factories import BackendFactory, make_key
-from tests.support.openai_stub import OpenAIStub, Reply
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

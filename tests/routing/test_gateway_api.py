@@ -9,10 +9,10 @@ from typing import Any
 import openai
 import pytest
 
+from bench.support.openai_stub import Reply
 from routing.models import Backend, Invocation, TaskProfile
 from tests.factories import TaskProfileFactory
 from tests.support.gateway import GOOD, SCHEMA, STUDENT_PRICES, TEACHER_PRICES, by_model, client
-from tests.support.openai_stub import Reply
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

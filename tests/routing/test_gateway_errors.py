@@ -9,11 +9,11 @@ import pytest
 from django.conf import settings
 from django.test import override_settings
 
+from bench.support.openai_stub import Reply
 from routing.models import ApiKey, Invocation
 from routing.services import api_key_revoke
 from tests.factories import TaskProfileFactory, make_key
 from tests.support.gateway import client
-from tests.support.openai_stub import Reply
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -8,10 +8,10 @@ import json
 import openai
 import pytest
 
+from bench.support.openai_stub import Reply
 from routing.models import ApiKey, Invocation, Reservation, TaskProfile
 from tests.factories import TaskProfileFactory
 from tests.support.gateway import GOOD, SCHEMA, by_model, client, stream_and_hang_up
-from tests.support.openai_stub import Reply
 from tests.support.wait import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -20,6 +20,7 @@ import httpx
 import pytest
 from django.utils import timezone
 
+from bench.support.openai_stub import Reply
 from routing import budget_leases, budgets, ledger_journal, ledger_writer
 from routing.ledger import CallRecord, Leg, ledger_row
 from routing.models import ApiKey, BudgetLease, Invocation
@@ -27,7 +28,6 @@ from tests.factories import TaskProfileFactory, make_key
 from tests.support.cycle import city_prompt, drive, good, json_profile
 from tests.support.gateway import by_model
 from tests.support.gateway_process import gateway_process, journal_files
-from tests.support.openai_stub import Reply
 from tests.support.wait import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)

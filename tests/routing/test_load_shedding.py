@@ -10,10 +10,10 @@ import httpx
 import openai
 import pytest
 
+from bench.support.openai_stub import Reply
 from routing import inflight
 from routing.models import Invocation, Reservation
 from tests.factories import make_key
-from tests.support.openai_stub import Reply
 from tests.support.wait import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -13,10 +13,10 @@ import httpx
 import openai
 import pytest
 
+from bench.support.openai_stub import Reply
 from routing.models import Backend, Invocation, TaskProfile
 from routing.pricing import cost_bound, prices_for, prompt_token_bound
 from tests.factories import TaskProfileFactory, make_key
-from tests.support.openai_stub import Reply
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

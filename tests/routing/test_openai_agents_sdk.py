@@ -22,9 +22,9 @@ from agents import (
 from agents.models import _openai_shared
 from openai import AsyncOpenAI
 
+from bench.support.openai_stub import Reply
 from routing.models import Invocation
 from routing.responses import RESERVED
-from tests.support.openai_stub import Reply
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -16,12 +16,12 @@ import openai
 import pytest
 from django.utils import timezone
 
+from bench.support.openai_stub import Reply
 from routing import ledger_writer
 from routing.ledger import ledger_bodies_purge
 from routing.models import Invocation, TaskProfile
 from routing.responses import ResponsesRequest
 from tests.factories import TaskProfileFactory, make_key
-from tests.support.openai_stub import Reply
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -17,12 +17,12 @@ from django.template.loader import render_to_string
 from django.utils import timezone
 
 from app.observability.replicas import StudentReplicaCollector
+from bench.support.vllm import free_port
 from routing import replicas
 from routing.errors import UpstreamError
 from routing.models import Backend, Invocation, TaskProfile, validate_replica_urls
 from tests.factories import AdapterFactory, TaskProfileFactory
 from tests.support.gateway import client
-from tests.support.vllm import free_port
 from tests.support.vllm_stub import VllmStub
 from tests.support.wait import wait_until
 from training import adapter_health

@@ -24,11 +24,11 @@ import pytest
 from django.db import connections
 from django.utils import timezone
 
+from bench.support.vllm import VllmServer, free_port, vllm_available
 from routing import replicas
 from routing.models import Backend, Invocation
 from tests.factories import AdapterFactory, TaskProfileFactory
 from tests.support.gateway import client
-from tests.support.vllm import VllmServer, free_port, vllm_available
 from tests.support.wait import wait_until
 from training import adapter_health
 from training.models import Adapter
@@ -48,7 +48,7 @@ MESSAGES = [{"role": "user", "content": "What is the capital of France?"}]
 
 @pytest.fixture(scope="module")
 def model_dirs() -> tuple[Path, Path]:
-    from tests.support.tiny_model import tiny_lora_dir, tiny_model_dir
+    from bench.support.tiny_model import tiny_lora_dir, tiny_model_dir
 
     return tiny_model_dir(), tiny_lora_dir(name=ADAPTER, reply=REPLY)
 

@@ -19,13 +19,13 @@ from aiohttp import web
 from django.conf import settings
 from django.test import override_settings
 
+from bench.support.openai_stub import OpenAIStub, Reply
+from bench.support.vllm import free_port
 from routing import openai_client, upstream
 from routing.errors import UpstreamError
 from routing.models import Backend, Invocation
 from routing.openai_client import IdSwap, target_of
 from tests.support.gateway import stream_and_hang_up
-from tests.support.openai_stub import OpenAIStub, Reply
-from tests.support.vllm import free_port
 from tests.support.wait import wait_until
 
 HELLO = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 16}

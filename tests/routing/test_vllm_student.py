@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.vllm import VllmServer, pid_alive, vllm_available
+from bench.support.vllm import VllmServer, pid_alive, vllm_available
 
 pytestmark = [
     pytest.mark.vllm,
@@ -37,7 +37,7 @@ MESSAGES = [{"role": "user", "content": "What is the capital of France?"}]
 
 @pytest.fixture(scope="module")
 def adapters() -> dict[str, Path]:
-    from tests.support.tiny_model import tiny_lora_dir
+    from bench.support.tiny_model import tiny_lora_dir
 
     return {
         STUDENT: tiny_lora_dir(name="student-v1", reply=STUDENT_REPLY),
@@ -47,7 +47,7 @@ def adapters() -> dict[str, Path]:
 
 @pytest.fixture(scope="module")
 def server(adapters: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Iterator[VllmServer]:
-    from tests.support.tiny_model import tiny_model_dir
+    from bench.support.tiny_model import tiny_model_dir
 
     with (
         pytest.MonkeyPatch.context() as mp,
@@ -192,9 +192,9 @@ def test_gateway_falls_back_when_the_vllm_student_fails_the_schema(
 ) -> None:
     import openai
 
+    from bench.support.openai_stub import Reply
     from routing.models import Invocation
     from tests.factories import TaskProfileFactory
-    from tests.support.openai_stub import Reply
 
     _gateway_student(server)
     TaskProfileFactory.create(name="city", verifier={"kind": "json_schema", "schema": CITY_SCHEMA})

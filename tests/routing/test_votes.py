@@ -7,10 +7,10 @@ import openai
 import pytest
 from django.core.exceptions import ValidationError
 
+from bench.support.openai_stub import Reply
 from routing.models import Backend, Invocation, TaskProfile
 from routing.votes import answer_key
 from tests.factories import TaskProfileFactory
-from tests.support.openai_stub import Reply
 
 SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
 MESSAGES = [{"role": "user", "content": "Which city? Answer as JSON."}]

@@ -1,5 +1,5 @@
 """Every billed byte is priced. The provider here bills as real ones do, every prompt byte it is sent
-(tests/support/openai_stub.py ``bills_prompt_bytes``), and the gateway's worst case of a call
+(bench/support/openai_stub.py ``bills_prompt_bytes``), and the gateway's worst case of a call
 (routing/pricing.py ``prompt_token_bound``: every byte of the upstream body) must never be below it:
 
 - a budget hold counts whatever field carries the bytes (functions, tools, a response schema, a system
@@ -16,11 +16,11 @@ from typing import Any
 import httpx
 import pytest
 
+from bench.support.openai_stub import Reply, billed_prompt_tokens
 from routing.models import Invocation
 from tests.factories import make_key
 from tests.support.attacks import during
 from tests.support.gateway import TEACHER_PRICES
-from tests.support.openai_stub import Reply, billed_prompt_tokens
 from tests.support.wait import wait_until
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.postgres]

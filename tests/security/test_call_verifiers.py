@@ -14,11 +14,11 @@ import time
 import openai
 import pytest
 
+from bench.support.openai_stub import Reply
 from routing.models import Invocation, TaskProfile
 from routing.verifiers import VerifierConfigError, build_verifier
 from tests.factories import TaskProfileFactory, make_key
 from tests.support.cycle import CITIES, city_prompt, drive, json_profile, responder
-from tests.support.openai_stub import Reply
 from training import selectors
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -156,6 +156,6 @@ def test_a_catastrophic_pattern_runs_in_linear_time_and_stalls_no_one(gateway_ur
 
 
 def _reply(content: str) -> Any:
-    from tests.support.openai_stub import Reply
+    from bench.support.openai_stub import Reply
 
     return Reply(content=content)

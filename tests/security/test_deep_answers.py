@@ -9,6 +9,7 @@ import pytest
 
 from bench.bfcl.data import load_items
 from bench.bfcl.requests import DecodeError, decode
+from bench.support.openai_stub import Reply
 from diagnostics.agent.analyzers.changes import _value
 from routing.anthropic import content_blocks
 from routing.json_body import ANSWER_MAX_DEPTH
@@ -16,7 +17,6 @@ from routing.models import Invocation, TaskProfile
 from routing.verifiers.base import build_verifier
 from tests.factories import TaskProfileFactory
 from tests.support.gateway import client
-from tests.support.openai_stub import Reply
 from training.services.cycle.skillbook import DistillationError, parse_distilled
 from training.services.evolver.plans import parse_plan
 

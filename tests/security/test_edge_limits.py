@@ -22,10 +22,10 @@ import requests
 from django.contrib.auth.models import Group, User
 
 from app.web import roles
+from bench.support.openai_stub import Reply
 from routing import scopes
 from routing.models import Invocation
 from tests.factories import KeyPair, TaskProfileFactory, make_key
-from tests.support.openai_stub import Reply
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -27,10 +27,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from bench.support.openai_stub import OpenAIStub
 from routing.models import Backend, Invocation
 from tests.factories import BackendFactory
 from tests.support.attacks import during, listener
-from tests.support.openai_stub import OpenAIStub
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.postgres]
 

@@ -22,11 +22,11 @@ import openai
 import pytest
 from aiohttp import web
 
+from bench.support.threaded_server import ThreadedServer
 from routing import scopes
 from routing.models import Backend, Invocation, TaskProfile
 from tests.factories import TaskProfileFactory, claude_teacher, make_key
 from tests.support.anthropic_stub import AnthropicStub
-from tests.support.threaded_server import ThreadedServer
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

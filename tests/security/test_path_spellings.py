@@ -9,10 +9,10 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 import pytest
 
+from bench.support.openai_stub import Reply
 from routing import inflight
 from routing.models import Invocation
 from tests.factories import make_key
-from tests.support.openai_stub import Reply
 from tests.support.wait import wait_until
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.postgres]

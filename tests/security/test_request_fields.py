@@ -14,8 +14,8 @@ from collections.abc import Iterator
 import openai
 import pytest
 
+from bench.support.openai_stub import OpenAIStub, Reply
 from routing.models import Invocation
-from tests.support.openai_stub import OpenAIStub, Reply
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

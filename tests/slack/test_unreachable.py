@@ -12,10 +12,10 @@ from urllib.error import URLError
 
 import pytest
 
+from bench.support.vllm import free_port
 from diagnostics.models import Incident
 from diagnostics.slack.models import SlackEvent
 from diagnostics.slack.tasks import handle_event
-from tests.support.vllm import free_port
 
 
 @contextlib.contextmanager

@@ -10,7 +10,7 @@ from typing import Any
 
 from aiohttp import web
 
-from tests.support.threaded_server import ThreadedServer
+from bench.support.threaded_server import ThreadedServer
 
 
 @dataclass

@@ -12,7 +12,7 @@ from typing import Any
 
 import httpx
 
-from tests.support.openai_stub import OpenAIStub, Reply
+from bench.support.openai_stub import OpenAIStub, Reply
 
 PLAIN_CALL_S = 2.0
 PLAIN = {"model": "auto", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 5}

@@ -8,10 +8,10 @@ from typing import Any
 
 import openai
 
+from bench.support.openai_stub import Reply
 from routing import learning_spend
 from routing.models import Invocation, TaskProfile
 from tests.factories import TaskProfileFactory
-from tests.support.openai_stub import Reply
 
 CITY_SCHEMA = {
     "type": "object",

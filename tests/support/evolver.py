@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from bench.support.openai_stub import Reply
 from diagnostics import services as diagnostics_services
 from diagnostics.models import Trajectory
 from diagnostics.tasks import run_diagnosis
-from tests.support.openai_stub import Reply
 
 CRASHPOD = "test_ask_holmes/09_crashpod"
 IMAGE_PULL = "test_investigate/04_image_pull_backoff"

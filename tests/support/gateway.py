@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import openai
 
-from tests.support.openai_stub import Reply
+from bench.support.openai_stub import Reply
 
 # Prices the test backends charge (USD per token); the teacher is 10x the student.
 TEACHER_PRICES = (Decimal("0.000010"), Decimal("0.000030"))

@@ -18,8 +18,8 @@ from pathlib import Path
 import httpx
 from django.conf import settings
 
+from bench.support.vllm import free_port
 from tests.support.celery_worker import LOGS, ROOT, worker_database_url
-from tests.support.vllm import free_port
 from tests.support.wait import wait_until
 
 

@@ -7,7 +7,7 @@ import json
 
 import openai
 
-from tests.support.openai_stub import Reply
+from bench.support.openai_stub import Reply
 
 SCHEMA = {"type": "object", "properties": {"total": {"type": "number"}}, "required": ["total"]}
 HARD = "multi-currency statement"

@@ -19,8 +19,8 @@ from typing import Any
 
 import httpx
 
+from bench.support.openai_stub import OpenAIStub, Reply
 from routing.models import Invocation
-from tests.support.openai_stub import OpenAIStub, Reply
 
 PROFILE = "sandbox-attacks"
 TIMEOUT_S = 2

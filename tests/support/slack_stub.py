@@ -17,7 +17,7 @@ from typing import Any
 
 from aiohttp import web
 
-from tests.support.threaded_server import ThreadedServer
+from bench.support.threaded_server import ThreadedServer
 
 TEAM_ID = "T0TEST"
 BOT_USER_ID = "U0BOT"

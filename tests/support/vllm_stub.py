@@ -1,4 +1,4 @@
-"""A local stand-in for one vLLM replica: the OpenAI stub (tests/support/openai_stub.py) plus what vLLM
+"""A local stand-in for one vLLM replica: the OpenAI stub (bench/support/openai_stub.py) plus what vLLM
 adds for LoRA adapters loaded at run time.
 
 - ``GET /v1/models`` lists the base model and every adapter loaded;
@@ -16,7 +16,7 @@ from typing import Any
 
 from aiohttp import web
 
-from tests.support.openai_stub import OpenAIStub
+from bench.support.openai_stub import OpenAIStub
 
 
 def not_found(message: str) -> web.Response:

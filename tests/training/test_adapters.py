@@ -17,9 +17,9 @@ import pytest
 from django.conf import settings
 from django.utils import timezone
 
+from bench.support import narrow_task
 from routing.models import TaskProfile
 from tests.factories import DemonstrationFactory, TaskProfileFactory, TrainingSettingsFactory
-from tests.support import narrow_task
 from tests.support.wait import wait_until
 from training.models import Adapter, Demonstration, TrainingRun
 from training.services import adapters as services
@@ -29,7 +29,7 @@ pytest.importorskip("trl", reason="needs the ml extra (infra/install_ml.sh)")
 
 @pytest.fixture
 def training_conf(settings: Any, tmp_path: Path) -> dict[str, Any]:
-    from tests.support.tiny_model import tiny_model_dir
+    from bench.support.tiny_model import tiny_model_dir
 
     conf = {
         **settings.SKILLGATE["TRAINING"],

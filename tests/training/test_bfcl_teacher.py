@@ -13,7 +13,7 @@ from bench.bfcl.data import load_items
 from bench.bfcl.judge import correct, reference_calls
 from bench.bfcl.requests import openai_name, request, response_format
 from bench.bfcl_cycle import BfclTeacher, key
-from tests.support.openai_stub import OpenAIStub, Reply
+from bench.support.openai_stub import OpenAIStub, Reply
 
 ITEM = load_items(categories=("simple",), limit_per_category=1)[0]  # calculate_triangle_area(10, 5)
 RIGHT = json.dumps({"name": "calculate_triangle_area", "arguments": {"base": 10, "height": 5}})

@@ -15,11 +15,11 @@ import pytest
 from django.conf import settings
 from django.test import override_settings
 
+from bench.support import narrow_task
+from bench.support.vllm import VllmServer, vllm_available
 from routing.models import Backend, TaskProfile
 from tests.factories import BackendFactory, TaskProfileFactory
-from tests.support import narrow_task
 from tests.support.cycle import drive, responder, system_text
-from tests.support.vllm import VllmServer, vllm_available
 from training.models import Adapter, Admission, Cycle
 from training.services.adapters import training_run_execute
 from training.services.cycle import cycle_stage_run, cycle_start, cycles_poll
@@ -37,7 +37,7 @@ ADVICE = {"patterns": ['Answer with {"city": "<word>"} only.'], "pitfalls": ["Ne
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VllmServer]:
-    from tests.support.tiny_model import tiny_model_dir
+    from bench.support.tiny_model import tiny_model_dir
 
     with (
         pytest.MonkeyPatch.context() as mp,
@@ -61,7 +61,7 @@ def direct_pass_rate(calls) -> float:
 def test_a_cycle_trains_admits_and_serves_an_adapter_that_raises_the_pass_rate(
     server, gateway_url, stub, api_key, tmp_path
 ):
-    from tests.support.tiny_model import tiny_model_dir
+    from bench.support.tiny_model import tiny_model_dir
 
     stub.responder = responder(student="unused", teacher=teacher)
     teacher_backend = BackendFactory.create(

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.support import narrow_task
+from bench.support import narrow_task
 from training.trainer.config import HyperparameterError, Hyperparameters
 
 torch = pytest.importorskip("torch", reason="needs the ml extra (infra/install_ml.sh)")
@@ -51,7 +51,7 @@ def test_processes_must_divide_the_global_batch() -> None:
 
 @pytest.mark.slow
 def test_two_gloo_processes_train_the_adapter_one_process_trains(tmp_path: Path) -> None:
-    from tests.support.tiny_model import tiny_model_dir
+    from bench.support.tiny_model import tiny_model_dir
 
     base = tiny_model_dir()
     one, _, one_weights = train(base, tmp_path / "one", processes=1)

@@ -14,11 +14,11 @@ from typing import Any
 
 import pytest
 
+from bench.support import narrow_task
+from bench.support.openai_stub import Reply
+from bench.support.vllm import VllmServer, vllm_available
 from routing.models import Backend, Invocation, TaskProfile
 from tests.factories import AdapterFactory, TaskProfileFactory, TrainingRunFactory
-from tests.support import narrow_task
-from tests.support.openai_stub import Reply
-from tests.support.vllm import VllmServer, vllm_available
 from training.deploy import DeployError
 from training.models import Adapter, TrainingRun
 from training.services import adapters as services
@@ -34,7 +34,7 @@ TEACHER_ANSWER = '{"city": "teacher"}'
 
 @pytest.fixture(scope="module")
 def base() -> Path:
-    from tests.support.tiny_model import tiny_model_dir
+    from bench.support.tiny_model import tiny_model_dir
 
     return tiny_model_dir()
 

@@ -11,13 +11,13 @@ from typing import Any
 import httpx
 import pytest
 
+from bench.support.openai_stub import Reply
 from diagnostics import services as diagnostics_services
 from diagnostics.models import Trajectory
 from routing.models import Invocation, TaskProfile
 from tests.factories import TaskProfileFactory, UserFactory, make_key
 from tests.support.evolver import CRASHPOD, IMAGE_PULL, PLAN, diagnose, is_evolver_call, teacher
 from tests.support.fake_environment import CASES
-from tests.support.openai_stub import Reply
 from training.models import Demonstration, DiagnosticSkill, DiagnosticSkillSet
 from training.services import evolver
 from training.tasks.evolver import evolve_trajectory

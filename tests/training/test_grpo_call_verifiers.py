@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
+from bench.support import narrow_task
 from tests.factories import DemonstrationFactory, TaskProfileFactory, TrainingSettingsFactory
-from tests.support import narrow_task
 from tests.training.test_adapters import training_conf  # noqa: F401 (fixture)
 from training.models import TrainingRun
 from training.services import adapters as services

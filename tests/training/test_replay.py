@@ -7,10 +7,10 @@ import json
 import pytest
 from django.test import override_settings
 
+from bench.support.openai_stub import Reply
 from routing.models import Invocation, TaskProfile
 from tests.factories import TaskProfileFactory
 from tests.support.cycle import CITIES, city_of, city_prompt, drive, good, is_student, json_profile, responder
-from tests.support.openai_stub import Reply
 from training.models import Demonstration, ReplayAttempt
 from training.services.cycle import demonstrations_replay
 from training.services.cycle.calls import split_of, task_signature

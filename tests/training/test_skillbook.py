@@ -9,6 +9,7 @@ import pytest
 from django.conf import settings
 from django.test import override_settings
 
+from bench.support.openai_stub import Reply
 from routing.models import TaskProfile
 from tests.support.cycle import (
     CITIES,
@@ -21,7 +22,6 @@ from tests.support.cycle import (
     responder,
     system_text,
 )
-from tests.support.openai_stub import Reply
 from training.models import Skill, SkillBook
 from training.services.cycle import demonstrations_replay, skillbook_activate, skillbook_update
 from training.services.cycle.calls import split_of

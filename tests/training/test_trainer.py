@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import narrow_task
+from bench.support import narrow_task
 from training.trainer.config import HyperparameterError, Hyperparameters
 
 torch = pytest.importorskip("torch", reason="needs the ml extra (infra/install_ml.sh)")
@@ -17,7 +17,7 @@ pytest.importorskip("trl")
 
 @pytest.fixture(scope="module")
 def base() -> Path:
-    from tests.support.tiny_model import tiny_model_dir
+    from bench.support.tiny_model import tiny_model_dir
 
     return tiny_model_dir()
 

@@ -20,6 +20,7 @@ import pytest
 from django.contrib.auth.models import User
 from playwright.sync_api import Browser, expect
 
+from bench.support.openai_stub import OpenAIStub, Reply
 from diagnostics.models import ActionRequest, Incident
 from diagnostics.tasks import execute_action, run_diagnosis
 from routing.models import TaskProfile
@@ -27,7 +28,6 @@ from tests.factories import KeyPair, TaskProfileFactory
 from tests.support.browser import log_in, needs_chromium, screenshot
 from tests.support.dashboard import PASSWORD
 from tests.support.fake_environment import FakeWrite  # registers the "fake" environment
-from tests.support.openai_stub import OpenAIStub, Reply
 from training.models import Cycle
 
 pytestmark = [needs_chromium, pytest.mark.browser, pytest.mark.django_db(transaction=True)]

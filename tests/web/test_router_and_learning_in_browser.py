@@ -26,18 +26,18 @@ import pytest
 from django.contrib.auth.models import User
 from playwright.sync_api import Browser, expect
 
+from bench.support import narrow_task
+from bench.support.openai_stub import OpenAIStub, Reply
 from routing.models import Backend, Invocation, RouterVersion, TaskProfile
 from routing.router_learning.features import hashing_spec
 from routing.router_versions.drift import router_version_drift_check
 from routing.router_versions.services import router_version_admit, router_version_train
 from tests.factories import KeyPair, TaskProfileFactory
-from tests.support import narrow_task
 from tests.support.browser import log_in, needs_chromium, screenshot
 from tests.support.celery_worker import Worker, celery_worker
 from tests.support.cycle import CITIES, city_prompt, drive, json_profile, responder, student, teacher
 from tests.support.dashboard import PASSWORD
 from tests.support.learned_router import SCHEMA, ask, easy, hard, student_fails_on_hard
-from tests.support.openai_stub import OpenAIStub, Reply
 from training.models import Admission, Cycle, Demonstration, TrainingRun
 from training.services.adapters import training_run_start
 
@@ -67,7 +67,7 @@ def samples_done(profile: TaskProfile) -> bool:
 def worker(tmp_path: Path, settings: Any) -> Iterator[Worker]:
     """One worker for the default and gpu queues: cycle stages judge on few items and skip the
     adapter (serving one needs vLLM); training runs use the tiny model, recording every step."""
-    from tests.support.tiny_model import tiny_model_dir
+    from bench.support.tiny_model import tiny_model_dir
 
     base = str(tiny_model_dir())
     training = {

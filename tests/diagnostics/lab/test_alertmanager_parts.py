@@ -12,13 +12,13 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 import yaml
 
+from bench.support.vllm import free_port
 from diagnostics.lab import alertmanager
 from diagnostics.lab.config import LabConfig
 from diagnostics.lab.daemon import DaemonUnavailable
 from diagnostics.lab.prometheus import RULES, for_lab, lab_targets, scrape_config
 from routing.keys import hash_key
 from routing.models import ApiKey
-from tests.support.vllm import free_port
 
 
 def test_the_webhook_url_carries_the_environment_through_the_query_string() -> None:

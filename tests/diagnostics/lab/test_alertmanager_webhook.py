@@ -11,6 +11,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from bench.support.vllm import free_port
 from diagnostics import tasks
 from diagnostics.lab import alertmanager
 from diagnostics.lab.faults import get_fault
@@ -19,7 +20,6 @@ from diagnostics.lab.prometheus import for_lab
 from diagnostics.models import Incident, Trajectory
 from diagnostics.toolsets.local import LocalReadToolset
 from tests.support.lab import local_environment_lab, wait_for_symptoms
-from tests.support.vllm import free_port
 from tests.support.wait import wait_until
 
 pytestmark = [

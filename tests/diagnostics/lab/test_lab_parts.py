@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from bench.support.vllm import free_port
 from diagnostics.lab import deploy
 from diagnostics.lab.changes import clear_changes, recent_changes, render_changes
 from diagnostics.lab.config import REPO_ROOT, LabConfig
@@ -19,7 +20,6 @@ from diagnostics.lab.services.common import ConfigError, Metrics, RespClient, St
 from diagnostics.lab.state import known_good_configs, write_config
 from diagnostics.lab.supervisor import render_conf
 from diagnostics.toolsets.local import LocalReadToolset
-from tests.support.vllm import free_port
 from tests.support.wait import wait_until
 
 

@@ -11,9 +11,9 @@ import pytest
 from django.conf import settings
 from django.core.management import call_command
 
+from bench.support.openai_stub import Reply
 from routing.models import Invocation
 from routing.router_learning.records import read_jsonl
-from tests.support.openai_stub import Reply
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -7,12 +7,12 @@ from decimal import Decimal
 
 import pytest
 
+from bench.support.openai_stub import Reply
 from routing.models import Invocation, SampleSpend, TaskProfile
 from routing.pricing import cost_bound, prices_for, prompt_token_bound
 from routing.router_learning.records import record_from_invocation
 from routing.teacher_sampling import draw, sample_run
 from tests.factories import InvocationFactory, TaskProfileFactory
-from tests.support.openai_stub import Reply
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -2,7 +2,7 @@
 
 It stands in for a paid provider: the gateway reaches it through litellm exactly as it would
 reach OpenAI. Tests script its answers with ``responder``; it records every request body.
-Run it alone with ``python -m tests.support.openai_stub --port 9100`` (used by bench/).
+Run it alone with ``python -m bench.support.openai_stub --port 9100`` (used by bench/).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any
 
 from aiohttp import web
 
-from tests.support.threaded_server import ThreadedServer
+from bench.support.threaded_server import ThreadedServer
 
 
 @dataclass
