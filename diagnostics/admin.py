@@ -77,4 +77,5 @@ class ActionRequestAdmin(admin.ModelAdmin):
     def deny(self, request: HttpRequest, queryset: QuerySet[ActionRequest]) -> None:
         self._decide(request, queryset, False)
 
+
 from diagnostics.mcp import admin as _mcp_admin  # noqa: E402,F401  (the MCP pages: diagnostics/mcp/admin.py)
