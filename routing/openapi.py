@@ -1,6 +1,6 @@
 """The OpenAPI 3.1 description of the OpenAI-compatible endpoints under ``/v1``.
 
-Built from the same pydantic models that parse the requests (routing/protocol.py, routing/responses.py),
+Built from the same pydantic models that parse the requests (protocol.py, responses/models.py),
 so the document and the allow-list of parameters cannot drift apart. Served at ``GET /v1/openapi.json``;
 the slow suite fuzzes the running server against it with schemathesis.
 """

@@ -1,5 +1,5 @@
 """Another API's stream, read off the gateway's chat-completions stream (routing/streaming.py's SSE
-bytes): each chunk is handed to a translator (routing/anthropic_stream.py, routing/responses_stream.py)
+bytes): each chunk is handed to a translator (routing/anthropic_stream.py, routing/responses/stream.py)
 whose events are sent instead. Closing the translated stream closes the chat stream, and so the upstream."""
 
 from __future__ import annotations

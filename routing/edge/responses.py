@@ -1,5 +1,5 @@
 """``POST /v1/responses``, ``GET`` and ``DELETE /v1/responses/{id}``, its ``input_items`` and ``cancel``:
-the OpenAI Responses API on the lean edge (routing/responses.py translates and keeps stored responses on
+the OpenAI Responses API on the lean edge (routing/responses/ translates and keeps stored responses on
 their ledger rows; the call itself is the chat endpoint's)."""
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ from routing.edge.auth import api_key_of
 from routing.edge.http import JsonResponse, Request, Response, StreamResponse, call_headers
 from routing.errors import ApiError
 from routing.ratelimit import check_rate
-from routing.responses_stream import response_events
 from routing.streaming import stream_call
 
 PATH = "/v1/responses"
@@ -58,7 +57,7 @@ async def create(request: Request) -> Response:
             response=None,
             usage=responses.usage_of(0, 0),
         )
-        return StreamResponse(response_events(plan.body, stored=started), plan.headers)
+        return StreamResponse(responses.response_events(plan.body, stored=started), plan.headers)
     result = await gateway.complete_call(prep)
     record = result.record
     done = responses.Stored(

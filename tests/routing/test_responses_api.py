@@ -421,7 +421,7 @@ def test_the_openapi_document_describes_the_responses_endpoints(gateway_url):
     assert set(request["properties"]) == set(ResponsesRequest.model_fields)
     assert request["additionalProperties"] is False and request["required"] == ["model", "input"]
     # Chat's and the Responses API's models of the same name both survive, apart.
-    assert {"routing__protocol__StreamOptions", "routing__responses__StreamOptions"} <= set(
+    assert {"routing__protocol__StreamOptions", "routing__responses__models__StreamOptions"} <= set(
         document["components"]["schemas"]
     )
 

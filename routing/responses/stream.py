@@ -17,15 +17,8 @@ from typing import Any
 
 import orjson
 
-from routing.responses import (
-    Stored,
-    call_item,
-    chat_usage,
-    message_item,
-    message_item_id,
-    namespaces_of,
-    response_of,
-)
+from routing.responses.render import call_item, message_item, message_item_id, namespaces_of, response_of
+from routing.responses.store import Stored, chat_usage
 from routing.stream_translation import translate
 from routing.streaming import Accumulator
 
