@@ -8,9 +8,12 @@ Bounds, so that a hostile or broken upstream costs a bounded amount:
 
 - time: the whole connect + request is under ``timeout_s`` (a server that hangs is cut off and its
   process ended by the SDK's shutdown sequence);
-- size: one SSE event over the HTTP transport is at most ``HARD_CAP_BYTES`` (the SDK refuses bigger),
-  and the text handed on is cut to ``max_output_bytes`` (stdio reads the line the server wrote, then
-  cuts it);
+- size: no more than ``read_cap_bytes`` (``HARD_CAP_BYTES``) of one answer is ever read: over HTTP the
+  SDK's httpx client gets a transport (:mod:`diagnostics.mcp.capped`) that counts each response body as
+  it streams and refuses it past the cap; over stdio the server runs behind a relay
+  (:mod:`diagnostics.mcp.relay`) that kills it when one line passes the cap, because the SDK's reader
+  buffers a whole line. Either refusal is a ``too_large`` error; an answer under the cap is cut to
+  ``max_output_bytes`` before it is handed on;
 - errors: what an upstream failure says to the caller never names the URL, the command, or a header
   or environment value: :func:`describe_failure` maps each failure to a fixed phrase plus the server's
   own MCP error message, with every secret value scrubbed from it.
@@ -20,6 +23,8 @@ from __future__ import annotations
 
 import json
 import os
+import sys
+import tempfile
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -33,6 +38,8 @@ from mcp import Client, MCPError
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
+from diagnostics.mcp import relay
+from diagnostics.mcp.capped import CappedTransport
 from diagnostics.mcp.classify import fingerprint
 
 HARD_CAP_BYTES = 4 * 1024 * 1024
@@ -64,6 +71,7 @@ class Upstream:
     timeout_s: float = 20.0
     max_output_bytes: int = 64_000
     cwd: str | None = None
+    read_cap_bytes: int = HARD_CAP_BYTES
 
     def secrets(self) -> dict[str, str]:
         missing = [host for host in self.secret_env.values() if not os.environ.get(host)]
@@ -109,6 +117,14 @@ def _secret_values(upstream: Upstream) -> list[str]:
     return sorted({v for v in [*values, *tokens] if len(v) >= 4}, key=len, reverse=True)
 
 
+def too_large(upstream: Upstream) -> UpstreamError:
+    return UpstreamError(
+        f"MCP server {upstream.name!r} sent an answer over {upstream.read_cap_bytes} bytes; it was refused "
+        "(nothing past that was read).",
+        kind="too_large",
+    )
+
+
 def describe_failure(upstream: Upstream, exc: BaseException) -> UpstreamError:
     """A failure as the caller may see it: no URL, command, header or secret value."""
     if isinstance(exc, UpstreamError):
@@ -125,11 +141,6 @@ def describe_failure(upstream: Upstream, exc: BaseException) -> UpstreamError:
                 message = message.replace(secret, "[redacted]")
         if message.strip().lower() == "connection closed":
             return UpstreamError(f"MCP server {name!r} closed the connection mid-call.", kind="unreachable")
-        if "event" in message.lower() and "size" in message.lower():
-            return UpstreamError(
-                f"MCP server {name!r} sent an answer over {HARD_CAP_BYTES} bytes; it was refused.",
-                kind="too_large",
-            )
         return UpstreamError(f"MCP server {name!r} answered with an error: {message[:500]}", kind="protocol")
     if isinstance(exc, BaseExceptionGroup):
         inner = exc.exceptions[0] if exc.exceptions else exc
@@ -145,32 +156,50 @@ def describe_failure(upstream: Upstream, exc: BaseException) -> UpstreamError:
     )
 
 
-@asynccontextmanager
-async def _transport(upstream: Upstream) -> AsyncIterator[Any]:
-    secrets = upstream.secrets()
-    if upstream.transport == STDIO:
-        if not upstream.command:
-            raise UpstreamError(f"MCP server {upstream.name!r} has no command.", kind="protocol")
-        params = StdioServerParameters(
-            command=upstream.command[0], args=list(upstream.command[1:]), env=secrets, cwd=upstream.cwd
-        )
-        with open(os.devnull, "w") as errlog:
-            async with stdio_client(params, errlog=errlog) as streams:
-                yield streams
-        return
-    timeout = httpx2.Timeout(upstream.timeout_s)
-    async with (
-        httpx2.AsyncClient(headers=secrets, timeout=timeout) as http,
-        streamable_http_client(upstream.url, http_client=http, max_sse_event_size=HARD_CAP_BYTES) as streams,
-    ):
-        yield streams
+def relayed(upstream: Upstream) -> list[str]:
+    """The stdio command behind the bounded relay (run isolated: stdlib only, any working directory)."""
+    return [sys.executable, "-I", relay.__file__, str(upstream.read_cap_bytes), "--", *upstream.command]
 
 
 class _StreamsTransport:
-    """The SDK ``Client`` takes a transport: an async context manager yielding the two streams."""
+    """The SDK ``Client`` takes a transport: an async context manager yielding the two streams.
+    ``refused`` says, once it has closed, whether an answer passed the read cap."""
 
     def __init__(self, upstream: Upstream) -> None:
-        self._cm = _transport(upstream)
+        self.refused = False
+        self._cm = self._transport(upstream)
+
+    @asynccontextmanager
+    async def _transport(self, upstream: Upstream) -> AsyncIterator[Any]:
+        secrets = upstream.secrets()
+        if upstream.transport == STDIO:
+            if not upstream.command:
+                raise UpstreamError(f"MCP server {upstream.name!r} has no command.", kind="protocol")
+            command = relayed(upstream)
+            params = StdioServerParameters(
+                command=command[0], args=command[1:], env=secrets, cwd=upstream.cwd
+            )
+            # the relay's stderr (the server's goes nowhere): a line or two, read after it has exited
+            with tempfile.TemporaryFile("w+") as errlog:
+                try:
+                    async with stdio_client(params, errlog=errlog) as streams:
+                        yield streams
+                finally:
+                    errlog.seek(0)
+                    self.refused = errlog.read(4096).startswith(relay.TOO_LARGE)
+            return
+        capped = CappedTransport(upstream.read_cap_bytes)
+        timeout = httpx2.Timeout(upstream.timeout_s)
+        try:
+            async with (
+                httpx2.AsyncClient(headers=secrets, timeout=timeout, transport=capped) as http,
+                streamable_http_client(
+                    upstream.url, http_client=http, max_sse_event_size=upstream.read_cap_bytes
+                ) as streams,
+            ):
+                yield streams
+        finally:
+            self.refused = capped.refused
 
     async def __aenter__(self) -> Any:
         return await self._cm.__aenter__()
@@ -180,11 +209,14 @@ class _StreamsTransport:
 
 
 async def _with_client(upstream: Upstream, work: Callable[[Client], Awaitable[T]]) -> T:
+    transport = _StreamsTransport(upstream)
     try:
         with anyio.fail_after(upstream.timeout_s):
-            async with Client(_StreamsTransport(upstream), mode="legacy", cache=None) as client:
+            async with Client(transport, mode="legacy", cache=None) as client:
                 return await work(client)
     except Exception as exc:  # every failure leaves here as an UpstreamError that is safe to show
+        if transport.refused:
+            raise too_large(upstream) from exc
         raise describe_failure(upstream, exc) from exc
 
 

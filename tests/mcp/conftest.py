@@ -145,13 +145,25 @@ def everything_url() -> Iterator[str]:
     )
 
 
-@pytest.fixture
-def hostile_http(tmp_path: Path) -> Iterator[str]:
-    """The hostile upstream over Streamable HTTP, wanting ``Bearer tok-upstream-secret``."""
+def _hostile_http(tmp_path: Path, **extra: str) -> Iterator[str]:
     port = free_port()
     env = {
         "UPSTREAM_TOKEN": "tok-upstream-secret",
         "UPSTREAM_URL": f"http://127.0.0.1:{port}/mcp",
         "UPSTREAM_LOG": str(tmp_path / "touch-http.log"),
+        **extra,
     }
     yield from (u + "/mcp" for u in serve([*upstream_command(), "--http", str(port)], env, port))
+
+
+@pytest.fixture
+def hostile_http(tmp_path: Path) -> Iterator[str]:
+    """The hostile upstream over Streamable HTTP (event-stream answers), wanting
+    ``Bearer tok-upstream-secret``."""
+    yield from _hostile_http(tmp_path)
+
+
+@pytest.fixture
+def hostile_http_json(tmp_path: Path) -> Iterator[str]:
+    """The same, answering with plain JSON bodies."""
+    yield from _hostile_http(tmp_path, UPSTREAM_JSON="1")

@@ -1,19 +1,23 @@
 """Real upstreams, good and bad: mcp-server-git (PyPI) over stdio, the reference "everything" server (npm)
 over Streamable HTTP, and the hostile upstream (tests/support/mcp_upstream.py) whose annotations change
-between connects, that hangs, answers 10 MB, or dies mid-call. Each starts processes: the slow suite."""
+between connects, that hangs, answers 10 MB (refused at the read cap on every transport, never held),
+1 MiB (cut to the output bound), or dies mid-call. Each starts processes: the slow suite."""
 
 from __future__ import annotations
 
 import json
 import subprocess
+import tracemalloc
 
 import pytest
 
 from diagnostics.mcp.attach import incident_environment
+from diagnostics.mcp.client import HARD_CAP_BYTES
 from diagnostics.mcp.selectors import effective_class, tool_identity, tool_reason
 from diagnostics.mcp.servers import mcp_server_register, mcp_server_sync, mcp_tool_accept
 from diagnostics.models import Incident, McpCall, McpServer, McpTool, McpToolChange
 from tests.mcp.conftest import git_server
+from tests.support.mcp_upstream import BIG_BYTES, HUGE_BYTES
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db]
 
@@ -112,9 +116,54 @@ def test_an_upstream_that_hangs_or_dies_mid_call_is_a_clear_failed_result(hostil
     assert McpCall.objects.get().status == status
 
 
-def test_an_upstream_answering_10_mb_is_cut_to_the_bound(hostile):
-    assert mcp_server_sync(server=hostile).error == ""
-    result = _probe(hostile).call("mcp__upstream__huge", {})
-    assert result.ok and len(result.output.encode()) < hostile.max_output_bytes + 200
-    assert "10485760 bytes in all" in result.output
-    assert McpCall.objects.get().result_bytes == 10 * 1024 * 1024
+def _over_http(name: str, url: str, monkeypatch: pytest.MonkeyPatch) -> McpServer:
+    monkeypatch.setenv("MCP_TEST_TOKEN", "Bearer tok-upstream-secret")
+    return mcp_server_register(
+        by=None,
+        name=name,
+        environment="fake",
+        transport="http",
+        url=url,
+        secret_env={"Authorization": "MCP_TEST_TOKEN"},
+        timeout_s=8,
+    )
+
+
+@pytest.fixture(params=["stdio", "http-sse", "http-json"])
+def any_transport(request, monkeypatch):  # type: ignore[no-untyped-def]
+    """The hostile upstream over stdio, over HTTP answering in event streams, and in plain JSON bodies."""
+    if request.param == "stdio":
+        return request.getfixturevalue("hostile")
+    fixture = "hostile_http" if request.param == "http-sse" else "hostile_http_json"
+    return _over_http("upstream", request.getfixturevalue(fixture), monkeypatch)
+
+
+def _traced(call):  # type: ignore[no-untyped-def]
+    """(call's result, the most Python memory it held at once, in bytes)."""
+    tracemalloc.start()
+    try:
+        result = call()
+        return result, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_an_upstream_answering_10_mb_is_refused_at_the_read_cap_and_never_held(any_transport):
+    server = any_transport
+    assert mcp_server_sync(server=server).error == ""
+    result, peak = _traced(lambda: _probe(server).call("mcp__upstream__huge", {}))
+    assert result.ok is False and result.no_data
+    assert f"over {HARD_CAP_BYTES} bytes; it was refused" in result.output
+    record = McpCall.objects.get()
+    assert record.status == "too_large" and record.result_bytes == 0
+    # the 10 MB answer was never held: at most the 4 MiB cap of it, and its copies while it was read
+    assert peak < HUGE_BYTES, f"{peak} bytes held at once"
+
+
+def test_an_answer_under_the_read_cap_is_cut_to_max_output_bytes(any_transport):
+    server = any_transport
+    assert mcp_server_sync(server=server).error == ""
+    result = _probe(server).call("mcp__upstream__big", {})
+    assert result.ok and len(result.output.encode()) < server.max_output_bytes + 200
+    assert f"{BIG_BYTES} bytes in all, {server.max_output_bytes} kept" in result.output
+    assert McpCall.objects.get().result_bytes == BIG_BYTES

@@ -4,11 +4,13 @@
 Tools:
 - ``status`` (read-only unless the JSON file ``$UPSTREAM_ANNOTATIONS`` says otherwise: the file is read
   on every listing, so a test can change the annotations between connects);
-- ``hang`` (sleeps an hour), ``huge`` (answers 10 MB), ``die`` (the process exits mid-call), ``fail``
+- ``hang`` (sleeps an hour), ``huge`` (answers 10 MB), ``big`` (answers 1 MiB: under the read cap,
+  over the output bound), ``die`` (the process exits mid-call), ``fail``
   (an error naming the server's URL and token): all marked read-only;
 - ``touch`` (no annotations: a write): appends a line to ``$UPSTREAM_LOG`` and says how many lines it holds.
 
-Over HTTP, ``$UPSTREAM_TOKEN`` (when set) must come as ``Authorization: Bearer <token>``, else 401.
+Over HTTP, answers are event streams, or plain JSON bodies when ``$UPSTREAM_JSON`` is set;
+``$UPSTREAM_TOKEN`` (when set) must come as ``Authorization: Bearer <token>``, else 401.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from mcp.server.stdio import stdio_server
 
 READ_ONLY = {"readOnlyHint": True, "openWorldHint": False}
 HUGE_BYTES = 10 * 1024 * 1024
+BIG_BYTES = 1024 * 1024
 EMPTY = {"type": "object", "properties": {}}
 
 
@@ -53,6 +56,7 @@ async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
             _tool("status", "The service's status.", _status_annotations()),
             _tool("hang", "Never answers.", READ_ONLY),
             _tool("huge", "Answers ten megabytes.", READ_ONLY),
+            _tool("big", "Answers one mebibyte.", READ_ONLY),
             _tool("die", "Exits mid-call.", READ_ONLY),
             _tool("fail", "Fails, naming its backend.", READ_ONLY),
             _tool("touch", "Appends a line to the log.", None, line),
@@ -72,6 +76,8 @@ async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.Call
         await anyio.sleep(3600)
     if name == "huge":
         return _text("x" * HUGE_BYTES)
+    if name == "big":
+        return _text("y" * BIG_BYTES)
     if name == "die":
         sys.stdout.flush()
         os._exit(3)
@@ -95,7 +101,7 @@ def _http(port: int) -> None:
     from starlette.types import Receive, Scope, Send
 
     server = build()
-    app = server.streamable_http_app(stateless_http=True)
+    app = server.streamable_http_app(stateless_http=True, json_response=bool(os.environ.get("UPSTREAM_JSON")))
     token = os.environ.get("UPSTREAM_TOKEN")
 
     async def guarded(scope: Scope, receive: Receive, send: Send) -> None:
