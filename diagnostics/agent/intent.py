@@ -79,6 +79,26 @@ STATE_WORDS: tuple[tuple[str, str], ...] = (
     (r"evicted", "evicted"),
     (r"running|up|alive|healthy|ready", "running"),
 )
+# kubectl's STATUS values, as a question names them ("pods in ImagePullBackOff"): a filter on exactly that
+# status ("status:<value>"), narrower than the state words above (Pending, Completed and Evicted are
+# state words already).
+KUBECTL_STATUSES = (
+    "ImagePullBackOff",
+    "ErrImagePull",
+    "CrashLoopBackOff",
+    "CreateContainerConfigError",
+    "OOMKilled",
+    "ContainerCreating",
+    "Terminating",
+    "Error",
+)
+_STATUS_WORD = re.compile(r"\b(" + "|".join(s.lower() for s in KUBECTL_STATUSES if s != "Error") + r")\b")
+# "Error" is a status only where it is said as one ("in Error state", "with status Error", "in error"),
+# never in "what errors ...": a listing filtered by it is no question about log errors.
+_ERROR_STATE = re.compile(
+    r"\b(?:in|with|of)\s+(?:an?\s+|the\s+)?(?:status|state|phase)?\s*:?\s*error(?:ed)?\b(?:\s+(?:state|status|"
+    r"phase))?|\b(?:status|state|phase)\s*(?:is\s+|=\s*|:\s*)?error\b|\berror\s+(?:state|status|phase)\b"
+)
 LEVEL_WORDS = {
     "error": ("error", "errors", "err", "fatal", "critical", "exception", "exceptions", "panic"),
     "warning": ("warn", "warning", "warnings"),
@@ -133,7 +153,8 @@ _RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
             rf"\b(?:errors?|exceptions?) (?:are|is) (?:there|in|showing|happening)\b|"
             rf"\b(?:throw\w*|logg\w*|spitt\w*|getting|seeing|hitting|raising) (?:a (?:bunch|lot|"
             rf"ton) of |lots of |many |some |"
-            rf"any |these |those )?(?:errors|exceptions)\b|\bgroup (?:them|the errors|these errors|errors)\b"
+            rf"any |these |those )?(?:errors|exceptions)\b|\bgroup (?:them|the errors|these errors|errors)\b|"
+            r"^\s*(?:any |all |the )?(?:errors?|exceptions?) (?:of|in|from|for)\b"
         ),
     ),
     (
@@ -152,15 +173,22 @@ _RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
             r"cronjobs|statefulsets|daemonsets|pvcs|workloads|apps|containers|events|ingresses|configmaps)\b|"
             r"\b(?:show|give|get) (?:me )?(?:all |the |every )*(?:\w+ )?(?:pods|deployments|"
             r"namespaces|nodes|services|jobs|"
-            r"statefulsets|pvcs|workloads|events)\b|\bwhat(?:'s| is) running\b"
+            r"statefulsets|pvcs|workloads|events)\b|\bwhat(?:'s| is) running\b|"
+            # A bare noun phrase ("pods in CrashLoopBackOff in ns payments?") lists them.
+            r"^\s*(?:any |all |the )?(?:pods|po|deployments|deploys|jobs|nodes|services|statefulsets)\b"
         ),
     ),
+    # Nothing else asked, and the logs are named ("indexer logs since Monday"): show them.
+    (LOGS, re.compile(_LOGS)),
 )
 # "Why" and "what is wrong" questions are about a root cause, whatever else they mention.
 _ROOT_CAUSE = re.compile(
     r"^\s*(?:why|what(?:'s| is) wrong|is\b.*\b(?:healthy|ok|okay|fine|working)\b|diagnose|investigate)\b|"
     r"\bwhy\b|\bwhat(?:'s| is| are) (?:wrong|slow|broken|failing|the (?:issue|problem|root cause|cause))\b|"
     r"\broot cause\b|\bwhat(?:'s| is) (?:happening|going on) with\b"
+)
+_OBJECTS = (
+    r"\b(?:pods?|po|deployments?|deploys?|jobs?|nodes?|statefulsets?|daemonsets?|replicasets?|containers?)\b"
 )
 _NAMESPACE = re.compile(
     r"(?:\bnamespace|\bns|-n)\s+[`'\"]?([a-z0-9][-a-z0-9]*[a-z0-9])[`'\"]?(?:\s+namespace)?\b"
@@ -181,6 +209,12 @@ _SEARCH_VERB_TERM = re.compile(
     r"\b(?:grep|search|find|"
     r"look for)\s+(?:for\s+)?(?:the\s+)?([A-Za-z0-9][\w.:/@=-]{1,80})\s+(?:in|across|through)\b"
 )
+_PREVIOUS = re.compile(
+    r"\b(?:previous|prior|last|crashed|dead|old|earlier)\s+(?:container|instance|run|incarnation)\b|"
+    r"\bbefore (?:it|its|the)\s+(?:last\s+)?"
+    r"(?:restart|crash|died|was killed|got killed|restarted|crashed)\w*|"
+    r"(?<!\S)(?:--previous|-p)(?!\S)|\bprevious logs?\b"
+)
 _SUMMARY = re.compile(r"\bsummar\w+|\bsum up\b|\bgist\b|\btl;?dr\b|\boverview\b|\bwhat do the logs say\b")
 
 
@@ -196,6 +230,8 @@ class Intent:
     term: str = ""
     levels: set[str] = field(default_factory=set)
     summarize: bool = False
+    # The logs of the container before its last restart (``kubectl logs --previous``) are asked for.
+    previous: bool = False
     finding_ref: str = ""
     window: TimeWindow | None = None
     limit: int = 0
@@ -210,6 +246,7 @@ class Intent:
             "term": self.term,
             "levels": sorted(self.levels),
             "summarize": self.summarize,
+            "previous": self.previous,
             "finding_ref": self.finding_ref,
             "window": self.window.to_json() if self.window else None,
             "limit": self.limit,
@@ -229,6 +266,10 @@ def _kind_of(lowered: str) -> str:
 
 
 def _state_of(lowered: str) -> str:
+    if match := _STATUS_WORD.search(lowered):
+        return "status:" + next(s for s in KUBECTL_STATUSES if s.lower() == match.group(1))
+    if _ERROR_STATE.search(lowered):
+        return "status:Error"
     for pattern, state in STATE_WORDS:
         if re.search(rf"\b(?:{pattern})\b", lowered):
             return state
@@ -266,6 +307,12 @@ def candidate_names(text: str, *, exclude: set[str] = frozenset()) -> list[str]:
     return list(seen)
 
 
+def specific_name(name: str) -> bool:
+    """A name that can only be an object's (``payments-gateway``, ``orders_db``, ``api.v2``): one the
+    environment must list, or the answer says it could not be found."""
+    return bool(re.search(r"[a-z0-9][-_.][a-z0-9]", name))
+
+
 def classify(text: str, *, anchor: datetime | None = None, is_alert: bool = False) -> Intent:
     """The intent of ``text`` with its slots; ``anchor``: when it was asked (for relative times)."""
     intent = Intent()
@@ -287,9 +334,11 @@ def classify(text: str, *, anchor: datetime | None = None, is_alert: bool = Fals
         return intent
     kind = STATUS
     if not _ROOT_CAUSE.search(lowered) or re.search(r"\bhow many\b|\bwhen did\b", lowered):
-        kind = next((k for k, pattern in _RULES if pattern.search(lowered)), STATUS)
+        asked = _ERROR_STATE.sub(" in that state ", lowered) if re.search(_OBJECTS, lowered) else lowered
+        kind = next((k for k, pattern in _RULES if pattern.search(asked)), STATUS)
     intent.kind = kind
     intent.summarize = bool(_SUMMARY.search(lowered))
+    intent.previous = kind in (LOGS, SEARCH, ERRORS) and bool(_PREVIOUS.search(lowered))
     if re.search(
         r"\bonly (?:the )?(?:errors?|error lines|exceptions)|\berror (?:lines|logs|messages)\b", lowered
     ):

@@ -115,6 +115,10 @@ def parse_listing(tool: str, params: dict[str, Any], text: str) -> list[Row]:
     return rows
 
 
+def _filled(row: Row) -> int:
+    return sum(bool(v) for v in (row.status, row.ready, row.restarts, row.age))
+
+
 @dataclass
 class Resolution:
     """What a candidate name matched in the inventory."""
@@ -157,9 +161,14 @@ class Inventory:
         found = parse_listing(tool, params, text)
         if found or ("keyword" not in params and "name" not in params):
             self.listed.add((kind, str(params.get("namespace") or "*")))
-        known = {(r.kind, r.namespace, r.name) for r in self.rows}
-        fresh = [r for r in found if (r.kind, r.namespace, r.name) not in known]
-        self.rows.extend(fresh)
+        index = {(r.kind, r.namespace, r.name): i for i, r in enumerate(self.rows)}
+        for row in found:
+            at = index.get((row.kind, row.namespace, row.name))
+            if at is None:
+                index[(row.kind, row.namespace, row.name)] = len(self.rows)
+                self.rows.append(row)
+            elif _filled(row) > _filled(self.rows[at]):
+                self.rows[at] = row  # a finder's bare row, then the listing's full one
         return found
 
     def of_kind(self, kind: str, namespace: str = "") -> list[Row]:

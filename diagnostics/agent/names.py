@@ -49,7 +49,8 @@ QUESTION_WORDS = frozenset(
     please thanks hi hey hello just only any anything everything nothing something summary summarize
     summarise tell give see seen see current currently right now yet still ever start started starting
     failing stopped stopping someone anyone pull mention mentions free word string term text lines throwing
-    bunch lot lots ton group grouped quick pls anywhere mention""".split()
+    bunch lot lots ton group grouped quick pls anywhere mention state states status statuses phase
+    previous prior before stuck""".split()
 )
 
 STOP_NAMES = (

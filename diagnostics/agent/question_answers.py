@@ -23,7 +23,7 @@ from diagnostics.agent.answers import (
     confidence_of,
 )
 from diagnostics.agent.findings import Finding
-from diagnostics.agent.intent import COUNT, ERRORS, LIST, LOGS, SEARCH, Intent
+from diagnostics.agent.intent import COUNT, ERRORS, LIST, LOGS, SEARCH, Intent, specific_name
 from diagnostics.agent.inventory import Resolution, Row
 from diagnostics.agent.logtemplates import (
     error_events,
@@ -51,6 +51,15 @@ STATE_TESTS: dict[str, Callable[[Row], bool]] = {
     "evicted": lambda r: r.status == "Evicted",
 }
 _LOG_LINES_SHOWN = 30
+
+
+def state_filter(state: str) -> Callable[[Row], bool] | None:
+    """The test of a row for a state slot: a state word's, or exactly one kubectl STATUS ("status:Error";
+    an init container's ``Init:Error`` included)."""
+    if state.startswith("status:"):
+        wanted = state.split(":", 1)[1].lower()
+        return lambda r: r.status.lower() == wanted or r.status.lower().endswith(":" + wanted)
+    return STATE_TESTS.get(state)
 
 
 def _number(text: str) -> int:
@@ -143,6 +152,11 @@ def build_question_answer(
     needs_entity = intent.kind not in (COUNT, LIST) or intent.object_kind in ("restart", "error")
     if resolved and not known and not namespace and needs_entity:
         return _unresolved_answer(intent, resolved, state)
+    named = [r for r in resolved if not r.known and specific_name(r.name)]
+    if named and not known:
+        # A name only an object can have, and nothing has it: say so, never answer about the namespace
+        # or the cluster instead.
+        return _unresolved_answer(intent, named, state)
     if intent.kind in (COUNT, LIST):
         answer = _count_or_list(intent, state, known, namespace)
     elif intent.kind == SEARCH:
@@ -195,9 +209,10 @@ def _count_or_list(intent: Intent, state: AnalysisState, known: list[Resolution]
         names = {m.name for r in known for m in r.matches} | {r.name for r in known}
         rows = [r for r in rows if r.name in names or any(r.name.startswith(n + "-") for n in names)]
     listed = any(k == kind for k, _ in state.inventory.listed) or bool(rows)
-    state_test = STATE_TESTS.get(intent.state)
+    state_test = state_filter(intent.state)
     counted_rows = [r for r in rows if state_test(r)] if state_test else rows
-    what = f"{intent.state + ' ' if intent.state else ''}{kind}s"
+    label = intent.state.split(":", 1)[-1]
+    what = f"{label + ' ' if label else ''}{kind}s"
     where = (
         f" in namespace {namespace}"
         if namespace

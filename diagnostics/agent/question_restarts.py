@@ -18,6 +18,7 @@ _RESTART_COUNT = re.compile(r"^\s*Restart Count:\s*(\d+)", re.MULTILINE)
 def restarts_answer(intent: Intent, state: AnalysisState, known: list[Resolution]) -> Answer:
     pods = _pods(known, state)
     rows: list[list[str]] = []
+    unknown: list[str] = []
     total = 0
     for pod in pods:
         counts = [
@@ -26,6 +27,9 @@ def restarts_answer(intent: Intent, state: AnalysisState, known: list[Resolution
             if "describe" in out.tool.lower() and out.params.get("name") == pod.name and _has_data(out)
             for n in _RESTART_COUNT.findall(normalize(out.text))
         ]
+        if not counts and not re.match(r"\d", pod.restarts or ""):
+            unknown.append(pod.name)  # neither a describe nor a listing gave its count: never a 0
+            continue
         restarts = sum(counts) if counts else _number(pod.restarts)
         total += restarts
         rows.append([pod.name, pod.namespace, pod.status, str(restarts)])
@@ -39,9 +43,21 @@ def restarts_answer(intent: Intent, state: AnalysisState, known: list[Resolution
             confidence=LOW,
             counted=f"restarts of {scope}",
         )
+    if not rows:
+        return Answer(
+            intent=intent.kind,
+            shape=NUMBER,
+            headline=f"No data: no describe or listing of {', '.join(unknown)} gave a restart count, so I "
+            "cannot say how often it restarted (this is not the same as never).",
+            no_data=True,
+            confidence=LOW,
+            counted=f"restarts of {scope}",
+        )
+    notes = [f"no restart count could be read for {', '.join(unknown)}."] if unknown else []
     return Answer(
         intent=intent.kind,
         shape=NUMBER,
+        notes=notes,
         headline=f"{scope} restarted {total} times in all ({len(pods)} pods: "
         + ", ".join(f"{r[0]} {r[3]} restarts, {r[2]}" for r in rows)
         + ").",

@@ -23,7 +23,17 @@ import yaml
 
 from diagnostics.agent.analyzers import AnalysisState
 from diagnostics.agent.findings import ObjRef, normalize_kind
-from diagnostics.agent.intent import COUNT, ERRORS, EXPLAIN, LIST, LOGS, SEARCH, STATUS, TIMELINE
+from diagnostics.agent.intent import (
+    COUNT,
+    ERRORS,
+    EXPLAIN,
+    LIST,
+    LOGS,
+    SEARCH,
+    STATUS,
+    TIMELINE,
+    specific_name,
+)
 from diagnostics.agent.inventory import CLUSTER_SCOPED, Resolution
 from diagnostics.agent.observer import PROBE, SUBMIT, Decision, InvestigationView
 from diagnostics.agent.params import props_of, required_of
@@ -195,8 +205,18 @@ class QuestionPlanner(RulePlanner):
                             self._list(view, "pod", row.namespace, 70, f"the pods of {row.name}")
                         self._inspect_workload(view, row.kind, row.name, row.namespace)
                 for pod in pods[:MAX_PODS]:
+                    if not pod.restarts and pod.namespace and pod.namespace not in self._listed_for_pods:
+                        # A finder's row without its RESTARTS column: the namespace's listing has it.
+                        self._listed_for_pods.add(pod.namespace)
+                        self._list(view, "pod", pod.namespace, 70, f"the pods in {pod.namespace}")
                     self._pod_reads(view, pod.name, pod.namespace, restarted=_restarted(pod.restarts))
-            if not resolved and namespace and intent.kind in (LOGS, ERRORS, SEARCH, TIMELINE):
+            named_unknown = any(specific_name(r.name) for r in resolutions(view.state) if not r.known)
+            if (
+                not resolved
+                and namespace
+                and not named_unknown
+                and intent.kind in (LOGS, ERRORS, SEARCH, TIMELINE)
+            ):
                 if namespace not in self._listed_for_pods:
                     self._listed_for_pods.add(namespace)
                     self._list(view, "pod", namespace, 70, f"the pods in {namespace}")
@@ -249,7 +269,7 @@ class QuestionPlanner(RulePlanner):
             return
         for previous in (False, True):
             spec = _spec(view, lambda s, p=previous: _log_tool(s, previous=p))
-            if spec is None or (previous and not restarted and intent.kind != ERRORS):
+            if spec is None or (previous and not restarted and intent.kind != ERRORS and not intent.previous):
                 continue
             params = {"pod_name": pod, "namespace": namespace}
             for name, schema in props_of(spec).items():
