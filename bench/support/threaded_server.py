@@ -4,13 +4,14 @@
 from __future__ import annotations
 
 import asyncio
+from abc import ABC, abstractmethod
 import threading
 from typing import Self
 
 from aiohttp import web
 
 
-class ThreadedServer:
+class ThreadedServer(ABC):
     """Subclasses provide ``host``, ``port`` (0: any free port, set once started) and ``app()``."""
 
     host: str
@@ -18,8 +19,9 @@ class ThreadedServer:
     _loop: asyncio.AbstractEventLoop | None = None
     _thread: threading.Thread | None = None
 
+    @abstractmethod
     def app(self) -> web.Application:
-        raise NotImplementedError
+        """The application this server serves (each stand-in defines its routes)."""
 
     def start(self) -> Self:
         started = threading.Event()
