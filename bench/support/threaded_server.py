@@ -4,8 +4,8 @@
 from __future__ import annotations
 
 import asyncio
-from abc import ABC, abstractmethod
 import threading
+from abc import ABC, abstractmethod
 from typing import Self
 
 from aiohttp import web
