@@ -333,6 +333,12 @@ class McpTool(models.Model):
         help_text="What the tool's output is for the analyzers (logs, metrics, events, traces); "
         "set by an operator (diagnostics/mcp/kinds.py).",
     )
+    preset_args = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="Arguments an operator fixes for this tool: hidden from the agent, sent with every call "
+        "(diagnostics/mcp/presets.py).",
+    )
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["server", "name"], name="mcp_tool_unique_name")]

@@ -1,6 +1,7 @@
 """The admin site's MCP pages: register servers (credentials by variable name), connect and classify
-them, demote tools, accept held changes, grant keys. Promotion of a writing tool to read needs a note and
-goes through ``POST /api/mcp/servers/<name>/tools/<tool>/override`` (audited; docs/guides/mcp.md)."""
+them, demote tools, accept held changes, set a tool's argument preset (the one editable field of a tool),
+grant keys. Promotion of a writing tool to read needs a note and goes through
+``POST /api/mcp/servers/<name>/tools/<tool>/override`` (audited; docs/guides/mcp.md)."""
 
 from __future__ import annotations
 
@@ -48,8 +49,16 @@ class McpServerAdmin(admin.ModelAdmin):
 class McpToolAdmin(admin.ModelAdmin):
     list_display = ["__str__", "klass", "why", "override", "pending", "present"]
     list_filter = ["server", "declared", "override"]
-    readonly_fields = [f.name for f in McpTool._meta.fields]
+    readonly_fields = [f.name for f in McpTool._meta.fields if f.name != "preset_args"]
     actions = ["demote", "clear_override", "accept_held"]
+
+    def save_model(self, request: HttpRequest, obj: McpTool, form: Any, change: bool) -> None:
+        """Only the preset is editable here, and it is saved checked and audited."""
+        user: Any = request.user
+        try:
+            servers.mcp_tool_preset(server=obj.server, tool=obj.name, arguments=obj.preset_args, by=user)
+        except ServiceError as exc:
+            self.message_user(request, f"Not saved: {exc}", messages.ERROR)
 
     @admin.display(description="class")
     def klass(self, tool: McpTool) -> str:

@@ -129,6 +129,13 @@ class OutputKindIn(Schema):
         return value
 
 
+class PresetIn(Schema):
+    arguments: dict[str, Any] = Field(
+        description="Arguments fixed for every call of the tool, hidden from the agent (empty: none); each "
+        "a string, number or boolean the tool's schema accepts, at most 16 and 4 KiB."
+    )
+
+
 class GrantIn(Schema):
     key_id: int = Field(ge=1, le=2**31 - 1, description="The API key's id (keys page, admin).")
     tools: list[str] = Field([], max_length=500, description="Tool names; empty: every allowed tool.")
@@ -147,6 +154,7 @@ class ToolOut(Schema):
     override: str
     override_note: str
     output_kind: str
+    preset_args: dict[str, Any] = Field(description="Arguments the operator fixed for every call.")
     present: bool
     annotations: dict[str, Any] | None
 
@@ -348,6 +356,21 @@ def tool_accept(request: HttpRequest, server: str, tool: str, body: NoteIn | Non
 def tool_output_kind(request: HttpRequest, server: str, tool: str, body: OutputKindIn) -> dict[str, Any]:
     row = servers.mcp_tool_output_kind(
         server=_server(server), tool=tool, kind=body.kind, by=caller(request).user
+    )
+    return {"tool": row}
+
+
+@router.post(
+    "/mcp/servers/{server}/tools/{tool}/preset",
+    auth=MANAGE,
+    response={200: ToolOne, codes_4xx: ErrorOut},
+    url_name="mcp-tool-preset",
+    summary="Fix arguments of the tool for the diagnosis agent (a read tool with all of them preset "
+    "takes no arguments)",
+)
+def tool_preset(request: HttpRequest, server: str, tool: str, body: PresetIn) -> dict[str, Any]:
+    row = servers.mcp_tool_preset(
+        server=_server(server), tool=tool, arguments=body.arguments, by=caller(request).user
     )
     return {"tool": row}
 

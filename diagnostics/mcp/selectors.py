@@ -68,9 +68,10 @@ def tool_reason(tool: McpTool) -> str:
 
 
 def tool_identity(qualified_name: str) -> dict[str, Any] | None:
-    """What an approval of this tool covers beyond its name and arguments: the server's identity and the
-    tool's fingerprint as classified now. None for a tool that is not an MCP tool; for an MCP tool no
-    longer registered, a marker that matches no earlier proposal."""
+    """What an approval of this tool covers beyond its name and arguments: the server's identity, the
+    tool's fingerprint as classified now, and the arguments an operator preset for it (when any). None
+    for a tool that is not an MCP tool; for an MCP tool no longer registered, a marker that matches no
+    earlier proposal."""
     parts = split_qualified(qualified_name)
     if parts is None:
         return None
@@ -78,7 +79,10 @@ def tool_identity(qualified_name: str) -> dict[str, Any] | None:
     row = McpTool.objects.select_related("server").filter(server__name=server_name, name=tool_name).first()
     if row is None or effective_class(row) == classify.OFF:
         return {"mcp": "unavailable"}
-    return {"mcp_server": server_identity(row.server), "mcp_tool": row.fingerprint}
+    identity: dict[str, Any] = {"mcp_server": server_identity(row.server), "mcp_tool": row.fingerprint}
+    if row.preset_args:  # sent with every call: an approval covers the values it will run with
+        identity["mcp_preset"] = row.preset_args
+    return identity
 
 
 def servers_for(environment: str) -> QuerySet[McpServer]:
@@ -94,7 +98,12 @@ def server_views(server: McpServer, tools: list[McpTool]) -> tuple[McpServerView
         if klass in by_class:
             by_class[klass].append(
                 McpToolView(
-                    tool.name, tool.description, tool.input_schema, tool.fingerprint, tool.output_kind
+                    tool.name,
+                    tool.description,
+                    tool.input_schema,
+                    tool.fingerprint,
+                    tool.output_kind,
+                    dict(tool.preset_args or {}),
                 )
             )
     upstream = upstream_of(server)

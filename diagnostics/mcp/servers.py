@@ -8,6 +8,7 @@ permission ``diagnostics.change_mcpserver``, or the admin site).
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,6 +21,7 @@ from core.errors import ServiceError
 from diagnostics.mcp import classify
 from diagnostics.mcp.client import UpstreamError, list_tools, tool_fingerprint
 from diagnostics.mcp.kinds import OUTPUT_KINDS
+from diagnostics.mcp.presets import preset_problem
 from diagnostics.mcp.selectors import standing, upstream_of
 from diagnostics.models import McpGrant, McpServer, McpTool, McpToolChange
 from routing.models import ApiKey
@@ -113,6 +115,7 @@ def _record(tool: McpTool, kind: str, *, by: User | None = None, note: str = "",
             "pending": tool.pending,
             "override": tool.override,
             "output_kind": tool.output_kind,
+            "preset_args": tool.preset_args,
         },
     )
 
@@ -250,4 +253,19 @@ def mcp_tool_output_kind(*, server: McpServer, tool: str, kind: str, by: User | 
     row.output_kind = kind
     row.save(update_fields=["output_kind"])
     _record(row, "output_kind", by=by, note=kind or "not declared", before=before)
+    return row
+
+
+@transaction.atomic
+def mcp_tool_preset(*, server: McpServer, tool: str, arguments: Any, by: User | None) -> McpTool:
+    """Arguments the operator fixes for the tool (diagnostics/mcp/presets.py); empty clears; audited."""
+    row = _tool(server, tool)
+    problem = preset_problem(row.input_schema or {}, arguments)
+    if problem:
+        raise ServiceError(problem, code="invalid_field")
+    before = {"preset_args": row.preset_args}
+    row.preset_args = dict(arguments)
+    row.save(update_fields=["preset_args"])
+    note = json.dumps(row.preset_args, sort_keys=True) if row.preset_args else "cleared"
+    _record(row, "preset", by=by, note=note, before=before)
     return row

@@ -15,12 +15,13 @@ incidents app re-classifies the server.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
 
 from diagnostics.mcp.client import CallOutput, Upstream, UpstreamError, checked_call_async
+from diagnostics.mcp.presets import merged, trimmed_schema
 from diagnostics.toolsets.base import (
     ActionResult,
     HealthResult,
@@ -55,6 +56,7 @@ class McpToolView:
     input_schema: dict[str, Any]
     fingerprint: str
     output_kind: str = ""  # logs, metrics, events, traces (diagnostics/mcp/kinds.py); "" not declared
+    preset: dict[str, Any] = field(default_factory=dict)  # operator-fixed arguments (mcp/presets.py)
 
 
 @dataclass(frozen=True)
@@ -83,7 +85,10 @@ OnCall = Callable[[CallRecord, str], None]  # (record, surface)
 
 def _spec(server: str, tool: McpToolView) -> ToolSpec:
     schema = tool.input_schema if tool.input_schema.get("type") == "object" else {"type": "object"}
+    schema = trimmed_schema(schema, tool.preset)
     said = f" (Its output: {tool.output_kind}.)" if tool.output_kind else ""
+    if tool.preset:
+        said += f" (Set by the operator: {', '.join(sorted(tool.preset))}.)"
     return ToolSpec(qualified(server, tool.name), tool.description[:2000] + said, schema)
 
 
@@ -105,6 +110,9 @@ class _McpCaller:
         tool = self._tools.get(name)
         if tool is None:
             return None, f"{name!r} is not a tool of this toolset"
+        arguments, refused = merged(tool.preset, arguments)
+        if refused:
+            return None, refused
         record = CallRecord(self._upstream.name, tool.name, arguments, "ok")
         try:
             output = anyio.run(checked_call_async, self._upstream, tool.name, arguments, tool.fingerprint)

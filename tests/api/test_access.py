@@ -56,6 +56,9 @@ WRITES: dict[tuple[str, str], Write] = {
     ("post", "/api/mcp/servers/{server}/tools/{tool}/output-kind"): Write(
         scopes.MCP_ADMIN, "viewer", {"kind": ""}
     ),
+    ("post", "/api/mcp/servers/{server}/tools/{tool}/preset"): Write(
+        scopes.MCP_ADMIN, "viewer", {"arguments": {}}
+    ),
     ("post", "/api/mcp/servers/{server}/grants"): Write(scopes.MCP_ADMIN, "operator", {"key_id": 1}),
     ("post", "/api/mcp/servers/{server}/grants/{key_id}/revoke"): Write(scopes.MCP_ADMIN, "approver", {}),
 }

@@ -143,3 +143,38 @@ def test_a_tools_declared_output_kind_travels_with_each_result(fs_server, files,
         "logs",
         operator,
     )
+
+
+def test_a_preset_makes_read_text_file_a_no_argument_read_the_caller_cannot_redirect(
+    fs_server, files, operator
+):
+    """The operator fixes read_text_file's path: the agent sees a tool with no arguments, a call with none
+    reads the preset file, a call naming another path is refused (nothing read), and the audit trail and
+    the plan hash's tool identity carry the preset."""
+    from diagnostics.mcp.selectors import tool_identity
+    from diagnostics.mcp.servers import mcp_tool_preset
+
+    before = tool_identity("mcp__fs__read_text_file")
+    log = str(files / "api.log")
+    mcp_tool_preset(server=fs_server, tool="read_text_file", arguments={"path": log}, by=operator)
+    assert tool_identity("mcp__fs__read_text_file") == {**before, "mcp_preset": {"path": log}}  # type: ignore[dict-item]
+    incident = services.incident_open(title="api down", environment="fake")
+    probe = Probe(incident_environment(incident).read_toolsets())
+    spec = next(s for s in probe.tools() if s.name == "mcp__fs__read_text_file")
+    assert "path" not in spec.parameters.get("properties", {}) and not spec.parameters.get("required")
+    assert "(Set by the operator: path.)" in spec.description
+    read = probe.call("mcp__fs__read_text_file", {})
+    assert read.ok and "DATABASE_URL is not set" in read.output
+    assert probe.call("mcp__fs__read_text_file", {"path": log}).ok  # the same value: allowed
+    (files / "secret.txt").write_text("hunter2\n")
+    other = probe.call("mcp__fs__read_text_file", {"path": str(files / "secret.txt")})
+    assert other.ok is False and "set by the operator" in other.output and "hunter2" not in other.output
+    assert McpCall.objects.filter(tool="read_text_file").count() == 2
+    change = McpTool.objects.get(server=fs_server, name="read_text_file").changes.first()
+    assert change is not None and (change.kind, change.after["preset_args"], change.by) == (
+        "preset",
+        {"path": log},
+        operator,
+    )
+    with pytest.raises(services.ServiceError, match="no argument 'nope'"):
+        mcp_tool_preset(server=fs_server, tool="read_text_file", arguments={"nope": 1}, by=operator)

@@ -34,6 +34,7 @@ OPERATIONS: dict[tuple[str, str], tuple[dict[str, Any] | None, str]] = {
     ("post", "/api/mcp/servers/{server}/tools/{tool}/override"): ({"to": "write"}, "viewer"),
     ("post", "/api/mcp/servers/{server}/tools/{tool}/accept"): ({}, "operator"),
     ("post", "/api/mcp/servers/{server}/tools/{tool}/output-kind"): ({"kind": "logs"}, "operator"),
+    ("post", "/api/mcp/servers/{server}/tools/{tool}/preset"): ({"arguments": {}}, "operator"),
     ("post", "/api/mcp/servers/{server}/grants"): ({"key_id": 1}, "approver"),
     ("post", "/api/mcp/servers/{server}/grants/{key_id}/revoke"): ({}, "operator"),
 }
@@ -55,7 +56,11 @@ def tool(db: None) -> McpTool:
 def _state() -> tuple[Any, ...]:
     return (
         list(McpServer.objects.values_list("name", "allow_list", "synced_at").order_by("pk")),
-        list(McpTool.objects.values_list("declared", "pending", "override", "output_kind").order_by("pk")),
+        list(
+            McpTool.objects.values_list(
+                "declared", "pending", "override", "output_kind", "preset_args"
+            ).order_by("pk")
+        ),
         McpToolChange.objects.count(),
         list(McpGrant.objects.values_list("key_id", "server_id", "tools").order_by("pk")),
     )
@@ -211,6 +216,17 @@ def test_an_admin_registers_the_filesystem_server_and_sets_its_tools(
     assert kind.status_code == 200 and kind.json()["tool"]["output_kind"] == "logs"
     bad_kind = call(client, "POST", f"{base}/read_text_file/output-kind", admin, {"kind": "code"})
     assert bad_kind.status_code == 400
+
+    preset = {"arguments": {"path": "/srv/api.log"}}
+    set_preset = call(client, "POST", f"{base}/read_text_file/preset", admin, preset)
+    assert set_preset.status_code == 200 and set_preset.json()["tool"]["preset_args"] == preset["arguments"]
+    change = McpToolChange.objects.filter(tool__name="read_text_file", kind="preset").get()
+    assert change.by == admin.key.owner and change.after["preset_args"] == preset["arguments"]
+    for bad in ({"nope": "x"}, {"path": ["a"]}, {"path": 3}, {"path": "x" * 5000}):
+        refused = call(client, "POST", f"{base}/read_text_file/preset", admin, {"arguments": bad})
+        assert refused.status_code == 400 and refused.json()["error"]["code"] == "invalid_field", bad
+    cleared_preset = call(client, "POST", f"{base}/read_text_file/preset", admin, {"arguments": {}})
+    assert cleared_preset.json()["tool"]["preset_args"] == {}
 
     allowed = call(client, "POST", "/api/mcp/servers/fs/allow-list", admin, {"tools": ["read_text_file"]})
     tools = {t["name"]: t["klass"] for t in allowed.json()["server"]["tools"]}

@@ -81,6 +81,7 @@ EXPECTED: dict[str, dict[str, Rule]] = {
     "mcp-tool-override": {"POST": Rule(scopes.MCP_ADMIN, "diagnostics.change_mcpserver", ADMINS)},
     "mcp-tool-accept": {"POST": Rule(scopes.MCP_ADMIN, "diagnostics.change_mcpserver", ADMINS)},
     "mcp-tool-output-kind": {"POST": Rule(scopes.MCP_ADMIN, "diagnostics.change_mcpserver", ADMINS)},
+    "mcp-tool-preset": {"POST": Rule(scopes.MCP_ADMIN, "diagnostics.change_mcpserver", ADMINS)},
     "mcp-server-grants": {"POST": Rule(scopes.MCP_ADMIN, "diagnostics.add_mcpgrant", ADMINS)},
     "mcp-server-grant-revoke": {"POST": Rule(scopes.MCP_ADMIN, "diagnostics.delete_mcpgrant", ADMINS)},
 }
