@@ -123,6 +123,10 @@ _NAMESPACE = (
 )
 _KIND_THEN_NAME = re.compile(rf"\b({'|'.join(KIND_WORDS)})\s+[`'\"]?({_NAME})[`'\"]?", re.IGNORECASE)
 _NAME_THEN_KIND = re.compile(rf"[`'\"]?({_NAME})[`'\"]?\s+({'|'.join(KIND_WORDS)})\b", re.IGNORECASE)
+# How alert texts name an object: "Pod shop/web-7d9c-x2k", "Deployment billing/api", "Job reports/nightly".
+_KIND_NAMESPACED = re.compile(
+    rf"\b({'|'.join(KIND_WORDS)})\s+[`'\"]?({_NAME})/({_NAME})[`'\"]?", re.IGNORECASE
+)
 _HYPHENATED = re.compile(r"\b[a-z0-9]+(?:[-_][a-z0-9]+)+\b")
 _AFTER_PREPOSITION = re.compile(
     r"\b(?:with|about|is|of|for|check|on)\s+(?:the\s+)?([a-z][a-z0-9]{2,})(?![-_.a-z0-9])"
@@ -161,6 +165,16 @@ def parse_free_text(text: str) -> Subject:
             subject.names = [subject.name]
             return subject
     lowered = text.lower()
+    for qualified_match in _KIND_NAMESPACED.finditer(lowered):
+        kind, namespace, name = (
+            KIND_WORDS[qualified_match.group(1)],
+            qualified_match.group(2),
+            qualified_match.group(3),
+        )
+        if kind and name not in STOP_NAMES:
+            subject.kind, subject.name, subject.namespace = kind, name, namespace
+            subject.names = [name]
+            return subject
     for pattern in _NAMESPACE:
         match = pattern.search(lowered)
         if match and match.group(1) not in STOP_NAMES:

@@ -190,6 +190,8 @@ class RulePlanner(Observer):
                 kinds = [subject.kind] if subject.kind else ["deployment", "pod"]
                 for i, kind in enumerate(kinds):
                     self._inspect(view, ObjRef(kind, subject.name, subject.namespace), 100 - 5 * i)
+                if subject.kind == "service" and subject.namespace:
+                    self._list(view, "pod", subject.namespace, 60, f"pods behind service {subject.name}")
             else:
                 # Environments whose tools take a service/process name rather than Kubernetes coordinates.
                 self._inspect(view, ObjRef(subject.kind or "service", subject.name), 95)
@@ -226,6 +228,10 @@ class RulePlanner(Observer):
         subject = view.alert.subject
         finders = [s for s in view.tools if "keyword" in props_of(s)]
         kinds = [subject.kind] if subject.kind and subject.kind in K8S_KINDS else list(DEFAULT_KINDS)
+        if subject.kind == "service":
+            # A service alert (latency, errors, target down) is about the workload behind the Service,
+            # which usually has its name; a Service object may not exist at all.
+            kinds += [k for k in DEFAULT_KINDS if k != "job"]
         for n, name in enumerate(subject.names[:2]):
             for i, kind in enumerate(kinds):
                 for spec in finders:

@@ -146,10 +146,43 @@ def _host(value: str) -> str:
     return host.split(".")[0]
 
 
+# The exporter a metric was scraped from: its own pod/container/service/job labels ride along on every
+# series it exports (kube-state-metrics on KubeDeploymentReplicasMismatch, node-exporter on Node*
+# alerts) and are never what the alert is about.
+_EXPORTER = re.compile(r"kube-state-metrics|node-exporter|(?:^|-)exporter(?:$|-)|^kubelet$|^cadvisor$")
+# Labels of the scrape target (not of the object a series describes).
+_TARGET_LABELS = frozenset({"pod", "container", "service", "job", "instance", "endpoint"})
+# Labels that name a node outright.
+_NODE_LABELS = ("node", "nodename", "kubernetes_node", "hostname")
+
+
+def _exporter_label(label: str, value: str) -> bool:
+    return label in _TARGET_LABELS and bool(_EXPORTER.search(value.lower()))
+
+
+def _node_of(labels: dict[str, str]) -> str:
+    """The node a node-level alert (node-exporter's ``Node*``, a kubelet's) is about, from its
+    ``node``-like label or the host of its ``instance`` (``kw-node-4:9100`` -> ``kw-node-4``)."""
+    for label in _NODE_LABELS:
+        if labels.get(label, "").strip():
+            return labels[label].strip()
+    instance = labels.get("instance", "").strip()
+    nodeish = labels.get("alertname", "").startswith("Node") or "node-exporter" in labels.get("job", "")
+    if not instance or not nodeish or labels.get("namespace"):
+        return ""
+    host = re.sub(r"^\w+://", "", instance).split("/")[0].rsplit(":", 1)[0]
+    return "" if re.fullmatch(r"[\d.]+", host) else host
+
+
 def subject_from_labels(labels: dict[str, str]) -> Subject:
     """The subject an alert's labels name: the most specific object label (pod, job, workload, PVC,
-    service, node...), its namespace, and every other object the labels name."""
+    service, node...), its namespace, and every other object the labels name. The exporter's own
+    target labels are skipped; a node-level alert names its node (from ``instance`` if need be)."""
     subject = Subject(namespace=labels.get("namespace") or labels.get("exported_namespace") or "")
+    labels = {k: v for k, v in labels.items() if not _exporter_label(k, v)}
+    node = _node_of(labels)
+    if node and not labels.get("node"):
+        labels["node"] = node
     named: list[str] = []
     for label, kind in _LABEL_KINDS:
         value = labels.get(label, "").strip()
@@ -275,6 +308,10 @@ def from_investigation(request: dict[str, Any], issue: dict[str, Any] | None = N
         }
     )
     ctx.subject = _merge_subject(subject, labelled)
+    if not ctx.subject.name:
+        # Nothing structured names it: the alert's words do ("Pod app-1/web-0 has been Pending ...").
+        described = annotations.get("description") or annotations.get("message") or ""
+        ctx.subject = _merge_subject(parse_free_text(f"{title}\n{text}\n{described}"), ctx.subject)
     ctx.queries = alert_queries(*_alert_urls(request, issue, raw))
     ctx.asked_at = _moment(issue.get("starts_at") or raw.get("startsAt") or raw.get("starts_at"))
     return _finish(ctx)

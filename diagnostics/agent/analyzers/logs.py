@@ -53,6 +53,17 @@ _CONN_WORDS = re.compile(
     r"dial tcp|host\(s\) tried|no route",
     re.IGNORECASE,
 )
+# A stack frame's "File.java:696" has the shape of host:port and is none.
+_SOURCE_FILE = re.compile(
+    r"\.(?:java|kt|scala|groovy|py|go|js|mjs|ts|rb|cs|cpp|cc|c|h|rs|php|exs?|swift)$", re.IGNORECASE
+)
+# How a connection failed, in the words a log states it.
+_CONN_REASON = re.compile(
+    r"connection reset by peer|connection refused|connection timed out|no route to host|"
+    r"(?:host|network) (?:is )?unreachable|no available connection|connection (?:is )?not available|"
+    r"connection closed|econnreset|econnrefused|etimedout|timed? ?out",
+    re.IGNORECASE,
+)
 DB_WORDS = re.compile(
     r"\b(db|database|sql|postgres\w*|mysql|mongo\w*|redis|jdbc|query|cassandra|oracle)\b", re.IGNORECASE
 )
@@ -99,7 +110,8 @@ def log_subject(out: ToolOutput, state: AnalysisState) -> tuple[str, str, str]:
     if source in ("", "*"):
         source = state.alert.subject.name
     subject = f"pod/{out.params.get('namespace')}/{source}" if out.params.get("namespace") else source
-    where = f" in the logs of {source}" if source and out.tool != "alert" else ""
+    whose = f"pod {source}" if out.params.get("pod_name") else source
+    where = f" in the logs of {whose}" if source and out.tool != "alert" else ""
     return source, subject, where
 
 
@@ -329,6 +341,8 @@ class LogAnalyzer(Analyzer):
             for host, port in _HOST_PORT.findall(line):
                 if host.lower() in ("http", "https", "localhost") and port in ("80", "443"):
                     continue
+                if _SOURCE_FILE.search(host):
+                    continue
                 targets[f"{host}:{port}"].append(line.strip())
         findings = []
         total = max(1, len(text.splitlines()))
@@ -337,7 +351,13 @@ class LogAnalyzer(Analyzer):
             is_db = bool(DB_WORDS.search(sample)) or target.rsplit(":", 1)[1] in _DB_PORTS
             refused = "refused" in sample.lower()
             what = "the database" if is_db else "the dependency"
-            how = "connection refused" if refused else clip(sample, 120)
+            reason = _CONN_REASON.search(sample)
+            if refused:
+                how = "connection refused"
+            elif reason and reason.group(0).lower() not in clip(sample, 120).lower():
+                how = f"{reason.group(0)}: {clip(sample, 120)}"
+            else:
+                how = clip(sample, 120)
             often = f"repeatedly ({len(lines)} times)" if len(lines) > 1 else "once"
             transient = total > 200 and len(lines) / total < 0.01
             findings.append(
