@@ -1,0 +1,96 @@
+"""factory_boy factories for every model of routing, diagnostics (Slack and MCP included) and training,
+one module an app.
+
+Each builds a valid row with the fewest fields a test has to care about; tests/test_factories.py
+checks that each one saves. ``make_key`` / ``make_role_key`` return a usable key with its secret.
+"""
+
+from tests.factories.diagnostics import (
+    ActionMessageFactory,
+    ActionRequestFactory,
+    IncidentFactory,
+    IncidentTouchFactory,
+    SlackEventFactory,
+    SlackUserFactory,
+    StepFactory,
+    ThreadCursorFactory,
+    TrajectoryFactory,
+)
+from tests.factories.mcp import (
+    McpCallFactory,
+    McpGrantFactory,
+    McpServerFactory,
+    McpToolChangeFactory,
+    McpToolFactory,
+)
+from tests.factories.routing import (
+    ApiKeyFactory,
+    BackendFactory,
+    BudgetLeaseFactory,
+    InvocationFactory,
+    KeyPair,
+    ReservationFactory,
+    RouterVersionFactory,
+    SampleSpendFactory,
+    TaskProfileFactory,
+    claude_teacher,
+    make_key,
+    make_role_key,
+)
+from tests.factories.training import (
+    AdapterFactory,
+    AdmissionFactory,
+    CycleFactory,
+    DemonstrationFactory,
+    DiagnosticSkillFactory,
+    DiagnosticSkillSetFactory,
+    ReplayAttemptFactory,
+    RollbackFactory,
+    SkillBookFactory,
+    SkillFactory,
+    TrainingRunFactory,
+    TrainingSettingsFactory,
+)
+from tests.factories.users import UserFactory
+
+__all__ = [
+    "ActionMessageFactory",
+    "ActionRequestFactory",
+    "AdapterFactory",
+    "AdmissionFactory",
+    "ApiKeyFactory",
+    "BackendFactory",
+    "BudgetLeaseFactory",
+    "CycleFactory",
+    "DemonstrationFactory",
+    "DiagnosticSkillFactory",
+    "DiagnosticSkillSetFactory",
+    "IncidentFactory",
+    "IncidentTouchFactory",
+    "InvocationFactory",
+    "KeyPair",
+    "McpCallFactory",
+    "McpGrantFactory",
+    "McpServerFactory",
+    "McpToolChangeFactory",
+    "McpToolFactory",
+    "ReplayAttemptFactory",
+    "ReservationFactory",
+    "RollbackFactory",
+    "RouterVersionFactory",
+    "SampleSpendFactory",
+    "SkillBookFactory",
+    "SkillFactory",
+    "SlackEventFactory",
+    "SlackUserFactory",
+    "StepFactory",
+    "TaskProfileFactory",
+    "ThreadCursorFactory",
+    "TrainingRunFactory",
+    "TrainingSettingsFactory",
+    "TrajectoryFactory",
+    "UserFactory",
+    "claude_teacher",
+    "make_key",
+    "make_role_key",
+]
