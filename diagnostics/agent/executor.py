@@ -23,9 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from jsonschema import Draft202012Validator
-
-from diagnostics.toolsets.base import ToolSpec, WriteToolset
+from diagnostics.toolsets.base import ToolSpec, WriteToolset, validation_error
 
 TARGET_KEYS = ("target", "service", "name", "deployment", "process", "workload", "app", "resource")
 
@@ -126,9 +124,9 @@ class Executor:
         if entry is None:
             return self._refuse(action, f"{action.tool!r} is not on this environment's allow-list")
         toolset, spec = entry
-        errors = list(Draft202012Validator(spec.parameters).iter_errors(action.args))
-        if errors:
-            return self._refuse(action, f"invalid arguments: {errors[0].message}")
+        problem = validation_error(spec.parameters, action.args)
+        if problem:
+            return self._refuse(action, f"invalid arguments: {problem}")
         try:
             result = toolset.run(action.tool, copy.deepcopy(action.args))
             ok, output = result.ok, result.output

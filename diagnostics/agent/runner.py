@@ -17,8 +17,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from jsonschema import Draft202012Validator
-
 from diagnostics.agent import config
 from diagnostics.agent.analyzers import AnalysisState, ToolOutput, analyze, normalize
 from diagnostics.agent.compressor import Compressor
@@ -50,7 +48,7 @@ from diagnostics.agent.tool_agent import (
     ToolCallingObserver,
     call_key,
 )
-from diagnostics.toolsets.base import ToolSpec
+from diagnostics.toolsets.base import ToolSpec, validation_error
 from diagnostics.toolsets.registry import Environment
 
 MODE_LLM = "llm"
@@ -413,9 +411,9 @@ def _invalid_proposal(
     spec = next((a for a in actions if a.name == action), None)
     if spec is None:
         return f"{action!r} is not an allowed action here"
-    errors = list(Draft202012Validator(spec.parameters).iter_errors(args))
-    if errors:
-        return f"invalid arguments: {errors[0].message}"
+    problem = validation_error(spec.parameters, args)
+    if problem:
+        return f"invalid arguments: {problem}"
     if (action, args) in proposed:
         return "already proposed"
     return ""

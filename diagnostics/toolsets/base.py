@@ -10,7 +10,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-import jsonschema
+from routing.schemas import schema_errors
 
 
 def object_schema(properties: dict[str, Any], required: list[str] | None = None) -> dict[str, Any]:
@@ -24,12 +24,10 @@ def object_schema(properties: dict[str, Any], required: list[str] | None = None)
 
 
 def validation_error(schema: dict[str, Any], value: dict[str, Any]) -> str | None:
-    """Why ``value`` does not fit ``schema``, or None when it does."""
-    try:
-        jsonschema.validate(value, schema)
-    except jsonschema.ValidationError as exc:
-        return exc.message
-    return None
+    """Why ``value`` does not fit ``schema``, or None when it does. A schema may come from outside (an
+    MCP server's tool): it is checked as a caller's is (routing/schemas.py: no reference leaves it,
+    linear-time patterns, bounded size), and one that cannot be used refuses every value."""
+    return schema_errors(schema, value)
 
 
 @dataclass(frozen=True)

@@ -159,3 +159,21 @@ def _reply(content: str) -> Any:
     from bench.support.openai_stub import Reply
 
     return Reply(content=content)
+
+
+def test_a_schema_from_outside_checks_the_agents_arguments_and_fetches_nothing():
+    """An MCP server's tool schema (third-party data) validates the arguments of the agent's and the
+    gateway's calls with the same rules as a caller's: a remote ``$ref`` refuses every value unread, a
+    backtracking pattern runs in linear time."""
+    import time
+
+    from diagnostics.toolsets.base import validation_error
+
+    with listener() as attacker:
+        url = f"http://127.0.0.1:{attacker.port}/schema.json"
+        problem = validation_error({"type": "object", "properties": {"a": {"$ref": url}}}, {"a": 1})
+        assert problem and "$ref" in problem and attacker.requests == []
+    started = time.perf_counter()
+    problem = validation_error({"properties": {"v": {"pattern": "^(a+)+$"}}}, {"v": "a" * 30_000 + "!"})
+    assert problem and "does not match" in problem and time.perf_counter() - started < 1
+    assert validation_error({"properties": {"v": {"type": "string"}}}, {"v": "ok"}) is None
