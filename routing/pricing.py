@@ -94,7 +94,49 @@ def prompt_token_bound(body: dict[str, Any]) -> int:
     stream cut off before its usage both come from here."""
     messages = body.get("messages") or []
     size = len(orjson.dumps(body, default=str, option=orjson.OPT_NON_STR_KEYS))
-    return size + _TEMPLATE_TOKENS_PER_MESSAGE * len(messages) + _TEMPLATE_TOKENS_PER_CALL
+    templates = _TEMPLATE_TOKENS_PER_MESSAGE * len(messages) + _TEMPLATE_TOKENS_PER_CALL
+    return size + templates + remote_media_tokens(messages)
+
+
+# Media the body only names (a URL, a provider's file id; keys with the media:urls scope) is billed for
+# its content, which the body's bytes do not show: each counts as the most a provider bills for one.
+IMAGE_TOKEN_BOUND = 8_192  # above every provider's largest image (OpenAI high detail, Claude ~1.6k)
+FILE_TOKEN_BOUND = 131_072  # a document (a PDF by URL or file id): a long one, rendered page by page
+_IMAGE_PARTS = frozenset({"image_url", "input_image", "image"})
+
+
+def remote_media_tokens(messages: list[Any]) -> int:
+    """The worst case of the media parts of ``messages`` that name their content instead of holding it."""
+    tokens = 0
+    for message in messages:
+        content = message.get("content") if isinstance(message, dict) else None
+        if not isinstance(content, list):
+            continue
+        for part in content:
+            if not isinstance(part, dict) or part.get("type") in (None, "text", "input_text", "output_text"):
+                continue
+            if not _names_content(part):
+                continue
+            tokens += IMAGE_TOKEN_BOUND if part.get("type") in _IMAGE_PARTS else FILE_TOKEN_BOUND
+    return tokens
+
+
+def _names_content(part: dict[str, Any]) -> bool:
+    """Whether a media part refers to content elsewhere (any string but a ``data:`` URL or base64 data
+    under a url/id key)."""
+    stack: list[Any] = [part]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            for key, value in item.items():
+                if key in ("url", "file_id", "file_url", "image_url") and isinstance(value, str):
+                    if not value.startswith("data:"):
+                        return True
+                elif isinstance(value, dict | list):
+                    stack.append(value)
+        elif isinstance(item, list):
+            stack.extend(item)
+    return False
 
 
 def completion_token_bound(text: str) -> int:

@@ -3,7 +3,8 @@
 (routing/pricing.py ``prompt_token_bound``: every byte of the upstream body) must never be below it:
 
 - a budget hold counts whatever field carries the bytes (functions, tools, a response schema, a system
-  text or instructions, in each protocol), so a call its key cannot afford is refused before it is sent;
+  text or instructions, in each protocol) and the most a provider bills for media the body only names
+  (a file id, an image URL), so a call its key cannot afford is refused before it is sent;
 - a stream the client hangs up on before the usage chunk is charged at least what the provider bills.
 """
 
@@ -30,7 +31,10 @@ BIG = "lorem ipsum dolor sit amet " * 40_000  # ~1.1 MB: ~270k tokens billed, $2
 BUDGET = Decimal("0.25")  # an ordinary call costs well under a cent
 SCHEMA = {"type": "object", "description": BIG[:60_000]}  # under the 64 KiB schema bound
 
+FILE_BY_ID = [{"type": "text", "text": "summarize"}, {"type": "file", "file": {"file_id": "file-abc123"}}]
 CARRIERS: dict[str, tuple[str, dict[str, Any]]] = {
+    # A document named by a provider's file id: billed for its pages, which the body does not show.
+    "chat.file_id": ("/v1/chat/completions", {"messages": [{"role": "user", "content": FILE_BY_ID}]}),
     "chat.functions": ("/v1/chat/completions", {"functions": [{"name": "f", "description": BIG}]}),
     "chat.tools": (
         "/v1/chat/completions",
