@@ -1,11 +1,13 @@
 """The one path normaliser: every part of the server that decides by path (the load shedder, the edge's
 router, the MCP edge, the scope checks, Django's URLs) sees the same canonical path, so no spelling of a
-path (``/v1//chat/completions``, ``/v1/./chat/completions/``, ``/v1/x/../chat/completions``) reaches a
-handler while skipping a check another spelling gets.
+path (``/v1//chat/completions``, ``/v1/chat/completions/``) reaches a handler while skipping a check another
+spelling gets.
 
-Canonical: repeated slashes are one, ``.`` segments are dropped and ``..`` removes the segment before it
-(never above the root). Under the API namespaces (``/v1``, ``/mcp``) a trailing slash is dropped too;
-the dashboard's own URLs keep theirs (Django's ``APPEND_SLASH`` redirects there).
+Canonical: repeated slashes are one, and under the API namespaces (``/v1``, ``/mcp``) a trailing slash is
+dropped; the dashboard's own URLs keep theirs (Django's ``APPEND_SLASH`` redirects there). Dot segments
+are left as they are: no part of the server resolves them (clients do, before sending), so
+``/v1/./chat/completions`` is an unknown path to every part alike, and a path parameter that is ``..``
+stays a parameter.
 """
 
 from __future__ import annotations
@@ -14,19 +16,10 @@ API_NAMESPACES = ("/v1", "/mcp")
 
 
 def canonical_path(path: str) -> str:
-    if "//" not in path and "/." not in path and not (path.endswith("/") and _in_api(path)):
+    if "//" not in path and not (path.endswith("/") and _in_api(path)):
         return path  # the common case: already canonical, no allocation
-    segments: list[str] = []
-    for segment in path.split("/"):
-        if segment in ("", "."):
-            continue
-        if segment == "..":
-            if segments:
-                segments.pop()
-            continue
-        segments.append(segment)
-    canonical = "/" + "/".join(segments)
-    if path.endswith("/") and segments and not _in_api(canonical):
+    canonical = "/" + "/".join(segment for segment in path.split("/") if segment)
+    if path.endswith("/") and canonical != "/" and not _in_api(canonical):
         canonical += "/"
     return canonical
 

@@ -1,6 +1,7 @@
 """One path normaliser (core/paths.py) for every check: a path spelled differently (trailing slash,
-doubled slashes, dot segments) is the same path to the load shedder, the router and the scopes, so no
-spelling is served past a limit another spelling gets."""
+doubled slashes) is the same path to the load shedder, the router and the scopes, so no spelling is
+served past a limit another spelling gets; a spelling no part resolves (dot segments) is unknown to all
+of them alike, a 404, never served."""
 
 from __future__ import annotations
 
@@ -23,8 +24,6 @@ SPELLINGS = [
     ("/v1/chat/completions/", CHAT),
     ("/v1//chat/completions", CHAT),
     ("//v1/chat/completions", CHAT),
-    ("/v1/./chat/completions", CHAT),
-    ("/v1/models/../chat/completions", CHAT),
     ("/v1/messages/", MESSAGES),
     ("/v1/responses/", {"model": "auto", "input": "hi"}),
     ("/v1/embeddings/", {"model": "auto", "input": "hi"}),
@@ -52,6 +51,17 @@ def test_every_spelling_of_a_call_path_is_shed_past_the_limit(gateway_url, backe
         assert [f.result().status_code for f in held] == [200, 200]
     assert shed == {path: 503 for path, _ in SPELLINGS}
     assert Invocation.objects.count() == 2  # the shed calls wrote nothing
+
+
+# Percent-encoded, so that no client or server library on the way resolves them first.
+DOTTED = ["/v1/%2E/chat/completions", "/v1/models/%2E%2E/chat/completions", "/v1/chat/completions/%2E"]
+
+
+@pytest.mark.parametrize("path", DOTTED)
+def test_a_dot_segment_spelling_is_an_unknown_path_never_served(gateway_url, backends, api_key, stub, path):
+    response = _post(gateway_url, api_key.raw, path, CHAT)
+    assert response.status_code == 404 and response.json()["error"]["code"] == "unknown_url"
+    assert not Invocation.objects.exists() and stub.requests == []
 
 
 @pytest.mark.parametrize(("path", "body"), SPELLINGS[:2], ids=[p for p, _ in SPELLINGS[:2]])
