@@ -71,4 +71,5 @@ test-slow: setup-ml
 ## CI's second run, on PostgreSQL + Redis (.ci/run sets them): the slow tests, and the default tests
 ## marked `postgres` (what differs by database) again.
 test-services: setup-ml
-	$(VENV)/bin/pytest -m "slow or postgres"
+	$(VENV)/bin/pytest -m "postgres and not slow" -n auto
+	$(VENV)/bin/pytest -m slow
