@@ -73,5 +73,5 @@ urlpatterns = [
     path("docs", _docs["openapi-view"].callback, name="openapi-view"),
     *_operation_patterns(),
     path("", not_found, name="api-root"),  # ninja reverses it for the document's paths
-    re_path(r"(?s)^(?P<rest>.*)$", not_found, name="api-not-found"),  # (?s): a newline in a path too
+    re_path(r"^(?P<rest>[\s\S]*)$", not_found, name="api-not-found"),  # [\s\S]: a newline in a path too
 ]
