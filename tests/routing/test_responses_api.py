@@ -9,13 +9,13 @@ import json
 from typing import Any
 
 import httpx
-import openai
 import pytest
 
 from bench.support.openai_stub import Reply
 from routing.models import Invocation, TaskProfile
 from routing.responses import ResponsesRequest
 from tests.factories import TaskProfileFactory
+from tests.support.gateway import client as sdk
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -31,10 +31,6 @@ TOOL_CALL = {
     "type": "function",
     "function": {"name": "get_weather", "arguments": '{"city": "Oslo"}'},
 }
-
-
-def sdk(gateway_url: str, key: str) -> openai.OpenAI:
-    return openai.OpenAI(base_url=f"{gateway_url}/v1", api_key=key, max_retries=0)
 
 
 def test_create_from_text_answers_a_response_with_the_gateway_headers(gateway_url, backends, api_key, stub):

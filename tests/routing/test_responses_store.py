@@ -17,6 +17,7 @@ from routing import ledger_writer
 from routing.ledger import ledger_bodies_purge
 from routing.models import Invocation
 from tests.factories import make_key
+from tests.support.gateway import client as sdk
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -27,15 +28,6 @@ WEATHER: Any = {
     "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
     "strict": True,
 }
-TOOL_CALL = {
-    "id": "call_1",
-    "type": "function",
-    "function": {"name": "get_weather", "arguments": '{"city": "Oslo"}'},
-}
-
-
-def sdk(gateway_url: str, key: str) -> openai.OpenAI:
-    return openai.OpenAI(base_url=f"{gateway_url}/v1", api_key=key, max_retries=0)
 
 
 def test_previous_response_id_continues_the_conversation(gateway_url, backends, api_key, stub):
