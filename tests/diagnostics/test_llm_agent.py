@@ -22,7 +22,7 @@ from diagnostics.models import Step, Trajectory
 from diagnostics.tasks import run_diagnosis
 from routing.models import Invocation, TaskProfile
 from tests.factories import TaskProfileFactory
-from tests.support.fake_environment import CASES, FakeWrite
+from tests.support.fake_environment import CASES, FakeWrite, compare_on_crashpod
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -255,25 +255,8 @@ def test_a_gateway_failure_leaves_the_analyzers_answer(agent, stub):
 
 
 def test_diagnose_replay_shows_llm_mode_next_to_analyzers_only_per_intent(agent, stub):
-    import io
-
-    from django.core.management import call_command
-
     stub.responder = scripted([Reply(content=GOOD_ANSWER)])
-    out = io.StringIO()
-    call_command(
-        "diagnose_replay",
-        "--cases",
-        str(CASES),
-        "--case",
-        "09_crashpod",
-        "--grader",
-        "keyword",
-        "--compare",
-        stdout=out,
-        stderr=io.StringIO(),
-    )
-    text = out.getvalue()
+    text = compare_on_crashpod()
     assert "| intent | split | analyzers-only | LLM | LLM answers kept |" in text, text
     assert "| status | all | 1/1 | 1/1 | 1/1 |" in text
     assert "LLM worse on: none" in text

@@ -3,7 +3,6 @@ json_schema verifier, and are logged as Invocations that the steps point to."""
 
 from __future__ import annotations
 
-import io
 import json
 from typing import Any
 
@@ -17,7 +16,7 @@ from diagnostics.models import Step, Trajectory
 from diagnostics.tasks import run_diagnosis
 from routing.models import Invocation, TaskProfile
 from tests.factories import TaskProfileFactory
-from tests.support.fake_environment import CASES
+from tests.support.fake_environment import CASES, compare_on_crashpod
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -186,23 +185,8 @@ def test_a_valid_json_answer_outside_the_listed_targets_is_refused(llm, stub):
 
 
 def test_diagnose_replay_compares_llm_mode_with_analyzers_only(llm, stub):
-    from django.core.management import call_command
-
     stub.responder = observer_script
-    out = io.StringIO()
-    call_command(
-        "diagnose_replay",
-        "--cases",
-        str(CASES),
-        "--case",
-        "09_crashpod",
-        "--grader",
-        "keyword",
-        "--compare",
-        stdout=out,
-        stderr=io.StringIO(),
-    )
-    text = out.getvalue()
+    text = compare_on_crashpod()
     assert text.startswith("mode llm"), text
     assert "analyzers-only on the same cases" in text
     assert "LLM better on: none" in text and "LLM worse on: none" in text

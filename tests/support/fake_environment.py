@@ -97,3 +97,17 @@ def incident_user(username: str, *, approver: bool = False, operator: bool = Fal
     permissions = ["approve_actionrequest"] if approver else []
     user = UserFactory.create(username=username, roles=roles, permissions=permissions)
     return User.objects.get(pk=user.pk)  # drop the permission cache
+
+
+def compare_on_crashpod() -> str:
+    """What ``diagnose_replay --compare`` prints for the recorded 09_crashpod case (keyword grader)."""
+    import io
+
+    from django.core.management import call_command
+
+    out = io.StringIO()
+    call_command(
+        "diagnose_replay", "--cases", str(CASES), "--case", "09_crashpod", "--grader", "keyword", "--compare",
+        stdout=out, stderr=io.StringIO(),
+    )  # fmt: skip
+    return out.getvalue()
