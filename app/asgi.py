@@ -1,5 +1,5 @@
 """ASGI entry point. The OpenAI-compatible API under ``/v1`` is served by the lean edge
-(routing/edge/app.py): raw ASGI sharing the models and services, not Django's request cycle. The probes and
+(routing/api/app.py): raw ASGI sharing the models and services, not Django's request cycle. The probes and
 the Slack endpoints are served by a Django handler without the browser middleware (sessions, CSRF, auth,
 messages): each sync middleware costs two thread hops per request under ASGI, and neither needs them.
 Everything else (the dashboard, the operations API, the admin) is the full Django site.
@@ -9,7 +9,7 @@ over SKILLGATE_MAX_BODY_BYTES gets a 413 before Django reads it.
 
 The lifespan (uvicorn's startup and shutdown) runs the process's ledger writer: it starts with the
 process (replaying the journals of dead ones) and, at a clean stop (SIGTERM), commits every row
-answered and returns the budget leases (routing/ledger_writer.py; atexit does it where there is no
+answered and returns the budget leases (routing/ledger/writer.py; atexit does it where there is no
 lifespan)."""
 
 import asyncio
@@ -51,9 +51,10 @@ from app.edge import body_limited  # noqa: E402
 from app.mcp.edge import PREFIX as MCP_PREFIX  # noqa: E402
 from app.mcp.edge import application as mcp_edge  # noqa: E402
 from core.paths import canonical_path  # noqa: E402
-from routing import inflight, ledger_writer  # noqa: E402
-from routing.edge.app import PREFIX as EDGE_PREFIX  # noqa: E402
-from routing.edge.app import application as edge  # noqa: E402
+from routing.api import inflight  # noqa: E402
+from routing.api.app import PREFIX as EDGE_PREFIX  # noqa: E402
+from routing.api.app import application as edge  # noqa: E402
+from routing.ledger import writer as ledger_writer  # noqa: E402
 
 get_resolver().url_patterns  # noqa: B018
 

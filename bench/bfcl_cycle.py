@@ -174,8 +174,8 @@ def send(
 def run_samples(results: list[dict[str, Any]]) -> int:
     """Runs the background teacher samples the gateway queued for these calls, in this process (as the
     Celery task does): the labels that tell a wrong answer the weak verifier passed. Returns how many."""
+    from routing.call.sampling import sample_run
     from routing.models import Invocation
-    from routing.teacher_sampling import sample_run
 
     ids = [r["invocation"] for r in results if r["invocation"]]
     _ledger_rows(ids)

@@ -33,20 +33,20 @@ import numpy as np
 
 from bench.router_data.plot import plot_report
 from bench.router_data.synthetic import NOISE, REGIMES, SHARPNESS, Regime, generate
-from routing.router_learning.calibration import PolicyData, Split, Target, calibrate
-from routing.router_learning.evaluate import evaluate, markdown, routing_latency, summary
-from routing.router_learning.features import (
+from routing.router.learning.calibration import PolicyData, Split, Target, calibrate
+from routing.router.learning.evaluate import evaluate, markdown, routing_latency, summary
+from routing.router.learning.features import (
     Featurizer,
     default_spec,
     hashing_spec,
     make_featurizer,
     minilm_spec,
 )
-from routing.router_learning.metrics import policy_metrics
-from routing.router_learning.model import fit_router_model
-from routing.router_learning.profiles import MODES, hindsight_vs_oracle, route_every_call, summarize
-from routing.router_learning.profiles import markdown as profile_markdown
-from routing.router_learning.records import ReplayRecord
+from routing.router.learning.metrics import policy_metrics
+from routing.router.learning.model import fit_router_model
+from routing.router.learning.profiles import MODES, hindsight_vs_oracle, route_every_call, summarize
+from routing.router.learning.profiles import markdown as profile_markdown
+from routing.router.learning.records import ReplayRecord
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
@@ -128,8 +128,8 @@ def run_regime(
 def decision_latency(featurizer: Featurizer, records: list[ReplayRecord]) -> dict[str, float]:
     """Wall time of one routing decision (CallInput, features, score), one call at a time, on a
     model fitted to these calls."""
-    from routing.router_learning.evaluate import featurize
-    from routing.router_learning.features import CallInput
+    from routing.router.learning.evaluate import featurize
+    from routing.router.learning.features import CallInput
 
     x = featurize(records, featurizer)
     y = np.asarray([bool(r.needs_teacher) for r in records], dtype=int)

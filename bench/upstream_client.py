@@ -1,8 +1,8 @@
-"""Micro-benchmark: one upstream call through litellm vs the direct client (routing/openai_client.py).
+"""Micro-benchmark: one upstream call through litellm vs the direct client (routing/call/openai_client.py).
 
 The OpenAI stub (bench/support/openai_stub.py) runs in its own process, so this process's CPU time
 (``time.process_time``) is the client's alone. Each path makes the same calls through the gateway's
-own ``routing.upstream.complete`` / ``open_stream`` (the stream read to its end): sequential, then
+own ``routing.call.upstream.complete`` / ``open_stream`` (the stream read to its end): sequential, then
 ``--concurrency`` at a time, after a few warm-up calls. Prints one markdown table; a test it is not.
 Under concurrency the stub (one aiohttp process) is the bottleneck: latencies there are mostly its
 queue, and a faster client queues more at it; CPU ms per call is the client's own number.
@@ -105,7 +105,7 @@ def run_path(path: str, base_url: str, args: argparse.Namespace) -> list[Row]:
     from django.conf import settings
     from django.test import override_settings
 
-    from routing import upstream
+    from routing.call import upstream
     from routing.models import Backend
 
     backend = Backend(name="bench", role=Backend.Role.TEACHER, model="openai/bench-model", api_base=base_url)

@@ -1,4 +1,5 @@
-"""Self-consistency votes as a check of SmolLM2-135M's BFCL tool calls (routing/votes.py), judged by BFCL.
+"""Self-consistency votes as a check of SmolLM2-135M's BFCL tool calls (routing/call/votes.py), judged
+by BFCL.
 
 Each ``simple`` item of the recording has the model's greedy answer and 5 answers sampled at temperature
 0.8 (vLLM, CPU build, the BFCL bench's constrained request: ``bench.bfcl.requests.request``). The table
@@ -67,8 +68,8 @@ def record(items: list[Any]) -> None:
 def table(rows: list[dict[str, Any]], items: dict[str, Any], order: dict[str, int]) -> str:
     from bench.bfcl.judge import LIVE_VERIFIERS, correct
     from bench.bfcl.requests import request
+    from routing.call.votes import answer_key
     from routing.verifiers import build_verifier
-    from routing.votes import answer_key
 
     check = build_verifier(LIVE_VERIFIERS["values"])
 

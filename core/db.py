@@ -1,4 +1,4 @@
-"""ORM work called from async code outside Django's request cycle (the lean edge, routing/edge/).
+"""ORM work called from async code outside Django's request cycle (the lean edge, routing/api/).
 
 Django closes broken connections at each request's start and end (the request signals); the edge has
 no request cycle, so a function run here that fails on the database closes that thread's connections

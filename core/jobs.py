@@ -24,7 +24,7 @@ The sweeper (``sweep``, on Celery beat) does not trust the broker to hold a mess
 
 Plain mechanics over any model (the apps pass a ``JobSpec``); ``core`` imports no app. Its users:
 diagnoses and action executions (diagnostics/services/recovery.py), Slack deliveries, teacher
-samples (routing/teacher_sampling.py), the Evolver's skills and skill-set admissions
+samples (routing/call/sampling.py), the Evolver's skills and skill-set admissions
 (training/services/evolver/jobs.py) and adapter training runs (training/services/adapters.py).
 """
 

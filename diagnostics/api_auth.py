@@ -33,7 +33,7 @@ from ninja import Field, Schema
 from ninja.security.http import HttpAuthBase
 
 from core.errors import ServiceError
-from routing.keys import authenticate
+from routing.access.keys import authenticate
 from routing.models import ApiKey
 
 SAFE_METHODS = ("GET", "HEAD", "OPTIONS")

@@ -5,9 +5,10 @@ from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from routing.keys import generate_key
+from routing.access.keys import generate_key
 from routing.models import ApiKey, Backend, Invocation, RouterVersion, TaskProfile
 from routing.pricing import PricingError, prices_for
+from routing.router.versions.services import RouterVersionError, router_version_admit, router_version_rollback
 from routing.scopes import ALL as ALL_SCOPES
 from routing.scopes import default_scopes
 from routing.services import api_key_revoke
@@ -186,8 +187,6 @@ class RouterVersionAdmin(admin.ModelAdmin):
 
     @admin.action(description="Admit the selected candidates (replay on the held-out shard)")
     def admit(self, request: HttpRequest, queryset: QuerySet[RouterVersion]) -> None:
-        from routing.router_versions.services import RouterVersionError, router_version_admit
-
         for version in queryset.select_related("profile"):
             try:
                 version = router_version_admit(version=version)
@@ -200,8 +199,6 @@ class RouterVersionAdmin(admin.ModelAdmin):
 
     @admin.action(description="Roll back to the selected version")
     def roll_back(self, request: HttpRequest, queryset: QuerySet[RouterVersion]) -> None:
-        from routing.router_versions.services import RouterVersionError, router_version_rollback
-
         if queryset.count() != 1:
             messages.error(request, "Select exactly one version to roll back to.")
             return

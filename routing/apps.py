@@ -9,8 +9,16 @@ class RoutingConfig(AppConfig):
         from django.db.backends.signals import connection_created
 
         from core import db_text
-        from routing import lookups
+        from routing import tasks
+        from routing.access import lookups
+        from routing.budgets import leases
+        from routing.ledger import journal, writer
 
         lookups.connect_signals()
+        # The lower layers call up through these hooks, never by importing (docs/design.md, routing's layers):
+        # asking for the lease book starts the ledger writer, which renews the leases and flushes their
+        # spend; committed sampled rows get their background leg enqueued.
+        leases.on_book(writer.ensure_started)
+        journal.on_sampled_rows(tasks.enqueue_samples)
         # NUL and lone surrogates never reach the database as a failed insert (core/db_text.py).
         connection_created.connect(db_text.install, dispatch_uid="core.db_text.install")

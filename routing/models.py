@@ -70,8 +70,8 @@ REPLICAS_HELP = (
 )
 VOTES_HELP = (
     "With samples > 1: how many of the sampled answers must pass the verifier and agree (the same calls "
-    "and values, or the same text) for the leg to pass; self-consistency (routing/votes.py). 1: the first "
-    "passing answer. Calls asking for n > 1 choices keep the first-passing rule."
+    "and values, or the same text) for the leg to pass; self-consistency (routing/call/votes.py). "
+    "1: the first passing answer. Calls asking for n > 1 choices keep the first-passing rule."
 )
 STATUS_HELP = "Per replica URL, what the last adapter health check saw (training/adapter_health.py)."
 MAX_REPLICAS = 64
@@ -240,7 +240,7 @@ class Reservation(models.Model):
 
 
 class BudgetLease(models.Model):
-    """A slice of a key's budget held by one server process (routing/budgets.py), so its calls reserve
+    """A slice of a key's budget held by one server process (routing/budgets/holds.py), so its calls reserve
     against memory instead of the database. The whole ``amount_usd`` was added to the key's
     ``reserved_usd`` when taken (one conditional UPDATE: never past the budget); ``spent_usd`` is the
     part the process has flushed since (moved from the key's reserved to its spent). ``amount - spent``
@@ -327,7 +327,7 @@ class Invocation(models.Model):
         max_length=10,
         choices=SampleState.choices,
         blank=True,
-        help_text="Background sample of the leg the call did not run (routing/teacher_sampling.py).",
+        help_text="Background sample of the leg the call did not run (routing/call/sampling.py).",
     )
     sample_attempts = models.PositiveSmallIntegerField(
         default=0, help_text="Times a worker claimed the background sample."
@@ -363,7 +363,7 @@ class Invocation(models.Model):
 
 class RouterVersion(models.Model):
     """One trained, calibrated learned router of a task profile (MERA). The fitted model is JSON
-    (routing/router_learning/model.py), never pickle. Trained -> candidate -> admitted (active) or
+    (routing/router/learning/model.py), never pickle. Trained -> candidate -> admitted (active) or
     rejected; activating one retires the profile's previous active version; rollback re-activates
     an earlier one. The drift numbers compare live traffic with what calibration predicted."""
 

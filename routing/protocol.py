@@ -4,7 +4,7 @@ Only documented OpenAI parameters are accepted (an allow-list, ``extra="forbid"`
 400 naming the field, as OpenAI answers an unknown parameter. So no caller can reach litellm's own
 keyword arguments (``api_base``, ``base_url``, ``api_key``, ``mock_response``, ``extra_headers``,
 ``num_retries``, ``timeout``, ...): the upstream body is built from the parsed fields alone, and
-``routing/upstream.py`` sets the connection arguments itself. The same holds one level down:
+``routing/call/upstream.py`` sets the connection arguments itself. The same holds one level down:
 messages, tools and stream options accept only their documented fields.
 """
 
@@ -81,7 +81,7 @@ class ChatRequest(Strict):
     top_p: float | None = Field(default=None, ge=0, le=1)
     max_tokens: int | None = Field(default=None, ge=1, le=MAX_OUTPUT_TOKENS)
     max_completion_tokens: int | None = Field(default=None, ge=1, le=MAX_OUTPUT_TOKENS)
-    n: int | None = Field(default=None, ge=1, le=MAX_CHOICES)  # each choice verified (routing/legs.py)
+    n: int | None = Field(default=None, ge=1, le=MAX_CHOICES)  # each choice verified (routing/call/legs.py)
     stop: str | list[str] | None = None
     seed: int | None = None
     presence_penalty: float | None = Field(default=None, ge=-2, le=2)

@@ -11,8 +11,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from core.errors import ServiceError
-from routing import lookups
-from routing.keys import generate_key
+from routing.access import lookups
+from routing.access.keys import generate_key
 from routing.models import ApiKey, Backend, TaskProfile, validate_replica_urls
 from routing.scopes import default_scopes, unknown_scopes
 

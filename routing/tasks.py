@@ -2,8 +2,12 @@ from typing import Any
 
 from celery import shared_task
 
-from routing import budgets, ledger, ledger_journal
+from routing import budgets, ledger
+from routing.call import sampling
+from routing.ledger import journal
 from routing.models import RouterVersion, TaskProfile
+from routing.router.versions.drift import router_version_drift_check
+from routing.router.versions.services import RouterTrainingError, router_version_admit, router_version_train
 
 
 @shared_task(acks_late=True, ignore_result=True)
@@ -11,49 +15,45 @@ def release_stale_reservations() -> int:
     """Gives back budget held by calls that never settled (a server killed mid-call): lost
     reservations, and the leases of dead server processes, after the ledger journals of this machine's
     dead processes have been replayed (so what they answered is spent before the rest goes back; see
-    routing/budgets.py ``leases_release_expired``). Returns how many reservations and leases."""
+    routing/budgets/holds.py ``leases_release_expired``). Returns how many reservations and leases."""
     released = budgets.release_expired()
-    ledger_journal.recover()
-    return released + budgets.leases_release_expired(unrecovered=ledger_journal.has_journal)
+    journal.recover()
+    return released + budgets.leases_release_expired(unrecovered=journal.has_journal)
 
 
 @shared_task(acks_late=True, ignore_result=True)
 def ledger_bodies_purge() -> int:
     """Beat: blanks the prompts and answers of calls past SKILLGATE LEDGER_RETENTION_DAYS (the rows,
-    their costs, tokens and verdicts stay); see routing/ledger.py."""
+    their costs, tokens and verdicts stay); see routing/ledger/record.py."""
     return ledger.ledger_bodies_purge()
 
 
 @shared_task(acks_late=True, ignore_result=True)
 def sample_leg(invocation_id: str) -> str:
-    """Runs the background (sampled) leg of one call; see routing/teacher_sampling.py."""
-    from routing import teacher_sampling
-
-    return teacher_sampling.sample_run(invocation_id=invocation_id)
+    """Runs the background (sampled) leg of one call; see routing/call/sampling.py."""
+    return sampling.sample_run(invocation_id=invocation_id)
 
 
 def enqueue_sample(invocation_id: Any) -> None:
     sample_leg.delay(str(invocation_id))
 
 
+def enqueue_samples(invocation_ids: list[Any]) -> None:
+    """The ledger journal's hook for committed sampled rows (routing/ledger/journal.py, routing/apps.py)."""
+    for pk in invocation_ids:
+        enqueue_sample(pk)
+
+
 @shared_task(acks_late=True, ignore_result=True)
 def sweep_samples() -> int:
     """Beat: background samples whose message was lost or whose worker died (core/jobs.py)."""
-    from routing import teacher_sampling
-
-    return len(teacher_sampling.samples_sweep())
+    return len(sampling.samples_sweep(enqueue=enqueue_sample))
 
 
 @shared_task(acks_late=True, ignore_result=True)
 def router_retrain(profile_id: int) -> str:
     """Train -> calibrate -> admit a new router version of one profile (on demand and by beat).
     Two at once for one profile cannot happen: the second finds the first's 'training' row."""
-    from routing.router_versions.services import (
-        RouterTrainingError,
-        router_version_admit,
-        router_version_train,
-    )
-
     profile = TaskProfile.objects.filter(pk=profile_id).first()
     if profile is None:
         return "no such profile"
@@ -86,8 +86,6 @@ def router_retrain_due() -> int:
 @shared_task(acks_late=True, ignore_result=True)
 def router_drift_check(version_id: int) -> bool:
     """Compares one active version's live numbers with its calibration; returns the drift flag."""
-    from routing.router_versions.drift import router_version_drift_check
-
     version = RouterVersion.objects.filter(pk=version_id, status=RouterVersion.Status.ACTIVE).first()
     if version is None:
         return False

@@ -17,7 +17,7 @@ from django.conf import settings
 from bench.support.openai_stub import OpenAIStub, Reply
 from bench.support.vllm import free_port
 from diagnostics.models import Step
-from routing import lookups
+from routing.access import lookups
 from routing.models import Backend
 from tests.factories import BackendFactory, KeyPair, make_key
 from tests.support.fake_environment import FakeWrite

@@ -48,7 +48,7 @@ def test_an_action_request_plan_hash_is_what_approval_recomputes():
 
 
 def test_a_made_key_carries_the_hash_of_its_secret():
-    from routing.keys import hash_key, parse_prefix
+    from routing.access.keys import hash_key, parse_prefix
 
     pair = factories.make_key(scopes=["llm"])
     assert (parse_prefix(pair.raw), hash_key(pair.raw)) == (pair.key.prefix, pair.key.key_hash)

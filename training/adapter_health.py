@@ -2,12 +2,12 @@
 
 vLLM forgets every adapter loaded at run time when it restarts, and a replica that is added has none.
 :func:`check_backend` (beat, every few seconds, and at once when a call found an adapter missing:
-routing/replicas.py) asks each replica of a student backend what it serves (``GET /v1/models``),
+routing/call/replicas.py) asks each replica of a student backend what it serves (``GET /v1/models``),
 compares that with the adapters the profiles using the backend have admitted, loads the missing ones
 (``POST /v1/load_lora_adapter``, training/deploy.py), and writes what it saw per replica into
 ``Backend.replica_status``: up, adapters served, admitted ones still missing, when, and the last
 error. The gateway sends a call that needs an adapter only to replicas whose status lists no such gap
-(routing/replicas.py), so a replica becomes active for an adapter only once it has loaded it.
+(routing/call/replicas.py), so a replica becomes active for an adapter only once it has loaded it.
 
 While a replica cannot be reached or an admitted adapter cannot be loaded into it, every check logs
 an ``ALARM`` line (error level) and the status keeps ``failing_since``: the dashboard shows the alarm
@@ -27,7 +27,8 @@ import httpx
 from django.db.models import Q, TextField
 from django.db.models.functions import Cast
 
-from routing import lookups, replicas
+from routing.access import lookups
+from routing.call import replicas
 from routing.models import Backend, Invocation, TaskProfile
 from training.deploy import DeployError, load_on, vllm_root
 from training.models import Adapter
@@ -218,7 +219,7 @@ def _when(value: Any) -> datetime | None:
 
 def adapter_missing_legs(since: datetime) -> int:
     """Student legs since ``since`` that failed because their adapter was not loaded (the ledger's
-    legs, routing/replicas.py ``leg_adapter_missing``); the text filter only narrows the rows read."""
+    legs, routing/call/replicas.py ``leg_adapter_missing``); the text filter only narrows the rows read."""
     rows = (
         Invocation.objects.filter(created_at__gte=since)
         .annotate(legs_text=Cast("legs", TextField()))

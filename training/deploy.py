@@ -13,7 +13,7 @@ was already unloaded loads it again first, before any call is routed to it.
 
 Replicas: a student backend may list several vLLM servers (``Backend.replicas``). Loading and unloading
 go to every one, and each replica's ``replica_status`` records what it serves, so the gateway sends a
-call only to replicas that have loaded its adapter (routing/replicas.py). A replica that refuses a load
+call only to replicas that have loaded its adapter (routing/call/replicas.py). A replica that refuses a load
 is recorded as missing the adapter (an alarm; training/adapter_health.py retries it on every check); the
 load fails only when no replica took it. A restarted or added replica gets the admitted adapters from
 the health check, without anyone acting.
@@ -33,8 +33,9 @@ from django.db import transaction
 from django.utils import timezone
 
 from core.errors import ServiceError
-from routing import lookups, replicas
-from routing.calls import student_of
+from routing.access import lookups
+from routing.call import replicas
+from routing.call.plans import student_of
 from routing.models import Backend, TaskProfile
 from routing.services import task_profile_student_adapter_set
 from training.models import Adapter, TrainingRun
@@ -51,7 +52,7 @@ class DeployError(ServiceError, RuntimeError):
 
 
 def student_backend_for(profile: TaskProfile) -> Backend:
-    """The server the profile's student calls go to (routing.calls picks it), as configured."""
+    """The server the profile's student calls go to (routing.call.plans picks it), as configured."""
     backend = student_of(profile, adapter="")
     if backend is None or not replicas.endpoints(backend):
         raise DeployError(f"profile {profile.name!r} has no student backend with an api_base or replicas")

@@ -22,7 +22,7 @@ from django.contrib.auth.models import User
 from mcp.server import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
-from routing.keys import authenticate
+from routing.access.keys import authenticate
 from routing.models import ApiKey
 
 PREFIX = "/mcp"

@@ -29,8 +29,8 @@ from diagnostics.models import McpGrant, McpTool
 from diagnostics.toolsets.base import validation_error
 from diagnostics.toolsets.mcp import CallRecord, qualified
 from routing import scopes
+from routing.access.ratelimit import check_rate
 from routing.errors import ApiError
-from routing.ratelimit import check_rate
 
 RESULT_TOOL = "skillgate_action_result"
 _RESULT_SCHEMA = {

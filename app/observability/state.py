@@ -34,7 +34,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from diagnostics.models import ActionRequest, Incident, Trajectory
-from routing import ledger_journal
+from routing.ledger import journal
 from routing.models import ApiKey, BudgetLease
 from training.models import Adapter, Cycle, TrainingRun
 
@@ -79,7 +79,7 @@ class DatabaseStateCollector(Collector):
             "skillgate_ledger_unstorable_rows",
             "Calls whose ledger row the database refused whole (written without payload; alarm on > 0).",
         )
-        unstorable.add_metric([], float(ledger_journal.unstorable_count()))
+        unstorable.add_metric([], float(journal.unstorable_count()))
         yield unstorable
 
     def _keys(self) -> Iterator[Metric]:

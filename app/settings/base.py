@@ -92,7 +92,7 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"]["TEST"] = {"NAME": env_str("TEST_DATABASE_NAME", str(VAR_DIR / "test.sqlite3"))}
 elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     # A call waits at most DB_POOL_TIMEOUT_S for a connection (psycopg's default is 30 s): while
-    # PostgreSQL is down, callers get a prompt 503 instead of hanging (routing/edge/app.py).
+    # PostgreSQL is down, callers get a prompt 503 instead of hanging (routing/api/app.py).
     DATABASES["default"]["OPTIONS"] = {
         "pool": {
             "min_size": 2,

@@ -30,15 +30,15 @@ _teacher_is_provider = env_optional("SKILLGATE_TEACHER_MODEL") is not None
 SKILLGATE: dict[str, Any] = {
     # Request bodies above this size are refused with 413 before they are parsed.
     "MAX_BODY_BYTES": env_int("SKILLGATE_MAX_BODY_BYTES", 4 * 1024 * 1024),
-    # Calls in flight per server process before new ones get a 503 (routing/inflight.py); 0: no limit.
+    # Calls in flight per server process before new ones get a 503 (routing/api/inflight.py); 0: no limit.
     "MAX_IN_FLIGHT": env_int("SKILLGATE_MAX_IN_FLIGHT", 0),
     # Output cap used when a call gives no max_tokens; it also bounds the budget reservation.
     "DEFAULT_MAX_TOKENS": env_int("SKILLGATE_DEFAULT_MAX_TOKENS", 1024),
     "UPSTREAM_TIMEOUT_S": env_float("SKILLGATE_UPSTREAM_TIMEOUT_S", 120.0),
     # Backends that speak OpenAI's protocol natively (openai/..., hosted_vllm/...) are called by the
-    # gateway's own pooled HTTP client (routing/openai_client.py), not litellm; false: all via litellm.
+    # gateway's own pooled HTTP client (routing/call/openai_client.py), not litellm; false: all via litellm.
     "DIRECT_CLIENT": env_bool("SKILLGATE_DIRECT_CLIENT", True),
-    # POST /v1/embeddings with model "auto" goes to the backend of this name (routing/embeddings.py); a
+    # POST /v1/embeddings with model "auto" goes to the backend of this name (routing/call/embeddings.py); a
     # call may also name any active backend itself. Empty: "auto" is refused (503, no_backend).
     "EMBEDDING_BACKEND": env_str("SKILLGATE_EMBEDDING_BACKEND", ""),
     # That client's connection pool, per server process (per event loop): the openai SDK's limits; idle
@@ -49,7 +49,7 @@ SKILLGATE: dict[str, Any] = {
     # A reservation not settled within this time (a crashed worker) is released by Celery beat; a call
     # held on a lease for longer is dropped from it the same way.
     "RESERVATION_TTL_S": env_int("SKILLGATE_RESERVATION_TTL_S", 900),
-    # Budgets (routing/budgets.py). "lease": each server process holds a slice of a key's budget and
+    # Budgets (routing/budgets/holds.py). "lease": each server process holds a slice of a key's budget and
     # reserves calls against it in memory; "reservation": a conditional UPDATE and a row per call.
     "BUDGET_MODE": _env_choice("SKILLGATE_BUDGET_MODE", "lease", ("lease", "reservation")),
     # A lease asks for this share of what is left of the budget, at most BUDGET_LEASE_MAX_USD, at least
@@ -63,7 +63,7 @@ SKILLGATE: dict[str, Any] = {
     # An expired lease of another machine is released by beat only after this long (its journal, on that
     # machine, may hold spend; that spend is then written off); 0: never, that machine's recovery does it.
     "BUDGET_LEASE_ABANDON_S": env_int("SKILLGATE_BUDGET_LEASE_ABANDON_S", 0),
-    # The ledger (routing/ledger_writer.py). "sync": each call's row is committed before its response;
+    # The ledger (routing/ledger/writer.py). "sync": each call's row is committed before its response;
     # "batched": journaled before the response, group-committed by a writer thread every LEDGER_FLUSH_MS
     # (at once past LEDGER_BATCH_MAX rows), off the request path. The test suite, which reads rows right
     # after a response, runs "sync" (tests/conftest.py).
@@ -78,7 +78,7 @@ SKILLGATE: dict[str, Any] = {
     "LEDGER_JOURNAL_FSYNC": _env_choice(
         "SKILLGATE_LEDGER_JOURNAL_FSYNC", "batch", ("batch", "always", "off")
     ),
-    # Requests-per-minute limits (routing/ratelimit.py): with Redis (CACHE_URL) a process takes tokens
+    # Requests-per-minute limits (routing/access/ratelimit.py): with Redis (CACHE_URL) a process takes tokens
     # from the key's shared bucket in batches of BATCH_S of its rate and keeps an unspent batch BATCH_TTL_S;
     # Redis silent for REDIS_TIMEOUT_S: per-process buckets for REDIS_RETRY_S, then Redis is asked again.
     "RATE_LIMIT": {
@@ -124,15 +124,15 @@ SKILLGATE: dict[str, Any] = {
         "INPUT_COST": env_str("SKILLGATE_STUDENT_INPUT_COST_PER_TOKEN", "0.00000005"),
         "OUTPUT_COST": env_str("SKILLGATE_STUDENT_OUTPUT_COST_PER_TOKEN", "0.0000001"),
         # Several vLLM servers of one student, comma-separated base URLs; "dns+http://name:port/v1" is
-        # every address of the name (a headless Service). Empty: API_BASE alone (routing/replicas.py).
+        # every address of the name (a headless Service). Empty: API_BASE alone (routing/call/replicas.py).
         "REPLICAS": env_list("SKILLGATE_STUDENT_REPLICAS", []),
     },
-    # Learned router (routing/router_versions/config.py reads these; a profile's policy_params override
-    # the target, target_relative and the sampling rates, routing/router_versions/config.py).
+    # Learned router (routing/router/versions/config.py reads these; a profile's policy_params override
+    # the target, target_relative and the sampling rates, routing/router/versions/config.py).
     "ROUTER": {
         # "auto" (MiniLM when installed, else hashed n-grams), "minilm" or "hashing".
         "FEATURES": env_str("SKILLGATE_ROUTER_FEATURES", "auto"),
-        # Where the MiniLM embedding assets are built and read (routing/router_learning/embedding.py).
+        # Where the MiniLM embedding assets are built and read (routing/router/learning/embedding.py).
         "MINILM_DIR": Path(env_str("SKILLGATE_MINILM_DIR", str(BASE_DIR / "var" / "models" / "minilm-onnx"))),
         # Pass rate calibration and admission aim for: relative to always-teacher (0.98 of its pass rate)
         # or absolute; calibration asks it of a one-sided lower confidence bound TARGET_Z deviations down.

@@ -9,7 +9,7 @@ so its cost does not grow with the number of calls beyond what the database aggr
 - a call the student served: the teacher's prices times the call's token counts (an estimate:
   the teacher's tokenizer and answer length differ from the student's).
 
-The learning loop's own calls (the learning key's rows, policy ``learning``: routing/learning_spend.py)
+The learning loop's own calls (the learning key's rows, policy ``learning``: routing/ledger/learning_spend.py)
 are a cost and nothing else: they add to ``cost`` and ``learning_cost``, never to "teacher alone" or to
 the call counts, so the savings are net of what learning spent.
 """
@@ -26,7 +26,7 @@ from django.db.models import Count, Q, QuerySet, Sum
 from django.db.models.functions import TruncDay, TruncHour
 from django.utils import timezone
 
-from routing.learning_spend import POLICY as LEARNING_POLICY
+from routing.ledger.learning_spend import POLICY as LEARNING_POLICY
 from routing.models import ApiKey, Backend, Invocation, TaskProfile
 from routing.pricing import Prices, PricingError, prices_for
 

@@ -33,12 +33,12 @@ def _router_version(profile: Any) -> dict[str, Any]:
     from bench.router_data import synthetic
     from routing.models import RouterVersion
     from routing.protocol import ChatRequest
-    from routing.router import Call
-    from routing.router_learning.calibration import Target
-    from routing.router_learning.evaluate import train_and_calibrate
-    from routing.router_learning.features import CallInput
-    from routing.router_learning.runtime import LoadedRouter, featurizer_for
-    from routing.router_versions.data import configured_spec, split
+    from routing.router.learning.calibration import Target
+    from routing.router.learning.evaluate import train_and_calibrate
+    from routing.router.learning.features import CallInput
+    from routing.router.learning.runtime import LoadedRouter, featurizer_for
+    from routing.router.policies import Call
+    from routing.router.versions.data import configured_spec, split
 
     records = synthetic.generate(1200, regime="mixed", seed=11)
     train, calibrate, _ = split(records)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from routing.router_learning.evaluate import EvalReport
+from routing.router.learning.evaluate import EvalReport
 
 
 def plot_report(report: EvalReport, path: Path | str) -> Path:

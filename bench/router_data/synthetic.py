@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from bench.router_data import synthetic_text as tx
-from routing.router_learning.records import Outcome, ReplayRecord
+from routing.router.learning.records import Outcome, ReplayRecord
 
 STRONG = (0.03, 0.02)  # (false accept, false reject)
 WEAK = (0.5, 0.05)

@@ -33,7 +33,7 @@ from bench.bfcl.data import Item, load_items
 from bench.bfcl.judge import LIVE_VERIFIERS, judge, reference_message
 from bench.bfcl.requests import request
 from bench.router_replays.bfcl_student import answer
-from routing.router_learning.records import Outcome, ReplayRecord, write_jsonl
+from routing.router.learning.records import Outcome, ReplayRecord, write_jsonl
 from routing.verifiers import build_verifier
 
 TEACHER_ERROR_RATE = 0.05

@@ -25,8 +25,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from routing.router_learning.code_calls import task_call
-from routing.router_learning.records import Outcome, ReplayRecord
+from routing.router.learning.code_calls import task_call
+from routing.router.learning.records import Outcome, ReplayRecord
 
 ROOT = Path(__file__).resolve().parents[2]
 RECORDED = ROOT / "bench" / "router_replays" / "data" / "he_mbpp_smollm2.jsonl"

@@ -24,7 +24,7 @@ DEFAULT_OUT = ROOT / "bench" / "router_replays" / "data" / "he_mbpp_smollm2.json
 
 
 def answer_one(client: Any, model: str, task: dict[str, Any], max_tokens: int) -> dict[str, Any]:
-    from routing.router_learning.code_calls import task_call
+    from routing.router.learning.code_calls import task_call
     from routing.verifiers.python_tests import PythonTestsVerifier
 
     call = task_call(task, "code")
@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--concurrency", type=int, default=8)
     args = parser.parse_args(argv)
     django_setup()
-    from routing.router_learning.code_calls import load_tasks
+    from routing.router.learning.code_calls import load_tasks
 
     record_all(
         load_tasks(ROOT / "eval" / "he_mbpp.jsonl", "all", args.limit),

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from bench.router_data.synthetic import MIX, REGIMES, Regime, generate
-from routing.router_learning.records import ReplayRecord
+from routing.router.learning.records import ReplayRecord
 
 TUNED_ON = ("gen-mixed",)
 

@@ -47,11 +47,11 @@ def _documents() -> dict[str, dict[str, Any]]:
     if "documents" not in _cache:
         _django()
         from app.api.api import api
-        from routing import openapi
+        from routing.api import endpoints
 
         _cache["documents"] = {
             "api": api.get_openapi_schema(path_prefix="/api"),
-            "v1": openapi.document(),
+            "v1": endpoints.document(),
         }
     docs: dict[str, dict[str, Any]] = _cache["documents"]
     return docs

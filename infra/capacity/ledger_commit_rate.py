@@ -1,5 +1,5 @@
 """How many ledger rows per second one writer commits, through the real commit path
-(routing/ledger_journal.py ``commit``: bulk_create of the Invocation rows plus the spend flush of their
+(routing/ledger/journal.py ``commit``: bulk_create of the Invocation rows plus the spend flush of their
 key and lease, in one transaction), per batch size: 1 is LEDGER_WRITER "sync" (one transaction per call),
 larger batches are what "batched" group-commits. A number for the capacity model (docs/operations/scaling.md).
 
@@ -47,7 +47,7 @@ def main() -> None:
 
     from routing import budgets
     from routing.ledger import CallRecord, Leg, ledger_row
-    from routing.ledger_journal import Entry, commit
+    from routing.ledger.journal import Entry, commit
     from routing.models import ApiKey, BudgetLease, Invocation, TaskProfile
 
     call_command("migrate", interactive=False, verbosity=0)

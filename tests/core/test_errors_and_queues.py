@@ -8,9 +8,9 @@ import pytest
 
 from core.errors import ServiceError
 from core.queues import enqueue, enqueue_on_commit, on_commit, queue_options
-from routing.router_versions.services import RouterTrainingError, RouterVersionError
+from routing.router.versions.services import RouterTrainingError, RouterVersionError
 from routing.services import UnknownScopeError
-from routing.verifier_policy import VerifierPolicyError
+from routing.verifiers.policy import VerifierPolicyError
 from training.deploy import DeployError
 from training.services.adapters import TrainingError
 from training.services.evolver import EvolverError

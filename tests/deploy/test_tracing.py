@@ -212,7 +212,7 @@ def test_on_the_request_path_tracing_costs_a_check_or_a_deque_append(monkeypatch
     """The property that matters, counted rather than timed (a loaded machine moves timings, not
     counts): off, a call queues nothing; on, a call queues one entry and builds no span until the
     tracing thread's flush, which writes every queued call's spans."""
-    from routing import gateway
+    from routing.call import gateway
     from routing.ledger import CallRecord, Leg
 
     record = CallRecord(
@@ -222,7 +222,7 @@ def test_on_the_request_path_tracing_costs_a_check_or_a_deque_append(monkeypatch
         legs=[Leg("student", "student", "m", latency_ms=4.0, verdict="fail"), Leg("teacher", "teacher", "t")],
     )  # fmt: skip
 
-    def hook() -> None:  # what routing/gateway.py's observe does after the metrics, 500 times
+    def hook() -> None:  # what routing/call/gateway.py's observe does after the metrics, 500 times
         for _ in range(500):
             if tracing.tracer() is not None:
                 tracing.defer(gateway.trace, record)

@@ -9,7 +9,7 @@ from decimal import Decimal
 import factory
 from django.utils import timezone
 
-from routing.keys import generate_key
+from routing.access.keys import generate_key
 from routing.models import (
     ApiKey,
     Backend,

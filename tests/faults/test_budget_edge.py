@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from bench.support.openai_stub import Reply
-from routing import ledger_writer
+from routing.ledger import writer
 from routing.models import ApiKey, Backend, BudgetLease, Invocation, Reservation, TaskProfile
 from tests.factories import TaskProfileFactory, make_key
 
@@ -67,7 +67,7 @@ def test_a_hundred_calls_at_the_budget_edge_never_spend_past_it(gateway_url, bac
 
     with ThreadPoolExecutor(max_workers=50) as pool:
         statuses = list(pool.map(lambda i: one_call(gateway_url, pair.raw, i % 3), range(100)))
-    ledger_writer.drain()  # rows and spend committed, this server's idle lease returned
+    writer.drain()  # rows and spend committed, this server's idle lease returned
 
     finished = [s for s in statuses if s is not None]
     assert set(finished) == {200, 402}, statuses  # the edge was reached; refusals past it only

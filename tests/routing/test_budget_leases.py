@@ -1,4 +1,4 @@
-"""Budgets by leases (routing/budgets.py): calls hold against a slice of the key's budget kept in the
+"""Budgets by leases (routing/budgets/holds.py): calls hold against a slice of the key's budget kept in the
 server process's memory, without a query, and no key spends past its budget however many processes
 serve it; leases go back when idle, and a dead process's lease once its journal has been replayed."""
 
@@ -21,7 +21,9 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from bench.support.openai_stub import Reply
-from routing import budget_leases, budgets, ledger_journal
+from routing import budgets
+from routing.budgets import leases as budget_leases
+from routing.ledger import journal as ledger_journal
 from routing.models import ApiKey, BudgetLease, Invocation, Reservation
 from routing.pricing import cost_bound, prices_for, prompt_token_bound
 from routing.tasks import release_stale_reservations

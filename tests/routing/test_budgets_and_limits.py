@@ -11,7 +11,8 @@ import pytest
 from django.utils import timezone
 
 from bench.support.openai_stub import Reply
-from routing import budgets, ledger_writer
+from routing import budgets
+from routing.ledger import writer
 from routing.models import ApiKey, Invocation, Reservation
 from routing.pricing import cost_bound, prices_for, prompt_token_bound
 from tests.factories import ApiKeyFactory, make_key
@@ -46,7 +47,7 @@ def test_concurrent_calls_never_overspend_the_budget(gateway_url, backends, stub
 
     assert statuses.count(200) == 3, statuses
     assert statuses.count(402) == 7
-    ledger_writer.drain()  # the rows and spend committed, this server's idle budget lease returned
+    writer.drain()  # the rows and spend committed, this server's idle budget lease returned
     key.refresh_from_db()
     spent = sum(row.cost_usd for row in Invocation.objects.filter(api_key=key))
     assert key.spent_usd == spent

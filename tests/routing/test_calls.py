@@ -1,4 +1,4 @@
-"""routing/calls.py: one plan of a call for the gateway, background sampling and the learning cycle."""
+"""routing/call/plans.py: one plan of a call for the gateway, background sampling and the learning cycle."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ import pytest
 from django.conf import settings
 from django.test import override_settings
 
-from routing.calls import BEST_OF_TEMPERATURE, plan_call
+from routing.call.plans import BEST_OF_TEMPERATURE, plan_call
+from routing.call.sampling import sample_run
 from routing.models import Backend, Invocation, TaskProfile
-from routing.teacher_sampling import sample_run
-from routing.verifier_policy import VerifierPolicyError
+from routing.verifiers.policy import VerifierPolicyError
 from tests.factories import BackendFactory, TaskProfileFactory
 from tests.support.cycle import CITY_SCHEMA, city_prompt, drive, good, json_profile, responder
 from training.services.cycle import Configuration, admission_evaluate, demonstrations_replay
@@ -167,8 +167,8 @@ def _imports(path: Path) -> set[str]:
 
 
 def test_the_call_planner_sits_below_the_gateway_and_sampling():
-    planner = _imports(ROOT / "routing/calls.py") | _imports(ROOT / "routing/legs.py")
-    assert not {"routing.gateway", "routing.teacher_sampling"} & planner
-    assert "routing.gateway" not in _imports(ROOT / "routing/teacher_sampling.py")
+    planner = _imports(ROOT / "routing/call/plans.py") | _imports(ROOT / "routing/call/legs.py")
+    assert not {"routing.call.gateway", "routing.call.sampling"} & planner
+    assert "routing.call.gateway" not in _imports(ROOT / "routing/call/sampling.py")
     for module in (ROOT / "training").rglob("*.py"):
-        assert "routing.gateway" not in _imports(module), module
+        assert "routing.call.gateway" not in _imports(module), module

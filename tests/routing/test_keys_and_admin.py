@@ -11,7 +11,7 @@ from asgiref.sync import async_to_sync
 from django.core.management import CommandError, call_command
 from django.test import Client
 
-from routing.keys import authenticate, hash_key
+from routing.access.keys import authenticate, hash_key
 from routing.models import ApiKey, Backend
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -1,4 +1,4 @@
-"""The ledger off the request path (routing/ledger_writer.py): rows group-committed after the response
+"""The ledger off the request path (routing/ledger/writer.py): rows group-committed after the response
 behind a journal, nothing answered lost on SIGTERM, recovered from the journal after SIGKILL, and never
 written (nor charged) twice, however often a journal is replayed."""
 
@@ -21,8 +21,11 @@ import pytest
 from django.utils import timezone
 
 from bench.support.openai_stub import Reply
-from routing import budget_leases, budgets, ledger_journal, ledger_writer
+from routing import budgets
+from routing.budgets import leases
 from routing.ledger import CallRecord, Leg, ledger_row
+from routing.ledger import journal as ledger_journal
+from routing.ledger import writer as ledger_writer
 from routing.models import ApiKey, BudgetLease, Invocation
 from tests.factories import TaskProfileFactory, make_key
 from tests.support.cycle import city_prompt, drive, good, json_profile
@@ -133,7 +136,7 @@ def dead_journal(folder: Path, process: str, key: ApiKey, lease: BudgetLease, co
             legs=[Leg(backend="teacher", role="teacher", model="m", cost_usd=Decimal(cost))],
             served_by="teacher",
         )
-        hold = budgets.Hold(key.pk, Decimal(cost), budget_leases.Lease(lease.pk, key.pk))
+        hold = budgets.Hold(key.pk, Decimal(cost), leases.Lease(lease.pk, key.pk))
         lines.append(ledger_journal.Entry.of(ledger_row(record), hold, key_id=key.pk).line())
     lines.append(b'{"row": {"id": "torn')  # killed mid-write: that call was never answered
     path.write_bytes(b"".join(lines))

@@ -23,8 +23,8 @@ from agents.models import _openai_shared
 from openai import AsyncOpenAI
 
 from bench.support.openai_stub import Reply
+from routing.api.responses import RESERVED
 from routing.models import Invocation
-from routing.responses import RESERVED
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
-from routing import ratelimit
+from routing.access import ratelimit
 from tests.factories import make_key
 from tests.support.gateway_process import gateway_process
 
@@ -78,7 +78,7 @@ def test_the_shared_bucket_on_redis_holds_across_event_loops_and_batches(setting
 
 def test_with_redis_down_each_process_limits_on_its_own_and_warns(settings, caplog):
     settings.CACHES = redis_cache("redis://127.0.0.1:9/0")  # nothing listens on the discard port
-    with caplog.at_level(logging.WARNING, logger="routing.ratelimit"):
+    with caplog.at_level(logging.WARNING, logger="routing.access.ratelimit"):
         assert admitted(3, 4, 6) == [True] * 4 + [False] * 2
     assert "Redis did not answer" in caplog.text
     assert caplog.text.count("Redis did not answer") == 1  # once per outage, not per call

@@ -12,8 +12,8 @@ import httpx
 import pytest
 
 from bench.support.openai_stub import Reply
+from routing.api.responses import ResponsesRequest
 from routing.models import Invocation, TaskProfile
-from routing.responses import ResponsesRequest
 from tests.factories import TaskProfileFactory
 from tests.support.gateway import client as sdk
 
@@ -286,7 +286,7 @@ def test_the_openapi_document_describes_the_responses_endpoints(gateway_url):
     assert set(request["properties"]) == set(ResponsesRequest.model_fields)
     assert request["additionalProperties"] is False and request["required"] == ["model", "input"]
     # Chat's and the Responses API's models of the same name both survive, apart.
-    assert {"routing__protocol__StreamOptions", "routing__responses__models__StreamOptions"} <= set(
+    assert {"routing__protocol__StreamOptions", "routing__api__responses__protocol__StreamOptions"} <= set(
         document["components"]["schemas"]
     )
 

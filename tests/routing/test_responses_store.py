@@ -13,8 +13,8 @@ import pytest
 from django.utils import timezone
 
 from bench.support.openai_stub import Reply
-from routing import ledger_writer
 from routing.ledger import ledger_bodies_purge
+from routing.ledger import writer as ledger_writer
 from routing.models import Invocation
 from tests.factories import make_key
 from tests.support.gateway import client as sdk

@@ -18,7 +18,7 @@ from django.utils import timezone
 
 from app.observability.replicas import StudentReplicaCollector
 from bench.support.vllm import free_port
-from routing import replicas
+from routing.call import replicas
 from routing.errors import UpstreamError
 from routing.models import Backend, Invocation, TaskProfile, validate_replica_urls
 from tests.factories import AdapterFactory, TaskProfileFactory

@@ -25,7 +25,7 @@ from django.db import connections
 from django.utils import timezone
 
 from bench.support.vllm import VllmServer, free_port, vllm_available
-from routing import replicas
+from routing.call import replicas
 from routing.models import Backend, Invocation
 from tests.factories import AdapterFactory, TaskProfileFactory
 from tests.support.gateway import client

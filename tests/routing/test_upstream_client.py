@@ -1,4 +1,4 @@
-"""The direct client (routing/openai_client.py): OpenAI-protocol backends called without litellm, through
+"""The direct client (routing/call/openai_client.py): OpenAI-protocol backends called without litellm, through
 one pooled httpx client, against the local stub: what the stub receives, whole and streamed answers,
 best-of-n, every kind of failure, and hanging up on a stream the client no longer reads."""
 
@@ -21,10 +21,10 @@ from django.test import override_settings
 
 from bench.support.openai_stub import OpenAIStub, Reply
 from bench.support.vllm import free_port
-from routing import openai_client, upstream
+from routing.call import openai_client, upstream
+from routing.call.openai_client import IdSwap, target_of
 from routing.errors import UpstreamError
 from routing.models import Backend, Invocation
-from routing.openai_client import IdSwap, target_of
 from tests.support.gateway import stream_and_hang_up
 from tests.support.wait import wait_until
 
@@ -380,7 +380,7 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "app.settings")
 import django
 django.setup()
 import app.asgi
-from routing import upstream
+from routing.call import upstream
 from routing.models import Backend
 backend = Backend(name="t", role="teacher", model="openai/teacher-model", api_base={stub.base_url!r})
 body = {HELLO!r}

@@ -8,8 +8,8 @@ import pytest
 from django.core.exceptions import ValidationError
 
 from bench.support.openai_stub import Reply
+from routing.call.votes import answer_key
 from routing.models import Backend, Invocation, TaskProfile
-from routing.votes import answer_key
 from tests.factories import TaskProfileFactory
 
 SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}

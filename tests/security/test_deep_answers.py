@@ -11,7 +11,7 @@ from bench.bfcl.data import load_items
 from bench.bfcl.requests import DecodeError, decode
 from bench.support.openai_stub import Reply
 from diagnostics.agent.analyzers.changes import _value
-from routing.anthropic import content_blocks
+from routing.api.messages.protocol import content_blocks
 from routing.json_body import ANSWER_MAX_DEPTH
 from routing.models import Invocation, TaskProfile
 from routing.verifiers.base import build_verifier

@@ -1,5 +1,5 @@
 """schemathesis, a real fuzzer, over the OpenAI-compatible endpoints of the running server: valid and
-invalid bodies generated from the gateway's own OpenAPI document (routing/openapi.py). No input may
+invalid bodies generated from the gateway's own OpenAPI document (routing/api/openapi.py). No input may
 get a 5xx other than the upstream's (the stub answers every call, so a 502/504 would be a bug too).
 """
 
@@ -9,7 +9,7 @@ import pytest
 import schemathesis
 from hypothesis import HealthCheck, settings
 
-from routing.openapi import document
+from routing.api.endpoints import document
 from tests.factories import TaskProfileFactory
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]

@@ -13,9 +13,9 @@ import httpx
 import pytest
 from django.db import connection
 
-from routing import budgets, ledger_journal
-from routing.ledger import CallRecord, Leg, ledger_row
-from routing.ledger_journal import Entry
+from routing import budgets
+from routing.ledger import CallRecord, Leg, journal, ledger_row
+from routing.ledger.journal import Entry
 from routing.models import ApiKey, Invocation
 from tests.factories import TaskProfileFactory, make_key
 from tests.support.attacks import during
@@ -87,7 +87,7 @@ def test_a_row_the_database_refuses_is_written_without_its_payload_never_dropped
     """NaN in a JSON column: SQLite's JSON_VALID check refuses the row (the default suite's database)."""
     key = make_key(budget_usd=Decimal(1)).key
     good, bad = _entry(key, {"ok": True}), _entry(key, {"n": float("nan")})
-    assert ledger_journal.commit([good, bad]) == 2  # the batch commits; the bad row on its own
+    assert journal.commit([good, bad]) == 2  # the batch commits; the bad row on its own
     rows = {row.pk: row for row in Invocation.objects.all()}
     assert rows[good.id].request == {"ok": True}
     stored = rows[bad.id]
@@ -95,6 +95,6 @@ def test_a_row_the_database_refuses_is_written_without_its_payload_never_dropped
     assert stored.request == {"unstorable": stored.verdict_detail} and stored.response is None
     key.refresh_from_db()
     assert key.spent_usd == stored.cost_usd + rows[good.id].cost_usd
-    assert ledger_journal.unstorable_count() == 1  # the gauge skillgate_ledger_unstorable_rows
-    kept = (ledger_journal.journal_dir() / "unstorable.log").read_bytes()
+    assert journal.unstorable_count() == 1  # the gauge skillgate_ledger_unstorable_rows
+    kept = (journal.journal_dir() / "unstorable.log").read_bytes()
     assert str(bad.id).encode() in kept

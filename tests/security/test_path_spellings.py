@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from bench.support.openai_stub import Reply
-from routing import inflight
+from routing.api import inflight
 from routing.models import Invocation
 from tests.factories import make_key
 from tests.support.wait import wait_until

@@ -19,7 +19,7 @@ from django.utils import timezone
 
 from routing import ledger, tasks
 from routing.models import ApiKey, Invocation
-from routing.router_versions.data import ledger_records
+from routing.router.versions.data import ledger_records
 from tests.factories import make_key
 from tests.support.cycle import CITIES, city_prompt, drive, good, json_profile, responder
 from training import selectors

@@ -9,7 +9,7 @@ from typing import Any
 import openai
 
 from bench.support.openai_stub import Reply
-from routing import learning_spend
+from routing.ledger import learning_spend
 from routing.models import Invocation, TaskProfile
 from tests.factories import TaskProfileFactory
 
@@ -89,7 +89,8 @@ def drive(
     gateway_url: str, key: str, profile: str, prompts: list[list[dict[str, Any]]], **extra: Any
 ) -> list[Invocation]:
     """Sends each prompt through the gateway (model auto, temperature 0) and returns their ledger rows
-    (not the learning key's rows, e.g. background samples written meanwhile: routing/learning_spend.py)."""
+    (not the learning key's rows, e.g. background samples written meanwhile:
+    routing/ledger/learning_spend.py)."""
     client = openai.OpenAI(base_url=f"{gateway_url}/v1", api_key=key, max_retries=0)
     before = set(Invocation.objects.values_list("pk", flat=True))
     for messages in prompts:

@@ -9,9 +9,9 @@ from decimal import Decimal
 
 import pytest
 
-from routing.learning_spend import DEFAULT_BUDGET_USD, LEARNING_KEY_NAME, POLICY, learning_key
+from routing.call.sampling import sample_run
+from routing.ledger.learning_spend import DEFAULT_BUDGET_USD, LEARNING_KEY_NAME, POLICY, learning_key
 from routing.models import ApiKey, Invocation, SampleSpend
-from routing.teacher_sampling import sample_run
 from tests.factories import InvocationFactory
 from tests.support.cycle import CITIES, city_of, city_prompt, drive, good, is_student, json_profile, responder
 from training.services.cycle import demonstrations_replay

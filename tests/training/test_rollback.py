@@ -11,8 +11,8 @@ import pytest
 from django.db import transaction
 from django.utils import timezone
 
+from routing.call.sampling import sample_run
 from routing.models import Invocation
-from routing.teacher_sampling import sample_run
 from tests.factories import AdapterFactory, AdmissionFactory, InvocationFactory, SkillBookFactory
 from tests.support.cycle import CITIES, city_of, city_prompt, drive, good, json_profile, responder
 from training.deploy import adapter_activate_loaded

@@ -1,4 +1,4 @@
-"""The dashboard's savings are net of the learning key's rows (routing/learning_spend.py)."""
+"""The dashboard's savings are net of the learning key's rows (routing/ledger/learning_spend.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from decimal import Decimal
 import pytest
 
 from app.web import queries
-from routing.learning_spend import POLICY, learning_key
+from routing.ledger.learning_spend import POLICY, learning_key
 from tests.factories import InvocationFactory, TaskProfileFactory
 
 pytestmark = pytest.mark.django_db

@@ -13,7 +13,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from app.web import queries
-from routing.keys import authenticate
+from routing.access.keys import authenticate
 from routing.models import ApiKey, Backend
 from tests.factories import ApiKeyFactory, BackendFactory, InvocationFactory, TaskProfileFactory
 

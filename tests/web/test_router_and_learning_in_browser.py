@@ -29,9 +29,9 @@ from playwright.sync_api import Browser, expect
 from bench.support import narrow_task
 from bench.support.openai_stub import OpenAIStub, Reply
 from routing.models import Backend, Invocation, RouterVersion, TaskProfile
-from routing.router_learning.features import hashing_spec
-from routing.router_versions.drift import router_version_drift_check
-from routing.router_versions.services import router_version_admit, router_version_train
+from routing.router.learning.features import hashing_spec
+from routing.router.versions.drift import router_version_drift_check
+from routing.router.versions.services import router_version_admit, router_version_train
 from tests.factories import KeyPair, TaskProfileFactory
 from tests.support.browser import log_in, needs_chromium, screenshot
 from tests.support.celery_worker import Worker, celery_worker

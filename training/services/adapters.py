@@ -205,11 +205,11 @@ def call_verifiers(profile: TaskProfile, examples: Sequence[Example]) -> list[Ca
     Where the profile labels live answers with teacher samples (a weak verifier: a schema check that
     passes any well-formed call), the verdict alone rewards every sample alike and GRPO learns nothing;
     there a completion must also agree with the example's verified answer by the rule the live labels
-    use (``routing.teacher_sampling.student_correct``), as admission judges the candidate.
+    use (``routing.call.sampling.student_correct``), as admission judges the candidate.
     Raises TrainingError when an example has no verifier (nothing can reward it)."""
-    from routing.calls import plan_call
-    from routing.teacher_sampling import rates
-    from routing.verifier_policy import VerifierPolicyError
+    from routing.call.plans import plan_call
+    from routing.call.sampling import rates
+    from routing.verifiers.policy import VerifierPolicyError
     from training.services.cycle.calls import completion_message
 
     labelled = rates(profile)[0] > 0
@@ -232,7 +232,7 @@ def call_verifiers(profile: TaskProfile, examples: Sequence[Example]) -> list[Ca
 def _reward(
     verifier: Any, request: dict[str, Any], reference: dict[str, Any] | None
 ) -> Callable[[str], bool]:
-    from routing.teacher_sampling import student_correct
+    from routing.call.sampling import student_correct
     from training.services.cycle.calls import completion_message
 
     def verify(text: str) -> bool:

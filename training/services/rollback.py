@@ -2,7 +2,7 @@
 
 Admission measured the candidate's student pass rate on held-out items (``Admission.candidate_metrics
 ["student_pass_rate"]``, the figure). Live, the gateway's background teacher samples
-(routing/teacher_sampling.py) label some of the student's answers correct or wrong. A beat task
+(routing/call/sampling.py) label some of the student's answers correct or wrong. A beat task
 (``training.tasks.cycle.cycles_check_live``) compares the two for each profile's latest admitted
 admission that is still served, and rolls the admission back, adapter and SkillBook together, when
 

@@ -1,6 +1,6 @@
 """Celery tasks of the student's adapter health (training/adapter_health.py): beat checks every student
 backend; a call that found its adapter missing asks for one backend's check by name
-(routing/replicas.py ``CHECK_TASK``)."""
+(routing/call/replicas.py ``CHECK_TASK``)."""
 
 from __future__ import annotations
 

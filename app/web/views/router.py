@@ -16,7 +16,7 @@ from app.web import charts
 from app.web.pages import can, page, render_page
 from core.errors import ServiceError
 from routing.models import RouterVersion, TaskProfile
-from routing.router_versions.services import router_version_rollback
+from routing.router.versions.services import router_version_rollback
 
 VIEW_ROUTER = "routing.view_routerversion"
 ROLLBACK_ROUTER = "routing.change_routerversion"

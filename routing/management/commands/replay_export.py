@@ -15,7 +15,7 @@ from django.utils.dateparse import parse_date, parse_datetime
 
 from routing.ledger import HAS_BODY
 from routing.models import Invocation
-from routing.router_learning.records import ReplayRecord, record_from_invocation, write_jsonl
+from routing.router.learning.records import ReplayRecord, record_from_invocation, write_jsonl
 
 
 class Command(BaseCommand):
@@ -30,7 +30,7 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        # Purged and hash-only rows (routing/ledger.py) have no request: nothing to replay.
+        # Purged and hash-only rows (routing/ledger/record.py) have no request: nothing to replay.
         rows = Invocation.objects.filter(HAS_BODY).select_related("profile").order_by("created_at", "id")
         if options["profile"]:
             rows = rows.filter(profile__name=options["profile"])

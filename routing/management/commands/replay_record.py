@@ -26,8 +26,8 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from routing.models import TaskProfile
-from routing.router_learning.code_calls import load_tasks, task_call
-from routing.router_learning.records import Outcome, ReplayRecord, write_jsonl
+from routing.router.learning.code_calls import load_tasks, task_call
+from routing.router.learning.records import Outcome, ReplayRecord, write_jsonl
 
 
 class Recorder:

@@ -15,16 +15,16 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from routing.router_learning.calibration import Target
-from routing.router_learning.evaluate import evaluate_replay, markdown, summary
-from routing.router_learning.features import (
+from routing.router.learning.calibration import Target
+from routing.router.learning.evaluate import evaluate_replay, markdown, summary
+from routing.router.learning.features import (
     FeatureSpecError,
     default_spec,
     hashing_spec,
     make_featurizer,
     minilm_spec,
 )
-from routing.router_learning.records import ReplayFormatError, read_jsonl
+from routing.router.learning.records import ReplayFormatError, read_jsonl
 
 
 class Command(BaseCommand):

@@ -14,9 +14,10 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from routing.models import TaskProfile
-from routing.router_learning.calibration import Target
-from routing.router_versions.config import profile_target
-from routing.router_versions.services import RouterTrainingError, router_version_admit, router_version_train
+from routing.router.learning.calibration import Target
+from routing.router.versions.config import profile_target
+from routing.router.versions.services import RouterTrainingError, router_version_admit, router_version_train
+from routing.tasks import router_retrain
 
 
 class Command(BaseCommand):
@@ -37,8 +38,6 @@ class Command(BaseCommand):
         if profile is None:
             raise CommandError(f"no task profile {options['profile']!r}")
         if options["enqueue"]:
-            from routing.tasks import router_retrain
-
             router_retrain.delay(profile.pk)
             self.stdout.write(f"queued a retrain of {profile.name}\n")
             return

@@ -10,7 +10,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from routing.models import RouterVersion, TaskProfile
-from routing.router_versions.services import RouterVersionError, router_version_rollback
+from routing.router.versions.services import RouterVersionError, router_version_rollback
 
 
 class Command(BaseCommand):

@@ -17,7 +17,7 @@ from diagnostics.lab import alertmanager
 from diagnostics.lab.config import LabConfig
 from diagnostics.lab.daemon import DaemonUnavailable
 from diagnostics.lab.prometheus import RULES, for_lab, lab_targets, scrape_config
-from routing.keys import hash_key
+from routing.access.keys import hash_key
 from routing.models import ApiKey
 
 

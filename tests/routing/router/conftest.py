@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from bench.router_data.synthetic import generate
-from routing.router_learning.calibration import Split, Target
-from routing.router_learning.evaluate import EvalReport, evaluate
-from routing.router_learning.features import Featurizer, hashing_spec, make_featurizer
-from routing.router_learning.records import ReplayRecord
+from routing.router.learning.calibration import Split, Target
+from routing.router.learning.evaluate import EvalReport, evaluate
+from routing.router.learning.features import Featurizer, hashing_spec, make_featurizer
+from routing.router.learning.records import ReplayRecord
 
 FAST_GRID = (0.01, 0.1)
 

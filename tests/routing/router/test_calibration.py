@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from routing.router_learning.calibration import PolicyData, Split, Target, calibrate, shard_of, sweep
-from routing.router_learning.evaluate import EvalReport
-from routing.router_learning.records import Outcome, ReplayRecord
+from routing.router.learning.calibration import PolicyData, Split, Target, calibrate, shard_of, sweep
+from routing.router.learning.evaluate import EvalReport
+from routing.router.learning.records import Outcome, ReplayRecord
 
 
 def rec(i: int, s: Outcome, t: Outcome, *, verifier: bool = True) -> ReplayRecord:

@@ -12,10 +12,10 @@ from django.utils import timezone
 
 from bench.router_data.plot import plot_report
 from bench.router_data.synthetic import generate
-from routing.router_learning.calibration import Target
-from routing.router_learning.evaluate import evaluate_replay
-from routing.router_learning.features import hashing_spec, make_featurizer
-from routing.router_learning.records import read_jsonl, write_jsonl
+from routing.router.learning.calibration import Target
+from routing.router.learning.evaluate import evaluate_replay
+from routing.router.learning.features import hashing_spec, make_featurizer
+from routing.router.learning.records import read_jsonl, write_jsonl
 from tests.factories import InvocationFactory, TaskProfileFactory
 
 LEGS = [

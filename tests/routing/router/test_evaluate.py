@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 
 from bench.router_data.synthetic import REGIMES, generate
-from routing.router_learning.baselines import cascade, random_at_share
-from routing.router_learning.calibration import PolicyData
-from routing.router_learning.evaluate import EvalReport, markdown
-from routing.router_learning.metrics import apgr, cpt, oracle_metrics, routing_prf
+from routing.router.learning.baselines import cascade, random_at_share
+from routing.router.learning.calibration import PolicyData
+from routing.router.learning.evaluate import EvalReport, markdown
+from routing.router.learning.metrics import apgr, cpt, oracle_metrics, routing_prf
 
 
 def test_generator_is_deterministic_given_a_seed():

@@ -1,4 +1,4 @@
-"""The gateway's view of a call (routing.router.Call) gives the same features as its replay record."""
+"""The gateway's view of a call (routing.router.policies.Call) gives the features of its replay record."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import numpy as np
 from bench.router_data.synthetic import generate
 from routing.models import TaskProfile
 from routing.protocol import ChatRequest
-from routing.router import Call
-from routing.router_learning.features import CallInput, Featurizer
+from routing.router.learning.features import CallInput, Featurizer
+from routing.router.policies import Call
 
 
 def test_call_and_record_give_the_same_features(featurizer: Featurizer):

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from bench.router_replays import he_mbpp
-from routing.router_learning.code_calls import task_call
+from routing.router.learning.code_calls import task_call
 from routing.verifiers.python_tests import PythonTestsVerifier
 
 RECORDED = he_mbpp._jsonl(he_mbpp.RECORDED)

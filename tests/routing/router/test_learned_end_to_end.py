@@ -7,10 +7,10 @@ from __future__ import annotations
 import openai
 import pytest
 
-from routing import learning_spend
+from routing.ledger import learning_spend
 from routing.models import Invocation, RouterVersion, TaskProfile
-from routing.router_learning.features import hashing_spec
-from routing.router_versions.services import router_version_admit, router_version_train
+from routing.router.learning.features import hashing_spec
+from routing.router.versions.services import router_version_admit, router_version_train
 from tests.factories import TaskProfileFactory
 from tests.support.celery_worker import Worker, celery_worker
 from tests.support.learned_router import SCHEMA, ask, easy, hard, student_fails_on_hard

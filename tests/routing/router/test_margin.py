@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from routing.router_learning.calibration import (
+from routing.router.learning.calibration import (
     PolicyData,
     Target,
     binomial_lower,
@@ -15,7 +15,7 @@ from routing.router_learning.calibration import (
     paired_difference_lower,
     sweep,
 )
-from routing.router_learning.records import Outcome, ReplayRecord
+from routing.router.learning.records import Outcome, ReplayRecord
 
 
 def test_clopper_pearson_bounds():

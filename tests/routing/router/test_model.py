@@ -7,10 +7,10 @@ import json
 import numpy as np
 import pytest
 
-from routing.router_learning.evaluate import EvalReport, featurize
-from routing.router_learning.features import FeatureSpec, FeatureSpecError, hashing_spec, make_featurizer
-from routing.router_learning.model import LearnedRouterModel, fit_router_model
-from routing.router_learning.runtime import LoadedRouter
+from routing.router.learning.evaluate import EvalReport, featurize
+from routing.router.learning.features import FeatureSpec, FeatureSpecError, hashing_spec, make_featurizer
+from routing.router.learning.model import LearnedRouterModel, fit_router_model
+from routing.router.learning.runtime import LoadedRouter
 
 
 def test_round_trip_gives_identical_scores(mixed_report: EvalReport, mixed_test, featurizer):
@@ -75,7 +75,7 @@ def test_one_class_training_gives_a_constant_score():
 
 
 def test_loaded_router_decides_with_its_threshold(mixed_report: EvalReport, mixed_test, featurizer):
-    from routing.router_learning.features import CallInput
+    from routing.router.learning.features import CallInput
 
     fields = mixed_report.router.version_fields()
     router = LoadedRouter.from_fields(

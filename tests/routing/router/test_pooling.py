@@ -7,18 +7,18 @@ import pytest
 from sklearn.metrics import roc_auc_score
 
 from bench.router_data.synthetic import generate
-from routing.router_learning.calibration import Target
-from routing.router_learning.evaluate import featurize
-from routing.router_learning.features import hashing_spec, make_featurizer
-from routing.router_learning.model import _standardizer, fit_router_model
-from routing.router_learning.profiles import (
+from routing.router.learning.calibration import Target
+from routing.router.learning.evaluate import featurize
+from routing.router.learning.features import hashing_spec, make_featurizer
+from routing.router.learning.model import _standardizer, fit_router_model
+from routing.router.learning.profiles import (
     evaluate_profiles,
     hindsight_vs_oracle,
     rotations,
     route_every_call,
     summarize,
 )
-from routing.router_learning.records import Outcome, ReplayRecord
+from routing.router.learning.records import Outcome, ReplayRecord
 
 
 def tool(required: int) -> dict:

@@ -9,7 +9,7 @@ from decimal import Decimal
 import pytest
 
 from bench.router_data.synthetic import generate
-from routing.router_learning.records import (
+from routing.router.learning.records import (
     Outcome,
     ReplayFormatError,
     ReplayRecord,

@@ -13,7 +13,7 @@ from django.core.management import call_command
 
 from bench.support.openai_stub import Reply
 from routing.models import Invocation
-from routing.router_learning.records import read_jsonl
+from routing.router.learning.records import read_jsonl
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

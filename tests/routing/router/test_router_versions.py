@@ -9,13 +9,13 @@ from django.utils import timezone
 
 from routing.models import RouterVersion, TaskProfile
 from routing.protocol import ChatRequest
-from routing.router import Call, build_router
-from routing.router_learning.calibration import Target, shard_of
-from routing.router_learning.features import hashing_spec
-from routing.router_learning.records import task_id_of
-from routing.router_learning.runtime import forget_routers
-from routing.router_versions.drift import router_version_drift_check
-from routing.router_versions.services import (
+from routing.router.learning.calibration import Target, shard_of
+from routing.router.learning.features import hashing_spec
+from routing.router.learning.records import task_id_of
+from routing.router.learning.runtime import forget_routers
+from routing.router.policies import Call, build_router
+from routing.router.versions.drift import router_version_drift_check
+from routing.router.versions.services import (
     RouterTrainingError,
     RouterVersionError,
     router_version_admit,

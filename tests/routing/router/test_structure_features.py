@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from routing.router_learning.calls import (
+from routing.router.learning.calls import (
     ToolMatch,
     content_words,
     error_lines,
@@ -14,7 +14,7 @@ from routing.router_learning.calls import (
     tool_match,
     tool_text,
 )
-from routing.router_learning.features import (
+from routing.router.learning.features import (
     META_NAMES,
     META_NAMES_V1,
     CallInput,

@@ -8,10 +8,10 @@ from decimal import Decimal
 import pytest
 
 from bench.support.openai_stub import Reply
+from routing.call.sampling import draw, sample_run
 from routing.models import Invocation, SampleSpend, TaskProfile
 from routing.pricing import cost_bound, prices_for, prompt_token_bound
-from routing.router_learning.records import record_from_invocation
-from routing.teacher_sampling import draw, sample_run
+from routing.router.learning.records import record_from_invocation
 from tests.factories import InvocationFactory, TaskProfileFactory
 
 pytestmark = pytest.mark.django_db(transaction=True)

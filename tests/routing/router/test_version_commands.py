@@ -8,7 +8,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from routing.models import RouterVersion
-from routing.router_learning.runtime import forget_routers
+from routing.router.learning.runtime import forget_routers
 from tests.support.ledger import fill, learned_profile
 
 pytestmark = pytest.mark.django_db

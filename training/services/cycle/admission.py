@@ -43,11 +43,11 @@ from typing import Any
 from django.db import transaction
 from scipy.stats import binomtest
 
-from routing import learning_spend
-from routing.calls import CallPlan, active_backends
+from routing.call.plans import CallPlan, active_backends
+from routing.call.sampling import rates, student_correct
 from routing.errors import UpstreamError
+from routing.ledger import learning_spend
 from routing.models import Backend, Invocation, Reservation, TaskProfile
-from routing.teacher_sampling import rates, student_correct
 from routing.verifiers import Verifier
 from training.models import Admission, Demonstration
 from training.services.cycle.calls import (
@@ -73,7 +73,7 @@ class Configuration:
 class Item:
     key: str
     request: dict[str, Any]
-    plan: CallPlan  # the profile's own plan of the request (routing.calls): its verifier and teacher
+    plan: CallPlan  # the profile's own plan of the request (routing.call.plans): its verifier and teacher
 
     @property
     def verifier(self) -> Verifier:
@@ -178,7 +178,7 @@ async def _evaluate(
 
     ``labelled``: the teacher answers every item, and a student answer the verifier passed is marked
     ``wrong`` where the teacher's passing answer shows it wrong, by the rule the live samples label
-    calls with (``routing.teacher_sampling.student_correct``)."""
+    calls with (``routing.call.sampling.student_correct``)."""
     limit = asyncio.Semaphore(int(cycle_setting("ADMISSION_CONCURRENCY")))
 
     async def student_leg(plan: CallPlan, item: Item) -> Leg:

@@ -1,7 +1,7 @@
 """What the cycle's steps share: the plan of a stored call, one upstream call, task signatures.
 
-Calls are planned by routing's one call planner (``routing.calls``: backends, adapter, verifier,
-SkillBook prefix, best-of-n, body) and go through the gateway's own upstream code (``routing.upstream``,
+Calls are planned by routing's one call planner (``routing.call.plans``: backends, adapter, verifier,
+SkillBook prefix, best-of-n, body) and go through the gateway's own upstream code (``routing.call.upstream``,
 litellm) and verifiers, so a replayed call meets the same backend, prompt and checks as it did behind
 ``/v1/chat/completions``. What is here is the cycle's own: errors, settings, answers as training text,
 task signatures and the held-out split.
@@ -21,15 +21,16 @@ from typing import Any
 from django.conf import settings
 
 from core.errors import ServiceError
-from routing import learning_spend, upstream
-from routing.calls import CallPlan, plan_call
+from routing.call import upstream
+from routing.call.plans import CallPlan, plan_call
 from routing.errors import UpstreamError
 from routing.json_body import loads_answer
+from routing.ledger import learning_spend
 from routing.models import Backend, TaskProfile
 from routing.pricing import prices_for, usage_cost
-from routing.verifier_policy import VerifierPolicyError
 from routing.verifiers import Verifier
 from routing.verifiers.json_schema import message_text
+from routing.verifiers.policy import VerifierPolicyError
 
 
 class CycleError(ServiceError):
@@ -96,7 +97,7 @@ def call(backend: Backend, body: dict[str, Any]) -> Answer:
 
 def learning_call(backend: Backend, body: dict[str, Any], *, profile_id: int, purpose: str) -> Answer:
     """One upstream call of the cycle (:func:`call`), on the ledger under the learning key with its
-    worst case held on that key's budget first (routing/learning_spend.py). Raises
+    worst case held on that key's budget first (routing/ledger/learning_spend.py). Raises
     UpstreamError, and CycleError when the learning budget cannot hold the call."""
     try:
         reservation = learning_spend.reserve(learning_spend.call_bound(backend, body))

@@ -167,7 +167,7 @@ def _router(cycle: Cycle) -> str | None:
     if cycle.profile.policy != TaskProfile.Policy.LEARNED:
         cycle.stats["router"] = {"skipped": f"policy {cycle.profile.policy} uses no learned router"}
         return None
-    from routing.router_versions.services import (
+    from routing.router.versions.services import (
         RouterTrainingError,
         router_version_admit,
         router_version_train,

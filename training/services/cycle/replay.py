@@ -1,7 +1,7 @@
 """Replay: failed student calls become verified demonstrations.
 
 Failed means the student's answer failed the verifier, or passed it and a background teacher sample
-found it wrong (a weak verifier's false pass, routing/teacher_sampling.py); the latter get no
+found it wrong (a weak verifier's false pass, routing/call/sampling.py); the latter get no
 self-repair pair, since the verifier that passed the wrong answer cannot judge a retry.
 
 For every call of a profile whose student answer failed verification, the teacher answers the same
@@ -19,7 +19,7 @@ from typing import Any
 
 from django.db import transaction
 
-from routing.calls import CallPlan
+from routing.call.plans import CallPlan
 from routing.errors import UpstreamError
 from routing.models import Invocation, TaskProfile
 from training import selectors
@@ -217,7 +217,7 @@ def demonstrations_replay(*, profile_id: int, invocation_ids: list[str] | None =
         todo = [(source, step) for source, step in steps if source not in done]
         if not todo:
             continue
-        plan = replay_plan(profile, invocation.request)  # as the gateway planned it: routing.calls
+        plan = replay_plan(profile, invocation.request)  # as the gateway planned it: routing.call.plans
         for source, step in todo:
             try:
                 step(plan, invocation, result)

@@ -23,7 +23,7 @@ from django.utils import timezone
 
 from diagnostics.agent.skills import HEADER as SKILLS_HEADER
 from diagnostics.agent.skills import with_skills
-from routing.calls import best_of_body, teacher_of
+from routing.call.plans import best_of_body, teacher_of
 from routing.errors import UpstreamError
 from routing.json_body import loads_answer
 from routing.ledger import HAS_BODY
@@ -98,7 +98,7 @@ def _gather(profile: TaskProfile) -> dict[str, _Evidence]:
     window = int(cycle_setting("SKILLBOOK_WINDOW"))
     evidence: dict[str, _Evidence] = {}
     stats: dict[str, dict[str, Counter[str]]] = defaultdict(lambda: defaultdict(Counter))
-    # Purged and hash-only calls (routing/ledger.py) have no prompt to learn a signature from.
+    # Purged and hash-only calls (routing/ledger/record.py) have no prompt to learn a signature from.
     for invocation in Invocation.objects.filter(HAS_BODY, profile=profile).order_by("-created_at")[:window]:
         signature, label = task_signature(invocation.request)
         item = evidence.setdefault(signature, _Evidence(label, 0, {}, [], []))

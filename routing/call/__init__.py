@@ -1,0 +1,21 @@
+"""One LLM call, from plan to answer: ``plans`` (which legs: student, teacher, replicas, verifier),
+``gateway`` (the call itself: budget hold, legs until one passes, the ledger row), ``legs`` (one leg and
+its verdict), ``upstream`` and ``openai_client`` (the provider's HTTP API, or litellm), ``replicas``,
+``votes`` (agreement among replicas), ``streaming`` (the streamed call), ``sampling`` (the background
+teacher leg of sampled calls) and ``embeddings``.
+
+Every API (routing/api/) translates its request into the chat protocol (routing/protocol.py) and calls
+in here."""
+
+__all__ = [
+    "embeddings",
+    "gateway",
+    "legs",
+    "openai_client",
+    "plans",
+    "replicas",
+    "sampling",
+    "streaming",
+    "upstream",
+    "votes",
+]

@@ -1,0 +1,196 @@
+"""Planning one model call: its backends, the student's adapter, the verifier, the SkillBook prefix,
+best-of-n and the upstream body.
+
+This is the one public way to plan a call (design.md, dependency direction). The gateway
+(routing/call/gateway.py), background sampling (routing/call/sampling.py) and the learning cycle's
+replay, SkillBook and admission (training/services/cycle/) all plan through :func:`plan_call`, so a
+replayed or sampled call meets the same backend, adapter, prompt, verifier and body as it did behind
+``/v1/chat/completions``. Running a planned leg is routing/call/legs.py.
+
+- Backends: the profile's own teacher and student, else the first active backend of that role.
+- Adapter: the profile's admitted ``student_adapter`` over the backend's ``adapter``; admission
+  passes an explicit ``adapter`` for its candidate. The backend row is never changed (a copy).
+- Verifier: routing/verifiers/policy.py decides whose verifier judges the call; ``enforce=False``
+  re-judges a call the gateway already admitted (its permission was checked then).
+- SkillBook: the profile's text (or admission's candidate text) in front of the student's prompt.
+- Best-of-n: a backend with ``samples`` > 1 is asked for n answers at a temperature of at least
+  :data:`BEST_OF_TEMPERATURE` when a verifier can choose among them.
+- Body: ``ChatRequest.upstream_body`` capped at the call's own limit, else the profile's, else
+  ``SKILLGATE["DEFAULT_MAX_TOKENS"]``.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from functools import cached_property
+from typing import Any
+
+from django.conf import settings
+
+from routing.models import ApiKey, Backend, TaskProfile
+from routing.protocol import ChatRequest
+from routing.verifiers import Verifier
+from routing.verifiers.policy import resolve
+
+AUTO_MODEL = "auto"
+BEST_OF_TEMPERATURE = 0.8
+
+Request = ChatRequest | dict[str, Any]
+
+
+def active_backends() -> list[Backend]:
+    """Every active backend, oldest first: the defaults a profile without its own backends uses."""
+    return list(Backend.objects.filter(is_active=True).order_by("pk"))
+
+
+def _default(role: str, backends: Sequence[Backend] | None) -> Backend | None:
+    if backends is None:
+        return Backend.objects.filter(is_active=True, role=role).order_by("pk").first()
+    return next((b for b in backends if b.role == role), None)
+
+
+def teacher_of(profile: TaskProfile, backends: Sequence[Backend] | None = None) -> Backend | None:
+    """The profile's teacher, else the first active one (of ``backends`` when given, else queried)."""
+    return profile.teacher or _default(Backend.Role.TEACHER, backends)
+
+
+def student_of(
+    profile: TaskProfile, backends: Sequence[Backend] | None = None, *, adapter: str | None = None
+) -> Backend | None:
+    """The profile's student as the gateway calls it: its admitted adapter, or ``adapter`` when given
+    ('' keeps the backend's own). The returned object is never saved: live traffic is unchanged."""
+    student = profile.student or _default(Backend.Role.STUDENT, backends)
+    name = profile.student_adapter if adapter is None else adapter
+    if student is not None and name:
+        student = copy.copy(student)
+        student.adapter = name
+    return student
+
+
+def with_skillbook(messages: list[dict[str, Any]], text: str) -> list[dict[str, Any]]:
+    """The student's prompt with a SkillBook in front: merged into a leading system message."""
+    if not text:
+        return messages
+    if messages and messages[0].get("role") == "system" and isinstance(messages[0].get("content"), str):
+        first = {**messages[0], "content": f"{text}\n\n{messages[0]['content']}"}
+        return [first, *messages[1:]]
+    return [{"role": "system", "content": text}, *messages]
+
+
+def best_of_body(backend: Backend, body: dict[str, Any]) -> dict[str, Any]:
+    """``body`` as sent to a best-of-n backend (``samples`` > 1): n answers in one call, sampled, since a
+    greedy request would get n copies of one answer. Only for a call whose answers something checks."""
+    if backend.samples <= 1:
+        return body
+    temperature = max(body.get("temperature") or 0.0, BEST_OF_TEMPERATURE)
+    return {**body, "n": backend.samples, "temperature": temperature}
+
+
+def parse(request: Request) -> ChatRequest:
+    """A stored request (a ledger row's, a demonstration's) parsed as the gateway parsed it."""
+    if isinstance(request, ChatRequest):
+        return request
+    return ChatRequest.model_validate({"model": AUTO_MODEL, **request})
+
+
+@dataclass(frozen=True)
+class CallPlan:
+    """How one call is made. ``teacher`` or ``student`` is None where no such backend exists."""
+
+    profile: TaskProfile
+    request: ChatRequest
+    request_dict: dict[str, Any]  # what verifiers see and the ledger stores
+    teacher: Backend | None
+    student: Backend | None
+    verifier: Verifier | None
+    verifier_source: str
+    verifier_config: dict[str, Any]
+    max_tokens: int
+    skillbook_text: str
+
+    @cached_property
+    def _upstream_body(self) -> dict[str, Any]:
+        """The request's upstream body, dumped once per call (each leg, the budget's bound, a replay
+        read it); callers get a copy of its top level."""
+        return self.request.upstream_body(max_tokens=self.max_tokens)
+
+    def body_for(self, backend: Backend, **overrides: Any) -> dict[str, Any]:
+        """The upstream body for ``backend`` (``overrides`` on top, e.g. a replay's temperature); a
+        student's prompt has the SkillBook in front."""
+        body = {**self._upstream_body, **overrides}
+        if backend.role == Backend.Role.STUDENT and self.skillbook_text:
+            body["messages"] = with_skillbook(body["messages"], self.skillbook_text)
+        return body
+
+    def samples(self, backend: Backend) -> int:
+        """How many answers to ask ``backend`` for: its ``samples`` when there is a verifier to choose."""
+        return backend.samples if backend.samples > 1 and self.verifier is not None else 1
+
+    def leg_body(self, backend: Backend, **overrides: Any) -> dict[str, Any]:
+        """The body one leg sends: :meth:`body_for`, asking a best-of-n backend for its n answers."""
+        body = self.body_for(backend, **overrides)
+        return best_of_body(backend, body) if self.samples(backend) > 1 else body
+
+    def forced(self, backend: Backend) -> CallPlan:
+        """The plan of a call whose ``model`` names ``backend``: a teacher alone, or that student. The
+        profile's own student keeps the profile's admitted adapter."""
+        if backend.role == Backend.Role.TEACHER:
+            return replace(self, teacher=backend, student=None)
+        if self.student is not None and self.student.pk == backend.pk:
+            return self
+        return replace(self, student=backend)
+
+
+def output_cap(profile: TaskProfile, request: ChatRequest) -> int:
+    return request.output_cap(profile.max_tokens or settings.SKILLGATE["DEFAULT_MAX_TOKENS"])
+
+
+def plan_call(
+    *,
+    profile: TaskProfile,
+    request: Request,
+    api_key: ApiKey | None = None,
+    enforce: bool = True,
+    backends: Sequence[Backend] | None = None,
+    adapter: str | None = None,
+    skillbook_text: str | None = None,
+) -> CallPlan:
+    """The plan of ``request`` (parsed, or a stored request dict) under ``profile``.
+
+    ``backends``: the active backends when the caller holds them (the gateway's cached list), else
+    the defaults are queried. ``adapter`` and ``skillbook_text`` replace the profile's admitted ones
+    (admission's candidate). Raises ``VerifierPolicyError`` when the call's verifier cannot be used,
+    and pydantic's ``ValidationError`` (a ``ValueError``) for a stored request that does not parse.
+    """
+    parsed = parse(request)
+    request_dict = request if isinstance(request, dict) else parsed.model_dump(exclude_none=True)
+    resolved = resolve(profile, request_dict, api_key=api_key, enforce=enforce)
+    return CallPlan(
+        profile=profile,
+        request=parsed,
+        request_dict=request_dict,
+        teacher=teacher_of(profile, backends),
+        student=student_of(profile, backends, adapter=adapter),
+        verifier=resolved.verifier,
+        verifier_source=resolved.source,
+        verifier_config=resolved.config,
+        max_tokens=output_cap(profile, parsed),
+        skillbook_text=profile.skillbook_text if skillbook_text is None else skillbook_text,
+    )
+
+
+__all__ = [
+    "AUTO_MODEL",
+    "BEST_OF_TEMPERATURE",
+    "CallPlan",
+    "active_backends",
+    "best_of_body",
+    "output_cap",
+    "parse",
+    "plan_call",
+    "student_of",
+    "teacher_of",
+    "with_skillbook",
+]

@@ -1,0 +1,299 @@
+"""Background sampling of the leg a call did not run, so the ledger labels what the router decided.
+
+- A call routed to the student that passed (or stood unverified) gets, with probability
+  ``teacher_sample_rate``, the teacher run on the same request in the background: its verdict,
+  and, where the two answers can be compared, whether the student's answer was actually correct.
+- A call routed to the teacher up front gets, with probability ``student_sample_rate``, the student
+  (cheap): whether it would have passed, the label of the calls the router keeps away from it.
+
+The draw is made as the call starts (no database read); the leg runs in the Celery task
+``routing.tasks.sample_leg`` taking the invocation id, which claims the row with a conditional
+UPDATE (queued -> running) and appends the leg marked ``"background": true`` to ``Invocation.legs``,
+where replay export finds it (``record_from_invocation``).
+
+Cost bound: a ``SampleSpend`` row per profile and UTC day. Before a sampled leg runs, its worst
+case (prompt bytes x input price + max_tokens x output price) is added with one conditional UPDATE
+``spent + bound <= cap``; afterwards the difference to the actual cost is given back. The day's
+sampled spend therefore never exceeds the cap, however many workers run. The client's key is not
+charged for sampled legs: they are the operator's cost of learning, on the ledger as a row of their own
+under the learning key (routing/ledger/learning_spend.py), whose budget holds the same worst case first.
+
+Correctness from the comparison: when both answers are structured (tool calls or JSON) they are
+compared as data; equal -> the student's answer is correct; different, with the teacher's answer
+passing its verifier (or none) -> the student's is wrong (the teacher is the reference). Free text
+that is not identical stays unknown (``correct`` null): quality then falls back to the verdict.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import uuid
+from collections.abc import Callable
+from decimal import Decimal
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import F, QuerySet
+from django.utils import timezone
+
+from core import jobs
+from routing.budgets import Hold
+from routing.call.legs import run_leg
+from routing.call.plans import plan_call
+from routing.errors import UpstreamError
+from routing.json_body import loads_answer
+from routing.ledger import CallRecord, has_body, learning_spend, stores_bodies
+from routing.ledger.writer import record_call
+from routing.models import Invocation, SampleSpend, TaskProfile
+from routing.pricing import PricingError, cost_bound, prices_for, prompt_token_bound
+from routing.router.versions.config import profile_setting
+from routing.verifiers.policy import VerifierPolicyError
+
+TEACHER, STUDENT = Invocation.Route.TEACHER, Invocation.Route.STUDENT
+ANSWERED = (Invocation.Verdict.PASS, Invocation.Verdict.UNVERIFIED)
+
+
+def rates(profile: TaskProfile) -> tuple[float, float]:
+    """(teacher_sample_rate, student_sample_rate) of a profile: its policy_params, else for a
+    learned profile the SKILLGATE ROUTER defaults; other profiles sample only when they say so."""
+    if profile.policy != TaskProfile.Policy.LEARNED:
+        params = profile.policy_params or {}
+        return (
+            float(params.get("teacher_sample_rate") or 0.0),
+            float(params.get("student_sample_rate") or 0.0),
+        )
+    return (
+        float(profile_setting(profile, "teacher_sample_rate", "TEACHER_SAMPLE_RATE")),
+        float(profile_setting(profile, "student_sample_rate", "STUDENT_SAMPLE_RATE")),
+    )
+
+
+def draw(*, profile: TaskProfile, route: str, policy: str, has_student: bool) -> str:
+    """The leg a background sample would add to this call, or ''. Forced calls are never sampled."""
+    if policy == "forced" or not has_student:
+        return ""
+    teacher_rate, student_rate = rates(profile)
+    rate = teacher_rate if route == STUDENT else student_rate
+    if rate > 0 and random.random() < rate:
+        return TEACHER if route == STUDENT else STUDENT
+    return ""
+
+
+def eligible(record: CallRecord) -> bool:
+    if record.status_code != 200 or not record.sample_leg:
+        return False
+    if not stores_bodies():  # the sample replays the stored request: a hash-only row has none
+        return False
+    if record.sample_leg == TEACHER:
+        return record.route == STUDENT and record.served_by == STUDENT and record.verdict in ANSWERED
+    return record.route == TEACHER and record.served_by == TEACHER
+
+
+def record_and_sample(*, record: CallRecord, hold: Hold | None) -> None:
+    """The gateway's ledger write; a sampled call is marked queued in the same row, and the ledger
+    writer enqueues its background leg (``routing.tasks.sample_leg``) once the row is committed, be it
+    at once (LEDGER_WRITER "sync"), in a group commit ("batched") or by a journal's replay."""
+    if eligible(record):
+        record.sample_state = Invocation.SampleState.QUEUED
+    record_call(record=record, hold=hold)
+
+
+# --- the daily cap ------------------------------------------------------------------------------
+
+
+def spend_reserve(*, profile_id: int, day: Any, amount: Decimal, cap: Decimal) -> bool:
+    SampleSpend.objects.get_or_create(profile_id=profile_id, day=day)
+    return (
+        SampleSpend.objects.filter(profile_id=profile_id, day=day, spent_usd__lte=cap - amount).update(
+            spent_usd=F("spent_usd") + amount, calls=F("calls") + 1
+        )
+        == 1
+    )
+
+
+def spend_settle(*, profile_id: int, day: Any, reserved: Decimal, actual: Decimal) -> None:
+    SampleSpend.objects.filter(profile_id=profile_id, day=day).update(
+        spent_usd=F("spent_usd") - reserved + actual
+    )
+
+
+# --- comparing answers --------------------------------------------------------------------------
+
+
+def _structured(message: dict[str, Any] | None) -> Any:
+    if not message:
+        return None
+    if message.get("tool_calls"):
+        calls = []
+        for call in message["tool_calls"]:
+            function = call.get("function") or {}
+            try:
+                arguments = loads_answer(function.get("arguments") or "{}")
+            except ValueError:
+                arguments = function.get("arguments")
+            calls.append([function.get("name"), arguments])
+        return calls
+    content = message.get("content")
+    if isinstance(content, str):
+        try:
+            value = loads_answer(content)
+        except ValueError:
+            return None
+        return value if isinstance(value, dict | list) else None
+    return None
+
+
+def student_correct(
+    student: dict[str, Any] | None, teacher: dict[str, Any] | None, teacher_ok: bool
+) -> bool | None:
+    """Whether the student's answer was correct, judged against the teacher's; None: unknown."""
+    a, b = _structured(student), _structured(teacher)
+    if a is not None and b is not None:
+        return True if a == b else (False if teacher_ok else None)
+    # One side called tools and the other did not: a passing teacher shows which was right (BFCL's
+    # irrelevance items, a text answer where a call was due). A weak verifier passes both.
+    if teacher_ok and bool((student or {}).get("tool_calls")) != bool((teacher or {}).get("tool_calls")):
+        return False
+    text_a = " ".join(str((student or {}).get("content") or "").split())
+    text_b = " ".join(str((teacher or {}).get("content") or "").split())
+    return True if text_a and text_a == text_b else None
+
+
+# --- the background leg -------------------------------------------------------------------------
+
+
+SAMPLE_JOB = jobs.JobSpec(
+    Invocation,
+    queued=Invocation.SampleState.QUEUED,
+    running=Invocation.SampleState.RUNNING,
+    state="sample_state",
+    attempts="sample_attempts",
+    heartbeat="sample_heartbeat_at",
+)
+
+
+def _finish(inv: Invocation, state: str) -> str:
+    jobs.still_ours(SAMPLE_JOB, inv.pk, inv.sample_attempts).update(sample_state=state)
+    return state
+
+
+def samples_sweep(*, enqueue: Callable[[Any], None]) -> jobs.SweepReport:
+    """Beat: samples whose message was lost are sent again; samples whose worker died are requeued
+    (``SKILLGATE_JOBS_MAX_ATTEMPTS`` claims at most), then failed. A dead worker's reservation on the
+    day's ``SampleSpend`` stays spent (its worst case): the cap errs on the safe side. ``enqueue`` sends
+    one sample's task (routing/tasks.py)."""
+
+    def give_up(rows: QuerySet[Invocation], pk: Any, reason: str) -> bool:
+        return bool(rows.update(sample_state=Invocation.SampleState.FAILED))
+
+    return jobs.sweep(
+        SAMPLE_JOB,
+        stale_after_s=float(settings.JOBS_STALE_AFTER_S),
+        ring_after_s=float(settings.JOBS_RING_AFTER_S),
+        max_attempts=int(settings.JOBS_MAX_ATTEMPTS),
+        enqueue=enqueue,
+        give_up=give_up,
+    )
+
+
+def sample_run(*, invocation_id: uuid.UUID | str) -> str:
+    """Runs the sampled leg of one queued call; returns the final sample state. Idempotent: only
+    a queued row is claimed (``core/jobs.py``), so a redelivered task does nothing; a heartbeat is
+    written while the leg runs, so the sweeper can tell a dead worker from a slow upstream."""
+    attempt = jobs.claim(SAMPLE_JOB, invocation_id)
+    if attempt is None:
+        return "not queued"
+    with jobs.heartbeat(SAMPLE_JOB, invocation_id, attempt, every_s=float(settings.JOBS_HEARTBEAT_S)):
+        return _sample(invocation_id)
+
+
+def _sample(invocation_id: uuid.UUID | str) -> str:
+    inv = Invocation.objects.select_related("api_key", "profile__teacher", "profile__student").get(
+        pk=invocation_id
+    )
+    if not has_body(inv.request):  # purged, or written in hash-only mode
+        return _finish(inv, Invocation.SampleState.FAILED)
+    profile = inv.profile
+    role = TEACHER if inv.served_by == STUDENT else STUDENT
+    try:
+        # Planned as the gateway plans a call (routing/call/plans.py): the student with its admitted adapter.
+        plan = plan_call(profile=profile, request=inv.request, api_key=inv.api_key)
+    except (VerifierPolicyError, ValueError):
+        return _finish(inv, Invocation.SampleState.FAILED)
+    backend = plan.teacher if role == TEACHER else plan.student
+    if backend is None or plan.teacher is None:
+        return _finish(inv, Invocation.SampleState.FAILED)
+    try:
+        prices = prices_for(backend)
+    except PricingError:
+        return _finish(inv, Invocation.SampleState.FAILED)
+    prompt_bound = prompt_token_bound(plan.body_for(backend))
+    bound = cost_bound(prices, prompt_tokens=prompt_bound, max_tokens=plan.max_tokens)
+    cap = Decimal(str(profile_setting(profile, "sample_daily_usd", "SAMPLE_DAILY_USD")))
+    day = timezone.now().date()
+    if not spend_reserve(profile_id=profile.pk, day=day, amount=bound, cap=cap):
+        return _finish(inv, Invocation.SampleState.CAPPED)
+    try:  # the learning key's budget holds it too: the sample goes on the ledger under that key
+        held = learning_spend.reserve(bound)
+    except learning_spend.LearningBudgetSpent:
+        spend_settle(profile_id=profile.pk, day=day, reserved=bound, actual=Decimal(0))
+        return _finish(inv, Invocation.SampleState.CAPPED)
+    scratch = CallRecord(
+        id=inv.pk,
+        api_key_id=inv.api_key_id,
+        profile_id=profile.pk,
+        requested_model=inv.requested_model,
+        route=role,
+        policy="sample",
+        score=None,
+        stream=False,
+        request=inv.request,
+    )
+    actual = bound  # an attempt that blew up keeps its worst case on the day's spend
+    try:
+        completion = asyncio.run(run_leg(plan, scratch, backend))
+        actual = scratch.legs[-1].cost_usd
+    except UpstreamError:
+        completion = None
+    finally:
+        spend_settle(profile_id=profile.pk, day=day, reserved=bound, actual=actual)
+        sampled = learning_spend.Spend(
+            profile_id=profile.pk,
+            purpose="sample",
+            role=role,
+            backend=backend.name,
+            model=backend.litellm_model,
+            cost_usd=actual,
+            request=inv.request,
+            error=(scratch.legs[-1].error if scratch.legs else "") or ("" if completion else "no answer"),
+        )
+        learning_spend.record(sampled, reservation=held)
+    leg = scratch.legs[-1].as_json() if scratch.legs else None
+    if leg is None:
+        return _finish(inv, Invocation.SampleState.FAILED)
+    teacher_rate, student_rate = rates(profile)
+    leg.update(background=True, sample_rate=teacher_rate if role == TEACHER else student_rate)
+    sampled_message = completion.message if completion is not None else None
+    with transaction.atomic():
+        row = Invocation.objects.select_for_update().get(pk=inv.pk)
+        legs = [dict(item) for item in row.legs or []]
+        served = (row.response or {}).get("message")
+        if role == TEACHER:
+            student_leg = next((item for item in legs if item.get("role") == STUDENT), None)
+            teacher_ok = leg.get("verdict") in ANSWERED
+            correct = student_correct(served, sampled_message, teacher_ok) if completion else None
+        else:
+            student_leg = leg
+            teacher_leg = next((item for item in reversed(legs) if item.get("role") == TEACHER), None)
+            teacher_ok = teacher_leg is not None and teacher_leg.get("verdict") in ANSWERED
+            correct = student_correct(sampled_message, served, teacher_ok) if completion else None
+        if student_leg is not None and correct is not None:
+            student_leg["correct"] = correct
+        legs.append(leg)
+        if not jobs.still_ours(SAMPLE_JOB, row.pk, inv.sample_attempts).update(
+            legs=legs, sample_state=Invocation.SampleState.DONE
+        ):
+            return "given up"  # the sweeper took this attempt over meanwhile; its decision stands
+    return Invocation.SampleState.DONE

@@ -1,0 +1,307 @@
+"""``stream=true``: Server-Sent Events.
+
+A student answer that must be verified is produced whole, verified, and only then sent (as
+chunks); a teacher answer, or a student answer with nothing to verify, streams through as it
+arrives. Usage comes from the upstream's final usage chunk and is forwarded when the client
+asked for it (``stream_options.include_usage``), as OpenAI does.
+
+A chunk streamed through is parsed (the ledger needs its content, tool calls and usage) but sent on
+as the upstream's own bytes with the gateway's completion id put in, when the backend was called
+directly (routing/call/openai_client.py); a chunk that must change otherwise (usage the client did not
+ask for) is rebuilt. When the client goes away mid-stream the upstream response is closed, so the
+provider stops generating, and what was spent is still recorded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from routing.budgets import Hold
+from routing.call import upstream
+from routing.call.gateway import Prepared, Result, complete_call, finish, legs_planned, reserve_budget, save
+from routing.call.legs import new_leg, price_leg, run_leg, verify
+from routing.call.openai_client import IdSwap, UpstreamStream
+from routing.errors import ApiError, UpstreamError
+from routing.ledger import CallRecord
+from routing.models import Backend, Invocation
+from routing.pricing import Usage
+
+DONE = b"data: [DONE]\n\n"
+
+
+def sse(data: dict[str, Any]) -> bytes:
+    return b"data: " + orjson.dumps(data) + b"\n\n"
+
+
+@dataclass
+class Accumulator:
+    """Rebuilds the assistant message and usage from streamed deltas."""
+
+    content: list[str] = field(default_factory=list)
+    tool_calls: dict[int, dict[str, Any]] = field(default_factory=dict)
+    finish_reason: str = "stop"
+    usage: dict[str, Any] | None = None
+
+    def add(self, chunk: dict[str, Any]) -> None:
+        if chunk.get("usage"):
+            self.usage = chunk["usage"]
+        for choice in chunk.get("choices") or []:
+            delta = choice.get("delta") or {}
+            if delta.get("content"):
+                self.content.append(delta["content"])
+            for call in delta.get("tool_calls") or []:
+                slot = self.tool_calls.setdefault(
+                    call.get("index", 0),
+                    {"id": None, "type": "function", "function": {"name": "", "arguments": ""}},
+                )
+                slot["id"] = call.get("id") or slot["id"]
+                function = call.get("function") or {}
+                slot["function"]["name"] += function.get("name") or ""
+                slot["function"]["arguments"] += function.get("arguments") or ""
+            if choice.get("finish_reason"):
+                self.finish_reason = choice["finish_reason"]
+
+    def message(self) -> dict[str, Any]:
+        message: dict[str, Any] = {"role": "assistant", "content": "".join(self.content) or None}
+        if self.tool_calls:
+            message["tool_calls"] = [self.tool_calls[i] for i in sorted(self.tool_calls)]
+        return message
+
+
+def completion_chunks(
+    completion_id: str,
+    model: str,
+    message: dict[str, Any],
+    finish_reason: str,
+    usage: dict[str, Any] | None,
+    *,
+    more: Sequence[tuple[dict[str, Any], str]] = (),
+) -> list[dict[str, Any]]:
+    """A whole (verified) answer as the chunks a streaming upstream would have sent; ``more``: the
+    further choices of an ``n`` > 1 call, each under its own choice index."""
+    base = {
+        "id": completion_id,
+        "object": "chat.completion.chunk",
+        "created": int(time.time()),
+        "model": model,
+    }
+    chunks = []
+    for index, (answer, reason) in enumerate([(message, finish_reason), *more]):
+        delta: dict[str, Any] = {"role": "assistant", "content": answer.get("content") or ""}
+        if answer.get("tool_calls"):
+            delta["tool_calls"] = [{"index": i, **call} for i, call in enumerate(answer["tool_calls"])]
+        chunks += [
+            {**base, "choices": [{"index": index, "delta": delta, "finish_reason": None}]},
+            {**base, "choices": [{"index": index, "delta": {}, "finish_reason": reason}]},
+        ]
+    if usage is not None:
+        chunks.append({**base, "choices": [], "usage": usage})
+    return chunks
+
+
+@dataclass
+class StreamPlan:
+    headers: dict[str, str]
+    body: AsyncIterator[bytes]
+
+
+def _headers(record: CallRecord, served_by: str, verdict: str, overhead_ms: float) -> dict[str, str]:
+    return {
+        "x-skillgate-route": record.route,
+        "x-skillgate-served-by": served_by,
+        "x-skillgate-verdict": verdict,
+        "x-skillgate-fallback": "true" if record.route != served_by else "false",
+        "x-skillgate-overhead-ms": f"{overhead_ms:.2f}",
+        "x-skillgate-invocation": str(record.id),
+    }
+
+
+async def stream_call(prep: Prepared) -> StreamPlan:
+    if prep.request.choice_count > 1 or any(prep.plan.samples(b) > 1 for b in legs_planned(prep)):
+        # A best-of-n backend chooses among whole answers, and each of n choices is verified whole
+        # (routing/call/legs.py verify_choices), so the call runs whole and is then sent.
+        return _replay_result(prep, await complete_call(prep))
+    hold = await reserve_budget(prep)
+    record = prep.new_record()
+    completion_id = f"chatcmpl-{record.id.hex}"
+    want_usage = bool(prep.request.stream_options and prep.request.stream_options.include_usage)
+    try:
+        if prep.decision.route == Invocation.Route.STUDENT and prep.verifier is not None:
+            assert prep.student is not None
+            done = await run_leg(prep.plan, record, prep.student)
+            if done is not None and record.legs[-1].verdict == Invocation.Verdict.PASS:
+                return _replay_verified(prep, record, hold, done, completion_id, want_usage)
+            if prep.decision.policy == "forced":
+                return _replay_unverified_or_fail(prep, record, hold, done, completion_id, want_usage)
+            backends = [prep.teacher]
+        elif prep.decision.route == Invocation.Route.STUDENT:
+            assert prep.student is not None
+            backends = [prep.student] if prep.decision.policy == "forced" else [prep.student, prep.teacher]
+        else:
+            backends = [prep.teacher]
+        return await _stream_through(prep, record, hold, backends, completion_id, want_usage)
+    except BaseException as exc:
+        if record.status_code == 200:
+            record.status_code = exc.status if isinstance(exc, ApiError) else 500
+            record.error = record.error or str(exc)
+            record.verdict = Invocation.Verdict.ERROR
+        finish(record, prep, sum(leg.latency_ms for leg in record.legs))
+        await save(record, hold)
+        raise
+
+
+def _replay_verified(
+    prep: Prepared,
+    record: CallRecord,
+    hold: Hold | None,
+    done: upstream.Completion,
+    completion_id: str,
+    want_usage: bool,
+) -> StreamPlan:
+    leg = record.legs[-1]
+    record.served_by, record.verdict, record.verdict_detail = leg.role, leg.verdict, leg.detail
+    record.response = {"message": done.message, "finish_reason": done.finish_reason}
+    finish(record, prep, leg.latency_ms)
+    usage = done.raw.get("usage") if want_usage else None
+    chunks = completion_chunks(completion_id, leg.model, done.message, done.finish_reason, usage)
+
+    async def body() -> AsyncIterator[bytes]:
+        try:
+            for chunk in chunks:
+                yield sse(chunk)
+        finally:
+            await save(record, hold)
+        yield DONE
+
+    return StreamPlan(_headers(record, leg.role, leg.verdict, record.overhead_ms), body())
+
+
+def _replay_result(prep: Prepared, result: Result) -> StreamPlan:
+    """A call already run whole (and recorded) sent as the chunks of a stream."""
+    record, served = result.record, result.served
+    want_usage = bool(prep.request.stream_options and prep.request.stream_options.include_usage)
+    usage = result.completion.raw.get("usage") if want_usage else None
+    message, finish_reason = result.completion.message, result.completion.finish_reason
+    more = result.completion.choices[1:] if prep.request.choice_count > 1 else []
+    completion_id = f"chatcmpl-{record.id.hex}"
+    chunks = completion_chunks(completion_id, served.model, message, finish_reason, usage, more=more)
+
+    async def body() -> AsyncIterator[bytes]:
+        for chunk in chunks:
+            yield sse(chunk)
+        yield DONE
+
+    return StreamPlan(_headers(record, served.role, served.verdict, record.overhead_ms), body())
+
+
+def _replay_unverified_or_fail(
+    prep: Prepared,
+    record: CallRecord,
+    hold: Hold | None,
+    done: upstream.Completion | None,
+    completion_id: str,
+    want_usage: bool,
+) -> StreamPlan:
+    """A call forced onto the student whose answer failed: send it anyway, marked as failed."""
+    if done is None:
+        leg = record.legs[-1]
+        raise UpstreamError.of_leg(leg.error, leg.error_status)
+    return _replay_verified(prep, record, hold, done, completion_id, want_usage)
+
+
+async def _stream_through(
+    prep: Prepared,
+    record: CallRecord,
+    hold: Hold | None,
+    backends: list[Backend],
+    completion_id: str,
+    want_usage: bool,
+) -> StreamPlan:
+    chunks: UpstreamStream | None = None
+    for backend in backends:
+        leg = new_leg(backend)
+        record.legs.append(leg)
+        opened = time.perf_counter()
+        try:
+            chunks = await upstream.open_stream(backend, prep.body_for(backend))
+            break
+        except UpstreamError as exc:
+            leg.latency_ms = (time.perf_counter() - opened) * 1000
+            leg.error, leg.error_status, leg.verdict = exc.message, exc.status, Invocation.Verdict.ERROR
+    if chunks is None:
+        last = record.legs[-1]
+        record.status_code, record.error, record.verdict = (
+            last.error_status,
+            last.error,
+            Invocation.Verdict.ERROR,
+        )
+        raise UpstreamError.of_leg(last.error, last.error_status)
+    record.served_by = backend.role
+    now = time.perf_counter()
+    upstream_ms = sum(leg.latency_ms for leg in record.legs) + (now - opened) * 1000
+    first_byte_overhead = (now - prep.started) * 1000 - upstream_ms
+
+    async def settle(acc: Accumulator) -> None:
+        leg.latency_ms = (time.perf_counter() - opened) * 1000
+        message = acc.message()
+        if acc.usage is None:
+            # Cut off before the usage chunk (client hung up, upstream broke): the tokens were
+            # still spent, so charge the worst case of them and mark the leg as estimated.
+            leg.usage_estimated = True
+            calls = message.get("tool_calls")
+            text = (message.get("content") or "") + (json.dumps(calls) if calls else "")
+            usage = upstream.cut_off_usage(prep.body_for(backend), text)
+        else:
+            usage = Usage.from_openai(acc.usage)
+        price_leg(leg, backend, usage)
+        record.response = {"message": message, "finish_reason": acc.finish_reason}
+        if not leg.error:
+            await verify(prep.plan, leg, message)
+        record.verdict = Invocation.Verdict.ERROR if leg.error else leg.verdict
+        record.verdict_detail = leg.detail
+        finish(record, prep, sum(leg.latency_ms for leg in record.legs))
+        record.overhead_ms = max(0.0, first_byte_overhead)
+        await save(record, hold)
+
+    async def body() -> AsyncIterator[bytes]:
+        acc = Accumulator()
+        ids = IdSwap(completion_id)
+        try:
+            async for chunk, data in chunks.events():
+                acc.add(chunk)
+                if chunk.get("usage") is not None and not chunk.get("choices") and not want_usage:
+                    continue
+                if data is not None and (want_usage or "usage" not in chunk):
+                    swapped = ids.swap(data, chunk.get("id"))
+                    if swapped is not None:
+                        yield b"data: " + swapped + b"\n\n"
+                        continue
+                chunk["id"] = completion_id
+                if not want_usage:
+                    chunk.pop("usage", None)
+                yield sse(chunk)
+        except UpstreamError as exc:
+            leg.error, leg.error_status = exc.message, exc.status
+            record.status_code, record.error = exc.status, exc.message
+            yield sse(exc.body())
+        finally:
+            # Hang up on the upstream first (a client that went away: the provider stops generating),
+            # then record, before [DONE], so a client that saw the end finds the ledger row; also on
+            # a client disconnect (the generator is closed) the row is written.
+            try:
+                await asyncio.shield(chunks.aclose())
+            except Exception:  # a connection that breaks as it closes: nothing left to read anyway
+                pass
+            finally:
+                await settle(acc)
+        yield DONE
+
+    headers = _headers(record, backend.role, Invocation.Verdict.UNVERIFIED, max(0.0, first_byte_overhead))
+    return StreamPlan(headers, body())

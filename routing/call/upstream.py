@@ -1,0 +1,235 @@
+"""Calls to a backend, normalised to OpenAI-shaped dicts.
+
+A backend that speaks OpenAI's protocol natively (``openai/...``, ``hosted_vllm/...``) is called by the
+gateway's own pooled client (routing/call/openai_client.py); every other provider through litellm (offline
+mode), imported only when such a call is made. Either way a whole answer is a :class:`Completion` and
+a streamed one an :class:`UpstreamStream` of chunk dicts, failures an ``UpstreamError``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from core.env import env_optional
+from routing.call import openai_client, replicas
+from routing.call.openai_client import UpstreamStream
+from routing.errors import UpstreamError, too_long
+from routing.models import Backend
+from routing.pricing import Usage, completion_token_bound, prompt_token_bound
+from routing.protocol import UPSTREAM_FIELDS
+
+
+def _litellm() -> Any:
+    import litellm
+
+    litellm.suppress_debug_info = True
+    litellm.drop_params = True
+    return litellm
+
+
+@dataclass
+class Completion:
+    message: dict[str, Any]
+    finish_reason: str
+    usage: Usage
+    latency_ms: float
+    raw: dict[str, Any] = field(repr=False)
+    # Every answer the backend gave, as (message, finish_reason): more than one for a best-of-n call.
+    choices: list[tuple[dict[str, Any], str]] = field(default_factory=list, repr=False)
+
+    def pick(self, index: int) -> Completion:
+        """This completion answering with its ``index``-th choice (usage still counts them all)."""
+        message, finish_reason = self.choices[index]
+        return replace(self, message=message, finish_reason=finish_reason)
+
+
+def _refuse_strays(body: dict[str, Any]) -> None:
+    """A body key outside the OpenAI allow-list is a bug upstream of here (the request parser refuses
+    unknown fields), so it raises rather than reach a backend: through litellm it could name a URL, a
+    key or a mock; sent directly, it would be a parameter no caller may set."""
+    stray = sorted(set(body) - UPSTREAM_FIELDS)
+    if stray:
+        raise ValueError(f"not an OpenAI parameter, refused before the upstream call: {', '.join(stray)}")
+
+
+def _call_kwargs(backend: Backend, body: dict[str, Any]) -> dict[str, Any]:
+    """litellm's arguments: the body's OpenAI parameters, then the connection that only the operator sets."""
+    _refuse_strays(body)
+    kwargs: dict[str, Any] = {**body, "model": backend.litellm_model, "timeout": backend.timeout_s}
+    if backend.api_base:
+        kwargs["api_base"] = backend.api_base
+    # The backend row names the variable that holds its key (keys never live in the database).
+    key = env_optional(backend.api_key_env) if backend.api_key_env else None
+    kwargs["api_key"] = key or "none"
+    if backend.input_cost_per_token is not None:
+        kwargs["input_cost_per_token"] = float(backend.input_cost_per_token)
+        kwargs["output_cost_per_token"] = float(backend.output_cost_per_token or 0)
+    return kwargs
+
+
+def _upstream_error(backend: Backend, exc: Exception) -> UpstreamError:
+    litellm = _litellm()
+    timeout = isinstance(exc, litellm.Timeout)
+    status = getattr(exc, "status_code", None)
+    reason = str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__
+    where = f"{backend.role} backend {backend.name!r}"
+    if timeout:
+        return UpstreamError(f"The {where} timed out: {reason}", timeout=True)
+    refused = too_long(status, reason) or isinstance(exc, litellm.ContextWindowExceededError)
+    return UpstreamError(f"The {where} failed ({status or type(exc).__name__}): {reason}", refused=refused)
+
+
+def _message_dict(message: Any) -> dict[str, Any]:
+    data = message.model_dump() if hasattr(message, "model_dump") else dict(message)
+    out: dict[str, Any] = {"role": "assistant", "content": data.get("content")}
+    if data.get("tool_calls"):
+        out["tool_calls"] = [
+            {
+                "id": call.get("id"),
+                "type": "function",
+                "function": {
+                    "name": call["function"]["name"],
+                    "arguments": call["function"].get("arguments") or "",
+                },
+            }
+            for call in data["tool_calls"]
+        ]
+    return out
+
+
+def _completion(raw: dict[str, Any], latency_ms: float) -> Completion:
+    choices = [(_message_dict(c["message"]), c.get("finish_reason") or "stop") for c in raw["choices"]]
+    return Completion(
+        message=choices[0][0],
+        finish_reason=choices[0][1],
+        usage=Usage.from_openai(raw.get("usage")),
+        latency_ms=latency_ms,
+        raw=raw,
+        choices=choices,
+    )
+
+
+def cut_off_usage(body: dict[str, Any], completion_text: str) -> Usage:
+    """What a stream cut off before its usage chunk is charged (client hung up, upstream broke): the
+    worst case of what the provider may bill, never less (routing/pricing.py): every byte of the
+    upstream body as prompt tokens, every byte of the answer received as completion tokens."""
+    return Usage(
+        prompt_tokens=prompt_token_bound(body), completion_tokens=completion_token_bound(completion_text)
+    )
+
+
+def count_prompt_tokens(backend: Backend, body: dict[str, Any]) -> int:
+    """The prompt's tokens (messages and tools) by litellm's tokenizer of the backend's model (Anthropic's
+    count_tokens endpoint; litellm is imported here, in a worker thread)."""
+    litellm = _litellm()
+    return int(
+        litellm.token_counter(
+            model=backend.litellm_model, messages=body.get("messages") or [], tools=body.get("tools") or None
+        )
+    )
+
+
+async def complete(backend: Backend, body: dict[str, Any]) -> Completion:
+    """A whole answer from ``backend``; a student's from one of its replicas (routing/call/replicas.py)."""
+    if not replicas.balanced(backend):
+        return await _complete(backend, body)
+    chosen = replicas.pick(backend)
+    try:
+        return await _complete(chosen.backend, body)
+    except UpstreamError as exc:
+        meant = replicas.failed(chosen, exc)
+        if meant is exc:
+            raise
+        raise meant from exc
+    finally:
+        chosen.release()
+
+
+async def _complete(backend: Backend, body: dict[str, Any]) -> Completion:
+    target = openai_client.target_of(backend)
+    if target is None:
+        return await _complete_litellm(backend, body)
+    _refuse_strays(body)
+    started = time.perf_counter()
+    raw = await openai_client.post_json(backend, target, body)
+    latency_ms = (time.perf_counter() - started) * 1000
+    try:
+        return _completion(raw, latency_ms)
+    except (KeyError, IndexError, TypeError, AttributeError) as exc:
+        raise openai_client.status_error(backend, 200, f"not a chat completion ({exc!r})") from None
+
+
+async def _complete_litellm(backend: Backend, body: dict[str, Any]) -> Completion:
+    litellm = _litellm()
+    started = time.perf_counter()
+    try:
+        response = await litellm.acompletion(**_call_kwargs(backend, body))
+    except Exception as exc:
+        raise _upstream_error(backend, exc) from exc
+    return _completion(response.model_dump(), (time.perf_counter() - started) * 1000)
+
+
+async def open_stream(backend: Backend, body: dict[str, Any]) -> UpstreamStream:
+    """Start a streamed call (``stream_options.include_usage`` upstream); failures before the first
+    chunk raise UpstreamError here, later ones while iterating. Iterating gives chunk dicts;
+    ``events()`` gives them with the upstream's own bytes where there are any; ``aclose()`` hangs up on
+    the upstream (a client that went away), which stops it generating. A student's stream comes from
+    one of its replicas, counted in flight until the stream ends or is closed."""
+    if not replicas.balanced(backend):
+        return await _open_stream(backend, body)
+    chosen = replicas.pick(backend)
+    try:
+        stream = await _open_stream(chosen.backend, body)
+    except UpstreamError as exc:
+        chosen.release()
+        meant = replicas.failed(chosen, exc)
+        if meant is exc:
+            raise
+        raise meant from exc
+    except BaseException:
+        chosen.release()
+        raise
+
+    async def events() -> AsyncIterator[openai_client.Event]:
+        try:
+            async for event in stream.events():
+                yield event
+        finally:
+            chosen.release()
+
+    async def close() -> None:
+        try:
+            await stream.aclose()
+        finally:
+            chosen.release()
+
+    return UpstreamStream(events(), close)
+
+
+async def _open_stream(backend: Backend, body: dict[str, Any]) -> UpstreamStream:
+    target = openai_client.target_of(backend)
+    if target is not None:
+        _refuse_strays(body)
+        return await openai_client.open_stream(backend, target, body)
+    litellm = _litellm()
+    kwargs = _call_kwargs(backend, body)
+    kwargs.update(stream=True, stream_options={"include_usage": True})
+    try:
+        stream = await litellm.acompletion(**kwargs)
+    except Exception as exc:
+        raise _upstream_error(backend, exc) from exc
+
+    async def events() -> AsyncIterator[openai_client.Event]:
+        try:
+            async for chunk in stream:
+                yield chunk.model_dump(exclude_none=True), None
+        except Exception as exc:
+            raise _upstream_error(backend, exc) from exc
+
+    async def close() -> None:
+        await stream.aclose()
+
+    return UpstreamStream(events(), close)

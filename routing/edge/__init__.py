@@ -1,1 +1,0 @@
-"""The lean edge: the OpenAI-compatible API under ``/v1`` on raw ASGI (routing/edge/app.py)."""

@@ -1,0 +1,204 @@
+"""The router interface: ``route(call) -> Decision`` with a score, and its fixed policies.
+
+Policies are a small ABC plus a registry keyed by TaskProfile.policy (house style 8). The
+learned, calibrated router of the MERA issue registers itself here as one more policy.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from asgiref.sync import async_to_sync
+
+from core.db import run_sync
+from routing.access import lookups
+from routing.models import Invocation, RouterVersion, TaskProfile
+from routing.protocol import ChatRequest
+from routing.router.learning.features import CallInput, FeatureSpecError
+from routing.router.learning.runtime import LoadedRouter, cached_router, loaded_router
+
+
+@dataclass(frozen=True)
+class Call:
+    """Everything the router may look at: the whole request and its task profile."""
+
+    request: ChatRequest
+    profile: TaskProfile
+    has_verifier: bool
+
+    @property
+    def turn_index(self) -> int:
+        return sum(1 for m in self.request.messages if m.role == "assistant")
+
+    def serialized(self) -> str:
+        return json.dumps(
+            {
+                "messages": [m.model_dump(exclude_none=True) for m in self.request.messages],
+                "tools": [t.model_dump(exclude_none=True) for t in self.request.tools or []],
+            },
+            ensure_ascii=False,
+            sort_keys=True,
+        )
+
+
+@dataclass(frozen=True)
+class Decision:
+    route: str  # Invocation.Route
+    score: float | None
+    policy: str
+    reason: str
+    version_id: int | None = None  # the RouterVersion that decided (learned policy)
+
+
+class Router(ABC):
+    policy: ClassVar[str]
+
+    def __init__(self, params: dict[str, Any]) -> None:
+        self.params = params
+
+    @abstractmethod
+    def route(self, call: Call) -> Decision: ...
+
+    async def aroute(self, call: Call) -> Decision:
+        """What the (async) gateway calls; a policy that reads the database overrides it."""
+        return self.route(call)
+
+
+_ROUTERS: dict[str, type[Router]] = {}
+
+
+def register(cls: type[Router]) -> type[Router]:
+    _ROUTERS[cls.policy] = cls
+    return cls
+
+
+def build_router(profile: TaskProfile) -> Router:
+    try:
+        cls = _ROUTERS[profile.policy]
+    except KeyError:
+        raise ValueError(f"Task profile {profile.name!r} has unknown policy {profile.policy!r}") from None
+    return cls(profile.policy_params or {})
+
+
+@register
+class AlwaysTeacher(Router):
+    policy = TaskProfile.Policy.ALWAYS_TEACHER
+
+    def route(self, call: Call) -> Decision:
+        return Decision(Invocation.Route.TEACHER, None, self.policy, "policy sends every call to the teacher")
+
+
+@register
+class StudentWithFallback(Router):
+    """Every call tries the student; a failed verification falls back to the teacher."""
+
+    policy = TaskProfile.Policy.STUDENT_WITH_FALLBACK
+
+    def route(self, call: Call) -> Decision:
+        reason = "student first, teacher on a failed verification"
+        if not call.has_verifier:
+            reason = "student; no verifier on this profile, so no fallback"
+        return Decision(Invocation.Route.STUDENT, None, self.policy, reason)
+
+
+@register
+class Threshold(Router):
+    """score >= threshold goes to the teacher. The fixed score is the prompt's size relative to
+    ``scale`` bytes (longer calls are harder); the learned router replaces the score."""
+
+    policy = TaskProfile.Policy.THRESHOLD
+
+    def score(self, call: Call) -> float:
+        scale = float(self.params.get("scale", 4000))
+        return min(1.0, len(call.serialized().encode()) / scale)
+
+    def route(self, call: Call) -> Decision:
+        threshold = float(self.params.get("threshold", 0.5))
+        score = self.score(call)
+        route = Invocation.Route.TEACHER if score >= threshold else Invocation.Route.STUDENT
+        return Decision(route, score, self.policy, f"score {score:.3f} vs threshold {threshold:.3f}")
+
+
+def fixed_fallback(profile: TaskProfile, has_verifier: bool) -> Router:
+    """The fixed policy a learned profile uses while it has no usable router version:
+    ``policy_params.fallback``, else the cascade when the call has a verifier, else the teacher."""
+    params = profile.policy_params or {}
+    default = TaskProfile.Policy.STUDENT_WITH_FALLBACK if has_verifier else TaskProfile.Policy.ALWAYS_TEACHER
+    name = params.get("fallback") or default
+    cls = _ROUTERS.get(name)
+    if cls is None or cls.policy == TaskProfile.Policy.LEARNED:
+        raise ValueError(f"Task profile {profile.name!r} has an invalid fallback policy {name!r}")
+    return cls(params.get("fallback_params") or {})
+
+
+@dataclass(frozen=True)
+class ActiveVersion:
+    """The profile's active RouterVersion as a call needs it; ``pk`` None when it has none."""
+
+    pk: int | None
+    number: int = 0
+    threshold: float | None = None
+
+
+def _active_version(profile_id: int) -> ActiveVersion:
+    found = (
+        RouterVersion.objects.filter(profile_id=profile_id, status=RouterVersion.Status.ACTIVE)
+        .values_list("pk", "number", "threshold")
+        .first()
+    )
+    if found is None:
+        return ActiveVersion(None)
+    return ActiveVersion(found[0], found[1], None if found[2] is None else float(found[2]))
+
+
+def _load(pk: int, threshold: float) -> LoadedRouter:
+    model = RouterVersion.objects.values_list("model", flat=True).get(pk=pk)
+    return loaded_router(pk, model=model, threshold=threshold)
+
+
+@register
+class Learned(Router):
+    """The profile's active RouterVersion: its calibrated score >= its threshold goes to the teacher;
+    below, the student answers (the teacher backs up a failed verification, as in the cascade).
+
+    Which version is active is a per-process lookup (routing/access/lookups.py: cleared at once by an
+    admission or a rollback in this process, within the lookup TTL in others), so a call makes no
+    query; the fitted model is loaded once per process per version id (versions are immutable). The
+    features are computed off the event loop when they need the embedding model. No active version,
+    or a model whose features this machine cannot compute (FeatureSpecError, e.g. MiniLM missing): the
+    profile's fixed fallback policy decides.
+    """
+
+    policy = TaskProfile.Policy.LEARNED
+
+    async def aroute(self, call: Call) -> Decision:
+        profile_id = call.profile.pk
+        active = await lookups.cached("router_version", profile_id, lambda: _active_version(profile_id))
+        if active is None or active.pk is None:
+            return self._fallback(call, "no active router version")
+        pk, number, threshold = active.pk, active.number, active.threshold
+        if threshold is None:
+            return self._fallback(call, f"router v{number} has no threshold")
+        router: LoadedRouter | None = cached_router(pk)
+        if router is None:
+            try:
+                router = await run_sync(_load, pk, threshold)
+            except (FeatureSpecError, ValueError, KeyError, TypeError) as exc:
+                return self._fallback(call, f"router v{number} is unusable here ({exc})")
+        features = CallInput.from_call(call)
+        if router.featurizer.runs_model(features):
+            decided = await asyncio.to_thread(router.decide, features)
+        else:
+            decided = router.decide(features)
+        return Decision(decided.route, decided.score, self.policy, f"v{number}: {decided.reason}", pk)
+
+    def route(self, call: Call) -> Decision:
+        return async_to_sync(self.aroute)(call)
+
+    def _fallback(self, call: Call, why: str) -> Decision:
+        decision = fixed_fallback(call.profile, call.has_verifier).route(call)
+        return Decision(decision.route, decision.score, decision.policy, f"{why}; {decision.reason}")

@@ -1,0 +1,62 @@
+"""Reads for the router versions: the profile's ledger rows as replay records, and the held-out split."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+
+from routing.ledger import HAS_BODY
+from routing.models import Invocation, TaskProfile
+from routing.router.learning.calibration import EVAL_SPLIT, Split
+from routing.router.learning.features import FeatureSpec, default_spec, hashing_spec, minilm_spec
+from routing.router.learning.records import ReplayRecord, record_from_invocation
+from routing.router.versions.config import router_setting
+
+# Shards by hash of the task id: 0-2 train the model, 3 calibrates the threshold, 4 is held out
+# for admission. A task's calls never straddle two parts.
+VERSION_SPLIT: Split = EVAL_SPLIT
+MAX_COPIES = 100
+
+
+def ledger_records(
+    *, profile: TaskProfile, until: dt.datetime | None = None, limit: int | None = None
+) -> list[ReplayRecord]:
+    """The newest ``limit`` calls of the profile (up to ``until``) that still hold their request
+    (purged and hash-only rows have no text to learn from), oldest first."""
+    rows = Invocation.objects.filter(HAS_BODY, profile=profile).select_related("profile")
+    if until is not None:
+        rows = rows.filter(created_at__lte=until)
+    limit = limit or int(router_setting("MAX_TRAINING_CALLS"))
+    newest = list(rows.order_by("-created_at", "-pk")[:limit])
+    return [record_from_invocation(row) for row in reversed(newest)]
+
+
+def sample_weighted(records: Sequence[ReplayRecord]) -> list[ReplayRecord]:
+    """Complete records, each repeated 1/rate times when a background sample at that rate
+    completed it: the calls sampled stand for those that were not, so a policy replayed on them
+    sees the traffic's real mix (every failed student call is complete, only a sample of the
+    passed ones is)."""
+    out: list[ReplayRecord] = []
+    for record in records:
+        if not record.complete:
+            continue
+        rate = record.meta.get("sample_rate")
+        copies = max(1, min(MAX_COPIES, round(1 / rate))) if rate else 1
+        out.extend([record] * copies)
+    return out
+
+
+Parts = tuple[list[ReplayRecord], list[ReplayRecord], list[ReplayRecord]]
+
+
+def split(records: Sequence[ReplayRecord]) -> Parts:
+    """(train, calibrate, held out)."""
+    return VERSION_SPLIT.parts(records)
+
+
+def configured_spec() -> FeatureSpec:
+    kind = router_setting("FEATURES")
+    makers = {"auto": default_spec, "minilm": minilm_spec, "hashing": hashing_spec}
+    if kind not in makers:
+        raise ValueError(f"SKILLGATE ROUTER FEATURES must be one of {', '.join(makers)}, not {kind!r}")
+    return makers[kind]()

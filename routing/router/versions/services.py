@@ -1,0 +1,207 @@
+"""Writes: train a candidate from the ledger, admit it on held-out replay, activate, roll back."""
+
+from __future__ import annotations
+
+import datetime as dt
+from datetime import timedelta
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.db.models import Max
+from django.utils import timezone
+
+from core.errors import ServiceError
+from routing.access import lookups
+from routing.models import RouterVersion, TaskProfile
+from routing.router.learning.calibration import PolicyData, Target
+from routing.router.learning.evaluate import featurize, train_and_calibrate
+from routing.router.learning.features import FeatureSpec, FeatureSpecError
+from routing.router.learning.metrics import oracle_metrics, policy_metrics
+from routing.router.learning.model import LearnedRouterModel
+from routing.router.learning.runtime import featurizer_for
+from routing.router.versions.config import profile_target, router_setting
+from routing.router.versions.data import configured_spec, ledger_records, sample_weighted, split
+
+Status = RouterVersion.Status
+
+
+class RouterTrainingError(ServiceError):
+    """No candidate could be trained (too little data, one already training, ...)."""
+
+    code, status = "router_not_trained", 409
+
+
+class RouterVersionError(ServiceError, ValueError):
+    """An admission or rollback that does not apply to this version."""
+
+    code, status = "invalid_router_version", 409
+
+
+def _claim(*, profile: TaskProfile, target: Target) -> RouterVersion:
+    """The new version's row, status 'training': at most one per profile (a partial unique
+    constraint), so two retrains of one profile never run at once."""
+    stale = timezone.now() - timedelta(seconds=int(router_setting("TRAINING_STALE_S")))
+    RouterVersion.objects.filter(profile=profile, status=Status.TRAINING, created_at__lt=stale).update(
+        status=Status.FAILED, status_reason="training did not finish (worker lost?)"
+    )
+    try:
+        with transaction.atomic():
+            TaskProfile.objects.select_for_update().filter(pk=profile.pk).first()
+            number = (RouterVersion.objects.filter(profile=profile).aggregate(n=Max("number"))["n"] or 0) + 1
+            return RouterVersion.objects.create(
+                profile=profile,
+                number=number,
+                status=Status.TRAINING,
+                target_pass_rate=target.pass_rate,
+                target_relative=target.relative,
+                max_p95_ms=target.max_p95_ms,
+            )
+    except IntegrityError:
+        raise RouterTrainingError(f"a router for {profile.name!r} is already training") from None
+
+
+def _fail(version: RouterVersion, reason: str) -> None:
+    RouterVersion.objects.filter(pk=version.pk).update(status=Status.FAILED, status_reason=reason[:4000])
+
+
+def router_version_train(
+    *,
+    profile: TaskProfile,
+    target: Target | None = None,
+    spec: FeatureSpec | None = None,
+    until: dt.datetime | None = None,
+) -> RouterVersion:
+    """Trains and calibrates a candidate on the profile's ledger (shards 0-2 train, 3 calibrates;
+    4 is kept for admission). Raises RouterTrainingError, leaving a 'failed' row with the reason,
+    when it cannot; a candidate whose calibration found no threshold meeting the target is still
+    saved (admission rejects it, with the curve there to show why)."""
+    target = target or profile_target(profile)
+    version = _claim(profile=profile, target=target)
+    try:
+        records = ledger_records(profile=profile, until=until)
+        train, calibrate, heldout = split(records)
+        featurizer = featurizer_for(spec or configured_spec(), build=True)
+        trained = train_and_calibrate(train, sample_weighted(calibrate), featurizer=featurizer, target=target)
+    except (ValueError, FeatureSpecError, RuntimeError) as exc:
+        _fail(version, f"cannot train: {exc}")
+        raise RouterTrainingError(f"cannot train a router for {profile.name!r}: {exc}") from exc
+    except BaseException:
+        _fail(version, "training crashed")
+        raise
+    fields = trained.version_fields()
+    chosen = trained.calibration.chosen
+    newest = max((r.meta.get("created_at", "") for r in records), default="")
+    RouterVersion.objects.filter(pk=version.pk).update(
+        status=Status.CANDIDATE,
+        status_reason=trained.calibration.reason,
+        model=fields["model"],
+        feature_spec=fields["feature_spec"],
+        threshold=trained.threshold,
+        calibration=fields["calibration"],
+        predicted_teacher_share=chosen.teacher_share,
+        predicted_pass_rate=chosen.pass_rate,
+        predicted_cost_rel=chosen.cost_rel,
+        training_records=sum(1 for r in train if r.needs_teacher is not None),
+        calibration_records=sum(1 for r in calibrate if r.complete),
+        heldout_records=sum(1 for r in heldout if r.complete),
+        data_until=dt.datetime.fromisoformat(newest) if newest else None,
+    )
+    version.refresh_from_db()
+    return version
+
+
+def heldout_replay(version: RouterVersion) -> dict[str, Any]:
+    """The version's policy replayed on the held-out shard of the data it was trained up to."""
+    records = ledger_records(profile=version.profile, until=version.data_until)
+    _, _, heldout = split(records)
+    distinct = [r for r in heldout if r.complete]
+    weighted = sample_weighted(distinct)
+    numbers: dict[str, Any] = {"calls": len(distinct), "weighted_calls": len(weighted)}
+    if not weighted:
+        return numbers
+    model = LearnedRouterModel.from_json(version.model)
+    featurizer = featurizer_for(model.feature_spec, build=True)
+    scores = model.score_many(featurize(weighted, featurizer))
+    data = PolicyData.from_records(weighted)
+    learned = policy_metrics("learned", data, scores >= float(version.threshold or 0.0))
+    oracle = oracle_metrics(data)
+    target = Target(version.target_pass_rate, version.target_relative, version.max_p95_ms, 0.0)
+    teacher_pass = float(data.t_ok.mean())
+    numbers.update(
+        pass_rate=learned.pass_rate,
+        required_pass_rate=target.required(teacher_pass),
+        teacher_pass_rate=teacher_pass,
+        cost_rel=learned.cost_rel,
+        oracle_cost_rel=oracle.cost_rel,
+        teacher_share=learned.teacher_share,
+        fallback_rate=learned.fallback_rate,
+        p50_ms=learned.p50_ms,
+        p95_ms=learned.p95_ms,
+    )
+    return numbers
+
+
+def router_version_admit(*, version: RouterVersion) -> RouterVersion:
+    """Activates a candidate only when replaying it on the held-out shard meets its target
+    (pass rate, and the P95 bound when it has one); otherwise marks it rejected with the reason.
+    The held-out numbers are stored on the version either way."""
+    if version.status != Status.CANDIDATE:
+        raise RouterVersionError(f"only a candidate can be admitted; v{version.number} is {version.status}")
+    numbers = heldout_replay(version)
+    minimum = int(router_setting("MIN_HELDOUT_CALLS"))
+    reason = ""
+    if not (version.calibration or {}).get("met"):
+        reason = f"calibration: {version.status_reason}"
+    elif numbers["calls"] < minimum:
+        reason = f"only {numbers['calls']} complete held-out calls; admission needs {minimum}"
+    elif numbers["pass_rate"] < numbers["required_pass_rate"] - 1e-12:
+        reason = (
+            f"held-out pass rate {numbers['pass_rate']:.3f} is below the target's "
+            f"{numbers['required_pass_rate']:.3f}"
+        )
+    elif version.max_p95_ms is not None and numbers["p95_ms"] > version.max_p95_ms:
+        reason = f"held-out P95 {numbers['p95_ms']:.0f} ms is above the bound {version.max_p95_ms:.0f} ms"
+    numbers["met"] = not reason
+    RouterVersion.objects.filter(pk=version.pk).update(admission=numbers)
+    if reason:
+        RouterVersion.objects.filter(pk=version.pk).update(status=Status.REJECTED, status_reason=reason)
+        version.refresh_from_db()
+        return version
+    return router_version_activate(version=version)
+
+
+@transaction.atomic
+def router_version_activate(*, version: RouterVersion) -> RouterVersion:
+    """Makes ``version`` the profile's one active version and retires the one before, atomically
+    (the profile row is locked; a partial unique constraint allows one active version)."""
+    TaskProfile.objects.select_for_update().filter(pk=version.profile_id).first()
+    now = timezone.now()
+    RouterVersion.objects.filter(profile_id=version.profile_id, status=Status.ACTIVE).exclude(
+        pk=version.pk
+    ).update(status=Status.RETIRED, retired_at=now)
+    RouterVersion.objects.filter(pk=version.pk).update(
+        status=Status.ACTIVE,
+        activated_at=now,
+        retired_at=None,
+        drift_flag=False,
+        drift_reason="",
+        drift_checked_at=None,
+        live_calls=0,
+        live_teacher_share=None,
+        live_pass_rate=None,
+    )
+    lookups.clear()  # the gateway's cached active version (routing/router/policies.py), once this commits
+    version.refresh_from_db()
+    return version
+
+
+def router_version_rollback(*, profile: TaskProfile, to_version: RouterVersion) -> RouterVersion:
+    """Re-activates an earlier admitted (now retired) version of the profile."""
+    if to_version.profile_id != profile.pk:
+        raise RouterVersionError(f"v{to_version.number} belongs to another profile")
+    if to_version.status != Status.RETIRED:
+        raise RouterVersionError(
+            f"only a retired (once admitted) version can be rolled back to; v{to_version.number} is "
+            f"{to_version.status}"
+        )
+    return router_version_activate(version=to_version)
