@@ -117,7 +117,7 @@ DIAGNOSTICS_K8S_WRITE_KUBECONFIG = env_optional("SKILLGATE_K8S_WRITE_KUBECONFIG"
 DIAGNOSTICS_K8S_CONTEXT = env_optional("SKILLGATE_K8S_CONTEXT")
 DIAGNOSTICS_K8S_WRITE_NAMESPACES = env_list("SKILLGATE_K8S_WRITE_NAMESPACES", [])
 DIAGNOSTICS_K8S_HEALTH_TIMEOUT_S = env_float("SKILLGATE_K8S_HEALTH_TIMEOUT_S", 120.0)
-# `local`: the lab (a development and demo tool, diagnostics/lab/): its folder, first port (store, api,
+# `local`: the lab (a development and demo tool, lab/): its folder, first port (store, api,
 # web at base, +1, +2; worker i's metrics at base+10+i), store (auto | redis | python), redis-server to
 # run (empty: found on PATH), workers, spool quota, worker memory, load generator rate, and what its
 # health check calls healthy.
