@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
 
 from app.settings.base import BASE_DIR, CELERY_BEAT_SCHEDULE, EVAL_DIR
-from core.env import env_bool, env_float, env_int, env_list, env_optional, env_str
+from core.conf import from_env
+from core.env import env_bool, env_float, env_int, env_optional, env_str
+from diagnostics import conf as _diagnostics
 
 # --- Slack bot ----------------------------------------------------------------------------------
 # Off (its endpoint answers 404) until both the bot token and the signing secret are set.
@@ -54,70 +55,50 @@ CELERY_BEAT_SCHEDULE["sweep-evolver-jobs"] = {
     "schedule": JOBS_SWEEP_EVERY_S,
 }
 
-# --- Diagnosis agents (diagnostics/agent/config.py reads these) --------------------------------
-# The agent calls models only through the gateway, with this key (scopes llm and verifiers:call);
-# without one, the analyzers-only planner runs.
-SKILLGATE_GATEWAY_URL = env_str("SKILLGATE_GATEWAY_URL", "http://127.0.0.1:8000/v1")
-DIAGNOSTICS_AGENT_API_KEY = env_optional("SKILLGATE_AGENT_API_KEY") or ""
-# The gateway task profiles of the Observer's decisions and of the judge that grades diagnoses.
-DIAGNOSTICS_OBSERVER_PROFILE = env_str("SKILLGATE_DIAGNOSTICS_OBSERVER_PROFILE", "sre-observer")
-DIAGNOSTICS_JUDGE_PROFILE = env_str("SKILLGATE_DIAGNOSTICS_JUDGE_PROFILE", "sre-judge")
-# Observer decisions per diagnosis, the output cap of one (a JSON object), and its timeout.
-DIAGNOSTICS_MAX_ITERATIONS = env_int("SKILLGATE_DIAGNOSTICS_MAX_ITERATIONS", 12)
-DIAGNOSTICS_OBSERVER_MAX_TOKENS = env_int("SKILLGATE_DIAGNOSTICS_OBSERVER_MAX_TOKENS", 900)
-DIAGNOSTICS_LLM_TIMEOUT_S = env_float("SKILLGATE_DIAGNOSTICS_LLM_TIMEOUT_S", 120.0)
-# The Observer profile's model is capable of native tool calls (OpenAI tools): LLM mode then runs the
-# tool-calling Observer after the analyzers' plan, within DIAGNOSTICS_MAX_ITERATIONS turns and this many
-# tokens per diagnosis (docs/guides/diagnosis.md). Off: the JSON-protocol Observer (small models).
-DIAGNOSTICS_OBSERVER_TOOL_CALLING = env_bool("SKILLGATE_DIAGNOSTICS_OBSERVER_TOOL_CALLING", False)
-DIAGNOSTICS_AGENT_TOKEN_BUDGET = env_int("SKILLGATE_DIAGNOSTICS_AGENT_TOKEN_BUDGET", 60000)
-# Tool calls the analyzers-only planner may make in one diagnosis.
-DIAGNOSTICS_MAX_PROBES = env_int("SKILLGATE_DIAGNOSTICS_MAX_PROBES", 40)
-# Token budgets: what one Observer prompt may hold (findings, step summaries), and one step's summary.
-DIAGNOSTICS_CONTEXT_TOKENS = env_int("SKILLGATE_DIAGNOSTICS_CONTEXT_TOKENS", 6000)
-DIAGNOSTICS_SUMMARY_TOKENS = env_int("SKILLGATE_DIAGNOSTICS_SUMMARY_TOKENS", 300)
-# An ActionRequest not decided within this time expires (Celery beat).
-DIAGNOSTICS_ACTION_TTL_S = env_int("SKILLGATE_DIAGNOSTICS_ACTION_TTL_S", 3600)
-# The environment a new incident is diagnosed in when it names none: replay, local, kubernetes, prometheus.
-DIAGNOSTICS_DEFAULT_ENVIRONMENT = env_str("SKILLGATE_DIAGNOSTICS_DEFAULT_ENVIRONMENT", "local")
-# How much raw tool output a Step keeps (the rest is cut, and marked as cut).
-DIAGNOSTICS_STEP_RESULT_CHARS = env_int("SKILLGATE_DIAGNOSTICS_STEP_RESULT_CHARS", 8000)
-# Queue of the diagnosis, execution and Slack tasks; empty for Celery's default queue.
-DIAGNOSTICS_QUEUE = env_str("SKILLGATE_DIAGNOSTICS_QUEUE", "")
-# Extra environments, {"name": "dotted.module"} (JSON), over the built-in ones
-# (diagnostics/toolsets/registry.py).
-DIAGNOSTICS_ENVIRONMENT_MODULES: dict[str, str] = json.loads(
-    env_str("SKILLGATE_DIAGNOSTICS_ENVIRONMENT_MODULES", "{}")
-)
-# The recorded incidents the `replay` environment serves (a case is a folder under it).
-DIAGNOSTICS_REPLAY_ROOT = Path(
-    env_str("SKILLGATE_DIAGNOSTICS_REPLAY_ROOT", str(EVAL_DIR / "holmesgpt" / "cases"))
-)
-# Analyzer thresholds (diagnostics/agent/analyzers/): CPU throttling share; p99 latency (s); error rate
-# (share of requests); disk use, CPU use and a pod's CPU above its peers' (percent); a deploy this
-# recent (s) is a suspect; queue depth.
-DIAGNOSTICS_THROTTLING_THRESHOLD = env_float("SKILLGATE_DIAGNOSTICS_THROTTLING_THRESHOLD", 0.25)
-DIAGNOSTICS_LATENCY_THRESHOLD_S = env_float("SKILLGATE_DIAGNOSTICS_LATENCY_THRESHOLD_S", 1.0)
-DIAGNOSTICS_ERROR_RATE_THRESHOLD = env_float("SKILLGATE_DIAGNOSTICS_ERROR_RATE_THRESHOLD", 0.05)
-DIAGNOSTICS_DISK_THRESHOLD_PERCENT = env_float("SKILLGATE_DIAGNOSTICS_DISK_THRESHOLD_PERCENT", 90.0)
-DIAGNOSTICS_CPU_THRESHOLD_PERCENT = env_float("SKILLGATE_DIAGNOSTICS_CPU_THRESHOLD_PERCENT", 50.0)
-DIAGNOSTICS_CPU_OUTLIER_PERCENT = env_float("SKILLGATE_DIAGNOSTICS_CPU_OUTLIER_PERCENT", 15.0)
-DIAGNOSTICS_RECENT_DEPLOY_S = env_float("SKILLGATE_DIAGNOSTICS_RECENT_DEPLOY_S", 3600.0)
-DIAGNOSTICS_QUEUE_DEPTH_THRESHOLD = env_float("SKILLGATE_DIAGNOSTICS_QUEUE_DEPTH_THRESHOLD", 10.0)
+# --- Diagnosis agents and the environments behind their toolsets (diagnostics/conf.py) ----------
+# The flat DIAGNOSTICS_* names (and SKILLGATE_GATEWAY_URL, MCP_API_STDIO_PROGRAMS), each declared once,
+# with its variable, default, range and meaning, in diagnostics/conf.py; the agent calls models only
+# through the gateway, with DIAGNOSTICS_AGENT_API_KEY, and without one the analyzers-only planner runs.
+_agent = from_env(_diagnostics.Agent)
+_analyzers = from_env(_diagnostics.Analyzers)
+_environments = from_env(_diagnostics.Environments, DIAGNOSTICS_REPLAY_ROOT=EVAL_DIR / "holmesgpt" / "cases")
+SKILLGATE_GATEWAY_URL = _agent["SKILLGATE_GATEWAY_URL"]
+DIAGNOSTICS_AGENT_API_KEY = _agent["DIAGNOSTICS_AGENT_API_KEY"]
+DIAGNOSTICS_OBSERVER_PROFILE = _agent["DIAGNOSTICS_OBSERVER_PROFILE"]
+DIAGNOSTICS_JUDGE_PROFILE = _agent["DIAGNOSTICS_JUDGE_PROFILE"]
+DIAGNOSTICS_MAX_ITERATIONS = _agent["DIAGNOSTICS_MAX_ITERATIONS"]
+DIAGNOSTICS_OBSERVER_MAX_TOKENS = _agent["DIAGNOSTICS_OBSERVER_MAX_TOKENS"]
+DIAGNOSTICS_LLM_TIMEOUT_S = _agent["DIAGNOSTICS_LLM_TIMEOUT_S"]
+DIAGNOSTICS_OBSERVER_TOOL_CALLING = _agent["DIAGNOSTICS_OBSERVER_TOOL_CALLING"]
+DIAGNOSTICS_AGENT_TOKEN_BUDGET = _agent["DIAGNOSTICS_AGENT_TOKEN_BUDGET"]
+DIAGNOSTICS_MAX_PROBES = _agent["DIAGNOSTICS_MAX_PROBES"]
+DIAGNOSTICS_CONTEXT_TOKENS = _agent["DIAGNOSTICS_CONTEXT_TOKENS"]
+DIAGNOSTICS_SUMMARY_TOKENS = _agent["DIAGNOSTICS_SUMMARY_TOKENS"]
+DIAGNOSTICS_ACTION_TTL_S = _agent["DIAGNOSTICS_ACTION_TTL_S"]
+DIAGNOSTICS_DEFAULT_ENVIRONMENT = _agent["DIAGNOSTICS_DEFAULT_ENVIRONMENT"]
+DIAGNOSTICS_STEP_RESULT_CHARS = _agent["DIAGNOSTICS_STEP_RESULT_CHARS"]
+DIAGNOSTICS_QUEUE = _agent["DIAGNOSTICS_QUEUE"]
+DIAGNOSTICS_THROTTLING_THRESHOLD = _analyzers["DIAGNOSTICS_THROTTLING_THRESHOLD"]
+DIAGNOSTICS_LATENCY_THRESHOLD_S = _analyzers["DIAGNOSTICS_LATENCY_THRESHOLD_S"]
+DIAGNOSTICS_ERROR_RATE_THRESHOLD = _analyzers["DIAGNOSTICS_ERROR_RATE_THRESHOLD"]
+DIAGNOSTICS_DISK_THRESHOLD_PERCENT = _analyzers["DIAGNOSTICS_DISK_THRESHOLD_PERCENT"]
+DIAGNOSTICS_CPU_THRESHOLD_PERCENT = _analyzers["DIAGNOSTICS_CPU_THRESHOLD_PERCENT"]
+DIAGNOSTICS_CPU_OUTLIER_PERCENT = _analyzers["DIAGNOSTICS_CPU_OUTLIER_PERCENT"]
+DIAGNOSTICS_RECENT_DEPLOY_S = _analyzers["DIAGNOSTICS_RECENT_DEPLOY_S"]
+DIAGNOSTICS_QUEUE_DEPTH_THRESHOLD = _analyzers["DIAGNOSTICS_QUEUE_DEPTH_THRESHOLD"]
+DIAGNOSTICS_ENVIRONMENT_MODULES = _environments["DIAGNOSTICS_ENVIRONMENT_MODULES"]
+DIAGNOSTICS_REPLAY_ROOT = _environments["DIAGNOSTICS_REPLAY_ROOT"]
+DIAGNOSTICS_PROMETHEUS_URL = _environments["DIAGNOSTICS_PROMETHEUS_URL"]
+DIAGNOSTICS_PROMETHEUS_TOKEN = _environments["DIAGNOSTICS_PROMETHEUS_TOKEN"]
+DIAGNOSTICS_PROMETHEUS_TIMEOUT_S = _environments["DIAGNOSTICS_PROMETHEUS_TIMEOUT_S"]
+DIAGNOSTICS_K8S_READ_KUBECONFIG = _environments["DIAGNOSTICS_K8S_READ_KUBECONFIG"]
+DIAGNOSTICS_K8S_WRITE_KUBECONFIG = _environments["DIAGNOSTICS_K8S_WRITE_KUBECONFIG"]
+DIAGNOSTICS_K8S_CONTEXT = _environments["DIAGNOSTICS_K8S_CONTEXT"]
+DIAGNOSTICS_K8S_WRITE_NAMESPACES = _environments["DIAGNOSTICS_K8S_WRITE_NAMESPACES"]
+DIAGNOSTICS_K8S_HEALTH_TIMEOUT_S = _environments["DIAGNOSTICS_K8S_HEALTH_TIMEOUT_S"]
+MCP_API_STDIO_PROGRAMS = _environments["MCP_API_STDIO_PROGRAMS"]
 
-# Environments behind the toolsets, each off until configured (design.md section 4).
-# `prometheus`: the HTTP API's base URL, an optional bearer token, the timeout of one query.
-DIAGNOSTICS_PROMETHEUS_URL = env_optional("SKILLGATE_PROMETHEUS_URL")
-DIAGNOSTICS_PROMETHEUS_TOKEN = env_optional("SKILLGATE_PROMETHEUS_TOKEN")
-DIAGNOSTICS_PROMETHEUS_TIMEOUT_S = env_float("SKILLGATE_PROMETHEUS_TIMEOUT_S", 10.0)
-# `kubernetes`: separate read-only and write kubeconfigs, a context, the namespaces writes may touch
-# (comma-separated; empty: any) and how long a health check waits for a rollout.
-DIAGNOSTICS_K8S_READ_KUBECONFIG = env_optional("SKILLGATE_K8S_READ_KUBECONFIG")
-DIAGNOSTICS_K8S_WRITE_KUBECONFIG = env_optional("SKILLGATE_K8S_WRITE_KUBECONFIG")
-DIAGNOSTICS_K8S_CONTEXT = env_optional("SKILLGATE_K8S_CONTEXT")
-DIAGNOSTICS_K8S_WRITE_NAMESPACES = env_list("SKILLGATE_K8S_WRITE_NAMESPACES", [])
-DIAGNOSTICS_K8S_HEALTH_TIMEOUT_S = env_float("SKILLGATE_K8S_HEALTH_TIMEOUT_S", 120.0)
-# `local`: the lab (a development and demo tool, diagnostics/lab/): its folder, first port (store, api,
+# `local`: the lab (a development and demo tool, lab/): its folder, first port (store, api,
 # web at base, +1, +2; worker i's metrics at base+10+i), store (auto | redis | python), redis-server to
 # run (empty: found on PATH), workers, spool quota, worker memory, load generator rate, and what its
 # health check calls healthy.
@@ -133,8 +114,3 @@ DIAGNOSTICS_LAB_HEALTH_TIMEOUT_S = env_float("SKILLGATE_LAB_HEALTH_TIMEOUT_S", 2
 DIAGNOSTICS_LAB_ERROR_RATE_MAX = env_float("SKILLGATE_LAB_ERROR_RATE_MAX", 0.05)
 DIAGNOSTICS_LAB_LATENCY_MAX_MS = env_float("SKILLGATE_LAB_LATENCY_MAX_MS", 100.0)
 DIAGNOSTICS_LAB_CPU_MAX_PERCENT = env_float("SKILLGATE_LAB_CPU_MAX_PERCENT", 25.0)
-
-# --- MCP servers (docs/guides/mcp.md) --------------------------------------------------------------------
-# A stdio MCP server is a program run on this host: registered over /api/ (scope mcp:admin), its program
-# (the command's first item, exactly as written) must be one of these. The admin site has no such list.
-MCP_API_STDIO_PROGRAMS = env_list("SKILLGATE_MCP_API_STDIO_PROGRAMS", [])

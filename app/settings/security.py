@@ -4,28 +4,16 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from app.settings.base import CELERY_BEAT_SCHEDULE, INSTALLED_APPS, MIDDLEWARE
+from app.settings.base import INSTALLED_APPS, MIDDLEWARE
 from app.settings.gateway import SKILLGATE
 from core.env import env_bool, env_float, env_int, env_optional
 
 # --- Security: edge limits, login throttling, TLS, ledger retention (design.md section 8) ---------
-# Request bodies: SKILLGATE MAX_BODY_BYTES (above) is enforced in front of Django (app/edge.py, a 413);
-# JSON bodies nesting deeper than this are a 400 (routing/json_body.py), never json.loads recursion.
-SKILLGATE["MAX_JSON_DEPTH"] = env_int("SKILLGATE_MAX_JSON_DEPTH", 64)
-# Django's own cap on request.body (2.5 MB by default) would refuse a body the edge let through with an
-# HTML 400; one limit, one answer.
+# Request bodies: SKILLGATE MAX_BODY_BYTES is enforced in front of Django (app/edge.py, a 413), JSON
+# nesting by MAX_JSON_DEPTH; ledger bodies' retention: LEDGER_RETENTION_DAYS, LEDGER_STORE_BODIES (all
+# declared in routing/conf/). Django's own cap on request.body (2.5 MB by default) would refuse a body
+# the edge let through with an HTML 400; one limit, one answer.
 DATA_UPLOAD_MAX_MEMORY_SIZE = SKILLGATE["MAX_BODY_BYTES"]
-# Ledger bodies (prompts and answers in Invocation.request/response): blanked by Celery beat once older
-# than LEDGER_RETENTION_DAYS (0: kept forever); the row, its costs, tokens and verdict stay. With
-# LEDGER_STORE_BODIES off, only a SHA-256 and the message count are written (no replay or learning
-# from those calls: the cycle, the router's training data and background samples skip them).
-SKILLGATE["LEDGER_RETENTION_DAYS"] = env_int("SKILLGATE_LEDGER_RETENTION_DAYS", 30)
-SKILLGATE["LEDGER_STORE_BODIES"] = env_bool("SKILLGATE_LEDGER_STORE_BODIES", True)
-SKILLGATE["LEDGER_PURGE_BATCH"] = env_int("SKILLGATE_LEDGER_PURGE_BATCH", 500)
-CELERY_BEAT_SCHEDULE["purge-ledger-bodies"] = {
-    "task": "routing.tasks.ledger_bodies_purge",
-    "schedule": float(env_int("SKILLGATE_LEDGER_PURGE_EVERY_S", 3600)),
-}
 
 # Login throttling (django-axes): AXES_FAILURE_LIMIT failed logins of one username from one IP lock that
 # pair out for AXES_COOLOFF_MINUTES, even with the right password; a success resets the count. Axes

@@ -21,13 +21,13 @@ import httpx
 
 from diagnostics.agent.runner import MemoryRecorder, Outcome, investigate
 from diagnostics.agent.subject import AlertContext, from_alertmanager, from_text
-from diagnostics.lab.config import LabConfig
-from diagnostics.lab.control import Lab
-from diagnostics.lab.faults import get_fault
 from diagnostics.toolsets.base import ReadToolset, WriteToolset
 from diagnostics.toolsets.local import LocalReadToolset, LocalWriteToolset
 from diagnostics.toolsets.prometheus import PrometheusConfig, PrometheusReadToolset
 from diagnostics.toolsets.registry import Environment
+from lab.config import LabConfig
+from lab.control import Lab
+from lab.faults import get_fault
 
 # The decisive facts of each fault that a diagnosis must state (lower case), as an operator would check.
 ROOT_CAUSE: dict[str, tuple[str, ...]] = {

@@ -1,4 +1,4 @@
-"""The `local` environment: the lab under supervisord on this machine (diagnostics/lab).
+"""The `local` environment: the lab under supervisord on this machine (lab/).
 
 LocalReadToolset holds only the lab's frozen config (paths, ports) and a SupervisorReader, which
 keeps a socket path and allows only read XML-RPC methods; it reads files, GETs /metrics and
@@ -14,22 +14,6 @@ import xmlrpc.client
 from collections.abc import Callable
 from typing import Any, ClassVar
 
-from diagnostics.lab import deploy
-from diagnostics.lab.changes import render_changes
-from diagnostics.lab.config import CONFIGURABLE, MAX_WORKERS, SERVICES, LabConfig
-from diagnostics.lab.control import Lab, LabError
-from diagnostics.lab.health import HealthChecker
-from diagnostics.lab.probes import (
-    cpu_percent,
-    http_get,
-    parse_metrics,
-    proc_stat,
-    resp_once,
-    summarize_http,
-)
-from diagnostics.lab.spool import largest_files, spool_usage
-from diagnostics.lab.state import desired_workers
-from diagnostics.lab.supervisor import SupervisorReader
 from diagnostics.toolsets.base import (
     ActionResult,
     HealthResult,
@@ -40,6 +24,22 @@ from diagnostics.toolsets.base import (
     object_schema,
     validation_error,
 )
+from lab import deploy
+from lab.changes import render_changes
+from lab.config import CONFIGURABLE, MAX_WORKERS, SERVICES, LabConfig
+from lab.control import Lab, LabError
+from lab.health import HealthChecker
+from lab.probes import (
+    cpu_percent,
+    http_get,
+    parse_metrics,
+    proc_stat,
+    resp_once,
+    summarize_http,
+)
+from lab.spool import largest_files, spool_usage
+from lab.state import desired_workers
+from lab.supervisor import SupervisorReader
 
 MAX_OUTPUT = 12_000
 ACTOR = "skillgate-executor"  # who the change log and the deploy log name for approved actions

@@ -14,12 +14,12 @@ import pytest
 from django.contrib.auth.models import User
 
 from diagnostics import tasks
-from diagnostics.lab.control import Lab
-from diagnostics.lab.faults import get_fault
-from diagnostics.lab.probes import processes_where
-from diagnostics.lab.supervisor import SupervisorReader
 from diagnostics.models import ActionRequest, Trajectory
 from diagnostics.toolsets.local import LocalReadToolset, LocalWriteToolset
+from lab.control import Lab
+from lab.faults import get_fault
+from lab.probes import processes_where
+from lab.supervisor import SupervisorReader
 from tests.factories import make_key
 from tests.support.lab import local_environment_lab, wait_for_symptoms
 

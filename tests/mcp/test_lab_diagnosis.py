@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 
 from diagnostics import services
-from diagnostics.lab.faults import get_fault
 from diagnostics.mcp.servers import (
     mcp_server_register,
     mcp_server_sync,
@@ -21,6 +20,7 @@ from diagnostics.mcp.servers import (
 from diagnostics.models import McpCall, McpServer, Step
 from diagnostics.recording import run_trajectory
 from diagnostics.toolsets.local import LocalReadToolset
+from lab.faults import get_fault
 from tests.mcp.conftest import node_server
 from tests.support.lab import local_environment_lab, wait_for_symptoms
 

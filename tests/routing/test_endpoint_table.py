@@ -12,7 +12,7 @@ from routing.models import Invocation
 
 
 def test_every_llm_call_row_is_a_ledger_endpoint_and_nothing_else_is():
-    assert endpoints.LLM_CALL_PATHS == {choice.value for choice in Invocation.Endpoint}
+    assert {choice.value for choice in Invocation.Endpoint} == endpoints.LLM_CALL_PATHS
     assert inflight.CALL_PATHS is endpoints.LLM_CALL_PATHS
 
 

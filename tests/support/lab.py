@@ -14,10 +14,10 @@ from typing import Any
 
 from django.test import override_settings
 
-from diagnostics.lab.config import LabConfig
-from diagnostics.lab.control import Lab
-from diagnostics.lab.probes import processes_where
 from diagnostics.toolsets.local import LocalReadToolset
+from lab.config import LabConfig
+from lab.control import Lab
+from lab.probes import processes_where
 from tests.support.wait import wait_until
 
 SYMPTOM_TIMEOUT = 20.0

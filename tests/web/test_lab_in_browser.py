@@ -19,10 +19,10 @@ import pytest
 from django.contrib.auth.models import User
 from playwright.sync_api import Browser, expect
 
-from diagnostics.lab.control import Lab
-from diagnostics.lab.faults import get_fault
 from diagnostics.models import ActionRequest, Incident
 from diagnostics.toolsets.local import LocalReadToolset, LocalWriteToolset
+from lab.control import Lab
+from lab.faults import get_fault
 from tests.support.browser import log_in, needs_chromium, screenshot
 from tests.support.celery_worker import celery_worker
 from tests.support.dashboard import PASSWORD

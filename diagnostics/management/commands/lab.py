@@ -8,9 +8,9 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from diagnostics.lab.config import LabConfig
-from diagnostics.lab.control import Lab, LabError
-from diagnostics.lab.faults import FAULTS, get_fault
+from lab.config import LabConfig
+from lab.control import Lab, LabError
+from lab.faults import FAULTS, get_fault
 
 
 class Command(BaseCommand):

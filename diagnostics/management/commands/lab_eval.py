@@ -9,10 +9,10 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from diagnostics.evaluation.lab import ROOT_CAUSE, measure_fault, table
-from diagnostics.lab.config import LabConfig
-from diagnostics.lab.control import Lab, LabError
-from diagnostics.lab.daemon import DaemonUnavailable
-from diagnostics.lab.prometheus import for_lab
+from lab.config import LabConfig
+from lab.control import Lab, LabError
+from lab.daemon import DaemonUnavailable
+from lab.prometheus import for_lab
 
 
 class Command(BaseCommand):

@@ -11,10 +11,10 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from diagnostics.lab import alertmanager
-from diagnostics.lab.config import LabConfig
-from diagnostics.lab.daemon import DaemonUnavailable
-from diagnostics.lab.prometheus import for_lab
+from lab import alertmanager
+from lab.config import LabConfig
+from lab.daemon import DaemonUnavailable
+from lab.prometheus import for_lab
 
 
 def _interrupt(signum: int, frame: FrameType | None) -> None:

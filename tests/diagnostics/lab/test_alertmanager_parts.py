@@ -13,10 +13,10 @@ import pytest
 import yaml
 
 from bench.support.vllm import free_port
-from diagnostics.lab import alertmanager
-from diagnostics.lab.config import LabConfig
-from diagnostics.lab.daemon import DaemonUnavailable
-from diagnostics.lab.prometheus import RULES, for_lab, lab_targets, scrape_config
+from lab import alertmanager
+from lab.config import LabConfig
+from lab.daemon import DaemonUnavailable
+from lab.prometheus import RULES, for_lab, lab_targets, scrape_config
 from routing.access.keys import hash_key
 from routing.models import ApiKey
 

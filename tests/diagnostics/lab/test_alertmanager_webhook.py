@@ -13,12 +13,12 @@ import pytest
 
 from bench.support.vllm import free_port
 from diagnostics import tasks
-from diagnostics.lab import alertmanager
-from diagnostics.lab.faults import get_fault
-from diagnostics.lab.prometheus import binary as prometheus_binary
-from diagnostics.lab.prometheus import for_lab
 from diagnostics.models import Incident, Trajectory
 from diagnostics.toolsets.local import LocalReadToolset
+from lab import alertmanager
+from lab.faults import get_fault
+from lab.prometheus import binary as prometheus_binary
+from lab.prometheus import for_lab
 from tests.support.lab import local_environment_lab, wait_for_symptoms
 from tests.support.wait import wait_until
 

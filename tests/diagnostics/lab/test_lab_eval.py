@@ -11,7 +11,7 @@ import pytest
 from django.core.management import call_command
 
 from diagnostics.evaluation.lab import LabRow, table
-from diagnostics.lab.prometheus import binary
+from lab.prometheus import binary
 from tests.support.lab import local_environment_lab
 
 

@@ -11,15 +11,15 @@ from pathlib import Path
 import pytest
 
 from bench.support.vllm import free_port
-from diagnostics.lab import deploy
-from diagnostics.lab.changes import clear_changes, recent_changes, render_changes
-from diagnostics.lab.config import REPO_ROOT, LabConfig
-from diagnostics.lab.control import Lab
-from diagnostics.lab.probes import histogram_quantile, parse_metrics, summarize_http
-from diagnostics.lab.services.common import ConfigError, Metrics, RespClient, StoreError, load_json_config
-from diagnostics.lab.state import known_good_configs, write_config
-from diagnostics.lab.supervisor import render_conf
 from diagnostics.toolsets.local import LocalReadToolset
+from lab import deploy
+from lab.changes import clear_changes, recent_changes, render_changes
+from lab.config import REPO_ROOT, LabConfig
+from lab.control import Lab
+from lab.probes import histogram_quantile, parse_metrics, summarize_http
+from lab.services.common import ConfigError, Metrics, RespClient, StoreError, load_json_config
+from lab.state import known_good_configs, write_config
+from lab.supervisor import render_conf
 from tests.support.wait import wait_until
 
 
@@ -58,7 +58,7 @@ def test_config_errors_name_the_key(tmp_path: Path) -> None:
 def python_store() -> Iterator[int]:
     port = free_port()
     process = subprocess.Popen(
-        [sys.executable, "-m", "diagnostics.lab.services.store", "--port", str(port)],
+        [sys.executable, "-m", "lab.services.store", "--port", str(port)],
         cwd=REPO_ROOT,
         stderr=subprocess.DEVNULL,
     )
@@ -97,7 +97,7 @@ def test_supervisord_config_has_its_own_socket_and_scales_the_worker_group(tmp_p
     text = render_conf(config, workers=3)
     assert f"file={tmp_path}/supervisor.sock" in text and "chmod=0700" in text
     assert "numprocs=3" in text and "process_name=%(program_name)s_%(process_num)d" in text
-    assert "diagnostics.lab.services.store --port 30100" in text
+    assert "lab.services.store --port 30100" in text
     assert "stopasgroup=true" in text and "killasgroup=true" in text
     assert "[program:worker]" not in render_conf(config, workers=0)
 

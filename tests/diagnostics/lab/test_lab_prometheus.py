@@ -18,12 +18,12 @@ import yaml
 
 from diagnostics.agent.runner import MemoryRecorder, investigate
 from diagnostics.agent.subject import from_alertmanager
-from diagnostics.lab.config import REPO_ROOT
-from diagnostics.lab.faults import get_fault
-from diagnostics.lab.prometheus import RULES, binary, for_lab
 from diagnostics.toolsets.local import LocalReadToolset
 from diagnostics.toolsets.prometheus import PrometheusConfig, PrometheusReadToolset
 from diagnostics.toolsets.registry import build_environment
+from lab.config import REPO_ROOT
+from lab.faults import get_fault
+from lab.prometheus import RULES, binary, for_lab
 from tests.support.lab import free_port_base, local_environment_lab, wait_for_symptoms
 
 pytestmark = [

@@ -12,14 +12,14 @@ from typing import Any
 import pytest
 from django.core.management import call_command
 
-from diagnostics.lab.config import SERVICES, LabConfig
-from diagnostics.lab.control import Lab
-from diagnostics.lab.faults import FAULTS, get_fault
-from diagnostics.lab.probes import processes_where, resp_once
-from diagnostics.lab.state import known_good_configs, read_config
-from diagnostics.lab.supervisor import SupervisorControl, SupervisorReader
 from diagnostics.toolsets.base import ReadToolset, WriteToolset
 from diagnostics.toolsets.local import LocalReadToolset, LocalWriteToolset
+from lab.config import SERVICES, LabConfig
+from lab.control import Lab
+from lab.faults import FAULTS, get_fault
+from lab.probes import processes_where, resp_once
+from lab.state import known_good_configs, read_config
+from lab.supervisor import SupervisorControl, SupervisorReader
 from tests.support.lab import SYMPTOMS, free_port_base, table_row, wait_for_symptoms
 
 

@@ -22,10 +22,10 @@ from diagnostics.agent.analyzers import AnalysisState, ToolOutput, analyze
 from diagnostics.agent.params import TOPIC_QUERIES
 from diagnostics.agent.runner import MemoryRecorder, investigate
 from diagnostics.agent.subject import AlertContext, from_alertmanager
-from diagnostics.lab.config import REPO_ROOT, LabConfig
-from diagnostics.lab.prometheus import RULES, PrometheusServer, binary, for_lab, scrape_config
 from diagnostics.toolsets.prometheus import PrometheusConfig, PrometheusReadToolset
 from diagnostics.toolsets.registry import build_environment
+from lab.config import REPO_ROOT, LabConfig
+from lab.prometheus import RULES, PrometheusServer, binary, for_lab, scrape_config
 
 pytestmark = pytest.mark.skipif(
     binary() is None, reason="prometheus is not installed (Debian: apt-get install -y prometheus)"

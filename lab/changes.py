@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from diagnostics.lab.config import LabConfig
+from lab.config import LabConfig
 
 # The key under which the worker group's process count is logged (the service is "worker").
 WORKERS_KEY = "workers"

@@ -10,7 +10,7 @@ import urllib.error
 import urllib.request
 from typing import Any
 
-from diagnostics.lab.services.common import (
+from lab.services.common import (
     ConfigError,
     Metrics,
     Request,

@@ -20,7 +20,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from diagnostics.lab.services.common import (
+from lab.services.common import (
     ConfigError,
     Metrics,
     Request,

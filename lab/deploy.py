@@ -10,8 +10,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from diagnostics.lab.config import LabConfig
-from diagnostics.lab.releases import KNOWN_GOOD, TEMPLATES
+from lab.config import LabConfig
+from lab.releases import KNOWN_GOOD, TEMPLATES
 
 DEPLOYABLE = ("api",)
 

@@ -25,7 +25,7 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
-from diagnostics.lab.services.common import (
+from lab.services.common import (
     ConfigError,
     Metrics,
     Request,
@@ -37,7 +37,7 @@ from diagnostics.lab.services.common import (
     setup_logging,
     start_in_thread,
 )
-from diagnostics.lab.spool import spool_usage
+from lab.spool import spool_usage
 
 REQUIRED = {
     "store_host": (str,),

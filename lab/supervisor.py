@@ -15,7 +15,7 @@ from typing import Any
 
 from supervisor.xmlrpc import SupervisorTransport
 
-from diagnostics.lab.config import REPO_ROOT, LabConfig
+from lab.config import REPO_ROOT, LabConfig
 
 READ_METHODS = frozenset(
     {
@@ -147,7 +147,7 @@ def render_conf(config: LabConfig, *, workers: int) -> str:
             "yes",
         ]
     else:
-        store_cmd = [py, "-m", "diagnostics.lab.services.store", "--port", str(config.store_port)]
+        store_cmd = [py, "-m", "lab.services.store", "--port", str(config.store_port)]
     cfg = config.config_path
     sections = [
         "\n".join(
@@ -181,7 +181,7 @@ def render_conf(config: LabConfig, *, workers: int) -> str:
             [
                 py,
                 "-m",
-                "diagnostics.lab.services.api",
+                "lab.services.api",
                 "--config",
                 str(cfg("api")),
                 "--release",
@@ -197,7 +197,7 @@ def render_conf(config: LabConfig, *, workers: int) -> str:
             [
                 py,
                 "-m",
-                "diagnostics.lab.services.web",
+                "lab.services.web",
                 "--config",
                 str(cfg("web")),
                 "--port",
@@ -208,7 +208,7 @@ def render_conf(config: LabConfig, *, workers: int) -> str:
         ),
         program(
             "loadgen",
-            [py, "-m", "diagnostics.lab.services.loadgen", "--config", str(cfg("loadgen"))],
+            [py, "-m", "lab.services.loadgen", "--config", str(cfg("loadgen"))],
             priority=50,
             extra={"stdout_logfile": str(logs / "loadgen.log")},
         ),
@@ -220,7 +220,7 @@ def render_conf(config: LabConfig, *, workers: int) -> str:
                 [
                     py,
                     "-m",
-                    "diagnostics.lab.services.worker",
+                    "lab.services.worker",
                     "--config",
                     str(cfg("worker")),
                     "--index",

@@ -20,9 +20,9 @@ from urllib.parse import quote
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Permission
 
-from diagnostics.lab.config import LabConfig
-from diagnostics.lab.daemon import ReadyDaemon
 from diagnostics.services import OPEN_PERMISSION
+from lab.config import LabConfig
+from lab.daemon import ReadyDaemon
 from routing.models import ApiKey
 from routing.scopes import INCIDENTS_WRITE
 from routing.services import api_key_create, api_key_revoke

@@ -15,8 +15,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from diagnostics.lab.config import REPO_ROOT, LabConfig
-from diagnostics.lab.daemon import ReadyDaemon
+from lab.config import REPO_ROOT, LabConfig
+from lab.daemon import ReadyDaemon
 
 RULES = REPO_ROOT / "infra" / "prometheus" / "lab-rules.yml"
 DEFAULT_PORT_OFFSET = 90  # the lab's Prometheus listens on port_base + 90 unless told otherwise

@@ -13,15 +13,15 @@ import xmlrpc.client
 from pathlib import Path
 from typing import Any
 
-from diagnostics.lab import deploy
-from diagnostics.lab.changes import WORKERS_KEY, clear_changes, record_change
-from diagnostics.lab.config import CONFIGURABLE, MAX_WORKERS, SERVICES, LabConfig
-from diagnostics.lab.health import Check, HealthChecker
-from diagnostics.lab.probes import alive, processes_where
-from diagnostics.lab.releases import KNOWN_GOOD
-from diagnostics.lab.services.api import seed_database
-from diagnostics.lab.spool import clear_spool
-from diagnostics.lab.state import (
+from lab import deploy
+from lab.changes import WORKERS_KEY, clear_changes, record_change
+from lab.config import CONFIGURABLE, MAX_WORKERS, SERVICES, LabConfig
+from lab.health import Check, HealthChecker
+from lab.probes import alive, processes_where
+from lab.releases import KNOWN_GOOD
+from lab.services.api import seed_database
+from lab.spool import clear_spool
+from lab.state import (
     desired_workers,
     known_good_configs,
     read_config,
@@ -29,7 +29,7 @@ from diagnostics.lab.state import (
     write_config,
     write_state,
 )
-from diagnostics.lab.supervisor import SupervisorControl, render_conf
+from lab.supervisor import SupervisorControl, render_conf
 
 ACTIVE = ("RUNNING", "STARTING", "BACKOFF")
 

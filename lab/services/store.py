@@ -12,7 +12,7 @@ import time
 from collections import deque
 from typing import Any
 
-from diagnostics.lab.services.common import encode_command, setup_logging
+from lab.services.common import encode_command, setup_logging
 
 log = setup_logging("store")
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from django.conf import settings
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[1]
 MAX_WORKERS = 4
 # Programs in supervisord (the worker group's processes are worker_0 .. worker_N-1).
 SERVICES = ("store", "api", "web", "worker", "loadgen")

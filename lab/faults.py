@@ -11,8 +11,8 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from diagnostics.lab.config import LabConfig
-from diagnostics.lab.control import Lab, LabError
+from lab.config import LabConfig
+from lab.control import Lab, LabError
 
 
 @dataclass(frozen=True)

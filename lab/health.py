@@ -9,11 +9,11 @@ import time
 import urllib.request
 from dataclasses import dataclass
 
-from diagnostics.lab.config import SERVICES, LabConfig
-from diagnostics.lab.probes import cpu_percent, http_get, resp_once
-from diagnostics.lab.spool import spool_usage
-from diagnostics.lab.state import desired_workers
-from diagnostics.lab.supervisor import SupervisorReader
+from lab.config import SERVICES, LabConfig
+from lab.probes import cpu_percent, http_get, resp_once
+from lab.spool import spool_usage
+from lab.state import desired_workers
+from lab.supervisor import SupervisorReader
 
 PROBES = 10
 

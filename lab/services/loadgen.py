@@ -11,7 +11,7 @@ import urllib.error
 import urllib.request
 from collections import Counter
 
-from diagnostics.lab.services.common import ConfigError, load_json_config, setup_logging
+from lab.services.common import ConfigError, load_json_config, setup_logging
 
 REQUIRED = {"web_url": (str,), "rate_per_s": (int, float), "job_every": (int,)}
 

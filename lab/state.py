@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from diagnostics.lab.config import LabConfig
+from lab.config import LabConfig
 
 
 def read_state(config: LabConfig) -> dict[str, Any]:

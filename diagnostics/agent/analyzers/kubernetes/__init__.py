@@ -1,0 +1,16 @@
+"""``kubectl describe`` of pods, workloads, jobs and PVCs -> findings: pods (pods.py), workloads and jobs
+(workloads.py), PVCs (volumes.py), and what they share about containers (containers.py)."""
+
+from diagnostics.agent.analyzers.kubernetes import pods, volumes, workloads  # noqa: F401  (registration)
+from diagnostics.agent.analyzers.kubernetes.containers import workload_of
+from diagnostics.agent.analyzers.kubernetes.pods import PodDescribeAnalyzer
+from diagnostics.agent.analyzers.kubernetes.volumes import PvcDescribeAnalyzer
+from diagnostics.agent.analyzers.kubernetes.workloads import JobDescribeAnalyzer, WorkloadDescribeAnalyzer
+
+__all__ = [
+    "JobDescribeAnalyzer",
+    "PodDescribeAnalyzer",
+    "PvcDescribeAnalyzer",
+    "WorkloadDescribeAnalyzer",
+    "workload_of",
+]
