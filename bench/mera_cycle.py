@@ -37,65 +37,20 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import shutil
 import sys
 import threading
 import time
-from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+from bench.mera_report import BFCL_HEADER, HEADER, bfcl_categories, bfcl_row, report, row
+from bench.mera_tasks import Task, code_tasks, narrow_tasks, structured_tasks, stub_teacher
+
 ROOT = Path(__file__).resolve().parent.parent
 WORK = ROOT / "var" / "bench" / "mera_cycle"
-RESULTS = ROOT / "bench" / "results"
 SMOLLM2 = ROOT / "var" / "models" / "smollm2-135m-instruct"
-ADVICE = {
-    "patterns": ['Answer with one JSON object: {"city": "<city>", "country": "<country>"}.'],
-    "pitfalls": ["Do not write any text before or after the JSON object."],
-}
-
-
-@dataclass
-class Task:
-    messages: list[dict[str, Any]]
-    metadata: dict[str, Any]
-    answer: str  # what the stub teacher answers ("" when only a real teacher can)
-
-
-def structured_tasks() -> list[Task]:
-    """The demo's extract-json capitals (app/demo.py). With the format in the user message SmolLM2-135M
-    fails them greedily but its best-of-4 passes most: a teacher to learn from."""
-    from app.demo import CAPITALS, extract_json_call
-
-    tasks = []
-    for city, country in CAPITALS:
-        body = extract_json_call(city, country)
-        tasks.append(Task(body["messages"], body["metadata"], json.dumps({"city": city, "country": country})))
-    return tasks
-
-
-def narrow_tasks() -> list[Task]:
-    """The trainer tests' narrow task ({"city": <word>}): one the tiny model can learn in seconds."""
-    from bench.support import narrow_task
-
-    distinct = {json.dumps(p): p for p in narrow_task.heldout_prompts(200, seed=7)}
-    return [
-        Task(p, {"task": "city-json"}, json.dumps({"city": "disk"})) for p in list(distinct.values())[:80]
-    ]
-
-
-def code_tasks(limit: int) -> list[Task]:
-    path = Path(os.environ.get("SKILLGATE_EVAL_DIR", ROOT / "eval")) / "he_mbpp.jsonl"
-    tasks = []
-    for line in path.read_text().splitlines()[:limit]:
-        task = json.loads(line)
-        verifier = {"kind": "python_tests", "prompt": task["prompt"], "test": task["test"]}
-        verifier["entry_point"] = task["entry_point"]
-        messages = [{"role": "user", "content": f"Complete this Python function:\n\n{task['prompt']}"}]
-        tasks.append(Task(messages, {"task": "python-code", "verifier": verifier}, ""))
-    return tasks
 
 
 def configure(args: argparse.Namespace, run_dir: Path, base_model: Path) -> None:
@@ -137,19 +92,6 @@ def start_gateway() -> tuple[str, Any]:
     return f"http://127.0.0.1:{port}", server
 
 
-def stub_teacher(tasks: list[Task]) -> Any:
-    from bench.support.openai_stub import OpenAIStub, Reply
-
-    answers = {json.dumps(t.messages[-1]["content"]): t.answer for t in tasks}
-
-    def respond(body: dict[str, Any]) -> Reply:
-        if str(body["messages"][0].get("content", "")).startswith("You maintain a SkillBook"):
-            return Reply(content=json.dumps(ADVICE))
-        return Reply(content=answers.get(json.dumps(body["messages"][-1]["content"]), ""))
-
-    return OpenAIStub(responder=respond).start()
-
-
 def send(client: Any, tasks: list[Task], model: str) -> list[Any]:
     from routing.models import Invocation
 
@@ -189,74 +131,6 @@ def run_cycle(profile_id: int) -> Any:
             cycles_poll()
         else:
             return cycle
-
-
-STAGES = ("replay", "skillbook", "adapter", "router", "admission")
-
-
-def _cycle_cells(cycle: Any) -> tuple[str, str, str]:
-    """(new demonstrations, what admission did, stage times) of a cycle row."""
-    times = " | ".join(f"{cycle.timings.get(s, 0):.1f}" if cycle else "" for s in STAGES)
-    if cycle is None:
-        what = "(before any cycle)"
-    elif cycle.admission is not None:
-        a = cycle.admission
-        what = f"{a.kind} {a.decision} (b={a.mcnemar_b}, c={a.mcnemar_c})"
-    else:
-        what = f"{cycle.status}: {cycle.stats.get('admission', {}).get('skipped', cycle.error)[:40]}"
-    demos = str(cycle.stats.get("replay", {}).get("demonstrations", 0)) if cycle else ""
-    return demos, what, times
-
-
-def row(k: int, cycle: Any, m: dict[str, float], teacher: dict[str, float]) -> str:
-    demos, what, times = _cycle_cells(cycle)
-    return (
-        f"| {k} | {demos} | {what} | {m['direct']:.3f} | {m['policy']:.3f} | {teacher['pass']:.3f} "
-        f"| {m['cost_rel']:.3f} | {m['fallback']:.3f} | {times} |"
-    )
-
-
-BFCL_HEADER = (
-    "| cycle | new demos | admission | student direct live | student direct BFCL | policy live "
-    "| policy BFCL | teacher alone BFCL | cost vs teacher | fallback | perfect router BFCL / cost vs teacher "
-    "| replay s | skillbook s | adapter s | router s | admission s |\n"
-    "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
-)
-
-
-def bfcl_row(
-    k: int,
-    cycle: Any,
-    direct: dict[str, Any],
-    policy: dict[str, Any],
-    teacher: dict[str, Any],
-    perfect: dict[str, float],
-) -> str:
-    demos, what, times = _cycle_cells(cycle)
-
-    def rel(cost: float) -> float:
-        return cost / teacher["cost"] if teacher["cost"] else float("nan")
-
-    return (
-        f"| {k} | {demos} | {what} | {direct['live']:.3f} | {direct['correct']:.3f} | {policy['live']:.3f} "
-        f"| {policy['correct']:.3f} | {teacher['correct']:.3f} | {rel(policy['cost']):.3f} "
-        f"| {policy['fallback']:.3f} | {perfect['correct']:.3f} / {rel(perfect['cost']):.3f} | {times} |"
-    )
-
-
-def bfcl_categories(
-    first: dict[str, Any], last: dict[str, Any], policy: dict[str, Any], teacher: dict[str, Any]
-) -> str:
-    lines = [
-        "| category | student direct BFCL, before -> after | policy BFCL, after | teacher alone BFCL |",
-        "|---|---|---|---|",
-    ]
-    for category, before in first["categories"].items():
-        lines.append(
-            f"| {category} | {before:.3f} -> {last['categories'].get(category, 0):.3f} "
-            f"| {policy['categories'].get(category, 0):.3f} | {teacher['categories'].get(category, 0):.3f} |"
-        )
-    return "\n".join(lines)
 
 
 def main() -> None:
@@ -433,11 +307,7 @@ def main() -> None:
             "pass": sum(c.verdict == "pass" for c in teacher_calls) / max(len(teacher_calls), 1),
             "cost": float(sum((c.cost_usd for c in teacher_calls), Decimal(0))),
         }
-        header = (
-            "| cycle | new demos | admission | student direct | policy pass | teacher alone "
-            "| cost vs teacher | fallback | replay s | skillbook s | adapter s | router s | admission s |\n"
-            "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
-        )
+        header = HEADER
         lines = [row(0, None, measure(send(client, heldout, "auto"), teacher), teacher)]
         print(header + "\n" + lines[0], file=sys.stderr)
         batches = [train[i :: args.cycles] for i in range(args.cycles)]
@@ -484,35 +354,6 @@ def bfcl_loop(
         lines.append(bfcl_row(k, cycle, direct, policy, teacher, perfect))
         print(lines[-1], file=sys.stderr)
     return BFCL_HEADER, lines, "Per category, held-out:\n\n" + bfcl_categories(first, direct, policy, teacher)
-
-
-def report(
-    args: argparse.Namespace,
-    base: Path,
-    n_train: int,
-    n_heldout: int,
-    header: str,
-    lines: list[str],
-    extra: str = "",
-) -> None:
-    teacher = args.teacher_url or (
-        "stub (answers every task correctly, fixed distilled advice)"
-        if args.teacher == "stub"
-        else f"the base model itself, best-of-{args.samples} filtered by "
-        + ("BFCL's checker (502 when no answer is correct)" if args.task == "bfcl" else "the verifier")
-    )
-    text = (
-        f"## MERA cycle: {args.task} task, student {args.student} ({base.name}), {args.cycles} cycles\n\n"
-        f"`{' '.join(['python -m bench.mera_cycle', *sys.argv[1:]])}` on {platform.node()} "
-        f"({os.cpu_count()} CPUs), {time.strftime('%Y-%m-%d')}. Teacher: {teacher}. {n_train} train tasks "
-        f"(a new batch per cycle), {n_heldout} held-out tasks (never trained on). Training: "
-        f"{args.hyperparameters or 'defaults'}{', then GRPO' if args.grpo else ''}. Times in seconds.\n\n"
-        f"{header}\n" + "\n".join(lines) + "\n" + (f"\n{extra}\n" if extra else "")
-    )
-    print(text)
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    with (RESULTS / "mera_cycle.md").open("a") as out:
-        out.write(text + "\n")
 
 
 if __name__ == "__main__":
