@@ -1,4 +1,4 @@
-"""The request body limit, enforced in front of Django (``settings.SKILLGATE["MAX_BODY_BYTES"]``).
+"""The request body limit, enforced in front of Django (``routing.conf.get().limits.max_body_bytes``).
 
 Django's ASGI handler reads a whole request body into a spooled file before any view runs, so a check
 in a view comes too late: a 50 GB upload has been read (and written to disk) by then. Here:
@@ -19,7 +19,7 @@ import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from django.conf import settings
+from routing import conf
 
 Scope = dict[str, Any]
 Message = dict[str, Any]
@@ -31,7 +31,7 @@ CODE = "request_too_large"
 
 
 def max_body_bytes() -> int:
-    return int(settings.SKILLGATE["MAX_BODY_BYTES"])
+    return conf.get().limits.max_body_bytes
 
 
 def _declared_length(scope: Scope) -> int | None:

@@ -56,16 +56,16 @@ def main() -> None:
     )
     args = parser.parse_args()
     _setup()
-    from diagnostics.agent import config
+    from diagnostics import conf
     from diagnostics.evaluation.replay import evaluate, render_comparison, render_intents, summary_line
 
     roots = [ROOT / "eval/holmesgpt/cases", ROOT / "eval/handwritten/cases"]
     analyzers = evaluate(roots, mode="analyzers", grader="keyword")
     llm_sections = []
     if args.llm:
-        if not config.llm_configured():
-            raise SystemExit(f"--llm: no agent key ({config.AGENT_KEY_ENV}) is configured.")
-        observer = "tool-calling" if config.observer_tool_calling() else "JSON-protocol"
+        if not conf.get().agent.llm_configured:
+            raise SystemExit(f"--llm: no agent key ({conf.AGENT_KEY_ENV}) is configured.")
+        observer = "tool-calling" if conf.get().agent.observer_tool_calling else "JSON-protocol"
         llm_sections.append((f"LLM ({observer} Observer)", evaluate(roots, mode="llm", grader="keyword")))
     for name in [n.strip() for n in args.scripted.split(",") if n.strip()]:
         llm_sections.append((f"scripted {name}", _scripted(name, roots)))
@@ -115,7 +115,7 @@ def _scripted(name: str, roots: list[Path]) -> list[Any]:
 
     from bench.diagnosis_scripted import POLICIES
     from bench.support.openai_stub import OpenAIStub
-    from diagnostics.agent import config
+    from diagnostics import conf
     from diagnostics.agent.llm import GatewayClient
     from diagnostics.agent.runner import MODE_LLM, build_observer_for
     from diagnostics.evaluation.replay import evaluate
@@ -125,7 +125,10 @@ def _scripted(name: str, roots: list[Path]) -> list[Any]:
     settings.DIAGNOSTICS_OBSERVER_TOOL_CALLING = True  # the scripted models speak native tool calls
     with OpenAIStub(responder=POLICIES[name]) as stub:
         client = GatewayClient(
-            base_url=stub.base_url, api_key="scripted", profile=config.observer_profile(), timeout_s=30
+            base_url=stub.base_url,
+            api_key="scripted",
+            profile=conf.get().agent.observer_profile,
+            timeout_s=30,
         )
         return evaluate(
             roots,

@@ -136,6 +136,8 @@ def describe(group: type) -> list[dict[str, str]]:
             shown = item.spec.default_doc or "(computed)"
         elif isinstance(default, types.MappingProxyType):
             shown = json.dumps(dict(default))
+        elif isinstance(default, Decimal | Path):
+            shown = str(default)
         else:
             shown = repr(list(default) if isinstance(default, tuple) else default)
         limits = _limits_text(item.spec)
@@ -393,12 +395,14 @@ def resolve(group: Any, name: str, *overrides: Any, key: str | None = None) -> A
        an override may be a mapping (read with ``.get``), a model or any object (an attribute), or None;
     3. else the setting itself, from django's settings (the environment, through app/settings/).
 
-    A winning override is checked like the setting (type and range) and raises :class:`Invalid`
-    (a ValueError) naming ``key`` when it is not one."""
+    A mapping-typed setting (training's hyper-parameters) is merged instead, key by key with the same
+    precedence: each override's keys over the setting's. A winning override is checked like the setting
+    (type and range) and raises :class:`Invalid` (a ValueError) naming ``key`` when it is not one."""
     item = next((d for d in declared(type(group)) if d.name == name), None)
     if item is None:
         raise AttributeError(f"{type(group).__name__} declares no setting {name!r}")
     wanted = key or name
+    found = []
     for layer in overrides:
         if layer is None:
             continue
@@ -406,7 +410,15 @@ def resolve(group: Any, name: str, *overrides: Any, key: str | None = None) -> A
         if value is None or value == "":
             continue
         try:
-            return coerce(item.kind, item.spec, value)
+            checked = coerce(item.kind, item.spec, value)
         except Invalid as exc:
             raise Invalid(f"{wanted} {exc}; got {value!r}") from None
-    return getattr(group, name)
+        if not isinstance(checked, Mapping):
+            return checked
+        found.append(checked)
+    if not found:
+        return getattr(group, name)
+    merged = dict(getattr(group, name))
+    for layer_values in reversed(found):
+        merged.update(layer_values)
+    return types.MappingProxyType(merged)

@@ -13,6 +13,9 @@ from pathlib import Path
 
 from core.conf import cached, load, setting
 
+# Named in messages that tell an operator how to turn the agent's LLM on.
+AGENT_KEY_ENV = "SKILLGATE_AGENT_API_KEY"
+
 
 @dataclass(frozen=True)
 class Agent:
@@ -27,7 +30,7 @@ class Agent:
     )
     api_key: str = setting(
         "DIAGNOSTICS_AGENT_API_KEY",
-        env="SKILLGATE_AGENT_API_KEY",
+        env=AGENT_KEY_ENV,
         default="",
         doc="The agent's gateway key (scopes llm and verifiers:call); empty: the analyzers-only planner.",
     )

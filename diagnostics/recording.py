@@ -17,8 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from diagnostics import services
-from diagnostics.agent import config
+from diagnostics import conf, services
 from diagnostics.agent.executor import ClaimedAction
 from diagnostics.agent.observer import Observer
 from diagnostics.agent.runner import MODE_LLM, Outcome, StepRecord, choose_mode, investigate
@@ -124,7 +123,7 @@ def run_trajectory(trajectory: Trajectory, *, observer: Observer | None = None) 
     environment = incident_environment(incident)  # the named environment + its MCP servers
     skills: list[SkillEntry] = []
     if observer is None and choose_mode(trajectory.requested_mode) == MODE_LLM:
-        skills = observer_skills(config.observer_profile())
+        skills = observer_skills(conf.get().agent.observer_profile)
     return investigate(
         alert=alert_context_for(incident),
         environment=environment,

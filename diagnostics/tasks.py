@@ -20,8 +20,7 @@ from django.db import OperationalError
 
 from core import jobs
 from core.queues import enqueue
-from diagnostics import services
-from diagnostics.agent import config
+from diagnostics import conf, services
 from diagnostics.agent.executor import ClaimedAction, Executor
 from diagnostics.mcp.attach import incident_environment
 from diagnostics.models import ActionRequest
@@ -37,7 +36,7 @@ def _send(task: Any, *args: Any) -> None:
     """Sends now; a broker that is down is logged, not raised: the row is the record, and the
     sweeper sends its message again (``SKILLGATE_JOBS_RING_AFTER_S``)."""
     try:
-        enqueue(task, *args, queue=config.task_queue())
+        enqueue(task, *args, queue=conf.get().agent.queue)
     except Exception:
         log.warning("could not send %s%s; the sweeper sends it again", task.name, args, exc_info=True)
 

@@ -16,6 +16,7 @@ from django.conf import settings
 
 from bench.support.openai_stub import OpenAIStub, Reply
 from bench.support.vllm import free_port
+from core import conf
 from diagnostics.models import Step
 from routing.access import lookups
 from routing.models import Backend
@@ -32,7 +33,8 @@ from tests.support.wait import wait_until
 # for it.
 if "SKILLGATE_LEDGER_WRITER" not in os.environ:
     os.environ["SKILLGATE_LEDGER_WRITER"] = "sync"
-    settings.SKILLGATE["LEDGER_WRITER"] = "sync"
+    settings.SKILLGATE = {**settings.SKILLGATE, "LEDGER_WRITER": "sync"}
+    conf.forget()  # a plain assignment sends no setting_changed: the typed settings are built again
 
 
 @pytest.fixture(autouse=True)

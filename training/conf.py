@@ -74,8 +74,8 @@ class Training:
         "PROGRESS_INTERVAL_S",
         env="SKILLGATE_TRAINING_PROGRESS_INTERVAL_S",
         default=2.0,
-        gt=0,
-        doc="The trainer writes its progress this often.",
+        ge=0,
+        doc="The trainer writes its progress this often (0: every step).",
     )
     hyperparameters: Mapping[str, Any] = setting(
         "HYPERPARAMETERS",

@@ -28,7 +28,6 @@ from datetime import timedelta
 from typing import Any
 
 import httpx
-from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
@@ -38,6 +37,7 @@ from routing.call import replicas
 from routing.call.plans import student_of
 from routing.models import Backend, TaskProfile
 from routing.services import task_profile_student_adapter_set
+from training import conf
 from training.models import Adapter, TrainingRun
 
 logger = logging.getLogger(__name__)
@@ -270,7 +270,7 @@ def adapter_rollback(*, profile_id: int) -> Adapter | None:
 
 def adapters_unload_retired(*, grace_s: float | None = None) -> list[str]:
     """Unloads adapters retired for longer than the grace period; returns their names."""
-    grace_s = float(settings.SKILLGATE["TRAINING"]["UNLOAD_GRACE_S"] if grace_s is None else grace_s)
+    grace_s = float(conf.get().training.unload_grace_s if grace_s is None else grace_s)
     cutoff = timezone.now() - timedelta(seconds=grace_s)
     unloaded: list[str] = []
     retired = Adapter.objects.filter(

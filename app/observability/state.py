@@ -33,9 +33,12 @@ from kombu.exceptions import ChannelError
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from app import conf
+from diagnostics import conf as diagnostics_conf
 from diagnostics.models import ActionRequest, Incident, Trajectory
 from routing.ledger import journal
 from routing.models import ApiKey, BudgetLease
+from training import conf as training_conf
 from training.models import Adapter, Cycle, TrainingRun
 
 log = logging.getLogger(__name__)
@@ -195,12 +198,13 @@ def _last_number(progress: Any, field: str) -> float | None:
 def configured_queues() -> list[str]:
     """Every queue the settings send tasks to (an empty name is Celery's default queue)."""
     default = settings.CELERY_TASK_DEFAULT_QUEUE
+    learning = training_conf.get()
     names = [
         default,
-        settings.SKILLGATE["TRAINING"]["QUEUE"],
-        settings.SKILLGATE["CYCLE"]["QUEUE"],
-        settings.SKILLGATE["EVOLVER"]["QUEUE"],
-        settings.DIAGNOSTICS_QUEUE,
+        learning.training.queue,
+        learning.cycle.queue,
+        learning.evolver.queue,
+        diagnostics_conf.get().agent.queue,
     ]
     return sorted({name or default for name in names})
 
@@ -214,7 +218,7 @@ class QueueDepthCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         depth = _gauge("skillgate_queue_depth", "Messages waiting on a Celery queue.", ["queue"])
-        timeout = float(settings.SKILLGATE["METRICS"]["BROKER_TIMEOUT_S"])
+        timeout = conf.get().metrics.broker_timeout_s
         with current_app.connection_for_read(self.url, connect_timeout=timeout) as conn:
             conn.ensure_connection(max_retries=1, timeout=timeout)
             channel = conn.default_channel

@@ -14,7 +14,6 @@ import logging
 from collections.abc import Iterator
 from typing import Any
 
-from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from prometheus_client import REGISTRY, CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
@@ -22,6 +21,7 @@ from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
 
+from app import conf
 from app.observability.replicas import StudentReplicaCollector
 from app.observability.state import DatabaseStateCollector, QueueDepthCollector
 from routing.ledger import metrics as calls
@@ -55,7 +55,7 @@ def _guarded(sources: dict[str, Collector]) -> list[Metric]:
 
 
 def _processes() -> Collector:
-    if folder := settings.SKILLGATE["METRICS"]["MULTIPROC_DIR"]:
+    if folder := conf.get().metrics.multiproc_dir:
         registry = CollectorRegistry()
         MultiProcessCollector(registry, path=folder)
         return registry
@@ -82,15 +82,15 @@ def _plain(status: int, text: str, **headers: Any) -> HttpResponse:
 
 
 def metrics(request: HttpRequest) -> HttpResponse:
-    conf = settings.SKILLGATE["METRICS"]
-    if not conf["ENABLED"]:
+    metrics_conf = conf.get().metrics
+    if not metrics_conf.enabled:
         return _plain(404, "metrics are off (SKILLGATE_METRICS_ENABLED)")
     if request.method not in ("GET", "HEAD"):
         return _plain(405, "GET only", Allow="GET, HEAD")
-    if conf["TOKEN"]:
+    if metrics_conf.token:
         scheme, _, token = request.headers.get("Authorization", "").partition(" ")
         if scheme.lower() != "bearer" or not hmac.compare_digest(
-            token.strip().encode(), conf["TOKEN"].encode()
+            token.strip().encode(), metrics_conf.token.encode()
         ):
             return _plain(
                 401, "send 'Authorization: Bearer <SKILLGATE_METRICS_TOKEN>'", WWW_Authenticate="Bearer"

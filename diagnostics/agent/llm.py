@@ -13,7 +13,7 @@ from typing import Any
 
 import openai
 
-from diagnostics.agent import config
+from diagnostics import conf
 
 
 class LLMUnavailable(RuntimeError):
@@ -127,9 +127,12 @@ class GatewayClient:
 
 def gateway_client(profile: str) -> GatewayClient | None:
     """A client for ``profile``, or None when no agent API key is configured."""
-    key = config.agent_api_key()
+    key = conf.get().agent.api_key
     if not key:
         return None
     return GatewayClient(
-        base_url=config.gateway_url(), api_key=key, profile=profile, timeout_s=config.llm_timeout_s()
+        base_url=conf.get().agent.gateway_url,
+        api_key=key,
+        profile=profile,
+        timeout_s=conf.get().agent.llm_timeout_s,
     )

@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 
 from jsonschema import Draft202012Validator
 
-from diagnostics.agent import config
+from diagnostics import conf
 from diagnostics.agent.analyzers import AnalysisState
 from diagnostics.agent.compressor import estimate_tokens
 from diagnostics.agent.findings import Finding, ObjRef
@@ -376,7 +376,7 @@ class LLMObserver(Observer):
         self.client = client
         self.fallback = fallback
         self.keep_analyzer_findings = keep_analyzer_findings
-        self.llm_iterations = max_iterations or config.max_llm_iterations()
+        self.llm_iterations = max_iterations or conf.get().agent.max_iterations
         self.max_iterations = self.llm_iterations + fallback.max_iterations
         self.skills = list(skills)
         self.failed = False
@@ -391,7 +391,7 @@ class LLMObserver(Observer):
         skills = matching(self.skills, incident_signature(view.alert, view.findings))
         messages: list[dict[str, Any]] = [
             {"role": "system", "content": SYSTEM_PROMPT},
-            {"role": "user", "content": render_view(view, config.context_budget_tokens(), skills)},
+            {"role": "user", "content": render_view(view, conf.get().agent.context_tokens, skills)},
         ]
         problem = ""
         for _attempt in range(2):
@@ -400,7 +400,7 @@ class LLMObserver(Observer):
                     messages,
                     schema=schema,
                     response_format=response_format(schema),
-                    max_tokens=config.observer_max_tokens(),
+                    max_tokens=conf.get().agent.observer_max_tokens,
                 )
             except LLMUnavailable as exc:
                 problem = str(exc)

@@ -26,7 +26,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from diagnostics.agent import config
+from diagnostics import conf
 from diagnostics.agent.diagnosis import build_diagnosis
 from diagnostics.agent.findings import ObjRef
 from diagnostics.agent.observer import PROBE, PROPOSE, SUBMIT, Decision, InvestigationView, Observer
@@ -85,7 +85,7 @@ class RulePlanner(Observer):
     mode = "analyzers"
 
     def __init__(self, *, max_iterations: int | None = None) -> None:
-        self.max_iterations = max_iterations or config.max_probes()
+        self.max_iterations = max_iterations or conf.get().agent.max_probes
         self._heap: list[_Task] = []
         self._seq = 0
         self._done: set[str] = set()

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from diagnostics.agent import config
+from diagnostics import conf
 from diagnostics.agent.analyzers import AnalysisState, ToolOutput, analyze, normalize
 from diagnostics.agent.compressor import Compressor
 from diagnostics.agent.diagnosis import build_diagnosis, rank_findings
@@ -129,7 +129,7 @@ def action_specs(environment: Environment) -> list[ToolSpec]:
 def choose_mode(requested: str = "") -> str:
     if requested in (MODE_LLM, MODE_ANALYZERS):
         return requested
-    return MODE_LLM if config.llm_configured() else MODE_ANALYZERS
+    return MODE_LLM if conf.get().agent.llm_configured else MODE_ANALYZERS
 
 
 def build_observer_for(
@@ -140,24 +140,24 @@ def build_observer_for(
     planner = QuestionPlanner()
     if mode != MODE_LLM:
         return planner
-    profile = config.observer_profile()
+    profile = conf.get().agent.observer_profile
     client = client or gateway_client(profile)
     if client is None:
         return planner
-    if config.observer_tool_calling():
+    if conf.get().agent.observer_tool_calling:
         agent = ToolAgent(
             client,
-            max_turns=config.max_llm_iterations(),
-            token_budget=config.agent_token_budget(),
-            max_tokens=config.observer_max_tokens(),
-            context_tokens=config.context_budget_tokens(),
+            max_turns=conf.get().agent.max_iterations,
+            token_budget=conf.get().agent.token_budget,
+            max_tokens=conf.get().agent.observer_max_tokens,
+            context_tokens=conf.get().agent.context_tokens,
         )
         return ToolCallingObserver(planner, agent, skills=skills)
     return LLMObserver(client=client, fallback=planner, skills=skills)
 
 
 def _clip(text: str) -> tuple[str, bool]:
-    limit = config.result_chars()
+    limit = conf.get().agent.step_result_chars
     return (text, False) if len(text) <= limit else (text[:limit] + "\n… (cut)", True)
 
 
@@ -185,7 +185,7 @@ def investigate(
         anchor=question_anchor(alert, environment),
         is_alert=alert.is_alert,
     )
-    compressor = Compressor(budget_tokens=config.summary_budget_tokens())
+    compressor = Compressor(budget_tokens=conf.get().agent.summary_tokens)
     findings: list[Finding] = []
     keys: set[tuple[str, str, str]] = set()
     steps: list[StepView] = []

@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from diagnostics.agent import config
+from diagnostics import conf
 from diagnostics.agent.llm import GatewayClient, LLMUnavailable, gateway_client
 from routing.json_body import loads_answer
 
@@ -259,7 +259,7 @@ def judge_grade(expected: list[str], answer: str, client: GatewayClient) -> dict
 
 
 def judge_client() -> GatewayClient | None:
-    return gateway_client(config.judge_profile())
+    return gateway_client(conf.get().agent.judge_profile)
 
 
 def grade(

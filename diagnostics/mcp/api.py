@@ -19,7 +19,6 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from django.conf import settings
 from django.http import HttpRequest
 from ninja import Field, Query, Router, Schema
 from ninja.responses import codes_4xx
@@ -27,6 +26,7 @@ from pydantic import field_validator
 from pydantic_core import PydanticCustomError
 
 from core.errors import ServiceError
+from diagnostics import conf as diagnostics_conf
 from diagnostics.api_auth import ErrorOut, Page, Paged, caller, needs, page_of
 from diagnostics.mcp import servers
 from diagnostics.mcp.kinds import OUTPUT_KINDS
@@ -244,7 +244,7 @@ def _server(name: str) -> McpServer:
 
 
 def _stdio_allowed(command: list[str]) -> None:
-    allowed = list(settings.MCP_API_STDIO_PROGRAMS)
+    allowed = diagnostics_conf.get().environments.mcp_stdio_programs
     if command and command[0] not in allowed:
         listed = ", ".join(allowed) or "none"
         raise ServiceError(

@@ -10,8 +10,7 @@ from django.contrib.auth.models import AnonymousUser, User
 from django.db import transaction
 from django.utils import timezone
 
-from diagnostics import approvals
-from diagnostics.agent import config
+from diagnostics import approvals, conf
 from diagnostics.mcp import selectors as mcp_selectors
 from diagnostics.models import ActionRequest, Incident, Trajectory
 from diagnostics.services.base import APPROVE_PERMISSION, ServiceError, plan_hash
@@ -39,7 +38,7 @@ def action_request_propose(
         ),
         reason=reason[:5000],
         requested_by_id=incident.created_by_id,
-        expires_at=timezone.now() + timedelta(seconds=config.action_ttl_s()),
+        expires_at=timezone.now() + timedelta(seconds=conf.get().agent.action_ttl_s),
     )
 
 

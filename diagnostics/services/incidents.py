@@ -9,7 +9,7 @@ from django.contrib.auth.models import User
 from django.db import transaction
 from django.utils import timezone
 
-from diagnostics.agent import config
+from diagnostics import conf
 from diagnostics.agent.subject import from_alertmanager
 from diagnostics.models import Incident, IncidentTouch, Trajectory
 from diagnostics.services.base import ServiceError
@@ -62,7 +62,7 @@ def incident_open(
         description=description,
         source=source,
         alert=alert or {},
-        environment=environment or config.default_environment(),
+        environment=environment or conf.get().agent.default_environment,
         environment_options=environment_options or {},
         slack_channel=slack_channel,
         slack_thread_ts=slack_thread_ts,

@@ -22,9 +22,9 @@ from slack_sdk.webhook import WebhookClient
 from core import jobs
 from core.errors import ServiceError
 from core.queues import enqueue
+from diagnostics import conf as diagnostics_conf
 from diagnostics import selectors as diagnostics_selectors
 from diagnostics import services as diagnostics_services
-from diagnostics.agent import config
 from diagnostics.models import ActionRequest, Incident, Step, Trajectory
 from diagnostics.slack import conf, messages, selectors, services
 from diagnostics.slack.models import SlackEvent
@@ -41,11 +41,11 @@ APPROVED_STATES = {
 
 
 def enqueue_event(event_id: int) -> None:
-    enqueue(handle_event, event_id, queue=config.task_queue())
+    enqueue(handle_event, event_id, queue=diagnostics_conf.get().agent.queue)
 
 
 def enqueue_sync(trajectory_id: int) -> None:
-    enqueue(sync_thread, trajectory_id, queue=config.task_queue())
+    enqueue(sync_thread, trajectory_id, queue=diagnostics_conf.get().agent.queue)
 
 
 # --- deliveries ----------------------------------------------------------------------------------

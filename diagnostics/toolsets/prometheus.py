@@ -13,9 +13,9 @@ from datetime import UTC, datetime
 from typing import Any, ClassVar
 
 import httpx
-from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
+from diagnostics import conf as diagnostics_conf
 from diagnostics.toolsets.base import ReadToolset, ToolResult, ToolSpec, object_schema, validation_error
 
 MAX_SERIES = 50
@@ -38,9 +38,9 @@ class PrometheusConfig:
     @classmethod
     def from_settings(cls) -> PrometheusConfig:
         return cls(
-            url=settings.DIAGNOSTICS_PROMETHEUS_URL,
-            bearer_token=settings.DIAGNOSTICS_PROMETHEUS_TOKEN,
-            timeout_s=float(settings.DIAGNOSTICS_PROMETHEUS_TIMEOUT_S),
+            url=diagnostics_conf.get().environments.prometheus_url,
+            bearer_token=diagnostics_conf.get().environments.prometheus_token,
+            timeout_s=diagnostics_conf.get().environments.prometheus_timeout_s,
         )
 
 

@@ -19,8 +19,7 @@ import inspect
 from abc import ABC, abstractmethod
 from typing import Any, ClassVar
 
-from django.conf import settings
-
+from diagnostics import conf as diagnostics_conf
 from diagnostics.toolsets.base import ReadToolset, WriteToolset
 
 
@@ -59,7 +58,7 @@ def register_environment(cls: type[Environment]) -> type[Environment]:
 
 
 def _modules() -> dict[str, str]:
-    return {**DEFAULT_MODULES, **settings.DIAGNOSTICS_ENVIRONMENT_MODULES}
+    return {**DEFAULT_MODULES, **diagnostics_conf.get().environments.modules}
 
 
 def _import(module_name: str) -> Any:

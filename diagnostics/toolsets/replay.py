@@ -27,8 +27,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from django.conf import settings
-
+from diagnostics import conf as diagnostics_conf
 from diagnostics.agent.timewindow import latest_time, line_time
 from diagnostics.toolsets.base import ReadToolset, ToolResult, ToolSpec
 from diagnostics.toolsets.registry import Environment, UnknownEnvironment, register_environment
@@ -405,7 +404,7 @@ _KIND_NAMES = {"pods": "pod", "deployments": "deployment", "pvc": "persistentvol
 
 
 def replay_root() -> Path:
-    return Path(settings.DIAGNOSTICS_REPLAY_ROOT)
+    return diagnostics_conf.get().environments.replay_root
 
 
 @register_environment

@@ -5,7 +5,8 @@ A page writes a marker on a line of its own and the build puts the generated Mar
 - ``<!-- generated:openapi-api -->``: the operations of ``/api/`` from django-ninja's OpenAPI document;
 - ``<!-- generated:openapi-v1 -->``: the endpoints of ``/v1`` from ``GET /v1/openapi.json``'s document;
 - ``<!-- generated:cli -->``: every management command of the project's apps and its ``--help``;
-- ``<!-- generated:settings -->``: every environment variable ``app/settings/`` reads through ``core.env``.
+- ``<!-- generated:settings -->``: every typed setting each app's ``conf`` declares (core/conf.py), then
+  the other environment variables ``app/settings/`` reads through ``core.env``.
 
 Both OpenAPI documents are also published whole, as ``reference/openapi/api.json`` and ``v1.json``. Nothing
 here is copied by hand: a new route, command or setting shows up on the next build.
@@ -95,6 +96,9 @@ def _commands() -> str:
     return "\n".join(out)
 
 
+CONF_MODULES = ("routing.conf", "training.conf", "diagnostics.conf", "app.conf")
+
+
 def _comment_above(lines: list[str], lineno: int) -> str:
     found: list[str] = []
     i = lineno - 2
@@ -104,7 +108,35 @@ def _comment_above(lines: list[str], lineno: int) -> str:
     return " ".join(found)
 
 
-def _settings() -> str:
+def _typed_settings() -> tuple[str, set[str]]:
+    """One table per settings group of each app's conf (core/conf.py's declarations), and the
+    variables they cover."""
+    import importlib
+
+    from core.conf import describe
+
+    out, covered = [], set()
+    for name in CONF_MODULES:
+        module = importlib.import_module(name)
+        for group in module.GROUPS:
+            doc = " ".join((group.__doc__ or "").split())
+            out.append(f"### `{name}`: {group.__name__}\n\n{_cell(doc)}\n")
+            out.append("| variable | type | default | setting (`get()` field) | meaning |")
+            out.append("| --- | --- | --- | --- | --- |")
+            for row in describe(group):
+                covered.add(row["env"])
+                variable = f"`{row['env']}`" if row["env"] else "(none: set in settings)"
+                out.append(
+                    f"| {variable} | {_cell(row['type'])} | `{_cell(row['default'])}` | "
+                    f"`{_cell(row['setting'])}` (`{row['field']}`) | {_cell(row['doc'])} |"
+                )
+            out.append("")
+    return "\n".join(out), covered
+
+
+def _other_settings(covered: set[str]) -> str:
+    """The variables ``app/settings/`` still reads itself through ``core.env`` (Django's own, the
+    servers, Slack, background jobs, the lab, TLS), with the comment above each."""
     out = []
     for path in sorted((ROOT / "app" / "settings").glob("*.py")):
         source = path.read_text()
@@ -117,6 +149,8 @@ def _settings() -> str:
                 continue
             first = node.args[0]
             if not (isinstance(first, ast.Constant) and isinstance(first.value, str)):
+                continue
+            if first.value in covered:
                 continue
             default = ast.unparse(node.args[1]) if len(node.args) > 1 else "(none)"
             kind = node.func.id.removeprefix("env_").replace("optional", "str, optional")
@@ -131,6 +165,22 @@ def _settings() -> str:
             out.append(f"| `{name}` | {kind} | `{_cell(default)}` | {_cell(note)} |")
         out.append("")
     return "\n".join(out)
+
+
+def _settings() -> str:
+    _django()
+    typed, covered = _typed_settings()
+    return (
+        "## Typed settings\n\n"
+        "Generated from the declarations of each app's `conf` (`core/conf.py`'s `setting(...)`): the "
+        "variable, the type and range start-up checks, the default, where the value lives in django's "
+        "settings and the field code reads (`routing.conf.get().budgets.lease_ttl_s`).\n\n"
+        + typed
+        + "\n## Other variables\n\n"
+        "Read by `app/settings/` itself through `core/env.py` (Django, the servers, Slack, background jobs, "
+        "the lab, TLS): the type, the default as the code writes it, and the comment above it.\n\n"
+        + _other_settings(covered)
+    )
 
 
 GENERATORS = {

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import base64
 import struct
-from collections.abc import Iterator
 from datetime import timedelta
 from decimal import Decimal
+from typing import Any
 
 import anthropic
 import httpx
@@ -42,11 +42,10 @@ def embedder(backends: dict[str, Backend], stub: OpenAIStub) -> Backend:
 
 
 @pytest.fixture
-def auto_embedder(embedder: Backend) -> Iterator[Backend]:
-    before = settings.SKILLGATE["EMBEDDING_BACKEND"]
-    settings.SKILLGATE["EMBEDDING_BACKEND"] = embedder.name  # the server runs in this process
-    yield embedder
-    settings.SKILLGATE["EMBEDDING_BACKEND"] = before
+def auto_embedder(embedder: Backend, settings: Any) -> Backend:
+    # The server runs in this process; the fixture's assignment rebuilds the typed settings.
+    settings.SKILLGATE = {**settings.SKILLGATE, "EMBEDDING_BACKEND": embedder.name}
+    return embedder
 
 
 def client(gateway_url: str, key: str) -> openai.OpenAI:
@@ -191,38 +190,28 @@ def test_every_row_shows_the_endpoint_it_came_in_on(gateway_url, embedder, api_k
     assert all(f"<code>{endpoint}</code>" in html for endpoint in endpoints)
 
 
-def test_without_stored_bodies_the_input_is_kept_as_a_hash_only(gateway_url, embedder, api_key, stub):
-    before = settings.SKILLGATE["LEDGER_STORE_BODIES"]
-    settings.SKILLGATE["LEDGER_STORE_BODIES"] = False
-    try:
-        client(gateway_url, api_key.raw).embeddings.create(model="embedder", input="a secret text")
-    finally:
-        settings.SKILLGATE["LEDGER_STORE_BODIES"] = before
+def test_without_stored_bodies_the_input_is_kept_as_a_hash_only(
+    gateway_url, embedder, api_key, stub, settings
+):
+    settings.SKILLGATE = {**settings.SKILLGATE, "LEDGER_STORE_BODIES": False}
+    client(gateway_url, api_key.raw).embeddings.create(model="embedder", input="a secret text")
     row = Invocation.objects.get()
     assert list(row.request) == ["sha256"] and len(row.request["sha256"]) == 64
     assert "secret" not in str(row.request) + str(row.response)
 
 
-def test_the_retention_purge_blanks_an_embeddings_input(gateway_url, embedder, api_key, stub):
+def test_the_retention_purge_blanks_an_embeddings_input(gateway_url, embedder, api_key, stub, settings):
     client(gateway_url, api_key.raw).embeddings.create(model="embedder", input="old text")
     days = int(settings.SKILLGATE["LEDGER_RETENTION_DAYS"]) or 30
-    before = settings.SKILLGATE["LEDGER_RETENTION_DAYS"]
-    settings.SKILLGATE["LEDGER_RETENTION_DAYS"] = days
-    try:
-        assert ledger_bodies_purge(now=timezone.now() + timedelta(days=days + 1)) == 1
-    finally:
-        settings.SKILLGATE["LEDGER_RETENTION_DAYS"] = before
+    settings.SKILLGATE = {**settings.SKILLGATE, "LEDGER_RETENTION_DAYS": days}
+    assert ledger_bodies_purge(now=timezone.now() + timedelta(days=days + 1)) == 1
     row = Invocation.objects.get()
     assert row.request["purged"] is True and "input" not in row.request and row.response is None
 
 
-def test_through_litellm_when_the_direct_client_is_off(gateway_url, embedder, api_key, stub):
-    before = settings.SKILLGATE["DIRECT_CLIENT"]
-    settings.SKILLGATE["DIRECT_CLIENT"] = False  # every backend through litellm.aembedding
-    try:
-        reply = client(gateway_url, api_key.raw).embeddings.create(model="embedder", input=["a b", "c"])
-    finally:
-        settings.SKILLGATE["DIRECT_CLIENT"] = before
+def test_through_litellm_when_the_direct_client_is_off(gateway_url, embedder, api_key, stub, settings):
+    settings.SKILLGATE = {**settings.SKILLGATE, "DIRECT_CLIENT": False}  # every backend through litellm
+    reply = client(gateway_url, api_key.raw).embeddings.create(model="embedder", input=["a b", "c"])
     assert [d.embedding for d in reply.data] == [VECTOR, [2 * x for x in VECTOR]]
     assert stub.requests[-1]["model"] == "text-embed"
     assert Invocation.objects.get().cost_usd == PRICE * 3

@@ -8,11 +8,13 @@ import django
 from django.conf import settings
 
 from app.celery import celery_app
+from core.conf import forget
 
 django.setup()
 
 import tests.support.fake_environment  # noqa: E402, F401  (registers the "fake" environment)
 
 settings.DIAGNOSTICS_DEFAULT_ENVIRONMENT = "fake"
+forget()  # the typed settings (diagnostics.conf) are built again with it
 
 __all__ = ["celery_app"]

@@ -17,7 +17,8 @@ __all__ = ["Adapter", "TrainingRun", "TrainingSettings"]
 class TrainingSettings(models.Model):
     """Per-profile training configuration: hyper-parameter overrides and the base model folder.
 
-    Empty values fall back to ``settings.SKILLGATE["TRAINING"]`` and the trainer's defaults
+    Empty values fall back to the settings (``training.conf.get().training``, through
+    ``core.conf.resolve``) and the trainer's defaults
     (``training.trainer.Hyperparameters``).
     """
 

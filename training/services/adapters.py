@@ -30,9 +30,11 @@ from django.db.models import Max
 from django.utils import timezone
 
 from core import jobs
+from core.conf import resolve
 from core.errors import ServiceError
 from core.queues import enqueue_on_commit
 from routing.models import TaskProfile
+from training import conf
 from training.deploy import (
     adapter_activate,
     adapter_load,
@@ -69,32 +71,26 @@ class TrainingError(ServiceError, ValueError):
     code = "invalid_training_run"
 
 
-def _conf() -> dict[str, Any]:
-    return dict(settings.SKILLGATE["TRAINING"])
-
-
 def training_queue() -> str:
     """The Celery queue training tasks go to (``gpu`` by default)."""
-    return str(_conf()["QUEUE"])
+    return conf.get().training.queue
 
 
 def resolve_hyperparameters(profile: TaskProfile, overrides: dict[str, Any] | None) -> Hyperparameters:
-    """Trainer defaults <- settings <- the profile's TrainingSettings <- this run's overrides."""
-    profile_settings = TrainingSettings.objects.filter(profile=profile).first()
-    merged = {
-        **_conf()["HYPERPARAMETERS"],
-        **(profile_settings.hyperparameters if profile_settings else {}),
-        **(overrides or {}),
-    }
+    """Trainer defaults <- settings <- the profile's TrainingSettings <- this run's overrides
+    (``core.conf.resolve``'s precedence)."""
+    row = TrainingSettings.objects.filter(profile=profile).first()
     try:
-        return Hyperparameters.from_dict(merged)
+        merged = resolve(conf.get().training, "hyperparameters", {"hyperparameters": overrides}, row)
+        return Hyperparameters.from_dict(dict(merged))
     except ValueError as exc:
         raise TrainingError(str(exc)) from None
 
 
 def base_model_for(profile: TaskProfile) -> str:
-    profile_settings = TrainingSettings.objects.filter(profile=profile).first()
-    return (profile_settings.base_model if profile_settings else "") or str(_conf()["BASE_MODEL"])
+    """The profile's TrainingSettings.base_model, else the setting (``core.conf.resolve``)."""
+    row = TrainingSettings.objects.filter(profile=profile).first()
+    return str(resolve(conf.get().training, "base_model", row))
 
 
 @transaction.atomic
@@ -138,7 +134,7 @@ def training_run_start(
         profile=profile,
         version=version,
         name=name,
-        path=str(Path(_conf()["ADAPTER_DIR"]) / name),
+        path=str(conf.get().training.adapter_dir / name),
         base_model=parent.base_model if parent else base_model_for(profile),
         parent=parent,
     )
@@ -254,10 +250,10 @@ def training_run_execute(*, run_id: int, task_id: str = "") -> TrainingRun:
         logger.info("training run %s is not queued; nothing to do", run_id)
         return TrainingRun.objects.get(pk=run_id)
     run = TrainingRun.objects.select_related("adapter", "adapter__profile", "adapter__parent").get(pk=run_id)
-    conf = _conf()
+    training = conf.get().training
     try:
-        with jobs.heartbeat(TRAINING_JOB, run.pk, run.attempts, every_s=float(conf["HEARTBEAT_S"])):
-            metrics = _train(run, interval_s=float(conf["PROGRESS_INTERVAL_S"]))
+        with jobs.heartbeat(TRAINING_JOB, run.pk, run.attempts, every_s=training.heartbeat_s):
+            metrics = _train(run, interval_s=training.progress_interval_s)
     except BaseException as exc:  # SoftTimeLimitExceeded is a BaseException subclass in billiard
         _finish(
             run, TrainingRun.Status.FAILED, error=f"{type(exc).__name__}: {exc}", log=traceback.format_exc()
@@ -333,12 +329,12 @@ def training_runs_recover(
     heartbeat for ``stale_after_s``) is requeued while it has attempts left, failed after; a queued
     run whose message was sent ``SKILLGATE_JOBS_RING_AFTER_S`` ago gets it sent again (a second
     message of a run is harmless: it is claimed once). Returns the ids it handled."""
-    conf = _conf()
+    training = conf.get().training
     report = jobs.sweep(
         TRAINING_JOB,
-        stale_after_s=float(conf["STALE_AFTER_S"] if stale_after_s is None else stale_after_s),
+        stale_after_s=float(training.stale_after_s if stale_after_s is None else stale_after_s),
         ring_after_s=float(settings.JOBS_RING_AFTER_S),
-        max_attempts=int(conf["MAX_ATTEMPTS"] if max_attempts is None else max_attempts),
+        max_attempts=training.max_attempts if max_attempts is None else max_attempts,
         enqueue=_enqueue_train,
         give_up=_give_up,
     )

@@ -34,9 +34,8 @@ from scipy.stats import binomtest
 from core.errors import ServiceError
 from routing.models import Invocation, TaskProfile
 from routing.services import task_profile_skillbook_set
-from training import selectors
+from training import conf, selectors
 from training.models import Adapter, Admission, Rollback, SkillBook
-from training.services.cycle.calls import cycle_setting
 from training.services.cycle.skillbook import served_text, skillbook_activate
 
 log = logging.getLogger(__name__)
@@ -176,7 +175,7 @@ def rollback_check(*, profile_id: int) -> Rollback | None:
     line = float(figure) - setting.margin
     if live.labelled < setting.min_samples or live.correct >= line:
         return None
-    p_value, alpha = live.p_below(line), float(cycle_setting("ADMISSION_ALPHA"))
+    p_value, alpha = live.p_below(line), conf.get().cycle.admission_alpha
     if p_value >= alpha:
         return None
     if "adapter" in served:  # loaded before anything is routed to it (HTTP, idempotent)

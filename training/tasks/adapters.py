@@ -1,6 +1,6 @@
 """Celery tasks for adapters: training on the `gpu` queue, recovery and unloading on beat.
 
-``adapter_train`` is routed to ``settings.SKILLGATE["TRAINING"]["QUEUE"]`` (``CELERY_TASK_ROUTES``). Run
+``adapter_train`` is routed to ``training.conf.get().training.queue`` (``CELERY_TASK_ROUTES``). Run
 its worker with ``--prefetch-multiplier 1 --max-tasks-per-child 1`` (one long job at a time, a fresh
 process per run so the model's memory is given back). Soft and hard time limits come from settings.
 """
@@ -10,19 +10,19 @@ from __future__ import annotations
 from typing import Any
 
 from celery import shared_task
-from django.conf import settings
 
+from training import conf
 from training.services import adapters as services
 
-_LIMITS = settings.SKILLGATE["TRAINING"]
+_LIMITS = conf.get().training  # read when the worker imports its tasks (a Celery task option)
 
 
 @shared_task(
     bind=True,
     acks_late=True,
     ignore_result=True,
-    soft_time_limit=_LIMITS["SOFT_TIME_LIMIT_S"],
-    time_limit=_LIMITS["TIME_LIMIT_S"],
+    soft_time_limit=_LIMITS.soft_time_limit_s,
+    time_limit=_LIMITS.time_limit_s,
 )
 def adapter_train(self: Any, run_id: int) -> str:
     """Trains one queued run; a second delivery of the same run does nothing."""

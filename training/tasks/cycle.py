@@ -1,7 +1,7 @@
 """Celery tasks of the learning cycle, thin like views: take ids, claim with a conditional UPDATE
 (in the service), idempotent, acks_late, retried only on transient errors.
 
-Stages run on the queue named by ``SKILLGATE["CYCLE"]["QUEUE"]`` (default: Celery's default queue);
+Stages run on the queue named by ``training.conf.get().cycle.queue`` (default: Celery's default queue);
 training itself runs on the trainer's ``gpu`` queue.
 """
 
@@ -12,12 +12,12 @@ from typing import Any
 from celery import shared_task
 
 from core.queues import enqueue
+from training import conf
 from training.services.cycle import orchestrate
-from training.services.cycle.calls import cycle_setting
 
 
 def enqueue_stage(cycle_id: int, stage: str) -> None:
-    enqueue(cycle_stage, cycle_id, stage, queue=cycle_setting("QUEUE"))
+    enqueue(cycle_stage, cycle_id, stage, queue=conf.get().cycle.queue)
 
 
 @shared_task(

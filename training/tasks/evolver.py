@@ -13,6 +13,7 @@ from celery import shared_task
 from core.queues import enqueue
 from diagnostics.agent.llm import LLMUnavailable
 from routing.models import TaskProfile
+from training import conf
 from training.services import evolver
 from training.services.evolver.jobs import evolver_jobs_sweep
 
@@ -22,7 +23,7 @@ log = logging.getLogger(__name__)
 def _send(task: Any, pk: int) -> None:
     """Sends now; a broker that is down is logged, not raised: the sweeper sends it again."""
     try:
-        enqueue(task, pk, queue=evolver.evolver_setting("QUEUE"))
+        enqueue(task, pk, queue=conf.get().evolver.queue)
     except Exception:
         log.warning("could not send %s(%s); the sweeper sends it again", task.name, pk, exc_info=True)
 

@@ -8,15 +8,16 @@ import signal
 import time
 from pathlib import Path
 from types import FrameType
-from typing import Any
 
 from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandParser
 from django.urls import reverse
 
+from app import conf
 from app.supervisor import Supervisor, python
 from app.traffic import send_demo_traffic
+from training import conf as training_conf
 
 
 class Command(BaseCommand):
@@ -42,22 +43,22 @@ class Command(BaseCommand):
             raise KeyboardInterrupt
 
         signal.signal(signal.SIGTERM, on_term)
-        local: dict[str, Any] = settings.SKILLGATE["LOCAL_STUDENT"]
+        local = conf.get().local_student
         base = f"http://{opts['host']}:{opts['port']}"
         try:
-            if not opts["no_student"] and Path(local["MODEL_DIR"]).is_dir():
+            if not opts["no_student"] and Path(local.model_dir).is_dir():
                 sup.start(
                     "student",
                     ["bash", str(root / "infra" / "vllm_serve.sh")],
                     {
-                        "MODEL_DIR": local["MODEL_DIR"],
-                        "SERVED_NAME": local["SERVED_NAME"],
-                        "PORT": str(local["PORT"]),
+                        "MODEL_DIR": local.model_dir,
+                        "SERVED_NAME": local.served_name,
+                        "PORT": str(local.port),
                     },
                     to_log=True,
                 )
             elif not opts["no_student"]:
-                self.stdout.write(f"[serve] no local model at {local['MODEL_DIR']}: student not started")
+                self.stdout.write(f"[serve] no local model at {local.model_dir}: student not started")
             sup.start(
                 "web",
                 [
@@ -90,7 +91,7 @@ class Command(BaseCommand):
                     # One dev worker takes both queues; a training run then holds it until done.
                     # Production runs the gpu queue on its own worker (prefetch 1, one task per child).
                     "--queues",
-                    f"{settings.CELERY_TASK_DEFAULT_QUEUE},{settings.SKILLGATE['TRAINING']['QUEUE']}",
+                    f"{settings.CELERY_TASK_DEFAULT_QUEUE},{training_conf.get().training.queue}",
                 ],
                 to_log=True,
             )
@@ -102,7 +103,7 @@ class Command(BaseCommand):
             sup.wait_http("web", f"{base}/readyz", 60)
             if "student" in sup.children:
                 self.stdout.write("[serve] waiting for the local student (vLLM on CPU, ~30-60 s)...")
-                sup.wait_http("student", f"http://127.0.0.1:{local['PORT']}/v1/models", 300)
+                sup.wait_http("student", f"http://127.0.0.1:{local.port}/v1/models", 300)
             dashboard = base + reverse("web:overview")
             self.stdout.write(f"[serve] Skillgate is up: {base}/v1 (OpenAI API), {dashboard} (dashboard)")
             if not opts["no_demo"] and "student" in sup.children:

@@ -18,8 +18,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from django.conf import settings
-
+from diagnostics import conf as diagnostics_conf
 from diagnostics.agent.analyzers.base import (
     AnalysisState,
     Analyzer,
@@ -169,7 +168,7 @@ class CapacityAnalyzer(Analyzer):
                     Remedy(("scale_workers", "scale"), group, {"count": 1}, f"scale {group} to 1"),
                 )
             )
-        threshold = float(settings.DIAGNOSTICS_QUEUE_DEPTH_THRESHOLD)
+        threshold = diagnostics_conf.get().analyzers.queue_depth
         default = str(out.params.get("service") or out.params.get("name") or "")
         sections = [(m.start(), m.group(1)) for m in _SECTION.finditer(out.text)]
         for match in _QUEUE.finditer(out.text):

@@ -5,8 +5,7 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 
-from django.conf import settings
-
+from diagnostics import conf as diagnostics_conf
 from diagnostics.agent.analyzers.base import AnalysisState, Analyzer, ToolOutput, clip, register
 from diagnostics.agent.analyzers.logs import DB_WORDS, log_subject
 from diagnostics.agent.findings import Finding, Severity
@@ -41,7 +40,7 @@ def _seconds(value: str, unit: str) -> float:
 
 
 def _latency_threshold_s() -> float:
-    return float(settings.DIAGNOSTICS_LATENCY_THRESHOLD_S)
+    return diagnostics_conf.get().analyzers.latency_s
 
 
 @register
@@ -181,7 +180,7 @@ class LogSignalAnalyzer(Analyzer):
             return []
         errors = [c for c in codes if c >= 500]
         ratio = len(errors) / len(codes)
-        threshold = float(settings.DIAGNOSTICS_ERROR_RATE_THRESHOLD)
+        threshold = diagnostics_conf.get().analyzers.error_rate
         if ratio < threshold:
             return []
         return [

@@ -9,8 +9,7 @@ import re
 from datetime import UTC, datetime
 from typing import Any
 
-from django.conf import settings
-
+from diagnostics import conf as diagnostics_conf
 from diagnostics.agent.analyzers.base import (
     AnalysisState,
     Analyzer,
@@ -359,7 +358,7 @@ class DeployHistoryAnalyzer(Analyzer):
             or "rollback" in str(last.get("by", "")).lower()
         ):
             return []
-        recent_s = float(settings.DIAGNOSTICS_RECENT_DEPLOY_S)
+        recent_s = diagnostics_conf.get().analyzers.recent_deploy_s
         try:
             at = datetime.strptime(str(last.get("at")), "%Y-%m-%dT%H:%M:%S%z")
             age = (datetime.now(UTC) - at).total_seconds()

@@ -6,8 +6,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.conf import settings
-
+from diagnostics import conf as diagnostics_conf
 from diagnostics.agent.analyzers.base import (
     AnalysisState,
     Analyzer,
@@ -179,7 +178,7 @@ class TraceTreeAnalyzer(Analyzer):
         root = max(roots, key=lambda s: s.duration_ms)
         spans = _all([root])
         worst = max(spans, key=lambda s: s.self_ms)
-        threshold_ms = float(settings.DIAGNOSTICS_LATENCY_THRESHOLD_S) * 1000
+        threshold_ms = diagnostics_conf.get().analyzers.latency_s * 1000
         if worst.self_ms < threshold_ms and root.duration_ms < threshold_ms:
             return []
         share = worst.self_ms / root.duration_ms if root.duration_ms else 0
@@ -240,7 +239,7 @@ class TraceListAnalyzer(Analyzer):
 
     def analyze(self, out: ToolOutput, state: AnalysisState) -> list[Finding]:
         traces = parse_trace_list(out.text)
-        threshold_ms = float(settings.DIAGNOSTICS_LATENCY_THRESHOLD_S) * 1000
+        threshold_ms = diagnostics_conf.get().analyzers.latency_s * 1000
         slow = sorted((t for t in traces if t[1] >= threshold_ms), key=lambda t: -t[1])
         for trace_id, _duration, _root in slow[:2]:
             state.lead(ObjRef("trace", trace_id), "one of the slowest traces", 95)

@@ -8,7 +8,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from diagnostics.agent import config
+from diagnostics import conf
 from diagnostics.agent.runner import MODE_ANALYZERS, MODE_LLM
 from diagnostics.evaluation.cases import SPLITS
 from diagnostics.evaluation.grading import judge_client
@@ -66,11 +66,9 @@ class Command(BaseCommand):
         runs = int(options["runs"])
         if runs < 1:
             raise CommandError("--runs must be at least 1.")
-        use_llm = not options["no_llm"] and config.llm_configured()
+        use_llm = not options["no_llm"] and conf.get().agent.llm_configured
         if not options["no_llm"] and not use_llm:
-            self.stderr.write(
-                f"No LLM configured ({config.AGENT_KEY_ENV} is not set): running analyzers only."
-            )
+            self.stderr.write(f"No LLM configured ({conf.AGENT_KEY_ENV} is not set): running analyzers only.")
         mode = MODE_LLM if use_llm else MODE_ANALYZERS
         judge = judge_client() if use_llm and options["grader"] != "keyword" else None
         grader = options["grader"] if judge is not None else "keyword"
@@ -84,7 +82,7 @@ class Command(BaseCommand):
             )
             self.stdout.write(f"  {result.case} run {result.run}: {mark} ({len(result.tool_calls)} calls)")
 
-        skills = observer_skills(config.observer_profile()) if use_llm else []
+        skills = observer_skills(conf.get().agent.observer_profile) if use_llm else []
         results = evaluate(
             roots,
             runs=runs,

@@ -8,9 +8,9 @@ import time
 from types import FrameType
 from typing import Any
 
-from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from diagnostics import conf as diagnostics_conf
 from lab import alertmanager
 from lab.config import LabConfig
 from lab.daemon import DaemonUnavailable
@@ -57,7 +57,7 @@ class Command(BaseCommand):
         manager = None
         if not options["no_alertmanager"] and alertmanager.binary() is not None:
             environment = options["environment"] or (
-                "local+prometheus" if settings.DIAGNOSTICS_PROMETHEUS_URL else "local"
+                "local+prometheus" if diagnostics_conf.get().environments.prometheus_url else "local"
             )
             url = alertmanager.incidents_url(options["incidents"], environment)
             manager = alertmanager.for_lab(config, url=url, token=alertmanager.incidents_key_issue())

@@ -6,11 +6,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
+
+from diagnostics import conf as diagnostics_conf
 
 MAX_OUTPUT = 12_000
 # kind -> (API group, the client's snake_case resource name, namespaced)
@@ -48,11 +49,11 @@ class KubernetesConfig:
     @classmethod
     def from_settings(cls) -> KubernetesConfig:
         return cls(
-            read_kubeconfig=settings.DIAGNOSTICS_K8S_READ_KUBECONFIG,
-            write_kubeconfig=settings.DIAGNOSTICS_K8S_WRITE_KUBECONFIG,
-            context=settings.DIAGNOSTICS_K8S_CONTEXT,
-            write_namespaces=tuple(settings.DIAGNOSTICS_K8S_WRITE_NAMESPACES),
-            health_timeout_s=float(settings.DIAGNOSTICS_K8S_HEALTH_TIMEOUT_S),
+            read_kubeconfig=diagnostics_conf.get().environments.k8s_read_kubeconfig,
+            write_kubeconfig=diagnostics_conf.get().environments.k8s_write_kubeconfig,
+            context=diagnostics_conf.get().environments.k8s_context,
+            write_namespaces=diagnostics_conf.get().environments.k8s_write_namespaces,
+            health_timeout_s=diagnostics_conf.get().environments.k8s_health_timeout_s,
         )
 
 

@@ -49,11 +49,11 @@ from routing.errors import UpstreamError
 from routing.ledger import learning_spend
 from routing.models import Backend, Invocation, Reservation, TaskProfile
 from routing.verifiers import Verifier
+from training import conf
 from training.models import Admission, Demonstration
 from training.services.cycle.calls import (
     CycleError,
     acall,
-    cycle_setting,
     first_passing,
     replay_plan,
     required,
@@ -179,7 +179,7 @@ async def _evaluate(
     ``labelled``: the teacher answers every item, and a student answer the verifier passed is marked
     ``wrong`` where the teacher's passing answer shows it wrong, by the rule the live samples label
     calls with (``routing.call.sampling.student_correct``)."""
-    limit = asyncio.Semaphore(int(cycle_setting("ADMISSION_CONCURRENCY")))
+    limit = asyncio.Semaphore(conf.get().cycle.admission_concurrency)
 
     async def student_leg(plan: CallPlan, item: Item) -> Leg:
         student = required(plan.student, "student")
@@ -374,10 +374,10 @@ def admission_evaluate(
     adapter with the active SkillBook; "skillbook": the candidate SkillBook with the active adapter),
     replayed on the same items; the candidate is refused when any of them alone is worse."""
     profile = TaskProfile.objects.select_related("teacher", "student").get(pk=profile_id)
-    alpha = float(cycle_setting("ADMISSION_ALPHA"))
+    alpha = conf.get().cycle.admission_alpha
     backends = active_backends()
     labelled = rates(profile)[0] > 0  # the profile labels live answers: admission labels its items too
-    items = heldout_items(profile=profile, limit=int(cycle_setting("ADMISSION_MAX_ITEMS")), backends=backends)
+    items = heldout_items(profile=profile, limit=conf.get().cycle.admission_max_items, backends=backends)
     configurations = [active, candidate, *(parts or {}).values()]
     if items:
         sides = [_side_plans(profile, items, side, backends) for side in configurations]
@@ -398,7 +398,7 @@ def admission_evaluate(
     for name, side_legs in part_legs.items():
         metrics = _metrics(side_legs, teachers)
         judged_parts.append(Part(name, metrics, *mcnemar(act.outcomes, metrics.outcomes)))
-    min_items = int(cycle_setting("ADMISSION_MIN_ITEMS"))
+    min_items = conf.get().cycle.admission_min_items
     decision, reason = decide(act, cand, b=b, c=c, p=p, alpha=alpha, min_items=min_items, parts=judged_parts)
     extra: dict[str, Any] = {"parts": {x.name: x.as_json() for x in judged_parts}} if judged_parts else {}
     admitted_ids = candidate_ids

@@ -18,8 +18,6 @@ from dataclasses import dataclass, replace
 from decimal import Decimal
 from typing import Any
 
-from django.conf import settings
-
 from core.errors import ServiceError
 from routing.call import upstream
 from routing.call.plans import CallPlan, plan_call
@@ -31,6 +29,7 @@ from routing.pricing import prices_for, usage_cost
 from routing.verifiers import Verifier
 from routing.verifiers.json_schema import message_text
 from routing.verifiers.policy import VerifierPolicyError
+from training import conf
 
 
 class CycleError(ServiceError):
@@ -38,10 +37,6 @@ class CycleError(ServiceError):
 
     code = "cycle_step_failed"
     status = 409
-
-
-def cycle_setting(name: str) -> Any:
-    return settings.SKILLGATE["CYCLE"][name]
 
 
 def replay_plan(
@@ -220,7 +215,7 @@ def split_of(messages: list[dict[str, Any]]) -> str:
     """train or heldout, fixed by the prompt: one shard in HELDOUT_SHARDS is held out for admission,
     so a teacher pair and a self-repair pair of the same prompt always land on the same side."""
     digest = hashlib.sha256(json.dumps(messages, sort_keys=True, ensure_ascii=False).encode()).digest()
-    shards = int(cycle_setting("HELDOUT_SHARDS"))
+    shards = conf.get().cycle.heldout_shards
     return "heldout" if shards > 0 and int.from_bytes(digest[:4], "big") % shards == 0 else "train"
 
 
@@ -231,7 +226,6 @@ __all__ = [
     "call",
     "completion_message",
     "completion_text",
-    "cycle_setting",
     "first_passing",
     "learning_call",
     "replay_plan",

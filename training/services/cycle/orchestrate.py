@@ -19,10 +19,10 @@ from django.utils import timezone
 
 from routing.errors import UpstreamError
 from routing.models import TaskProfile
-from training import selectors
+from training import conf, selectors
 from training.models import Admission, Cycle, Demonstration, TrainingSettings
 from training.services.cycle.admission import Configuration, admission_evaluate
-from training.services.cycle.calls import CycleError, cycle_setting
+from training.services.cycle.calls import CycleError
 from training.services.cycle.replay import demonstrations_replay
 from training.services.cycle.skillbook import served_text, skillbook_activate, skillbook_update
 
@@ -140,7 +140,7 @@ def _adapter(cycle: Cycle) -> str | None:
     """Starts the trainer's run on the train demonstrations (the SkillBook candidate in front)."""
     from training.services.adapters import training_run_start
 
-    if not cycle_setting("TRAIN_ADAPTER"):
+    if not conf.get().cycle.train_adapter:
         cycle.stats["adapter"] = {"skipped": "adapter training is off (SKILLGATE_CYCLE_TRAIN_ADAPTER)"}
         return None
     ids = list(
@@ -149,7 +149,7 @@ def _adapter(cycle: Cycle) -> str | None:
         )
     )
     new = cycle.stats.get("replay", {}).get("demonstrations", 0)
-    if not ids or (not new and not cycle_setting("TRAIN_WITHOUT_NEW")):
+    if not ids or (not new and not conf.get().cycle.train_without_new):
         cycle.stats["adapter"] = {"skipped": "no new demonstrations" if ids else "no demonstrations"}
         return None
     grpo = TrainingSettings.objects.filter(profile_id=cycle.profile_id, grpo=True).exists()
@@ -336,9 +336,9 @@ def cycles_poll() -> int:
         cycle.stage_started_at = cycle.stage_started_at or cycle.created_at
         _advance(cycle)
         moved += 1
-    stale = timezone.now() - timedelta(seconds=int(cycle_setting("STAGE_TIMEOUT_S")))
+    stale = timezone.now() - timedelta(seconds=conf.get().cycle.stage_timeout_s)
     for cycle in Cycle.objects.filter(status=Status.RUNNING, stage_started_at__lt=stale):
-        if cycle.attempts >= int(cycle_setting("STAGE_MAX_ATTEMPTS")):
+        if cycle.attempts >= conf.get().cycle.stage_max_attempts:
             cycle_fail(
                 cycle_id=cycle.pk, error=f"{cycle.stage}: no worker finished it in {cycle.attempts} tries"
             )
@@ -355,7 +355,7 @@ def cycles_poll() -> int:
 def cycles_autostart() -> list[int]:
     """Starts a cycle for every profile that gathered AUTO_FAILURES failed student calls since its
     last cycle began (0 turns this off)."""
-    threshold = int(cycle_setting("AUTO_FAILURES"))
+    threshold = conf.get().cycle.auto_failures
     if threshold <= 0:
         return []
     started = []

@@ -22,11 +22,10 @@ from django.db import transaction
 from routing.call.plans import CallPlan
 from routing.errors import UpstreamError
 from routing.models import Invocation, TaskProfile
-from training import selectors
+from training import conf, selectors
 from training.models import Demonstration, ReplayAttempt
 from training.services.cycle.calls import (
     completion_text,
-    cycle_setting,
     first_passing,
     learning_call,
     replay_plan,
@@ -164,9 +163,9 @@ def _replay_student(plan: CallPlan | None, invocation: Invocation, result: Repla
         )
         return
     student = required(plan.student, "student")
-    body = plan.body_for(student, temperature=float(cycle_setting("SELF_REPAIR_TEMPERATURE")))
+    body = plan.body_for(student, temperature=conf.get().cycle.self_repair_temperature)
     detail = "no retry"
-    for _ in range(int(cycle_setting("SELF_REPAIR_TRIES"))):
+    for _ in range(conf.get().cycle.self_repair_tries):
         message = learning_call(
             student, body, profile_id=invocation.profile_id, purpose="self_repair"
         ).message
@@ -200,12 +199,12 @@ def demonstrations_replay(*, profile_id: int, invocation_ids: list[str] | None =
     counted in ``errors``. Not atomic as a whole: each call's outcome is committed as it is decided.
     """
     profile = TaskProfile.objects.select_related("teacher", "student").get(pk=profile_id)
-    self_repair = int(cycle_setting("SELF_REPAIR_TRIES")) > 0
+    self_repair = conf.get().cycle.self_repair_tries > 0
     calls = selectors.failed_student_calls(
         profile_id=profile_id,
         sources=2 if self_repair else 1,
         invocation_ids=invocation_ids,
-        limit=int(cycle_setting("REPLAY_LIMIT")),
+        limit=conf.get().cycle.replay_limit,
     )
     result = ReplayResult()
     for invocation in calls:

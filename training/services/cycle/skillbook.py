@@ -31,9 +31,9 @@ from routing.models import Invocation, TaskProfile
 from routing.schemas import schema_errors
 from routing.services import task_profile_skillbook_set
 from routing.verifiers.json_schema import message_text
-from training import selectors
+from training import conf, selectors
 from training.models import Demonstration, Skill, SkillBook
-from training.services.cycle.calls import cycle_setting, learning_call, required, split_of, task_signature
+from training.services.cycle.calls import learning_call, required, split_of, task_signature
 from training.services.cycle.grounding import ground
 
 MAX_ITEMS = 3
@@ -95,7 +95,7 @@ class _Evidence:
 
 def _gather(profile: TaskProfile) -> dict[str, _Evidence]:
     """Per signature: pass/fail per model over the latest ledger window, latest failures and exemplars."""
-    window = int(cycle_setting("SKILLBOOK_WINDOW"))
+    window = conf.get().cycle.skillbook_window
     evidence: dict[str, _Evidence] = {}
     stats: dict[str, dict[str, Counter[str]]] = defaultdict(lambda: defaultdict(Counter))
     # Purged and hash-only calls (routing/ledger/record.py) have no prompt to learn a signature from.
@@ -263,7 +263,7 @@ def skillbook_update(*, profile_id: int) -> SkillBookUpdate:
             existing.values(),
             key=lambda s: -evidence[s.task_signature].calls if s.task_signature in evidence else 0,
         )
-        text = render(profile, ordered, max_chars=int(cycle_setting("SKILLBOOK_MAX_CHARS")))
+        text = render(profile, ordered, max_chars=conf.get().cycle.skillbook_max_chars)
         latest = selectors.skillbook_latest(profile_id=profile_id)
         if text == (latest.text if latest else ""):
             return SkillBookUpdate(None, rejected=rejected)

@@ -25,9 +25,9 @@ from diagnostics.agent.skills import Signature, SkillEntry, parse_skillbook, ren
 from diagnostics.evaluation.replay import by_case, evaluate
 from routing.models import TaskProfile
 from routing.services import task_profile_skillbook_set
+from training import conf
 from training.models import DiagnosticSkill, DiagnosticSkillSet
 from training.services.evolver.jobs import SKILL_SET_JOB, heartbeat_s, max_attempts
-from training.services.evolver.plans import evolver_setting
 
 
 def skill_entry(skill: DiagnosticSkill) -> SkillEntry:
@@ -49,7 +49,7 @@ def skill_set_propose(*, profile_id: int) -> DiagnosticSkillSet | None:
         DiagnosticSkill.objects.filter(profile=profile, status=DiagnosticSkill.Status.READY).order_by("-pk")
     )
     entries = [skill_entry(s) for s in skills]
-    text = render_skillbook(entries, max_chars=int(evolver_setting("MAX_SKILLBOOK_CHARS")))
+    text = render_skillbook(entries, max_chars=conf.get().evolver.max_skillbook_chars)
     if not text or DiagnosticSkillSet.objects.filter(profile=profile, text=text).exists():
         return None  # nothing new: this very set is admitted, pending, or was refused already
     last = DiagnosticSkillSet.objects.filter(profile=profile).order_by("-version").first()
@@ -62,7 +62,7 @@ def skill_set_propose(*, profile_id: int) -> DiagnosticSkillSet | None:
 
 
 def heldout_root() -> Path:
-    configured = evolver_setting("HELDOUT_CASES")
+    configured = conf.get().evolver.heldout_cases
     return Path(configured) if configured else Path(settings.EVAL_DIR) / "holmesgpt" / "cases"
 
 
@@ -124,7 +124,7 @@ def skill_set_admit(
         return DiagnosticSkillSet.objects.get(pk=skill_set_id)
     profile = skill_set.profile
     root = root or heldout_root()
-    only = str(evolver_setting("HELDOUT_FILTER")) if only is None else only
+    only = conf.get().evolver.heldout_filter if only is None else only
     client = gateway_client(profile.name)
     build = build or observer_factory(client)
     previous = admitted_set(profile)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import transaction
 from django.utils import timezone
@@ -21,8 +20,8 @@ from jsonschema import Draft202012Validator
 from core import jobs
 from core.errors import ServiceError
 from core.queues import on_commit
+from diagnostics import conf as diagnostics_conf
 from diagnostics import services as diagnostics_services
-from diagnostics.agent import config as agent_config
 from diagnostics.agent.findings import Finding
 from diagnostics.agent.llm import GatewayClient, LLMUnavailable, gateway_client
 from diagnostics.agent.skills import PHASES, Signature, incident_signature
@@ -30,13 +29,9 @@ from diagnostics.models import Step, Trajectory
 from diagnostics.recording import alert_context_for
 from routing.json_body import loads_answer
 from routing.models import TaskProfile
+from training import conf
 from training.models import DiagnosticSkill
 from training.services.evolver.jobs import SKILL_JOB, heartbeat_s, max_attempts
-
-
-def evolver_setting(name: str) -> Any:
-    """One of ``SKILLGATE["EVOLVER"]`` (declared, with its default, in app/settings/)."""
-    return settings.SKILLGATE["EVOLVER"][name]
 
 
 class EvolverError(ServiceError):
@@ -137,7 +132,7 @@ def trajectory_brief(trajectory: Trajectory, *, note: str = "") -> str:
 
 
 def _observer_profile() -> TaskProfile:
-    profile, _ = TaskProfile.objects.get_or_create(name=agent_config.observer_profile())
+    profile, _ = TaskProfile.objects.get_or_create(name=diagnostics_conf.get().agent.observer_profile)
     return profile
 
 
@@ -241,12 +236,12 @@ def diagnostic_skill_evolve(
     """Ask the teacher for the corrective plan of a claimed job and store it, or reject the answer.
 
     Raises LLMUnavailable when the gateway cannot be reached (the task retries)."""
-    client = client or gateway_client(str(evolver_setting("PROFILE")))
+    client = client or gateway_client(conf.get().evolver.profile)
     if client is None:
         return _finish(
             skill,
             status=DiagnosticSkill.Status.FAILED,
-            error=f"No teacher: {agent_config.AGENT_KEY_ENV} is not set.",
+            error=f"No teacher: {diagnostics_conf.AGENT_KEY_ENV} is not set.",
         )
     trajectory = Trajectory.objects.select_related("incident").get(pk=skill.trajectory_id)
     messages = [

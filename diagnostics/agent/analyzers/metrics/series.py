@@ -6,8 +6,7 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 
-from django.conf import settings
-
+from diagnostics import conf as diagnostics_conf
 from diagnostics.agent.analyzers.base import AnalysisState, Analyzer, ToolOutput, register
 from diagnostics.agent.analyzers.metrics.samples import (
     LATENCY_NAME,
@@ -103,7 +102,7 @@ class MetricsAnalyzer(Analyzer):
         return findings
 
     def _throttling(self, samples: list[Sample]) -> list[Finding]:
-        threshold = float(settings.DIAGNOSTICS_THROTTLING_THRESHOLD)
+        threshold = diagnostics_conf.get().analyzers.throttling
         by_target: dict[str, dict[str, float]] = defaultdict(dict)
         for s in samples:
             if "throttled" in s.name or "cfs_periods" in s.name:
@@ -153,7 +152,7 @@ class MetricsAnalyzer(Analyzer):
         bound: float | None = None,
         grouped_by: bool = False,
     ) -> list[Finding]:
-        threshold = float(settings.DIAGNOSTICS_LATENCY_THRESHOLD_S)
+        threshold = diagnostics_conf.get().analyzers.latency_s
         if bound is not None:
             threshold = min(threshold, bound)
         findings = []
@@ -201,7 +200,7 @@ class MetricsAnalyzer(Analyzer):
         return findings[:3]
 
     def _errors(self, samples: list[Sample]) -> list[Finding]:
-        threshold = float(settings.DIAGNOSTICS_ERROR_RATE_THRESHOLD)
+        threshold = diagnostics_conf.get().analyzers.error_rate
         totals: dict[str, float] = defaultdict(float)
         errors: dict[str, float] = defaultdict(float)
         findings = []

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import re
 
-from django.conf import settings
-
+from diagnostics import conf as diagnostics_conf
 from diagnostics.agent.analyzers.base import AnalysisState, Analyzer, ToolOutput, register
 from diagnostics.agent.findings import Finding, Remedy, Severity
 
@@ -24,8 +23,8 @@ class MetricsSummaryAnalyzer(Analyzer):
         return _KV.search(out.text) is not None
 
     def analyze(self, out: ToolOutput, state: AnalysisState) -> list[Finding]:
-        error_threshold = float(settings.DIAGNOSTICS_ERROR_RATE_THRESHOLD)
-        latency_ms = float(settings.DIAGNOSTICS_LATENCY_THRESHOLD_S) * 1000
+        error_threshold = diagnostics_conf.get().analyzers.error_rate
+        latency_ms = diagnostics_conf.get().analyzers.latency_s * 1000
         findings = []
         default = str(out.params.get("service") or out.params.get("name") or "")
         for line in out.text.splitlines():
@@ -89,7 +88,7 @@ class DiskUsageAnalyzer(Analyzer):
         return "%" in out.text and bool(_usage_rows(out.text))
 
     def analyze(self, out: ToolOutput, state: AnalysisState) -> list[Finding]:
-        threshold = float(settings.DIAGNOSTICS_DISK_THRESHOLD_PERCENT)
+        threshold = diagnostics_conf.get().analyzers.disk_percent
         findings = []
         seen: set[str] = set()
         rows = _usage_rows(out.text)
@@ -135,8 +134,8 @@ class ProcessTopAnalyzer(Analyzer):
         # A busy loop in a Python thread shows at 60-90% (it shares the GIL with the serving threads);
         # on a machine whose cores are busy with other work it gets less, so a process that burns
         # many times the CPU of every other one is flagged too (an outlier, not a level).
-        threshold = float(settings.DIAGNOSTICS_CPU_THRESHOLD_PERCENT)
-        outlier = float(settings.DIAGNOSTICS_CPU_OUTLIER_PERCENT)
+        threshold = diagnostics_conf.get().analyzers.cpu_percent
+        outlier = diagnostics_conf.get().analyzers.cpu_outlier_percent
         rows = [(name, pid, float(cpu)) for name, pid, cpu, _rss in _TOP_ROW.findall(out.text)]
         findings = []
         for name, pid, cpu in rows:
