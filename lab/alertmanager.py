@@ -4,8 +4,9 @@ incidents webhook.
 The lab's Prometheus evaluates ``infra/prometheus/lab-rules.yml`` and sends firing alerts here;
 ``webhook_config`` routes every alert on its own (``group_by: ['...']``) to one receiver whose
 ``webhook_configs`` entry posts Alertmanager's webhook payload to ``POST /api/incidents`` with a Bearer
-API key read from a file (``http_config.authorization.credentials_file``). ``incidents_key_issue`` makes
-that key: scope ``incidents:write`` only, owned by a user who may open incidents and nothing else.
+API key read from a file (``http_config.authorization.credentials_file``). ``incidents_key_issue``
+(diagnostics/services/webhook_keys.py) makes that key: scope ``incidents:write`` only, owned by a user
+who may open incidents and nothing else.
 Everything is generated under the lab's folder (``var/lab/alertmanager`` by default).
 """
 
@@ -17,15 +18,8 @@ from pathlib import Path
 from typing import Any, Self
 from urllib.parse import quote
 
-from django.contrib.auth import get_user_model
-from django.contrib.auth.models import Permission
-
-from diagnostics.services import OPEN_PERMISSION
 from lab.config import LabConfig
 from lab.daemon import ReadyDaemon
-from routing.models import ApiKey
-from routing.scopes import INCIDENTS_WRITE
-from routing.services import api_key_create, api_key_revoke
 
 DEFAULT_PORT_OFFSET = 93  # the lab's Alertmanager listens on port_base + 93 unless told otherwise
 RECEIVER = "skillgate-incidents"
@@ -72,21 +66,6 @@ def webhook_config(url: str, *, credentials_file: Path, group_wait_s: float = 10
             }
         ],
     }
-
-
-def incidents_key_issue() -> str:
-    """A new API key for the webhook (scope ``incidents:write``), owned by the ``lab-alertmanager`` user
-    with only the permission to open incidents; its earlier keys are revoked. Returns the raw secret."""
-    user, created = get_user_model().objects.get_or_create(username=KEY_OWNER)
-    if created:
-        user.set_unusable_password()
-        user.save(update_fields=["password"])
-    app_label, codename = OPEN_PERMISSION.split(".", 1)
-    user.user_permissions.add(Permission.objects.get(content_type__app_label=app_label, codename=codename))
-    for old in ApiKey.objects.filter(name=KEY_OWNER, owner=user, revoked_at__isnull=True):
-        api_key_revoke(api_key=old)
-    _, raw = api_key_create(name=KEY_OWNER, owner=user, scopes=[INCIDENTS_WRITE])
-    return raw
 
 
 @dataclass

@@ -11,6 +11,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from diagnostics import conf as diagnostics_conf
+from diagnostics.services.webhook_keys import incidents_key_issue
 from lab import alertmanager
 from lab.config import LabConfig
 from lab.daemon import DaemonUnavailable
@@ -60,7 +61,7 @@ class Command(BaseCommand):
                 "local+prometheus" if diagnostics_conf.get().environments.prometheus_url else "local"
             )
             url = alertmanager.incidents_url(options["incidents"], environment)
-            manager = alertmanager.for_lab(config, url=url, token=alertmanager.incidents_key_issue())
+            manager = alertmanager.for_lab(config, url=url, token=incidents_key_issue(alertmanager.KEY_OWNER))
         elif not options["no_alertmanager"]:
             self.stdout.write(
                 "alertmanager is not installed (Debian: apt-get install -y prometheus-alertmanager): "

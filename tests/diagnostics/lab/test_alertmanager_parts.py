@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from bench.support.vllm import free_port
+from diagnostics.services.webhook_keys import incidents_key_issue
 from lab import alertmanager
 from lab.config import LabConfig
 from lab.daemon import DaemonUnavailable
@@ -67,8 +68,8 @@ def test_the_lab_prometheus_sends_its_alerts_to_the_alertmanager(tmp_path: Path)
 
 @pytest.mark.django_db
 def test_the_webhook_key_may_only_open_incidents_and_replaces_the_previous_one() -> None:
-    first = alertmanager.incidents_key_issue()
-    second = alertmanager.incidents_key_issue()
+    first = incidents_key_issue(alertmanager.KEY_OWNER)
+    second = incidents_key_issue(alertmanager.KEY_OWNER)
     keys = ApiKey.objects.filter(name=alertmanager.KEY_OWNER).order_by("pk")
     assert [k.key_hash for k in keys] == [hash_key(first), hash_key(second)]
     old, new = keys

@@ -14,6 +14,7 @@ import pytest
 from bench.support.vllm import free_port
 from diagnostics import tasks
 from diagnostics.models import Incident, Trajectory
+from diagnostics.services.webhook_keys import incidents_key_issue
 from diagnostics.toolsets.local import LocalReadToolset
 from lab import alertmanager
 from lab.faults import get_fault
@@ -47,7 +48,7 @@ def test_a_lab_alert_opens_an_incident_through_alertmanager_and_is_diagnosed(
     no_enqueue: list[tuple[str, int]],
     settings,  # type: ignore[no-untyped-def]
 ) -> None:
-    token = alertmanager.incidents_key_issue()
+    token = incidents_key_issue(alertmanager.KEY_OWNER)
     url = alertmanager.incidents_url(gateway_url, "local+prometheus")
     with local_environment_lab(tmp_path / "lab") as lab:
         lab.heal()
