@@ -51,11 +51,8 @@ class SkillgateConfig(AppConfig):
     def ready(self) -> None:
         from app import conf
         from app.web.roles import roles_sync
-        from routing import conf as routing_conf
 
-        # A setting out of its type or range stops start-up here, with a message naming its variable.
-        conf.check()
-        routing_conf.check()  # until routing's own ready() does it (issue 30: routing is being moved)
+        conf.check()  # a setting out of its type or range stops start-up, naming its variable
         var_prepare()
         # post_migrate is sent per app with models (this one has none): hook onto auth's, which every
         # migrate and every test-database flush sends after all migrations are applied.

@@ -9,11 +9,12 @@ class RoutingConfig(AppConfig):
         from django.db.backends.signals import connection_created
 
         from core import db_text
-        from routing import tasks
+        from routing import conf, tasks
         from routing.access import lookups
         from routing.budgets import leases
         from routing.ledger import journal, writer
 
+        conf.check()  # a setting out of its type or range stops start-up, naming its variable
         lookups.connect_signals()
         # The lower layers call up through these hooks, never by importing (docs/design.md, routing's layers):
         # asking for the lease book starts the ledger writer, which renews the leases and flushes their

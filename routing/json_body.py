@@ -26,7 +26,7 @@ import re
 from itertools import accumulate
 from typing import Any
 
-from django.conf import settings
+from routing import conf
 
 DEFAULT_MAX_DEPTH = 64
 DEFAULT_MAX_BYTES = 4 * 1024 * 1024
@@ -207,8 +207,9 @@ def _holds(value: Any, pattern: re.Pattern[str]) -> bool:
 
 
 def limits() -> tuple[int, int]:
-    """(max depth, max bytes) from settings.SKILLGATE."""
-    return int(settings.SKILLGATE["MAX_JSON_DEPTH"]), int(settings.SKILLGATE["MAX_BODY_BYTES"])
+    """(max depth, max bytes) from ``routing.conf.get().limits``."""
+    limits = conf.get().limits
+    return limits.max_json_depth, limits.max_body_bytes
 
 
 # A model's answer (JSON content, tool-call arguments) is parsed by the verifiers and the learning code:
@@ -229,6 +230,6 @@ def loads_answer(text: str, **kwargs: Any) -> Any:
 
 
 def loads_request(raw: bytes | bytearray | str) -> Any:
-    """:func:`loads_bounded` with the limits in settings (SKILLGATE MAX_JSON_DEPTH, MAX_BODY_BYTES)."""
+    """:func:`loads_bounded` with the limits in settings (``routing.conf.get().limits``)."""
     max_depth, max_bytes = limits()
     return loads_bounded(raw, max_depth=max_depth, max_bytes=max_bytes)

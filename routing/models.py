@@ -13,6 +13,7 @@ from django.core.validators import MinValueValidator
 from django.db import models
 from django.utils import timezone
 
+from core.env import env_optional
 from routing.scopes import default_scopes
 
 
@@ -163,6 +164,12 @@ class Backend(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} [{self.role}] {self.litellm_model}"
+
+    def api_key(self) -> str | None:
+        """The provider key, read per call from the environment variable ``api_key_env`` names (keys
+        never live in the database); None when it names none or the variable is unset or empty. The one
+        place a backend's key is read."""
+        return env_optional(self.api_key_env) if self.api_key_env else None
 
     def clean(self) -> None:
         super().clean()

@@ -167,7 +167,7 @@ def parse_body(raw: bytes, model: type[Parsed]) -> Parsed:
     """``raw`` as a JSON object validated by ``model``: a 400 in OpenAI's words naming the first bad
     or unknown field (chat completions, embeddings)."""
     try:
-        data = loads_request(raw)  # bounded size and nesting depth (SKILLGATE MAX_JSON_DEPTH)
+        data = loads_request(raw)  # bounded size and nesting depth (SKILLGATE_MAX_JSON_DEPTH)
     except JsonBodyError as exc:
         raise bad_request(exc.message, param=exc.param, code=exc.code) from None
     if not isinstance(data, dict):

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-from django.conf import settings
 from django.contrib.auth.models import User
 from django.core.exceptions import ImproperlyConfigured, ValidationError
 from django.db import transaction
 from django.utils import timezone
 
 from core.errors import ServiceError
+from routing import conf
 from routing.access import lookups
 from routing.access.keys import generate_key
 from routing.models import ApiKey, Backend, TaskProfile, validate_replica_urls
@@ -64,10 +64,6 @@ def api_key_revoke(*, api_key: ApiKey) -> ApiKey:
     return api_key
 
 
-def _cost(value: str | None) -> Decimal | None:
-    return Decimal(value) if value else None
-
-
 @transaction.atomic
 def _replicas(role: str, urls: list[str]) -> list[str]:
     """The configured replicas of a backend, refused at start-up when malformed."""
@@ -85,19 +81,20 @@ def backends_sync_from_settings() -> list[Backend]:
     """
     synced = []
     for role in (Backend.Role.TEACHER, Backend.Role.STUDENT):
-        conf = settings.SKILLGATE[role.upper()]
+        typed = conf.get()
+        seed = typed.backend(role.value)
         backend, _ = Backend.objects.update_or_create(
             name=role.value,
             defaults={
                 "role": role,
-                "model": conf["MODEL"],
-                "api_base": conf["API_BASE"] or "",
-                "api_key_env": conf["API_KEY_ENV"],
-                "input_cost_per_token": _cost(conf["INPUT_COST"]),
-                "output_cost_per_token": _cost(conf["OUTPUT_COST"]),
-                "timeout_s": settings.SKILLGATE["UPSTREAM_TIMEOUT_S"],
-                "samples": conf.get("SAMPLES", 1),
-                "replicas": _replicas(role, conf.get("REPLICAS", [])),
+                "model": seed.model,
+                "api_base": seed.api_base,
+                "api_key_env": seed.api_key_env,
+                "input_cost_per_token": seed.input_cost,
+                "output_cost_per_token": seed.output_cost,
+                "timeout_s": typed.upstream.timeout_s,
+                "samples": getattr(seed, "samples", 1),
+                "replicas": _replicas(role, list(getattr(seed, "replicas", ()))),
             },
         )
         synced.append(backend)

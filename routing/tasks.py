@@ -23,7 +23,7 @@ def release_stale_reservations() -> int:
 
 @shared_task(acks_late=True, ignore_result=True)
 def ledger_bodies_purge() -> int:
-    """Beat: blanks the prompts and answers of calls past SKILLGATE LEDGER_RETENTION_DAYS (the rows,
+    """Beat: blanks the prompts and answers of calls past SKILLGATE_LEDGER_RETENTION_DAYS (the rows,
     their costs, tokens and verdicts stay); see routing/ledger/record.py."""
     return ledger.ledger_bodies_purge()
 

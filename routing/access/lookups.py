@@ -14,11 +14,11 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from cachetools import TTLCache
-from django.conf import settings
 from django.db import transaction
 from django.db.models.signals import post_delete, post_save
 
 from core.db import run_sync
+from routing import conf
 from routing.models import ApiKey, Backend, RouterVersion, TaskProfile
 
 T = TypeVar("T")
@@ -27,7 +27,7 @@ _caches: dict[str, TTLCache[Any, Any]] = {}
 
 
 def _cache(name: str) -> TTLCache[Any, Any] | None:
-    ttl = settings.SKILLGATE["LOOKUP_CACHE_TTL_S"]
+    ttl = conf.get().limits.lookup_cache_ttl_s
     if ttl <= 0:
         return None
     with _lock:

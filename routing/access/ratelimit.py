@@ -21,6 +21,8 @@ from dataclasses import dataclass
 import redis.asyncio as aioredis
 from django.conf import settings
 
+from routing import conf
+from routing.conf import RateLimit
 from routing.errors import ApiError
 
 log = logging.getLogger(__name__)
@@ -95,8 +97,8 @@ _clients: dict[asyncio.AbstractEventLoop, aioredis.Redis] = {}
 _redis_down_until = 0.0
 
 
-def _config() -> dict[str, float]:
-    return settings.SKILLGATE["RATE_LIMIT"]
+def _config() -> RateLimit:
+    return conf.get().rate_limit
 
 
 def _redis_url() -> str | None:
@@ -111,7 +113,7 @@ def _client(url: str) -> aioredis.Redis:
     if found is None:
         for other in [other for other in _clients if other.is_closed()]:
             del _clients[other]
-        timeout = float(_config()["REDIS_TIMEOUT_S"])
+        timeout = _config().redis_timeout_s
         found = _clients[loop] = aioredis.Redis.from_url(
             url, socket_timeout=timeout, socket_connect_timeout=timeout
         )
@@ -124,7 +126,7 @@ def _redis_key(api_key_id: int) -> str:
 
 
 def batch_size(limit: int) -> int:
-    return max(1, math.floor(limit / 60.0 * float(_config()["BATCH_S"])))
+    return max(1, math.floor(limit / 60.0 * _config().batch_s))
 
 
 async def _take_shared(url: str, api_key_id: int, limit: int) -> float | None:
@@ -144,12 +146,12 @@ async def _take_shared(url: str, api_key_id: int, limit: int) -> float | None:
     except Exception as exc:  # redis.RedisError, OSError, a timeout: any failure to ask
         if now >= _redis_down_until:
             log.warning("rate limits: Redis did not answer (%s); limiting per process meanwhile", exc)
-        _redis_down_until = now + float(_config()["REDIS_RETRY_S"])
+        _redis_down_until = now + _config().redis_retry_s
         return None
     if int(granted) < 1:
         batch.tokens, batch.refused_until = 0, now + int(wait_ms) / 1000
         return int(wait_ms) / 1000
-    batch.tokens, batch.expires = int(granted) - 1, now + float(_config()["BATCH_TTL_S"])
+    batch.tokens, batch.expires = int(granted) - 1, now + _config().batch_ttl_s
     return 0.0
 
 

@@ -12,10 +12,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from django.conf import settings
 from django.db import DatabaseError
 
 from core.paths import canonical_path
+from routing import conf
 from routing.api import endpoints
 from routing.api.http import (
     ClientGone,
@@ -76,7 +76,7 @@ async def application(scope: Scope, receive: Receive, send: Send) -> None:
         handler = resolve(method, path)
         body = b""
         if method in ("POST", "PUT", "PATCH"):
-            body = await read_body(receive, int(settings.SKILLGATE["MAX_BODY_BYTES"]))
+            body = await read_body(receive, conf.get().limits.max_body_bytes)
         response = await handler(Request.of(scope, body))
     except ClientGone:
         return

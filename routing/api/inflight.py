@@ -12,8 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.conf import settings
-
+from routing import conf
 from routing.api import endpoints
 from routing.api.http import send_error
 from routing.errors import ApiError
@@ -42,7 +41,7 @@ def _overloaded(limit: int) -> ApiError:
 async def guarded(app: ASGIApp, scope: dict[str, Any], receive: Any, send: Any) -> None:
     """Serves one chat call with ``app`` if the process has room, else answers the 503 itself."""
     global _in_flight
-    limit = int(settings.SKILLGATE["MAX_IN_FLIGHT"])
+    limit = conf.get().limits.max_in_flight
     if limit and _in_flight >= limit:
         await send_error(send, _overloaded(limit))
         return

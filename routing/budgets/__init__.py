@@ -1,6 +1,6 @@
 """Spend budgets: no call spends past its key's budget, however many server processes serve the key.
 
-Two ways to hold a call's worst case before it runs (SKILLGATE ``BUDGET_MODE``):
+Two ways to hold a call's worst case before it runs (``routing.conf.get().budgets.mode``):
 
 ``lease`` (the default): budgets without a round trip. A server process takes a *lease*, a slice of
 the key's remaining budget, with one conditional UPDATE (``spent + reserved + slice <= budget`` ->

@@ -19,8 +19,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from decimal import Decimal
 
-from django.conf import settings
-
+from routing import conf
 from routing.budgets.store import (
     host_name,
     lease_return,
@@ -181,8 +180,8 @@ class LeaseBook:
         RESERVATION_TTL_S (a call that never settled, as beat releases a lost Reservation) and returns
         leases idle for BUDGET_LEASE_IDLE_S. Database errors propagate; the writer retries later."""
         now = time.monotonic()
-        hold_ttl = float(settings.SKILLGATE["RESERVATION_TTL_S"])
-        idle = float(settings.SKILLGATE["BUDGET_LEASE_IDLE_S"]) if idle_s is None else idle_s
+        hold_ttl = float(conf.get().budgets.reservation_ttl_s)
+        idle = conf.get().budgets.lease_idle_s if idle_s is None else idle_s
         with self._lock:
             for lease in self._all():
                 for hold_id, (amount, since) in list(lease.holds.items()):

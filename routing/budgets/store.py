@@ -16,11 +16,11 @@ from datetime import datetime, timedelta
 from decimal import ROUND_CEILING, ROUND_HALF_UP, Decimal
 from functools import cache
 
-from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
+from routing import conf
 from routing.errors import ApiError
 from routing.models import ApiKey, BudgetLease, Reservation
 
@@ -50,7 +50,7 @@ def bound_to_cents(amount: Decimal) -> Decimal:
 
 
 def mode() -> str:
-    return str(settings.SKILLGATE["BUDGET_MODE"])
+    return conf.get().budgets.mode
 
 
 # --- this process ---------------------------------------------------------------------------------
@@ -73,15 +73,16 @@ def process_id() -> str:
 
 
 def ttl_s() -> float:
-    return float(settings.SKILLGATE["BUDGET_LEASE_TTL_S"])
+    return float(conf.get().budgets.lease_ttl_s)
 
 
 def lease_size(*, needed: Decimal, remaining: Decimal | None) -> Decimal:
     """How much a new or growing lease asks for: what the call needs at least, else a share
     (BUDGET_LEASE_FRACTION) of what was last seen left of the budget, at most BUDGET_LEASE_MAX_USD.
     Near the budget's edge that is just the call's worst case: slices stay small where they matter."""
-    fraction = Decimal(str(settings.SKILLGATE["BUDGET_LEASE_FRACTION"]))
-    cap = Decimal(str(settings.SKILLGATE["BUDGET_LEASE_MAX_USD"]))
+    budgets = conf.get().budgets
+    fraction = Decimal(str(budgets.lease_fraction))
+    cap = budgets.lease_max_usd
     want = min(max(remaining or Decimal(0), Decimal(0)) * fraction, cap)
     return bound_to_cents(max(needed, want))
 
@@ -178,7 +179,7 @@ def leases_release_expired(*, unrecovered: Callable[[str], bool], now: datetime 
     """
     now = now or timezone.now()
     here = host_name()
-    abandon_s = float(settings.SKILLGATE["BUDGET_LEASE_ABANDON_S"])
+    abandon_s = float(conf.get().budgets.lease_abandon_s)
     released = 0
     expired = BudgetLease.objects.filter(expires_at__lt=now).only("pk", "host", "process_id", "expires_at")
     for lease in expired:
@@ -262,7 +263,7 @@ def flush_spend(spends: Iterable[Spend]) -> None:
 
 
 def reserve(*, api_key_id: int, amount: Decimal) -> Reservation:
-    ttl = timedelta(seconds=settings.SKILLGATE["RESERVATION_TTL_S"])
+    ttl = timedelta(seconds=conf.get().budgets.reservation_ttl_s)
     with transaction.atomic():
         updated = ApiKey.objects.filter(_fits(amount), pk=api_key_id).update(
             reserved_usd=F("reserved_usd") + amount

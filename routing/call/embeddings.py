@@ -26,11 +26,9 @@ from dataclasses import dataclass, replace
 from decimal import Decimal
 from typing import Any, Literal
 
-from django.conf import settings
 from pydantic import Field, field_validator
 
-from core.env import env_optional
-from routing import budgets
+from routing import budgets, conf
 from routing.call import gateway, openai_client
 from routing.call.legs import new_leg
 from routing.call.upstream import _litellm, _upstream_error
@@ -144,7 +142,7 @@ def backend_for(model: str, backends: list[Backend]) -> tuple[Backend, str]:
     """The backend a call goes to and the call's policy: "forced" when ``model`` names it, "embedding"
     for "auto" (SKILLGATE_EMBEDDING_BACKEND)."""
     if model == AUTO_MODEL:
-        name = str(settings.SKILLGATE["EMBEDDING_BACKEND"] or "")
+        name = conf.get().upstream.embedding_backend
         if not name:
             raise ApiError(
                 503,
@@ -206,8 +204,7 @@ async def _raw_litellm(backend: Backend, body: dict[str, Any]) -> dict[str, Any]
     kwargs: dict[str, Any] = {**body, "model": backend.litellm_model, "timeout": backend.timeout_s}
     if backend.api_base:
         kwargs["api_base"] = backend.api_base
-    key = env_optional(backend.api_key_env) if backend.api_key_env else None
-    kwargs["api_key"] = key or "none"
+    kwargs["api_key"] = backend.api_key() or "none"
     try:
         response = await litellm.aembedding(**kwargs)
     except Exception as exc:

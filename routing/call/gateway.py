@@ -14,11 +14,9 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from django.conf import settings
-
 from core import tracing
 from core.db import run_sync
-from routing import budgets, scopes
+from routing import budgets, conf, scopes
 from routing.access import lookups
 from routing.call import sampling, upstream
 from routing.call.legs import run_leg
@@ -282,7 +280,7 @@ async def save(record: CallRecord, hold: budgets.Hold | None) -> None:
     a line in the journal and a place in the writer's queue: no database, no thread hop (unless each
     line is fsync'd). Shielded: a client that disconnects must not cancel the write or the settlement."""
     observe(record)
-    if ledger_writer.writer_mode() == "batched" and settings.SKILLGATE["LEDGER_JOURNAL_FSYNC"] != "always":
+    if ledger_writer.writer_mode() == "batched" and conf.get().ledger.journal_fsync != "always":
         sampling.record_and_sample(record=record, hold=hold)
         return
     await asyncio.shield(run_sync(sampling.record_and_sample, record=record, hold=hold))

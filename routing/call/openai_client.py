@@ -38,9 +38,8 @@ from urllib.parse import urlsplit
 
 import httpx
 import orjson
-from django.conf import settings
 
-from core.env import env_optional
+from routing import conf
 from routing.errors import UpstreamError, too_long
 from routing.models import Backend
 
@@ -93,8 +92,8 @@ def _url(base: str) -> str:
 
 def target_of(backend: Backend) -> Target | None:
     """How to call ``backend`` directly; None when it needs litellm (another provider, a model whose
-    parameters litellm translates, the direct client switched off by ``SKILLGATE["DIRECT_CLIENT"]``)."""
-    if not settings.SKILLGATE["DIRECT_CLIENT"]:
+    parameters litellm translates, the direct client switched off: ``conf.get().upstream.direct_client``)."""
+    if not conf.get().upstream.direct_client:
         return None
     provider, sep, model = backend.litellm_model.partition("/")
     if not sep or not model or provider not in _RETRIES:
@@ -108,8 +107,7 @@ def target_of(backend: Backend) -> Target | None:
             return None
         official = not backend.api_base or urlsplit(backend.api_base).hostname == "api.openai.com"
         drop = _DROP_OPENAI if official or _openai_catalog(model) else _DROP_COMPATIBLE
-    # The backend row names the variable that holds its key (keys never live in the database).
-    key = (env_optional(backend.api_key_env) if backend.api_key_env else None) or "none"
+    key = backend.api_key() or "none"  # keys never live in the database
     return Target(
         provider=provider,
         url=_url(backend.api_base or OPENAI_BASE),
@@ -133,11 +131,11 @@ def _tls() -> ssl.SSLContext:
 
 
 def _new_client() -> httpx.AsyncClient:
-    conf = settings.SKILLGATE
+    upstream = conf.get().upstream
     limits = httpx.Limits(
-        max_connections=conf["UPSTREAM_MAX_CONNECTIONS"],
-        max_keepalive_connections=conf["UPSTREAM_MAX_KEEPALIVE"],
-        keepalive_expiry=conf["UPSTREAM_KEEPALIVE_S"],
+        max_connections=upstream.max_connections,
+        max_keepalive_connections=upstream.max_keepalive,
+        keepalive_expiry=upstream.keepalive_s,
     )
     return httpx.AsyncClient(
         limits=limits, headers={"user-agent": _USER_AGENT}, follow_redirects=False, verify=_tls()

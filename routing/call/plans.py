@@ -16,7 +16,7 @@ replayed or sampled call meets the same backend, adapter, prompt, verifier and b
 - Best-of-n: a backend with ``samples`` > 1 is asked for n answers at a temperature of at least
   :data:`BEST_OF_TEMPERATURE` when a verifier can choose among them.
 - Body: ``ChatRequest.upstream_body`` capped at the call's own limit, else the profile's, else
-  ``SKILLGATE["DEFAULT_MAX_TOKENS"]``.
+  ``routing.conf.get().limits.default_max_tokens`` (``core.conf.resolve``).
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any
 
-from django.conf import settings
-
+from core import conf as core_conf
+from routing import conf
 from routing.models import ApiKey, Backend, TaskProfile
 from routing.protocol import ChatRequest
 from routing.verifiers import Verifier
@@ -144,7 +144,10 @@ class CallPlan:
 
 
 def output_cap(profile: TaskProfile, request: ChatRequest) -> int:
-    return request.output_cap(profile.max_tokens or settings.SKILLGATE["DEFAULT_MAX_TOKENS"])
+    """The call's own cap, else the profile's max_tokens, else the setting (``core.conf.resolve``)."""
+    return request.output_cap(
+        core_conf.resolve(conf.get().limits, "default_max_tokens", profile, key="max_tokens")
+    )
 
 
 def plan_call(

@@ -39,6 +39,8 @@ from django.db.models import F, QuerySet
 from django.utils import timezone
 
 from core import jobs
+from core.conf import resolve
+from routing import conf
 from routing.budgets import Hold
 from routing.call.legs import run_leg
 from routing.call.plans import plan_call
@@ -48,25 +50,24 @@ from routing.ledger import CallRecord, has_body, learning_spend, stores_bodies
 from routing.ledger.writer import record_call
 from routing.models import Invocation, SampleSpend, TaskProfile
 from routing.pricing import PricingError, cost_bound, prices_for, prompt_token_bound
-from routing.router.versions.config import profile_setting
 from routing.verifiers.policy import VerifierPolicyError
 
 TEACHER, STUDENT = Invocation.Route.TEACHER, Invocation.Route.STUDENT
 ANSWERED = (Invocation.Verdict.PASS, Invocation.Verdict.UNVERIFIED)
 
 
+_NO_SAMPLES = {"teacher_sample_rate": 0.0, "student_sample_rate": 0.0}
+
+
 def rates(profile: TaskProfile) -> tuple[float, float]:
     """(teacher_sample_rate, student_sample_rate) of a profile: its policy_params, else for a
-    learned profile the SKILLGATE ROUTER defaults; other profiles sample only when they say so."""
-    if profile.policy != TaskProfile.Policy.LEARNED:
-        params = profile.policy_params or {}
-        return (
-            float(params.get("teacher_sample_rate") or 0.0),
-            float(params.get("student_sample_rate") or 0.0),
-        )
+    learned profile the router settings; other profiles sample only when they say so (a layer of
+    zeros under their own values, ``core.conf.resolve``)."""
+    router, params = conf.get().router, profile.policy_params or {}
+    unlearned = None if profile.policy == TaskProfile.Policy.LEARNED else _NO_SAMPLES
     return (
-        float(profile_setting(profile, "teacher_sample_rate", "TEACHER_SAMPLE_RATE")),
-        float(profile_setting(profile, "student_sample_rate", "STUDENT_SAMPLE_RATE")),
+        resolve(router, "teacher_sample_rate", params, unlearned),
+        resolve(router, "student_sample_rate", params, unlearned),
     )
 
 
@@ -231,7 +232,7 @@ def _sample(invocation_id: uuid.UUID | str) -> str:
         return _finish(inv, Invocation.SampleState.FAILED)
     prompt_bound = prompt_token_bound(plan.body_for(backend))
     bound = cost_bound(prices, prompt_tokens=prompt_bound, max_tokens=plan.max_tokens)
-    cap = Decimal(str(profile_setting(profile, "sample_daily_usd", "SAMPLE_DAILY_USD")))
+    cap = resolve(conf.get().router, "sample_daily_usd", profile.policy_params or {})
     day = timezone.now().date()
     if not spend_reserve(profile_id=profile.pk, day=day, amount=bound, cap=cap):
         return _finish(inv, Invocation.SampleState.CAPPED)

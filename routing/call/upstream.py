@@ -13,7 +13,6 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from core.env import env_optional
 from routing.call import openai_client, replicas
 from routing.call.openai_client import UpstreamStream
 from routing.errors import UpstreamError, too_long
@@ -61,9 +60,7 @@ def _call_kwargs(backend: Backend, body: dict[str, Any]) -> dict[str, Any]:
     kwargs: dict[str, Any] = {**body, "model": backend.litellm_model, "timeout": backend.timeout_s}
     if backend.api_base:
         kwargs["api_base"] = backend.api_base
-    # The backend row names the variable that holds its key (keys never live in the database).
-    key = env_optional(backend.api_key_env) if backend.api_key_env else None
-    kwargs["api_key"] = key or "none"
+    kwargs["api_key"] = backend.api_key() or "none"  # keys never live in the database
     if backend.input_cost_per_token is not None:
         kwargs["input_cost_per_token"] = float(backend.input_cost_per_token)
         kwargs["output_cost_per_token"] = float(backend.output_cost_per_token or 0)

@@ -25,12 +25,11 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from django.conf import settings
 from django.db import DataError, IntegrityError, connection, transaction
 
 from core import fastjson
 from core.storable import storable, storable_json
-from routing import budgets
+from routing import budgets, conf
 from routing.ledger import bulk_copy
 from routing.ledger.record import invocation_of
 from routing.models import ApiKey, Invocation, RouterVersion, TaskProfile
@@ -43,9 +42,9 @@ REPLAY_CHUNK = 500
 
 def journal_dir() -> Path:
     """This database's journals: a folder per database, so a journal is never replayed into another."""
-    conf = connection.settings_dict
-    name = f"{connection.vendor}:{conf.get('HOST') or ''}:{conf.get('PORT') or ''}:{conf['NAME']}"
-    return Path(settings.SKILLGATE["LEDGER_JOURNAL_DIR"]) / hashlib.sha256(name.encode()).hexdigest()[:16]
+    database = connection.settings_dict
+    name = f"{connection.vendor}:{database.get('HOST') or ''}:{database.get('PORT') or ''}:{database['NAME']}"
+    return conf.get().ledger.journal_dir / hashlib.sha256(name.encode()).hexdigest()[:16]
 
 
 # --- one call's entry -------------------------------------------------------------------------------

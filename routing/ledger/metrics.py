@@ -31,8 +31,9 @@ from collections import deque
 from decimal import Decimal
 from typing import NamedTuple
 
-from django.conf import settings
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram
+
+from routing import conf
 
 OTHER = "_other"
 CALL_LABELS = ("endpoint", "profile", "route", "backend", "verdict")
@@ -199,8 +200,7 @@ def default() -> CallMetrics:
     global _default
     with _default_lock:
         if _default is None:
-            conf = getattr(settings, "SKILLGATE", {}).get("METRICS", {})
-            _default = CallMetrics(REGISTRY, max_label_sets=int(conf.get("MAX_LABEL_SETS", 2000)))
+            _default = CallMetrics(REGISTRY, max_label_sets=conf.get().call_metrics.max_label_sets)
         return _default
 
 

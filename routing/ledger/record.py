@@ -1,6 +1,6 @@
 """The one ledger row of a call, written with the settlement of its budget hold in one transaction
 (routing/ledger/writer.py: now, or group-committed behind a journal); and the bodies it stores, kept
-to their lifetime (SKILLGATE LEDGER_STORE_BODIES, LEDGER_RETENTION_DAYS)."""
+to their lifetime (``routing.conf.get().ledger``: store_bodies, retention_days)."""
 
 from __future__ import annotations
 
@@ -12,12 +12,11 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-from django.conf import settings
 from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from routing import budgets
+from routing import budgets, conf
 from routing.models import Invocation
 
 
@@ -147,7 +146,7 @@ def has_body(request: Any) -> bool:
 
 
 def stores_bodies() -> bool:
-    return bool(settings.SKILLGATE["LEDGER_STORE_BODIES"])
+    return conf.get().ledger.store_bodies
 
 
 def request_stub(request: dict[str, Any]) -> dict[str, Any]:
@@ -183,10 +182,10 @@ def ledger_bodies_purge(*, now: datetime | None = None, batch: int | None = None
     them): ``request`` becomes ``{"purged": true, "sha256", "message_count"}``, ``response`` null. In
     batches of LEDGER_PURGE_BATCH rows, oldest first, each batch its own transaction.
     """
-    days = int(settings.SKILLGATE["LEDGER_RETENTION_DAYS"])
+    days = conf.get().ledger.retention_days
     if days <= 0:
         return 0
-    size = batch or int(settings.SKILLGATE["LEDGER_PURGE_BATCH"])
+    size = batch or conf.get().ledger.purge_batch
     cutoff = (now or timezone.now()) - timedelta(days=days)
     kept = HAS_BODY | Q(request__has_key="input") | Q(response__isnull=False)  # "input": embeddings
     due = Invocation.objects.filter(created_at__lt=cutoff).filter(kept)

@@ -1,6 +1,6 @@
 """Ledger rows off the request path: each server process group-commits them behind a local journal.
 
-SKILLGATE ``LEDGER_WRITER``:
+``routing.conf.get().ledger.writer`` (SKILLGATE_LEDGER_WRITER):
 
 - ``"sync"``: a call's row and its spend are committed in one transaction before its response.
 - ``"batched"``: the call's row is appended to this process's journal (one JSON line, written to the
@@ -40,10 +40,9 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from django.conf import settings
 from django.db import connection
 
-from routing import budgets
+from routing import budgets, conf
 from routing.budgets import leases as budget_leases
 from routing.ledger.journal import Entry, Segment, commit, journal_dir, recover, write_all
 from routing.ledger.record import CallRecord, ledger_row
@@ -52,7 +51,7 @@ log = logging.getLogger(__name__)
 
 
 def writer_mode() -> str:
-    return str(settings.SKILLGATE["LEDGER_WRITER"])
+    return conf.get().ledger.writer
 
 
 class WriterStopped(RuntimeError):
@@ -113,7 +112,7 @@ class LedgerWriter:
             try:
                 end = os.fstat(segment.fd).st_size
                 write_all(segment.fd, line)
-                if settings.SKILLGATE["LEDGER_JOURNAL_FSYNC"] == "always":
+                if conf.get().ledger.journal_fsync == "always":
                     os.fsync(segment.fd)
             except OSError as exc:
                 # Cut a part-written line off, so the journal holds whole rows only, and let the caller
@@ -127,7 +126,7 @@ class LedgerWriter:
             entry.segment = segment
             self._queue.append(entry)
             self._submitted += 1
-            full = len(self._queue) >= int(settings.SKILLGATE["LEDGER_BATCH_MAX"])
+            full = len(self._queue) >= conf.get().ledger.batch_max
         self._wake.set()
         if full:
             self._urgent.set()
@@ -182,7 +181,7 @@ class LedgerWriter:
                 with self._lock:
                     pending = bool(self._queue)
                 if pending and not stopping:
-                    self._urgent.wait(float(settings.SKILLGATE["LEDGER_FLUSH_MS"]) / 1000)  # the window
+                    self._urgent.wait(conf.get().ledger.flush_ms / 1000)  # the window
                 self._urgent.clear()
                 # Only after a window: a row queued since the check above waits for the next one.
                 while (pending or stopping) and self._flush_batch():
@@ -218,7 +217,7 @@ class LedgerWriter:
         return None
 
     def _flush_batch(self) -> bool:
-        limit = int(settings.SKILLGATE["LEDGER_BATCH_MAX"])
+        limit = conf.get().ledger.batch_max
         with self._lock:
             batch = self._queue[:limit]
             del self._queue[:limit]
@@ -226,7 +225,7 @@ class LedgerWriter:
         if not batch:
             return False
         try:
-            if settings.SKILLGATE["LEDGER_JOURNAL_FSYNC"] == "batch":
+            if conf.get().ledger.journal_fsync == "batch":
                 for segment in {entry.segment for entry in batch if entry.segment is not None}:
                     os.fsync(segment.fd)  # open: its lines in this batch are outstanding
             commit(batch)
@@ -244,7 +243,7 @@ class LedgerWriter:
             self._done += len(batch)
             self._done_changed.notify_all()
             current = self._segments[-1]
-            if current.size >= int(settings.SKILLGATE["LEDGER_JOURNAL_ROTATE_BYTES"]):
+            if current.size >= conf.get().ledger.journal_rotate_bytes:
                 self._segments.append(self._open_segment())
             for segment in self._segments[:-1]:
                 if segment.outstanding == 0:

@@ -6,9 +6,9 @@ Invariants:
   its deadline) holds one worker thread, never the loop, so other calls keep being served. Only a check
   whose cost is bounded and tiny (``Verifier.runs_inline``: an RE2 pattern on a short answer, a schema
   without regular expressions on a short answer) runs inline, since the thread hop would cost more.
-- At most ``SKILLGATE["VERIFIER_WORKERS"]`` verifications run at once in a process; more wait,
+- At most ``routing.conf.get().verifiers.workers`` verifications run at once in a process; more wait,
   asynchronously (the loop stays free), in the executor's queue.
-- A verification that has not started within ``SKILLGATE["VERIFIER_QUEUE_WAIT_S"]`` of being queued
+- A verification that has not started within ``verifiers.queue_wait_s`` of being queued
   does not run: it is a failed :class:`Verdict` saying the pool was saturated. So the wait is bounded
   by that time plus the runtime of the verifications ahead of it (each bounded by its own timeout).
 - A cancelled caller (the client went away) withdraws its verification if it has not started yet.
@@ -22,8 +22,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from django.conf import settings
-
+from routing import conf
 from routing.verifiers.base import Verdict, Verifier
 
 _lock = threading.Lock()
@@ -32,8 +31,8 @@ _executor_size = 0
 
 
 def _config() -> tuple[int, float]:
-    conf = settings.SKILLGATE
-    return max(1, int(conf["VERIFIER_WORKERS"])), float(conf["VERIFIER_QUEUE_WAIT_S"])
+    verifiers = conf.get().verifiers
+    return verifiers.workers, verifiers.queue_wait_s
 
 
 def executor() -> ThreadPoolExecutor:

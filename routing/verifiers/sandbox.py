@@ -5,8 +5,9 @@ What the sandbox isolates is stated in routing/verifiers/bwrap.py. The invariant
 - **No sandbox, no run.** Where bubblewrap cannot run here (not installed, user namespaces refused,
   no runtime it can mount; checked once by a real sandboxed run, then cached), :func:`run_python`
   runs nothing and answers a failed result whose stderr is ``sandbox unavailable: <why>``
-  (``unavailable`` set). Only ``settings.SKILLGATE["SANDBOX_ALLOW_UNSAFE"]`` (development only) makes
-  it run the code in a plain subprocess instead, with the same limits, logging a WARNING every time.
+  (``unavailable`` set). Only ``routing.conf.get().verifiers.sandbox_allow_unsafe`` (development
+  only) makes it run the code in a plain subprocess instead, with the same limits, logging a WARNING
+  every time.
   That subprocess is no boundary at all: the code can do whatever the gateway's user can.
 - **Limits.** Wall clock ``timeout_s`` and ``memory_mb`` are clamped to :data:`MAX_TIMEOUT_S` and
   :data:`MAX_MEMORY_MB` whatever the caller asks. A prelude run inside the namespaces sets
@@ -37,9 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from django.conf import settings
-from django.core.exceptions import ImproperlyConfigured
-
+from routing import conf
 from routing.verifiers import bwrap, seccomp
 from routing.verifiers.bwrap import SandboxUnavailable
 
@@ -81,13 +80,6 @@ class SandboxResult:
     unavailable: bool = False  # nothing ran: no sandbox here (stderr says why)
 
 
-def _setting(name: str, default: Any) -> Any:
-    try:
-        return settings.SKILLGATE.get(name, default)
-    except (ImproperlyConfigured, AttributeError):
-        return default
-
-
 def run_python(source: str, *, timeout_s: float, memory_mb: int, secret: bytes = b"") -> SandboxResult:
     """Run ``source`` as a program; ``ok`` means exit status 0 within ``timeout_s``. Never raises.
 
@@ -99,7 +91,7 @@ def run_python(source: str, *, timeout_s: float, memory_mb: int, secret: bytes =
     try:
         runtime: bwrap.Runtime | None = sandbox_runtime()
     except SandboxUnavailable as exc:
-        if not _setting("SANDBOX_ALLOW_UNSAFE", False):
+        if not conf.get().verifiers.sandbox_allow_unsafe:
             log.error("Refusing to run untrusted code: sandbox unavailable: %s", exc)
             return SandboxResult(False, None, "", f"sandbox unavailable: {exc}", False, unavailable=True)
         log.warning(
@@ -128,7 +120,8 @@ _verified: set[bwrap.Runtime] = set()
 def sandbox_runtime() -> bwrap.Runtime:
     """The runtime, once a real sandboxed run has worked with it; raises :class:`SandboxUnavailable`."""
     try:
-        runtime = bwrap.runtime(_setting("SANDBOX_PYTHON", ""), _setting("SANDBOX_BWRAP", "bwrap"))
+        verifiers = conf.get().verifiers  # checked at start-up: a wrong value never gets this far
+        runtime = bwrap.runtime(verifiers.sandbox_python, verifiers.sandbox_bwrap)
     except (OSError, ValueError, subprocess.SubprocessError) as exc:
         raise SandboxUnavailable(f"cannot inspect the sandbox runtime: {exc}") from exc
     with _probe_lock:

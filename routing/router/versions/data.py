@@ -5,12 +5,12 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Sequence
 
+from routing import conf
 from routing.ledger import HAS_BODY
 from routing.models import Invocation, TaskProfile
 from routing.router.learning.calibration import EVAL_SPLIT, Split
 from routing.router.learning.features import FeatureSpec, default_spec, hashing_spec, minilm_spec
 from routing.router.learning.records import ReplayRecord, record_from_invocation
-from routing.router.versions.config import router_setting
 
 # Shards by hash of the task id: 0-2 train the model, 3 calibrates the threshold, 4 is held out
 # for admission. A task's calls never straddle two parts.
@@ -26,7 +26,7 @@ def ledger_records(
     rows = Invocation.objects.filter(HAS_BODY, profile=profile).select_related("profile")
     if until is not None:
         rows = rows.filter(created_at__lte=until)
-    limit = limit or int(router_setting("MAX_TRAINING_CALLS"))
+    limit = limit or conf.get().router.max_training_calls
     newest = list(rows.order_by("-created_at", "-pk")[:limit])
     return [record_from_invocation(row) for row in reversed(newest)]
 
@@ -55,8 +55,8 @@ def split(records: Sequence[ReplayRecord]) -> Parts:
 
 
 def configured_spec() -> FeatureSpec:
-    kind = router_setting("FEATURES")
+    kind = conf.get().router.features
     makers = {"auto": default_spec, "minilm": minilm_spec, "hashing": hashing_spec}
     if kind not in makers:
-        raise ValueError(f"SKILLGATE ROUTER FEATURES must be one of {', '.join(makers)}, not {kind!r}")
+        raise ValueError(f"SKILLGATE_ROUTER_FEATURES must be one of {', '.join(makers)}, not {kind!r}")
     return makers[kind]()

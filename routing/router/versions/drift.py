@@ -13,8 +13,8 @@ from typing import Any
 
 from django.utils import timezone
 
+from routing import conf
 from routing.models import Invocation, RouterVersion
-from routing.router.versions.config import router_setting
 
 PASSED = (Invocation.Verdict.PASS, Invocation.Verdict.UNVERIFIED)
 
@@ -47,9 +47,12 @@ def router_version_drift_check(*, version: RouterVersion) -> RouterVersion:
     """Stores the live numbers on the version and sets or clears ``drift_flag`` (left as it was
     while there are too few live calls to judge)."""
     calls, share, pass_rate = live_numbers(version)
-    minimum = int(router_setting("DRIFT_MIN_CALLS"))
-    share_margin = float(router_setting("DRIFT_SHARE_MARGIN"))
-    pass_margin = float(router_setting("DRIFT_PASS_MARGIN"))
+    router = conf.get().router
+    minimum, share_margin, pass_margin = (
+        router.drift_min_calls,
+        router.drift_share_margin,
+        router.drift_pass_margin,
+    )
     flag, reasons = version.drift_flag, []
     if share is None or pass_rate is None or calls < minimum:
         reasons.append(f"{calls} live calls; drift is judged from {minimum}")

@@ -11,6 +11,7 @@ from django.db.models import Max
 from django.utils import timezone
 
 from core.errors import ServiceError
+from routing import conf
 from routing.access import lookups
 from routing.models import RouterVersion, TaskProfile
 from routing.router.learning.calibration import PolicyData, Target
@@ -19,7 +20,7 @@ from routing.router.learning.features import FeatureSpec, FeatureSpecError
 from routing.router.learning.metrics import oracle_metrics, policy_metrics
 from routing.router.learning.model import LearnedRouterModel
 from routing.router.learning.runtime import featurizer_for
-from routing.router.versions.config import profile_target, router_setting
+from routing.router.versions.config import profile_target
 from routing.router.versions.data import configured_spec, ledger_records, sample_weighted, split
 
 Status = RouterVersion.Status
@@ -40,7 +41,7 @@ class RouterVersionError(ServiceError, ValueError):
 def _claim(*, profile: TaskProfile, target: Target) -> RouterVersion:
     """The new version's row, status 'training': at most one per profile (a partial unique
     constraint), so two retrains of one profile never run at once."""
-    stale = timezone.now() - timedelta(seconds=int(router_setting("TRAINING_STALE_S")))
+    stale = timezone.now() - timedelta(seconds=conf.get().router.training_stale_s)
     RouterVersion.objects.filter(profile=profile, status=Status.TRAINING, created_at__lt=stale).update(
         status=Status.FAILED, status_reason="training did not finish (worker lost?)"
     )
@@ -148,7 +149,7 @@ def router_version_admit(*, version: RouterVersion) -> RouterVersion:
     if version.status != Status.CANDIDATE:
         raise RouterVersionError(f"only a candidate can be admitted; v{version.number} is {version.status}")
     numbers = heldout_replay(version)
-    minimum = int(router_setting("MIN_HELDOUT_CALLS"))
+    minimum = conf.get().router.min_heldout_calls
     reason = ""
     if not (version.calibration or {}).get("met"):
         reason = f"calibration: {version.status_reason}"
