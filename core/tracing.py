@@ -9,7 +9,7 @@ itself: ``OTEL_EXPORTER_OTLP_(TRACES_)PROTOCOL`` (``http/protobuf``, the default
 processor's ``OTEL_BSP_*``. Spans are batched and exported by the SDK's own thread, flushed at exit.
 
 A call's spans are written when it is over, from what the ledger recorded, and off the request path:
-the gateway hands the finished call to ``defer`` (a deque append, like routing/ledger/metrics.py), and a
+the gateway hands the finished call to ``defer`` (a deque append, like routing/call/metrics.py), and a
 thread of the process builds the spans every FLUSH_INTERVAL_S (the SDK's own cost, tens of
 microseconds a span, is paid there), then the SDK's batch thread exports them. At exit the pending
 calls are written first. With tracing off the hot path pays one function call that returns None, and

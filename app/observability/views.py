@@ -1,6 +1,6 @@
 """GET /metrics: Prometheus text format (version 0.0.4).
 
-What it answers: this process's call metrics (routing/ledger/metrics.py) and process metrics, or, in
+What it answers: this process's call metrics (routing/call/metrics.py) and process metrics, or, in
 multiprocess mode (PROMETHEUS_MULTIPROC_DIR set), the call metrics of every process on the machine
 summed; then the current state from the database and the broker (app/observability/state.py), each
 source guarded: one that fails is reported as ``skillgate_collector_up{collector} 0`` and left out,
@@ -24,7 +24,7 @@ from prometheus_client.registry import Collector
 from app import conf
 from app.observability.replicas import StudentReplicaCollector
 from app.observability.state import DatabaseStateCollector, QueueDepthCollector
-from routing.ledger import metrics as calls
+from routing.call import metrics as calls
 
 log = logging.getLogger(__name__)
 

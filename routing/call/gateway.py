@@ -20,11 +20,11 @@ from routing import budgets, conf, scopes
 from routing.access import lookups
 from routing.call import sampling, upstream
 from routing.call.legs import run_leg
+from routing.call.metrics import observe_call
 from routing.call.plans import AUTO_MODEL, CallPlan, active_backends, plan_call, teacher_of
 from routing.errors import ApiError, UpstreamError, bad_request
 from routing.ledger import CallRecord, Leg
 from routing.ledger import writer as ledger_writer
-from routing.ledger.metrics import observe_call
 from routing.media_urls import remote_url_param
 from routing.models import ApiKey, Backend, Invocation, TaskProfile
 from routing.pricing import PricingError, cost_bound, prices_for, prompt_token_bound
@@ -216,7 +216,7 @@ def finish(record: CallRecord, prep: Prepared, upstream_ms: float) -> None:
 
 
 def observe(record: CallRecord) -> None:
-    """The call in the process's Prometheus metrics (routing/ledger/metrics.py: a deque append)."""
+    """The call in the process's Prometheus metrics (routing/call/metrics.py: a deque append)."""
     observe_call(
         endpoint=record.endpoint,
         profile=record.profile_name,

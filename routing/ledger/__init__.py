@@ -6,7 +6,6 @@
   (``batched``);
 - ``journal``: each process's journal of rows not yet committed, replayed after a crash;
 - ``bulk_copy``: the group commit's COPY on PostgreSQL;
-- ``metrics``: the Prometheus series of calls;
 - ``learning_spend``: what the learning loop spends, on the ledger like any call.
 
 The ledger sits above budgets (a row settles its call's hold) and below the call code; it reaches up only

@@ -20,8 +20,8 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from diagnostics.models import Trajectory
-from routing.ledger import metrics as calls
-from routing.ledger.metrics import CallMetrics, observe_call
+from routing.call import metrics as calls
+from routing.call.metrics import CallMetrics, observe_call
 from tests.deploy.manifests import ROOT
 from tests.factories import (
     AdapterFactory,
@@ -221,7 +221,7 @@ def test_the_token_guards_metrics_when_set_and_off_means_404(client: Client, set
 
 _WRITER = """
 import sys
-from routing.ledger.metrics import observe_call
+from routing.call.metrics import observe_call
 for _ in range(int(sys.argv[1])):
     observe_call(endpoint="/v1/messages", profile="mp", route="teacher", backend="t", verdict="unverified",
                  status=200, latency_s=0.3, overhead_s=0.001, fallback=False, cost_usd=0.01)
