@@ -91,19 +91,27 @@ def test_the_plain_reader_matches_kubectl_kustomize() -> None:
 
 
 def settings_read() -> set[str]:
-    """Every environment variable app/settings reads (the first argument of each env_* call)."""
+    """Every environment variable the service reads: the first argument of each env_* call in app/settings,
+    and the ``env=`` of each declared setting (core/conf.py ``setting``) in the apps' conf modules."""
     names = set()
-    for path in (ROOT / "app" / "settings").glob("*.py"):
+    sources = [*(ROOT / "app" / "settings").glob("*.py"), *ROOT.glob("*/conf.py"), *ROOT.glob("*/conf/*.py")]
+    for path in sources:
         for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Name):
+                continue
             if (
-                isinstance(node, ast.Call)
-                and isinstance(node.func, ast.Name)
-                and (node.func.id.startswith("env_") or node.func.id == "_env_choice")
+                (node.func.id.startswith("env_") or node.func.id == "_env_choice")
                 and node.args
                 and isinstance(node.args[0], ast.Constant)
                 and isinstance(node.args[0].value, str)
             ):
                 names.add(node.args[0].value)
+            if node.func.id == "setting":
+                names.update(
+                    kw.value.value
+                    for kw in node.keywords
+                    if kw.arg == "env" and isinstance(kw.value, ast.Constant) and isinstance(kw.value.value, str)
+                )
     return names
 
 
