@@ -107,11 +107,10 @@ def settings_read() -> set[str]:
             ):
                 names.add(node.args[0].value)
             if node.func.id == "setting":
-                names.update(
-                    kw.value.value
-                    for kw in node.keywords
-                    if kw.arg == "env" and isinstance(kw.value, ast.Constant) and isinstance(kw.value.value, str)
-                )
+                for kw in node.keywords:
+                    value = kw.value.value if isinstance(kw.value, ast.Constant) else None
+                    if kw.arg == "env" and isinstance(value, str):
+                        names.add(value)
     return names
 
 
