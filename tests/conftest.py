@@ -1,6 +1,6 @@
 """Fixtures shared across the test folders: the stub upstream and the test backends, API keys, the
-real server on a free port, the fake environment's write log, and the Slack bot's stand-ins. Plain
-helpers live in tests/support/, factories in tests/factories.py."""
+real server on a free port, the session's shared vLLM server, the fake environment's write log, and the
+Slack bot's stand-ins. Plain helpers live in tests/support/, factories in tests/factories/."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import uvicorn
 from django.conf import settings
 
 from bench.support.openai_stub import OpenAIStub, Reply
-from bench.support.vllm import free_port
+from bench.support.vllm import VllmServer, free_port
 from core import conf
 from diagnostics.models import Step
 from routing.access import lookups
@@ -25,6 +25,7 @@ from tests.support.fake_environment import FakeWrite
 from tests.support.gateway import STUDENT_PRICES, TEACHER_PRICES
 from tests.support.slack_bot import SECRET, TOKEN, Queue, SlackClient
 from tests.support.slack_stub import SlackStub
+from tests.support.vllm_shared import SharedVllm, unload_added
 from tests.support.wait import wait_until
 
 # A server groups ledger rows behind its journal (LEDGER_WRITER "batched", the default); most tests read a
@@ -111,6 +112,26 @@ def gateway_url() -> Iterator[str]:
     yield f"http://127.0.0.1:{port}"
     server.should_exit = True
     thread.join(10)
+
+
+@pytest.fixture(scope="session")
+def vllm_shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SharedVllm]:
+    """The session's one real vLLM server (tests/support/vllm_shared.py), started on first use."""
+    shared = SharedVllm(tmp_path_factory.mktemp("vllm-shared"))
+    yield shared
+    shared.stop()
+
+
+@pytest.fixture(scope="module")
+def vllm_server(vllm_shared: SharedVllm) -> Iterator[VllmServer]:
+    """The shared vLLM server for one test module (litellm offline); the adapters the module loads are
+    unloaded when it ends."""
+    server = vllm_shared.get()
+    at_start = set(server.models())
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("LITELLM_OFFLINE_MODE", "true")
+        yield server
+    unload_added(server, at_start)
 
 
 @pytest.fixture

@@ -2,9 +2,9 @@
 served again by both without anyone acting (issue 14 item 5, issue 17 item 4).
 
 "Beat" here is a thread that runs the adapter health check every ``BEAT_S`` seconds, as Celery beat
-runs ``student_health_check_all``; the checks calls ask for are run at once, as a worker would. Three
-vLLM start-ups (60-200 s each on a busy 2-core machine: raise SKILLGATE_VLLM_STARTUP_TIMEOUT) and ~1-2 GB
-of memory each. Run alone, niced:
+runs ``student_health_check_all``; the checks calls ask for are run at once, as a worker would. Two
+vLLM start-ups of its own besides the session's shared server, the first replica (60-200 s each on a busy
+2-core machine: raise SKILLGATE_VLLM_STARTUP_TIMEOUT) and ~1-2 GB of memory each. Run alone, niced:
 
     nice .venv/bin/pytest -m slow tests/routing/test_student_replicas_vllm.py
 """
@@ -59,18 +59,18 @@ def _server(base: Path, port: int, log_dir: Path) -> VllmServer:
 
 @pytest.fixture(scope="module")
 def servers(
-    model_dirs: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory
+    vllm_server: VllmServer, model_dirs: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[list[VllmServer]]:
+    """The first replica is the session's shared vLLM (tests/support/vllm_shared.py; the adapters this
+    module loads into it are unloaded after it); the second, the one killed, is this module's own."""
     base, _ = model_dirs
-    log_dir = tmp_path_factory.mktemp("vllm-replicas")
-    found = [_server(base, free_port(), log_dir) for _ in range(2)]
+    assert (vllm_server.model_dir, vllm_server.served_name) == (base, "tiny-base")
+    found = [vllm_server, _server(base, free_port(), tmp_path_factory.mktemp("vllm-replicas"))]
     try:
-        for server in found:  # one after the other: at once, both engines bind the same core
-            server.start()
+        found[1].start()  # after the first: at once, both engines bind the same core
         yield found
     finally:
-        for server in found:
-            server.stop()
+        found[1].stop()  # or the restarted one the test put in its place
 
 
 class Beat:

@@ -1,8 +1,9 @@
 """The student served by a real vLLM (CPU backend) with LoRA adapters, reached through litellm.
 
-One server for the whole module (start-up 40-90 s on 2 cores). Needs the ml extra
-(``infra/install_ml.sh``); skipped otherwise. The gateway tests drive the running server with the
-openai SDK and the student backend pointed at this vLLM. Run alone with
+The session's shared server (tests/support/vllm_shared.py: start-up 40-90 s on 2 cores), which loaded
+``student-v1`` at start-up. Needs the ml extra (``infra/install_ml.sh``); skipped otherwise. The gateway
+tests drive the running server with the openai SDK and the student backend pointed at this vLLM. Run
+alone with
 
     .venv/bin/pytest tests/routing/test_vllm_student.py
 """
@@ -11,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import subprocess
-from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from bench.support.vllm import VllmServer, pid_alive, vllm_available
+from tests.support.vllm_shared import STARTUP_ADAPTER, STARTUP_REPLY
 
 pytestmark = [
     pytest.mark.vllm,
@@ -28,8 +29,8 @@ pytestmark = [
     ),
 ]
 
-STUDENT = "student-v1"
-STUDENT_REPLY = '{"ok": true}'
+STUDENT = STARTUP_ADAPTER  # loaded at the server's start-up (lora_modules)
+STUDENT_REPLY = STARTUP_REPLY
 SECOND = "student-v2"
 SECOND_REPLY = "print(42)"
 MESSAGES = [{"role": "user", "content": "What is the capital of France?"}]
@@ -40,26 +41,15 @@ def adapters() -> dict[str, Path]:
     from bench.support.tiny_model import tiny_lora_dir
 
     return {
-        STUDENT: tiny_lora_dir(name="student-v1", reply=STUDENT_REPLY),
-        SECOND: tiny_lora_dir(name="student-v2", reply=SECOND_REPLY),
+        STUDENT: tiny_lora_dir(name=STUDENT, reply=STUDENT_REPLY),
+        SECOND: tiny_lora_dir(name=SECOND, reply=SECOND_REPLY),
     }
 
 
 @pytest.fixture(scope="module")
-def server(adapters: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Iterator[VllmServer]:
-    from bench.support.tiny_model import tiny_model_dir
-
-    with (
-        pytest.MonkeyPatch.context() as mp,
-        VllmServer(
-            tiny_model_dir(),
-            "tiny-base",
-            lora_modules={STUDENT: adapters[STUDENT]},
-            log_dir=tmp_path_factory.mktemp("vllm"),
-        ) as srv,
-    ):
-        mp.setenv("LITELLM_OFFLINE_MODE", "true")
-        yield srv
+def server(vllm_server: VllmServer, adapters: dict[str, Path]) -> VllmServer:
+    assert vllm_server.lora_modules == {STUDENT: adapters[STUDENT]}  # what it loaded at start-up
+    return vllm_server
 
 
 def _completion(server: VllmServer, model: str, **kwargs: Any) -> Any:
@@ -213,7 +203,7 @@ def test_gateway_falls_back_when_the_vllm_student_fails_the_schema(
 
 
 def test_stopping_leaves_no_vllm_process(server: VllmServer) -> None:
-    """Runs last: stops the module's server (the fixture's exit is then a no-op) and checks the group."""
+    """Runs last: stops the shared server (a later user would start a fresh one) and checks the group."""
     pids = server.running_pids()
     assert len(pids) >= 2, f"expected the API server and its engine processes, saw {pids}"
     assert server.rss_bytes() > 0

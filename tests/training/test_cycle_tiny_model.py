@@ -8,7 +8,6 @@ Slow (vLLM start-up, training): run alone with ``.venv/bin/pytest tests/training
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from decimal import Decimal
 
 import pytest
@@ -36,15 +35,12 @@ ADVICE = {"patterns": ['Answer with {"city": "<word>"} only.'], "pitfalls": ["Ne
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VllmServer]:
+def server(vllm_server: VllmServer) -> VllmServer:
+    """The session's shared vLLM (tests/support/vllm_shared.py) serving the tiny model as tiny-base."""
     from bench.support.tiny_model import tiny_model_dir
 
-    with (
-        pytest.MonkeyPatch.context() as mp,
-        VllmServer(tiny_model_dir(), "tiny-base", log_dir=tmp_path_factory.mktemp("vllm")) as srv,
-    ):
-        mp.setenv("LITELLM_OFFLINE_MODE", "true")
-        yield srv
+    assert (vllm_server.model_dir, vllm_server.served_name) == (tiny_model_dir(), "tiny-base")
+    return vllm_server
 
 
 def teacher(body):

@@ -1,6 +1,6 @@
 """Adapters served by a real vLLM (CPU) at run time: trained with TRL, loaded with
 /v1/load_lora_adapter, made the profile's student through the gateway, rolled back, unloaded after
-the grace period. One server for the module (start-up 40-100 s on 2 busy cores). Run alone with
+the grace period. On the session's shared vLLM server (start-up 40-100 s on 2 busy cores). Run alone with
 
     .venv/bin/pytest tests/training/test_deploy.py
 """
@@ -8,7 +8,6 @@ the grace period. One server for the module (start-up 40-100 s on 2 busy cores).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -68,13 +67,10 @@ def trained(base: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, P
 
 
 @pytest.fixture(scope="module")
-def server(base: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[VllmServer]:
-    with (
-        pytest.MonkeyPatch.context() as mp,
-        VllmServer(base, "tiny-base", log_dir=tmp_path_factory.mktemp("vllm")) as srv,
-    ):
-        mp.setenv("LITELLM_OFFLINE_MODE", "true")
-        yield srv
+def server(vllm_server: VllmServer, base: Path) -> VllmServer:
+    """The session's shared vLLM (tests/support/vllm_shared.py) serving ``base`` as tiny-base."""
+    assert (vllm_server.model_dir, vllm_server.served_name) == (base, "tiny-base")
+    return vllm_server
 
 
 def make_adapter(profile: TaskProfile, version: int, path: Path, base: Path) -> Adapter:
