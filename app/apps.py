@@ -8,6 +8,8 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.db.models.signals import post_migrate
 
+from app import conf
+
 
 def var_prepare() -> None:
     """What the settings name but importing them never writes: VAR_DIR, the static folder, the
@@ -49,8 +51,7 @@ class SkillgateConfig(AppConfig):
     verbose_name = "Skillgate"
 
     def ready(self) -> None:
-        from app import conf
-        from app.web.roles import roles_sync
+        from app.web.roles import roles_sync  # ready(): roles import the auth models, loaded only now
 
         conf.check()  # a setting out of its type or range stops start-up, naming its variable
         var_prepare()

@@ -5,16 +5,14 @@
 
 Streamable HTTP through the official SDK, stateless (each POST is one JSON-RPC exchange, answered as
 JSON). Every request needs ``Authorization: Bearer <API key>``; the key (and its owner, read fresh) is
-put in :data:`CALLER` for the tools, which check each tool's scope and permission themselves. A missing
-or wrong key is a 401 JSON error before the SDK sees the request.
+put in ``CALLER`` (app/mcp/tools.py) for the tools, which check each tool's scope and permission
+themselves. A missing or wrong key is a 401 JSON error before the SDK sees the request.
 """
 
 from __future__ import annotations
 
-import contextvars
 import json
 import re
-from dataclasses import dataclass
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -22,23 +20,13 @@ from django.contrib.auth.models import User
 from mcp.server import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
+from app.mcp import gateway, skillgate
+from app.mcp.tools import CALLER, Caller
 from routing.access.keys import authenticate
 from routing.models import ApiKey
 
 PREFIX = "/mcp"
 _GATEWAY = re.compile(r"^/mcp/servers/([a-z0-9]+(?:-[a-z0-9]+)*)/?$")
-
-
-@dataclass(frozen=True)
-class Caller:
-    key: ApiKey
-    owner: User | None
-
-    def has_perm(self, permission: str) -> bool:
-        return self.owner is not None and self.owner.has_perm(permission)
-
-
-CALLER: contextvars.ContextVar[Caller] = contextvars.ContextVar("mcp_caller")
 
 
 async def _answer(send: Any, status: int, message: str, code: str) -> None:
@@ -75,8 +63,6 @@ async def _serve(server: Server, scope: dict[str, Any], receive: Any, send: Any)
 
 
 async def application(scope: dict[str, Any], receive: Any, send: Any) -> None:
-    from app.mcp import gateway, skillgate
-
     path = scope["path"]
     gateway_match = _GATEWAY.match(path)
     if path.rstrip("/") != PREFIX and gateway_match is None:

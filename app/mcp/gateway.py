@@ -18,8 +18,7 @@ from typing import Any
 import mcp_types as types
 from asgiref.sync import sync_to_async
 
-from app.mcp.edge import Caller
-from app.mcp.tools import answer, caller, error
+from app.mcp.tools import Caller, answer, caller, error
 from diagnostics.mcp import classify
 from diagnostics.mcp.attach import record_call
 from diagnostics.mcp.client import UpstreamError, checked_call_async

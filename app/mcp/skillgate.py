@@ -11,14 +11,15 @@ from typing import Any
 import anyio
 import mcp_types as types
 from asgiref.sync import sync_to_async
+from mcp.server import Server
 
-from app.mcp.edge import Caller
-from app.mcp.tools import McpTool, answer, caller, error, refusal
+from app.mcp.tools import Caller, McpTool, answer, caller, error, refusal
 from core.errors import ServiceError
 from diagnostics import selectors, services
 from diagnostics.mcp.attach import incident_environment
 from diagnostics.mcp.requests import key_usage
 from diagnostics.models import ActionRequest, Incident, Trajectory
+from diagnostics.toolsets.base import validation_error
 from diagnostics.toolsets.registry import UnknownEnvironment
 from routing import scopes
 
@@ -154,8 +155,6 @@ def _propose(who: Caller, args: dict[str, Any]) -> ActionRequest:
         raise ServiceError(
             f"{tool!r} is not an action of {incident.environment!r}; known: {known}.", code="unknown_action"
         )
-    from diagnostics.toolsets.base import validation_error
-
     if problem := validation_error(allowed[tool].parameters, tool_args):
         raise ServiceError(f"Invalid args for {tool}: {problem}", code="invalid_field")
     return services.action_request_propose(
@@ -282,8 +281,6 @@ async def _call(ctx: Any, params: types.CallToolRequestParams) -> types.CallTool
     who = caller()
     if problem := refusal(tool, who):
         return error(problem)
-    from diagnostics.toolsets.base import validation_error
-
     arguments = dict(params.arguments or {})
     if problem := validation_error(tool.schema, arguments):
         return error(f"Invalid arguments for {tool.name}: {problem}")
@@ -294,6 +291,4 @@ async def _call(ctx: Any, params: types.CallToolRequestParams) -> types.CallTool
 
 
 def build() -> Any:
-    from mcp.server import Server
-
     return Server("skillgate", version="1", on_list_tools=_list, on_call_tool=_call)

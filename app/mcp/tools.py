@@ -1,16 +1,31 @@
-"""What Skillgate's own MCP tools and the gateway share: a tool's declared access, its refusal as an MCP
-tool error (``isError``), and JSON answers."""
+"""What the MCP edge, Skillgate's own MCP tools and the gateway share: the caller of the request (its key
+and the key's owner, set by the edge for the tools), a tool's declared access, its refusal as an MCP tool
+error (``isError``), and JSON answers."""
 
 from __future__ import annotations
 
+import contextvars
 import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
 import mcp_types as types
+from django.contrib.auth.models import User
 
-from app.mcp.edge import CALLER, Caller
+from routing.models import ApiKey
+
+
+@dataclass(frozen=True)
+class Caller:
+    key: ApiKey
+    owner: User | None
+
+    def has_perm(self, permission: str) -> bool:
+        return self.owner is not None and self.owner.has_perm(permission)
+
+
+CALLER: contextvars.ContextVar[Caller] = contextvars.ContextVar("mcp_caller")
 
 
 @dataclass(frozen=True)
