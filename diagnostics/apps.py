@@ -1,11 +1,15 @@
 from django.apps import AppConfig
 
+from diagnostics import conf, doorbell
+
 
 class DiagnosticsConfig(AppConfig):
     name = "diagnostics"
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from diagnostics import conf
-
         conf.check()  # a setting out of its type or range stops start-up, naming its variable
+        # The services enqueue through the doorbell, never by importing the tasks (which import them).
+        from diagnostics import tasks  # ready(): the tasks import the models, loaded only now
+
+        doorbell.install(tasks)

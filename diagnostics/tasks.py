@@ -1,7 +1,8 @@
 """Celery tasks, thin like views: take ids, claim with a conditional UPDATE, idempotent, acks_late.
 
-Enqueued on commit by the services (``enqueue_*`` below), on the queue named by DIAGNOSTICS_QUEUE
-(default: Celery's default queue). The rows are the record and the broker only the doorbell
+Enqueued on commit by the services, which call this module's ``enqueue_*`` through
+``diagnostics/doorbell.py`` (installed by ``DiagnosticsConfig.ready()``), on the queue named by
+DIAGNOSTICS_QUEUE (default: Celery's default queue). The rows are the record and the broker only the doorbell
 (``core/jobs.py``): a running job writes a heartbeat, and the beat sweeper (``sweep_jobs``) sends
 lost messages again, requeues diagnoses whose worker died and hands interrupted actions to
 ``recover_action``. No task here retries itself: a retry of ``execute_action`` after its action ran

@@ -32,6 +32,16 @@ from diagnostics.agent.logtemplates import (
     is_warning_line,
     merge_groups,
 )
+from diagnostics.agent.question_reads import (
+    has_data,
+    in_window,
+    leading_number,
+    log_lines,
+    resolved_pods,
+    scope_phrase,
+)
+from diagnostics.agent.question_restarts import restarts_answer
+from diagnostics.agent.question_timeline import timeline_answer
 from diagnostics.agent.timewindow import line_time
 
 STATE_TESTS: dict[str, Callable[[Row], bool]] = {
@@ -46,7 +56,7 @@ STATE_TESTS: dict[str, Callable[[Row], bool]] = {
     "pending": lambda r: (
         r.status in ("Pending", "ContainerCreating", "PodInitializing") or r.status.startswith("Init:")
     ),
-    "restarting": lambda r: _number(r.restarts) > 0,
+    "restarting": lambda r: leading_number(r.restarts) > 0,
     "completed": lambda r: r.status in ("Completed", "Succeeded", "Complete"),
     "evicted": lambda r: r.status == "Evicted",
 }
@@ -62,21 +72,9 @@ def state_filter(state: str) -> Callable[[Row], bool] | None:
     return STATE_TESTS.get(state)
 
 
-def _number(text: str) -> int:
-    match = re.match(r"\d+", text or "")
-    return int(match.group(0)) if match else 0
-
-
 def _ready_full(ready: str) -> bool:
     match = re.fullmatch(r"(\d+)/(\d+)", ready or "")
     return not match or match.group(1) == match.group(2)
-
-
-def _pods(resolved: list[Resolution], state: AnalysisState) -> list[Row]:
-    found: list[Row] = []
-    for resolution in resolved:
-        found += [p for p in state.inventory.pods_of(resolution) if p not in found]
-    return found
 
 
 def _logs(state: AnalysisState, pods: list[Row]) -> list[tuple[str, ToolOutput]]:
@@ -90,42 +88,9 @@ def _logs(state: AnalysisState, pods: list[Row]) -> list[tuple[str, ToolOutput]]
     return reads
 
 
-def _has_data(out: ToolOutput) -> bool:
-    body = "\n".join(
-        line for line in out.text.splitlines() if line.strip() not in ("stdout:", "stderr:") and line.strip()
-    )
-    return out.ok and not out.no_data and bool(body.strip())
-
-
-def _log_lines(text: str) -> list[str]:
-    """The lines of a raw log; a non-JSON line that carries escaped newlines (a log recorded inside a JSON
-    string) is unescaped, a JSON line is kept whole."""
-    lines: list[str] = []
-    for raw in text.splitlines():
-        if raw.lstrip().startswith("{") or "\\n" not in raw:
-            lines.append(raw)
-        else:
-            lines += raw.replace('\\"', '"').replace("\\t", "\t").split("\\n")
-    return [line.rstrip() for line in lines if line.strip() and line.strip() not in ("stdout:", "stderr:")]
-
-
-def _in_window(line: str, intent: Intent) -> bool:
-    if intent.window is None:
-        return True
-    moment = line_time(line)
-    return moment is None or intent.window.contains(moment)
-
-
 def _line(pod: str, line: str) -> dict[str, str]:
     moment = line_time(line)
     return {"source": pod, "time": moment.isoformat() if moment else "", "text": line.strip()[:600]}
-
-
-def _scope(intent: Intent, resolved: list[Resolution], namespace: str) -> str:
-    names = ", ".join(r.name for r in resolved) or ""
-    where = f" in namespace {namespace}" if namespace else ""
-    window = f" ({intent.window.phrase})" if intent.window else ""
-    return f"{names}{where}{window}".strip()
 
 
 def _unresolved_answer(intent: Intent, unknown: list[Resolution], state: AnalysisState) -> Answer:
@@ -166,8 +131,6 @@ def build_question_answer(
     elif intent.kind == LOGS:
         answer = _logs_answer(intent, state, known, namespace)
     else:
-        from diagnostics.agent.question_timeline import timeline_answer
-
         answer = timeline_answer(intent, state, known, namespace)
     answer.matched = [r.to_json() for r in resolved]
     answer.window = intent.window.to_json() if intent.window else None
@@ -188,8 +151,6 @@ def build_question_answer(
 
 def _count_or_list(intent: Intent, state: AnalysisState, known: list[Resolution], namespace: str) -> Answer:
     if intent.object_kind == "restart":
-        from diagnostics.agent.question_restarts import restarts_answer
-
         return restarts_answer(intent, state, known)
     if intent.object_kind == "error":
         answer = _errors(intent, state, known, namespace)
@@ -200,7 +161,7 @@ def _count_or_list(intent: Intent, state: AnalysisState, known: list[Resolution]
         )
         answer.headline = (
             f"{answer.value} error lines in the logs of "
-            f"{_scope(intent, known, namespace) or 'what was read'}. " + answer.headline
+            f"{scope_phrase(intent, known, namespace) or 'what was read'}. " + answer.headline
         )
         return answer
     kind = intent.object_kind if intent.object_kind not in ("", "container", "event") else "pod"
@@ -268,14 +229,14 @@ def _read_logs(
 ) -> tuple[list[tuple[str, list[str]]], list[str]]:
     """(pod, its lines in the window) of every log read with data, and notes for the empty ones."""
     reads, notes = [], []
-    for pod, out in _logs(state, _pods(known, state)):
+    for pod, out in _logs(state, resolved_pods(known, state)):
         kind = "previous logs" if "previous" in out.tool.lower() else "logs"
-        if not _has_data(out):
+        if not has_data(out):
             notes.append(
                 f"no {kind} of pod {pod}{' (' + intent.window.phrase + ')' if intent.window else ''}."
             )
             continue
-        lines = [line for line in _log_lines(out.text) if _in_window(line, intent)]
+        lines = [line for line in log_lines(out.text) if in_window(line, intent)]
         if not lines:
             notes.append(
                 f"the {kind} of pod {pod} hold no line in "
@@ -289,7 +250,7 @@ def _read_logs(
 def _empty_logs_answer(
     intent: Intent, known: list[Resolution], namespace: str, notes: list[str], shape: str
 ) -> Answer:
-    scope = _scope(intent, known, namespace) or "the object asked about"
+    scope = scope_phrase(intent, known, namespace) or "the object asked about"
     return Answer(
         intent=intent.kind,
         shape=shape,
@@ -322,7 +283,7 @@ def _logs_answer(intent: Intent, state: AnalysisState, known: list[Resolution], 
         [g for pod, lines in reads for g in group_errors(error_events("\n".join(lines)), source=pod)]
     )
     errors = sum(g.count for g in groups)
-    scope = _scope(intent, known, namespace)
+    scope = scope_phrase(intent, known, namespace)
     headline = (
         f"Logs of {scope or ', '.join(p for p, _ in reads)}: {total} lines read from {len(reads)} log(s)"
     )
@@ -363,7 +324,7 @@ def _search(intent: Intent, state: AnalysisState, known: list[Resolution], names
     pattern = re.compile(re.escape(term), re.IGNORECASE)
     matches = [(pod, line) for pod, lines in reads for line in lines if pattern.search(line)]
     total = sum(len(lines) for _, lines in reads)
-    scope = _scope(intent, known, namespace) or ", ".join(p for p, _ in reads)
+    scope = scope_phrase(intent, known, namespace) or ", ".join(p for p, _ in reads)
     if matches:
         headline = f"{len(matches)} of {total} log lines of {scope} contain {term!r}."
     else:
@@ -391,7 +352,7 @@ def _errors(intent: Intent, state: AnalysisState, known: list[Resolution], names
         ]
     )
     warnings = _warning_events(state, known)
-    scope = _scope(intent, known, namespace) or ", ".join(p for p, _ in reads) or "what was asked about"
+    scope = scope_phrase(intent, known, namespace) or ", ".join(p for p, _ in reads) or "what was asked about"
     if not reads and not warnings:
         return _empty_logs_answer(intent, known, namespace, notes, ERROR_GROUPS)
     total = sum(g.count for g in groups)
@@ -424,7 +385,7 @@ def _warning_events(state: AnalysisState, known: list[Resolution]) -> list[str]:
     found: list[str] = []
     for out in state.outputs:
         subject = str(out.params.get("name") or out.params.get("resource_name") or "")
-        if not _has_data(out) or (names and subject and subject not in names):
+        if not has_data(out) or (names and subject and subject not in names):
             continue
         for event in parse_events(normalize(out.text)):
             line = f"{event.reason}: {event.message[:200]}" + (

@@ -10,13 +10,13 @@ from diagnostics.agent.analyzers.base import normalize
 from diagnostics.agent.answers import LOW, NUMBER, Answer
 from diagnostics.agent.intent import Intent
 from diagnostics.agent.inventory import Resolution
-from diagnostics.agent.question_answers import _has_data, _number, _pods
+from diagnostics.agent.question_reads import has_data, leading_number, resolved_pods
 
 _RESTART_COUNT = re.compile(r"^\s*Restart Count:\s*(\d+)", re.MULTILINE)
 
 
 def restarts_answer(intent: Intent, state: AnalysisState, known: list[Resolution]) -> Answer:
-    pods = _pods(known, state)
+    pods = resolved_pods(known, state)
     rows: list[list[str]] = []
     unknown: list[str] = []
     total = 0
@@ -24,13 +24,13 @@ def restarts_answer(intent: Intent, state: AnalysisState, known: list[Resolution
         counts = [
             int(n)
             for out in state.outputs
-            if "describe" in out.tool.lower() and out.params.get("name") == pod.name and _has_data(out)
+            if "describe" in out.tool.lower() and out.params.get("name") == pod.name and has_data(out)
             for n in _RESTART_COUNT.findall(normalize(out.text))
         ]
         if not counts and not re.match(r"\d", pod.restarts or ""):
             unknown.append(pod.name)  # neither a describe nor a listing gave its count: never a 0
             continue
-        restarts = sum(counts) if counts else _number(pod.restarts)
+        restarts = sum(counts) if counts else leading_number(pod.restarts)
         total += restarts
         rows.append([pod.name, pod.namespace, pod.status, str(restarts)])
     scope = ", ".join(r.name for r in known) or "the pods asked about"

@@ -13,7 +13,7 @@ from diagnostics.agent.answers import LOW, TIMELINE, Answer
 from diagnostics.agent.intent import Intent
 from diagnostics.agent.inventory import Resolution
 from diagnostics.agent.logtemplates import error_events, group_errors
-from diagnostics.agent.question_answers import _has_data, _in_window, _log_lines, _scope
+from diagnostics.agent.question_reads import has_data, in_window, log_lines, scope_phrase
 from diagnostics.agent.timewindow import line_time
 
 _DESCRIBE_TIMES = re.compile(
@@ -35,7 +35,7 @@ def timeline_answer(intent: Intent, state: AnalysisState, known: list[Resolution
     moments: list[tuple[datetime, str, str]] = []
     relative: list[dict[str, str]] = []
     for out in state.outputs:
-        if not _has_data(out) or out.tool == "alert":
+        if not has_data(out) or out.tool == "alert":
             continue
         source = str(
             out.params.get("name")
@@ -44,7 +44,7 @@ def timeline_answer(intent: Intent, state: AnalysisState, known: list[Resolution
             or out.tool
         )
         if out.is_log:
-            lines = [ln for ln in _log_lines(out.text) if _in_window(ln, intent)]
+            lines = [ln for ln in log_lines(out.text) if in_window(ln, intent)]
             stamped: list[tuple[datetime, str]] = []
             for ln in lines:
                 moment = line_time(ln)
@@ -88,7 +88,7 @@ def timeline_answer(intent: Intent, state: AnalysisState, known: list[Resolution
     if intent.window is not None:
         moments = [m for m in moments if intent.window.contains(m[0])]
     events = [{"time": t.isoformat(), "source": s, "what": w} for t, s, w in moments] + relative
-    scope = _scope(intent, known, namespace) or "what was asked about"
+    scope = scope_phrase(intent, known, namespace) or "what was asked about"
     if not events:
         return Answer(
             intent=intent.kind,

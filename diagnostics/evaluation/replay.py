@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from diagnostics.agent.intent import INTENTS
 from diagnostics.agent.llm import GatewayClient
 from diagnostics.agent.observer import Observer
 from diagnostics.agent.runner import MemoryRecorder, build_observer_for, investigate
@@ -165,8 +166,6 @@ def summary_line(results: list[CaseRun], *, runs: int, label: str = "") -> str:
 
 def intent_rows(results: list[CaseRun]) -> list[tuple[str, str, int, int]]:
     """(intent, split, passed, graded) for every intent and split with graded runs, intents in order."""
-    from diagnostics.agent.intent import INTENTS
-
     rows = []
     for intent in INTENTS:
         for split in (*SPLITS, "all"):

@@ -10,6 +10,7 @@ import logging
 from typing import Any
 
 from diagnostics.mcp.selectors import environment_views
+from diagnostics.mcp.servers import mcp_server_sync
 from diagnostics.models import Incident, McpCall, McpServer
 from diagnostics.toolsets.mcp import CallRecord, McpEnvironment
 from diagnostics.toolsets.registry import Environment, build_environment
@@ -39,8 +40,6 @@ def record_call(
         action_id=action_id,
     )
     if record.status == "changed":
-        from diagnostics.mcp.servers import mcp_server_sync
-
         server = McpServer.objects.filter(name=record.server).first()
         if server is not None:
             mcp_server_sync(server=server)

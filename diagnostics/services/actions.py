@@ -10,7 +10,7 @@ from django.contrib.auth.models import AnonymousUser, User
 from django.db import transaction
 from django.utils import timezone
 
-from diagnostics import approvals, conf
+from diagnostics import approvals, conf, doorbell
 from diagnostics.mcp import selectors as mcp_selectors
 from diagnostics.models import ActionRequest, Incident, Trajectory
 from diagnostics.services.base import APPROVE_PERMISSION, ServiceError, plan_hash
@@ -151,8 +151,7 @@ def action_request_approve(
         note=note,
         expected_hash=plan_hash_seen,
     )
-    from diagnostics.tasks import enqueue_execution
-
+    enqueue_execution = doorbell.tasks().enqueue_execution
     transaction.on_commit(lambda: enqueue_execution(action.pk))
     return action
 

@@ -9,7 +9,7 @@ from django.contrib.auth.models import User
 from django.db import transaction
 from django.utils import timezone
 
-from diagnostics import conf
+from diagnostics import conf, doorbell
 from diagnostics.agent.subject import from_alertmanager
 from diagnostics.models import Incident, IncidentTouch, Trajectory
 from diagnostics.services.base import ServiceError
@@ -17,8 +17,7 @@ from routing.models import ApiKey
 
 
 def _enqueue_diagnosis(trajectory_id: int) -> None:
-    from diagnostics.tasks import enqueue_diagnosis
-
+    enqueue_diagnosis = doorbell.tasks().enqueue_diagnosis
     transaction.on_commit(lambda: enqueue_diagnosis(trajectory_id))
 
 

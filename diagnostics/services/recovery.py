@@ -22,6 +22,7 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 from core import jobs
+from diagnostics import doorbell
 from diagnostics.models import ActionRequest, Step
 from diagnostics.services.actions import action_request_propose
 from diagnostics.services.execution import record_outcome
@@ -47,17 +48,16 @@ def _timing() -> dict[str, Any]:
 
 def diagnostics_jobs_sweep() -> dict[str, jobs.SweepReport]:
     """One sweep of the diagnoses and the action executions (the beat task calls it)."""
-    from diagnostics.tasks import enqueue_diagnosis, enqueue_execution, enqueue_recovery
-
+    tasks = doorbell.tasks()
     return {
         "trajectories": jobs.sweep(
-            TRAJECTORY_JOB, enqueue=enqueue_diagnosis, give_up=trajectory_give_up, **_timing()
+            TRAJECTORY_JOB, enqueue=tasks.enqueue_diagnosis, give_up=trajectory_give_up, **_timing()
         ),
         "actions": jobs.sweep(
             ACTION_JOB,
-            enqueue=enqueue_execution,
+            enqueue=tasks.enqueue_execution,
             give_up=_action_give_up,
-            retry=enqueue_recovery,
+            retry=tasks.enqueue_recovery,
             **_timing(),
         ),
     }

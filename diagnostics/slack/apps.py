@@ -8,6 +8,6 @@ class SlackConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from diagnostics.slack import signals
+        from diagnostics.slack import signals  # ready(): the receiver imports the models, loaded only now
 
         signals.connect()

@@ -21,7 +21,7 @@ from slack_bolt.adapter.django import SlackRequestHandler
 from slack_bolt.authorization import AuthorizeResult
 
 from core.queues import on_commit
-from diagnostics.slack import conf, messages, services
+from diagnostics.slack import conf, messages, services, tasks
 from diagnostics.slack.models import SlackEvent
 
 log = logging.getLogger(__name__)
@@ -42,14 +42,12 @@ def _retry_num(request: BoltRequest) -> int:
 
 def _store(*, key: str, kind: str, payload: dict[str, Any], request: BoltRequest) -> bool:
     """Records the delivery and enqueues its task after commit; False for a duplicate (a retry)."""
-    from diagnostics.slack.tasks import enqueue_event
-
     event = services.slack_event_record(key=key, kind=kind, payload=payload, retry_num=_retry_num(request))
     if event is None:
         log.info("dropped a repeated Slack delivery %s (retry %s)", key, _retry_num(request))
         return False
     event_id = event.pk
-    on_commit(enqueue_event, event_id)
+    on_commit(tasks.enqueue_event, event_id)
     return True
 
 

@@ -11,7 +11,7 @@ from django.db import transaction
 from django.db.models.signals import post_save
 
 from diagnostics.models import Step
-from diagnostics.slack import conf
+from diagnostics.slack import conf, tasks
 
 DISPATCH_UID = "diagnostics.slack.step_saved"
 
@@ -23,12 +23,7 @@ def step_saved(sender: type[Step], instance: Step, created: bool, **kwargs: Any)
         return
     trajectory_id = instance.trajectory_id
 
-    def enqueue() -> None:
-        from diagnostics.slack.tasks import enqueue_sync
-
-        enqueue_sync(trajectory_id)
-
-    transaction.on_commit(enqueue)
+    transaction.on_commit(lambda: tasks.enqueue_sync(trajectory_id))
 
 
 def connect() -> None:
