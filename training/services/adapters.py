@@ -32,9 +32,13 @@ from django.utils import timezone
 from core import jobs
 from core.conf import resolve
 from core.errors import ServiceError
-from core.queues import enqueue_on_commit
+from core.queues import on_commit
+from routing.call.plans import plan_call
+from routing.call.sampling import rates, student_correct
 from routing.models import TaskProfile
-from training import conf
+from routing.verifiers.policy import VerifierPolicyError
+from training import conf, doorbell
+from training.completions import completion_message
 from training.deploy import (
     adapter_activate,
     adapter_load,
@@ -149,9 +153,7 @@ def training_run_start(
         total_steps=hp.sft_steps + (hp.grpo_steps if grpo else 0),
     )
     if enqueue:
-        from training.tasks.adapters import adapter_train
-
-        enqueue_on_commit(adapter_train, run.pk)  # on the gpu queue (CELERY_TASK_ROUTES)
+        on_commit(doorbell.tasks().adapters.enqueue_training, run.pk)  # on the gpu queue (CELERY_TASK_ROUTES)
     return run
 
 
@@ -203,11 +205,6 @@ def call_verifiers(profile: TaskProfile, examples: Sequence[Example]) -> list[Ca
     there a completion must also agree with the example's verified answer by the rule the live labels
     use (``routing.call.sampling.student_correct``), as admission judges the candidate.
     Raises TrainingError when an example has no verifier (nothing can reward it)."""
-    from routing.call.plans import plan_call
-    from routing.call.sampling import rates
-    from routing.verifiers.policy import VerifierPolicyError
-    from training.services.cycle.calls import completion_message
-
     labelled = rates(profile)[0] > 0
     verifiers = []
     for number, example in enumerate(examples, start=1):
@@ -228,9 +225,6 @@ def call_verifiers(profile: TaskProfile, examples: Sequence[Example]) -> list[Ca
 def _reward(
     verifier: Any, request: dict[str, Any], reference: dict[str, Any] | None
 ) -> Callable[[str], bool]:
-    from routing.call.sampling import student_correct
-    from training.services.cycle.calls import completion_message
-
     def verify(text: str) -> bool:
         message = completion_message(text)
         if not verifier.verify(request=request, message=message).passed:
@@ -264,8 +258,8 @@ def training_run_execute(*, run_id: int, task_id: str = "") -> TrainingRun:
 
 
 def _train(run: TrainingRun, *, interval_s: float) -> dict[str, Any]:
-    from training.trainer.grpo import train_grpo
-    from training.trainer.sft import train_sft
+    from training.trainer.grpo import train_grpo  # torch, trl: the gpu worker's cost, never the web's
+    from training.trainer.sft import train_sft  # torch, trl: the gpu worker's cost, never the web's
 
     adapter = run.adapter
     hp = Hyperparameters.from_dict(run.hyperparameters)
@@ -335,16 +329,10 @@ def training_runs_recover(
         stale_after_s=float(training.stale_after_s if stale_after_s is None else stale_after_s),
         ring_after_s=float(settings.JOBS_RING_AFTER_S),
         max_attempts=training.max_attempts if max_attempts is None else max_attempts,
-        enqueue=_enqueue_train,
+        enqueue=doorbell.tasks().adapters.enqueue_training,
         give_up=_give_up,
     )
     return [*report.requeued, *report.given_up, *report.rung]
-
-
-def _enqueue_train(run_id: int) -> None:
-    from training.tasks.adapters import adapter_train
-
-    adapter_train.delay(run_id)  # on the gpu queue (CELERY_TASK_ROUTES)
 
 
 def _give_up(rows: Any, run_id: int, reason: str) -> bool:

@@ -35,6 +35,7 @@ from core.errors import ServiceError
 from routing.models import Invocation, TaskProfile
 from routing.services import task_profile_skillbook_set
 from training import conf, selectors
+from training.deploy import DeployError, adapter_load, adapter_rollback, rollback_target
 from training.models import Adapter, Admission, Rollback, SkillBook
 from training.services.cycle.skillbook import served_text, skillbook_activate
 
@@ -154,8 +155,6 @@ def _restore_skillbook(admission: Admission, current: SkillBook) -> int | None:
 def rollback_check(*, profile_id: int) -> Rollback | None:
     """Checks the profile's latest admitted admission against its live correctness; rolls it back when
     it is significantly worse than the admission's figure by the margin. Returns the rollback or None."""
-    from training.deploy import adapter_load, adapter_rollback, rollback_target
-
     profile = TaskProfile.objects.get(pk=profile_id)
     admission = (
         Admission.objects.filter(profile_id=profile_id, decision=Admission.Decision.ADMITTED)
@@ -215,8 +214,6 @@ def rollbacks_check() -> list[int]:
     """Beat: every profile with an admitted admission not rolled back is checked; returns the ids of the
     rollbacks made. A profile whose check fails (a bad setting, the student server down) is logged and
     checked again next time."""
-    from training.deploy import DeployError
-
     made = []
     profiles = (
         Admission.objects.filter(decision=Admission.Decision.ADMITTED, rollback__isnull=True)

@@ -30,6 +30,11 @@ def adapter_train(self: Any, run_id: int) -> str:
     return str(run.status)
 
 
+def enqueue_training(run_id: int) -> None:
+    """Sends the run's training now, on the gpu queue (``CELERY_TASK_ROUTES``)."""
+    adapter_train.delay(run_id)
+
+
 @shared_task(acks_late=True, ignore_result=True)
 def training_runs_recover() -> list[int]:
     """Beat: runs whose worker stopped sending heartbeats requeued (bounded attempts) or failed, and

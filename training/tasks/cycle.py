@@ -13,7 +13,8 @@ from celery import shared_task
 
 from core.queues import enqueue
 from training import conf
-from training.services.cycle import orchestrate
+from training.services.cycle import demonstrations_replay, orchestrate
+from training.services.rollback import rollbacks_check
 
 
 def enqueue_stage(cycle_id: int, stage: str) -> None:
@@ -49,8 +50,6 @@ def cycles_scheduled() -> list[int]:
 @shared_task(acks_late=True, ignore_result=True, autoretry_for=orchestrate.TRANSIENT, max_retries=3)
 def replay_profile(profile_id: int, invocation_ids: list[str] | None = None) -> dict[str, Any]:
     """Replay on its own (outside a cycle): failed student calls of a profile become demonstrations."""
-    from training.services.cycle import demonstrations_replay
-
     return demonstrations_replay(profile_id=profile_id, invocation_ids=invocation_ids).as_json()
 
 
@@ -58,6 +57,4 @@ def replay_profile(profile_id: int, invocation_ids: list[str] | None = None) -> 
 def cycles_check_live() -> list[int]:
     """Beat: admitted configurations whose sampled live correctness fell below their admission's figure
     are rolled back, adapter and SkillBook together (training/services/rollback.py)."""
-    from training.services.rollback import rollbacks_check
-
     return rollbacks_check()

@@ -2,16 +2,16 @@
 GPUs, gloo on CPUs) when the hyper-parameters ask for more than one process.
 
 The caller (the gpu worker's child) writes the phase's arguments to a spec file and starts
-``accelerate launch --multi_gpu --num_processes N --module training.trainer.distributed SPEC``. Every
-rank runs ``train_sft`` on the same spec: the Trainer wraps the model in DistributedDataParallel and
-gives each rank its share of every batch (``batch_size`` stays the global batch), the main rank saves
-the adapter and writes the result, and its progress events go to a file the caller reads as they come
-and hands to its own ``report``, so the run's row sees the same progress as in one process.
+``accelerate launch --multi_gpu --num_processes N --module training.trainer.rank SPEC``. Every rank
+runs ``train_sft`` on the same spec (training/trainer/rank.py): the Trainer wraps the model in
+DistributedDataParallel and gives each rank its share of every batch (``batch_size`` stays the global
+batch), the main rank saves the adapter and writes the result, and its progress events go to a file the
+caller reads as they come and hands to its own ``report``, so the run's row sees the same progress as in
+one process.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import signal
@@ -21,14 +21,11 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 from training.trainer.config import Hyperparameters
 from training.trainer.datasets import Example
 from training.trainer.progress import ProgressEvent, Report
-
-if TYPE_CHECKING:
-    from training.trainer.sft import TrainResult
+from training.trainer.results import TrainResult
 
 WORK = ".work-ddp"
 
@@ -60,8 +57,6 @@ def launch_sft(
     report_interval_s: float,
 ) -> TrainResult:
     """Runs ``train_sft`` in ``hyperparameters.processes`` ranks and returns the main rank's result."""
-    from training.trainer.sft import TrainResult
-
     work = Path(output_dir) / WORK
     work.mkdir(parents=True, exist_ok=True)
     spec = work / "spec.json"
@@ -85,7 +80,7 @@ def launch_sft(
         sys.executable, "-m", "accelerate.commands.launch",
         "--multi_gpu", "--num_processes", str(hyperparameters.processes), "--num_machines", "1",
         "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", str(_free_port()),
-        "--module", "training.trainer.distributed", str(spec),
+        "--module", "training.trainer.rank", str(spec),
     ]  # fmt: skip
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
     with log.open("wb") as out:
@@ -120,36 +115,3 @@ def _forward(progress: Path, seen: int, report: Report | None) -> int:
         if report is not None:
             report(ProgressEvent(**json.loads(line)))
     return len(complete)
-
-
-def run_rank(spec_path: Path) -> None:
-    """One rank of a launched run: ``train_sft`` on the spec; the main rank reports and writes."""
-    from training.trainer.sft import train_sft
-
-    spec: dict[str, Any] = json.loads(spec_path.read_text())
-    work = spec_path.parent
-
-    def report(event: ProgressEvent) -> None:
-        if is_main_rank():
-            with (work / "progress.jsonl").open("a") as out:
-                out.write(json.dumps(dataclasses.asdict(event)) + "\n")
-
-    parent = spec["parent_adapter_dir"]
-    result = train_sft(
-        base_model_dir=Path(spec["base_model_dir"]),
-        output_dir=Path(spec["output_dir"]),
-        examples=[Example.from_dict(e) for e in spec["examples"]],
-        system_prompt=spec["system_prompt"],
-        hyperparameters=Hyperparameters.from_dict(spec["hyperparameters"]),
-        parent_adapter_dir=Path(parent) if parent else None,
-        report=report,
-        report_interval_s=float(spec["report_interval_s"]),
-    )
-    if is_main_rank():
-        partial = work / "result.json.partial"
-        partial.write_text(json.dumps(dataclasses.asdict(result)))
-        partial.rename(work / "result.json")
-
-
-if __name__ == "__main__":
-    run_rank(Path(sys.argv[1]))

@@ -9,8 +9,9 @@ from typing import Any
 
 from training.trainer.config import Hyperparameters
 from training.trainer.datasets import Message, grpo_dataset
-from training.trainer.progress import Report
-from training.trainer.sft import TrainResult, common_args, load_trainable, peak_rss_mb, save_adapter
+from training.trainer.progress import ProgressCallback, Report
+from training.trainer.results import TrainResult
+from training.trainer.sft import common_args, load_trainable, peak_rss_mb, save_adapter
 
 # completion text -> passed? One per prompt: the verifier of the call the prompt came from.
 Verify = Callable[[str], bool]
@@ -71,8 +72,6 @@ def train_grpo(
     if len(verifiers) != len(prompts):
         raise ValueError(f"{len(prompts)} prompts need as many verifiers, not {len(verifiers)}")
     from trl import GRPOConfig, GRPOTrainer
-
-    from training.trainer.progress import ProgressCallback
 
     hp = hyperparameters or Hyperparameters()
     started = time.monotonic()

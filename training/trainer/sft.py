@@ -6,46 +6,14 @@ import json
 import resource
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from training.trainer.config import Hyperparameters
 from training.trainer.datasets import Example, sft_dataset
-from training.trainer.progress import Report
-
-
-@dataclass
-class TrainResult:
-    """What a phase did: steps, losses or rewards as logged, time and peak memory of this process.
-
-    ``runtime_s`` is the whole phase (model loading, data preparation, saving); ``train_runtime_s`` the
-    optimisation steps alone, which ``s_per_step`` divides.
-    """
-
-    steps: int
-    runtime_s: float
-    train_runtime_s: float = 0.0
-    losses: list[float] = field(default_factory=list)
-    rewards: list[float] = field(default_factory=list)
-    peak_rss_mb: float = 0.0
-
-    def metrics(self, prefix: str) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            f"{prefix}_steps": self.steps,
-            f"{prefix}_runtime_s": round(self.runtime_s, 3),
-            f"{prefix}_train_runtime_s": round(self.train_runtime_s, 3),
-            f"{prefix}_s_per_step": round(self.train_runtime_s / self.steps, 4) if self.steps else None,
-            "peak_rss_mb": round(self.peak_rss_mb, 1),
-        }
-        if self.losses:
-            out[f"{prefix}_first_loss"] = self.losses[0]
-            out[f"{prefix}_final_loss"] = self.losses[-1]
-        if self.rewards:
-            out[f"{prefix}_first_reward"] = self.rewards[0]
-            out[f"{prefix}_final_reward"] = self.rewards[-1]
-            out[f"{prefix}_mean_reward"] = sum(self.rewards) / len(self.rewards)
-        return out
+from training.trainer.distributed import is_main_rank, launch_sft, world_size
+from training.trainer.progress import ProgressCallback, Report
+from training.trainer.results import TrainResult
 
 
 def peak_rss_mb() -> float:
@@ -96,8 +64,6 @@ def save_adapter(model: Any, output_dir: Path, base_model_dir: Path) -> None:
 
 
 def common_args(hp: Hyperparameters, work_dir: Path) -> dict[str, Any]:
-    from training.trainer.distributed import world_size
-
     cpu = cpu_only()
     return {
         "output_dir": str(work_dir),
@@ -131,9 +97,6 @@ def train_sft(
     """Train a LoRA on ``examples`` (loss on the completion only) and save it to ``output_dir``; in
     ``hp.processes`` processes under accelerate (training/trainer/distributed.py) when more than one."""
     from trl import SFTConfig, SFTTrainer
-
-    from training.trainer.distributed import is_main_rank, launch_sft, world_size
-    from training.trainer.progress import ProgressCallback
 
     hp = hyperparameters or Hyperparameters()
     if hp.processes > 1 and world_size() == 1:

@@ -3,8 +3,8 @@
 Calls are planned by routing's one call planner (``routing.call.plans``: backends, adapter, verifier,
 SkillBook prefix, best-of-n, body) and go through the gateway's own upstream code (``routing.call.upstream``,
 litellm) and verifiers, so a replayed call meets the same backend, prompt and checks as it did behind
-``/v1/chat/completions``. What is here is the cycle's own: errors, settings, answers as training text,
-task signatures and the held-out split.
+``/v1/chat/completions``. What is here is the cycle's own: errors, settings, task signatures and the
+held-out split (answers as training text and back: ``training/completions.py``).
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ from core.errors import ServiceError
 from routing.call import upstream
 from routing.call.plans import CallPlan, plan_call
 from routing.errors import UpstreamError
-from routing.json_body import loads_answer
 from routing.ledger import learning_spend
 from routing.models import Backend, TaskProfile
 from routing.pricing import prices_for, usage_cost
@@ -134,53 +133,6 @@ def first_passing(
     return answer.choices[0], False, first_detail
 
 
-def completion_text(message: dict[str, Any]) -> str:
-    """The assistant's answer as training text: its content, then its tool calls in the Hermes format
-    (``<tool_call>{"name", "arguments"}</tool_call>``) that chat templates and vLLM's parsers use."""
-    parts = [message_text(message)] if message_text(message) else []
-    for tool_call in message.get("tool_calls") or []:
-        function = tool_call.get("function") or {}
-        try:
-            arguments: Any = loads_answer(function.get("arguments") or "{}")
-        except ValueError:
-            arguments = function.get("arguments")
-        payload = json.dumps({"name": function.get("name"), "arguments": arguments}, ensure_ascii=False)
-        parts.append(f"<tool_call>\n{payload}\n</tool_call>")
-    return "\n".join(parts)
-
-
-_TOOL_CALL = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.DOTALL)
-
-
-def completion_message(text: str) -> dict[str, Any]:
-    """A generated training text as the assistant message a server with a Hermes tool-call parser
-    returns (the inverse of :func:`completion_text`): ``<tool_call>`` blocks become ``tool_calls``
-    (a block that is not a ``{"name", "arguments"}`` object stays in the content, unparsed)."""
-    calls = []
-    for i, block in enumerate(_TOOL_CALL.findall(text)):
-        try:
-            data = loads_answer(block)
-        except ValueError:  # not JSON, or nested past the answer depth bound
-            continue
-        if not isinstance(data, dict) or not isinstance(data.get("name"), str):
-            continue
-        arguments = data.get("arguments", {})
-        calls.append(
-            {
-                "id": f"call_{i}",
-                "type": "function",
-                "function": {
-                    "name": data["name"],
-                    "arguments": arguments if isinstance(arguments, str) else json.dumps(arguments),
-                },
-            }
-        )
-    if not calls:
-        return {"role": "assistant", "content": text}
-    content = _TOOL_CALL.sub("", text).strip()
-    return {"role": "assistant", "content": content or None, "tool_calls": calls}
-
-
 _SPACE = re.compile(r"\s+")
 
 
@@ -224,8 +176,6 @@ __all__ = [
     "CycleError",
     "acall",
     "call",
-    "completion_message",
-    "completion_text",
     "first_passing",
     "learning_call",
     "replay_plan",

@@ -19,8 +19,11 @@ from django.utils import timezone
 
 from routing.errors import UpstreamError
 from routing.models import TaskProfile
-from training import conf, selectors
+from routing.router.versions.services import RouterTrainingError, router_version_admit, router_version_train
+from training import conf, doorbell, selectors
+from training.deploy import DeployError, adapter_activate_loaded, adapter_ready
 from training.models import Admission, Cycle, Demonstration, TrainingSettings
+from training.services.adapters import adapter_load, adapter_refuse, training_run_start
 from training.services.cycle.admission import Configuration, admission_evaluate
 from training.services.cycle.calls import CycleError
 from training.services.cycle.replay import demonstrations_replay
@@ -43,8 +46,7 @@ TRANSIENT = (OperationalError, UpstreamError)
 
 
 def _enqueue(cycle_id: int, stage: str) -> None:
-    from training.tasks.cycle import enqueue_stage
-
+    enqueue_stage = doorbell.tasks().cycle.enqueue_stage
     transaction.on_commit(lambda: enqueue_stage(cycle_id, stage))
 
 
@@ -138,8 +140,6 @@ def _candidate_text(cycle: Cycle) -> str:
 
 def _adapter(cycle: Cycle) -> str | None:
     """Starts the trainer's run on the train demonstrations (the SkillBook candidate in front)."""
-    from training.services.adapters import training_run_start
-
     if not conf.get().cycle.train_adapter:
         cycle.stats["adapter"] = {"skipped": "adapter training is off (SKILLGATE_CYCLE_TRAIN_ADAPTER)"}
         return None
@@ -167,12 +167,6 @@ def _router(cycle: Cycle) -> str | None:
     if cycle.profile.policy != TaskProfile.Policy.LEARNED:
         cycle.stats["router"] = {"skipped": f"policy {cycle.profile.policy} uses no learned router"}
         return None
-    from routing.router.versions.services import (
-        RouterTrainingError,
-        router_version_admit,
-        router_version_train,
-    )
-
     try:
         version = router_version_train(profile=cycle.profile)
     except RouterTrainingError as exc:
@@ -193,9 +187,6 @@ def _admission(cycle: Cycle) -> str | None:
     run = cycle.training_run
     adapter = run.adapter if run is not None and run.status == run.Status.SUCCEEDED else None
     if adapter is not None:
-        from training.deploy import DeployError
-        from training.services.adapters import adapter_load, adapter_refuse
-
         try:
             adapter_load(adapter_id=adapter.pk)  # the held-out replay calls it by name
         except DeployError as exc:
@@ -253,12 +244,8 @@ def admission_apply(*, admission: Admission) -> None:
     adapter_id = admission.candidate.get("adapter")
     left_out = (admission.candidate_metrics or {}).get("proposed", {}).get("adapter")
     if left_out is not None and left_out != adapter_id:  # a part admitted alone: the adapter was not it
-        from training.services.adapters import adapter_refuse
-
         adapter_refuse(adapter_id=left_out, reason=f"left out of the admission: {admission.reason}")
     if admission.decision == Admission.Decision.ADMITTED:
-        from training.deploy import adapter_activate_loaded, adapter_ready
-
         if adapter_id is not None:
             adapter_ready(adapter_id=adapter_id)
         with transaction.atomic():
@@ -267,8 +254,6 @@ def admission_apply(*, admission: Admission) -> None:
             if skillbook_id is not None:
                 skillbook_activate(skillbook_id=skillbook_id)
     elif adapter_id is not None:
-        from training.services.adapters import adapter_refuse
-
         adapter_refuse(adapter_id=adapter_id, reason=admission.reason)
 
 

@@ -23,9 +23,9 @@ from routing.call.plans import CallPlan
 from routing.errors import UpstreamError
 from routing.models import Invocation, TaskProfile
 from training import conf, selectors
+from training.completions import completion_text
 from training.models import Demonstration, ReplayAttempt
 from training.services.cycle.calls import (
-    completion_text,
     first_passing,
     learning_call,
     replay_plan,

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from diagnostics.models import ActionRequest, Trajectory
 from routing.models import Invocation
+from training.completions import completion_text
 from training.models import Demonstration
-from training.services.cycle.calls import completion_text, split_of, task_signature
+from training.services.cycle.calls import split_of, task_signature
 
 
 def trajectory_successful(trajectory: Trajectory) -> bool:

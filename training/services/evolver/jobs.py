@@ -16,6 +16,7 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 from core import jobs
+from training import doorbell
 from training.models import DiagnosticSkill, DiagnosticSkillSet
 
 SKILL_JOB = jobs.JobSpec(
@@ -62,11 +63,10 @@ def _skill_set_give_up(rows: QuerySet[DiagnosticSkillSet], skill_set_id: int, re
 
 def evolver_jobs_sweep() -> dict[str, jobs.SweepReport]:
     """One sweep of the skills and the skill-set admissions (the beat task calls it)."""
-    from training.tasks.evolver import enqueue_admission, enqueue_evolve
-
+    evolver = doorbell.tasks().evolver
     return {
-        "skills": jobs.sweep(SKILL_JOB, enqueue=enqueue_evolve, give_up=_skill_give_up, **_timing()),
+        "skills": jobs.sweep(SKILL_JOB, enqueue=evolver.enqueue_evolve, give_up=_skill_give_up, **_timing()),
         "skill_sets": jobs.sweep(
-            SKILL_SET_JOB, enqueue=enqueue_admission, give_up=_skill_set_give_up, **_timing()
+            SKILL_SET_JOB, enqueue=evolver.enqueue_admission, give_up=_skill_set_give_up, **_timing()
         ),
     }

@@ -29,7 +29,7 @@ from diagnostics.models import Step, Trajectory
 from diagnostics.recording import alert_context_for
 from routing.json_body import loads_answer
 from routing.models import TaskProfile
-from training import conf
+from training import conf, doorbell
 from training.models import DiagnosticSkill
 from training.services.evolver.jobs import SKILL_JOB, heartbeat_s, max_attempts
 
@@ -137,9 +137,7 @@ def _observer_profile() -> TaskProfile:
 
 
 def _enqueue(skill_id: int) -> None:
-    from training.tasks.evolver import enqueue_evolve
-
-    on_commit(enqueue_evolve, skill_id)
+    on_commit(doorbell.tasks().evolver.enqueue_evolve, skill_id)
 
 
 @transaction.atomic
