@@ -26,8 +26,3 @@ def enqueue(task: Task, *args: Any, queue: str = "") -> None:
 def on_commit(callback: Callable[..., object], *args: Any, using: str | None = None) -> None:
     """Calls ``callback(*args)`` once the current transaction commits (at once outside of one)."""
     transaction.on_commit(lambda: callback(*args), using=using)
-
-
-def enqueue_on_commit(task: Task, *args: Any, queue: str = "") -> None:
-    """Sends ``task(*args)`` on ``queue`` once the current transaction commits."""
-    transaction.on_commit(lambda: enqueue(task, *args, queue=queue))

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from core.errors import ServiceError
-from core.queues import enqueue, enqueue_on_commit, on_commit, queue_options
+from core.queues import enqueue, on_commit, queue_options
 from routing.router.versions.services import RouterTrainingError, RouterVersionError
 from routing.services import UnknownScopeError
 from routing.verifiers.policy import VerifierPolicyError
@@ -69,14 +69,12 @@ def test_an_empty_queue_name_leaves_the_route_to_celery() -> None:
 
 
 @pytest.mark.django_db
-def test_enqueue_on_commit_sends_only_once_the_transaction_commits(
+def test_on_commit_calls_back_only_once_the_transaction_commits(
     django_capture_on_commit_callbacks: Any,
 ) -> None:
-    task = FakeTask()
     called: list[int] = []
     with django_capture_on_commit_callbacks(execute=True) as callbacks:
-        enqueue_on_commit(task, 7, queue="cycle")  # type: ignore[arg-type]
         on_commit(called.append, 8)
-        assert task.sent == [] and called == []
-    assert len(callbacks) == 2
-    assert task.sent == [((7,), {"queue": "cycle"})] and called == [8]
+        assert called == []
+    assert len(callbacks) == 1
+    assert called == [8]
