@@ -6,6 +6,7 @@ class RoutingConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        # Imported here, not at the top: these modules import the models, which load only after apps.py.
         from django.db.backends.signals import connection_created
 
         from core import db_text
