@@ -27,10 +27,15 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
+import bench.support.django_env  # noqa: F401  sets Django up before the app imports below
 from bench.bfcl.data import Item, load_items
 from bench.bfcl.judge import LIVE_VERIFIERS, correct, judge, reference_message
 from bench.bfcl.requests import request
+from bench.support.openai_stub import Reply
 from bench.support.threaded_server import ThreadedServer
+from routing.call.sampling import sample_run
+from routing.models import Invocation
+from routing.verifiers import build_verifier
 
 PROFILE = "tool-call"
 
@@ -63,8 +68,6 @@ def key(messages: list[dict[str, Any]]) -> str:
 
 def stub_responder(pairs: list[tuple[Item, dict[str, Any]]]) -> Any:
     """A stub teacher that answers every item with its reference answer and distills fixed advice."""
-    from bench.support.openai_stub import Reply
-
     answers = {key(body["messages"]): reference_message(item) for item, body in pairs}
 
     def respond(body: dict[str, Any]) -> Reply:
@@ -132,8 +135,6 @@ def send(
 ) -> list[dict[str, Any]]:
     """Sends each item (a few at a time); per item its category, both verdicts (live: ``verifier``, as
     the profile has) and the ledger id."""
-    from routing.verifiers import build_verifier
-
     live = build_verifier(LIVE_VERIFIERS[verifier])
 
     def one(pair: tuple[Item, dict[str, Any]]) -> dict[str, Any]:
@@ -174,9 +175,6 @@ def send(
 def run_samples(results: list[dict[str, Any]]) -> int:
     """Runs the background teacher samples the gateway queued for these calls, in this process (as the
     Celery task does): the labels that tell a wrong answer the weak verifier passed. Returns how many."""
-    from routing.call.sampling import sample_run
-    from routing.models import Invocation
-
     ids = [r["invocation"] for r in results if r["invocation"]]
     _ledger_rows(ids)
     queued = Invocation.objects.filter(pk__in=ids, sample_state=Invocation.SampleState.QUEUED).values_list(
@@ -187,8 +185,6 @@ def run_samples(results: list[dict[str, Any]]) -> int:
 
 def _ledger_rows(ids: list[str]) -> dict[str, Any]:
     """The ledger rows of ``ids`` by id, waiting (30 s at most) for a batched ledger writer's commit."""
-    from routing.models import Invocation
-
     deadline = time.monotonic() + 30
     while True:
         calls = {str(c.pk): c for c in Invocation.objects.filter(pk__in=ids)}

@@ -17,26 +17,26 @@ between the ``bench:diagnosis_questions`` markers, so the docs never carry numbe
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import subprocess
-import sys
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+from django.conf import settings
+
+import bench.support.django_env  # noqa: F401  sets Django up before the app imports below
+from bench.diagnosis_scripted import POLICIES
+from bench.support.openai_stub import OpenAIStub
+from diagnostics import conf
+from diagnostics.agent.llm import GatewayClient
+from diagnostics.agent.runner import MODE_LLM, build_observer_for
+from diagnostics.evaluation.replay import evaluate, render_comparison, render_intents, summary_line
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULT = ROOT / "bench/results/diagnosis_questions.md"
 DOCS = ROOT / "docs/guides/diagnosis.md"
 MARKERS = ("<!-- bench:diagnosis_questions -->", "<!-- /bench:diagnosis_questions -->")
-
-
-def _setup() -> None:
-    sys.path.insert(0, str(ROOT))
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "app.settings")
-    import django
-
-    django.setup()
 
 
 def _commit() -> str:
@@ -55,10 +55,6 @@ def main() -> None:
         "quoter, liar, chaos (bench/diagnosis_scripted.py)",
     )
     args = parser.parse_args()
-    _setup()
-    from diagnostics import conf
-    from diagnostics.evaluation.replay import evaluate, render_comparison, render_intents, summary_line
-
     roots = [ROOT / "eval/holmesgpt/cases", ROOT / "eval/handwritten/cases"]
     analyzers = evaluate(roots, mode="analyzers", grader="keyword")
     llm_sections = []
@@ -111,15 +107,6 @@ def main() -> None:
 
 def _scripted(name: str, roots: list[Path]) -> list[Any]:
     """The evaluation with the tool-calling Observer talking to scripted model ``name``."""
-    from django.conf import settings
-
-    from bench.diagnosis_scripted import POLICIES
-    from bench.support.openai_stub import OpenAIStub
-    from diagnostics import conf
-    from diagnostics.agent.llm import GatewayClient
-    from diagnostics.agent.runner import MODE_LLM, build_observer_for
-    from diagnostics.evaluation.replay import evaluate
-
     if name not in POLICIES:
         raise SystemExit(f"--scripted: {name!r} is not one of {', '.join(POLICIES)}.")
     settings.DIAGNOSTICS_OBSERVER_TOOL_CALLING = True  # the scripted models speak native tool calls

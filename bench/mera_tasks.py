@@ -9,6 +9,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import bench.support.django_env  # noqa: F401  sets Django up before the app imports below
+from app.demo import CAPITALS, extract_json_call
+from bench.support import narrow_task
+from bench.support.openai_stub import OpenAIStub, Reply
+
 ROOT = Path(__file__).resolve().parent.parent
 ADVICE = {
     "patterns": ['Answer with one JSON object: {"city": "<city>", "country": "<country>"}.'],
@@ -26,8 +31,6 @@ class Task:
 def structured_tasks() -> list[Task]:
     """The demo's extract-json capitals (app/demo.py). With the format in the user message SmolLM2-135M
     fails them greedily but its best-of-4 passes most: a teacher to learn from."""
-    from app.demo import CAPITALS, extract_json_call
-
     tasks = []
     for city, country in CAPITALS:
         body = extract_json_call(city, country)
@@ -37,8 +40,6 @@ def structured_tasks() -> list[Task]:
 
 def narrow_tasks() -> list[Task]:
     """The trainer tests' narrow task ({"city": <word>}): one the tiny model can learn in seconds."""
-    from bench.support import narrow_task
-
     distinct = {json.dumps(p): p for p in narrow_task.heldout_prompts(200, seed=7)}
     return [
         Task(p, {"task": "city-json"}, json.dumps({"city": "disk"})) for p in list(distinct.values())[:80]
@@ -58,8 +59,6 @@ def code_tasks(limit: int) -> list[Task]:
 
 
 def stub_teacher(tasks: list[Task]) -> Any:
-    from bench.support.openai_stub import OpenAIStub, Reply
-
     answers = {json.dumps(t.messages[-1]["content"]): t.answer for t in tasks}
 
     def respond(body: dict[str, Any]) -> Reply:

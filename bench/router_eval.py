@@ -33,9 +33,11 @@ import numpy as np
 
 from bench.router_data.plot import plot_report
 from bench.router_data.synthetic import NOISE, REGIMES, SHARPNESS, Regime, generate
+from bench.router_replays.sources import SOURCES, TUNED_ON
 from routing.router.learning.calibration import PolicyData, Split, Target, calibrate
-from routing.router.learning.evaluate import evaluate, markdown, routing_latency, summary
+from routing.router.learning.evaluate import evaluate, featurize, markdown, routing_latency, summary
 from routing.router.learning.features import (
+    CallInput,
     Featurizer,
     default_spec,
     hashing_spec,
@@ -128,9 +130,6 @@ def run_regime(
 def decision_latency(featurizer: Featurizer, records: list[ReplayRecord]) -> dict[str, float]:
     """Wall time of one routing decision (CallInput, features, score), one call at a time, on a
     model fitted to these calls."""
-    from routing.router.learning.evaluate import featurize
-    from routing.router.learning.features import CallInput
-
     x = featurize(records, featurizer)
     y = np.asarray([bool(r.needs_teacher) for r in records], dtype=int)
     model = fit_router_model(x, y, np.arange(len(records)), spec=featurizer.spec, c_grid=(0.1,), folds=1)
@@ -143,8 +142,6 @@ def decision_latency(featurizer: Featurizer, records: list[ReplayRecord]) -> dic
 
 
 def run_sources(args: argparse.Namespace) -> int:
-    from bench.router_replays.sources import SOURCES, TUNED_ON
-
     names = list(SOURCES) if args.sources == "all" else args.sources.split(",")
     modes = args.modes.split(",")
     spec = {"auto": default_spec, "minilm": minilm_spec, "hashing": hashing_spec}[args.features]()

@@ -24,7 +24,15 @@ import time
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from importlib.metadata import version
 from typing import Any
+
+from django.conf import settings
+from django.test import override_settings
+
+import bench.support.django_env  # noqa: F401  sets Django up before the app imports below
+from routing.call import upstream
+from routing.models import Backend
 
 STUB = """
 import sys
@@ -102,12 +110,6 @@ async def _measure(
 
 
 def run_path(path: str, base_url: str, args: argparse.Namespace) -> list[Row]:
-    from django.conf import settings
-    from django.test import override_settings
-
-    from routing.call import upstream
-    from routing.models import Backend
-
     backend = Backend(name="bench", role=Backend.Role.TEACHER, model="openai/bench-model", api_base=base_url)
     body = {"messages": [{"role": "user", "content": "Say a few words."}], "max_tokens": 64}
 
@@ -145,12 +147,6 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--warmup", type=int, default=20, help="calls before each path's points")
     parser.add_argument("--words", type=int, default=20, help="words per answer (a stream: a chunk each)")
     args = parser.parse_args(argv)
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "app.settings")
-    import django
-
-    django.setup()
-    from importlib.metadata import version
-
     started = time.perf_counter()
     with stub_process(args.words) as base_url:
         rows = run_path("direct", base_url, args) + run_path("litellm", base_url, args)  # direct first

@@ -21,7 +21,14 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from bench.router_replays.recording import ROOT, SERVED, SMOLLM2, django_setup
+import bench.support.django_env  # noqa: F401  sets Django up before the app imports below
+from bench.bfcl.data import load_items
+from bench.bfcl.judge import LIVE_VERIFIERS, correct
+from bench.bfcl.requests import request
+from bench.router_replays.recording import ROOT, SERVED, SMOLLM2
+from bench.support.vllm import VllmServer
+from routing.call.votes import answer_key
+from routing.verifiers import build_verifier
 
 RECORDING = ROOT / "bench" / "router_replays" / "data" / "bfcl_smollm2_votes.jsonl"
 DEV_ITEMS, ITEMS, SAMPLES, TEMPERATURE = 80, 200, 5, 0.8
@@ -38,9 +45,6 @@ def _messages(response: Any) -> list[dict[str, Any]]:
 
 def record(items: list[Any]) -> None:
     import openai
-
-    from bench.bfcl.requests import request
-    from bench.support.vllm import VllmServer
 
     def one(client: Any, item: Any) -> dict[str, Any]:
         body = request(item, constrained=True)
@@ -66,11 +70,6 @@ def record(items: list[Any]) -> None:
 
 
 def table(rows: list[dict[str, Any]], items: dict[str, Any], order: dict[str, int]) -> str:
-    from bench.bfcl.judge import LIVE_VERIFIERS, correct
-    from bench.bfcl.requests import request
-    from routing.call.votes import answer_key
-    from routing.verifiers import build_verifier
-
     check = build_verifier(LIVE_VERIFIERS["values"])
 
     def passes(item: Any, message: dict[str, Any]) -> bool:
@@ -111,9 +110,6 @@ def main() -> None:
     )
     parser.add_argument("--record", action="store_true", help="record the items missing from the recording")
     args = parser.parse_args()
-    django_setup()
-    from bench.bfcl.data import load_items
-
     simple = load_items(categories=("simple",), limit_per_category=ITEMS)
     rows = (
         [json.loads(line) for line in RECORDING.read_text().splitlines() if line.strip()]

@@ -12,6 +12,7 @@ from typing import Any
 from bench.bfcl.checker import Call, check
 from bench.bfcl.data import Item
 from bench.bfcl.requests import DecodeError, decode, request, tool_call_message
+from routing.verifiers import build_verifier
 
 SPLITS = ("train", "calibration", "heldout")
 # The live verifiers a tool-call profile may have. ``schema`` (the default): declared functions,
@@ -37,8 +38,6 @@ class Judgement:
 def judge(item: Item, message: dict[str, Any], live_verifier: Any | None = None) -> Judgement:
     """``live_verifier``: a routing verifier (default: ``tool_args``, as the tool-call profile has)."""
     if live_verifier is None:
-        from routing.verifiers import build_verifier
-
         live_verifier = build_verifier({"kind": "tool_args"})
     live = live_verifier.verify(request=request(item), message=message)
     try:

@@ -14,6 +14,8 @@ See bench/README.md for the set-up of var/bench-venv and how to read the results
 
 The package: ``common`` (paths, the request, CPU accounting from /proc), ``servers`` (starting the stub,
 Skillgate and the LiteLLM proxy as child processes), ``load`` (the open-loop load generator, run as
-``python -m bench.gateway_overhead _load``), ``measure`` (one point, the capacity search), ``report``
-(the table and the markdown file) and ``cli`` (the arguments and the run).
+``python -m bench.gateway_overhead _load``), ``seed`` (Skillgate's database, run as ``python -m
+bench.gateway_overhead.seed``: it sets Django up, the parent does not), ``measure`` (one
+point, the capacity search), ``report`` (the table and the markdown file), ``profile`` (py-spy under
+load) and ``cli`` (the arguments and the run).
 """

@@ -1,15 +1,12 @@
-"""The command line: ``python -m bench.gateway_overhead [options]`` runs the benchmark; the ``_load`` and
-``_seed`` subcommands are its own child processes (the load generator, Skillgate's database)."""
+"""The command line: ``python -m bench.gateway_overhead [options]`` runs the benchmark; the ``_load``
+subcommand is its own child process (the load generator), ``_profile`` samples a server under load."""
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
-import signal
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,11 +23,11 @@ from bench.gateway_overhead.common import (
 )
 from bench.gateway_overhead.load import load_main
 from bench.gateway_overhead.measure import Settings, capacity_search, run_point
+from bench.gateway_overhead.profile import profile_main
 from bench.gateway_overhead.report import environment_lines, render_table, search_log, write_report
-from bench.gateway_overhead.seed import seed_main
 from bench.gateway_overhead.servers import (
-    Children,
     Target,
+    managed_children,
     sanity_check,
     start_floor,
     start_litellm_proxy,
@@ -107,31 +104,6 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return args
 
 
-def _raise_interrupt(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt(f"signal {signum}")
-
-
-@contextlib.contextmanager
-def managed_children() -> Iterator[Children]:
-    (WORK / "logs").mkdir(parents=True, exist_ok=True)
-    for old_log in (WORK / "logs").glob("*.log"):
-        old_log.unlink()
-    children = Children(WORK / "logs")
-    # SIGINT too: a shell starts background jobs with SIGINT ignored, and Ctrl-C must still clean up.
-    previous = {
-        sig: signal.signal(sig, _raise_interrupt) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-    }
-    try:
-        yield children
-    finally:
-        for sig in previous:  # a second Ctrl-C must not skip the clean-up
-            signal.signal(sig, signal.SIG_IGN)
-        children.stop_all()
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-        log("all child processes stopped")
-
-
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
     rates, steps = parse_rates(args.rates), parse_rates(args.search_steps)
@@ -205,15 +177,13 @@ def main(argv: list[str]) -> int:
 
 
 def run(argv: list[str]) -> None:
-    """``_load`` and ``_seed`` run a child's part, ``_profile`` samples the server under load
-    (bench/gateway_overhead/profile.py); anything else runs the benchmark, and exits."""
+    """``_load`` runs the load generator's child part, ``_profile`` samples the server under load
+    (bench/gateway_overhead/profile.py); anything else runs the benchmark, and exits. (Skillgate's
+    database is seeded by its own module, ``python -m bench.gateway_overhead.seed``: it sets Django up,
+    which this process does not.)"""
     if argv[:1] == ["_load"]:
         load_main(argv[1:])
-    elif argv[:1] == ["_seed"]:
-        seed_main(argv[1:])
     elif argv[:1] == ["_profile"]:
-        from bench.gateway_overhead.profile import profile_main
-
         profile_main(argv[1:])
     else:
         try:

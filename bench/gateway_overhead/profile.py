@@ -19,10 +19,9 @@ import threading
 from collections import Counter
 from pathlib import Path
 
-from bench.gateway_overhead.cli import managed_children
 from bench.gateway_overhead.common import WORK, BenchError, log
 from bench.gateway_overhead.measure import Settings, run_point
-from bench.gateway_overhead.servers import sanity_check, start_skillgate, start_stub
+from bench.gateway_overhead.servers import managed_children, sanity_check, start_skillgate, start_stub
 
 # Frames that are the event loop or a thread waiting, not work.
 IDLE = ("select (selectors.py", "_run_once (asyncio", "wait (threading.py", "_worker (concurrent")

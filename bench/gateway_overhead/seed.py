@@ -1,4 +1,6 @@
-"""Skillgate's benchmark database (its own process: ``python -m bench.gateway_overhead _seed``).
+"""Skillgate's benchmark database: its own process (it sets Django up, with the server's environment; the
+benchmark's parent process does not), ``python -m bench.gateway_overhead.seed --stub URL``, run by
+servers.start_skillgate.
 
 Migrates the fresh database, adds a teacher and a student backend on the stub, and makes two
 configurations, printed as JSON for the parent:
@@ -18,11 +20,24 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
+import sys
 from decimal import Decimal
 from typing import Any
 
+from django.core.management import call_command
+
+import bench.support.django_env  # noqa: F401  sets Django up before the app imports below
 from bench.gateway_overhead.common import PROMPT, STUB_MODEL, TEACHER_MODEL
+from bench.router_data import synthetic
+from routing.models import Backend, RouterVersion, TaskProfile
+from routing.protocol import ChatRequest
+from routing.router.learning.calibration import Target
+from routing.router.learning.evaluate import train_and_calibrate
+from routing.router.learning.features import CallInput
+from routing.router.learning.runtime import LoadedRouter, featurizer_for
+from routing.router.policies import Call
+from routing.router.versions.data import configured_spec, split
+from routing.services import api_key_create
 
 FULL_PROFILE = "bench-full"
 FULL_BUDGET_USD = Decimal(1_000_000)
@@ -30,16 +45,6 @@ FULL_RPM = 100_000_000
 
 
 def _router_version(profile: Any) -> dict[str, Any]:
-    from bench.router_data import synthetic
-    from routing.models import RouterVersion
-    from routing.protocol import ChatRequest
-    from routing.router.learning.calibration import Target
-    from routing.router.learning.evaluate import train_and_calibrate
-    from routing.router.learning.features import CallInput
-    from routing.router.learning.runtime import LoadedRouter, featurizer_for
-    from routing.router.policies import Call
-    from routing.router.versions.data import configured_spec, split
-
     records = synthetic.generate(1200, regime="mixed", seed=11)
     train, calibrate, _ = split(records)
     featurizer = featurizer_for(configured_spec(), build=True)
@@ -70,19 +75,10 @@ def _router_version(profile: Any) -> dict[str, Any]:
     }
 
 
-def seed_main(argv: list[str]) -> None:
-    parser = argparse.ArgumentParser(prog="gateway_overhead _seed")
+def main(argv: list[str]) -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.gateway_overhead.seed")
     parser.add_argument("--stub", required=True, help="the stub's base URL, .../v1")
     args = parser.parse_args(argv)
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "app.settings")
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
-    from routing.models import Backend, TaskProfile
-    from routing.services import api_key_create
-
     call_command("migrate", verbosity=0, interactive=False)
     teacher = Backend.objects.create(
         name="bench-teacher",
@@ -114,3 +110,7 @@ def seed_main(argv: list[str]) -> None:
     _, cheap = api_key_create(name="bench-cheap")
     _, full = api_key_create(name="bench-full", budget_usd=FULL_BUDGET_USD, rpm_limit=FULL_RPM)
     print(json.dumps({"cheap": cheap, "full": full, "profile": FULL_PROFILE, "router": router}), flush=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

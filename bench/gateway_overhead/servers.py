@@ -1,6 +1,6 @@
 """The benchmark's servers, each a child process in its own session: the stub upstream, the floor
 (bench/gateway_overhead/floor.py), Skillgate (on a fresh database it seeds with ``python -m
-bench.gateway_overhead _seed``, reached as two targets: its full and its cheapest configuration) and the
+bench.gateway_overhead.seed``, reached as two targets: its full and its cheapest configuration) and the
 LiteLLM proxy."""
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -96,6 +97,31 @@ def run_captured(children: Children, name: str, argv: list[str], env: dict[str, 
         tail = (children.log_dir / f"{name}.log").read_text(errors="replace")[-2000:]
         raise BenchError(f"{name} exited with {proc.returncode}:\n{tail}")
     return out.decode()
+
+
+def _raise_interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+@contextlib.contextmanager
+def managed_children() -> Iterator[Children]:
+    (WORK / "logs").mkdir(parents=True, exist_ok=True)
+    for old_log in (WORK / "logs").glob("*.log"):
+        old_log.unlink()
+    children = Children(WORK / "logs")
+    # SIGINT too: a shell starts background jobs with SIGINT ignored, and Ctrl-C must still clean up.
+    previous = {
+        sig: signal.signal(sig, _raise_interrupt) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    }
+    try:
+        yield children
+    finally:
+        for sig in previous:  # a second Ctrl-C must not skip the clean-up
+            signal.signal(sig, signal.SIG_IGN)
+        children.stop_all()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        log("all child processes stopped")
 
 
 def free_port() -> int:
@@ -242,7 +268,7 @@ def start_skillgate(
     seeded = run_captured(
         children,
         "seed",
-        [sys.executable, "-m", "bench.gateway_overhead", "_seed", "--stub", stub.base_url],
+        [sys.executable, "-m", "bench.gateway_overhead.seed", "--stub", stub.base_url],
         env,
         180,
     )

@@ -22,15 +22,16 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.router_replays.recording import ROOT, django_setup, record_all
+import bench.support.django_env  # noqa: F401  sets Django up before the app imports below
+from bench.bfcl.data import load_items
+from bench.bfcl.judge import judge
+from bench.bfcl.requests import request
+from bench.router_replays.recording import ROOT, record_all
 
 DEFAULT_OUT = ROOT / "bench" / "router_replays" / "data" / "bfcl_smollm2.jsonl"
 
 
 def answer_one(client: Any, model: str, item: Any, max_tokens: int) -> dict[str, Any]:
-    from bench.bfcl.judge import judge
-    from bench.bfcl.requests import request
-
     body = request(item, constrained=True)
     started = time.perf_counter()
     response = client.chat.completions.create(
@@ -70,9 +71,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-tokens", type=int, default=256)
     parser.add_argument("--concurrency", type=int, default=8)
     args = parser.parse_args(argv)
-    django_setup()
-    from bench.bfcl.data import load_items
-
     record_all(
         load_items(limit_per_category=args.limit_per_category),
         lambda client, model, item: answer_one(client, model, item, args.max_tokens),

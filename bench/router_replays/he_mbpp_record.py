@@ -18,15 +18,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.router_replays.recording import ROOT, django_setup, record_all
+import bench.support.django_env  # noqa: F401  sets Django up before the app imports below
+from bench.router_replays.recording import ROOT, record_all
+from routing.router.learning.code_calls import load_tasks, task_call
+from routing.verifiers.python_tests import PythonTestsVerifier
 
 DEFAULT_OUT = ROOT / "bench" / "router_replays" / "data" / "he_mbpp_smollm2.jsonl"
 
 
 def answer_one(client: Any, model: str, task: dict[str, Any], max_tokens: int) -> dict[str, Any]:
-    from routing.router.learning.code_calls import task_call
-    from routing.verifiers.python_tests import PythonTestsVerifier
-
     call = task_call(task, "code")
     started = time.perf_counter()
     response = client.chat.completions.create(
@@ -60,9 +60,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-tokens", type=int, default=384)
     parser.add_argument("--concurrency", type=int, default=8)
     args = parser.parse_args(argv)
-    django_setup()
-    from routing.router.learning.code_calls import load_tasks
-
     record_all(
         load_tasks(ROOT / "eval" / "he_mbpp.jsonl", "all", args.limit),
         lambda client, model, task: answer_one(client, model, task, args.max_tokens),

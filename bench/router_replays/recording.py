@@ -7,25 +7,17 @@ not sent again), a few items in flight (vLLM batches them), progress every ``eve
 from __future__ import annotations
 
 import json
-import os
-import sys
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from bench.support.vllm import VllmServer
+
 ROOT = Path(__file__).resolve().parents[2]
 SMOLLM2 = ROOT / "var" / "models" / "smollm2-135m-instruct"
 SERVED = "smollm2"
-
-
-def django_setup() -> None:
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "app.settings")
-    sys.path.insert(0, str(ROOT))
-    import django
-
-    django.setup()
 
 
 def record_all(
@@ -43,8 +35,6 @@ def record_all(
     """Sends each item of ``todo`` not yet in ``out`` through ``answer(client, served_model, item)`` and
     appends its row; ``good`` names the row's boolean counted in the progress lines. Returns how many."""
     import openai
-
-    from bench.support.vllm import VllmServer
 
     out.parent.mkdir(parents=True, exist_ok=True)
     done = set()

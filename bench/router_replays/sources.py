@@ -18,7 +18,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from bench.bfcl.data import load_items
 from bench.router_data.synthetic import MIX, REGIMES, Regime, generate
+from bench.router_replays import bfcl, he_mbpp
 from routing.router.learning.records import ReplayRecord
 
 TUNED_ON = ("gen-mixed",)
@@ -30,22 +32,15 @@ def _regime(name: str, **mix: float) -> Regime:
 
 
 def _bfcl(verifier: str = "schema") -> list[ReplayRecord]:
-    from bench.bfcl.data import load_items
-    from bench.router_replays.bfcl import record
-
-    return [record(item, verifier=verifier) for item in load_items()]
+    return [bfcl.record(item, verifier=verifier) for item in load_items()]
 
 
 def _bfcl_smollm2(verifier: str = "schema") -> list[ReplayRecord]:
-    from bench.router_replays.bfcl import smollm2_records
-
-    return smollm2_records(verifier=verifier)
+    return bfcl.smollm2_records(verifier=verifier)
 
 
 def _he_mbpp() -> list[ReplayRecord]:
-    from bench.router_replays.he_mbpp import records
-
-    return records()
+    return he_mbpp.records()
 
 
 SOURCES: dict[str, tuple[str, Callable[[], list[ReplayRecord]]]] = {
