@@ -53,9 +53,11 @@ def test_every_program_runs_under_the_supervisor(onebox: dict[str, Any]) -> None
 def test_each_queue_has_exactly_one_worker(onebox: dict[str, Any]) -> None:
     # Celery's Settings.broker_url prefers the CELERY_BROKER_URL environment variable to the broker
     # argument, so ``Celery(broker=...)`` in a test process whose environment names another broker
-    # (.ci/run's) inspects that one and hears no worker; the read and write URLs win over it.
+    # (.ci/run's) inspects that one and hears no worker; the read and write URLs win over it. Not the
+    # current app: the project's shared tasks would then be sent to the onebox's broker by every later
+    # test of this process (test_adapters, test_evolver_worker: their workers never got their message).
     url = onebox["env"]["CELERY_BROKER_URL"]
-    app = Celery(broker=url)
+    app = Celery(broker=url, set_as_current=False)
     app.conf.broker_read_url = app.conf.broker_write_url = url
     expected = set(onebox["queues"].values())
 
