@@ -68,12 +68,17 @@ docs: setup
 test: setup-ml lint
 	$(VENV)/bin/pytest -m "not slow" -n auto
 
-## The slow tests: every lab fault, vLLM servers, killed workers, browser runs on the lab.
+## The slow tests: every lab fault, vLLM servers, killed workers, browser runs on the lab. They mostly wait
+## on what they start, so two pytest-xdist workers whatever the cores (SLOW_WORKERS=0 runs them in one
+## process), each taking a test module whole, the vLLM and training ones together on one of them
+## (tests/support/xdist_groups.py).
+SLOW_WORKERS ?= 2
+SLOW := $(VENV)/bin/pytest -m slow -n $(SLOW_WORKERS) --dist loadgroup
 test-slow: setup-ml
-	$(VENV)/bin/pytest -m slow
+	$(SLOW)
 
 ## CI's second run, on PostgreSQL + Redis (.ci/run sets them): the slow tests, and the default tests
 ## marked `postgres` (what differs by database) again.
 test-services: setup-ml
 	$(VENV)/bin/pytest -m "postgres and not slow" -n auto
-	$(VENV)/bin/pytest -m slow
+	$(SLOW)

@@ -38,6 +38,16 @@ if "SKILLGATE_LEDGER_WRITER" not in os.environ:
     conf.forget()  # a plain assignment sends no setting_changed: the typed settings are built again
 
 
+@pytest.hookimpl(optionalhook=True, tryfirst=True)  # before xdist's own schedulers
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``--dist loadgroup``: the slow suite's work units (tests/support/xdist_groups.py)."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from tests.support.xdist_groups import GroupScheduling
+
+    return GroupScheduling(config, log)
+
+
 @pytest.fixture(autouse=True)
 def _fresh_lookups() -> None:
     """Each test starts with the gateway's per-process lookup cache empty (its rows are gone)."""
