@@ -54,9 +54,9 @@ lint: setup
 	$(VENV)/bin/mypy .
 	$(VENV)/bin/lint-imports --no-cache  # the dependency direction, between apps and inside routing (design.md 5)
 	# The house's own rules: the endpoint table agrees with the ledger and the OpenAPI document, no module over
-	# 450 lines, every model change has its migration.
+	# 450 lines, every model change has its migration, function-local project imports say why.
 	$(VENV)/bin/pytest -q -p no:randomly -p no:cacheprovider tests/routing/test_endpoint_table.py \
-		tests/core/test_module_size.py tests/core/test_migrations.py
+		tests/core/test_module_size.py tests/core/test_migrations.py tests/core/test_local_imports.py
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet  # the docs site (mkdocs.yml): no broken link, page or include
 
 ## Serve the docs site (docs/, mkdocs.yml) with live reload on http://127.0.0.1:8002.
