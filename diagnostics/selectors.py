@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.db.models import Prefetch, QuerySet
 
+from core.snapshot import snapshot
 from diagnostics.models import ActionRequest, Incident, Step, Trajectory
 
 
@@ -12,7 +13,8 @@ def incident_list(*, limit: int = 50) -> QuerySet[Incident]:
 
 
 def incident_detail(*, incident_id: int) -> Incident | None:
-    """The incident with its trajectories (newest first), their steps (in order) and actions."""
+    """The incident with its trajectories (newest first), their steps (in order) and actions, all read
+    from one snapshot: the incident's status and its trajectories' are of the same moment."""
     trajectories = Trajectory.objects.order_by("-created_at").prefetch_related(
         Prefetch("steps", queryset=Step.objects.order_by("index")),
         Prefetch(
@@ -22,12 +24,13 @@ def incident_detail(*, incident_id: int) -> Incident | None:
             ),
         ),
     )
-    return (
-        Incident.objects.select_related("created_by")
-        .prefetch_related(Prefetch("trajectories", queryset=trajectories))
-        .filter(pk=incident_id)
-        .first()
-    )
+    with snapshot():
+        return (
+            Incident.objects.select_related("created_by")
+            .prefetch_related(Prefetch("trajectories", queryset=trajectories))
+            .filter(pk=incident_id)
+            .first()
+        )
 
 
 def trajectory_steps_after(*, trajectory_id: int, after_index: int = 0) -> QuerySet[Step]:

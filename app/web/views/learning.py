@@ -15,6 +15,7 @@ from django.views.decorators.http import require_POST
 from app.web import charts
 from app.web.pages import can, page, render_page
 from core.errors import ServiceError
+from core.snapshot import snapshot
 from routing.models import TaskProfile
 from training.deploy import adapter_rollback
 from training.models import Adapter, Admission, Cycle, SkillBook, TrainingRun
@@ -54,6 +55,11 @@ def diff_lines(diff: str) -> list[tuple[str, str]]:
 
 
 def _context(request: HttpRequest, profile_id: str | None) -> dict[str, Any]:
+    with snapshot():  # one moment: a cycle that just finished and its run, adapter and admission
+        return _read(request, profile_id)
+
+
+def _read(request: HttpRequest, profile_id: str | None) -> dict[str, Any]:
     profiles = list(TaskProfile.objects.order_by("name"))
     active_cycles = set(
         Cycle.objects.filter(status__in=Cycle.UNFINISHED).values_list("profile_id", flat=True)
