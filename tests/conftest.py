@@ -13,6 +13,7 @@ import httpx
 import pytest
 import uvicorn
 from django.conf import settings
+from django.db import connection
 
 from bench.support.openai_stub import OpenAIStub, Reply
 from bench.support.vllm import VllmServer, free_port
@@ -104,7 +105,7 @@ def trusted_key(transactional_db: None) -> KeyPair:
 
 
 @pytest.fixture(scope="session")
-def gateway_url() -> Iterator[str]:
+def gateway_url(django_db_blocker: Any) -> Iterator[str]:
     """The real ASGI app served by uvicorn on a free port, for real HTTP clients."""
     port = free_port()
     config = uvicorn.Config(
@@ -122,6 +123,20 @@ def gateway_url() -> Iterator[str]:
     yield f"http://127.0.0.1:{port}"
     server.should_exit = True
     thread.join(10)
+    _end_server_connections(django_db_blocker)
+
+
+def _end_server_connections(django_db_blocker: Any) -> None:
+    """Ends the database connections the server's threads kept (they outlive the server, and a test
+    database still in use cannot be dropped at the session's end): PostgreSQL only, and only on a test
+    database."""
+    if connection.vendor != "postgresql" or not str(connection.settings_dict["NAME"]).startswith("test_"):
+        return
+    with django_db_blocker.unblock(), connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
 
 
 @pytest.fixture(scope="session")
