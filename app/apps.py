@@ -9,6 +9,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db.models.signals import post_migrate
 
 from app import conf
+from core import jobs_conf
 
 
 def var_prepare() -> None:
@@ -54,6 +55,7 @@ class SkillgateConfig(AppConfig):
         from app.web.roles import roles_sync  # ready(): roles import the auth models, loaded only now
 
         conf.check()  # a setting out of its type or range stops start-up, naming its variable
+        jobs_conf.check()  # the background jobs' timings (core/jobs.py), checked the same way
         var_prepare()
         # post_migrate is sent per app with models (this one has none): hook onto auth's, which every
         # migrate and every test-database flush sends after all migrations are applied.

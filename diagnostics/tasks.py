@@ -16,10 +16,9 @@ import logging
 from typing import Any
 
 from celery import shared_task
-from django.conf import settings
 from django.db import OperationalError
 
-from core import jobs
+from core import jobs, jobs_conf
 from core.queues import enqueue
 from diagnostics import conf, services
 from diagnostics.agent.executor import ClaimedAction, Executor
@@ -55,7 +54,7 @@ def enqueue_recovery(action_request_id: int, attempt: int) -> None:
 
 
 def _heartbeat_s() -> float:
-    return float(settings.JOBS_HEARTBEAT_S)
+    return jobs_conf.get().heartbeat_s
 
 
 @shared_task(acks_late=True, ignore_result=True)

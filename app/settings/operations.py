@@ -7,21 +7,23 @@ from pathlib import Path
 from django.core.exceptions import ImproperlyConfigured
 
 from app.settings.base import BASE_DIR, CELERY_BEAT_SCHEDULE, EVAL_DIR
+from core import jobs_conf as _jobs
 from core.conf import from_env
-from core.env import env_bool, env_float, env_int, env_optional, env_str
+from core.env import env_float, env_int, env_str
 from diagnostics import conf as _diagnostics
+from diagnostics.slack import conf as _slack
 
 # --- Slack bot ----------------------------------------------------------------------------------
 # Off (its endpoint answers 404) until both the bot token and the signing secret are set.
-SLACK_BOT_TOKEN = env_optional("SLACK_BOT_TOKEN") or ""
-SLACK_SIGNING_SECRET = env_optional("SLACK_SIGNING_SECRET") or ""
+# Declared, typed and checked in diagnostics/slack/conf.py; flat here, as SLACK_*.
+_SLACK = from_env(_slack.Slack)
+SLACK_BOT_TOKEN = _SLACK["SLACK_BOT_TOKEN"]
+SLACK_SIGNING_SECRET = _SLACK["SLACK_SIGNING_SECRET"]
 if bool(SLACK_BOT_TOKEN) != bool(SLACK_SIGNING_SECRET):
     raise ImproperlyConfigured("Set both SLACK_BOT_TOKEN and SLACK_SIGNING_SECRET, or neither.")
-# The Web API base URL; only a test or a proxy changes it.
-SLACK_API_URL = env_str("SLACK_API_URL", "https://slack.com/api/")
-SLACK_COMMAND = env_str("SLACK_COMMAND", "/sre")
-# On: only Slack members linked to a user who may open incidents (operator role) start diagnoses.
-SLACK_OPEN_NEEDS_ROLE = env_bool("SLACK_OPEN_NEEDS_ROLE", False)
+SLACK_API_URL = _SLACK["SLACK_API_URL"]
+SLACK_COMMAND = _SLACK["SLACK_COMMAND"]
+SLACK_OPEN_NEEDS_ROLE = _SLACK["SLACK_OPEN_NEEDS_ROLE"]
 
 # --- Background jobs (core/jobs.py): the row is the record, the broker only the doorbell ----------
 # Diagnoses, action executions, Slack deliveries, teacher samples and Evolver jobs: a running job writes a
@@ -29,15 +31,13 @@ SLACK_OPEN_NEEDS_ROLE = env_bool("SLACK_OPEN_NEEDS_ROLE", False)
 # MAX_ATTEMPTS claims at most, then failed with the reason (an interrupted action is re-checked, never
 # re-run blindly). A queued job whose message was sent RING_AFTER_S ago is sent again. The sweep runs
 # every SWEEP_EVERY_S.
-JOBS_HEARTBEAT_S = env_float("SKILLGATE_JOBS_HEARTBEAT_S", 10.0)
-JOBS_STALE_AFTER_S = env_float("SKILLGATE_JOBS_STALE_AFTER_S", 60.0)
-JOBS_RING_AFTER_S = env_float("SKILLGATE_JOBS_RING_AFTER_S", 300.0)
-JOBS_MAX_ATTEMPTS = env_int("SKILLGATE_JOBS_MAX_ATTEMPTS", 3)
-JOBS_SWEEP_EVERY_S = env_float("SKILLGATE_JOBS_SWEEP_EVERY_S", 30.0)
-if JOBS_STALE_AFTER_S <= 2 * JOBS_HEARTBEAT_S:
-    raise ImproperlyConfigured("SKILLGATE_JOBS_STALE_AFTER_S must exceed twice SKILLGATE_JOBS_HEARTBEAT_S.")
-if JOBS_MAX_ATTEMPTS < 1:
-    raise ImproperlyConfigured("SKILLGATE_JOBS_MAX_ATTEMPTS must be at least 1.")
+# Declared, typed and checked in core/jobs_conf.py (core.jobs_conf.get()); flat here, as JOBS_*.
+_JOBS = from_env(_jobs.Jobs)
+JOBS_HEARTBEAT_S = _JOBS["JOBS_HEARTBEAT_S"]
+JOBS_STALE_AFTER_S = _JOBS["JOBS_STALE_AFTER_S"]
+JOBS_RING_AFTER_S = _JOBS["JOBS_RING_AFTER_S"]
+JOBS_MAX_ATTEMPTS = _JOBS["JOBS_MAX_ATTEMPTS"]
+JOBS_SWEEP_EVERY_S = _JOBS["JOBS_SWEEP_EVERY_S"]
 CELERY_BEAT_SCHEDULE["sweep-diagnostics-jobs"] = {
     "task": "diagnostics.tasks.sweep_jobs",
     "schedule": JOBS_SWEEP_EVERY_S,

@@ -16,12 +16,11 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from django.conf import settings
 from django.db import transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from core import jobs
+from core import jobs, jobs_conf
 from diagnostics import doorbell
 from diagnostics.models import ActionRequest, Step
 from diagnostics.services.actions import action_request_propose
@@ -38,27 +37,22 @@ ACTION_JOB = jobs.JobSpec(
 )
 
 
-def _timing() -> dict[str, Any]:
-    return {
-        "stale_after_s": float(settings.JOBS_STALE_AFTER_S),
-        "ring_after_s": float(settings.JOBS_RING_AFTER_S),
-        "max_attempts": int(settings.JOBS_MAX_ATTEMPTS),
-    }
-
-
 def diagnostics_jobs_sweep() -> dict[str, jobs.SweepReport]:
     """One sweep of the diagnoses and the action executions (the beat task calls it)."""
     tasks = doorbell.tasks()
     return {
         "trajectories": jobs.sweep(
-            TRAJECTORY_JOB, enqueue=tasks.enqueue_diagnosis, give_up=trajectory_give_up, **_timing()
+            TRAJECTORY_JOB,
+            enqueue=tasks.enqueue_diagnosis,
+            give_up=trajectory_give_up,
+            **jobs_conf.get().sweep_timings(),
         ),
         "actions": jobs.sweep(
             ACTION_JOB,
             enqueue=tasks.enqueue_execution,
             give_up=_action_give_up,
             retry=tasks.enqueue_recovery,
-            **_timing(),
+            **jobs_conf.get().sweep_timings(),
         ),
     }
 

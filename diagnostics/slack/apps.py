@@ -1,5 +1,7 @@
 from django.apps import AppConfig
 
+from diagnostics.slack import conf
+
 
 class SlackConfig(AppConfig):
     name = "diagnostics.slack"
@@ -8,6 +10,7 @@ class SlackConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        conf.check()  # a setting out of its type or range stops start-up, naming its variable
         from diagnostics.slack import signals  # ready(): the receiver imports the models, loaded only now
 
         signals.connect()

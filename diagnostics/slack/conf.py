@@ -1,25 +1,71 @@
-"""The bot's settings (read from django.conf; app/settings/ fills them from the environment)."""
+"""The bot's typed settings (``diagnostics.slack.conf.get()``), declared once here (the machinery:
+core/conf.py), read from the environment by app/settings/operations.py through these declarations and
+checked at start-up (``SlackConfig.ready()``)."""
 
 from __future__ import annotations
 
-from django.conf import settings
+from dataclasses import dataclass
+from typing import ClassVar
+
 from slack_sdk import WebClient
 from slack_sdk.http_retry.builtin_handlers import RateLimitErrorRetryHandler
+
+from core.conf import cached, load, setting
 
 OFF_MESSAGE = "The Slack bot is off: set SLACK_BOT_TOKEN and SLACK_SIGNING_SECRET to turn it on."
 
 
+@dataclass(frozen=True)
+class Slack:
+    """The Slack incident bot: off (its endpoint answers 404) until both the token and the secret are set."""
+
+    SECTION: ClassVar[str] = ""
+    bot_token: str = setting("SLACK_BOT_TOKEN", env="SLACK_BOT_TOKEN", default="", doc="The bot's token.")
+    signing_secret: str = setting(
+        "SLACK_SIGNING_SECRET",
+        env="SLACK_SIGNING_SECRET",
+        default="",
+        doc="Checks that a request came from Slack (set both, or neither: start-up says so).",
+    )
+    api_url: str = setting(
+        "SLACK_API_URL",
+        env="SLACK_API_URL",
+        default="https://slack.com/api/",
+        nonempty=True,
+        doc="The Web API base URL; only a test or a proxy changes it.",
+    )
+    command: str = setting(
+        "SLACK_COMMAND", env="SLACK_COMMAND", default="/sre", nonempty=True, doc="The slash command."
+    )
+    open_needs_role: bool = setting(
+        "SLACK_OPEN_NEEDS_ROLE",
+        env="SLACK_OPEN_NEEDS_ROLE",
+        default=False,
+        doc="On: only Slack members linked to a user who may open incidents (operator role) start diagnoses.",
+    )
+
+
+GROUPS: tuple[type, ...] = (Slack,)
+
+get = cached(lambda: load(Slack))
+
+
+def check() -> None:
+    """Start-up: built and checked now (``SlackConfig.ready()``)."""
+    load(Slack)
+
+
 def bot_token() -> str:
-    return str(settings.SLACK_BOT_TOKEN or "")
+    return get().bot_token
 
 
 def signing_secret() -> str:
-    return str(settings.SLACK_SIGNING_SECRET or "")
+    return get().signing_secret
 
 
 def api_url() -> str:
     """The Web API base URL (a local stand-in in tests); always ends with a slash, as slack_sdk expects."""
-    url = str(settings.SLACK_API_URL)
+    url = get().api_url
     return url if url.endswith("/") else url + "/"
 
 
@@ -28,11 +74,11 @@ def enabled() -> bool:
 
 
 def open_needs_role() -> bool:
-    return bool(settings.SLACK_OPEN_NEEDS_ROLE)
+    return get().open_needs_role
 
 
 def command_name() -> str:
-    return str(settings.SLACK_COMMAND)
+    return get().command
 
 
 def web_client_for(*, token: str, api_url: str) -> WebClient:

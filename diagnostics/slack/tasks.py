@@ -13,13 +13,12 @@ import re
 from typing import Any
 
 from celery import Task, shared_task
-from django.conf import settings
 from django.db import OperationalError, transaction
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.webhook import WebhookClient
 
-from core import jobs
+from core import jobs, jobs_conf
 from core.errors import ServiceError
 from core.queues import enqueue
 from diagnostics import conf as diagnostics_conf
@@ -67,11 +66,11 @@ def handle_event(self: Task, event_id: int) -> str:
     }[SlackEvent.Kind(event.kind)]
     spec = services.SLACK_EVENT_JOB
     try:
-        with jobs.heartbeat(spec, event.pk, event.attempts, every_s=float(settings.JOBS_HEARTBEAT_S)):
+        with jobs.heartbeat(spec, event.pk, event.attempts, every_s=jobs_conf.get().heartbeat_s):
             return handler(event, conf.web_client())
     except (OperationalError, OSError) as exc:  # OSError: Slack's Web API unreachable (URLError, timeout)
         log.warning("Slack delivery %s: %s (attempt %s)", event.key, exc, event.attempts)
-        if event.attempts >= int(settings.JOBS_MAX_ATTEMPTS):
+        if event.attempts >= jobs_conf.get().max_attempts:
             if isinstance(exc, OperationalError):
                 raise  # the row stays claimed; once the database is back the sweeper fails it
             services.slack_event_finish(
@@ -95,9 +94,7 @@ def sweep_events() -> int:
     """Beat: deliveries whose task was lost, or whose worker died (core/jobs.py)."""
     return len(
         services.slack_events_sweep(
-            stale_after_s=float(settings.JOBS_STALE_AFTER_S),
-            ring_after_s=float(settings.JOBS_RING_AFTER_S),
-            max_attempts=int(settings.JOBS_MAX_ATTEMPTS),
+            **jobs_conf.get().sweep_timings(),
             enqueue=enqueue_event,
         )
     )

@@ -96,7 +96,14 @@ def _commands() -> str:
     return "\n".join(out)
 
 
-CONF_MODULES = ("routing.conf", "training.conf", "diagnostics.conf", "app.conf")
+CONF_MODULES = (
+    "routing.conf",
+    "training.conf",
+    "diagnostics.conf",
+    "diagnostics.slack.conf",
+    "app.conf",
+    "core.jobs_conf",
+)
 
 
 def _comment_above(lines: list[str], lineno: int) -> str:

@@ -33,12 +33,11 @@ from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
-from django.conf import settings
 from django.db import transaction
 from django.db.models import F, QuerySet
 from django.utils import timezone
 
-from core import jobs
+from core import jobs, jobs_conf
 from core.conf import resolve
 from routing import conf
 from routing.budgets import Hold
@@ -191,9 +190,7 @@ def samples_sweep(*, enqueue: Callable[[Any], None]) -> jobs.SweepReport:
 
     return jobs.sweep(
         SAMPLE_JOB,
-        stale_after_s=float(settings.JOBS_STALE_AFTER_S),
-        ring_after_s=float(settings.JOBS_RING_AFTER_S),
-        max_attempts=int(settings.JOBS_MAX_ATTEMPTS),
+        **jobs_conf.get().sweep_timings(),
         enqueue=enqueue,
         give_up=give_up,
     )
@@ -206,7 +203,7 @@ def sample_run(*, invocation_id: uuid.UUID | str) -> str:
     attempt = jobs.claim(SAMPLE_JOB, invocation_id)
     if attempt is None:
         return "not queued"
-    with jobs.heartbeat(SAMPLE_JOB, invocation_id, attempt, every_s=float(settings.JOBS_HEARTBEAT_S)):
+    with jobs.heartbeat(SAMPLE_JOB, invocation_id, attempt, every_s=jobs_conf.get().heartbeat_s):
         return _sample(invocation_id)
 
 

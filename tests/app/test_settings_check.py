@@ -59,6 +59,17 @@ def test_the_default_settings_pass_the_check(tmp_path: Path) -> None:
             "[1]",
             "SKILLGATE_TRAINING_HYPERPARAMETERS must be a JSON object",
         ),
+        (
+            "SKILLGATE_JOBS_MAX_ATTEMPTS",
+            "0",
+            "SKILLGATE_JOBS_MAX_ATTEMPTS (settings.JOBS_MAX_ATTEMPTS) must be",
+        ),
+        (
+            "SKILLGATE_JOBS_HEARTBEAT_S",
+            "45",
+            "SKILLGATE_JOBS_STALE_AFTER_S (settings.JOBS_STALE_AFTER_S) must",
+        ),
+        ("SLACK_OPEN_NEEDS_ROLE", "maybe", "SLACK_OPEN_NEEDS_ROLE"),
     ],
 )
 def test_a_wrong_value_stops_start_up_naming_the_variable(

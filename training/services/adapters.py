@@ -24,12 +24,11 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from django.conf import settings
 from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
 
-from core import jobs
+from core import jobs, jobs_conf
 from core.conf import resolve
 from core.errors import ServiceError
 from core.queues import on_commit
@@ -327,7 +326,7 @@ def training_runs_recover(
     report = jobs.sweep(
         TRAINING_JOB,
         stale_after_s=float(training.stale_after_s if stale_after_s is None else stale_after_s),
-        ring_after_s=float(settings.JOBS_RING_AFTER_S),
+        ring_after_s=jobs_conf.get().ring_after_s,
         max_attempts=training.max_attempts if max_attempts is None else max_attempts,
         enqueue=doorbell.tasks().adapters.enqueue_training,
         give_up=_give_up,

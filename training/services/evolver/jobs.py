@@ -9,13 +9,10 @@ broker, or never sent while it was down), requeues a job whose worker stopped be
 
 from __future__ import annotations
 
-from typing import Any
-
-from django.conf import settings
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from core import jobs
+from core import jobs, jobs_conf
 from training import doorbell
 from training.models import DiagnosticSkill, DiagnosticSkillSet
 
@@ -34,19 +31,11 @@ SKILL_SET_JOB = jobs.JobSpec(
 
 
 def heartbeat_s() -> float:
-    return float(settings.JOBS_HEARTBEAT_S)
+    return jobs_conf.get().heartbeat_s
 
 
 def max_attempts() -> int:
-    return int(settings.JOBS_MAX_ATTEMPTS)
-
-
-def _timing() -> dict[str, Any]:
-    return {
-        "stale_after_s": float(settings.JOBS_STALE_AFTER_S),
-        "ring_after_s": float(settings.JOBS_RING_AFTER_S),
-        "max_attempts": max_attempts(),
-    }
+    return jobs_conf.get().max_attempts
 
 
 def _skill_give_up(rows: QuerySet[DiagnosticSkill], skill_id: int, reason: str) -> bool:
@@ -65,8 +54,16 @@ def evolver_jobs_sweep() -> dict[str, jobs.SweepReport]:
     """One sweep of the skills and the skill-set admissions (the beat task calls it)."""
     evolver = doorbell.tasks().evolver
     return {
-        "skills": jobs.sweep(SKILL_JOB, enqueue=evolver.enqueue_evolve, give_up=_skill_give_up, **_timing()),
+        "skills": jobs.sweep(
+            SKILL_JOB,
+            enqueue=evolver.enqueue_evolve,
+            give_up=_skill_give_up,
+            **jobs_conf.get().sweep_timings(),
+        ),
         "skill_sets": jobs.sweep(
-            SKILL_SET_JOB, enqueue=evolver.enqueue_admission, give_up=_skill_set_give_up, **_timing()
+            SKILL_SET_JOB,
+            enqueue=evolver.enqueue_admission,
+            give_up=_skill_set_give_up,
+            **jobs_conf.get().sweep_timings(),
         ),
     }
