@@ -21,7 +21,7 @@ from typing import Any
 
 from django.http import HttpRequest
 from ninja import Field, Query, Router, Schema
-from ninja.responses import codes_4xx
+from ninja.responses import Status, codes_4xx
 from pydantic import ConfigDict, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
@@ -320,7 +320,7 @@ def incident_list(request: HttpRequest, page: Query[Page]) -> dict[str, Any]:
     url_name="diagnostics-incidents",
     summary="Open an incident (free text, an alert, or an Alertmanager webhook)",
 )
-def incident_open(request: HttpRequest, body: IncidentIn, query: Query[IncidentQuery]) -> tuple[int, Any]:
+def incident_open(request: HttpRequest, body: IncidentIn, query: Query[IncidentQuery]) -> Status[Any]:
     who = caller(request)
     environment = body.environment or query.environment
     mode = str(body.mode or query.mode or "")
@@ -333,7 +333,7 @@ def incident_open(request: HttpRequest, body: IncidentIn, query: Query[IncidentQ
             trigger_key=who.key,
             mode=mode,
         )
-        return (201 if incidents else 200), {"incidents": incidents}
+        return Status(201 if incidents else 200, {"incidents": incidents})
     text = body.text
     incident = services.incident_open(
         title=body.title or (text.strip().splitlines()[0][:200] if text.strip() else "Alert"),
@@ -348,7 +348,7 @@ def incident_open(request: HttpRequest, body: IncidentIn, query: Query[IncidentQ
         mode=mode,
         **_trigger(who),
     )
-    return 201, {"incident": incident}
+    return Status(201, {"incident": incident})
 
 
 @router.get(

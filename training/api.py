@@ -23,7 +23,7 @@ from typing import Any
 
 from django.http import HttpRequest
 from ninja import Field, Query, Router, Schema
-from ninja.responses import codes_4xx
+from ninja.responses import Status, codes_4xx
 from pydantic import field_validator
 from pydantic_core import PydanticCustomError
 
@@ -224,10 +224,10 @@ def _profile_id(query: ProfileFilter) -> int | None:
     url_name="training-cycles",
     summary="Start a learning cycle (or get the profile's unfinished one)",
 )
-def cycle_start_view(request: HttpRequest, body: CycleIn) -> tuple[int, dict[str, Any]]:
+def cycle_start_view(request: HttpRequest, body: CycleIn) -> Status[dict[str, Any]]:
     cycle, created = cycle_start(profile_id=_profile(body.profile).pk, trigger=Cycle.Trigger.API)
     cycle = selectors.cycle_detail(cycle_id=cycle.pk) or cycle
-    return (201 if created else 200), {"cycle": cycle, "created": created}
+    return Status(201 if created else 200, {"cycle": cycle, "created": created})
 
 
 @router.get(
@@ -294,10 +294,10 @@ def admissions(request: HttpRequest, query: Query[ProfileFilter]) -> dict[str, A
 )
 def trajectory_mark_wrong_view(
     request: HttpRequest, trajectory_id: int, body: MarkWrongIn
-) -> tuple[int, dict[str, Any]]:
+) -> Status[dict[str, Any]]:
     # A refusal (an EvolverError, a ServiceError) becomes the JSON error of app/api/errors.py.
     skill = trajectory_mark_wrong(trajectory_id=trajectory_id, user=caller(request).user, note=body.note)
-    return 202, {"skill": skill}
+    return Status(202, {"skill": skill})
 
 
 @router.get(

@@ -21,7 +21,7 @@ from typing import Any, Literal
 
 from django.http import HttpRequest
 from ninja import Field, Query, Router, Schema
-from ninja.responses import codes_4xx
+from ninja.responses import Status, codes_4xx
 from pydantic import field_validator
 from pydantic_core import PydanticCustomError
 
@@ -274,13 +274,13 @@ def server_list(request: HttpRequest, page: Query[Page]) -> dict[str, Any]:
     url_name="mcp-servers",
     summary="Register an MCP server for an environment (and connect to classify its tools)",
 )
-def server_register(request: HttpRequest, body: ServerIn) -> tuple[int, dict[str, Any]]:
+def server_register(request: HttpRequest, body: ServerIn) -> Status[dict[str, Any]]:
     fields = body.model_dump(exclude={"connect"})
     if body.transport == McpServer.Transport.STDIO:
         _stdio_allowed(body.command)
     server = servers.mcp_server_register(by=caller(request).user, **fields)
     report = servers.mcp_server_sync(server=server) if body.connect else None
-    return 201, {"server": server, "sync": report}
+    return Status(201, {"server": server, "sync": report})
 
 
 @router.get(
