@@ -20,6 +20,7 @@ from bench.support.vllm import VllmServer, free_port
 from core import conf
 from diagnostics.models import Step
 from routing.access import lookups
+from routing.ledger import writer as ledger_writer
 from routing.models import Backend
 from tests.factories import BackendFactory, KeyPair, make_key
 from tests.support.fake_environment import FakeWrite
@@ -105,7 +106,24 @@ def trusted_key(transactional_db: None) -> KeyPair:
 
 
 @pytest.fixture(scope="session")
-def gateway_url(django_db_blocker: Any) -> Iterator[str]:
+def django_db_setup(django_db_setup: None, django_db_blocker: Any) -> Iterator[None]:
+    """pytest-django's test databases, and before they are dropped at the session's end, the
+    connections still open to them closed: the ledger writer is stopped (its thread reconnects for
+    as long as it runs), then, on PostgreSQL, the connections that threads of an in-process server
+    kept are ended. A database still in use cannot be dropped: it was left behind, with a warning."""
+    yield
+    with django_db_blocker.unblock():
+        ledger_writer.shutdown(timeout=10)
+        if connection.vendor == "postgresql" and str(connection.settings_dict["NAME"]).startswith("test_"):
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                    " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+                )
+
+
+@pytest.fixture(scope="session")
+def gateway_url() -> Iterator[str]:
     """The real ASGI app served by uvicorn on a free port, for real HTTP clients."""
     port = free_port()
     config = uvicorn.Config(
@@ -123,20 +141,6 @@ def gateway_url(django_db_blocker: Any) -> Iterator[str]:
     yield f"http://127.0.0.1:{port}"
     server.should_exit = True
     thread.join(10)
-    _end_server_connections(django_db_blocker)
-
-
-def _end_server_connections(django_db_blocker: Any) -> None:
-    """Ends the database connections the server's threads kept (they outlive the server, and a test
-    database still in use cannot be dropped at the session's end): PostgreSQL only, and only on a test
-    database."""
-    if connection.vendor != "postgresql" or not str(connection.settings_dict["NAME"]).startswith("test_"):
-        return
-    with django_db_blocker.unblock(), connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
-            " WHERE datname = current_database() AND pid <> pg_backend_pid()"
-        )
 
 
 @pytest.fixture(scope="session")
