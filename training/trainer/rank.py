@@ -10,6 +10,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import torch.distributed as dist
+
 from training.trainer.config import Hyperparameters
 from training.trainer.datasets import Example
 from training.trainer.distributed import is_main_rank
@@ -44,5 +46,20 @@ def run_rank(spec_path: Path) -> None:
         partial.rename(work / "result.json")
 
 
+def main(spec_path: Path) -> None:
+    """``run_rank``, then every rank leaves the process group together. A rank that exits with the group
+    still up tears gloo's threads down at interpreter exit, and one of the two can abort there
+    ("terminate called without an active exception", SIGABRT) after its work is done, which fails the
+    whole launch. So the ranks meet at a barrier (none exits while another still talks to it), then
+    each destroys the group; a rank that failed destroys it without waiting."""
+    try:
+        run_rank(spec_path)
+        if dist.is_initialized():
+            dist.barrier()
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+
 if __name__ == "__main__":
-    run_rank(Path(sys.argv[1]))
+    main(Path(sys.argv[1]))
