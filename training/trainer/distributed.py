@@ -7,7 +7,7 @@ runs ``train_sft`` on the same spec (training/trainer/rank.py): the Trainer wrap
 DistributedDataParallel and gives each rank its share of every batch (``batch_size`` stays the global
 batch), the main rank saves the adapter and writes the result, and its progress events go to a file the
 caller reads as they come and hands to its own ``report``, so the run's row sees the same progress as in
-one process.
+one process. The ranks leave the process group together before they exit (``rank.main``).
 """
 
 from __future__ import annotations
