@@ -1,15 +1,16 @@
-"""Where the local lab lives and how it is wired: one frozen value, from the DIAGNOSTICS_LAB_* settings."""
+"""Where the local lab lives and how it is wired: one frozen value, from the lab's settings (lab/conf.py)."""
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from django.conf import settings
+from lab import conf
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-MAX_WORKERS = 4
+MAX_WORKERS = conf.MAX_WORKERS
 # Programs in supervisord (the worker group's processes are worker_0 .. worker_N-1).
 SERVICES = ("store", "api", "web", "worker", "loadgen")
 CONFIGURABLE = ("api", "web", "worker", "loadgen")
@@ -33,20 +34,9 @@ class LabConfig:
 
     @classmethod
     def from_settings(cls) -> LabConfig:
-        return cls(
-            root=Path(settings.DIAGNOSTICS_LAB_DIR),
-            port_base=int(settings.DIAGNOSTICS_LAB_PORT_BASE),
-            store=str(settings.DIAGNOSTICS_LAB_STORE),
-            redis_server=str(settings.DIAGNOSTICS_LAB_REDIS_SERVER),
-            workers=int(settings.DIAGNOSTICS_LAB_WORKERS),
-            spool_quota_bytes=int(settings.DIAGNOSTICS_LAB_SPOOL_QUOTA_BYTES),
-            worker_memory_mb=int(settings.DIAGNOSTICS_LAB_WORKER_MEMORY_MB),
-            loadgen_rate=float(settings.DIAGNOSTICS_LAB_LOADGEN_RATE),
-            health_timeout_s=float(settings.DIAGNOSTICS_LAB_HEALTH_TIMEOUT_S),
-            error_rate_max=float(settings.DIAGNOSTICS_LAB_ERROR_RATE_MAX),
-            latency_max_ms=float(settings.DIAGNOSTICS_LAB_LATENCY_MAX_MS),
-            cpu_max_percent=float(settings.DIAGNOSTICS_LAB_CPU_MAX_PERCENT),
-        )
+        """The lab the settings describe (lab/conf.py: typed and checked at start-up)."""
+        lab = conf.get()
+        return cls(**{field.name: getattr(lab, field.name) for field in dataclasses.fields(cls)})
 
     # --- ports: store, api, web at base, base+1, base+2; worker i's metrics at base+10+i ---------
     @property
@@ -63,7 +53,7 @@ class LabConfig:
 
     @property
     def worker_port_base(self) -> int:
-        return self.port_base + 10
+        return self.port_base + conf.WORKER_PORT_OFFSET
 
     def http_port(self, service: str) -> int | None:
         return {"api": self.api_port, "web": self.web_port}.get(service)

@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from django.core.exceptions import ImproperlyConfigured
 
 from app.settings.base import BASE_DIR, CELERY_BEAT_SCHEDULE, EVAL_DIR
 from core import jobs_conf as _jobs
 from core.conf import from_env
-from core.env import env_float, env_int, env_str
 from diagnostics import conf as _diagnostics
 from diagnostics.slack import conf as _slack
+from lab import conf as _lab
 
 # --- Slack bot ----------------------------------------------------------------------------------
 # Off (its endpoint answers 404) until both the bot token and the signing secret are set.
@@ -98,19 +96,18 @@ DIAGNOSTICS_K8S_WRITE_NAMESPACES = _environments["DIAGNOSTICS_K8S_WRITE_NAMESPAC
 DIAGNOSTICS_K8S_HEALTH_TIMEOUT_S = _environments["DIAGNOSTICS_K8S_HEALTH_TIMEOUT_S"]
 MCP_API_STDIO_PROGRAMS = _environments["MCP_API_STDIO_PROGRAMS"]
 
-# `local`: the lab (a development and demo tool, lab/): its folder, first port (store, api,
-# web at base, +1, +2; worker i's metrics at base+10+i), store (auto | redis | python), redis-server to
-# run (empty: found on PATH), workers, spool quota, worker memory, load generator rate, and what its
-# health check calls healthy.
-DIAGNOSTICS_LAB_DIR = Path(env_str("SKILLGATE_LAB_DIR", str(BASE_DIR / "var" / "lab")))
-DIAGNOSTICS_LAB_PORT_BASE = env_int("SKILLGATE_LAB_PORT_BASE", 18300)
-DIAGNOSTICS_LAB_STORE = env_str("SKILLGATE_LAB_STORE", "auto")
-DIAGNOSTICS_LAB_REDIS_SERVER = env_str("SKILLGATE_LAB_REDIS_SERVER", "")
-DIAGNOSTICS_LAB_WORKERS = env_int("SKILLGATE_LAB_WORKERS", 2)
-DIAGNOSTICS_LAB_SPOOL_QUOTA_BYTES = env_int("SKILLGATE_LAB_SPOOL_QUOTA_BYTES", 4 * 1024 * 1024)
-DIAGNOSTICS_LAB_WORKER_MEMORY_MB = env_int("SKILLGATE_LAB_WORKER_MEMORY_MB", 256)
-DIAGNOSTICS_LAB_LOADGEN_RATE = env_float("SKILLGATE_LAB_LOADGEN_RATE", 4.0)
-DIAGNOSTICS_LAB_HEALTH_TIMEOUT_S = env_float("SKILLGATE_LAB_HEALTH_TIMEOUT_S", 20.0)
-DIAGNOSTICS_LAB_ERROR_RATE_MAX = env_float("SKILLGATE_LAB_ERROR_RATE_MAX", 0.05)
-DIAGNOSTICS_LAB_LATENCY_MAX_MS = env_float("SKILLGATE_LAB_LATENCY_MAX_MS", 100.0)
-DIAGNOSTICS_LAB_CPU_MAX_PERCENT = env_float("SKILLGATE_LAB_CPU_MAX_PERCENT", 25.0)
+# `local`: the lab (a development and demo tool, lab/): its folder, ports, store, workers, load and what
+# its health check calls healthy. Declared, typed and checked in lab/conf.py; flat here, as DIAGNOSTICS_LAB_*.
+_LAB = from_env(_lab.Lab, DIAGNOSTICS_LAB_DIR=BASE_DIR / "var" / "lab")
+DIAGNOSTICS_LAB_DIR = _LAB["DIAGNOSTICS_LAB_DIR"]
+DIAGNOSTICS_LAB_PORT_BASE = _LAB["DIAGNOSTICS_LAB_PORT_BASE"]
+DIAGNOSTICS_LAB_STORE = _LAB["DIAGNOSTICS_LAB_STORE"]
+DIAGNOSTICS_LAB_REDIS_SERVER = _LAB["DIAGNOSTICS_LAB_REDIS_SERVER"]
+DIAGNOSTICS_LAB_WORKERS = _LAB["DIAGNOSTICS_LAB_WORKERS"]
+DIAGNOSTICS_LAB_SPOOL_QUOTA_BYTES = _LAB["DIAGNOSTICS_LAB_SPOOL_QUOTA_BYTES"]
+DIAGNOSTICS_LAB_WORKER_MEMORY_MB = _LAB["DIAGNOSTICS_LAB_WORKER_MEMORY_MB"]
+DIAGNOSTICS_LAB_LOADGEN_RATE = _LAB["DIAGNOSTICS_LAB_LOADGEN_RATE"]
+DIAGNOSTICS_LAB_HEALTH_TIMEOUT_S = _LAB["DIAGNOSTICS_LAB_HEALTH_TIMEOUT_S"]
+DIAGNOSTICS_LAB_ERROR_RATE_MAX = _LAB["DIAGNOSTICS_LAB_ERROR_RATE_MAX"]
+DIAGNOSTICS_LAB_LATENCY_MAX_MS = _LAB["DIAGNOSTICS_LAB_LATENCY_MAX_MS"]
+DIAGNOSTICS_LAB_CPU_MAX_PERCENT = _LAB["DIAGNOSTICS_LAB_CPU_MAX_PERCENT"]

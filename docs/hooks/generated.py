@@ -103,6 +103,7 @@ CONF_MODULES = (
     "diagnostics.slack.conf",
     "app.conf",
     "core.jobs_conf",
+    "lab.conf",
 )
 
 
@@ -143,7 +144,7 @@ def _typed_settings() -> tuple[str, set[str]]:
 
 def _other_settings(covered: set[str]) -> str:
     """The variables ``app/settings/`` still reads itself through ``core.env`` (Django's own, the
-    servers, Slack, background jobs, the lab, TLS), with the comment above each."""
+    servers, TLS), with the comment above each."""
     out = []
     for path in sorted((ROOT / "app" / "settings").glob("*.py")):
         source = path.read_text()
@@ -184,8 +185,8 @@ def _settings() -> str:
         "settings and the field code reads (`routing.conf.get().budgets.lease_ttl_s`).\n\n"
         + typed
         + "\n## Other variables\n\n"
-        "Read by `app/settings/` itself through `core/env.py` (Django, the servers, Slack, background jobs, "
-        "the lab, TLS): the type, the default as the code writes it, and the comment above it.\n\n"
+        "Read by `app/settings/` itself through `core/env.py` (Django, the servers, TLS): "
+        "the type, the default as the code writes it, and the comment above it.\n\n"
         + _other_settings(covered)
     )
 

@@ -70,6 +70,21 @@ def test_the_default_settings_pass_the_check(tmp_path: Path) -> None:
             "SKILLGATE_JOBS_STALE_AFTER_S (settings.JOBS_STALE_AFTER_S) must",
         ),
         ("SLACK_OPEN_NEEDS_ROLE", "maybe", "SLACK_OPEN_NEEDS_ROLE"),
+        (
+            "SKILLGATE_LAB_STORE",
+            "memcached",
+            "SKILLGATE_LAB_STORE (settings.DIAGNOSTICS_LAB_STORE) must be one of",
+        ),
+        (
+            "SKILLGATE_LAB_WORKERS",
+            "9",
+            "SKILLGATE_LAB_WORKERS (settings.DIAGNOSTICS_LAB_WORKERS) must be at most 4",
+        ),
+        (
+            "SKILLGATE_LAB_PORT_BASE",
+            "65530",
+            "SKILLGATE_LAB_PORT_BASE (settings.DIAGNOSTICS_LAB_PORT_BASE) leaves",
+        ),
     ],
 )
 def test_a_wrong_value_stops_start_up_naming_the_variable(
