@@ -12,7 +12,9 @@ body whose text shows a surrogate escape at all is searched for one (a rare, lin
 Numbers are data a database must hold exactly: ``NaN`` and ``Infinity`` (which Python's parser accepts
 but JSON does not have), integers outside a signed 64-bit range and doubles of 1e16 or more (PostgreSQL's
 jsonb gives those back as integers) are refused, naming the field (:func:`unstorable_number`): no
-database, journal or ledger row could store them as they were sent.
+database, journal or ledger row could store them as they were sent. A negative zero (``-0.0``) is
+parsed as ``0.0``, the same number: jsonb has no negative zero, so every store gives back the value the
+parser returned.
 
 Every refusal is a :class:`JsonBodyError` (a ValueError) with a message fit for the caller; the edges
 render it as a 400 in their own error shape (routing/protocol.py, app/api/errors.py,
@@ -83,7 +85,7 @@ def _parse_float(text: str) -> float:
     value = float(text)
     if not -FLOAT_MAX < value < FLOAT_MAX:  # also inf, which 1e999 parses to
         raise _Unstorable
-    return value
+    return value or 0.0  # -0.0 (and -0e5, -1e-400) is 0.0: PostgreSQL's jsonb has no negative zero
 
 
 def _parse_constant(text: str) -> float:

@@ -13,7 +13,7 @@ import math
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from diagnostics.models import Incident
@@ -51,6 +51,7 @@ def accepted(value: Any) -> Any:
 @pytest.mark.django_db
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(value=JSON)
+@example(value=[-0.0, {"x": -0.0, "y": [-0.0]}])  # jsonb has no negative zero
 def test_what_the_parser_accepts_reads_back_equal_from_the_database(value: Any) -> None:
     try:
         parsed = accepted(value)["alert"]
@@ -83,6 +84,17 @@ def test_numbers_every_store_gives_back_are_accepted() -> None:
     for number in (2**63 - 1, -(2**63), 0, 9999999999999998.0, 1e-300, 5e-324, -0.0, 0.1 + 0.2):
         parsed = accepted({"n": number})["alert"]["n"]
         assert parsed == number and type(parsed) is type(number) and not math.isnan(parsed)
+
+
+@pytest.mark.django_db
+def test_a_negative_zero_is_parsed_as_the_zero_every_store_gives_back() -> None:
+    parsed = accepted({"n": -0.0, "m": [-0.0, -0e5, -1e-400], "k": -0})["alert"]
+    zeros = [parsed["n"], *parsed["m"]]
+    assert all(z == 0.0 and type(z) is float and math.copysign(1.0, z) == 1.0 for z in zeros), zeros
+    assert parsed["k"] == 0 and type(parsed["k"]) is int
+    incident = Incident.objects.create(title="t", alert=parsed, environment="fake")
+    incident.refresh_from_db()
+    assert canonical(incident.alert) == canonical(parsed)
 
 
 @pytest.mark.django_db
