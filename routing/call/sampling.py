@@ -18,10 +18,12 @@ sampled spend therefore never exceeds the cap, however many workers run. The cli
 charged for sampled legs: they are the operator's cost of learning, on the ledger as a row of their own
 under the learning key (routing/ledger/learning_spend.py), whose budget holds the same worst case first.
 
-Correctness from the comparison: when both answers are structured (tool calls or JSON) they are
-compared as data; equal -> the student's answer is correct; different, with the teacher's answer
-passing its verifier (or none) -> the student's is wrong (the teacher is the reference). Free text
-that is not identical stays unknown (``correct`` null): quality then falls back to the verdict.
+Correctness from the comparison (``routing/router/learning/labels.py``, a comparator per answer
+shape): tool calls by name and arguments, JSON after normalisation, free text only when identical;
+equal -> the student's answer is correct; different, with the teacher's answer passing its verifier
+(or none) -> the student's is wrong (the teacher is the reference). The student's leg gets
+``correct`` and ``correct_by`` ("sample:<comparator>"). Anything else stays unknown (``correct``
+absent), and unknown never counts as passed: not in training, calibration, admission or drift.
 """
 
 from __future__ import annotations
@@ -44,11 +46,11 @@ from routing.budgets import Hold
 from routing.call.legs import run_leg
 from routing.call.plans import plan_call
 from routing.errors import UpstreamError
-from routing.json_body import loads_answer
 from routing.ledger import CallRecord, has_body, learning_spend, stores_bodies
 from routing.ledger.writer import record_call
 from routing.models import Invocation, SampleSpend, TaskProfile
 from routing.pricing import PricingError, cost_bound, prices_for, prompt_token_bound
+from routing.router.learning import labels
 from routing.verifiers.policy import VerifierPolicyError
 
 TEACHER, STUDENT = Invocation.Route.TEACHER, Invocation.Route.STUDENT
@@ -122,43 +124,12 @@ def spend_settle(*, profile_id: int, day: Any, reserved: Decimal, actual: Decima
 # --- comparing answers --------------------------------------------------------------------------
 
 
-def _structured(message: dict[str, Any] | None) -> Any:
-    if not message:
-        return None
-    if message.get("tool_calls"):
-        calls = []
-        for call in message["tool_calls"]:
-            function = call.get("function") or {}
-            try:
-                arguments = loads_answer(function.get("arguments") or "{}")
-            except ValueError:
-                arguments = function.get("arguments")
-            calls.append([function.get("name"), arguments])
-        return calls
-    content = message.get("content")
-    if isinstance(content, str):
-        try:
-            value = loads_answer(content)
-        except ValueError:
-            return None
-        return value if isinstance(value, dict | list) else None
-    return None
-
-
 def student_correct(
     student: dict[str, Any] | None, teacher: dict[str, Any] | None, teacher_ok: bool
 ) -> bool | None:
-    """Whether the student's answer was correct, judged against the teacher's; None: unknown."""
-    a, b = _structured(student), _structured(teacher)
-    if a is not None and b is not None:
-        return True if a == b else (False if teacher_ok else None)
-    # One side called tools and the other did not: a passing teacher shows which was right (BFCL's
-    # irrelevance items, a text answer where a call was due). A weak verifier passes both.
-    if teacher_ok and bool((student or {}).get("tool_calls")) != bool((teacher or {}).get("tool_calls")):
-        return False
-    text_a = " ".join(str((student or {}).get("content") or "").split())
-    text_b = " ".join(str((teacher or {}).get("content") or "").split())
-    return True if text_a and text_a == text_b else None
+    """Whether the student's answer was correct, judged against the teacher's; None: unknown
+    (``routing.router.learning.labels.compare``, which also names the comparator that decided)."""
+    return labels.compare(student, teacher, teacher_ok).correct
 
 
 # --- the background leg -------------------------------------------------------------------------
@@ -281,14 +252,15 @@ def _sample(invocation_id: uuid.UUID | str) -> str:
         if role == TEACHER:
             student_leg = next((item for item in legs if item.get("role") == STUDENT), None)
             teacher_ok = leg.get("verdict") in ANSWERED
-            correct = student_correct(served, sampled_message, teacher_ok) if completion else None
+            label = labels.compare(served, sampled_message, teacher_ok) if completion else labels.UNKNOWN
         else:
             student_leg = leg
             teacher_leg = next((item for item in reversed(legs) if item.get("role") == TEACHER), None)
             teacher_ok = teacher_leg is not None and teacher_leg.get("verdict") in ANSWERED
-            correct = student_correct(sampled_message, served, teacher_ok) if completion else None
-        if student_leg is not None and correct is not None:
-            student_leg["correct"] = correct
+            label = labels.compare(sampled_message, served, teacher_ok) if completion else labels.UNKNOWN
+        if student_leg is not None and label.known:
+            student_leg["correct"] = label.correct
+            student_leg["correct_by"] = f"sample:{label.source}"
         legs.append(leg)
         if not jobs.still_ours(SAMPLE_JOB, row.pk, inv.sample_attempts).update(
             legs=legs, sample_state=Invocation.SampleState.DONE

@@ -12,7 +12,9 @@ from tests.factories import ApiKeyFactory, InvocationFactory, TaskProfileFactory
 JSON_VERIFIER = {"kind": "json_schema", "schema": {"type": "object"}}
 
 
-def leg(role: str, verdict: str, *, correct: bool | None = None, background: bool = False) -> dict[str, Any]:
+def leg(
+    role: str, verdict: str, *, correct: bool | None = None, background: bool = False, by: str = ""
+) -> dict[str, Any]:
     data: dict[str, Any] = {
         "backend": role,
         "role": role,
@@ -24,6 +26,7 @@ def leg(role: str, verdict: str, *, correct: bool | None = None, background: boo
     }
     if correct is not None:
         data["correct"] = correct
+        data["correct_by"] = by or "sample:json"
     if background:
         data.update(background=True, sample_rate=1.0)
     return data
@@ -41,11 +44,13 @@ def call_row(
     route: str = "student",
 ) -> Invocation:
     """A call the cascade ran: the student, then the teacher when the verifier failed the student;
-    a passed student call carries a background teacher sample, so every row is complete. Without
-    a verifier the student's answer stands and the sample tells whether it was correct."""
+    a passed student call carries a background teacher sample whose comparison labels the student's
+    answer, so every row is complete. Without a verifier the student's answer stands and the sample
+    tells whether it was correct."""
     request = {"messages": [{"role": "user", "content": text}]}
     if route == "teacher":
-        legs = [leg("teacher", "pass" if verified else "unverified"), leg("student", "pass", background=True)]
+        student = leg("student", "pass", background=True, correct=student_ok)  # the sample, compared
+        legs = [leg("teacher", "pass" if verified else "unverified"), student]
         return InvocationFactory.create(
             api_key=key,
             profile=profile,
@@ -60,8 +65,8 @@ def call_row(
         verdict = "pass" if teacher_ok else "fail"
         legs = [leg("student", "fail"), leg("teacher", verdict)]
         served = "teacher"
-    elif verified:
-        legs = [leg("student", "pass"), leg("teacher", "pass", background=True)]
+    elif verified:  # the sample's comparison labels the student's passed answer (correct, or not)
+        legs = [leg("student", "pass", correct=student_ok), leg("teacher", "pass", background=True)]
         served, verdict = "student", "pass"
     else:
         legs = [

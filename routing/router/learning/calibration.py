@@ -166,7 +166,7 @@ class PolicyData:
             rows.append(
                 (
                     r.student.ok,
-                    r.teacher.ok,
+                    r.teacher.reference_ok,
                     r.student.cost_usd,
                     r.teacher.cost_usd,
                     r.student.latency_ms,

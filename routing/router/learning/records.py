@@ -1,9 +1,13 @@
 """Replay records: one logged call with what the student and the teacher did on it, as JSONL.
 
 A record carries each leg's verifier verdict AND, where known (a sampled teacher comparison, an
-executed test, a user's mark), whether the answer was actually correct. Quality is measured on
-correctness where known, else on the verdict, so a weak verifier that passes wrong answers shows
-up as lost quality.
+executed test, a user's mark), whether the answer was actually correct. A student answer's **label**
+is a fact or unknown (``Outcome.label``): its known correctness; else wrong when the verifier failed it
+or the upstream errored; else correct when a verifier of measured precision passed it (``trusted``);
+else unknown. Unknown is never passed: a record whose student label is unknown is not complete, so it
+trains, calibrates and admits nothing. The teacher's answer is the reference (``reference_ok``): its
+known correctness, else its verdict (a failed or errored answer is wrong; a passed or unverified one is
+what the student is compared with).
 """
 
 from __future__ import annotations
@@ -39,15 +43,32 @@ class Outcome:
     correct: bool | None = None
     cost_usd: float = 0.0
     latency_ms: float = 0.0
+    trusted: bool = False  # a "pass" verdict is a label: the verifier's precision was measured good
 
     def __post_init__(self) -> None:
         if self.verdict not in VERDICTS:
             raise ReplayFormatError(f"verdict must be one of {VERDICTS}, not {self.verdict!r}")
 
     @property
+    def label(self) -> bool | None:
+        """The answer's correctness as a fact, or None: unknown (see the module docstring)."""
+        if self.correct is not None:
+            return self.correct
+        if self.verdict in ("fail", "error"):
+            return False
+        if self.verdict == "pass" and self.trusted:
+            return True
+        return None
+
+    @property
     def ok(self) -> bool:
-        """Quality: correctness where known, else the verdict. An unverified answer with no known
-        truth counts as ok (nothing says it failed); an upstream error never does."""
+        """Quality: the label; an unknown label is not ok (unknown is not passed)."""
+        return self.label is True
+
+    @property
+    def reference_ok(self) -> bool:
+        """The answer as the reference others are compared with (the teacher's): known correctness,
+        else its verdict (passed or unverified: the reference; failed or errored: wrong)."""
         if self.correct is not None:
             return self.correct
         return self.verdict in ("pass", "unverified")
@@ -58,12 +79,15 @@ class Outcome:
         return self.verdict in ("fail", "error")
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "verdict": self.verdict,
             "correct": self.correct,
             "cost_usd": self.cost_usd,
             "latency_ms": self.latency_ms,
         }
+        if self.trusted:
+            out["trusted"] = True
+        return out
 
     @classmethod
     def from_json(cls, data: Any) -> Outcome | None:
@@ -79,6 +103,7 @@ class Outcome:
             correct=correct,
             cost_usd=float(data.get("cost_usd", 0.0)),
             latency_ms=float(data.get("latency_ms", 0.0)),
+            trusted=data.get("trusted") is True,
         )
 
 
@@ -102,8 +127,9 @@ class ReplayRecord:
 
     @property
     def complete(self) -> bool:
-        """Both legs known: the record can be replayed under any routing decision."""
-        return self.student is not None and self.teacher is not None
+        """Both legs known, the student's label too: the record can be replayed under any routing
+        decision. A student answer of unknown correctness makes the record incomplete."""
+        return self.student is not None and self.teacher is not None and self.student.label is not None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -156,13 +182,15 @@ class ReplayRecord:
 
 
 def needs_teacher(student: Outcome | None, teacher: Outcome | None) -> bool | None:
-    if student is None:
+    """True: the student's answer was wrong and the teacher's right; None: unknown (no student leg,
+    a student answer of unknown correctness, or a wrong one with no teacher leg)."""
+    if student is None or student.label is None:
         return None
-    if student.ok:
+    if student.label:
         return False
     if teacher is None:
         return None
-    return teacher.ok
+    return teacher.reference_ok
 
 
 # --- JSONL --------------------------------------------------------------------------------------------
@@ -234,7 +262,7 @@ def _decimal(value: Any) -> float:
         return 0.0
 
 
-def outcome_from_leg(leg: dict[str, Any]) -> Outcome:
+def outcome_from_leg(leg: dict[str, Any], *, trusted: bool = False) -> Outcome:
     verdict = str(leg.get("verdict") or "unverified")
     if verdict not in VERDICTS:
         verdict = "error"
@@ -244,15 +272,21 @@ def outcome_from_leg(leg: dict[str, Any]) -> Outcome:
         correct=correct if isinstance(correct, bool) else None,
         cost_usd=_decimal(leg.get("cost_usd", 0)),
         latency_ms=float(leg.get("latency_ms") or 0.0) + float(leg.get("verify_ms") or 0.0),
+        trusted=trusted,
     )
 
 
-def record_from_invocation(inv: Invocation) -> ReplayRecord:
+def record_from_invocation(inv: Invocation, *, trusted_verifier: bool = False) -> ReplayRecord:
     """One ledger row as a replay record: the first student leg and the last teacher leg by role
     (a background sample is one more leg, marked ``background``; its rate goes to
-    ``meta["sample_rate"]``). Latency includes verification time."""
+    ``meta["sample_rate"]``). Latency includes verification time. ``trusted_verifier``: the
+    profile's verifier has a measured precision good enough that its pass is a label
+    (``routing.router.versions.truth``)."""
     legs = [leg for leg in (inv.legs or []) if isinstance(leg, dict)]
-    student = next((outcome_from_leg(leg) for leg in legs if leg.get("role") == "student"), None)
+    student = next(
+        (outcome_from_leg(leg, trusted=trusted_verifier) for leg in legs if leg.get("role") == "student"),
+        None,
+    )
     teachers = [outcome_from_leg(leg) for leg in legs if leg.get("role") == "teacher"]
     request = inv.request or {}
     messages = list(request.get("messages") or [])

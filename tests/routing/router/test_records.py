@@ -28,12 +28,13 @@ def out(verdict: str, correct: bool | None = None) -> Outcome:
 @pytest.mark.parametrize(
     ("student", "teacher", "label"),
     [
-        (out("fail"), out("pass"), True),  # the verifier's word when the truth is unknown
-        (out("pass"), out("pass"), False),
+        (out("fail"), out("pass"), True),  # a failed verification is a fact: the answer was rejected
+        (out("pass"), out("pass"), None),  # a pass of a verifier of unknown precision: unknown
+        (Outcome("pass", None, trusted=True), out("pass"), False),  # a strong verifier's pass
         (out("fail"), out("fail"), False),  # the teacher could not do it either
         (out("pass", correct=False), out("pass", correct=True), True),  # a false accept: truth wins
         (out("fail", correct=True), out("pass"), False),  # a false reject: the student was right
-        (out("unverified"), out("unverified"), False),  # nothing says the student failed
+        (out("unverified"), out("unverified"), None),  # unknown is not passed
         (out("unverified", correct=False), out("unverified", correct=True), True),
         (out("error"), out("pass"), True),  # the student's server failed
         (out("fail"), None, None),  # unknown without the teacher
@@ -152,4 +153,4 @@ def test_record_from_invocation_without_teacher_or_verifier():
     assert record.teacher is None and not record.complete
     assert not record.has_verifier
     assert record.task_id.startswith("h:")  # hash of the first system and user messages
-    assert record.needs_teacher is False  # unverified, no known truth: the student stands
+    assert record.needs_teacher is None  # unverified, no known truth: unknown, never passed
