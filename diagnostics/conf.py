@@ -273,6 +273,33 @@ class Environments:
         doc="A stdio MCP server registered over /api/ (scope mcp:admin) must run one of these programs "
         "(the command's first item, exactly as written); the admin site has no such list.",
     )
+    mcp_url_allow_hosts: tuple[str, ...] = setting(
+        "MCP_URL_ALLOW_HOSTS",
+        env="SKILLGATE_MCP_URL_ALLOW_HOSTS",
+        default=(),
+        doc="Hosts an HTTP MCP server's URL may name (comma-separated; *.example.com for a domain); "
+        "empty: any host the other rules allow. Checked at registration, on every connect and redirect.",
+    )
+    mcp_url_deny_hosts: tuple[str, ...] = setting(
+        "MCP_URL_DENY_HOSTS",
+        env="SKILLGATE_MCP_URL_DENY_HOSTS",
+        default=(),
+        doc="Hosts an HTTP MCP server's URL may never name (comma-separated; *.example.com for a domain).",
+    )
+    mcp_url_allow_private: bool = setting(
+        "MCP_URL_ALLOW_PRIVATE",
+        env="SKILLGATE_MCP_URL_ALLOW_PRIVATE",
+        default=False,
+        doc="On: an MCP server's URL may resolve to loopback or private addresses (link-local and cloud "
+        "metadata addresses stay refused).",
+    )
+    mcp_trusted_tools: tuple[str, ...] = setting(
+        "MCP_TRUSTED_TOOLS",
+        env="SKILLGATE_MCP_TRUSTED_TOOLS",
+        default=(),
+        doc="MCP tools whose first classification is accepted without an operator (comma-separated "
+        "server/tool); a flagged tool (contradictory hints, write words) still waits for one.",
+    )
 
 
 GROUPS: tuple[type, ...] = (Agent, Analyzers, Environments)

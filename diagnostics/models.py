@@ -339,6 +339,14 @@ class McpTool(models.Model):
         help_text="Arguments an operator fixes for this tool: hidden from the agent, sent with every call "
         "(diagnostics/mcp/presets.py).",
     )
+    # First sight (diagnostics/mcp/vetting.py): accepted when? (empty: new, nothing runs it), what vetting
+    # flagged (contradictory hints, write words), why it never runs (a name outside the spec's rules).
+    reviewed_at = models.DateTimeField(null=True, blank=True)
+    reviewed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    flags = models.JSONField(default=list, blank=True)
+    refused = models.CharField(max_length=300, blank=True)
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["server", "name"], name="mcp_tool_unique_name")]

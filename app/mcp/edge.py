@@ -4,9 +4,12 @@
 - ``/mcp/servers/<name>``: the gated gateway to a registered upstream server (app/mcp/gateway.py).
 
 Streamable HTTP through the official SDK, stateless (each POST is one JSON-RPC exchange, answered as
-JSON). Every request needs ``Authorization: Bearer <API key>``; the key (and its owner, read fresh) is
-put in ``CALLER`` (app/mcp/tools.py) for the tools, which check each tool's scope and permission
-themselves. A missing or wrong key is a 401 JSON error before the SDK sees the request.
+JSON). Nothing else is served: a ``GET`` (the spec's optional server-to-client event stream, which a
+stateless server has nothing to send on) and a ``DELETE`` (no sessions to end) are a 405 at once, as the
+spec allows, so no stream is held open. Every request needs ``Authorization: Bearer <API key>``; the
+key (and its owner, read fresh) is put in ``CALLER`` (app/mcp/tools.py) for the tools, which check
+each tool's scope and permission themselves. A missing or wrong key is a 401 JSON error before the SDK
+sees the request.
 """
 
 from __future__ import annotations
@@ -29,9 +32,12 @@ PREFIX = "/mcp"
 _GATEWAY = re.compile(r"^/mcp/servers/([a-z0-9]+(?:-[a-z0-9]+)*)/?$")
 
 
-async def _answer(send: Any, status: int, message: str, code: str) -> None:
+async def _answer(
+    send: Any, status: int, message: str, code: str, extra: list[tuple[bytes, bytes]] | None = None
+) -> None:
     body = json.dumps({"error": {"message": message, "code": code}}).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    headers += extra or []
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
 
@@ -67,6 +73,16 @@ async def application(scope: dict[str, Any], receive: Any, send: Any) -> None:
     gateway_match = _GATEWAY.match(path)
     if path.rstrip("/") != PREFIX and gateway_match is None:
         await _answer(send, 404, f"No MCP endpoint at {path}; use /mcp or /mcp/servers/<name>.", "not_found")
+        return
+    if scope.get("method", "POST") != "POST":
+        await _answer(
+            send,
+            405,
+            "This MCP endpoint is stateless: POST one JSON-RPC message; it offers no event stream (GET) "
+            "and no session to end (DELETE).",
+            "method_not_allowed",
+            [(b"allow", b"POST")],
+        )
         return
     caller = await _caller(scope)
     if caller is None:

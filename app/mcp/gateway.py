@@ -23,6 +23,7 @@ from diagnostics.mcp import classify
 from diagnostics.mcp.attach import record_call
 from diagnostics.mcp.client import UpstreamError, checked_call_async
 from diagnostics.mcp.requests import gateway_request_open, grant_for, request_of_key, request_summary
+from diagnostics.mcp.resync import resync_async
 from diagnostics.mcp.selectors import effective_class, upstream_of
 from diagnostics.models import McpGrant, McpTool
 from diagnostics.toolsets.base import validation_error
@@ -152,6 +153,7 @@ async def _call(grant: McpGrant, who: Caller, name: str, arguments: dict[str, An
     if output is None:
         changed = CallRecord(**{**record.__dict__, "status": "changed"})
         await sync_to_async(record_call)(changed, "gateway", key_id=who.key.pk)
+        await resync_async(server)  # the re-list awaits the upstream on the loop, never a shared thread
         return error(f"Tool {name!r} changed on the server since it was classified; it was not called.")
     done = CallRecord(
         **{**record.__dict__, "status": "error" if output.is_error else "ok"},

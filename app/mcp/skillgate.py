@@ -17,9 +17,10 @@ from app.mcp.tools import Caller, McpTool, answer, caller, error, refusal
 from core.errors import ServiceError
 from diagnostics import selectors, services
 from diagnostics.mcp.attach import incident_environment
-from diagnostics.mcp.requests import key_usage
+from diagnostics.mcp.requests import grant_for, key_usage
 from diagnostics.models import ActionRequest, Incident, Trajectory
 from diagnostics.toolsets.base import validation_error
+from diagnostics.toolsets.mcp import split_qualified
 from diagnostics.toolsets.registry import UnknownEnvironment
 from routing import scopes
 
@@ -31,7 +32,28 @@ def _schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
     return {"type": "object", "properties": properties, "required": required, "additionalProperties": False}
 
 
-def _incident_out(incident: Incident, *, steps: bool = False) -> dict[str, Any]:
+def may_see_action(who: Caller, action: ActionRequest, incident: Incident) -> bool:
+    """Whether ``who`` may read an action's arguments and result: the key that opened its incident (a
+    gateway request is its key's), the person who opened the incident or asked for the action, or someone
+    who decides on actions (the approver role). Any other key reads that it exists, not what it carries."""
+    if incident.trigger_key_id is not None and incident.trigger_key_id == who.key.pk:
+        return True
+    owner_id = who.owner.pk if who.owner is not None else None
+    if owner_id is not None and owner_id in (incident.created_by_id, action.requested_by_id):
+        return True
+    return who.has_perm(services.APPROVE_PERMISSION)
+
+
+def _action_out(who: Caller, action: ActionRequest, incident: Incident) -> dict[str, Any]:
+    out: dict[str, Any] = {"id": action.pk, "tool": action.tool, "status": action.status}
+    if may_see_action(who, action, incident):
+        out.update(args=action.args, plan_hash=action.plan_hash)
+    else:
+        out["hidden"] = "its arguments and result are shown to its requester and to approvers only"
+    return out
+
+
+def _incident_out(incident: Incident, *, who: Caller, steps: bool = False) -> dict[str, Any]:
     out: dict[str, Any] = {
         "id": incident.pk,
         "title": incident.title,
@@ -48,10 +70,7 @@ def _incident_out(incident: Incident, *, steps: bool = False) -> dict[str, Any]:
             "findings": trajectory.findings,
             "error": trajectory.error,
         }
-        out["actions"] = [
-            {"id": a.pk, "tool": a.tool, "args": a.args, "status": a.status, "plan_hash": a.plan_hash}
-            for a in trajectory.actions.order_by("pk")
-        ]
+        out["actions"] = [_action_out(who, a, incident) for a in trajectory.actions.order_by("pk")]
         if steps:
             out["steps"] = [
                 {"index": s.index, "phase": s.phase, "tool": s.tool, "summary": s.summary[:1000]}
@@ -77,11 +96,11 @@ def _open(who: Caller, args: dict[str, Any]) -> Incident:
 
 async def open_incident(who: Caller, args: dict[str, Any]) -> Any:
     incident = await sync_to_async(_open)(who, args)
-    return {"incident": await sync_to_async(_incident_out)(incident)}
+    return {"incident": await sync_to_async(_incident_out)(incident, who=who)}
 
 
-def _fresh(incident_id: int) -> dict[str, Any]:
-    return _incident_out(Incident.objects.get(pk=incident_id))
+def _fresh(who: Caller, incident_id: int) -> dict[str, Any]:
+    return _incident_out(Incident.objects.get(pk=incident_id), who=who)
 
 
 async def ask(who: Caller, args: dict[str, Any]) -> Any:
@@ -89,7 +108,7 @@ async def ask(who: Caller, args: dict[str, Any]) -> Any:
     incident = await sync_to_async(_open)(who, {**args, "text": args.get("question", "")})
     deadline = time.monotonic() + min(MAX_WAIT_S, max(0, int(args.get("wait_s", 30))))
     while True:
-        out = await sync_to_async(_fresh)(incident.pk)
+        out = await sync_to_async(_fresh)(who, incident.pk)
         done = out.get("diagnosis", {}).get("status") in (
             Trajectory.Status.SUCCEEDED,
             Trajectory.Status.FAILED,
@@ -104,7 +123,7 @@ async def list_incidents(who: Caller, args: dict[str, Any]) -> Any:
     limit = min(50, max(1, int(args.get("limit", 20))))
 
     def rows() -> list[dict[str, Any]]:
-        return [_incident_out(i) for i in selectors.incident_list(limit=limit)]
+        return [_incident_out(i, who=who) for i in selectors.incident_list(limit=limit)]
 
     return {"incidents": await sync_to_async(rows)()}
 
@@ -112,7 +131,7 @@ async def list_incidents(who: Caller, args: dict[str, Any]) -> Any:
 async def get_incident(who: Caller, args: dict[str, Any]) -> Any:
     def one() -> dict[str, Any] | None:
         incident = Incident.objects.filter(pk=int(args["incident_id"])).first()
-        return _incident_out(incident, steps=True) if incident else None
+        return _incident_out(incident, who=who, steps=True) if incident else None
 
     found = await sync_to_async(one)()
     if found is None:
@@ -122,9 +141,13 @@ async def get_incident(who: Caller, args: dict[str, Any]) -> Any:
 
 async def get_action(who: Caller, args: dict[str, Any]) -> Any:
     def one() -> dict[str, Any] | None:
-        action = ActionRequest.objects.filter(pk=int(args["action_id"])).first()
-        if action is None:
-            return None
+        action = (
+            ActionRequest.objects.select_related("trajectory__incident")
+            .filter(pk=int(args["action_id"]))
+            .first()
+        )
+        if action is None or not may_see_action(who, action, action.trajectory.incident):
+            return None  # another key's request reads as absent: its existence is no one else's business
         return {
             "id": action.pk,
             "tool": action.tool,
@@ -150,6 +173,15 @@ def _propose(who: Caller, args: dict[str, Any]) -> ActionRequest:
         raise ServiceError(str(exc), code="unknown_environment") from None
     allowed = {spec.name: spec for ts in environment.write_toolsets() for spec in ts.actions()}
     tool, tool_args = str(args["tool"]), args.get("args") or {}
+    if (parts := split_qualified(tool)) is not None:  # an MCP write: the gateway's scope and grant
+        if not who.key.has_scope(scopes.MCP_GATEWAY):
+            raise ServiceError(
+                f"Proposing the MCP tool {tool!r} needs the scope {scopes.MCP_GATEWAY!r} as well.",
+                code="missing_scope",
+            )
+        grant = grant_for(key=who.key, server_name=parts[0])
+        if grant is None or (grant.tools and parts[1] not in grant.tools):
+            raise ServiceError(f"This key has no grant for {tool!r}.", code="no_grant")
     if tool not in allowed:
         known = ", ".join(sorted(allowed)) or "none"
         raise ServiceError(
@@ -158,7 +190,11 @@ def _propose(who: Caller, args: dict[str, Any]) -> ActionRequest:
     if problem := validation_error(allowed[tool].parameters, tool_args):
         raise ServiceError(f"Invalid args for {tool}: {problem}", code="invalid_field")
     return services.action_request_propose(
-        trajectory=trajectory, tool=tool, args=tool_args, reason=str(args.get("reason", ""))[:2000]
+        trajectory=trajectory,
+        tool=tool,
+        args=tool_args,
+        reason=str(args.get("reason", ""))[:2000],
+        requested_by=who.owner,  # the proposer asked: they may not approve it, whatever their roles
     )
 
 

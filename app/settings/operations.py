@@ -95,6 +95,10 @@ DIAGNOSTICS_K8S_CONTEXT = _environments["DIAGNOSTICS_K8S_CONTEXT"]
 DIAGNOSTICS_K8S_WRITE_NAMESPACES = _environments["DIAGNOSTICS_K8S_WRITE_NAMESPACES"]
 DIAGNOSTICS_K8S_HEALTH_TIMEOUT_S = _environments["DIAGNOSTICS_K8S_HEALTH_TIMEOUT_S"]
 MCP_API_STDIO_PROGRAMS = _environments["MCP_API_STDIO_PROGRAMS"]
+MCP_URL_ALLOW_HOSTS = _environments["MCP_URL_ALLOW_HOSTS"]
+MCP_URL_DENY_HOSTS = _environments["MCP_URL_DENY_HOSTS"]
+MCP_URL_ALLOW_PRIVATE = _environments["MCP_URL_ALLOW_PRIVATE"]
+MCP_TRUSTED_TOOLS = _environments["MCP_TRUSTED_TOOLS"]
 
 # `local`: the lab (a development and demo tool, lab/): its folder, ports, store, workers, load and what
 # its health check calls healthy. Declared, typed and checked in lab/conf.py; flat here, as DIAGNOSTICS_LAB_*.

@@ -9,9 +9,9 @@ import json
 import logging
 from typing import Any
 
+from diagnostics.mcp.resync import resync
 from diagnostics.mcp.selectors import environment_views
-from diagnostics.mcp.servers import mcp_server_sync
-from diagnostics.models import Incident, McpCall, McpServer
+from diagnostics.models import Incident, McpCall
 from diagnostics.toolsets.mcp import CallRecord, McpEnvironment
 from diagnostics.toolsets.registry import Environment, build_environment
 
@@ -26,7 +26,8 @@ def args_hash(arguments: dict[str, Any]) -> str:
 def record_call(
     record: CallRecord, surface: str, *, key_id: int | None = None, action_id: int | None = None
 ) -> McpCall:
-    """The ledger row of one MCP call; a tool found changed gets its server re-classified."""
+    """The ledger row of one MCP call (a quick insert: callers on an event loop may run it on a shared
+    thread; re-classifying a server whose tool changed is the caller's, off that thread: resync.py)."""
     row = McpCall.objects.create(
         surface=surface,
         key_id=key_id,
@@ -39,15 +40,15 @@ def record_call(
         error=record.error[:500],
         action_id=action_id,
     )
-    if record.status == "changed":
-        server = McpServer.objects.filter(name=record.server).first()
-        if server is not None:
-            mcp_server_sync(server=server)
     return row
 
 
 def _ledger(record: CallRecord, surface: str) -> None:
+    """The Probe's and the Executor's calls (the diagnosis worker's own thread): the row, and a server
+    whose tool changed re-classified."""
     record_call(record, surface)
+    if record.status == "changed":
+        resync(record.server)
 
 
 def with_mcp(base: Environment, environment: str) -> Environment:

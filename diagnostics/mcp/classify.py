@@ -18,6 +18,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from diagnostics.mcp.vetting import write_words
+
 READ = "read"
 WRITE = "write"
 OFF = "off"
@@ -40,6 +42,25 @@ def declared_class(annotations: dict[str, Any] | None) -> tuple[str, str]:
     return WRITE, f"readOnlyHint: {json.dumps(hint)} ({kind})"
 
 
+def vetted_class(
+    *, name: str, description: str, annotations: dict[str, Any] | None
+) -> tuple[str, str, list[str]]:
+    """(class, why, flags): the annotations' class, made write when they contradict themselves or when
+    the tool's name or description says it writes (diagnostics/mcp/vetting.py). Hints can only make a
+    tool look safer than it is, so a read claim needs the hints and the words to agree."""
+    klass, reason = declared_class(annotations)
+    flags: list[str] = []
+    if klass != READ:
+        return klass, reason, flags
+    assert annotations is not None
+    if annotations.get("destructiveHint") is True:
+        flags.append("contradictory hints: readOnlyHint and destructiveHint are both true")
+    flags += [f"says write while the hints say read: {w}" for w in write_words(name, description)]
+    if flags:
+        return WRITE, f"readOnlyHint: true, but {flags[0]}: classified write", flags
+    return READ, reason, flags
+
+
 def fingerprint(*, name: str, description: str, input_schema: dict[str, Any], annotations: Any) -> str:
     """sha256 of what a tool is: its name, description, parameter schema and annotations. An approval
     covers this (with the server's identity): a tool that changed is not the tool that was approved."""
@@ -60,10 +81,12 @@ class Standing:
     pending: str = ""  # a change toward read, held for review
     override: str = ""  # "", demote, promote
     allowed: bool = True  # on the server's allow-list (an empty list allows every tool)
+    reviewed: bool = True  # False: first seen, its classification not accepted yet (nothing runs it)
+    refused: str = ""  # why the tool can never run here (a name outside the spec's rules)
 
 
 def effective(standing: Standing) -> str:
-    if not standing.allowed:
+    if standing.refused or not standing.reviewed or not standing.allowed:
         return OFF
     if standing.override == PROMOTE:
         return READ
@@ -73,6 +96,13 @@ def effective(standing: Standing) -> str:
 
 
 def why(standing: Standing, declared_reason: str) -> str:
+    if standing.refused:
+        return f"refused: {standing.refused}"
+    if not standing.reviewed:
+        return (
+            f"new: waiting for an operator to accept its classification ({standing.declared}: "
+            f"{declared_reason}); nothing runs it until then"
+        )
     if not standing.allowed:
         return "not on the server's allow-list"
     if standing.override == PROMOTE:
@@ -90,15 +120,23 @@ def why(standing: Standing, declared_reason: str) -> str:
 def reconcile(*, previous: Standing | None, live: str, first_sync: bool) -> Standing:
     """The standing after a connect saw the tool as ``live``.
 
-    A new tool on a server's first connect takes its declared class; later, a tool that appears or
-    changes toward read is held (declared stays write); a change toward write applies at once.
+    First sight is a change too: a tool never seen before (on the first connect or any later one) takes
+    its class but is not reviewed, so nothing runs it until an operator (or the trusted-tools policy)
+    accepts it. For a reviewed tool, a change toward read is held (declared stays write); a change toward
+    write applies at once. ``first_sync`` is kept for the callers; first sight is the same on every connect.
     """
     if previous is None:
-        if live == READ and not first_sync:
-            return Standing(declared=WRITE, pending=READ)
-        return Standing(declared=live)
+        return Standing(declared=live, reviewed=False)
     if live == WRITE:
-        return Standing(declared=WRITE, override=previous.override, allowed=previous.allowed)
-    if previous.declared == READ:
-        return Standing(declared=READ, override=previous.override, allowed=previous.allowed)
-    return Standing(declared=WRITE, pending=READ, override=previous.override, allowed=previous.allowed)
+        declared, pending = WRITE, ""
+    elif previous.declared == READ or not previous.reviewed:  # not reviewed: nothing runs it yet anyway
+        declared, pending = READ, ""
+    else:
+        declared, pending = WRITE, READ
+    return Standing(
+        declared=declared,
+        pending=pending,
+        override=previous.override,
+        allowed=previous.allowed,
+        reviewed=previous.reviewed,
+    )

@@ -41,6 +41,8 @@ from mcp.client.streamable_http import streamable_http_client
 from diagnostics.mcp import relay
 from diagnostics.mcp.capped import CappedTransport
 from diagnostics.mcp.classify import fingerprint
+from diagnostics.mcp.urls import GuardedTransport, UrlPolicy
+from diagnostics.mcp.vetting import clean_json, clean_text
 
 HARD_CAP_BYTES = 4 * 1024 * 1024
 STDIO = "stdio"
@@ -72,6 +74,7 @@ class Upstream:
     max_output_bytes: int = 64_000
     cwd: str | None = None
     read_cap_bytes: int = HARD_CAP_BYTES
+    url_policy: UrlPolicy = field(default_factory=UrlPolicy)
 
     def secrets(self) -> dict[str, str]:
         missing = [host for host in self.secret_env.values() if not os.environ.get(host)]
@@ -141,7 +144,8 @@ def describe_failure(upstream: Upstream, exc: BaseException) -> UpstreamError:
                 message = message.replace(secret, "[redacted]")
         if message.strip().lower() == "connection closed":
             return UpstreamError(f"MCP server {name!r} closed the connection mid-call.", kind="unreachable")
-        return UpstreamError(f"MCP server {name!r} answered with an error: {message[:500]}", kind="protocol")
+        message = clean_text(message)[:500]
+        return UpstreamError(f"MCP server {name!r} answered with an error: {message}", kind="protocol")
     if isinstance(exc, BaseExceptionGroup):
         inner = exc.exceptions[0] if exc.exceptions else exc
         if inner is not exc:
@@ -189,10 +193,18 @@ class _StreamsTransport:
                     self.refused = errlog.read(4096).startswith(relay.TOO_LARGE)
             return
         capped = CappedTransport(upstream.read_cap_bytes)
+        guarded = GuardedTransport(capped, upstream.url, upstream.url_policy)
         timeout = httpx2.Timeout(upstream.timeout_s)
         try:
             async with (
-                httpx2.AsyncClient(headers=secrets, timeout=timeout, transport=capped) as http,
+                httpx2.AsyncClient(
+                    headers=secrets,
+                    timeout=timeout,
+                    transport=guarded,
+                    follow_redirects=True,  # each hop goes through the guard: same origin, checked address
+                    max_redirects=3,
+                    trust_env=False,  # no proxy from the environment: every request goes through the guard
+                ) as http,
                 streamable_http_client(
                     upstream.url, http_client=http, max_sse_event_size=upstream.read_cap_bytes
                 ) as streams,
@@ -223,7 +235,20 @@ async def _with_client(upstream: Upstream, work: Callable[[Client], Awaitable[T]
 def _annotations(tool: types.Tool) -> dict[str, Any] | None:
     if tool.annotations is None:
         return None
-    return tool.annotations.model_dump(by_alias=True, exclude_none=True, mode="json")
+    dumped = tool.annotations.model_dump(by_alias=True, exclude_none=True, mode="json")
+    cleaned: dict[str, Any] = clean_json(dumped)
+    return cleaned
+
+
+def tool_info(tool: types.Tool) -> ToolInfo:
+    """A listed tool as plain data, its text cleaned of terminal and layout controls (vetting.py); the
+    name stays as sent (a name outside the spec's rules is refused, never cleaned into a valid one)."""
+    return ToolInfo(
+        tool.name,
+        clean_text(tool.description or ""),
+        clean_json(dict(tool.input_schema)),
+        _annotations(tool),
+    )
 
 
 async def list_tools_async(upstream: Upstream) -> ServerListing:
@@ -232,15 +257,16 @@ async def list_tools_async(upstream: Upstream) -> ServerListing:
         cursor: str | None = None
         for _ in range(50):  # a paginator that never ends cannot hang the listing
             page = await client.list_tools(cursor=cursor)
-            tools += [
-                ToolInfo(t.name, t.description or "", dict(t.input_schema), _annotations(t))
-                for t in page.tools
-            ]
+            tools += [tool_info(t) for t in page.tools]
             cursor = page.next_cursor
             if cursor is None:
                 break
         info = client.server_info
-        server_info = {"name": info.name, "version": info.version} if info is not None else {}
+        server_info = (
+            {"name": clean_text(info.name)[:200], "version": clean_text(info.version)[:100]}
+            if info is not None
+            else {}
+        )
         return ServerListing(server_info=server_info, tools=tools)
 
     return await _with_client(upstream, work)
@@ -255,7 +281,7 @@ def render_result(result: types.CallToolResult) -> str:
             parts.append(f"[{block.type} content]")
     if result.structured_content is not None and not parts:
         parts.append(json.dumps(result.structured_content, sort_keys=True, default=str))
-    return "\n".join(parts)
+    return clean_text("\n".join(parts))
 
 
 def cut(text: str, limit: int) -> tuple[str, int, bool]:
@@ -281,23 +307,16 @@ async def checked_call_async(
 
     async def work(client: Client) -> types.CallToolResult | None:
         cursor: str | None = None
+        prints: list[str] = []
         for _ in range(50):
             page = await client.list_tools(cursor=cursor)
-            for listed in page.tools:
-                if listed.name == tool:
-                    live = fingerprint(
-                        name=listed.name,
-                        description=listed.description or "",
-                        input_schema=dict(listed.input_schema),
-                        annotations=_annotations(listed),
-                    )
-                    if live != expected_fingerprint:
-                        return None
-                    return await client.call_tool(tool, arguments)
+            prints += [tool_fingerprint(tool_info(t)) for t in page.tools if t.name == tool]
             cursor = page.next_cursor
             if cursor is None:
                 break
-        return None
+        if prints != [expected_fingerprint]:  # changed, gone, or listed twice: not the tool classified
+            return None
+        return await client.call_tool(tool, arguments)
 
     result = await _with_client(upstream, work)
     if result is None:

@@ -9,14 +9,27 @@ from typing import Any
 
 from django.db.models import Count, QuerySet
 
+from diagnostics import conf
 from diagnostics.mcp import classify
 from diagnostics.mcp.client import Upstream
+from diagnostics.mcp.urls import UrlPolicy
+from diagnostics.mcp.vetting import skeleton
 from diagnostics.models import ActionRequest, McpCall, McpServer, McpTool
 from diagnostics.toolsets.mcp import McpServerView, McpToolView, split_qualified
 
 
+def url_policy() -> UrlPolicy:
+    settings = conf.get().environments
+    return UrlPolicy(
+        allow_hosts=tuple(settings.mcp_url_allow_hosts),
+        deny_hosts=tuple(settings.mcp_url_deny_hosts),
+        allow_private=settings.mcp_url_allow_private,
+    )
+
+
 def upstream_of(server: McpServer) -> Upstream:
     return Upstream(
+        url_policy=url_policy(),
         name=server.name,
         transport=server.transport,
         command=tuple(server.command or ()),
@@ -52,6 +65,8 @@ def standing(tool: McpTool) -> classify.Standing:
         pending=tool.pending,
         override=tool.override,
         allowed=not allow or tool.name in allow,
+        reviewed=tool.reviewed_at is not None,
+        refused=tool.refused,
     )
 
 
@@ -123,16 +138,39 @@ def environment_views(environment: str) -> tuple[list[McpServerView], list[McpSe
     return read, write
 
 
+def look_alikes(tools: list[McpTool]) -> dict[int, list[str]]:
+    """Tool id -> the tools of OTHER servers with the same name or one that looks alike (same skeleton:
+    diagnostics/mcp/vetting.py), as ``server/tool``; refused and gone tools left out."""
+    by_shape: dict[str, list[McpTool]] = {}
+    for tool in tools:
+        if tool.present and not tool.refused:
+            by_shape.setdefault(skeleton(tool.name), []).append(tool)
+    found: dict[int, list[str]] = {}
+    for group in by_shape.values():
+        for tool in group:
+            others = [f"{o.server.name}/{o.name}" for o in group if o.server_id != tool.server_id]
+            if others:
+                found[tool.pk] = sorted(others)
+    return found
+
+
 def page_servers() -> list[dict[str, Any]]:
-    """The MCP page: every server, each tool with its class, why, and its calls per status."""
+    """The MCP page: every server, each tool with its class, why, its flags (vetting, and names that
+    collide with or look like another server's), and its calls per status."""
     calls: dict[tuple[str, str], dict[str, int]] = {}
     for row in McpCall.objects.values("server", "tool", "status").annotate(n=Count("id")):
         calls.setdefault((row["server"], row["tool"]), {})[row["status"]] = row["n"]
+    servers_ = list(McpServer.objects.order_by("name").prefetch_related("tools"))
+    alike = look_alikes([tool for server in servers_ for tool in server.tools.all()])
     servers = []
-    for server in McpServer.objects.order_by("name").prefetch_related("tools"):
+    for server in servers_:
         tools = []
         for tool in server.tools.all():
             counts = calls.get((server.name, tool.name), {})
+            flags = list(tool.flags or [])
+            for other in alike.get(tool.pk, []):
+                same = other.split("/", 1)[1] == tool.name
+                flags.append(f"{'same name as' if same else 'looks like'} {other}")
             tools.append(
                 {
                     "tool": tool,
@@ -140,11 +178,13 @@ def page_servers() -> list[dict[str, Any]]:
                     "why": tool_reason(tool),
                     "promoted": tool.override == classify.PROMOTE,
                     "held": bool(tool.pending),
+                    "new": tool.reviewed_at is None and not tool.refused and tool.present,
+                    "flags": flags,
                     "calls": sum(counts.values()),
                     "by_status": sorted(counts.items()),
                 }
             )
-        servers.append({"server": server, "tools": tools})
+        servers.append({"server": server, "tools": tools, "new": sum(1 for t in tools if t["new"])})
     return servers
 
 

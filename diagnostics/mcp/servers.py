@@ -18,11 +18,14 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from core.errors import ServiceError
+from diagnostics import conf
 from diagnostics.mcp import classify
-from diagnostics.mcp.client import UpstreamError, list_tools, tool_fingerprint
+from diagnostics.mcp.client import ServerListing, ToolInfo, UpstreamError, list_tools, tool_fingerprint
 from diagnostics.mcp.kinds import OUTPUT_KINDS
 from diagnostics.mcp.presets import preset_problem
-from diagnostics.mcp.selectors import standing, upstream_of
+from diagnostics.mcp.selectors import standing, upstream_of, url_policy
+from diagnostics.mcp.urls import url_problem
+from diagnostics.mcp.vetting import name_problem, shown_name
 from diagnostics.models import McpGrant, McpServer, McpTool, McpToolChange
 from routing.models import ApiKey
 
@@ -58,6 +61,8 @@ def check_shape(server: McpServer) -> None:
             raise ServiceError("command: an HTTP server has no command.", code="invalid_field")
     if server.url and not re.match(r"^https?://", server.url, re.IGNORECASE):
         raise ServiceError("url: an http:// or https:// URL.", code="invalid_field")
+    if server.url and (problem := url_problem(server.url, url_policy())):
+        raise ServiceError(f"url: refused by the URL policy: {problem}.", code="invalid_field")
     if not isinstance(server.secret_env, dict) or not all(
         isinstance(k, str) and re.match(TARGET_NAME, k) and isinstance(v, str) and re.match(ENV_NAME, v)
         for k, v in server.secret_env.items()
@@ -94,12 +99,15 @@ def mcp_server_register(*, by: User | None, **fields: Any) -> McpServer:
 
 @dataclass
 class SyncReport:
-    """What one connect found: tools added, changed, held for review, gone; or the error."""
+    """What one connect found: tools added (new: waiting for review unless a policy accepted them),
+    changed, held for review, gone, refused (name outside the spec's rules); or the error."""
 
     added: list[str] = field(default_factory=list)
     changed: list[str] = field(default_factory=list)
     held: list[str] = field(default_factory=list)
     removed: list[str] = field(default_factory=list)
+    refused: list[str] = field(default_factory=list)
+    accepted: list[str] = field(default_factory=list)
     error: str = ""
 
 
@@ -116,52 +124,105 @@ def _record(tool: McpTool, kind: str, *, by: User | None = None, note: str = "",
             "override": tool.override,
             "output_kind": tool.output_kind,
             "preset_args": tool.preset_args,
+            "reviewed": tool.reviewed_at is not None,
+            "flags": tool.flags,
+            "refused": tool.refused,
         },
     )
 
 
 def mcp_server_sync(*, server: McpServer) -> SyncReport:
-    """Connects, lists the tools and (re)classifies them: new and changed tools take their declared class,
-    except that a change toward read (or a new read tool after the first connect) is held for review."""
+    """Connects, lists the tools and (re)classifies them (``_apply_listing``). Blocks for up to the
+    server's timeout: call it from a worker, a view's own thread or :mod:`diagnostics.mcp.resync`, never
+    from a thread that serves other callers."""
     try:
         listing = list_tools(upstream_of(server))
     except UpstreamError as exc:
-        McpServer.objects.filter(pk=server.pk).update(sync_error=str(exc)[:2000])
+        mcp_server_sync_failed(server=server, error=str(exc))
         return SyncReport(error=str(exc))
+    return mcp_server_apply(server=server, listing=listing)
+
+
+def mcp_server_sync_failed(*, server: McpServer, error: str) -> None:
+    McpServer.objects.filter(pk=server.pk).update(sync_error=error[:2000])
+
+
+def _trusted(server: McpServer, name: str) -> bool:
+    return f"{server.name}/{name}" in conf.get().environments.mcp_trusted_tools
+
+
+def _vetted(infos: list[ToolInfo]) -> list[tuple[str, ToolInfo, str]]:
+    """(stored name, tool, refusal) per listed tool: names outside the spec's rules, and names listed twice,
+    are refused (stored escaped, never run)."""
+    counts: dict[str, int] = {}
+    for info in infos:
+        counts[info.name] = counts.get(info.name, 0) + 1
+    out: list[tuple[str, ToolInfo, str]] = []
+    seen: set[str] = set()
+    for info in infos:
+        problem = name_problem(info.name)
+        if not problem and counts[info.name] > 1:
+            problem = f"the server lists {counts[info.name]} tools named {info.name!r}"
+        stored = info.name if not problem else shown_name(info.name)
+        if stored in seen:
+            continue
+        seen.add(stored)
+        out.append((stored, info, problem))
+    return out
+
+
+def mcp_server_apply(*, server: McpServer, listing: ServerListing) -> SyncReport:
+    """Classifies a listing: a tool never seen before takes its vetted class but waits for an operator's
+    review (or the trusted-tools policy) before anything runs it; a reviewed tool's change toward write
+    applies at once, toward read is held; a name outside the spec's rules is refused."""
     return _apply_listing(server, listing.server_info, listing.tools)
 
 
 @transaction.atomic
-def _apply_listing(server: McpServer, server_info: dict[str, str], tools: list[Any]) -> SyncReport:
+def _apply_listing(server: McpServer, server_info: dict[str, str], tools: list[ToolInfo]) -> SyncReport:
     report = SyncReport()
     first_sync = server.synced_at is None
     existing = {tool.name: tool for tool in McpTool.objects.select_for_update().filter(server=server)}
     now = timezone.now()
-    for info in tools:
-        live, reason = classify.declared_class(info.annotations)
+    for name, info, refusal in _vetted(tools):
+        live, reason, flags = classify.vetted_class(
+            name=name, description=info.description, annotations=info.annotations
+        )
         printed = tool_fingerprint(info)
-        row = existing.pop(info.name, None)
-        if row is not None and row.fingerprint == printed and row.present:
+        row = existing.pop(name, None)
+        if row is not None and row.fingerprint == printed and row.present and row.refused == refusal:
             continue
         previous = standing(row) if row is not None and row.present else None
         new = classify.reconcile(previous=previous, live=live, first_sync=first_sync)
         before = (
             {"declared": row.declared, "pending": row.pending, "fingerprint": row.fingerprint} if row else {}
         )
-        row = row or McpTool(server=server, name=info.name)
+        row = row or McpTool(server=server, name=name)
         row.description = info.description[:10_000]
         row.input_schema = info.input_schema
         row.annotations = info.annotations
         row.fingerprint = printed
-        row.declared, row.pending, row.declared_reason = new.declared, new.pending, reason
+        row.declared, row.pending, row.declared_reason = new.declared, new.pending, reason[:200]
+        row.flags, row.refused = flags, refusal[:300]
+        if not new.reviewed:
+            row.reviewed_at, row.reviewed_by = None, None
         row.present, row.seen_at = True, now
+        policy = not new.reviewed and not refusal and not flags and _trusted(server, name)
+        if policy:
+            row.reviewed_at = now
         row.save()
         kind = "classified" if not before else "changed"
-        (report.added if not before else report.changed).append(info.name)
-        if new.pending:
+        (report.added if not before else report.changed).append(name)
+        if refusal:
+            kind = "refused"
+            report.refused.append(name)
+        elif new.pending:
             kind = "held"
-            report.held.append(info.name)
-        _record(row, kind, before=before, note=reason)
+            report.held.append(name)
+        _record(row, kind, before=before, note=refusal or reason)
+        if policy:
+            report.accepted.append(name)
+            _record(row, "accepted", note="accepted by policy: SKILLGATE_MCP_TRUSTED_TOOLS")
     for gone in existing.values():
         if gone.present:
             gone.present = False
@@ -205,16 +266,37 @@ def mcp_tool_override(*, server: McpServer, tool: str, to: str, by: User, note: 
 
 
 @transaction.atomic
-def mcp_tool_accept(*, server: McpServer, tool: str, by: User, note: str = "") -> McpTool:
-    """Accepts a held change toward read: the tool takes the class the server now declares."""
+def mcp_tool_accept(*, server: McpServer, tool: str, by: User | None, note: str = "") -> McpTool:
+    """Accepts a new tool's classification (first sight), or a held change toward read (the tool takes
+    the class the server now declares). A refused tool cannot be accepted."""
     row = _tool(server, tool)
-    if not row.pending:
+    if row.refused:
+        raise ServiceError(
+            f"Tool {tool!r} is refused ({row.refused}); it cannot be accepted.", code="refused", status=409
+        )
+    if row.reviewed_at is not None and not row.pending:
         raise ServiceError(f"Tool {tool!r} has no change held for review.", code="nothing_held", status=409)
-    before = {"declared": row.declared, "pending": row.pending}
-    row.declared, row.pending = row.pending, ""
+    before = {"declared": row.declared, "pending": row.pending, "reviewed": row.reviewed_at is not None}
+    if row.pending:
+        row.declared, row.pending = row.pending, ""
+    if row.reviewed_at is None:
+        row.reviewed_at, row.reviewed_by = timezone.now(), by
     row.save()
-    _record(row, "accepted", by=by, note=note, before=before)
+    _record(row, "accepted", by=by, note=note or f"accepted as {row.declared}", before=before)
     return row
+
+
+def mcp_server_accept(*, server: McpServer, by: User | None, note: str = "") -> list[str]:
+    """Accepts the classification of every new tool of ``server`` (the MCP page's "accept all new"):
+    each as its vetted class, each audited; held changes toward read are left for one-by-one review."""
+    names = McpTool.objects.filter(
+        server=server, reviewed_at__isnull=True, refused="", present=True
+    ).values_list("name", flat=True)
+    accepted = []
+    for name in list(names):
+        mcp_tool_accept(server=server, tool=name, by=by, note=note)
+        accepted.append(name)
+    return accepted
 
 
 def mcp_server_allow(*, server: McpServer, tools: list[str], by: User) -> McpServer:

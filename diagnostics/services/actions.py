@@ -18,9 +18,15 @@ from diagnostics.services.base import APPROVE_PERMISSION, ServiceError, plan_has
 
 @transaction.atomic
 def action_request_propose(
-    *, trajectory: Trajectory, tool: str, args: dict[str, Any], reason: str = ""
+    *,
+    trajectory: Trajectory,
+    tool: str,
+    args: dict[str, Any],
+    reason: str = "",
+    requested_by: User | None = None,
 ) -> ActionRequest:
-    """The agent proposes; the incident's opener is the requester (and so cannot approve it).
+    """The agent proposes; the requester is whoever asked (``requested_by``: a person proposing through
+    a surface such as /mcp), else the incident's opener; either way they cannot approve it.
 
     The plan hash covers the tool, its arguments and the incident's environment (name and options).
     """
@@ -37,7 +43,7 @@ def action_request_propose(
             tool_identity=mcp_selectors.tool_identity(tool),
         ),
         reason=reason[:5000],
-        requested_by_id=incident.created_by_id,
+        requested_by_id=requested_by.pk if requested_by is not None else incident.created_by_id,
         expires_at=timezone.now() + timedelta(seconds=conf.get().agent.action_ttl_s),
     )
 

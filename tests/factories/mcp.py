@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import factory
+from django.utils import timezone
 
 from diagnostics.mcp.classify import fingerprint
 from diagnostics.models import (
@@ -47,6 +48,7 @@ class McpToolFactory(factory.django.DjangoModelFactory[McpTool]):
     )
     declared = McpTool.Klass.READ
     declared_reason = "readOnlyHint: true"
+    reviewed_at = factory.LazyFunction(timezone.now)  # an operator accepted its first classification
 
 
 class McpToolChangeFactory(factory.django.DjangoModelFactory[McpToolChange]):

@@ -11,13 +11,14 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from django.conf import settings
 from django.contrib.auth.models import User
 
 from bench.support.vllm import free_port
-from diagnostics.mcp.servers import mcp_server_register, mcp_server_sync
+from diagnostics.mcp.servers import SyncReport, mcp_server_accept, mcp_server_register, mcp_server_sync
 from diagnostics.models import McpServer
 from tests.support.fake_environment import incident_user
 from tests.support.wait import wait_until
@@ -42,6 +43,22 @@ def git_server() -> str:
 
 def upstream_command() -> list[str]:
     return [sys.executable, "-m", "tests.support.mcp_upstream"]
+
+
+@pytest.fixture(autouse=True)
+def local_upstreams(settings: Any) -> None:
+    """The test upstreams listen on 127.0.0.1: the URL policy allows loopback here (never by default)."""
+    settings.MCP_URL_ALLOW_PRIVATE = True
+
+
+def connect(server: McpServer) -> SyncReport:
+    """Lists and classifies ``server``'s tools, and accepts every new one's classification as an operator
+    would on the MCP page (first sight waits for that)."""
+    report = mcp_server_sync(server=server)
+    assert report.error == "", report.error
+    mcp_server_accept(server=server, by=None, note="accepted by the test")
+    server.refresh_from_db()
+    return report
 
 
 @pytest.fixture
@@ -81,9 +98,8 @@ def fs_server(db: None, files: Path) -> McpServer:
         transport=McpServer.Transport.STDIO,
         command=[node_server("mcp-server-filesystem"), str(files)],
     )
-    report = mcp_server_sync(server=server)
-    assert report.error == "" and report.added
-    server.refresh_from_db()
+    report = connect(server)
+    assert report.added
     return server
 
 

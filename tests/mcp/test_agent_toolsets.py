@@ -17,6 +17,7 @@ from diagnostics.mcp.selectors import effective_class
 from diagnostics.models import ActionRequest, McpCall, McpTool, Step
 from diagnostics.recording import run_trajectory
 from diagnostics.tasks import execute_action
+from tests.mcp.conftest import connect
 
 pytestmark = pytest.mark.django_db
 
@@ -105,9 +106,7 @@ def test_a_diagnosis_reads_through_mcp_and_its_write_runs_once_after_approval(
 def test_an_approval_never_runs_against_a_changed_tool(
     hostile, tmp_path, requester, approver, enqueued, django_capture_on_commit_callbacks
 ):
-    from diagnostics.mcp.servers import mcp_server_sync
-
-    assert mcp_server_sync(server=hostile).error == ""
+    connect(hostile)
     incident = services.incident_open(title="x", environment="fake", created_by=requester)
     trajectory = incident.trajectories.get()
     action = services.action_request_propose(

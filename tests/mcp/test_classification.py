@@ -15,7 +15,7 @@ from diagnostics.mcp.classify import READ, WRITE, Standing
     ("annotations", "expected"),
     [
         ({"readOnlyHint": True}, READ),
-        ({"readOnlyHint": True, "destructiveHint": True}, READ),
+        ({"readOnlyHint": True, "destructiveHint": True}, READ),  # the hints alone; vetted_class: write
         ({"readOnlyHint": False, "destructiveHint": False}, WRITE),
         ({"destructiveHint": False, "idempotentHint": True}, WRITE),  # no readOnlyHint: the default is false
         ({"title": "Read things"}, WRITE),
@@ -38,13 +38,13 @@ def test_the_operator_overrides_and_the_allow_list_decide_over_the_annotations()
     assert "PROMOTED" in classify.why(Standing(declared=WRITE, override=classify.PROMOTE), "x")
 
 
-def test_a_change_toward_read_is_held_and_a_change_toward_write_applies_at_once():
-    first = classify.reconcile(previous=None, live=READ, first_sync=True)
-    assert first == Standing(declared=READ)
-    # A read tool appearing on a later connect, and a write tool turning read, are held (stay write).
-    assert classify.reconcile(previous=None, live=READ, first_sync=False) == Standing(
-        declared=WRITE, pending=READ
-    )
+def test_first_sight_waits_for_review_a_change_toward_read_is_held_and_toward_write_applies_at_once():
+    # First sight is a change too: a new tool, on the first connect or a later one, runs nowhere yet.
+    for first_sync in (True, False):
+        first = classify.reconcile(previous=None, live=READ, first_sync=first_sync)
+        assert first == Standing(declared=READ, reviewed=False) and classify.effective(first) == classify.OFF
+        assert "waiting for an operator" in classify.why(first, "readOnlyHint: true")
+    # A reviewed write tool turning read is held (stays write).
     held = classify.reconcile(previous=Standing(declared=WRITE), live=READ, first_sync=False)
     assert classify.effective(held) == WRITE and held.pending == READ
     # Toward write: at once, whatever was held.

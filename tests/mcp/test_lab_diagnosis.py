@@ -13,7 +13,6 @@ import pytest
 from diagnostics import services
 from diagnostics.mcp.servers import (
     mcp_server_register,
-    mcp_server_sync,
     mcp_tool_output_kind,
     mcp_tool_preset,
 )
@@ -21,7 +20,7 @@ from diagnostics.models import McpCall, McpServer, Step
 from diagnostics.recording import run_trajectory
 from diagnostics.toolsets.local import LocalReadToolset
 from lab.faults import get_fault
-from tests.mcp.conftest import node_server
+from tests.mcp.conftest import connect, node_server
 from tests.support.lab import local_environment_lab, wait_for_symptoms
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db]
@@ -42,7 +41,7 @@ def test_a_diagnosis_on_the_lab_cites_a_log_read_through_the_filesystem_servers_
             transport=McpServer.Transport.STDIO,
             command=[program, str(logs)],
         )
-        assert mcp_server_sync(server=server).error == ""
+        connect(server)
         api_log = str(logs / "api.log")
         mcp_tool_preset(server=server, tool="read_text_file", arguments={"path": api_log}, by=operator)
         mcp_tool_output_kind(server=server, tool="read_text_file", kind="logs", by=operator)

@@ -144,7 +144,8 @@ def test_the_gateway_refuses_keys_without_the_scope_or_a_grant(gateway_url, fs_s
 
 @pytest.mark.slow
 def test_upstream_credentials_and_urls_never_reach_the_agent(gateway_url, hostile_http, monkeypatch, db):
-    from diagnostics.mcp.servers import mcp_server_register, mcp_server_sync
+    from diagnostics.mcp.servers import mcp_server_register
+    from tests.mcp.conftest import connect
 
     monkeypatch.setenv("MCP_TEST_TOKEN", "Bearer tok-upstream-secret")
     server = mcp_server_register(
@@ -155,7 +156,7 @@ def test_upstream_credentials_and_urls_never_reach_the_agent(gateway_url, hostil
         url=hostile_http,
         secret_env={"Authorization": "MCP_TEST_TOKEN"},
     )
-    assert mcp_server_sync(server=server).error == ""
+    connect(server)
     agent = make_key(name="agent", scopes=[scopes.MCP_GATEWAY])
     mcp_grant_set(key=agent.key, server=server, tools=[], by=None)
     url = gateway_url + "/mcp/servers/secret"

@@ -16,7 +16,7 @@ from diagnostics.mcp.client import HARD_CAP_BYTES
 from diagnostics.mcp.selectors import effective_class, tool_identity, tool_reason
 from diagnostics.mcp.servers import mcp_server_register, mcp_server_sync, mcp_tool_accept
 from diagnostics.models import Incident, McpCall, McpServer, McpTool, McpToolChange
-from tests.mcp.conftest import git_server
+from tests.mcp.conftest import connect, git_server
 from tests.support.mcp_upstream import BIG_BYTES, HUGE_BYTES
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db]
@@ -40,7 +40,7 @@ def test_mcp_server_git_over_stdio_reads_the_log_and_keeps_commit_for_the_execut
     server = mcp_server_register(
         by=None, name="git", environment="fake", transport="stdio", command=[git_server(), "-r", str(repo)]
     )
-    assert mcp_server_sync(server=server).error == ""
+    connect(server)
     classes = {t.name: effective_class(t) for t in McpTool.objects.filter(server=server)}
     assert classes["git_log"] == classes["git_status"] == classes["git_diff"] == "read"
     assert classes["git_commit"] == classes["git_add"] == classes["git_reset"] == "write"
@@ -53,8 +53,8 @@ def test_the_everything_server_over_streamable_http(everything_url):
     server = mcp_server_register(
         by=None, name="everything", environment="fake", transport="http", url=everything_url
     )
-    report = mcp_server_sync(server=server)
-    assert report.error == "" and server.__class__.objects.get(pk=server.pk).server_info
+    connect(server)
+    assert server.__class__.objects.get(pk=server.pk).server_info
     classes = {t.name: effective_class(t) for t in McpTool.objects.filter(server=server)}
     assert classes["echo"] == "read" and classes["toggle-simulated-logging"] == "write"
     result = _probe(server).call("mcp__everything__echo", {"message": "hello over http"})
@@ -63,7 +63,7 @@ def test_the_everything_server_over_streamable_http(everything_url):
 
 def test_an_annotation_that_changes_between_connects_is_reclassified_and_toward_read_held(hostile, tmp_path):
     annotations = tmp_path / "annotations.json"
-    assert mcp_server_sync(server=hostile).error == ""
+    connect(hostile)
     status = McpTool.objects.get(server=hostile, name="status")
     assert effective_class(status) == "read"
     identity = tool_identity("mcp__upstream__status")
@@ -87,11 +87,11 @@ def test_an_annotation_that_changes_between_connects_is_reclassified_and_toward_
     assert effective_class(status) == "read"
     assert "mcp__upstream__status" in {s.name for s in _probe(hostile).tools()}
     kinds = list(McpToolChange.objects.filter(tool=status).order_by("id").values_list("kind", flat=True))
-    assert kinds == ["classified", "changed", "held", "accepted"]
+    assert kinds == ["classified", "accepted", "changed", "held", "accepted"]
 
 
 def test_a_tool_that_changes_under_the_probe_is_not_called_and_the_server_is_reclassified(hostile, tmp_path):
-    assert mcp_server_sync(server=hostile).error == ""
+    connect(hostile)
     probe = _probe(hostile)
     (tmp_path / "annotations.json").write_text(json.dumps({"readOnlyHint": False, "title": "now writes"}))
     result = probe.call("mcp__upstream__status", {})
@@ -110,7 +110,7 @@ def test_a_tool_that_changes_under_the_probe_is_not_called_and_the_server_is_rec
 def test_an_upstream_that_hangs_or_dies_mid_call_is_a_clear_failed_result(hostile, tool, status, words):
     hostile.timeout_s = 4
     hostile.save()
-    assert mcp_server_sync(server=hostile).error == ""
+    connect(hostile)
     result = _probe(hostile).call(f"mcp__upstream__{tool}", {})
     assert result.ok is False and result.no_data and words in result.output
     assert McpCall.objects.get().status == status
@@ -150,7 +150,7 @@ def _traced(call):  # type: ignore[no-untyped-def]
 
 def test_an_upstream_answering_10_mb_is_refused_at_the_read_cap_and_never_held(any_transport):
     server = any_transport
-    assert mcp_server_sync(server=server).error == ""
+    connect(server)
     result, peak = _traced(lambda: _probe(server).call("mcp__upstream__huge", {}))
     assert result.ok is False and result.no_data
     assert f"over {HARD_CAP_BYTES} bytes; it was refused" in result.output
@@ -162,7 +162,7 @@ def test_an_upstream_answering_10_mb_is_refused_at_the_read_cap_and_never_held(a
 
 def test_an_answer_under_the_read_cap_is_cut_to_max_output_bytes(any_transport):
     server = any_transport
-    assert mcp_server_sync(server=server).error == ""
+    connect(server)
     result = _probe(server).call("mcp__upstream__big", {})
     assert result.ok and len(result.output.encode()) < server.max_output_bytes + 200
     assert f"{BIG_BYTES} bytes in all, {server.max_output_bytes} kept" in result.output

@@ -1,0 +1,164 @@
+"""What a server says about a tool, vetted before anything believes it (plain Python, no ORM).
+
+- **Names** follow the MCP spec's tool-name rules (2025-11-25, "Tool names"): 1 to 128 characters, ASCII
+  letters, digits, ``_``, ``-`` and ``.``. A name outside them (a Cyrillic look-alike letter, a space, a
+  control character, 129 characters) is refused with the reason; a name listed twice by one server is
+  refused too (which of the two would a call reach?).
+- **Text** a server sends (descriptions, schema and annotation strings, results, error messages, its
+  name and version) loses its terminal and layout controls before any page, Slack message or model sees
+  it (:func:`clean_text`): ANSI escape sequences, BEL and every other C0/C1 control but tab and newline,
+  and the bidirectional overrides and zero-width characters that make text read other than it is.
+- **Write words**: a name or a description that says the tool writes (``purge_cache``, ``purgeCache``,
+  ``deleteAll``, "Permanently deletes ...") while the hints say read makes the tool a write, flagged
+  (:func:`write_words`); so does ``readOnlyHint: true`` next to ``destructiveHint: true``.
+- **Look-alikes**: :func:`skeleton` maps a name to what it looks like (case, separators and the ASCII
+  confusables of Unicode's confusables.txt folded: ``0``/``o``, ``1``/``l``/``I``, ``rn``/``m``,
+  ``vv``/``w``, ``cl``/``d``); two tools of different servers with one skeleton are flagged on the MCP
+  page. Names are ASCII by the rule above, so an ASCII fold is the whole of the problem here: a
+  non-ASCII look-alike is refused before it is compared.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+NAME_RULE = re.compile(r"^[A-Za-z0-9_.-]{1,128}\Z")
+
+# Terminal escapes first (CSI, OSC, DCS/SOS/PM/APC strings, two-character escapes), then single controls.
+_ANSI = re.compile(
+    r"\x1b\[[0-?]*[ -/]*[@-~]"  # CSI ... final byte
+    r"|\x1b[\]PX^_][^\x07\x1b]*(?:\x07|\x1b\\)?"  # OSC / DCS / SOS / PM / APC, to BEL or ST
+    r"|\x1b[@-Z\\-_]"  # a two-character escape
+    r"|\x9b[0-?]*[ -/]*[@-~]"  # the 8-bit CSI
+)
+_CONTROLS = re.compile(
+    "[\x00-\x08\x0b-\x1f\x7f-\x9f"  # C0 but tab and newline, DEL, C1
+    "\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff]"  # zero-width, bidi marks and overrides
+)
+
+
+def clean_text(text: str) -> str:
+    """``text`` without terminal escapes, BEL and other controls (tab and newline kept; CR as newline)."""
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    return _CONTROLS.sub("", _ANSI.sub("", text))
+
+
+def clean_json(value: Any, depth: int = 0) -> Any:
+    """Every string (keys too) of a JSON value through :func:`clean_text`."""
+    if depth > 64:
+        return None
+    if isinstance(value, str):
+        return clean_text(value)
+    if isinstance(value, list):
+        return [clean_json(v, depth + 1) for v in value]
+    if isinstance(value, dict):
+        return {clean_text(str(k)): clean_json(v, depth + 1) for k, v in value.items()}
+    return value
+
+
+def shown_name(name: str) -> str:
+    """A refused name as it may be shown: escaped (``\\u0430``), cut to 128 characters."""
+    return name.encode("ascii", "backslashreplace").decode("ascii")[:120] or "(empty)"
+
+
+def name_problem(name: Any) -> str:
+    """Why a tool name breaks the spec's rules ('' when it does not)."""
+    if not isinstance(name, str) or not name:
+        return "an empty tool name"
+    if len(name) > 128:
+        return f"a tool name of {len(name)} characters (the MCP spec allows 1 to 128)"
+    bad = sorted({c for c in name if not re.match(r"[A-Za-z0-9_.-]", c)})
+    if bad:
+        shown = ", ".join(f"U+{ord(c):04X}" for c in bad[:5])
+        return f"characters outside the MCP spec's tool-name rules (ASCII letters, digits, _ - .): {shown}"
+    return ""
+
+
+# --- write words --------------------------------------------------------------------------------
+
+# Verbs that say a tool changes something. In a name every one counts; in a description, the strong
+# ones (the destructive and the running kind), because a read tool's description says "returns the
+# restart count" or "the last time it was set" more often than a name does.
+STRONG_VERBS = frozenset(
+    """delete remove rm purge drop truncate destroy erase wipe kill terminate shutdown reboot restart
+    scale patch apply exec execute deploy undeploy rollback overwrite flush evict drain cordon uncordon
+    taint uninstall revoke reset format shred unlink rmdir""".split()
+)
+NAME_VERBS = STRONG_VERBS | frozenset(
+    """write create update set put post insert upsert modify edit move rename mv send publish push commit
+    merge revert install upgrade downgrade enable disable grant approve invoke trigger start stop launch
+    spawn run migrate rotate chmod chown replace clear cancel abort suspend resume pause unpause
+    restore import upload mutate save store add append assign attach detach mount unmount lock unlock
+    archive label annotate resize expire""".split()
+)
+# A name written as one lowercase word ("purgecache") is checked for these at its start.
+_PREFIX_VERBS = sorted(
+    (v for v in STRONG_VERBS | {"create", "update", "write", "insert"} if len(v) >= 5), key=len
+)
+
+
+def tokens(text: str) -> list[str]:
+    """Words of a name or a sentence: ``purge_cache``, ``purgeCache``, ``Purge-Cache``, ``HTTPDelete``."""
+    spaced = re.sub(r"([a-z0-9])([A-Z])", r"\1 \2", text)
+    spaced = re.sub(r"([A-Z]+)([A-Z][a-z])", r"\1 \2", spaced)
+    return [t.lower() for t in re.split(r"[^A-Za-z]+", spaced) if t]
+
+
+def _forms(verb: str) -> set[str]:
+    forms = {verb, verb + "s", verb + "es", verb + "ing"}
+    if verb.endswith("e"):
+        forms.add(verb[:-1] + "ing")
+    if verb.endswith("y"):
+        forms.add(verb[:-1] + "ies")
+    if re.search(r"[^aeiou][aeiou][bdgmnpt]$", verb):
+        forms.add(verb + verb[-1] + "ing")  # run -> running, stop -> stopping
+    return forms
+
+
+_NAME_FORMS = {form: verb for verb in NAME_VERBS for form in _forms(verb)}
+_STRONG_FORMS = {form: verb for verb in STRONG_VERBS for form in _forms(verb)}
+
+
+def write_words(name: str, description: str) -> list[str]:
+    """The write verbs a tool's name and description use (empty: none)."""
+    found: list[str] = []
+    words = tokens(name)
+    for word in words:
+        if word in _NAME_FORMS:
+            found.append(f"name says {_NAME_FORMS[word]!r}")
+    if not found and words:
+        first = words[0]
+        for prefix in reversed(_PREFIX_VERBS):
+            if first.startswith(prefix) and first != prefix:
+                found.append(f"name says {prefix!r}")
+                break
+    for sentence in re.split(r"[.;:!?\n]+", description[:4000]):
+        previous = ""
+        for n, word in enumerate(tokens(sentence)):
+            verb = _STRONG_FORMS.get(word)
+            # "deletes", "purging": a verb anywhere; the bare form ("restart") is also a noun ("the
+            # restart count"), so it counts where a verb goes: first in a sentence, or after "to", "and"...
+            verb_like = verb is not None and (word != verb or n == 0 or previous in _BEFORE_VERB)
+            if verb_like and f"description says {verb!r}" not in found:
+                found.append(f"description says {verb!r}")
+            previous = word
+    return found[:6]
+
+
+_BEFORE_VERB = frozenset(
+    "to and or then will can may also permanently immediately irreversibly forcibly please".split()
+)
+
+
+# --- look-alikes --------------------------------------------------------------------------------
+
+_FOLDS = (("rn", "m"), ("vv", "w"), ("cl", "d"), ("0", "o"), ("1", "l"), ("i", "l"), ("|", "l"), ("5", "s"))
+
+
+def skeleton(name: str) -> str:
+    """What a name looks like: lower case, no separators, ASCII confusables folded."""
+    shape = re.sub(r"[_.\-]+", "", name.lower())
+    for pair, one in _FOLDS:
+        shape = shape.replace(pair, one)
+    return shape
