@@ -1,9 +1,22 @@
-"""JSON request bodies parsed with bounded size and nesting depth.
+"""JSON request bodies parsed with bounded size, element count and nesting depth.
 
-``json.loads`` recurses once per nesting level: ``[`` x 200,000 raises RecursionError (a 500) and even a
-few thousand levels cost a deep C stack. So the depth is measured first, without recursion: string
-literals are cut out with one regular expression, what is left is reduced to its brackets, and a running
-sum over those gives the depth. Only a body within both limits reaches ``json.loads``.
+Parsing runs on the serving process's event loop, under the GIL, so what a caller controls must cost
+little there, whatever the body (issue 37: 3.9 MB of nested empty arrays froze every call for seconds).
+So a request body is bounded *before* anything walks it in Python:
+
+1. its elements (each array, object, string, and comma between values: :func:`element_count`) are
+   counted at C speed on its skeleton: escapes dropped with ``bytes.replace``, everything but ``[]{},"``
+   deleted with ``bytes.translate``, then ``bytes.count``; only when brackets or commas may sit inside
+   strings is the count made exact, by numpy over the skeleton. A body past
+   ``SKILLGATE_MAX_JSON_ELEMENTS`` is refused there (:class:`JsonTooLarge`), before parsing;
+2. orjson parses it (C; its own depth bound is 1024, no deep recursion);
+3. one iterative walk over the (now bounded) values measures the depth against
+   ``SKILLGATE_MAX_JSON_DEPTH`` and checks the numbers (below).
+
+A body orjson refuses is parsed again by ``json.loads`` only to say why in the words below (a named
+field, a lone surrogate); it is within the element bound, so that costs little too. Answers of models
+(:func:`loads_answer`) and the Slack endpoint (:func:`check_depth`) keep the older depth measure: string
+literals cut out with one regular expression, the rest reduced to its brackets, a running sum.
 
 A body holding a lone UTF-16 surrogate (``"\\ud800"`` without its pair, or its bytes in the body) is
 refused too: it is not Unicode, so no database, journal or UTF-8 encoder downstream can take it. Only a
@@ -23,15 +36,21 @@ diagnostics/slack/views.py).
 
 from __future__ import annotations
 
+import gc
 import json
 import re
+from dataclasses import dataclass
 from itertools import accumulate
 from typing import Any
+
+import numpy as np
+import orjson
 
 from routing import conf
 
 DEFAULT_MAX_DEPTH = 64
 DEFAULT_MAX_BYTES = 4 * 1024 * 1024
+DEFAULT_MAX_ELEMENTS = 100_000
 
 # A JSON string literal, escapes included. It matches from every quote it starts at: an unterminated
 # string runs to the end of the text (a parser would fail inside it, never reaching what follows). A
@@ -39,7 +58,6 @@ DEFAULT_MAX_BYTES = 4 * 1024 * 1024
 _STRING = re.compile(r'"[^"\\]*(?:\\(?:.|\Z)[^"\\]*)*(?:"|\Z)', re.DOTALL)
 _NOT_BRACKETS = re.compile(r"[^\[\]{}]+")
 _STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
-_SURROGATE_HINT = re.compile(r"\\u[dD][89a-fA-F]|[\ud800-\udfff]")
 _SURROGATE = re.compile("[\ud800-\udfff]")  # after parsing: a valid pair is one code point
 _NUL = re.compile("\x00")
 
@@ -59,6 +77,10 @@ class JsonTooDeep(JsonBodyError):
     pass
 
 
+class JsonTooComplex(JsonBodyError):
+    """More elements than ``SKILLGATE_MAX_JSON_ELEMENTS`` (a 400, like a body nested too deeply)."""
+
+
 class JsonTooLarge(JsonBodyError):
     code = "request_too_large"
 
@@ -70,28 +92,6 @@ FLOAT_MAX = 1e16
 _INT_DIGITS = 18  # any integer written with fewer digits is in range: the exact check is skipped
 
 
-class _Unstorable(Exception):
-    pass
-
-
-def _parse_int(text: str) -> int:
-    value = int(text)
-    if len(text) > _INT_DIGITS and not INT_MIN <= value <= INT_MAX:
-        raise _Unstorable
-    return value
-
-
-def _parse_float(text: str) -> float:
-    value = float(text)
-    if not -FLOAT_MAX < value < FLOAT_MAX:  # also inf, which 1e999 parses to
-        raise _Unstorable
-    return value or 0.0  # -0.0 (and -0e5, -1e-400) is 0.0: PostgreSQL's jsonb has no negative zero
-
-
-def _parse_constant(text: str) -> float:
-    raise _Unstorable
-
-
 def storable_number(value: Any) -> bool:
     """Whether a number (not a bool) is one every store gives back equal."""
     if isinstance(value, float):
@@ -101,17 +101,30 @@ def storable_number(value: Any) -> bool:
 
 def unstorable_number(value: Any) -> str | None:
     """The JSON path (``metadata.n``, ``messages[0].x``) of the first number in ``value`` that
-    :func:`storable_number` refuses (NaN and infinities included), or None; no recursion."""
-    stack: list[tuple[str, Any]] = [("", value)]
+    :func:`storable_number` refuses (NaN and infinities included), or None; no recursion, and no path
+    is built until one is found."""
+    keys: list[str | int] = []
+    stack: list[Any] = [iter([("", value)])]
     while stack:
-        path, item = stack.pop()
-        if isinstance(item, dict):
-            stack.extend((f"{path}.{key}" if path else str(key), v) for key, v in reversed(item.items()))
-        elif isinstance(item, list):
-            stack.extend((f"{path}[{i}]", v) for i, v in reversed(list(enumerate(item))))
-        elif isinstance(item, int | float) and not isinstance(item, bool) and not storable_number(item):
-            return path or "(the body)"
+        for key, item in stack[-1]:
+            if isinstance(item, dict | list):
+                keys.append(key)
+                stack.append(iter(item.items() if isinstance(item, dict) else enumerate(item)))
+                break
+            if isinstance(item, int | float) and not isinstance(item, bool) and not storable_number(item):
+                return _path([*keys, key][1:]) or "(the body)"
+        else:
+            stack.pop()
+            if keys:
+                keys.pop()
     return None
+
+
+def _path(keys: list[str | int]) -> str:
+    path = ""
+    for key in keys:
+        path += f"[{key}]" if isinstance(key, int) else (f".{key}" if path else key)
+    return path
 
 
 def _text(raw: bytes | bytearray | str) -> str:
@@ -142,39 +155,205 @@ def check_depth(raw: bytes | bytearray | str, *, max_depth: int) -> str:
     depth = nesting_depth(text)
     if depth > max_depth:
         raise JsonTooDeep(
-            f"Request body nests JSON {depth} levels deep; at most {max_depth} are allowed "
+            f"Request body nests JSON at least {depth} levels deep; at most {max_depth} are allowed "
             "(SKILLGATE_MAX_JSON_DEPTH)."
         )
     return text
 
 
-def loads_bounded(raw: bytes | bytearray | str, *, max_depth: int, max_bytes: int) -> Any:
-    """``json.loads(raw)`` for a body of at most ``max_bytes`` nesting at most ``max_depth`` levels.
+# What is left of a body outside its strings, for the scan: digits all read "0", whitespace and letters
+# other than e/E are deleted (bytes.translate, C speed); brackets, commas, colons, signs and points stay.
+_DIGITS_AS_ZERO = bytes.maketrans(b"123456789", b"000000000")
+_NOT_KEPT = bytes(set(range(256)) - set(b"[]{},:-.eE0123456789"))
+_NOT_BRACKET = bytes(set(range(256)) - set(b"[]{}"))
+_BRACKET_STEP = np.zeros(256, dtype=np.int8)
+_BRACKET_STEP[[ord("["), ord("{")]] = 1
+_BRACKET_STEP[[ord("]"), ord("}")]] = -1
+_BRACKET_STEP_OF = {ord("["): 1, ord("{"): 1, ord("]"): -1, ord("}"): -1}
+_SHORT = 64
+
+
+# orjson refusals json.loads explains better (a number, with its field; a lone surrogate): it parses
+# those again (NaN and Infinity read as "unexpected character" to orjson).
+_JSON_SAYS_BETTER = ("number", "surrogate")
+_NOT_JSON_NUMBERS = (b"NaN", b"Infinity")
+
+
+@dataclass(frozen=True)
+class Scan:
+    """What :func:`scan` found: the elements (arrays, objects, strings and the commas between values),
+    the nesting depth (a lower bound only where the elements are over the limit), whether closing
+    brackets outnumber opening ones (never JSON), and whether a number may need the exact check."""
+
+    elements: int
+    depth: int
+    unbalanced: bool
+    number_hint: bool
+
+
+def scan(raw: bytes, *, max_elements: int) -> Scan:
+    """The structure of the JSON text ``raw`` at C speed: ``bytes`` methods and one numpy sum, no Python
+    loop over the body, no recursion. Exact for the part of ``raw`` a parser reads before its first
+    error (escapes are dropped first, so every quote left opens or closes a string). Past
+    ``max_elements`` the depth is only that of a prefix (a lower bound)."""
+    if b"\\" in raw:
+        raw = raw.replace(b"\\\\", b"").replace(b'\\"', b"")
+    quotes = raw.count(b'"')
+    strings = (quotes + 1) // 2  # an unterminated string runs to the end
+    outside = b"".join(raw.split(b'"')[::2]) if quotes and strings <= max_elements else raw
+    text = outside.translate(_DIGITS_AS_ZERO, _NOT_KEPT)
+    opens = text.count(b"[") + text.count(b"{")
+    closes = text.count(b"]") + text.count(b"}")
+    elements = strings + opens + text.count(b",")
+    hint = _number_hint(text)
+    brackets = text.translate(None, _NOT_BRACKET)
+    if elements > max_elements or closes > opens:
+        # A body refused anyway: its depth only as far as is cheap (a bounded prefix; where the text
+        # ends it is opens - closes deep), to say "too deep" rather than "too many" where it is.
+        depth = max(_depth(brackets[: 2 * max_elements]), opens - closes)
+        return Scan(elements, depth, closes > opens, hint)
+    return Scan(elements, _depth(brackets), False, hint)
+
+
+def _depth(brackets: bytes) -> int:
+    """The deepest nesting of a string of brackets: a running sum, in numpy."""
+    if len(brackets) <= _SHORT:  # numpy's fixed cost is more than a short Python loop's
+        return max(accumulate(_BRACKET_STEP_OF[char] for char in brackets), default=0)
+    steps = _BRACKET_STEP[np.frombuffer(brackets, dtype=np.uint8)]
+    return max(int(np.cumsum(steps, dtype=np.int64).max()), 0)
+
+
+def _number_hint(text: bytes) -> bool:
+    """Whether a number in the outside text may be unstorable or a negative zero. A one-byte search
+    (memchr) first: searching for two bytes costs ten times as much."""
+    return (
+        (b"-" in text and b"-0" in text)
+        or ((b"e" in text or b"E" in text) and (b"0e" in text or b"0E" in text))
+        or b"0" * 17 in text
+    )
+
+
+def _numbers(data: Any) -> bool:
+    """Whether parsed JSON holds an unstorable number (one iterative walk); a negative zero inside it
+    is made 0.0 in place (PostgreSQL's jsonb has no negative zero)."""
+    if type(data) is not dict and type(data) is not list:
+        return _unstorable_scalar(data)
+    unstorable = False
+    zeros: list[Any] = []
+    stack: list[Any] = [data]
+    while stack:
+        item = stack.pop()
+        has_zero = False
+        for value in item.values() if type(item) is dict else item:
+            kind = type(value)
+            if kind is dict or kind is list:
+                stack.append(value)
+            elif kind is float:
+                if not -FLOAT_MAX < value < FLOAT_MAX:
+                    unstorable = True
+                elif value == 0.0:
+                    has_zero = True
+            elif kind is int and not INT_MIN <= value <= INT_MAX:
+                unstorable = True
+        if has_zero:
+            zeros.append(item)
+    for container in zeros:
+        for key in list(container.keys() if type(container) is dict else range(len(container))):
+            if type(container[key]) is float and container[key] == 0.0:
+                container[key] = 0.0
+    return unstorable
+
+
+def _unstorable_scalar(value: Any) -> bool:
+    if type(value) is float:
+        return not -FLOAT_MAX < value < FLOAT_MAX
+    return type(value) is int and not INT_MIN <= value <= INT_MAX
+
+
+def _parsed(data_bytes: bytes) -> Any:
+    """orjson's parse with the cyclic GC paused: the new containers cannot form cycles, and a
+    collection every 700 of them made a body of 100,000 empty arrays cost 4 times as much."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return orjson.loads(data_bytes)
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _too_deep(depth: int, max_depth: int) -> JsonTooDeep:
+    return JsonTooDeep(
+        f"Request body nests JSON at least {depth} levels deep; at most {max_depth} are allowed "
+        "(SKILLGATE_MAX_JSON_DEPTH)."
+    )
+
+
+def _unstorable_error(data: Any) -> JsonBodyError:
+    field = unstorable_number(data)  # a walk that builds paths: only for a body refused anyway
+    return JsonBodyError(
+        f"Request body holds a number no field can store exactly at '{field}': NaN and Infinity are "
+        f"not JSON, integers must lie within -2^63..2^63-1 and other numbers below 1e16 in magnitude.",
+        param=field,
+    )
+
+
+def loads_bounded(
+    raw: bytes | bytearray | str,
+    *,
+    max_depth: int,
+    max_bytes: int,
+    max_elements: int = DEFAULT_MAX_ELEMENTS,
+) -> Any:
+    """The JSON value of a body of at most ``max_bytes``, ``max_elements`` (:func:`scan`) and
+    ``max_depth`` levels; numbers every store keeps exactly, no lone surrogate.
 
     Raises :class:`JsonBodyError` (a ValueError) otherwise, or when ``raw`` is not JSON.
     """
-    size = len(raw.encode() if isinstance(raw, str) else raw)
-    if size > max_bytes:
+    data_bytes = raw.encode("utf-8", "surrogatepass") if isinstance(raw, str) else bytes(raw)
+    if len(data_bytes) > max_bytes:
         raise JsonTooLarge(f"Request body is larger than {max_bytes} bytes.")
-    text = check_depth(raw, max_depth=max_depth)
-    try:
-        data = json.loads(
-            text, parse_int=_parse_int, parse_float=_parse_float, parse_constant=_parse_constant
+    if json.detect_encoding(data_bytes) != "utf-8":  # UTF-16, -32 or a BOM: scanned and parsed as UTF-8
+        data_bytes = _text(data_bytes).encode("utf-8", "surrogatepass")
+    found = scan(data_bytes, max_elements=max_elements)
+    if found.depth > max_depth:
+        raise _too_deep(found.depth, max_depth)
+    if found.elements > max_elements:
+        raise JsonTooComplex(
+            f"Request body holds more than {max_elements} JSON elements (arrays, objects, strings and "
+            f"the commas between values); at most {max_elements} are allowed (SKILLGATE_MAX_JSON_ELEMENTS)."
         )
-    except _Unstorable:
-        field = unstorable_number(json.loads(text))  # parsed again only to name the field
-        raise JsonBodyError(
-            f"Request body holds a number no field can store exactly at '{field}': NaN and Infinity are "
-            f"not JSON, integers must lie within -2^63..2^63-1 and other numbers below 1e16 in magnitude.",
-            param=field,
-        ) from None
-    except RecursionError:  # not reached with a sane max_depth; kept so no limit can turn into a 500
-        raise JsonTooDeep(
-            f"Request body nests JSON too deeply; at most {max_depth} levels are allowed."
-        ) from None
+    if found.unbalanced:
+        raise JsonBodyError("Request body is not valid JSON: it closes more brackets than it opens.")
+    try:
+        data = _parsed(data_bytes)
+    except orjson.JSONDecodeError as exc:
+        reason = str(exc)
+        if not any(word in reason for word in _JSON_SAYS_BETTER) and not any(
+            word in data_bytes for word in _NOT_JSON_NUMBERS
+        ):
+            raise JsonBodyError(f"Request body is not valid JSON: {reason}") from None
+        data = _loads_refused(raw, reason)  # a number's field is named below, or the lone surrogate
+        number_hint = True
+    else:
+        number_hint = found.number_hint
+    if number_hint and _numbers(data):
+        raise _unstorable_error(data)
+    return data or 0.0 if type(data) is float else data  # a bare -0.0 is 0.0 too
+
+
+def _loads_refused(raw: bytes | bytearray | str, reason: str) -> Any:
+    """``json.loads`` of a body orjson refused (it is within the element and depth bounds): a
+    JsonBodyError in this module's words (a lone surrogate; NaN and the other unstorable numbers are
+    left to the caller's check), or the value."""
+    text = _text(raw)
+    try:
+        data = json.loads(text)
+    except RecursionError:  # not reached within the depth bound; kept so no limit can turn into a 500
+        raise JsonTooDeep("Request body nests JSON too deeply.") from None
     except ValueError as exc:  # JSONDecodeError, and int() past Python's digit limit
         raise JsonBodyError(f"Request body is not valid JSON: {exc}") from None
-    if _SURROGATE_HINT.search(text) and lone_surrogate(data):
+    if "surrogate" in reason and lone_surrogate(data):
         raise JsonBodyError(
             "Request body is not valid JSON: it holds a lone UTF-16 surrogate (a \\uD800-\\uDFFF escape "
             "without its pair), which is not Unicode text."
@@ -208,10 +387,10 @@ def _holds(value: Any, pattern: re.Pattern[str]) -> bool:
     return False
 
 
-def limits() -> tuple[int, int]:
-    """(max depth, max bytes) from ``routing.conf.get().limits``."""
+def limits() -> tuple[int, int, int]:
+    """(max depth, max bytes, max elements) from ``routing.conf.get().limits``."""
     limits = conf.get().limits
-    return limits.max_json_depth, limits.max_body_bytes
+    return limits.max_json_depth, limits.max_body_bytes, limits.max_json_elements
 
 
 # A model's answer (JSON content, tool-call arguments) is parsed by the verifiers and the learning code:
@@ -233,5 +412,5 @@ def loads_answer(text: str, **kwargs: Any) -> Any:
 
 def loads_request(raw: bytes | bytearray | str) -> Any:
     """:func:`loads_bounded` with the limits in settings (``routing.conf.get().limits``)."""
-    max_depth, max_bytes = limits()
-    return loads_bounded(raw, max_depth=max_depth, max_bytes=max_bytes)
+    max_depth, max_bytes, max_elements = limits()
+    return loads_bounded(raw, max_depth=max_depth, max_bytes=max_bytes, max_elements=max_elements)

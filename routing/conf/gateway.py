@@ -55,6 +55,14 @@ class Limits:
         doc="Each server process keeps API keys, task profiles and backends this long (0: read every "
         "call); other processes see a change within this time.",
     )
+    max_json_elements: int = setting(
+        "MAX_JSON_ELEMENTS",
+        env="SKILLGATE_MAX_JSON_ELEMENTS",
+        default=100_000,
+        ge=1,
+        doc="JSON bodies with more elements than this (arrays, objects, strings and the commas between "
+        "values) are a 400, counted at C speed before they are parsed (routing/json_body.py).",
+    )
 
 
 @dataclass(frozen=True)
