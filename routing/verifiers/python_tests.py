@@ -1,45 +1,70 @@
-"""``python_tests``: run the answer's code with the configured tests in the sandbox.
+"""``python_tests``: run the answer's code and the configured tests, in two sandboxed processes.
 
-The program is ``prompt`` (if any), the answer's code, the ``test`` code and ``check(<entry_point>)``
-when the test defines ``check``, run by a small harness. The answer runs with ``__name__`` set to
-``"solution"`` so its ``if __name__ == "__main__":`` demo blocks stay quiet.
+The answer's program is ``prompt`` (if any) and the answer's code; it runs with ``__name__`` set to
+``"solution"`` (its ``if __name__ == "__main__":`` demo blocks stay quiet) in one sandbox, the
+answer's process. The ``test`` code (and ``check(<entry_point>)`` when it defines ``check``) runs in
+another sandbox, the tests' process, with the names it uses from the answer bound to proxies: a call
+crosses a pipe as data and its result comes back as data (routing/verifiers/harness/). The answer's
+process holds nothing of the verdict: no nonce, no report fd, no way to reach the tests' process.
 
-The verdict is one the answer cannot forge by what it can read: the run passes only when the harness
-prints a random nonce after the tests returned, and the nonce is in no text, file, argument or
-environment of the program. The sandbox hands it over in a pipe (routing/verifiers/sandbox.py) that
-the harness reads and closes before any of the answer runs, so reading the program, its /proc entries
-or its fds finds nothing to print; exiting early (``sys.exit``, ``os._exit``, a signal, ``SystemExit``
-raised inside a tested function) never prints it.
+The verdict is decided here, in the gateway's process, from what it observes: the per-test results
+the tests' process writes to a file only it was given, that process's exit status, whether the
+answer's process was still alive when the tests ended, and the deadline (both are killed then). It
+passes only when every one of the tests the gateway counts itself (the test program's top-level
+statements) reported a pass, in order, and nothing else went wrong.
 """
 
 from __future__ import annotations
 
-import re
-import secrets
+import functools
+import json
+import os
+import tempfile
 from typing import Any
 
-from routing.verifiers.base import Verdict, Verifier, VerifierConfigError, register
-from routing.verifiers.json_schema import message_text
-from routing.verifiers.sandbox import MAX_MEMORY_MB, MAX_TIMEOUT_S, run_python
+import re2
 
-_FENCE = re.compile(r"^[ \t]*```[ \t]*([\w+-]*)[^\n]*\n(.*?)^[ \t]*```", re.DOTALL | re.MULTILINE)
-_FENCE_LINE = re.compile(r"^[ \t]*```[ \t]*([\w+-]*)[^\n]*(?:\n|$)", re.MULTILINE)
+from routing.verifiers.base import Verdict, Verifier, VerifierConfigError, register
+from routing.verifiers.harness import program
+from routing.verifiers.harness.test_side import count_tests, program_text
+from routing.verifiers.json_schema import message_text
+from routing.verifiers.sandbox import MAX_MEMORY_MB, MAX_TIMEOUT_S, SandboxResult, run_pair
+
+
+def _re2(pattern: str) -> Any:
+    """Linear-time matching on model answers (RE2): a megabyte of blanks takes milliseconds."""
+    options = re2.Options()
+    options.log_errors = False
+    return re2.compile(pattern, options)
+
+
+_FENCE = _re2(r"(?ms)^[ \t]*```[ \t]*([\w+-]*)[^\n]*\n(.*?)^[ \t]*```")
+_FENCE_LINE = _re2(r"(?m)^[ \t]*```[ \t]*([\w+-]*)[^\n]*(?:\n|$)")
 _PYTHON_LANGS = ("python", "python3", "py")
-_DEFINES_CHECK = re.compile(r"^def\s+check\s*\(", re.MULTILINE)
+_DEFINES_CHECK = _re2(r"(?m)^def\s+check\s*\(")
 _DETAIL_LINES = 8
 _DETAIL_CHARS = 1500
+MAX_TEST_CHARS = 256 * 1024
+MAX_BLOCKS = 1000  # fenced blocks of one answer looked at (a block costs microseconds: bounded)
+_REPORT_BYTES = 8 * 1024 * 1024
 
 
 def extract_code(text: str) -> str:
     """The first ```python fenced block, else the first unlabelled one. With no whole block, one fence
     line: the code after an opening one (```python, never closed: the answer was cut), the code
     before a bare one (the answer starts with code and only closes the fence, as small chat models
-    write it). Else the whole text."""
-    blocks = [(m.group(1).lower(), m.group(2)) for m in _FENCE.finditer(text)]
-    for wanted in (_PYTHON_LANGS, ("",)):
-        for lang, code in blocks:
-            if lang in wanted:
-                return code
+    write it). Else the whole text. Only the first :data:`MAX_BLOCKS` blocks are looked at."""
+    unlabelled = None
+    for index, match in enumerate(_FENCE.finditer(text)):
+        lang = match.group(1).lower()
+        if lang in _PYTHON_LANGS:
+            return str(match.group(2))
+        if lang == "" and unlabelled is None:
+            unlabelled = str(match.group(2))
+        if index + 1 >= MAX_BLOCKS:
+            break
+    if unlabelled is not None:
+        return unlabelled
     fence = _FENCE_LINE.search(text)
     if fence is None:
         return text
@@ -48,44 +73,19 @@ def extract_code(text: str) -> str:
     return text[: fence.start()]
 
 
+@functools.lru_cache(maxsize=256)
+def _definition(name: str) -> Any:
+    name = re2.escape(name)
+    return _re2(rf"(?m)^(?:(?:async\s+)?def\s+{name}\s*\(|class\s+{name}\b|{name}\s*=)")
+
+
 def defines(code: str, name: str) -> bool:
     """Whether ``code`` defines ``name`` at module level (def, async def, class or assignment)."""
-    pattern = (
-        rf"^(?:(?:async\s+)?def\s+{re.escape(name)}\s*\(|class\s+{re.escape(name)}\b|{re.escape(name)}\s*=)"
-    )
-    return re.search(pattern, code, re.MULTILINE) is not None
+    return _definition(name).search(code) is not None
 
 
-# Reads the nonce (sys.argv[1] names its pipe) and closes the pipe before the answer's first line; runs
-# answer and tests in a namespace of their own; prints the nonce only when they returned.
-_HARNESS = """\
-import linecache as _sg_lines, os as _sg_os, sys as _sg_sys
-
-
-def _sg_run(body):
-    fd = int(_sg_sys.argv[1])
-    done = _sg_os.read(fd, 256)
-    _sg_os.close(fd)
-    del _sg_sys.argv[1:]
-    _sg_lines.cache["<answer>"] = (len(body), None, body.splitlines(True), "<answer>")  # tracebacks
-    try:
-        exec(compile(body, "<answer>", "exec"), {{"__name__": "solution", "__builtins__": __builtins__}})
-    except SystemExit as exc:  # leaving before the tests finished is not passing them
-        _sg_sys.stderr.write(f"the program exited before the tests finished (SystemExit: {{exc.code}})\\n")
-        _sg_sys.stderr.flush()
-        _sg_os._exit(1)
-    except BaseException:
-        import traceback
-
-        traceback.print_exc()
-        _sg_sys.stderr.flush()
-        _sg_os._exit(1)
-    _sg_sys.stdout.flush()
-    _sg_os.write(1, b"\\n" + done + b"\\n")
-
-
-_sg_run({body})
-"""
+def _tail(text: str) -> str:
+    return "\n".join(text.strip().splitlines()[-_DETAIL_LINES:])[-_DETAIL_CHARS:]
 
 
 def _number(config: dict[str, Any], key: str, default: float, low: float, high: float) -> float:
@@ -118,37 +118,86 @@ class PythonTestsVerifier(Verifier):
         prompt = config.get("prompt")
         if prompt is not None and not isinstance(prompt, str):
             raise VerifierConfigError("python_tests.prompt must be a string")
+        if len(test) > MAX_TEST_CHARS:
+            raise VerifierConfigError(f"python_tests.test is longer than {MAX_TEST_CHARS} characters")
         self.test: str = test
         self.entry_point: str | None = entry_point
         self.prompt: str = prompt or ""
         self.timeout_s = _number(config, "timeout_s", 10, 0.1, MAX_TIMEOUT_S)
         self.memory_mb = int(_number(config, "memory_mb", 512, 64, MAX_MEMORY_MB))
 
-    def program(self, answer: str) -> str:
+    def solution(self, answer: str) -> str:
+        """The answer's program: the prompt (if any) and the code of the answer."""
         code = extract_code(answer)
         if self.prompt and not (self.entry_point and defines(code, self.entry_point)):
-            solution = self.prompt + ("" if self.prompt.endswith("\n") else "\n") + code
-        elif self.prompt:  # keep the prompt's imports and helpers; the answer's definition wins
-            solution = self.prompt + "\n\n" + code
-        else:
-            solution = code
-        call = f"check({self.entry_point})\n" if self.entry_point and _DEFINES_CHECK.search(self.test) else ""
-        body = f'__name__ = "solution"\n{solution}\n\n__name__ = "__main__"\n{self.test}\n\n{call}'
-        return _HARNESS.format(body=repr(body))
+            return self.prompt + ("" if self.prompt.endswith("\n") else "\n") + code
+        if self.prompt:  # keep the prompt's imports and helpers; the answer's definition wins
+            return self.prompt + "\n\n" + code
+        return code
+
+    def tests(self) -> str:
+        """The tests' program: the test code, and ``check(<entry_point>)`` when it defines check."""
+        calls_check = bool(self.entry_point and _DEFINES_CHECK.search(self.test))
+        return program_text(self.test, self.entry_point, calls_check)
 
     def verify(self, *, request: dict[str, Any], message: dict[str, Any]) -> Verdict:
-        marker = f"skillgate-tests-done-{secrets.token_hex(16)}"
-        result = run_python(
-            self.program(message_text(message)),
-            timeout_s=self.timeout_s,
-            memory_mb=self.memory_mb,
-            secret=marker.encode(),
-        )
-        if result.timed_out:
+        tests = self.tests()
+        try:
+            expected = count_tests(tests)  # counted here, never taken from the tests' process
+        except (SyntaxError, ValueError, MemoryError, RecursionError) as exc:
+            return Verdict(False, f"python_tests.test does not parse: {type(exc).__name__}: {exc}")
+        to_answer_r, to_answer_w = os.pipe()
+        to_tests_r, to_tests_w = os.pipe()
+        with tempfile.TemporaryFile(prefix="skillgate-tests-report-") as report:
+            report_fd = os.dup(report.fileno())
+            answer, ran = run_pair(
+                program(
+                    "answer_side",
+                    read_fd=to_answer_r,
+                    write_fd=to_tests_w,
+                    body=self.solution(message_text(message)),
+                ),
+                program(
+                    "test_side",
+                    to_answer=to_answer_w,
+                    from_answer=to_tests_r,
+                    report=report_fd,
+                    source=tests,
+                    entry_point=self.entry_point,
+                ),
+                server_fds=[to_answer_r, to_tests_w],
+                client_fds=[to_answer_w, to_tests_r, report_fd],
+                timeout_s=self.timeout_s,
+                memory_mb=self.memory_mb,
+            )
+            report.seek(0)
+            lines = report.read(_REPORT_BYTES).decode("utf-8", errors="replace").splitlines()
+        return self.judge(answer, ran, lines, expected)
+
+    def judge(self, answer: SandboxResult, ran: SandboxResult, lines: list[str], expected: int) -> Verdict:
+        """The verdict from what the gateway observed (the tests' report is only believed for passes
+        it counts itself; anything missing or unexpected is a failure)."""
+        if answer.unavailable or ran.unavailable:
+            return Verdict(False, answer.stderr or ran.stderr)
+        if ran.timed_out or answer.timed_out:
             return Verdict(False, f"timeout after {self.timeout_s:g}s")
-        if result.ok and marker in result.stdout.splitlines():
-            return Verdict(True, "all tests passed")
-        if result.ok:
-            return Verdict(False, "the program exited before the tests finished")
-        tail = "\n".join(result.stderr.strip().splitlines()[-_DETAIL_LINES:])[-_DETAIL_CHARS:]
-        return Verdict(False, tail or f"exit status {result.returncode}")
+        entries = []
+        for line in lines:
+            try:
+                entries.append(json.loads(line))
+            except ValueError:
+                entries.append({"ok": False, "detail": f"an unreadable report line: {line[:100]!r}"})
+        wanted = [{"test": index, "ok": True} for index in range(expected)]
+        if entries == wanted and ran.returncode == 0 and answer.returncode is None:
+            return Verdict(True, f"all {expected} tests passed")
+        failed = next((e for e in entries if not (isinstance(e, dict) and e.get("ok") is True)), None)
+        if isinstance(failed, dict):
+            if failed.get("cause") == "answer" and answer.stderr.strip():
+                return Verdict(False, _tail(answer.stderr))
+            return Verdict(False, _tail(str(failed.get("detail") or "a test failed")))
+        if answer.returncode is not None:
+            why = f"the answer's process ended (exit status {answer.returncode}) before the tests finished"
+            return Verdict(False, _tail(f"{answer.stderr}\n{why}"))
+        if ran.returncode != 0:
+            return Verdict(False, _tail(ran.stderr) or f"the tests' process exited with {ran.returncode}")
+        return Verdict(False, f"the tests reported {len(entries)} results; {expected} tests were expected")

@@ -34,6 +34,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -53,7 +54,7 @@ MAX_MEMORY_MB = 2048
 _KILL_GRACE_S = 5.0
 _PROBE = "print('sandbox-ok')"
 
-# The first program inside the sandbox; argv: memory_bytes cpu_s fsize nproc nofile [secret_fd].
+# The first program inside the sandbox; argv: memory_bytes cpu_s fsize nproc nofile.
 _PRELUDE = """\
 import os, resource as r, sys
 mem, cpu, fsize, nproc, nofile = (int(v) for v in sys.argv[1:6])
@@ -64,10 +65,10 @@ for res, soft, hard in ((r.RLIMIT_AS, mem, mem), (r.RLIMIT_CPU, cpu, cpu + 1),
     if cap != r.RLIM_INFINITY:
         soft, hard = min(soft, cap), min(hard, cap)
     r.setrlimit(res, (soft, hard))
-os.execv(sys.executable, [sys.executable, "-I", "-B", "solution.py", *sys.argv[6:7]])
+os.execv(sys.executable, [sys.executable, "-I", "-B", "solution.py"])
 """
 
-__all__ = ["OUTPUT_LIMIT", "SandboxResult", "SandboxUnavailable", "run_python", "sandbox_runtime"]
+__all__ = ["OUTPUT_LIMIT", "SandboxResult", "SandboxUnavailable", "run_pair", "run_python", "sandbox_runtime"]
 
 
 @dataclass(frozen=True)
@@ -80,37 +81,67 @@ class SandboxResult:
     unavailable: bool = False  # nothing ran: no sandbox here (stderr says why)
 
 
-def run_python(source: str, *, timeout_s: float, memory_mb: int, secret: bytes = b"") -> SandboxResult:
-    """Run ``source`` as a program; ``ok`` means exit status 0 within ``timeout_s``. Never raises.
+def run_python(source: str, *, timeout_s: float, memory_mb: int) -> SandboxResult:
+    """Run ``source`` as a program; ``ok`` means exit status 0 within ``timeout_s``. Never raises."""
+    return _run([source], [[]], timeout_s=timeout_s, memory_mb=memory_mb)[0]
 
-    A ``secret`` is not in the program's text, files, arguments or environment: it waits in a pipe
-    whose fd number is the program's ``sys.argv[1]``, for the program to read and close before it runs
-    anything untrusted (routing/verifiers/python_tests.py reports completion with it)."""
+
+def run_pair(
+    server: str,
+    client: str,
+    *,
+    server_fds: list[int],
+    client_fds: list[int],
+    timeout_s: float,
+    memory_mb: int,
+) -> tuple[SandboxResult, SandboxResult]:
+    """Run two programs at once, each in a sandbox of its own (its own pid, IPC and network
+    namespaces, its own limits): ``server_fds`` are passed to the first only, ``client_fds`` to the
+    second only, and the caller's copies are closed once both started (so a pipe between them sees
+    its end when the other side dies). Waits for the client, until ``timeout_s`` in all; the
+    server's result has ``returncode`` None when it was still running as the client ended (then it
+    is killed). Both are killed at the deadline. Never raises."""
+    first, second = _run([server, client], [server_fds, client_fds], timeout_s=timeout_s, memory_mb=memory_mb)
+    return first, second
+
+
+def _unavailable(why: str, count: int) -> list[SandboxResult]:
+    return [SandboxResult(False, None, "", why, False, unavailable=True)] * count
+
+
+def _run(
+    sources: list[str], fds: list[list[int]], *, timeout_s: float, memory_mb: int
+) -> list[SandboxResult]:
+    """The last program is waited for; the others are judged running or ended as it ends."""
     timeout_s = max(0.1, min(float(timeout_s), MAX_TIMEOUT_S))
     memory_mb = max(32, min(int(memory_mb), MAX_MEMORY_MB))
     try:
-        runtime: bwrap.Runtime | None = sandbox_runtime()
-    except SandboxUnavailable as exc:
-        if not conf.get().verifiers.sandbox_allow_unsafe:
-            log.error("Refusing to run untrusted code: sandbox unavailable: %s", exc)
-            return SandboxResult(False, None, "", f"sandbox unavailable: {exc}", False, unavailable=True)
-        log.warning(
-            "SKILLGATE_SANDBOX_ALLOW_UNSAFE is on: running untrusted code WITHOUT a sandbox (%s). "
-            "Never use this setting in production.",
-            exc,
-        )
-        runtime = None
-    scratch = Path(tempfile.mkdtemp(prefix="skillgate-sandbox-"))
-    try:
-        with _secret_pipe(secret) as secret_fds:
-            limits = {"timeout_s": timeout_s, "memory_mb": memory_mb, "extra": secret_fds}
-            if runtime is None:
-                return _run_unsafe(source, scratch, **limits)
-            return _run_sandboxed(runtime, source, scratch, **limits)
-    except Exception as exc:  # a sandbox failure is a failed run, not a crash of the caller
-        return SandboxResult(False, None, "", f"sandbox error: {type(exc).__name__}: {exc}", False)
+        try:
+            runtime: bwrap.Runtime | None = sandbox_runtime()
+        except SandboxUnavailable as exc:
+            if not conf.get().verifiers.sandbox_allow_unsafe:
+                log.error("Refusing to run untrusted code: sandbox unavailable: %s", exc)
+                return _unavailable(f"sandbox unavailable: {exc}", len(sources))
+            log.warning(
+                "SKILLGATE_SANDBOX_ALLOW_UNSAFE is on: running untrusted code WITHOUT a sandbox (%s). "
+                "Never use this setting in production.",
+                exc,
+            )
+            runtime = None
+        scratch = Path(tempfile.mkdtemp(prefix="skillgate-sandbox-"))
+        try:
+            return _supervise(runtime, sources, fds, scratch, timeout_s=timeout_s, memory_mb=memory_mb)
+        except Exception as exc:  # a sandbox failure is a failed run, not a crash of the caller
+            why = f"sandbox error: {type(exc).__name__}: {exc}"
+            return [SandboxResult(False, None, "", why, False)] * len(sources)
+        finally:
+            _remove_tree(scratch)
     finally:
-        _remove_tree(scratch)
+        for group in fds:  # those not handed to a child yet (each is closed once: numbers are reused)
+            for fd in group:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+            group.clear()
 
 
 _probe_lock = threading.Lock()
@@ -128,7 +159,7 @@ def sandbox_runtime() -> bwrap.Runtime:
         if runtime not in _verified:
             scratch = Path(tempfile.mkdtemp(prefix="skillgate-sandbox-probe-"))
             try:
-                result = _run_sandboxed(runtime, _PROBE, scratch, timeout_s=20, memory_mb=256, extra=[])
+                result = _supervise(runtime, [_PROBE], [[]], scratch, timeout_s=20, memory_mb=256)[0]
             except Exception as exc:
                 raise SandboxUnavailable(f"bwrap cannot start: {type(exc).__name__}: {exc}") from exc
             finally:
@@ -146,21 +177,6 @@ def _limits(timeout_s: float, memory_mb: int) -> list[str]:
     return [str(v) for v in limits]
 
 
-@contextlib.contextmanager
-def _secret_pipe(secret: bytes) -> Any:
-    """``[read fd]`` of a pipe holding ``secret`` (closed for writing), or ``[]`` without one."""
-    if not secret:
-        yield []
-        return
-    read, write = os.pipe()
-    try:
-        os.write(write, secret)  # far below a pipe's buffer: never blocks
-        os.close(write)
-        yield [read]
-    finally:
-        os.close(read)
-
-
 def _memfd(name: str, data: bytes) -> int:
     fd = os.memfd_create(name)
     os.write(fd, data)
@@ -168,68 +184,106 @@ def _memfd(name: str, data: bytes) -> int:
     return fd
 
 
-def _run_sandboxed(
-    runtime: bwrap.Runtime, source: str, scratch: Path, *, timeout_s: float, memory_mb: int, extra: list[int]
-) -> SandboxResult:
-    code = source.encode("utf-8")
-    program = seccomp.program()
-    fds = [_memfd("solution.py", code)]
-    if program is not None:
-        fds.append(_memfd("seccomp", program))
+@dataclass
+class _Child:
+    proc: subprocess.Popen[bytes]
+    stdout: Path
+    stderr: Path
+
+
+def _launch(
+    runtime: bwrap.Runtime | None,
+    source: str,
+    work: Path,
+    *,
+    timeout_s: float,
+    memory_mb: int,
+    fds: list[int],
+) -> _Child:
+    """Start ``source`` in a sandbox of its own (or, with no runtime, the unsafe plain subprocess)."""
+    work.mkdir()
+    prelude = [*_limits(timeout_s, memory_mb)]
+    out_path, err_path = work / "stdout", work / "stderr"
+    opened: list[int] = []
     try:
-        argv = [runtime.python, "-I", "-B", "-c", _PRELUDE, *_limits(timeout_s, memory_mb), *map(str, extra)]
-        cmd = bwrap.command(runtime, source_fd=fds[0], seccomp_fd=fds[1] if len(fds) > 1 else None, argv=argv)
-        # An empty environment: bwrap's pid 1 inside keeps it, and /proc/1/environ shows it.
-        return _execute(cmd, scratch, cwd="/", env={}, pass_fds=[*fds, *extra], timeout_s=timeout_s)
+        if runtime is None:
+            (work / "solution.py").write_text(source, encoding="utf-8")
+            argv = [sys.executable, "-I", "-B", "-c", _PRELUDE, *prelude]
+            env = {"PATH": "/usr/bin:/bin", "HOME": str(work), "TMPDIR": str(work), "LANG": "C.UTF-8"}
+            cwd = str(work)
+        else:
+            opened.append(_memfd("solution.py", source.encode("utf-8")))
+            program = seccomp.program()
+            if program is not None:
+                opened.append(_memfd("seccomp", program))
+            argv = [runtime.python, "-I", "-B", "-c", _PRELUDE, *prelude]
+            seccomp_fd = opened[1] if len(opened) > 1 else None
+            argv = bwrap.command(runtime, source_fd=opened[0], seccomp_fd=seccomp_fd, argv=argv)
+            # An empty environment: bwrap's pid 1 inside keeps it, and /proc/1/environ shows it.
+            env, cwd = {}, "/"
+        with open(out_path, "wb") as out, open(err_path, "wb") as err:
+            proc = subprocess.Popen(
+                argv,
+                cwd=cwd,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=err,
+                start_new_session=True,
+                close_fds=True,
+                pass_fds=[*opened, *fds],
+            )
+        return _Child(proc, out_path, err_path)
     finally:
-        for fd in fds:
+        for fd in opened:
             os.close(fd)
 
 
-def _run_unsafe(
-    source: str, scratch: Path, *, timeout_s: float, memory_mb: int, extra: list[int]
-) -> SandboxResult:
-    work = scratch / "work"
-    work.mkdir()
-    (work / "solution.py").write_text(source, encoding="utf-8")
-    argv = [sys.executable, "-I", "-B", "-c", _PRELUDE, *_limits(timeout_s, memory_mb), *map(str, extra)]
-    env = {"PATH": "/usr/bin:/bin", "HOME": str(work), "TMPDIR": str(work), "LANG": "C.UTF-8"}
-    return _execute(argv, scratch, cwd=str(work), env=env, pass_fds=extra, timeout_s=timeout_s)
-
-
-def _execute(
-    argv: list[str], scratch: Path, *, cwd: str, env: dict[str, str], pass_fds: list[int], timeout_s: float
-) -> SandboxResult:
-    out_path, err_path = scratch / "stdout", scratch / "stderr"
-    timed_out = False
-    with open(out_path, "wb") as out, open(err_path, "wb") as err:
-        proc = subprocess.Popen(
-            argv,
-            cwd=cwd,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=err,
-            start_new_session=True,
-            close_fds=True,
-            pass_fds=pass_fds,
-        )
+def _supervise(
+    runtime: bwrap.Runtime | None,
+    sources: list[str],
+    fds: list[list[int]],
+    scratch: Path,
+    *,
+    timeout_s: float,
+    memory_mb: int,
+) -> list[SandboxResult]:
+    deadline = time.monotonic() + timeout_s
+    children: list[_Child] = []
+    try:
+        for index, (source, passed) in enumerate(zip(sources, fds, strict=True)):
+            limits = {"timeout_s": timeout_s, "memory_mb": memory_mb, "fds": passed}
+            children.append(_launch(runtime, source, scratch / f"p{index}", **limits))  # type: ignore[arg-type]
+            while passed:  # the child holds its own copy: ours would keep the pipe open
+                os.close(passed.pop())
+        last = children[-1].proc
+        timed_out = False
         try:
-            proc.wait(timeout=timeout_s)
+            last.wait(timeout=max(0.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
             timed_out = True
-            _kill_group(proc.pid)
-            proc.wait(timeout=_KILL_GRACE_S)
-        finally:
-            _kill_group(proc.pid)
-    returncode = proc.returncode
+        running = [child.proc.poll() is None for child in children]
+    finally:
+        for child in children:
+            _kill_group(child.proc.pid)
+        for child in children:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                child.proc.wait(timeout=_KILL_GRACE_S)
+    return [
+        _result(child, timed_out=timed_out, running=still)
+        for child, still in zip(children, running, strict=True)
+    ]
+
+
+def _result(child: _Child, *, timed_out: bool, running: bool) -> SandboxResult:
+    returncode = None if running else child.proc.returncode
     if returncode in (-signal.SIGXCPU, 128 + signal.SIGXCPU):
         timed_out = True  # the CPU rlimit struck before the wall clock (bwrap reports 128 + signal)
     return SandboxResult(
         ok=returncode == 0 and not timed_out,
         returncode=returncode,
-        stdout=_read_capped(out_path),
-        stderr=_read_capped(err_path),
+        stdout=_read_capped(child.stdout),
+        stderr=_read_capped(child.stderr),
         timed_out=timed_out,
     )
 

@@ -127,7 +127,7 @@ def test_a_saturated_verifier_pool_fails_waiting_calls_instead_of_queueing_forev
     spinning = _spinning_in_background(gateway)
     try:
         queued = gateway.call(GOOD)
-        assert queued.verdict == "fail" and "verifier pool saturated" in queued.detail
+        assert queued.verdict == "error" and "verifier pool saturated" in queued.detail
         assert queued.elapsed < TIMEOUT_S + QUICK_S
     finally:
         spinning.join()
