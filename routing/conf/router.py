@@ -66,6 +66,38 @@ class Router:
         ge=1,
         doc="Admission refuses to judge a version on fewer complete held-out calls.",
     )
+    min_labelled_calls: int = setting(
+        "MIN_LABELLED_CALLS",
+        env="SKILLGATE_ROUTER_MIN_LABELLED_CALLS",
+        default=30,
+        ge=1,
+        doc="A profile's measured quality (the fixed fallback's choice, admission) needs at least this many "
+        "labelled calls (correct or wrong as a fact; unknown never counts); with fewer, the teacher serves.",
+    )
+    strong_verifier_precision: float = setting(
+        "STRONG_VERIFIER_PRECISION",
+        env="SKILLGATE_ROUTER_STRONG_VERIFIER_PRECISION",
+        default=0.95,
+        gt=0,
+        le=1,
+        doc="A verifier's pass is a label (correct) only when the lower confidence bound of its measured "
+        "precision (passed answers a teacher comparison found correct) is at least this.",
+    )
+    min_precision_samples: int = setting(
+        "MIN_PRECISION_SAMPLES",
+        env="SKILLGATE_ROUTER_MIN_PRECISION_SAMPLES",
+        default=30,
+        ge=1,
+        doc="A verifier's precision is judged from at least this many compared passes (else: unknown, weak).",
+    )
+    quality_window_calls: int = setting(
+        "QUALITY_WINDOW_CALLS",
+        env="SKILLGATE_ROUTER_QUALITY_WINDOW_CALLS",
+        default=2000,
+        ge=10,
+        doc="Precision, the fixed fallback's measured quality and drift read the profile's newest calls, "
+        "at most this many.",
+    )
     training_stale_s: int = setting(
         "TRAINING_STALE_S",
         env="SKILLGATE_ROUTER_TRAINING_STALE_S",

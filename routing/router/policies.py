@@ -20,6 +20,7 @@ from routing.models import Invocation, RouterVersion, TaskProfile
 from routing.protocol import ChatRequest
 from routing.router.learning.features import CallInput, FeatureSpecError
 from routing.router.learning.runtime import LoadedRouter, cached_router, loaded_router
+from routing.router.versions.truth import FixedChoice, fixed_choice
 
 
 @dataclass(frozen=True)
@@ -170,7 +171,10 @@ class Learned(Router):
     query; the fitted model is loaded once per process per version id (versions are immutable). The
     features are computed off the event loop when they need the embedding model. No active version,
     or a model whose features this machine cannot compute (FeatureSpecError, e.g. MiniLM missing): the
-    profile's fixed fallback policy decides.
+    profile's fixed fallback decides: the cheapest fixed policy whose measured quality on labelled
+    calls meets the target with its confidence bound, else (or with too few labels) the teacher
+    (``routing.router.versions.truth.fixed_choice``, read once per lookup TTL per process); the
+    decision's reason says which and why.
     """
 
     policy = TaskProfile.Policy.LEARNED
@@ -179,16 +183,16 @@ class Learned(Router):
         profile_id = call.profile.pk
         active = await lookups.cached("router_version", profile_id, lambda: _active_version(profile_id))
         if active is None or active.pk is None:
-            return self._fallback(call, "no active router version")
+            return await self._fallback(call, "no active router version")
         pk, number, threshold = active.pk, active.number, active.threshold
         if threshold is None:
-            return self._fallback(call, f"router v{number} has no threshold")
+            return await self._fallback(call, f"router v{number} has no threshold")
         router: LoadedRouter | None = cached_router(pk)
         if router is None:
             try:
                 router = await run_sync(_load, pk, threshold)
             except (FeatureSpecError, ValueError, KeyError, TypeError) as exc:
-                return self._fallback(call, f"router v{number} is unusable here ({exc})")
+                return await self._fallback(call, f"router v{number} is unusable here ({exc})")
         features = CallInput.from_call(call)
         if router.featurizer.runs_model(features):
             decided = await asyncio.to_thread(router.decide, features)
@@ -199,6 +203,17 @@ class Learned(Router):
     def route(self, call: Call) -> Decision:
         return async_to_sync(self.aroute)(call)
 
-    def _fallback(self, call: Call, why: str) -> Decision:
-        decision = fixed_fallback(call.profile, call.has_verifier).route(call)
-        return Decision(decision.route, decision.score, decision.policy, f"{why}; {decision.reason}")
+    async def _fallback(self, call: Call, why: str) -> Decision:
+        profile = call.profile
+        choice: FixedChoice | None = await lookups.cached(
+            "fixed_choice", profile.pk, lambda: fixed_choice(profile)
+        )
+        if choice is None or choice.policy == TaskProfile.Policy.ALWAYS_TEACHER:
+            router: Router = AlwaysTeacher({})
+        else:
+            router = fixed_fallback(profile, call.has_verifier)
+        decision = router.route(call)
+        measured = f"; {choice.reason}" if choice is not None else ""
+        return Decision(
+            decision.route, decision.score, decision.policy, f"{why}{measured}; {decision.reason}"
+        )

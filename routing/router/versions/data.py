@@ -11,6 +11,7 @@ from routing.models import Invocation, TaskProfile
 from routing.router.learning.calibration import EVAL_SPLIT, Split
 from routing.router.learning.features import FeatureSpec, default_spec, hashing_spec, minilm_spec
 from routing.router.learning.records import ReplayRecord, record_from_invocation
+from routing.router.versions.truth import verifier_precision
 
 # Shards by hash of the task id: 0-2 train the model, 3 calibrates the threshold, 4 is held out
 # for admission. A task's calls never straddle two parts.
@@ -22,20 +23,23 @@ def ledger_records(
     *, profile: TaskProfile, until: dt.datetime | None = None, limit: int | None = None
 ) -> list[ReplayRecord]:
     """The newest ``limit`` calls of the profile (up to ``until``) that still hold their request
-    (purged and hash-only rows have no text to learn from), oldest first."""
+    (purged and hash-only rows have no text to learn from), oldest first. The verifier's pass is a
+    label only when its measured precision is strong (``truth.verifier_precision``)."""
     rows = Invocation.objects.filter(HAS_BODY, profile=profile).select_related("profile")
     if until is not None:
         rows = rows.filter(created_at__lte=until)
     limit = limit or conf.get().router.max_training_calls
     newest = list(rows.order_by("-created_at", "-pk")[:limit])
-    return [record_from_invocation(row) for row in reversed(newest)]
+    trusted = verifier_precision(profile).strong
+    return [record_from_invocation(row, trusted_verifier=trusted) for row in reversed(newest)]
 
 
 def sample_weighted(records: Sequence[ReplayRecord]) -> list[ReplayRecord]:
-    """Complete records, each repeated 1/rate times when a background sample at that rate
-    completed it: the calls sampled stand for those that were not, so a policy replayed on them
-    sees the traffic's real mix (every failed student call is complete, only a sample of the
-    passed ones is)."""
+    """Complete records (both legs, the student's labelled), each repeated 1/rate times when a
+    background sample at that rate completed it: the calls sampled stand for those that were not, so a
+    policy replayed on them sees the traffic's real mix (every failed student call is complete, only a
+    sample of the passed ones is). A sample whose comparison left the student's answer unknown is not
+    complete, so it is never weighted up as a pass."""
     out: list[ReplayRecord] = []
     for record in records:
         if not record.complete:

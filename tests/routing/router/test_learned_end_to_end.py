@@ -11,6 +11,7 @@ from routing.ledger import learning_spend
 from routing.models import Invocation, RouterVersion, TaskProfile
 from routing.router.learning.features import hashing_spec
 from routing.router.versions.services import router_version_admit, router_version_train
+from routing.router.versions.truth import fixed_choice
 from tests.factories import TaskProfileFactory
 from tests.support.celery_worker import Worker, celery_worker
 from tests.support.learned_router import SCHEMA, ask, easy, hard, student_fails_on_hard
@@ -30,6 +31,7 @@ def test_router_learns_from_the_ledger_and_routes_change(gateway_url, backends, 
         "ROUTER": {
             **settings.SKILLGATE["ROUTER"],
             "MIN_HELDOUT_CALLS": 15,
+            "MIN_LABELLED_CALLS": 1000,
             "TEACHER_SAMPLE_RATE": 0.0,
             "STUDENT_SAMPLE_RATE": 0.0,
         },
@@ -38,25 +40,39 @@ def test_router_learns_from_the_ledger_and_routes_change(gateway_url, backends, 
         name="totals",
         policy=TaskProfile.Policy.LEARNED,
         verifier={"kind": "json_schema", "schema": SCHEMA},
-        policy_params={"teacher_sample_rate": 1.0, "target": 0.97, "target_relative": True},
+        policy_params={
+            "teacher_sample_rate": 1.0,
+            "student_sample_rate": 1.0,
+            "target": 0.97,
+            "target_relative": True,
+        },
     )
     stub.responder = student_fails_on_hard
     client = openai.OpenAI(base_url=f"{gateway_url}/v1", api_key=api_key.raw, max_retries=0)
 
     with celery_worker("learned-router", loglevel="WARNING") as worker:
-        # No active version yet: the fallback policy sends every call to the student first.
+        # No active version and too few labelled calls to know what the student does: the teacher
+        # serves, and a background student sample of each call labels it (its answer compared).
         for i in range(120):
             route, _ = ask(client, hard(i) if i % 3 == 0 else easy(i))
-            assert route == "student"
+            assert route == "teacher"
         wait_for_samples(worker)
+        assert "labelled calls; the teacher serves" in fixed_choice(profile).reason
 
         # the clients' calls; each background sample is also a row of its own under the learning key
         rows = Invocation.objects.filter(profile=profile).exclude(policy=learning_spend.POLICY)
         assert rows.count() == 120
-        assert rows.filter(fallback=True).count() == 40  # the hard calls fell back to the teacher
         sampled = rows.filter(sample_state=Invocation.SampleState.DONE)
-        assert sampled.count() == 80  # every passed student call got its teacher sample
-        assert all(any(leg.get("background") for leg in row.legs) for row in sampled)
+        assert sampled.count() == 120  # every call got its student sample, compared with the teacher
+        students = [next(leg for leg in row.legs if leg.get("role") == "student") for row in sampled]
+        assert sum(leg.get("correct") is True for leg in students) == 80  # the easy calls
+        assert sum(leg.get("correct") is False for leg in students) == 40  # the hard ones fail
+        # Labelled now: the cascade's measured quality (the teacher backs every failed verification)
+        # meets the target, so with the default minimum of labels it is the fallback again.
+        router = {**settings.SKILLGATE["ROUTER"], "MIN_LABELLED_CALLS": 30}
+        settings.SKILLGATE = {**settings.SKILLGATE, "ROUTER": router}
+        choice = fixed_choice(profile)
+        assert choice.policy == "student_with_fallback" and choice.labelled == 120, choice
 
         version = router_version_train(profile=profile, spec=hashing_spec(ngram_dims=256))
         assert version.status == RouterVersion.Status.CANDIDATE, version.status_reason

@@ -1,0 +1,222 @@
+"""Reads of what the ledger knows about correctness: each verifier's measured precision, and the
+measured quality of the fixed policies a profile falls back on while it has no admitted version.
+
+    verifier_precision(profile) -> Precision   how often an answer its verifier passed was wrong
+    fixed_choice(profile)       -> FixedChoice  the cheapest fixed policy whose measured quality meets
+                                                the target with its confidence bound; else the teacher
+
+Both read the profile's newest ``QUALITY_WINDOW_CALLS`` calls (their legs, not their bodies). Only
+labelled answers count (``records.Outcome.label``): a comparison with a background teacher sample, a
+failed verification, or the pass of a verifier whose precision is measured good; unknown is never
+passed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+from routing import conf
+from routing.models import Invocation, TaskProfile
+from routing.router.learning.calibration import (
+    PolicyData,
+    Target,
+    binomial_lower,
+    one_sided_alpha,
+    quality_margins,
+)
+from routing.router.learning.records import Outcome, ReplayRecord, outcome_from_leg
+from routing.router.versions.config import profile_target
+
+STUDENT_WITH_FALLBACK = TaskProfile.Policy.STUDENT_WITH_FALLBACK
+ALWAYS_TEACHER = TaskProfile.Policy.ALWAYS_TEACHER
+
+
+def compared(leg: dict[str, Any]) -> bool:
+    """A label that came from a comparison with the teacher (not from the verifier itself)."""
+    return isinstance(leg.get("correct"), bool) and not str(leg.get("correct_by") or "").startswith(
+        "verifier"
+    )
+
+
+@dataclass(frozen=True)
+class Precision:
+    """Of the student answers the profile's verifier passed and a teacher comparison labelled, how
+    many were wrong. ``lower``: the Clopper-Pearson lower bound of the precision (at the target's z);
+    ``strong``: enough compared passes, and the bound at least ``STRONG_VERIFIER_PRECISION``."""
+
+    has_verifier: bool
+    compared_passes: int = 0
+    wrong: int = 0
+    lower: float | None = None
+    strong: bool = False
+    required: float = 0.0
+    minimum: int = 0
+
+    @property
+    def value(self) -> float | None:
+        return None if not self.compared_passes else 1.0 - self.wrong / self.compared_passes
+
+    @property
+    def reason(self) -> str:
+        if not self.has_verifier:
+            return "no verifier: every answer's correctness comes from a comparison, or is unknown"
+        if self.compared_passes < self.minimum:
+            return (
+                f"{self.compared_passes} passed answers compared with the teacher; precision is judged "
+                f"from {self.minimum}: its passes are not labels"
+            )
+        verdict = "strong: its passes are labels" if self.strong else "weak: its passes are not labels"
+        return (
+            f"precision {self.value:.3f} (lower bound {self.lower:.3f}) on {self.compared_passes} "
+            f"compared passes, {self.wrong} wrong; {verdict} (needs {self.required:g})"
+        )
+
+    def as_json(self) -> dict[str, Any]:
+        return {**asdict(self), "value": self.value, "reason": self.reason}
+
+
+def _rows(profile: TaskProfile) -> list[list[dict[str, Any]]]:
+    window = conf.get().router.quality_window_calls
+    rows = Invocation.objects.filter(profile=profile).order_by("-created_at", "-pk")[:window]
+    return [
+        [leg for leg in (legs or []) if isinstance(leg, dict)] for legs in rows.values_list("legs", flat=True)
+    ]
+
+
+def _has_verifier(profile: TaskProfile) -> bool:
+    return bool((profile.verifier or {}).get("kind"))
+
+
+def precision_of(profile: TaskProfile, rows: list[list[dict[str, Any]]]) -> Precision:
+    router = conf.get().router
+    has_verifier = _has_verifier(profile) or any(
+        leg.get("verdict") in ("pass", "fail") for legs in rows for leg in legs
+    )
+    passes = [
+        leg["correct"]
+        for legs in rows
+        for leg in legs
+        if leg.get("role") == "student" and leg.get("verdict") == "pass" and compared(leg)
+    ]
+    n, right = len(passes), sum(1 for c in passes if c)
+    alpha = one_sided_alpha(max(router.target_z, 1.0))
+    lower = float(binomial_lower(np.asarray([right]), np.asarray([n]), alpha)[0]) if n else None
+    strong = (
+        has_verifier
+        and n >= router.min_precision_samples
+        and lower is not None
+        and lower >= router.strong_verifier_precision
+    )
+    return Precision(
+        has_verifier,
+        n,
+        n - right,
+        lower,
+        strong,
+        router.strong_verifier_precision,
+        router.min_precision_samples,
+    )
+
+
+def verifier_precision(profile: TaskProfile) -> Precision:
+    """The profile's verifier's measured precision (the router page, the fallback, training)."""
+    return precision_of(profile, _rows(profile))
+
+
+# --- the fixed fallback ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FixedChoice:
+    """The fixed policy a profile with no admitted version runs, and why (the decision's reason)."""
+
+    policy: str
+    reason: str
+    labelled: int = 0
+    quality: float | None = None
+    required: float | None = None
+    margin: float | None = None
+    cost_rel: float | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _record(
+    legs: list[dict[str, Any]], has_verifier: bool, trusted: bool
+) -> tuple[ReplayRecord, float] | None:
+    student: Outcome | None = next(
+        (outcome_from_leg(leg, trusted=trusted) for leg in legs if leg.get("role") == "student"), None
+    )
+    teacher = next((outcome_from_leg(leg) for leg in reversed(legs) if leg.get("role") == "teacher"), None)
+    record = ReplayRecord("", "", "", {"messages": []}, has_verifier, 0, False, student, teacher)
+    if not record.complete:
+        return None
+    sampled = [leg for leg in legs if leg.get("background")]
+    rate = float(sampled[-1].get("sample_rate") or 1.0) if sampled else 1.0
+    return record, 1.0 / max(rate, 0.01)
+
+
+def choose_fixed(
+    profile: TaskProfile, rows: list[list[dict[str, Any]]], *, precision: Precision, target: Target
+) -> FixedChoice:
+    """The cheapest fixed policy whose measured quality on the labelled calls in ``rows`` meets
+    ``target`` at its confidence bound: the cascade (student, teacher on a failed verification) when it
+    does, else the teacher; the teacher too while fewer than ``MIN_LABELLED_CALLS`` calls are labelled.
+    A call sampled at rate r stands for 1/r calls (the passes are labelled only by samples)."""
+    minimum = conf.get().router.min_labelled_calls
+    configured = (profile.policy_params or {}).get("fallback")
+    if configured == ALWAYS_TEACHER:
+        return FixedChoice(ALWAYS_TEACHER, "the profile's fallback is the teacher")
+    has_verifier = precision.has_verifier
+    pairs = [p for p in (_record(legs, has_verifier, precision.strong) for legs in rows) if p is not None]
+    n = len(pairs)
+    if n < minimum:
+        return FixedChoice(
+            ALWAYS_TEACHER,
+            f"{n} labelled calls; the teacher serves until {minimum} show what the student does",
+            n,
+        )
+    data = PolicyData.from_records([r for r, _ in pairs])
+    w = np.asarray([weight for _, weight in pairs])
+    ok, cost, _, _ = data.student_path(fallback=True)
+    quality, teacher_rate = float(np.average(ok, weights=w)), float(np.average(data.t_ok, weights=w))
+    losses = float(np.average(data.t_ok & ~ok, weights=w)) * n
+    gains = float(np.average(~data.t_ok & ok, weights=w)) * n
+    margin = float(
+        quality_margins(
+            n=n,
+            k=np.zeros(1),
+            losses=np.asarray([losses]),
+            gains=np.asarray([gains]),
+            passed=np.asarray([quality * n]),
+            teacher_rate=teacher_rate,
+            target=target,
+        )[0]
+    )
+    required = target.required(teacher_rate)
+    teacher_cost = float(np.average(data.t_cost, weights=w))
+    cost_rel = float(np.average(cost, weights=w)) / teacher_cost if teacher_cost > 0 else None
+    measured = f"measured quality {quality:.3f} on {n} labelled calls, target {required:.3f}"
+    if margin >= 0 and (cost_rel is None or cost_rel < 1.0):
+        policy, why = (
+            STUDENT_WITH_FALLBACK,
+            f"the cascade meets the target ({measured}, bound margin {margin:+.3f})",
+        )
+    else:
+        policy, why = (
+            ALWAYS_TEACHER,
+            f"the cascade misses the target ({measured}, bound margin {margin:+.3f})",
+        )
+        if margin >= 0:
+            why = f"the cascade costs more than the teacher ({measured})"
+    return FixedChoice(policy, why, n, quality, required, margin, cost_rel)
+
+
+def fixed_choice(profile: TaskProfile) -> FixedChoice:
+    """What a profile with no usable router version runs now (``routing.router.policies``)."""
+    rows = _rows(profile)
+    return choose_fixed(profile, rows, precision=precision_of(profile, rows), target=profile_target(profile))
