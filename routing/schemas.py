@@ -14,22 +14,57 @@ the same compiled validator. The rules:
   capped by :data:`REGEX_SIZE_LIMIT` bytes.
 - **Size is bounded before any work.** At most :data:`MAX_SCHEMA_BYTES` bytes of JSON and
   :data:`MAX_SUBSCHEMAS` objects; the meta-schema check and compilation then take milliseconds.
+- **Cost is bounded, not only size** (issue 37: 2 KB of ``$defs`` that refer to each other twice per
+  level make a validator do 2^levels checks). Before compiling, the schema's reference graph is
+  counted (:func:`schema_cost`): its nodes are the subschemas, its edges every applicator and
+  reference: ``$ref`` / ``$dynamicRef`` / ``$recursiveRef`` (an anchor reference reaches every node
+  that declares it), ``allOf`` / ``anyOf`` / ``oneOf`` / ``not`` / ``if`` / ``then`` / ``else`` /
+  ``dependentSchemas`` / ``dependencies`` (same instance location), and ``properties`` /
+  ``patternProperties`` / ``additionalProperties`` / ``propertyNames`` / ``items`` / ``prefixItems`` /
+  ``additionalItems`` / ``contains`` / ``unevaluated*`` (one level down in the instance). Three
+  numbers, each counted in time linear in the graph (memoised per node, or bounded by the budget):
 
-Compiled validators are cached by the schema's JSON (the edge check and the verifier share one).
+  1. *expansion*: the schema unrolled into a tree, references followed, each node's count memoised
+     (``1 + the sum of its children's``); an edge back into the path being unrolled (recursion)
+     counts 1 here, its cost is number 2's. At most :data:`MAX_SCHEMA_COST`.
+  2. *checks along one instance path*: recursion is legitimate (a tree whose nodes refer to the tree)
+     and bounded by the instance's depth, which the answer parser bounds (:data:`MAX_INSTANCE_DEPTH`,
+     routing/json_body.py's ``ANSWER_MAX_DEPTH``). So the nodes evaluated at one instance location
+     are counted level by level down to that depth: at each level the same-location closure (walks
+     counted with multiplicity), then the children one level down, taking of each node the largest
+     group of edges that can reach one child (``properties.left`` and ``properties.right`` reach two
+     different children and do not compound; two ``allOf`` branches that both descend into ``x``
+     do). A tree schema costs its size times the depth; a schema that doubles per level is refused.
+     The sum over the levels is at most :data:`MAX_SCHEMA_COST`.
+  3. *fan-out*: the product of ``anyOf`` / ``oneOf`` alternatives along any path of the unrolled
+     schema, at most :data:`MAX_FANOUT`.
+
+  A reference cycle that never descends into the instance (``a`` -> ``allOf`` -> ``a``) would never
+  end and is refused. A refusal names the limit; the edge answers it with a 400.
+
+Compiled validators are cached by the schema's JSON (the edge check and the verifier share one), the
+least recently used dropped past :data:`CACHE_BYTES` (an estimate from the schema's size: a count of
+entries would let a few large schemas hold hundreds of megabytes).
 """
 
 from __future__ import annotations
 
-from functools import lru_cache
+import threading
+from collections import defaultdict
 from typing import Any
 
 import jsonschema_rs
 import orjson
+from cachetools import LRUCache
 
 MAX_SCHEMA_BYTES = 64 * 1024
 MAX_SUBSCHEMAS = 5000  # OpenAI's structured outputs allow 5,000 object properties in all
 MAX_PATTERN_CHARS = 1000
 REGEX_SIZE_LIMIT = 1 << 20  # bytes of one compiled pattern (and of its lazy DFA)
+MAX_SCHEMA_COST = 100_000  # checks: of the unrolled schema, and along one instance path
+MAX_FANOUT = 4096  # the product of anyOf / oneOf alternatives along one path
+MAX_INSTANCE_DEPTH = 100  # routing.json_body.ANSWER_MAX_DEPTH (a sibling module: not imported here)
+CACHE_BYTES = 64 * 1024 * 1024
 _REFERENCES = ("$ref", "$dynamicRef", "$recursiveRef")
 _PATTERNS = jsonschema_rs.RegexOptions(size_limit=REGEX_SIZE_LIMIT, dfa_size_limit=REGEX_SIZE_LIMIT)
 
@@ -81,10 +116,30 @@ def validator(schema: Any) -> jsonschema_rs.Validator:
     return _compiled(text)
 
 
-@lru_cache(maxsize=256)
+_cache: LRUCache[bytes, tuple[jsonschema_rs.Validator, int]] = LRUCache(
+    maxsize=CACHE_BYTES, getsizeof=lambda entry: entry[1]
+)
+_cache_lock = threading.Lock()
+
+
 def _compiled(text: bytes) -> jsonschema_rs.Validator:
+    with _cache_lock:
+        found = _cache.get(text)
+    if found is not None:
+        return found[0]
+    compiled = _compile(text)
+    weight = 16 * 1024 + 64 * len(text)  # a compiled validator's size, roughly, from its schema's
+    if weight <= CACHE_BYTES // 8:
+        with _cache_lock:
+            _cache[text] = (compiled, weight)
+    return compiled
+
+
+def _compile(text: bytes) -> jsonschema_rs.Validator:
     schema = orjson.loads(text)
     _check_shape(schema)
+    if isinstance(schema, dict):
+        _check_cost(schema)
     try:
         return jsonschema_rs.validator_for(
             schema, retriever=_no_retrieval, pattern_options=_PATTERNS, validate_formats=True
@@ -121,6 +176,236 @@ def _check_shape(schema: Any) -> None:
         if isinstance(properties, dict) and any(len(p) > MAX_PATTERN_CHARS for p in properties):
             raise SchemaRefused(f"a patternProperties pattern is longer than {MAX_PATTERN_CHARS} characters")
         stack.extend(item.values())
+
+
+# --- the cost of a schema (the module's rule "cost is bounded") ----------------------------------
+
+_SAME_LISTS = ("allOf", "anyOf", "oneOf")
+_SAME_ONE = ("not", "if", "then", "else")
+_SAME_MAPS = ("dependentSchemas", "dependencies")
+_DOWN_ONE = (
+    "additionalProperties",
+    "unevaluatedProperties",
+    "propertyNames",
+    "additionalItems",
+    "unevaluatedItems",
+    "contains",
+)
+
+
+class _Graph:
+    """The subschemas of one schema and their edges, built as nodes are reached (by identity)."""
+
+    def __init__(self, root: dict[str, Any]) -> None:
+        self.root = root
+        self.anchors: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        self.recursive: list[dict[str, Any]] = [root]
+        stack: list[Any] = [root]
+        while stack:  # every object that declares an anchor (references by name reach all of them)
+            item = stack.pop()
+            if isinstance(item, list):
+                stack.extend(item)
+            elif isinstance(item, dict):
+                for key in ("$anchor", "$dynamicAnchor"):
+                    if isinstance(item.get(key), str):
+                        self.anchors[item[key]].append(item)
+                if item.get("$recursiveAnchor") is True:
+                    self.recursive.append(item)
+                stack.extend(item.values())
+        self._edges: dict[int, tuple[list[dict[str, Any]], list[list[dict[str, Any]]], int]] = {}
+
+    def edges(self, node: dict[str, Any]) -> tuple[list[dict[str, Any]], list[list[dict[str, Any]]], int]:
+        """(same-location children, the groups of children one level down, alternatives here): a
+        group is the edges that can reach one instance child (one property name, one index), each
+        with every wildcard edge (``additionalProperties``, ``items``...) added."""
+        found = self._edges.get(id(node))
+        if found is not None:
+            return found
+        same: list[dict[str, Any]] = []
+        alternatives = 1
+        for key in _SAME_LISTS:
+            value = node.get(key)
+            if isinstance(value, list):
+                same.extend(v for v in value if isinstance(v, dict))
+                if key != "allOf":
+                    alternatives *= max(1, len(value))
+        same.extend(node[k] for k in _SAME_ONE if isinstance(node.get(k), dict))
+        for key in _SAME_MAPS:
+            value = node.get(key)
+            if isinstance(value, dict):
+                same.extend(v for v in value.values() if isinstance(v, dict))
+        for key in _REFERENCES:
+            target = node.get(key)
+            if isinstance(target, str):
+                same.extend(self._targets(key, target))
+        keyed: dict[Any, list[dict[str, Any]]] = defaultdict(list)
+        wild = [node[k] for k in _DOWN_ONE if isinstance(node.get(k), dict)]
+        for key in ("properties", "patternProperties"):
+            value = node.get(key)
+            if isinstance(value, dict):
+                for name, child in value.items():
+                    if isinstance(child, dict):
+                        (keyed[("p", name)] if key == "properties" else wild).append(child)
+        for key in ("items", "prefixItems"):
+            value = node.get(key)
+            if isinstance(value, dict):
+                wild.append(value)
+            elif isinstance(value, list):
+                for index, child in enumerate(value):
+                    if isinstance(child, dict):
+                        keyed[("i", index)].append(child)
+        groups = [group + wild for group in keyed.values()] or ([wild] if wild else [])
+        found = (same, groups, alternatives)
+        self._edges[id(node)] = found
+        return found
+
+    def _targets(self, key: str, target: str) -> list[dict[str, Any]]:
+        if not target.startswith("#"):
+            return []  # refused by _check_shape
+        if key == "$recursiveRef":
+            return self.recursive
+        fragment = target[1:]
+        if fragment and not fragment.startswith("/"):
+            return self.anchors.get(fragment, [])
+        node: Any = self.root
+        for part in fragment.split("/")[1:]:
+            part = part.replace("~1", "/").replace("~0", "~")
+            if isinstance(node, dict):
+                node = node.get(part)
+            elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+                node = node[int(part)]
+            else:
+                return []  # does not resolve: the compiler refuses it
+        return [node] if isinstance(node, dict) else []
+
+
+def schema_cost(schema: dict[str, Any]) -> tuple[int, int, int]:
+    """(expansion, checks along one instance path, fan-out) of ``schema``, each counted up to just
+    past its limit (the module's rule); :class:`SchemaRefused` for a cycle that never descends."""
+    graph = _Graph(schema)
+    order = _same_location_order(graph)
+    expansion, fanout = _unrolled(graph)
+    return expansion, _along_a_path(graph, order), fanout
+
+
+def _check_cost(schema: dict[str, Any]) -> None:
+    expansion, along, fanout = schema_cost(schema)
+    if expansion > MAX_SCHEMA_COST:
+        raise SchemaRefused(
+            f"unrolls into more than {MAX_SCHEMA_COST} subschemas once its references are followed "
+            f"(the limit on a schema's expanded cost is {MAX_SCHEMA_COST})"
+        )
+    if along > MAX_SCHEMA_COST:
+        raise SchemaRefused(
+            f"makes more than {MAX_SCHEMA_COST} checks along one path of an instance {MAX_INSTANCE_DEPTH} "
+            f"levels deep: its references multiply at each level (the limit is {MAX_SCHEMA_COST})"
+        )
+    if fanout > MAX_FANOUT:
+        raise SchemaRefused(
+            f"nests anyOf/oneOf alternatives whose product along one path exceeds {MAX_FANOUT} "
+            f"(the limit on a schema's fan-out is {MAX_FANOUT})"
+        )
+
+
+def _same_location_order(graph: _Graph) -> dict[int, dict[str, Any]]:
+    """Each reachable node's place in a topological order of the same-location edges; refuses a
+    cycle of them (it would never end). Iterative: no recursion however deep the schema."""
+    done: dict[int, int] = {}
+    nodes: dict[int, dict[str, Any]] = {}
+    on_path: set[int] = set()
+    seen: set[int] = set()
+    roots: list[dict[str, Any]] = [graph.root]
+    while roots:
+        start = roots.pop()
+        if id(start) in seen:
+            continue
+        seen.add(id(start))
+        on_path.add(id(start))
+        stack = [(start, iter(graph.edges(start)[0]))]
+        while stack:
+            node, children = stack[-1]
+            child = next(children, None)
+            if child is None:
+                stack.pop()
+                on_path.discard(id(node))
+                done[id(node)] = len(done)
+                nodes[id(node)] = node
+                for group in graph.edges(node)[1]:
+                    roots.extend(group)
+                continue
+            if id(child) in on_path:
+                raise SchemaRefused(
+                    "has a reference cycle that never descends into the instance (a $ref that leads "
+                    "back to itself through allOf/anyOf/oneOf/not/if/then/else/dependentSchemas only)"
+                )
+            if id(child) not in seen:
+                seen.add(id(child))
+                on_path.add(id(child))
+                stack.append((child, iter(graph.edges(child)[0])))
+    return {key: nodes[key] for key in sorted(done, key=lambda key: -done[key])}  # parents first
+
+
+def _unrolled(graph: _Graph) -> tuple[int, int]:
+    """Number 1 and 3 of the rule: a memoised post-order walk; a back edge counts 1."""
+    cap = max(MAX_SCHEMA_COST, MAX_FANOUT) + 1
+    size: dict[int, int] = {}
+    fan: dict[int, int] = {}
+    on_path: set[int] = set()
+
+    def children(node: dict[str, Any]) -> list[dict[str, Any]]:
+        same, groups, _ = graph.edges(node)
+        below: dict[int, dict[str, Any]] = {}
+        for group in groups:
+            below.update((id(c), c) for c in group)
+        return same + list(below.values())
+
+    stack = [(graph.root, iter(children(graph.root)), 1, 1)]
+    on_path.add(id(graph.root))
+    while stack:
+        node, rest, total, widest = stack[-1]
+        child = next(rest, None)
+        if child is not None:
+            if id(child) in on_path:
+                stack[-1] = (node, rest, min(cap, total + 1), widest)
+            elif id(child) in size:
+                stack[-1] = (node, rest, min(cap, total + size[id(child)]), max(widest, fan[id(child)]))
+            else:
+                on_path.add(id(child))
+                stack.append((child, iter(children(child)), 1, 1))
+            continue
+        stack.pop()
+        on_path.discard(id(node))
+        size[id(node)] = total
+        fan[id(node)] = min(cap, widest * graph.edges(node)[2])
+        if stack:
+            parent, rest, ptotal, pwidest = stack[-1]
+            stack[-1] = (parent, rest, min(cap, ptotal + total), max(pwidest, fan[id(node)]))
+    return size[id(graph.root)], fan[id(graph.root)]
+
+
+def _along_a_path(graph: _Graph, order: dict[int, dict[str, Any]]) -> int:
+    """Number 2 of the rule, by levels of the instance: ``here(n, d)``, the checks that entering ``n``
+    at a location ``d`` levels above the deepest costs, is ``n`` itself plus, for the largest of its
+    groups, the sum of ``here(child, d - 1)``, plus ``here(s, d)`` of each same-location child ``s``
+    (children first: ``order`` is a topological order, parents first). A level that changes nothing
+    ends the count (an acyclic schema stops at its height); the work is bounded by the budget too."""
+    previous: dict[int, int] = {}
+    cap = MAX_SCHEMA_COST + 1
+    work = 0
+    nodes = list(reversed(order.values()))
+    for _ in range(MAX_INSTANCE_DEPTH + 1):
+        current: dict[int, int] = {}
+        for node in nodes:
+            same, groups, _ = graph.edges(node)
+            below = max((sum(previous.get(id(c), 0) for c in group) for group in groups), default=0)
+            current[id(node)] = min(cap, 1 + below + sum(current.get(id(c), 0) for c in same))
+            work += 1 + len(same)
+        if current == previous or current[id(graph.root)] >= cap:
+            return current[id(graph.root)]
+        if work > 4 * MAX_SCHEMA_COST:
+            return cap  # too large a recursive graph to bound cheaply: refused as too costly
+        previous = current
+    return previous[id(graph.root)]
 
 
 def _json_path(parts: Any) -> str:

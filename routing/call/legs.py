@@ -35,9 +35,12 @@ async def verify(plan: CallPlan, leg: Leg, message: dict[str, Any]) -> None:
     if plan.verifier is None:
         return
     started = time.perf_counter()
-    verdict = await run_verifier(plan.verifier, plan.request_dict, message)  # a bounded pool, off the loop
+    verdict = await run_verifier(plan.verifier, plan.request_dict, message, owner=plan.owner)  # off the loop
     leg.verify_ms = (time.perf_counter() - started) * 1000
-    leg.verdict = Invocation.Verdict.PASS if verdict.passed else Invocation.Verdict.FAIL
+    if verdict.error:  # nothing was judged: neither a pass nor the answer's failure
+        leg.verdict = Invocation.Verdict.ERROR
+    else:
+        leg.verdict = Invocation.Verdict.PASS if verdict.passed else Invocation.Verdict.FAIL
     leg.detail = verdict.detail
 
 

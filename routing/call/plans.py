@@ -109,6 +109,7 @@ class CallPlan:
     verifier_config: dict[str, Any]
     max_tokens: int
     skillbook_text: str
+    owner: str = ""  # the API key's id: its share of the verifier pool (routing/verifiers/pool.py)
 
     @cached_property
     def _upstream_body(self) -> dict[str, Any]:
@@ -181,6 +182,7 @@ def plan_call(
         verifier_config=resolved.config,
         max_tokens=output_cap(profile, parsed),
         skillbook_text=profile.skillbook_text if skillbook_text is None else skillbook_text,
+        owner=str(api_key.pk) if api_key is not None else "",
     )
 
 

@@ -316,14 +316,31 @@ class Verifiers:
         env="SKILLGATE_VERIFIER_WORKERS",
         default=4,
         ge=1,
-        doc="Verifications run in this many threads per server process, off the event loop.",
+        doc="Verifications that are not trivially cheap run in this many worker processes per server "
+        "process (routing/verifiers/pool.py), never under the serving process's GIL.",
+    )
+    workers_per_key: int = setting(
+        "VERIFIER_WORKERS_PER_KEY",
+        env="SKILLGATE_VERIFIER_WORKERS_PER_KEY",
+        default=2,
+        ge=1,
+        doc="At most this many of the worker processes verify one API key's calls at once (capped at "
+        "VERIFIER_WORKERS); its further verifications wait, so other keys' calls still get a worker.",
+    )
+    task_timeout_s: float = setting(
+        "VERIFIER_TASK_TIMEOUT_S",
+        env="SKILLGATE_VERIFIER_TASK_TIMEOUT_S",
+        default=5.0,
+        gt=0,
+        doc="A verification still running in its worker process after this many seconds (plus a code "
+        "verifier's own timeout_s) is stopped: the process is killed and replaced, the verdict is error.",
     )
     queue_wait_s: float = setting(
         "VERIFIER_QUEUE_WAIT_S",
         env="SKILLGATE_VERIFIER_QUEUE_WAIT_S",
         default=30.0,
         gt=0,
-        doc="A verification that finds no free worker within this time fails.",
+        doc="A verification that finds no free worker within this time is not run (verdict error).",
     )
 
 

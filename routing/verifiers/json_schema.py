@@ -1,14 +1,14 @@
 """``json_schema``: the answer must be JSON valid against a schema (config or ``response_format``).
 
 Also home of the small helpers the other verifiers share: :func:`message_text`, :func:`parse_json`.
-Schemas are checked and applied by routing/schemas.py (bounded, local references only, linear-time
-patterns).
+Schemas are checked and applied by routing/schemas.py (bounded in size and cost, local references
+only, linear-time patterns). No regular expression runs on the answer: the code fence is taken off by
+plain string operations (:func:`unfenced`), linear in the answer's length whatever its blank runs.
 """
 
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
 import orjson
@@ -17,7 +17,23 @@ from routing.json_body import loads_answer
 from routing.schemas import schema_errors, schema_problem
 from routing.verifiers.base import Verdict, Verifier, VerifierConfigError, register
 
-_FENCED_JSON = re.compile(r"\A\s*```[ \t]*(?:json)?[ \t]*\n(.*?)\n?[ \t]*```\s*\Z", re.DOTALL | re.IGNORECASE)
+FENCE = "```"
+
+
+def unfenced(text: str) -> str | None:
+    """The body of ``text`` when it is one fenced block (a line "```" or "```json", any case, then the
+    body, then "```"; blanks around it allowed), else None. The body loses one newline and the blanks
+    before the closing fence. Plain string operations: linear in the text (the regular expression it
+    replaces was quadratic on long runs of blanks)."""
+    stripped = text.strip()
+    if len(stripped) < 2 * len(FENCE) or not (stripped.startswith(FENCE) and stripped.endswith(FENCE)):
+        return None
+    inner = stripped[len(FENCE) : -len(FENCE)]
+    head, newline, body = inner.partition("\n")
+    if not newline or head.strip(" \t").lower() not in ("", "json"):
+        return None
+    body = body.rstrip(" \t")
+    return body[:-1] if body.endswith("\n") else body
 
 
 def message_text(message: dict[str, Any]) -> str:
@@ -40,9 +56,9 @@ def _reject_constant(name: str) -> Any:
 
 def parse_json(text: str) -> tuple[Any, str | None]:
     """Parse ``text`` (optionally wrapped in one ```json fence); return (value, error)."""
-    fenced = _FENCED_JSON.match(text)
-    if fenced:
-        text = fenced.group(1)
+    fenced = unfenced(text)
+    if fenced is not None:
+        text = fenced
     try:
         return loads_answer(text, parse_constant=_reject_constant), None
     except json.JSONDecodeError as exc:
@@ -52,24 +68,40 @@ def parse_json(text: str) -> tuple[Any, str | None]:
 
 
 INLINE_TEXT_CHARS = 4 * 1024
-INLINE_SCHEMA_BYTES = 8 * 1024
-_REGEX_KEYWORDS = (b'"pattern"', b'"patternProperties"', b'"format"', b'"$ref"', b'"$dynamicRef"')
+INLINE_SCHEMA_BYTES = 2 * 1024
+_COSTLY_KEYWORDS = (
+    b'"pattern"',
+    b'"patternProperties"',
+    b'"format"',
+    b'"$ref"',
+    b'"$dynamicRef"',
+    b'"$recursiveRef"',
+    b'"anyOf"',
+    b'"oneOf"',
+)
+NOT_THE_CALLERS = (
+    "the request's json_schema does not judge this profile's answers (the key lacks the "
+    "'verifiers:call' scope): checked as a JSON object"
+)
 
 
 def inline_schema(schema: Any) -> bool:
-    """Whether validating against ``schema`` is bounded by the answer's size: small, no regular
-    expressions, formats or references."""
+    """Whether validating against ``schema`` is bounded by the answer's size and tiny: small, no
+    regular expressions, formats, references or alternatives."""
     try:
         text = orjson.dumps(schema)
     except TypeError:
         return False
-    return len(text) <= INLINE_SCHEMA_BYTES and not any(word in text for word in _REGEX_KEYWORDS)
+    return len(text) <= INLINE_SCHEMA_BYTES and not any(word in text for word in _COSTLY_KEYWORDS)
 
 
 @register
 class JsonSchemaVerifier(Verifier):
     """Config: optional ``schema``. Without it the request's ``response_format`` decides: a
-    ``json_schema`` format supplies the schema, ``json_object`` requires any JSON object."""
+    ``json_schema`` format supplies the schema, ``json_object`` requires any JSON object.
+    ``use_request_schema: false`` (routing/verifiers/policy.py sets it on a profile's verifier for a
+    key without the ``verifiers:call`` scope): the request's schema is not used, the answer must be a
+    JSON object; a caller never picks the schema, and so the verdict, of the profile's verifier."""
 
     kind = "json_schema"
 
@@ -82,8 +114,8 @@ class JsonSchemaVerifier(Verifier):
                 raise VerifierConfigError(f"json_schema.schema is not a valid JSON schema: {problem}")
 
     def runs_inline(self, *, request: dict[str, Any], message: dict[str, Any]) -> bool:
-        """A short answer against a small schema without regular expressions (``pattern`` runs
-        Python's backtracking ``re``; those checks stay in the pool)."""
+        """A short answer against a small schema without patterns, formats, references or
+        alternatives (microseconds); every other check goes to a worker process."""
         if len(message_text(message)) > INLINE_TEXT_CHARS:
             return False
         schema, _ = self._schema_for(request)
@@ -99,7 +131,9 @@ class JsonSchemaVerifier(Verifier):
         if schema is None:
             if not isinstance(value, dict):
                 return Verdict(False, f"expected a JSON object, got {type(value).__name__}")
-            return Verdict(True, "valid JSON object")
+            return Verdict(
+                True, NOT_THE_CALLERS if self._ignores_request_schema(request) else "valid JSON object"
+            )
         reason = schema_errors(schema, value)
         return Verdict(False, reason) if reason else Verdict(True, "valid against the schema")
 
@@ -109,7 +143,7 @@ class JsonSchemaVerifier(Verifier):
             return self.schema, None
         fmt = request.get("response_format")
         fmt_type = fmt.get("type") if isinstance(fmt, dict) else None
-        if fmt_type == "json_object":
+        if fmt_type == "json_object" or self._ignores_request_schema(request):
             return None, None
         if fmt_type == "json_schema":
             spec = fmt.get("json_schema") if isinstance(fmt, dict) else None
@@ -119,3 +153,11 @@ class JsonSchemaVerifier(Verifier):
                 return None, f"request response_format.json_schema.schema is unusable: {problem}"
             return schema, None
         return None, "no schema to check against: set verifier.schema or a json response_format"
+
+    def _ignores_request_schema(self, request: dict[str, Any]) -> bool:
+        fmt = request.get("response_format")
+        return (
+            self.config.get("use_request_schema", True) is False
+            and isinstance(fmt, dict)
+            and fmt.get("type") == "json_schema"
+        )

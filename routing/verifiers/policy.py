@@ -5,6 +5,10 @@
   ``verifiers:call`` scope; otherwise the call is refused, never quietly judged by the caller's code.
 - A call whose profile has no verifier but which asks for a ``json_schema`` response format is checked
   against its own schema; that verifier is the caller's too.
+- A profile's ``json_schema`` verifier without a schema of its own never takes the request's schema
+  (a plain key would send ``true`` and pick its own verdict) unless the key holds ``verifiers:call``:
+  otherwise it is marked ``use_request_schema: false`` and judges "the answer is a JSON object". A
+  call re-judged without its key (``enforce=False``: the learning cycle) is judged the same way.
 - Time and memory limits of code verifiers are clamped to the profile's maxima, whoever set them.
 - The source is recorded on the ledger row: answers judged by a caller's verifier never become
   training demonstrations unless the key is trusted for that (``ApiKey.trusted_for_training``).
@@ -70,6 +74,21 @@ def _check_allowed(profile: TaskProfile, api_key: ApiKey | None) -> None:
         )
 
 
+def _schema_from_caller(config: dict[str, Any], request: dict[str, Any]) -> bool:
+    """Whether this profile verifier would take its schema from the request."""
+    fmt = request.get("response_format")
+    return (
+        config.get("kind") == "json_schema"
+        and config.get("schema") is None
+        and isinstance(fmt, dict)
+        and fmt.get("type") == "json_schema"
+    )
+
+
+def _may_call_verify(api_key: ApiKey | None) -> bool:
+    return api_key is not None and api_key.has_scope(scopes.CALL_VERIFIER)
+
+
 def _clamped(config: dict[str, Any], profile: TaskProfile) -> dict[str, Any]:
     if config.get("kind") not in CODE_KINDS:
         return config
@@ -96,6 +115,8 @@ def config_for(
         config, source = {**(profile.verifier or {}), **override}, Source.CALL
     elif (profile.verifier or {}).get("kind"):
         config, source = dict(profile.verifier), Source.PROFILE
+        if _schema_from_caller(config, request) and not _may_call_verify(api_key):
+            config["use_request_schema"] = False
     elif (request.get("response_format") or {}).get("type") == "json_schema":
         config, source = {"kind": "json_schema"}, Source.CALL
     else:

@@ -62,6 +62,11 @@ class RegexVerifier(Verifier):
             reason = exc.args[0].decode() if exc.args and isinstance(exc.args[0], bytes) else str(exc)
             raise VerifierConfigError(f"regex.pattern does not compile (RE2 syntax): {reason}") from None
 
+    def footprint(self) -> int:
+        """RE2 keeps one compiled pattern and its lazily built DFAs within ``max_mem``: that bound, not
+        the (smaller) size it has now, is what the cache counts."""
+        return super().footprint() + _MAX_MEM
+
     def runs_inline(self, *, request: dict[str, Any], message: dict[str, Any]) -> bool:
         # RE2 is linear in the text: a short answer is microseconds.
         return len(message_text(message)) <= INLINE_TEXT_CHARS

@@ -3,18 +3,46 @@
 Two forms: Hermes ``<tool_call>{"name", "arguments"}</tool_call>`` blocks, and a bare (or fenced)
 ``{"name", "arguments"}`` JSON object or a list of them, as a ``json_schema`` response format makes a
 model write.
+
+Blocks and fences are found with plain string operations (``str.find``, ``strip``), linear in the
+answer's length: the regular expressions they replace were quadratic on long runs of blanks, and this
+runs on model answers (issue 37).
 """
 
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
 from routing.json_body import JsonTooDeep, loads_answer
 
-_BLOCK = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|\Z)", re.DOTALL)
-_FENCE = re.compile(r"\A\s*```(?:json)?\s*\n?(.*?)\n?\s*```\s*\Z", re.DOTALL)
+OPEN, CLOSE, FENCE = "<tool_call>", "</tool_call>", "```"
+
+
+def blocks(text: str) -> list[str]:
+    """The stripped bodies of the ``<tool_call>`` blocks of ``text``, in order; an unclosed last block
+    runs to the end."""
+    found: list[str] = []
+    start = text.find(OPEN)
+    while start != -1:
+        start += len(OPEN)
+        end = text.find(CLOSE, start)
+        if end == -1:
+            found.append(text[start:].strip())
+            break
+        found.append(text[start:end].strip())
+        start = text.find(OPEN, end + len(CLOSE))
+    return found
+
+
+def unfenced(text: str) -> str:
+    """``text`` without one fence around it ("```" or "```json" before, "```" after, blanks anywhere
+    around), stripped; the stripped text itself when it is not fenced."""
+    stripped = text.strip()
+    if len(stripped) >= 2 * len(FENCE) and stripped.startswith(FENCE) and stripped.endswith(FENCE):
+        inner = stripped[len(FENCE) : -len(FENCE)]
+        return inner.removeprefix("json").strip()
+    return stripped
 
 
 class TextCallError(ValueError):
@@ -26,10 +54,10 @@ def written_calls(text: str) -> tuple[list[Any], bool]:
     value one call, its shape not yet checked). Without blocks: the bare or fenced JSON when every value
     of it is an object with a string ``name``, else none. Raises :class:`TextCallError` for a block that
     is not JSON, and for a block or bare JSON nested past the answer depth bound (routing/json_body.py)."""
-    blocks = _BLOCK.findall(text)
-    if blocks:
+    found = blocks(text)
+    if found:
         values: list[Any] = []
-        for block in blocks:
+        for block in found:
             try:
                 data = loads_answer(block)
             except json.JSONDecodeError as exc:
@@ -38,8 +66,7 @@ def written_calls(text: str) -> tuple[list[Any], bool]:
                 raise TextCallError(f"a <tool_call> block is not readable: {exc}") from None
             values.extend(data if isinstance(data, list) else [data])
         return values, True
-    fenced = _FENCE.match(text)
-    candidate = (fenced.group(1) if fenced else text).strip()
+    candidate = unfenced(text)
     if not candidate.startswith(("{", "[")):
         return [], False
     try:
@@ -56,8 +83,7 @@ def written_calls(text: str) -> tuple[list[Any], bool]:
 
 def cut_short(text: str) -> bool:
     """Text that starts a JSON call (object or list) but does not parse: an answer cut off mid-call."""
-    fenced = _FENCE.match(text)
-    candidate = (fenced.group(1) if fenced else text).strip()
+    candidate = unfenced(text)
     if not candidate.startswith(("{", "[")):
         return False
     try:

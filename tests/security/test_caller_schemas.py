@@ -121,11 +121,11 @@ def test_a_ref_that_does_not_resolve_is_a_400_not_a_500(gateway_url, backends, a
     [
         ({"type": "string", "pattern": "a" * 700_000}, ("bytes",)),  # past the size bound, refused unread
         ({"type": "string", "pattern": "(a|aa)*" * 200}, ("pattern",)),  # past the pattern bound
-        ({"$defs": {f"d{i}": {"type": "integer"} for i in range(20_000)}}, ("bytes",)),
+        ({"$defs": {f"d{i}": {"type": "integer"} for i in range(8_000)}}, ("bytes",)),  # 216 KB
         ({"anyOf": [{"anyOf": [{}] * 6}] * 1200}, ("objects",)),  # small in bytes, many subschemas
         ({"type": "string", "pattern": "(?<=a)b"}, ("regex",)),  # lookbehind: needs a backtracking engine
     ],
-    ids=["700KB-pattern", "long-pattern", "20k-defs", "many-subschemas", "lookbehind"],
+    ids=["700KB-pattern", "long-pattern", "8k-defs", "many-subschemas", "lookbehind"],
 )
 def test_an_oversized_or_backtracking_schema_is_refused_at_once(
     gateway_url, backends, api_key, stub, schema, words
@@ -136,10 +136,12 @@ def test_an_oversized_or_backtracking_schema_is_refused_at_once(
 def test_a_catastrophic_pattern_runs_in_linear_time_and_stalls_no_one(gateway_url, backends, api_key, stub):
     """``^(a+)+$`` against 30,000 a's and a '!' takes Python's re for ever; the answer is checked in
     linear time (the verdict: it does not match), eight such calls at once, while an ordinary call answers."""
-    TaskProfileFactory.create(
-        name="evil", verifier={"kind": "json_schema"}, policy=TaskProfile.Policy.STUDENT_WITH_FALLBACK
-    )
     schema = {"type": "object", "properties": {"v": {"type": "string", "pattern": "^(a+)+$"}}}
+    TaskProfileFactory.create(
+        name="evil",
+        verifier={"kind": "json_schema", "schema": schema},
+        policy=TaskProfile.Policy.STUDENT_WITH_FALLBACK,
+    )
     answer = json.dumps({"v": "a" * 30_000 + "!"})
     stub.responder = lambda body: _reply(answer if body["messages"][-1]["content"] != "hi" else "ok")
     body = {
