@@ -106,6 +106,7 @@ class BackendForm(forms.ModelForm):
             "input_cost_per_token",
             "output_cost_per_token",
             "cached_input_cost_per_token",
+            "price_options",
             "timeout_s",
             "samples",
             "min_votes",

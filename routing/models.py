@@ -14,6 +14,7 @@ from django.db import models
 from django.utils import timezone
 
 from core.env import env_optional
+from routing import price_options as options
 from routing.scopes import default_scopes
 
 
@@ -130,23 +131,18 @@ class Backend(models.Model):
     )
     api_base = models.CharField(max_length=300, blank=True)
     replicas = models.JSONField(
-        default=list,
-        blank=True,
-        validators=[validate_replica_urls],
-        help_text=REPLICAS_HELP,
+        default=list, blank=True, validators=[validate_replica_urls], help_text=REPLICAS_HELP
     )
-    replica_status = models.JSONField(
-        default=dict,
-        blank=True,
-        editable=False,
-        help_text=STATUS_HELP,
-    )
+    replica_status = models.JSONField(default=dict, blank=True, editable=False, help_text=STATUS_HELP)
     api_key_env = models.CharField(
         max_length=100, blank=True, help_text="Name of the environment variable holding the provider key."
     )
     input_cost_per_token = models.DecimalField(max_digits=20, decimal_places=14, null=True, blank=True)
     output_cost_per_token = models.DecimalField(max_digits=20, decimal_places=14, null=True, blank=True)
     cached_input_cost_per_token = models.DecimalField(max_digits=20, decimal_places=14, null=True, blank=True)
+    price_options = models.JSONField(
+        default=dict, blank=True, validators=[options.validate], help_text=options.HELP
+    )
     timeout_s = models.FloatField(default=120.0)
     samples = models.PositiveSmallIntegerField(
         default=1,
@@ -291,6 +287,10 @@ class Invocation(models.Model):
         RESPONSES = "/v1/responses"
         EMBEDDINGS = "/v1/embeddings"
 
+    class CostBasis(models.TextChoices):
+        USAGE = "usage", "usage the provider reported"
+        BOUND = "bound", "a worst case: an attempt without usage (timed out, cut, retried)"
+
     class SampleState(models.TextChoices):
         QUEUED = "queued"
         RUNNING = "running"
@@ -317,6 +317,8 @@ class Invocation(models.Model):
     prompt_tokens = models.PositiveIntegerField(default=0)
     completion_tokens = models.PositiveIntegerField(default=0)
     cost_usd = money(default=Decimal(0))
+    attempts = models.PositiveSmallIntegerField(default=0, help_text="Upstream attempts sent (retries too).")
+    cost_basis = models.CharField(max_length=5, choices=CostBasis.choices, default=CostBasis.USAGE)
     latency_ms = models.FloatField(default=0.0)
     overhead_ms = models.FloatField(default=0.0)
     request = models.JSONField()

@@ -1,4 +1,11 @@
-"""Prices per token of a backend (configured, else litellm's price map) and costs of usage."""
+"""Prices per token of a backend (configured, else litellm's price map) and costs of usage.
+
+Every request parameter that changes what a provider bills is priced here (``Terms``): the service
+tier (a multiplier of every token price), audio in and out (their own token prices), web search (a
+fee per call) and a predicted output (its rejected tokens are billed as output, so the worst case of
+the output grows by the prediction's size). A backend without the price a call's parameter needs
+refuses the call before any upstream call (``refuse_unpriced``: a 400 naming the parameter).
+"""
 
 from __future__ import annotations
 
@@ -9,11 +16,16 @@ from typing import Any
 
 import orjson
 
+from routing import price_options as options
+from routing.errors import ApiError
 from routing.models import Backend
 
 # Chat templates add a few special tokens around each message; this bounds them generously.
 _TEMPLATE_TOKENS_PER_MESSAGE = 16
 _TEMPLATE_TOKENS_PER_CALL = 64
+# Service tiers billed at the ordinary prices: no entry in a backend's price options needed.
+ORDINARY_TIERS = frozenset({"auto", "default"})
+ONE = Decimal(1)
 
 
 class PricingError(Exception):
@@ -25,6 +37,16 @@ class Prices:
     input: Decimal
     output: Decimal
     cached_input: Decimal
+    audio_input: Decimal | None = None
+    audio_output: Decimal | None = None
+    web_search_call: Decimal | None = None  # the fee of one call that searches the web
+    tiers: tuple[tuple[str, Decimal], ...] = ()  # service tier -> multiplier of every token price
+
+    def multiplier(self, tier: str | None) -> Decimal | None:
+        """The multiplier of ``tier``: 1 for none, auto and default; None when the tier has no price."""
+        if tier is None or tier in ORDINARY_TIERS:
+            return dict(self.tiers).get(tier or "default", ONE)
+        return dict(self.tiers).get(tier)
 
 
 @dataclass(frozen=True)
@@ -32,58 +54,231 @@ class Usage:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cached_tokens: int = 0
+    audio_prompt_tokens: int = 0  # of prompt_tokens
+    audio_completion_tokens: int = 0  # of completion_tokens
+    service_tier: str | None = None  # the tier the provider says it served the call at
 
     @classmethod
-    def from_openai(cls, usage: dict[str, Any] | None) -> Usage:
+    def from_openai(cls, usage: dict[str, Any] | None, service_tier: Any = None) -> Usage:
+        """OpenAI's usage object; ``service_tier``: the response's own (the tier it was billed at)."""
+        tier = service_tier if isinstance(service_tier, str) else None
         if not usage:
-            return cls()
+            return cls(service_tier=tier)
         details = usage.get("prompt_tokens_details") or {}
+        out_details = usage.get("completion_tokens_details") or {}
         return cls(
-            prompt_tokens=int(usage.get("prompt_tokens") or 0),
-            completion_tokens=int(usage.get("completion_tokens") or 0),
-            cached_tokens=int(details.get("cached_tokens") or 0),
+            prompt_tokens=_count(usage.get("prompt_tokens")),
+            # Accepted and rejected prediction tokens are in completion_tokens, as OpenAI bills them.
+            completion_tokens=_count(usage.get("completion_tokens")),
+            cached_tokens=_count(details.get("cached_tokens")),
+            audio_prompt_tokens=_count(details.get("audio_tokens")),
+            audio_completion_tokens=_count(out_details.get("audio_tokens")),
+            service_tier=tier,
         )
+
+
+def _count(value: Any) -> int:
+    """A token count from a provider's usage: a non-negative integer, else 0."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
 def prices_for(backend: Backend) -> Prices:
     if backend.input_cost_per_token is not None and backend.output_cost_per_token is not None:
         cached_price = backend.cached_input_cost_per_token
-        return Prices(
+        base = Prices(
             backend.input_cost_per_token,
             backend.output_cost_per_token,
             cached_price if cached_price is not None else backend.input_cost_per_token,
         )
-    prices = _price_map(backend.model)
-    if prices is None:
-        raise PricingError(
-            f"No price for backend {backend.name!r} ({backend.model}): litellm does not know the model;"
-            " set input/output cost per token on the backend."
-        )
-    return prices
+    else:
+        mapped = _price_map(backend.model)
+        if mapped is None:
+            raise PricingError(
+                f"No price for backend {backend.name!r} ({backend.model}): litellm does not know the model;"
+                " set input/output cost per token on the backend."
+            )
+        base = mapped
+    return _with_options(base, backend.price_options or {})
+
+
+def _with_options(base: Prices, configured: dict[str, Any]) -> Prices:
+    """``base`` with the backend's own price options on top (routing/price_options.py)."""
+    if not configured:
+        return base
+
+    def price(name: str, default: Decimal | None) -> Decimal | None:
+        return options.amount(configured[name], where=name) if name in configured else default
+
+    tiers = dict(base.tiers)
+    for tier, multiplier in (configured.get(options.SERVICE_TIERS) or {}).items():
+        tiers[str(tier)] = options.amount(multiplier, where=f"{options.SERVICE_TIERS}.{tier}")
+    return Prices(
+        base.input,
+        base.output,
+        base.cached_input,
+        audio_input=price(options.AUDIO_INPUT, base.audio_input),
+        audio_output=price(options.AUDIO_OUTPUT, base.audio_output),
+        web_search_call=price(options.WEB_SEARCH, base.web_search_call),
+        tiers=tuple(sorted(tiers.items())),
+    )
 
 
 @lru_cache(maxsize=256)
 def _price_map(model: str) -> Prices | None:
-    """litellm's bundled price of ``model`` (read once per process: the map ships with the package)."""
+    """litellm's bundled price of ``model`` (read once per process: the map ships with the package),
+    with its service tiers (``*_flex``, ``*_priority`` prices, as the multiplier of the larger ratio),
+    audio token prices and web search fee (the dearest search context size)."""
     import litellm  # heavy import (~3 s), only needed for unpriced backends
 
     try:
         info = litellm.get_model_info(model)
     except Exception:
         return None
-    inp = Decimal(str(info.get("input_cost_per_token") or 0))
-    out = Decimal(str(info.get("output_cost_per_token") or 0))
-    cached = info.get("cache_read_input_token_cost")
-    return Prices(inp, out, Decimal(str(cached)) if cached is not None else inp)
 
+    def dec(key: str) -> Decimal | None:
+        value = info.get(key)
+        return Decimal(str(value)) if isinstance(value, int | float) and value >= 0 else None
 
-def usage_cost(prices: Prices, usage: Usage) -> Decimal:
-    cached = min(usage.cached_tokens, usage.prompt_tokens)
-    return (
-        prices.input * (usage.prompt_tokens - cached)
-        + prices.cached_input * cached
-        + prices.output * usage.completion_tokens
+    inp, out = dec("input_cost_per_token") or Decimal(0), dec("output_cost_per_token") or Decimal(0)
+    cached = dec("cache_read_input_token_cost")
+    tiers = []
+    for tier in ("flex", "priority"):
+        ratios = [
+            (dec(f"{kind}_cost_per_token_{tier}") or Decimal(0)) / base
+            for kind, base in (("input", inp), ("output", out))
+            if base > 0 and dec(f"{kind}_cost_per_token_{tier}") is not None
+        ]
+        if ratios:
+            tiers.append((tier, max(ratios)))
+    search = info.get("search_context_cost_per_query")
+    fees = (
+        [Decimal(str(v)) for v in search.values() if isinstance(v, int | float)]
+        if isinstance(search, dict)
+        else []
     )
+    return Prices(
+        inp,
+        out,
+        cached if cached is not None else inp,
+        audio_input=dec("input_cost_per_audio_token"),
+        audio_output=dec("output_cost_per_audio_token"),
+        web_search_call=max(fees) if fees else None,
+        tiers=tuple(tiers),
+    )
+
+
+# --- the parameters that change the price ----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Terms:
+    """What in one upstream body changes what the provider bills for it."""
+
+    service_tier: str | None = None
+    audio_in: str | None = None  # the parameter that brings audio tokens in (named by a refusal)
+    audio_out: str | None = None  # the parameter that asks for audio out
+    web_search: bool = False
+    prediction_tokens: int = 0  # the most tokens of a predicted output that can be rejected (billed)
+    audio_references: int = 0  # earlier audio answers named by id: billed as audio input, size unseen
+
+
+NO_TERMS = Terms()
+
+
+def terms_of(body: dict[str, Any]) -> Terms:
+    """The price-changing parameters of the chat-completions ``body`` (Anthropic's and Responses'
+    requests arrive here translated into this body, with the parameters they forward)."""
+    tier = body.get("service_tier")
+    audio_out = None
+    if isinstance(body.get("modalities"), list) and "audio" in body["modalities"]:
+        audio_out = "modalities"
+    elif body.get("audio") is not None:
+        audio_out = "audio"
+    audio_in, references = None, 0
+    for i, message in enumerate(body.get("messages") or []):
+        if not isinstance(message, dict):
+            continue
+        if message.get("audio") is not None:
+            references += 1
+            audio_in = audio_in or f"messages[{i}].audio"
+        content = message.get("content")
+        for j, part in enumerate(content if isinstance(content, list) else []):
+            if isinstance(part, dict) and part.get("type") in ("input_audio", "audio"):
+                audio_in = audio_in or f"messages[{i}].content[{j}]"
+    prediction = body.get("prediction")
+    return Terms(
+        service_tier=tier if isinstance(tier, str) else None,
+        audio_in=audio_in,
+        audio_out=audio_out,
+        web_search=body.get("web_search_options") is not None,
+        prediction_tokens=len(orjson.dumps(prediction)) if prediction is not None else 0,
+        audio_references=references,
+    )
+
+
+def refuse_unpriced(backend: Backend, prices: Prices, terms: Terms) -> None:
+    """A 400 naming the first parameter of ``terms`` that ``backend`` has no price for."""
+    where = f"backend {backend.name!r}"
+    missing: list[tuple[str, str]] = []
+    if terms.service_tier is not None and prices.multiplier(terms.service_tier) is None:
+        missing.append(("service_tier", f"service_tier {terms.service_tier!r} has no price on {where}"))
+    if terms.audio_in is not None and prices.audio_input is None:
+        missing.append((terms.audio_in, f"{terms.audio_in}: audio input has no price on {where}"))
+    if terms.audio_out is not None and prices.audio_output is None:
+        missing.append((terms.audio_out, f"{terms.audio_out}: audio output has no price on {where}"))
+    if terms.web_search and prices.web_search_call is None:
+        missing.append(("web_search_options", f"web_search_options: web search has no price on {where}"))
+    if missing:
+        param, reason = missing[0]
+        raise ApiError(
+            400,
+            f"{reason}, so the call cannot be billed; leave out {param} or ask an operator to price it "
+            "(the backend's price options).",
+            param=param,
+            code="unpriced_parameter",
+        )
+
+
+def charged_multiplier(prices: Prices, requested: str | None, reported: str | None) -> Decimal:
+    """The tier multiplier a call is billed at: the tier the provider reports it served, when priced,
+    else the tier asked for."""
+    found = prices.multiplier(reported) if reported is not None else None
+    return found if found is not None else (prices.multiplier(requested) or ONE)
+
+
+def usage_cost(prices: Prices, usage: Usage, terms: Terms = NO_TERMS) -> Decimal:
+    audio_in = min(usage.audio_prompt_tokens, usage.prompt_tokens)
+    cached = min(usage.cached_tokens, usage.prompt_tokens - audio_in)
+    audio_out = min(usage.audio_completion_tokens, usage.completion_tokens)
+    tokens = (
+        prices.input * (usage.prompt_tokens - audio_in - cached)
+        + prices.cached_input * cached
+        + (prices.audio_input if prices.audio_input is not None else prices.input) * audio_in
+        + prices.output * (usage.completion_tokens - audio_out)
+        + (prices.audio_output if prices.audio_output is not None else prices.output) * audio_out
+    )
+    multiplier = charged_multiplier(prices, terms.service_tier, usage.service_tier)
+    fee = (prices.web_search_call or Decimal(0)) if terms.web_search else Decimal(0)
+    return tokens * multiplier + fee
+
+
+def attempt_bound(prices: Prices, body: dict[str, Any], *, max_tokens: int, answers: int = 1) -> Decimal:
+    """The most one attempt of ``body`` can be billed, whatever happens to it (answered, timed out,
+    cut): every prompt token at the dearest input price it may be billed at, ``answers`` times the
+    output cap plus the predicted output's size at the dearest output price, the tier's multiplier
+    (at least 1: a tier the provider cannot serve falls back to the default), the search fee."""
+    terms = terms_of(body)
+    prompt = prompt_token_bound(body) + FILE_TOKEN_BOUND * terms.audio_references
+    in_price = max(prices.input, prices.cached_input)
+    if terms.audio_in is not None and prices.audio_input is not None:
+        in_price = max(in_price, prices.audio_input)
+    out_price = prices.output
+    if terms.audio_out is not None and prices.audio_output is not None:
+        out_price = max(out_price, prices.audio_output)
+    multiplier = max(prices.multiplier(terms.service_tier) or ONE, ONE)
+    tokens = prompt * in_price + (max_tokens + terms.prediction_tokens) * answers * out_price
+    fee = (prices.web_search_call or Decimal(0)) * answers if terms.web_search else Decimal(0)
+    return tokens * multiplier + fee
 
 
 def prompt_token_bound(body: dict[str, Any]) -> int:

@@ -35,6 +35,11 @@ class Reply:
     samples: list[str] | None = None
     # What /v1/embeddings answers: this vector for the first input, times i+1 for the i-th.
     embedding: list[float] = field(default_factory=lambda: [0.5, -0.25, 1.0, 0.125])
+    # A stream whose connection breaks (reset, no [DONE], no usage) after this many words.
+    cut_after: int | None = None
+    # The tier the answer says it was served at (OpenAI's response ``service_tier``); None: the tier
+    # the request asked for, if any.
+    service_tier: str | None = None
 
 
 BYTES_PER_TOKEN = 4
@@ -49,6 +54,19 @@ def billed_prompt_tokens(body: dict[str, Any]) -> int:
 
 def _words(value: Any) -> int:
     return len(json.dumps(value).split()) if value else 0
+
+
+def _prediction_tokens(prediction: Any, content: str | None) -> tuple[int, int]:
+    """(accepted, rejected) tokens of a predicted output: a word of it the answer has is accepted."""
+    if not isinstance(prediction, dict):
+        return 0, 0
+    text = prediction.get("content")
+    if isinstance(text, list):
+        text = " ".join(part.get("text", "") for part in text if isinstance(part, dict))
+    words = str(text or "").split()
+    used = set((content or "").split())
+    accepted = sum(word in used for word in words)
+    return accepted, len(words) - accepted
 
 
 @dataclass
@@ -117,16 +135,27 @@ class OpenAIStub(ThreadedServer):
         message: dict[str, Any] = {"role": "assistant", "content": reply.content}
         if reply.tool_calls:
             message["tool_calls"] = reply.tool_calls
+        # A predicted output (``prediction``) is billed as OpenAI bills it: its tokens the answer did
+        # not use are rejected, and counted in completion_tokens with the answer's own.
+        accepted, rejected = _prediction_tokens(body.get("prediction"), reply.content)
         usage: dict[str, Any] = {
             "prompt_tokens": billed_prompt_tokens(body)
             if self.bills_prompt_bytes
             else _words(body.get("messages")),
-            "completion_tokens": _words(reply.content) + _words(reply.tool_calls),
+            "completion_tokens": _words(reply.content) + _words(reply.tool_calls) + rejected,
             "prompt_tokens_details": {"cached_tokens": reply.cached_tokens},
         }
+        if body.get("prediction") is not None:
+            usage["completion_tokens_details"] = {
+                "accepted_prediction_tokens": accepted,
+                "rejected_prediction_tokens": rejected,
+            }
         usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
         finish = "tool_calls" if reply.tool_calls else "stop"
         base = {"id": f"chatcmpl-{uuid.uuid4().hex}", "created": int(time.time()), "model": body["model"]}
+        tier = reply.service_tier or body.get("service_tier")
+        if tier is not None:  # as OpenAI answers: the tier it served the call at ("auto" resolved)
+            base["service_tier"] = "default" if tier == "auto" else tier
         if not body.get("stream"):
             n = int(body.get("n") or 1)
             answers = reply.samples if reply.samples and n > 1 else [reply.content] * n
@@ -134,7 +163,9 @@ class OpenAIStub(ThreadedServer):
                 {"index": i, "message": {**message, "content": text}, "finish_reason": finish}
                 for i, text in enumerate(answers)
             ]
-            usage["completion_tokens"] = sum(_words(text) for text in answers) + _words(reply.tool_calls)
+            usage["completion_tokens"] = (
+                sum(_words(text) for text in answers) + _words(reply.tool_calls) + rejected * n
+            )
             usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
             completion = {**base, "object": "chat.completion", "choices": choices, "usage": usage}
             return web.json_response(completion)
@@ -146,7 +177,11 @@ class OpenAIStub(ThreadedServer):
             await response.write(b"data: " + json.dumps(data).encode() + b"\n\n")
 
         await send({**chunk, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]})
-        for piece in (reply.content or "").split(" ") if reply.content else []:
+        for i, piece in enumerate((reply.content or "").split(" ") if reply.content else []):
+            if reply.cut_after is not None and i >= reply.cut_after:
+                assert request.transport is not None
+                request.transport.abort()  # the connection resets: no [DONE], no usage
+                return response
             await send({**chunk, "choices": [{"index": 0, "delta": {"content": piece + " "}}]})
             await asyncio.sleep(reply.chunk_delay_s)
         for i, call in enumerate(reply.tool_calls or []):

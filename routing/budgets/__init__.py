@@ -21,10 +21,13 @@ condition, checked by the database), and a process never holds more than its lea
 ``reservation`` (the previous path): a conditional UPDATE plus a Reservation row before each call,
 settled with the ledger row, released by Celery beat when lost. Kept for comparison and as a fallback.
 
+A call that must try again (an upstream retry after an attempt that may have been billed) first holds that
+attempt's worst case more (``extend``); when the key cannot cover it, the attempt is not made.
+
 Keys without a budget hold nothing; their spend is charged with the ledger row.
 """
 
-from routing.budgets.holds import hold
+from routing.budgets.holds import extend, hold
 from routing.budgets.leases import Hold, LeaseBook
 from routing.budgets.store import (
     BudgetExceeded,
@@ -47,6 +50,7 @@ __all__ = [
     "LeaseBook",
     "Spend",
     "charge",
+    "extend",
     "flush_spend",
     "hold",
     "host_name",

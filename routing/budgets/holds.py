@@ -8,7 +8,7 @@ from decimal import Decimal
 from core.db import run_sync
 from routing.budgets import leases
 from routing.budgets.leases import Hold
-from routing.budgets.store import bound_to_cents, mode, reserve
+from routing.budgets.store import bound_to_cents, mode, reservation_extend, reserve
 from routing.models import ApiKey
 
 
@@ -21,3 +21,21 @@ async def hold(*, api_key: ApiKey, amount: Decimal) -> Hold:
     lease_book = leases.book()
     fast = lease_book.try_hold(api_key, amount)
     return fast if fast is not None else await run_sync(lease_book.hold, api_key, amount)
+
+
+async def extend(*, api_key: ApiKey, hold: Hold, amount: Decimal) -> bool:
+    """Holds ``amount`` more for the call of ``hold`` (another attempt: a retry); False when the key's
+    budget cannot cover it, and then the attempt is not made."""
+    amount = bound_to_cents(amount)
+    if hold.reservation is not None:
+        reservation = hold.reservation
+        extended = await run_sync(reservation_extend, reservation=reservation, amount=amount)
+        if extended:
+            hold.amount += amount
+        return extended
+    if hold.lease is None:
+        return False
+    lease_book = leases.book()
+    if lease_book.try_extend(hold, amount):
+        return True
+    return await run_sync(lease_book.extend, api_key, hold, amount)

@@ -21,6 +21,7 @@ from decimal import Decimal
 
 from routing import conf
 from routing.budgets.store import (
+    BudgetExceeded,
     host_name,
     lease_return,
     lease_size,
@@ -119,6 +120,43 @@ class LeaseBook:
                 if hold is not None:
                     return hold
                 self._grow(key, amount)  # raises BudgetExceeded; else the loop holds on the grown lease
+
+    def try_extend(self, hold: Hold, amount: Decimal) -> bool:
+        """Adds ``amount`` to ``hold`` (a retry of its call) when its lease has it free. No database."""
+        lease = hold.lease
+        if lease is None:
+            return False
+        now = time.monotonic()
+        with self._lock:
+            held = lease.holds.get(hold.hold_id)
+            if held is None or lease.closing or lease.gone or now >= lease.valid_until or lease.free < amount:
+                return False
+            lease.holds[hold.hold_id] = (held[0] + amount, held[1])
+            lease.held += amount
+            lease.last_used = now
+            hold.amount += amount
+            return True
+
+    def extend(self, key: ApiKey, hold: Hold, amount: Decimal) -> bool:
+        """``try_extend``, else the lease grown (conditional UPDATEs) and the hold extended on it; False
+        when the key's budget cannot cover ``amount`` more (or the hold's lease was replaced)."""
+        while True:
+            if self.try_extend(hold, amount):
+                return True
+            with self._key_locks[key.pk]:
+                if self.try_extend(hold, amount):
+                    return True
+                with self._lock:
+                    current = self._leases.get((key.pk, key.prefix))
+                if current is not hold.lease:
+                    return False  # the lease the hold is on is being returned: no more on it
+                try:
+                    self._grow(key, amount)
+                except BudgetExceeded:
+                    return False
+                with self._lock:
+                    if self._leases.get((key.pk, key.prefix)) is not hold.lease:
+                        return False
 
     def _grow(self, key: ApiKey, amount: Decimal) -> None:
         with self._lock:

@@ -276,6 +276,21 @@ def reserve(*, api_key_id: int, amount: Decimal) -> Reservation:
         )
 
 
+def reservation_extend(*, reservation: Reservation, amount: Decimal) -> bool:
+    """Adds ``amount`` to a call's reservation (a retry) when the key's budget has it; else False."""
+    with transaction.atomic():
+        updated = ApiKey.objects.filter(_fits(amount), pk=reservation.api_key_id).update(
+            reserved_usd=F("reserved_usd") + amount
+        )
+        if not updated:
+            return False
+        if not Reservation.objects.filter(pk=reservation.pk).update(amount_usd=F("amount_usd") + amount):
+            transaction.set_rollback(True)  # released already (lost, by beat): nothing to add to
+            return False
+    reservation.amount_usd += amount
+    return True
+
+
 def charge(*, api_key_id: int, actual: Decimal) -> None:
     """Charge a key without a budget, which holds no reservation (nothing to overspend)."""
     ApiKey.objects.filter(pk=api_key_id).update(spent_usd=F("spent_usd") + actual)

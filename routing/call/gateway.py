@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -27,7 +28,7 @@ from routing.ledger import CallRecord, Leg
 from routing.ledger import writer as ledger_writer
 from routing.media_urls import remote_url_param
 from routing.models import ApiKey, Backend, Invocation, TaskProfile
-from routing.pricing import PricingError, cost_bound, prices_for, prompt_token_bound
+from routing.pricing import PricingError, attempt_bound, prices_for, refuse_unpriced, terms_of
 from routing.protocol import ChatRequest
 from routing.router.policies import Call, Decision, build_router
 from routing.verifiers import Verifier
@@ -192,22 +193,36 @@ async def reserve_budget(prep: Prepared) -> budgets.Hold | None:
     process's lease of the key's budget, without a query while the lease covers it (routing/budgets/holds.py).
 
     A key without a budget cannot overspend, so it holds nothing and is only charged afterwards.
-    Either way every leg must be priced before it runs.
+    Either way every leg must be priced before it runs, with the parameters that change its price
+    (routing/pricing.py ``Terms``): one a leg's backend has no price for is a 400 naming it. A leg's
+    retries hold more as they come (routing/call/attempts.py).
     """
     try:
         prices = [(backend, prices_for(backend)) for backend in legs_planned(prep)]
     except PricingError as exc:
         raise ApiError(503, str(exc), type="server_error", code="backend_unpriced") from None
+    for backend, price in prices:
+        refuse_unpriced(backend, price, terms_of(prep.body_for(backend)))
     if prep.api_key.budget_usd is None:
         return None
     total = Decimal(0)
     for backend, price in prices:
         # A best-of-n leg is paid for each of its n answers (the prompt once, as providers bill n), and
         # a call asking for n choices for each choice (routing/call/legs.py asks for choices x samples).
-        bound = prompt_token_bound(prep.body_for(backend))
         answers = prep.plan.samples(backend) * prep.request.choice_count
-        total += cost_bound(price, prompt_tokens=bound, max_tokens=prep.max_tokens * answers)
+        total += attempt_bound(price, prep.body_for(backend), max_tokens=prep.max_tokens, answers=answers)
     return await budgets.hold(api_key=prep.api_key, amount=total)
+
+
+def extender(prep: Prepared, hold: budgets.Hold | None) -> Callable[[Decimal], Awaitable[bool]] | None:
+    """How a leg's retry holds one more attempt on the call's hold; None for a key without a budget."""
+    if hold is None:
+        return None
+
+    async def extend(amount: Decimal) -> bool:
+        return await budgets.extend(api_key=prep.api_key, hold=hold, amount=amount)
+
+    return extend
 
 
 def finish(record: CallRecord, prep: Prepared, upstream_ms: float) -> None:
@@ -301,7 +316,7 @@ async def complete_call(prep: Prepared) -> Result:
     served: Leg | None = None
     try:
         for backend in legs_planned(prep):
-            attempt = await run_leg(prep.plan, record, backend)
+            attempt = await run_leg(prep.plan, record, backend, extend=extender(prep, hold))
             if attempt is None:
                 continue
             completion, served = attempt, record.legs[-1]

@@ -7,16 +7,19 @@ The gateway's legs (routing/call/gateway.py, routing/call/streaming.py) and back
 from __future__ import annotations
 
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
+from decimal import Decimal
 from typing import Any
 
 from routing.call import upstream
+from routing.call.attempts import Attempts
 from routing.call.plans import CallPlan
 from routing.call.votes import answer_key
 from routing.errors import UpstreamError
 from routing.ledger import CallRecord, Leg
 from routing.models import Backend, Invocation
-from routing.pricing import prices_for, usage_cost
+from routing.pricing import NO_TERMS, attempt_bound, prices_for, terms_of, usage_cost
 from routing.verifiers.pool import run_verifier
 
 
@@ -24,11 +27,53 @@ def new_leg(backend: Backend) -> Leg:
     return Leg(backend=backend.name, role=backend.role, model=backend.litellm_model)
 
 
-def price_leg(leg: Leg, backend: Backend, usage: upstream.Usage) -> None:
+Extend = Callable[[Decimal], Awaitable[bool]]
+
+
+def leg_attempts(
+    plan: CallPlan, backend: Backend, body: dict[str, Any], *, answers: int = 1, extend: Extend | None = None
+) -> Attempts:
+    """The attempts of one leg sending ``body`` (``answers`` answers of at most the plan's max_tokens):
+    the worst case of one, and how a retry holds more (``extend``; None: no budget to hold)."""
+    bound = attempt_bound(prices_for(backend), body, max_tokens=plan.max_tokens, answers=answers)
+    return Attempts(bound=bound, extend=extend)
+
+
+def price_leg(
+    leg: Leg,
+    backend: Backend,
+    usage: upstream.Usage,
+    *,
+    body: dict[str, Any] | None = None,
+    attempts: Attempts | None = None,
+) -> None:
+    """The leg's cost: its answer's ``usage`` at the prices of ``body``'s parameters (service tier,
+    audio, web search), plus the worst case of each earlier attempt billed without usage."""
     leg.prompt_tokens = usage.prompt_tokens
     leg.completion_tokens = usage.completion_tokens
     leg.cached_tokens = usage.cached_tokens
-    leg.cost_usd = usage_cost(prices_for(backend), usage)
+    terms = terms_of(body) if body is not None else NO_TERMS
+    leg.cost_usd = usage_cost(prices_for(backend), usage, terms)
+    charge_attempts(leg, attempts)
+
+
+def charge_attempts(leg: Leg, attempts: Attempts | None) -> None:
+    """Adds the attempts billed without usage to the leg, at their worst case, and says so."""
+    if attempts is None:
+        return
+    leg.attempts = attempts.sent
+    leg.cost_usd += attempts.unmeasured_cost
+    if attempts.unmeasured:
+        leg.cost_basis = Invocation.CostBasis.BOUND
+
+
+def charge_bound(leg: Leg, attempts: Attempts) -> None:
+    """The leg's last attempt gave no usage (a stream cut before its usage chunk, by the client or the
+    upstream): it was billed for all the provider may bill, so it is charged its worst case."""
+    attempts.billed_without_usage()
+    leg.usage_estimated = True
+    leg.cost_usd = Decimal(0)
+    charge_attempts(leg, attempts)
 
 
 async def verify(plan: CallPlan, leg: Leg, message: dict[str, Any]) -> None:
@@ -144,22 +189,31 @@ async def verify_choices(
     return replace(completion, message=served[0][0], finish_reason=served[0][1], choices=served)
 
 
-async def run_leg(plan: CallPlan, record: CallRecord, backend: Backend) -> upstream.Completion | None:
-    """One whole (not streamed) leg on ``backend``, appended to ``record``; None when it failed."""
+async def run_leg(
+    plan: CallPlan, record: CallRecord, backend: Backend, *, extend: Extend | None = None
+) -> upstream.Completion | None:
+    """One whole (not streamed) leg on ``backend``, appended to ``record``; None when it failed (its
+    attempts that may have been billed still charged). ``extend``: holds more for a retry."""
     leg = new_leg(backend)
     record.legs.append(leg)
     body, samples = plan.leg_body(backend), plan.samples(backend)
     wanted = plan.request.choice_count
     if wanted > 1:
         body["n"] = wanted * samples  # a best-of-n backend: samples answers for each choice
+    attempts = leg_attempts(plan, backend, body, answers=wanted * samples, extend=extend)
     try:
-        completion = await upstream.complete(backend, body)
+        completion = await upstream.complete(backend, body, attempts=attempts)
     except UpstreamError as exc:
         leg.error, leg.error_status = exc.message, exc.status
         leg.verdict = Invocation.Verdict.ERROR
+        charge_attempts(leg, attempts)
         return None
     leg.latency_ms = completion.latency_ms
-    price_leg(leg, backend, completion.usage)
+    if not isinstance(completion.raw.get("usage"), dict):  # answered, and billed, but no usage said
+        leg.prompt_tokens = upstream.prompt_token_bound(body)
+        charge_bound(leg, attempts)
+    else:
+        price_leg(leg, backend, completion.usage, body=body, attempts=attempts)
     if wanted > 1:
         return await verify_choices(plan, leg, completion, wanted)
     if samples > 1 and (len(completion.choices) > 1 or backend.min_votes > 1):

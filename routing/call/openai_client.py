@@ -20,7 +20,8 @@ Failures become :class:`routing.errors.UpstreamError` worded as routing/call/ups
 (502 naming the backend's role and name and the upstream's status, 504 on a timeout). ``openai/``
 backends are retried as the openai SDK under litellm retried them (twice, on connection errors,
 timeouts, 408/409/429/5xx, before any byte of the answer); vLLM backends are not (litellm did not),
-so a student that is down falls back to the teacher at once.
+so a student that is down falls back to the teacher at once. Each attempt is counted, and a retry after
+one that may have been billed needs room in the call's budget hold (routing/call/attempts.py).
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ import httpx
 import orjson
 
 from routing import conf
+from routing.call.attempts import Attempts, billed_status, billed_transport_error
 from routing.errors import UpstreamError, too_long
 from routing.models import Backend
 
@@ -241,9 +243,18 @@ def _should_retry(response: httpx.Response) -> bool:
     return response.status_code in _RETRY_STATUSES or response.status_code >= 500
 
 
-async def send(backend: Backend, target: Target, body: dict[str, Any], *, stream: bool) -> httpx.Response:
+async def send(
+    backend: Backend,
+    target: Target,
+    body: dict[str, Any],
+    *,
+    stream: bool,
+    attempts: Attempts | None = None,
+) -> httpx.Response:
     """POST the call (retrying as the target's provider did under litellm): the response, its status
-    2xx; with ``stream``, its body not read yet (the caller closes it). Raises UpstreamError."""
+    2xx; with ``stream``, its body not read yet (the caller closes it). Raises UpstreamError.
+    ``attempts`` counts each attempt, and those billed without usage; a retry only when it may."""
+    attempts = attempts if attempts is not None else Attempts()
     http = client()
     content = encode_body(target, body, stream=stream)
     headers = {
@@ -260,43 +271,55 @@ async def send(backend: Backend, target: Target, body: dict[str, Any], *, stream
             )
         except httpx.InvalidURL as exc:  # an api_base that is not a URL
             raise transport_error(backend, exc) from exc
+        attempts.started()
         try:
             response = await http.send(request, stream=stream)
         except httpx.UnsupportedProtocol as exc:  # no http(s):// in the api_base: retrying cannot help
             raise transport_error(backend, exc) from exc
         except httpx.TransportError as exc:
-            if retries_done < target.retries:
+            if billed_transport_error(exc):
+                attempts.billed_without_usage()
+            if retries_done < target.retries and await attempts.may_retry():
                 await asyncio.sleep(_retry_delay(None, retries_done))
                 retries_done += 1
                 continue
             raise transport_error(backend, exc) from exc
         if response.status_code < 300:
             return response
+        if billed_status(response.status_code):
+            attempts.billed_without_usage()
         try:
             await response.aread()
         except httpx.TransportError as exc:
             raise transport_error(backend, exc) from exc
         finally:
             await response.aclose()
-        if retries_done < target.retries and _should_retry(response):
+        if retries_done < target.retries and _should_retry(response) and await attempts.may_retry():
             await asyncio.sleep(_retry_delay(response, retries_done))
             retries_done += 1
             continue
         raise status_error(backend, response.status_code, _error_text(response))
 
 
-async def post_json(backend: Backend, target: Target, body: dict[str, Any]) -> dict[str, Any]:
-    """A whole (not streamed) completion, as the upstream's JSON object."""
-    response = await send(backend, target, body, stream=False)
+async def post_json(
+    backend: Backend, target: Target, body: dict[str, Any], *, attempts: Attempts | None = None
+) -> dict[str, Any]:
+    """A whole (not streamed) completion, as the upstream's JSON object. An answer that cannot be read
+    (a reset mid-body, not JSON) was still processed: it counts as billed without usage."""
+    attempts = attempts if attempts is not None else Attempts()
+    response = await send(backend, target, body, stream=False, attempts=attempts)
     try:
         data = orjson.loads(response.content)
     except orjson.JSONDecodeError:
+        attempts.billed_without_usage()
         raise status_error(
             backend, response.status_code, f"not a JSON answer: {_first_line(response.text)!r}"
         ) from None
     if not isinstance(data, dict):
+        attempts.billed_without_usage()
         raise status_error(backend, response.status_code, "not a JSON object")
     if data.get("error"):
+        attempts.billed_without_usage()
         raise status_error(backend, response.status_code, _error_text(response))
     return data
 
@@ -370,10 +393,12 @@ async def _data(response: httpx.Response) -> AsyncIterator[bytes]:
             yield data
 
 
-async def open_stream(backend: Backend, target: Target, body: dict[str, Any]) -> UpstreamStream:
+async def open_stream(
+    backend: Backend, target: Target, body: dict[str, Any], *, attempts: Attempts | None = None
+) -> UpstreamStream:
     """Start a streamed call: failures before the first event raise UpstreamError here, later ones
     while iterating."""
-    response = await send(backend, target, body, stream=True)
+    response = await send(backend, target, body, stream=True, attempts=attempts)
 
     async def events() -> AsyncIterator[Event]:
         try:

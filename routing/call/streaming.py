@@ -25,8 +25,17 @@ import orjson
 
 from routing.budgets import Hold
 from routing.call import upstream
-from routing.call.gateway import Prepared, Result, complete_call, finish, legs_planned, reserve_budget, save
-from routing.call.legs import new_leg, price_leg, run_leg, verify
+from routing.call.gateway import (
+    Prepared,
+    Result,
+    complete_call,
+    extender,
+    finish,
+    legs_planned,
+    reserve_budget,
+    save,
+)
+from routing.call.legs import charge_attempts, charge_bound, leg_attempts, new_leg, price_leg, run_leg, verify
 from routing.call.openai_client import IdSwap, UpstreamStream
 from routing.errors import ApiError, UpstreamError
 from routing.ledger import CallRecord
@@ -48,10 +57,13 @@ class Accumulator:
     tool_calls: dict[int, dict[str, Any]] = field(default_factory=dict)
     finish_reason: str = "stop"
     usage: dict[str, Any] | None = None
+    service_tier: Any = None  # the tier the provider says it served (and bills) the call at
 
     def add(self, chunk: dict[str, Any]) -> None:
         if chunk.get("usage"):
             self.usage = chunk["usage"]
+        if chunk.get("service_tier") is not None:
+            self.service_tier = chunk["service_tier"]
         for choice in chunk.get("choices") or []:
             delta = choice.get("delta") or {}
             if delta.get("content"):
@@ -135,7 +147,7 @@ async def stream_call(prep: Prepared) -> StreamPlan:
     try:
         if prep.decision.route == Invocation.Route.STUDENT and prep.verifier is not None:
             assert prep.student is not None
-            done = await run_leg(prep.plan, record, prep.student)
+            done = await run_leg(prep.plan, record, prep.student, extend=extender(prep, hold))
             if done is not None and record.legs[-1].verdict == Invocation.Verdict.PASS:
                 return _replay_verified(prep, record, hold, done, completion_id, want_usage)
             if prep.decision.policy == "forced":
@@ -229,12 +241,15 @@ async def _stream_through(
         leg = new_leg(backend)
         record.legs.append(leg)
         opened = time.perf_counter()
+        sent = prep.body_for(backend)
+        attempts = leg_attempts(prep.plan, backend, sent, extend=extender(prep, hold))
         try:
-            chunks = await upstream.open_stream(backend, prep.body_for(backend))
+            chunks = await upstream.open_stream(backend, sent, attempts=attempts)
             break
         except UpstreamError as exc:
             leg.latency_ms = (time.perf_counter() - opened) * 1000
             leg.error, leg.error_status, leg.verdict = exc.message, exc.status, Invocation.Verdict.ERROR
+            charge_attempts(leg, attempts)
     if chunks is None:
         last = record.legs[-1]
         record.status_code, record.error, record.verdict = (
@@ -252,15 +267,17 @@ async def _stream_through(
         leg.latency_ms = (time.perf_counter() - opened) * 1000
         message = acc.message()
         if acc.usage is None:
-            # Cut off before the usage chunk (client hung up, upstream broke): the tokens were
-            # still spent, so charge the worst case of them and mark the leg as estimated.
-            leg.usage_estimated = True
+            # Cut off before the usage chunk (client hung up, upstream broke): the provider bills
+            # what it generated before it saw the hang-up, which the gateway cannot see, so the
+            # attempt is charged its worst case, the leg marked as estimated.
             calls = message.get("tool_calls")
             text = (message.get("content") or "") + (json.dumps(calls) if calls else "")
-            usage = upstream.cut_off_usage(prep.body_for(backend), text)
+            seen = upstream.cut_off_usage(sent, text)
+            leg.prompt_tokens, leg.completion_tokens = seen.prompt_tokens, seen.completion_tokens
+            charge_bound(leg, attempts)
         else:
-            usage = Usage.from_openai(acc.usage)
-        price_leg(leg, backend, usage)
+            usage = Usage.from_openai(acc.usage, acc.service_tier)
+            price_leg(leg, backend, usage, body=sent, attempts=attempts)
         record.response = {"message": message, "finish_reason": acc.finish_reason}
         if not leg.error:
             await verify(prep.plan, leg, message)

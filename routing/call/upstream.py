@@ -8,12 +8,14 @@ a streamed one an :class:`UpstreamStream` of chunk dicts, failures an ``Upstream
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from routing.call import openai_client, replicas
+from routing.call.attempts import Attempts, billed_status
 from routing.call.openai_client import UpstreamStream
 from routing.errors import UpstreamError, too_long
 from routing.models import Backend
@@ -57,7 +59,14 @@ def _refuse_strays(body: dict[str, Any]) -> None:
 def _call_kwargs(backend: Backend, body: dict[str, Any]) -> dict[str, Any]:
     """litellm's arguments: the body's OpenAI parameters, then the connection that only the operator sets."""
     _refuse_strays(body)
-    kwargs: dict[str, Any] = {**body, "model": backend.litellm_model, "timeout": backend.timeout_s}
+    # No retries inside litellm (its openai client retried twice, unseen): ``_with_retries`` makes them,
+    # each counted and held for (routing/call/attempts.py).
+    kwargs: dict[str, Any] = {
+        **body,
+        "model": backend.litellm_model,
+        "timeout": backend.timeout_s,
+        "max_retries": 0,
+    }
     if backend.api_base:
         kwargs["api_base"] = backend.api_base
     kwargs["api_key"] = backend.api_key() or "none"  # keys never live in the database
@@ -65,6 +74,49 @@ def _call_kwargs(backend: Backend, body: dict[str, Any]) -> dict[str, Any]:
         kwargs["input_cost_per_token"] = float(backend.input_cost_per_token)
         kwargs["output_cost_per_token"] = float(backend.output_cost_per_token or 0)
     return kwargs
+
+
+# litellm's providers whose SDK retried each call twice (the openai SDK's default); the others did not.
+_LITELLM_RETRIES = {"openai": 2, "azure": 2, "text-completion-openai": 2}
+
+
+def _billed(exc: Exception) -> bool:
+    """Whether a litellm failure may come after the provider processed the attempt: a timeout, a lost
+    connection, a 5xx or 408; not a refusal (another 4xx) nor a failure to connect at all."""
+    litellm = _litellm()
+    status = getattr(exc, "status_code", None)
+    if isinstance(exc, litellm.Timeout):
+        return True
+    if isinstance(status, int) and 400 <= status < 500:
+        return billed_status(status)
+    return "connect" not in str(exc).lower() or "reset" in str(exc).lower()
+
+
+def _retryable(exc: Exception) -> bool:
+    litellm = _litellm()
+    status = getattr(exc, "status_code", None)
+    if isinstance(exc, litellm.Timeout | litellm.APIConnectionError):
+        return True
+    return isinstance(status, int) and (status in (408, 409, 429) or status >= 500)
+
+
+async def _with_retries(backend: Backend, attempts: Attempts, call: Any) -> Any:
+    """``await call()`` as the provider's SDK retried it (``_LITELLM_RETRIES``), each attempt counted,
+    a retry made only when the budget hold covers it (``attempts.may_retry``); raises UpstreamError."""
+    retries = _LITELLM_RETRIES.get(backend.litellm_model.partition("/")[0], 0)
+    done = 0
+    while True:
+        attempts.started()
+        try:
+            return await call()
+        except Exception as exc:
+            if _billed(exc):
+                attempts.billed_without_usage()
+            if done < retries and _retryable(exc) and await attempts.may_retry():
+                await asyncio.sleep(min(0.5 * 2.0**done, 8.0))  # the openai SDK's backoff
+                done += 1
+                continue
+            raise _upstream_error(backend, exc) from exc
 
 
 def _upstream_error(backend: Backend, exc: Exception) -> UpstreamError:
@@ -102,7 +154,7 @@ def _completion(raw: dict[str, Any], latency_ms: float) -> Completion:
     return Completion(
         message=choices[0][0],
         finish_reason=choices[0][1],
-        usage=Usage.from_openai(raw.get("usage")),
+        usage=Usage.from_openai(raw.get("usage"), raw.get("service_tier")),
         latency_ms=latency_ms,
         raw=raw,
         choices=choices,
@@ -110,9 +162,9 @@ def _completion(raw: dict[str, Any], latency_ms: float) -> Completion:
 
 
 def cut_off_usage(body: dict[str, Any], completion_text: str) -> Usage:
-    """What a stream cut off before its usage chunk is charged (client hung up, upstream broke): the
-    worst case of what the provider may bill, never less (routing/pricing.py): every byte of the
-    upstream body as prompt tokens, every byte of the answer received as completion tokens."""
+    """The tokens a stream cut off before its usage chunk shows (client hung up, upstream broke): every
+    byte of the upstream body as prompt tokens, every byte of the answer received as completion
+    tokens. Its charge is the attempt's worst case (routing/call/legs.py ``charge_bound``)."""
     return Usage(
         prompt_tokens=prompt_token_bound(body), completion_tokens=completion_token_bound(completion_text)
     )
@@ -129,13 +181,15 @@ def count_prompt_tokens(backend: Backend, body: dict[str, Any]) -> int:
     )
 
 
-async def complete(backend: Backend, body: dict[str, Any]) -> Completion:
-    """A whole answer from ``backend``; a student's from one of its replicas (routing/call/replicas.py)."""
+async def complete(backend: Backend, body: dict[str, Any], *, attempts: Attempts | None = None) -> Completion:
+    """A whole answer from ``backend``; a student's from one of its replicas (routing/call/replicas.py).
+    ``attempts``: counts the attempts and those billed without usage, and decides the retries."""
+    attempts = attempts if attempts is not None else Attempts()
     if not replicas.balanced(backend):
-        return await _complete(backend, body)
+        return await _complete(backend, body, attempts)
     chosen = replicas.pick(backend)
     try:
-        return await _complete(chosen.backend, body)
+        return await _complete(chosen.backend, body, attempts)
     except UpstreamError as exc:
         meant = replicas.failed(chosen, exc)
         if meant is exc:
@@ -145,41 +199,44 @@ async def complete(backend: Backend, body: dict[str, Any]) -> Completion:
         chosen.release()
 
 
-async def _complete(backend: Backend, body: dict[str, Any]) -> Completion:
+async def _complete(backend: Backend, body: dict[str, Any], attempts: Attempts) -> Completion:
     target = openai_client.target_of(backend)
     if target is None:
-        return await _complete_litellm(backend, body)
+        return await _complete_litellm(backend, body, attempts)
     _refuse_strays(body)
     started = time.perf_counter()
-    raw = await openai_client.post_json(backend, target, body)
+    raw = await openai_client.post_json(backend, target, body, attempts=attempts)
     latency_ms = (time.perf_counter() - started) * 1000
     try:
         return _completion(raw, latency_ms)
     except (KeyError, IndexError, TypeError, AttributeError) as exc:
+        attempts.billed_without_usage()  # answered (so processed), but not with a usage we can read
         raise openai_client.status_error(backend, 200, f"not a chat completion ({exc!r})") from None
 
 
-async def _complete_litellm(backend: Backend, body: dict[str, Any]) -> Completion:
+async def _complete_litellm(backend: Backend, body: dict[str, Any], attempts: Attempts) -> Completion:
     litellm = _litellm()
+    kwargs = _call_kwargs(backend, body)
     started = time.perf_counter()
-    try:
-        response = await litellm.acompletion(**_call_kwargs(backend, body))
-    except Exception as exc:
-        raise _upstream_error(backend, exc) from exc
+    response = await _with_retries(backend, attempts, lambda: litellm.acompletion(**kwargs))
     return _completion(response.model_dump(), (time.perf_counter() - started) * 1000)
 
 
-async def open_stream(backend: Backend, body: dict[str, Any]) -> UpstreamStream:
+async def open_stream(
+    backend: Backend, body: dict[str, Any], *, attempts: Attempts | None = None
+) -> UpstreamStream:
     """Start a streamed call (``stream_options.include_usage`` upstream); failures before the first
     chunk raise UpstreamError here, later ones while iterating. Iterating gives chunk dicts;
     ``events()`` gives them with the upstream's own bytes where there are any; ``aclose()`` hangs up on
     the upstream (a client that went away), which stops it generating. A student's stream comes from
-    one of its replicas, counted in flight until the stream ends or is closed."""
+    one of its replicas, counted in flight until the stream ends or is closed. ``attempts`` as for
+    :func:`complete`: the attempts to open it."""
+    attempts = attempts if attempts is not None else Attempts()
     if not replicas.balanced(backend):
-        return await _open_stream(backend, body)
+        return await _open_stream(backend, body, attempts)
     chosen = replicas.pick(backend)
     try:
-        stream = await _open_stream(chosen.backend, body)
+        stream = await _open_stream(chosen.backend, body, attempts)
     except UpstreamError as exc:
         chosen.release()
         meant = replicas.failed(chosen, exc)
@@ -206,18 +263,15 @@ async def open_stream(backend: Backend, body: dict[str, Any]) -> UpstreamStream:
     return UpstreamStream(events(), close)
 
 
-async def _open_stream(backend: Backend, body: dict[str, Any]) -> UpstreamStream:
+async def _open_stream(backend: Backend, body: dict[str, Any], attempts: Attempts) -> UpstreamStream:
     target = openai_client.target_of(backend)
     if target is not None:
         _refuse_strays(body)
-        return await openai_client.open_stream(backend, target, body)
+        return await openai_client.open_stream(backend, target, body, attempts=attempts)
     litellm = _litellm()
     kwargs = _call_kwargs(backend, body)
     kwargs.update(stream=True, stream_options={"include_usage": True})
-    try:
-        stream = await litellm.acompletion(**kwargs)
-    except Exception as exc:
-        raise _upstream_error(backend, exc) from exc
+    stream = await _with_retries(backend, attempts, lambda: litellm.acompletion(**kwargs))
 
     async def events() -> AsyncIterator[openai_client.Event]:
         try:

@@ -38,6 +38,11 @@ class Leg:
     error: str = ""
     error_status: int = 0
     usage_estimated: bool = False
+    # Upstream attempts sent (retries included), and whether ``cost_usd`` is the usage the provider
+    # reported or holds a worst case: an attempt that may have been billed and gave no usage (timed
+    # out, cut, failed with a 5xx, retried) is charged its bound (routing/call/attempts.py).
+    attempts: int = 0
+    cost_basis: str = Invocation.CostBasis.USAGE
 
     def as_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -79,6 +84,15 @@ class CallRecord:
         return sum((leg.cost_usd for leg in self.legs), Decimal(0))
 
     @property
+    def attempts(self) -> int:
+        return sum(leg.attempts for leg in self.legs)
+
+    @property
+    def cost_basis(self) -> str:
+        bound = any(leg.cost_basis == Invocation.CostBasis.BOUND for leg in self.legs)
+        return Invocation.CostBasis.BOUND if bound else Invocation.CostBasis.USAGE
+
+    @property
     def fallback(self) -> bool:
         return self.route == Invocation.Route.STUDENT and self.served_by == Invocation.Route.TEACHER
 
@@ -106,6 +120,8 @@ def ledger_row(record: CallRecord) -> dict[str, Any]:
         "prompt_tokens": sum(leg.prompt_tokens for leg in record.legs),
         "completion_tokens": sum(leg.completion_tokens for leg in record.legs),
         "cost_usd": str(budgets.to_cents(record.cost_usd)),
+        "attempts": min(record.attempts, 32767),
+        "cost_basis": record.cost_basis,
         "latency_ms": record.latency_ms,
         "overhead_ms": record.overhead_ms,
         "request": stored_request(record.request),
