@@ -85,11 +85,17 @@ def router_retrain_due() -> int:
 
 @shared_task(acks_late=True, ignore_result=True)
 def router_drift_check(version_id: int) -> bool:
-    """Compares one active version's live numbers with its calibration; returns the drift flag."""
+    """Compares one active version's live numbers with its calibration; returns the drift flag. A
+    version newly flagged stops routing (the profile's safe fixed policy serves) and a retrain is
+    enqueued: it trains on the new traffic and is admitted only if it meets the target."""
     version = RouterVersion.objects.filter(pk=version_id, status=RouterVersion.Status.ACTIVE).first()
     if version is None:
         return False
-    return router_version_drift_check(version=version).drift_flag
+    was_flagged = version.drift_flag
+    flagged = router_version_drift_check(version=version).drift_flag
+    if flagged and not was_flagged:
+        router_retrain.delay(version.profile_id)
+    return flagged
 
 
 @shared_task(acks_late=True, ignore_result=True)

@@ -143,17 +143,19 @@ class ActiveVersion:
     pk: int | None
     number: int = 0
     threshold: float | None = None
+    drift: str = ""  # the drift check flagged it: the profile is served by its safe fixed policy
 
 
 def _active_version(profile_id: int) -> ActiveVersion:
     found = (
         RouterVersion.objects.filter(profile_id=profile_id, status=RouterVersion.Status.ACTIVE)
-        .values_list("pk", "number", "threshold")
+        .values_list("pk", "number", "threshold", "drift_flag", "drift_reason")
         .first()
     )
     if found is None:
         return ActiveVersion(None)
-    return ActiveVersion(found[0], found[1], None if found[2] is None else float(found[2]))
+    drift = (found[4] or "drift flagged") if found[3] else ""
+    return ActiveVersion(found[0], found[1], None if found[2] is None else float(found[2]), drift)
 
 
 def _load(pk: int, threshold: float) -> LoadedRouter:
@@ -187,6 +189,8 @@ class Learned(Router):
         pk, number, threshold = active.pk, active.number, active.threshold
         if threshold is None:
             return await self._fallback(call, f"router v{number} has no threshold")
+        if active.drift:
+            return await self._fallback(call, f"router v{number} is drifting ({active.drift[:200]})")
         router: LoadedRouter | None = cached_router(pk)
         if router is None:
             try:

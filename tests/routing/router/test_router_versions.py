@@ -233,7 +233,7 @@ def test_drift_is_flagged_when_the_live_pass_rate_falls_and_cleared_when_it_hold
     ]
     version = router_version_drift_check(version=version)
     assert version.drift_flag and version.live_pass_rate == pytest.approx(0.75)
-    assert "pass rate" in version.drift_reason
+    assert "correctness" in version.drift_reason
 
     for row in rows:  # the wrong answers turn out right after all
         row.legs[0]["correct"] = True

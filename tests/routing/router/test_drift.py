@@ -1,0 +1,100 @@
+"""Drift on truth: the sequential test, the input-shift score, and a shifted mix flagged within a stated
+number of calls, after which the profile is served by its safe fixed policy."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from django.utils import timezone
+
+from routing.models import ApiKey, Invocation, RouterVersion, TaskProfile
+from routing.protocol import ChatRequest
+from routing.router.learning.runtime import forget_routers
+from routing.router.policies import Call, build_router
+from routing.router.versions.drift import psi, router_version_drift_check, sprt
+from tests.factories import ApiKeyFactory, InvocationFactory, RouterVersionFactory
+from tests.support.ledger import learned_profile, leg
+
+
+def test_sprt_decides_drift_holds_or_waits():
+    fell = sprt([True] * 14 + [False] * 6, [1.0] * 20, 0.95, 0.90)  # 0.70 on 20 calls
+    assert fell.decision == "drift" and fell.llr >= fell.upper
+    held = sprt([True] * 120, [1.0] * 120, 0.95, 0.90)
+    assert held.decision == "holds"
+    few = sprt([True, False], [1.0, 1.0], 0.95, 0.90)
+    assert few.decision in ("suspected", "undecided") and few.n_eff == 2
+    assert sprt([], [], 0.95, 0.9).decision == "undecided"
+
+
+def test_sprt_weights_count_at_their_effective_size():
+    """20 samples at rate 0.05 stand for 400 calls, but the evidence is still 20 outcomes' worth."""
+    outcomes = [True] * 17 + [False] * 3
+    weighted = sprt(outcomes, [20.0] * 20, 0.95, 0.90)
+    plain = sprt(outcomes, [1.0] * 20, 0.95, 0.90)
+    assert weighted.n_eff == pytest.approx(20) and weighted.llr == pytest.approx(plain.llr)
+
+
+def test_psi_sees_a_shift_in_prompt_sizes():
+    rng = random.Random(3)
+    before = [rng.lognormvariate(5, 0.3) for _ in range(500)]
+    same = [rng.lognormvariate(5, 0.3) for _ in range(300)]
+    longer = [rng.lognormvariate(7, 0.3) for _ in range(300)]
+    assert psi(before, same) < 0.1
+    assert psi(before, longer) > 0.25
+
+
+def _live_call(profile: TaskProfile, key: ApiKey, version: RouterVersion, *, correct: bool) -> Invocation:
+    """A call the version sent to the student; its answer passed the (weak) verifier, and a background
+    teacher sample's comparison labelled it."""
+    return InvocationFactory.create(
+        api_key=key,
+        profile=profile,
+        request={"messages": [{"role": "user", "content": "Read the total."}]},
+        legs=[leg("student", "pass", correct=correct), leg("teacher", "pass", background=True)],
+        route="student",
+        served_by="student",
+        verdict="pass",
+        router_version=version,
+        prompt_tokens=200,
+    )
+
+
+@pytest.mark.django_db
+def test_a_shifted_mix_is_flagged_within_30_calls_and_the_profile_falls_back_to_the_teacher(settings):
+    """Predicted 0.95 correct; the shifted traffic is right 0.70 of the time, while the weak verifier
+    passes every answer (a pass-rate check on verdicts reads 1.00). Checked every 10 calls, the SPRT
+    flags it within 30 calls; from then on the version does not route: the profile's safe fixed policy
+    does (the cascade's measured quality misses the target, so the teacher), and says so."""
+    settings.SKILLGATE = {
+        **settings.SKILLGATE,
+        "ROUTER": {**settings.SKILLGATE["ROUTER"], "DRIFT_MIN_CALLS": 10, "MIN_LABELLED_CALLS": 20},
+    }
+    forget_routers()
+    profile = learned_profile(name="shifted")
+    version = RouterVersionFactory.create(
+        profile=profile,
+        number=1,
+        status=RouterVersion.Status.ACTIVE,
+        threshold=0.5,
+        predicted_teacher_share=0.0,
+        predicted_pass_rate=0.95,
+        activated_at=timezone.now(),
+    )
+    key = ApiKeyFactory.create()
+    flagged_at = None
+    for calls in range(10, 210, 10):
+        for i in range(10):  # 7 in 10 right, spread: [T, T, F, T, T, F, T, T, F, T]
+            _live_call(profile, key, version, correct=i % 3 != 2)
+        version = router_version_drift_check(version=version)
+        if version.drift_flag:
+            flagged_at = calls
+            break
+    assert flagged_at is not None and flagged_at <= 30, version.drift_reason
+    assert "correctness" in version.drift_reason and "SPRT" in version.drift_reason
+    assert Invocation.objects.filter(router_version=version, verdict="pass").count() == flagged_at
+
+    request = ChatRequest.model_validate({"model": "auto", "messages": [{"role": "user", "content": "x"}]})
+    decision = build_router(profile).route(Call(request, profile, True))
+    assert decision.route == "teacher" and decision.version_id is None
+    assert "drifting" in decision.reason and "misses the target" in decision.reason
