@@ -12,7 +12,9 @@ import pytest
 from django.conf import settings
 
 from routing.verifiers import VerifierConfigError, build_verifier
+from routing.verifiers.base import Verdict
 from routing.verifiers.python_tests import extract_code
+from routing.verifiers.sandbox import SandboxResult
 
 EVAL_SET = Path(settings.EVAL_DIR) / "he_mbpp.jsonl"
 
@@ -168,3 +170,124 @@ def test_extract_code_takes_the_code_around_a_lone_fence():
     cut = "Here it is:\n```python\ndef f():\n    return 1"
     assert extract_code(cut) == "def f():\n    return 1"
     assert extract_code("```\nprint(4)") == "print(4)"
+
+
+# --- two processes: what crosses, and who counts ---------------------------------------------------
+
+CROSSING_ANSWER = """\
+import math
+class Pair:
+    def __init__(self, a, b):
+        self.a, self.b = a, b
+    def span(self):
+        return self.b - self.a
+def longest(pairs):
+    return max(p.span() for p in pairs)
+def squares(n):
+    return (i * i for i in range(n))
+def sort_in_place(xs):
+    xs.sort()
+def parse(text):
+    if not text:
+        raise ValueError("empty")
+    return int(text)
+def lookup(d, k):
+    return d[k]
+def area(r):
+    return math.pi * r * r
+LIMIT = 10
+"""
+
+CROSSING_TEST = """\
+p = Pair(1, 5)
+assert p.a == 1 and p.span() == 4
+p.b = 9
+assert p.span() == 8 and longest([Pair(0, 2), p]) == 8
+assert list(squares(4)) == [0, 1, 4, 9]
+xs = [3, 1, 2]
+sort_in_place(xs)
+assert xs == [1, 2, 3]
+try:
+    parse("")
+except ValueError as exc:
+    assert "empty" in str(exc)
+else:
+    raise AssertionError("no ValueError")
+try:
+    lookup({}, "k")
+except KeyError as exc:
+    assert exc.args == ("k",)
+assert math.isclose(area(1.0), math.pi) and area(float("inf")) == float("inf")
+assert LIMIT == 10 and isinstance(parse("7"), int)
+"""
+
+
+def test_objects_iterators_mutations_exceptions_and_modules_cross_as_the_tests_expect():
+    verifier = build_verifier({"kind": "python_tests", "test": CROSSING_TEST})
+    verdict = verifier.verify(request={}, message=answer(CROSSING_ANSWER))
+    assert verdict == Verdict(True, "all 12 tests passed")
+    wrong = CROSSING_ANSWER.replace("xs.sort()", "xs.sort(reverse=True)")
+    verdict = verifier.verify(request={}, message=answer(wrong))
+    assert not verdict.passed and "assert xs == [1, 2, 3]" in verdict.detail
+
+
+def test_a_handle_compares_by_identity_only():
+    verifier = build_verifier({"kind": "python_tests", "test": "assert add(2, 3) == 5"})
+    forged = "class X:\n    __eq__ = lambda *a: True\ndef add(a, b):\n    return X()\n"
+    verdict = verifier.verify(request={}, message=answer(forged))
+    assert not verdict.passed and "AssertionError" in verdict.detail
+
+
+def test_the_gateway_counts_the_tests_and_a_short_report_fails():
+    # The tests' own process leaves after two of its four statements, exit status 0.
+    test = "import os\nassert add(2, 3) == 5\nos._exit(0)\nassert add(1, 1) == 2\n"
+    verdict = build_verifier({"kind": "python_tests", "test": test}).verify(
+        request={}, message=answer("def add(a, b):\n    return a + b")
+    )
+    assert verdict == Verdict(False, "the tests reported 2 results; 4 tests were expected")
+
+
+GOOD_RUN = SandboxResult(True, 0, "", "", False)
+ALIVE = SandboxResult(False, None, "", "", False)
+OK = ['{"test": 0, "ok": true}', '{"test": 1, "ok": true}']
+
+
+@pytest.mark.parametrize(
+    ("answer_side", "tests_side", "lines", "detail"),
+    [
+        (ALIVE, GOOD_RUN, OK[:1], "the tests reported 1 results; 2 tests were expected"),
+        (ALIVE, GOOD_RUN, [*OK, OK[1]], "the tests reported 3 results; 2 tests were expected"),
+        (ALIVE, GOOD_RUN, [OK[1], OK[0]], "the tests reported 2 results; 2 tests were expected"),
+        (ALIVE, GOOD_RUN, [OK[0], '{"test": 1, "ok": 1}'], "a test failed"),
+        (ALIVE, GOOD_RUN, [OK[0], "garbage"], "an unreadable report line: 'garbage'"),
+        (ALIVE, SandboxResult(False, 1, "", "boom", False), OK, "boom"),
+        (SandboxResult(True, 0, "", "", False), GOOD_RUN, OK, "the answer's process ended (exit status 0)"),
+        (ALIVE, SandboxResult(False, None, "", "", True), OK, "timeout after 10s"),
+    ],
+    ids=[
+        "short",
+        "repeated",
+        "out-of-order",
+        "not-true",
+        "junk",
+        "tests-crashed",
+        "answer-ended",
+        "deadline",
+    ],
+)
+def test_the_verdict_is_a_pass_only_when_everything_observed_agrees(answer_side, tests_side, lines, detail):
+    verifier = build_verifier({"kind": "python_tests", "test": "assert True\nassert True"})
+    assert verifier.judge(ALIVE, GOOD_RUN, OK, 2) == Verdict(True, "all 2 tests passed")
+    verdict = verifier.judge(answer_side, tests_side, lines, 2)
+    assert not verdict.passed and detail in verdict.detail
+
+
+def test_unsafe_mode_runs_both_processes_unsandboxed(settings):
+    settings.SKILLGATE = {
+        **settings.SKILLGATE,
+        "SANDBOX_BWRAP": "/nonexistent/bwrap",
+        "SANDBOX_ALLOW_UNSAFE": True,
+    }
+    verifier = build_verifier({"kind": "python_tests", "test": "assert add(2, 3) == 5"})
+    assert verifier.verify(request={}, message=answer("def add(a, b):\n    return a + b")).passed
+    assert not verifier.verify(request={}, message=answer("def add(a, b):\n    return a - b")).passed
