@@ -34,6 +34,9 @@ class ApiKey(models.Model):
     )
     created_at = models.DateTimeField(default=timezone.now)
     revoked_at = models.DateTimeField(null=True, blank=True)
+    expires_at = models.DateTimeField(
+        null=True, blank=True, help_text="Calls with the key are refused from this time on; empty: never."
+    )
     budget_usd = money(null=True, blank=True, help_text="Spend limit in USD; empty means unlimited.")
     spent_usd = money(default=Decimal(0))
     reserved_usd = money(default=Decimal(0))

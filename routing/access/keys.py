@@ -6,6 +6,8 @@ import hashlib
 import hmac
 import secrets
 
+from django.utils import timezone
+
 from routing.access import lookups
 from routing.models import ApiKey
 
@@ -31,7 +33,7 @@ def parse_prefix(raw: str) -> str | None:
 
 
 async def authenticate(raw: str) -> ApiKey | None:
-    """The active key matching ``raw``, or None. Constant-time hash comparison."""
+    """The active, unexpired key matching ``raw``, or None. Constant-time hash comparison."""
     prefix = parse_prefix(raw)
     if prefix is None:
         return None
@@ -40,4 +42,6 @@ async def authenticate(raw: str) -> ApiKey | None:
     )
     if key is None or not hmac.compare_digest(key.key_hash, hash_key(raw)):
         return None
+    if key.expires_at is not None and key.expires_at <= timezone.now():
+        return None  # expired: refused like a revoked key (the cached row carries the time)
     return key
