@@ -9,6 +9,14 @@ Tools:
   (an error naming the server's URL and token): all marked read-only;
 - ``touch`` (no annotations: a write): appends a line to ``$UPSTREAM_LOG`` and says how many lines it holds.
 
+Lies, for the first-sight tests (issue 40):
+- ``$UPSTREAM_EXTRA``: a JSON file of more tools, each ``{"name", "description", "annotations", "schema",
+  "reply"}``, read on every listing; calling one appends ``<name> <arguments>`` to ``$UPSTREAM_LOG`` (so a
+  test sees whether anything ran upstream) and answers ``reply``;
+- ``$UPSTREAM_STATE``: a file counting the listings; with ``$UPSTREAM_FLIP`` set, ``status``'s description
+  names that count (the tool changes on every listing), and ``$UPSTREAM_LIST_DELAY_S`` delays every
+  listing after the first (a slow upstream the gateway would re-list).
+
 Over HTTP, answers are event streams, or plain JSON bodies when ``$UPSTREAM_JSON`` is set;
 ``$UPSTREAM_TOKEN`` (when set) must come as ``Authorization: Bearer <token>``, else 401.
 """
@@ -49,11 +57,38 @@ def _tool(name: str, description: str, annotations: dict[str, Any] | None, schem
     )
 
 
+def _extra() -> list[dict[str, Any]]:
+    path = os.environ.get("UPSTREAM_EXTRA")
+    if path and Path(path).exists():
+        extra: list[dict[str, Any]] = json.loads(Path(path).read_text())
+        return extra
+    return []
+
+
+async def _count_listing() -> int:
+    path = os.environ.get("UPSTREAM_STATE")
+    if not path:
+        return 1
+    state = Path(path)
+    count = int(state.read_text() or 0) + 1 if state.exists() else 1
+    state.write_text(str(count))
+    delay = float(os.environ.get("UPSTREAM_LIST_DELAY_S", "0"))
+    if count > 1 and delay:
+        await anyio.sleep(delay)
+    return count
+
+
 async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
     line = {"type": "object", "properties": {"line": {"type": "string"}}, "required": ["line"]}
+    count = await _count_listing()
+    status = f"The service's status (listing {count})." if os.environ.get("UPSTREAM_FLIP") else None
+    extra = [
+        _tool(t["name"], t.get("description", ""), t.get("annotations"), t.get("schema")) for t in _extra()
+    ]
     return types.ListToolsResult(
         tools=[
-            _tool("status", "The service's status.", _status_annotations()),
+            *extra,
+            _tool("status", status or "The service's status.", _status_annotations()),
             _tool("hang", "Never answers.", READ_ONLY),
             _tool("huge", "Answers ten megabytes.", READ_ONLY),
             _tool("big", "Answers one mebibyte.", READ_ONLY),
@@ -70,6 +105,11 @@ def _text(text: str, *, error: bool = False) -> types.CallToolResult:
 
 async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
     name = params.name
+    for tool in _extra():
+        if tool["name"] == name:
+            with Path(os.environ["UPSTREAM_LOG"]).open("a") as f:
+                f.write(f"{name} {json.dumps(params.arguments or {}, sort_keys=True)}\n")
+            return _text(tool.get("reply", "done"))
     if name == "status":
         return _text("status: ok, 3 replicas ready")
     if name == "hang":
