@@ -8,6 +8,9 @@ or a session's permission):
 - ``POST /api/incidents``: ``incidents:write`` + ``diagnostics.add_incident``. The body is free text
   (``text``/``title``), one ``alert``, or an Alertmanager webhook (``alerts``: one incident per firing
   alert; Alertmanager cannot set body fields, so ``environment`` and ``mode`` may come in the query);
+- ``POST /api/incidents/{id}/rediagnose``: ``incidents:write`` + ``diagnostics.add_incident``: another
+  diagnosis with the evidence as it is now (the caller touched the incident: it may not approve its
+  actions);
 - ``POST /api/actions/{id}/approve|deny``: ``actions:approve`` + ``diagnostics.approve_actionrequest``
   (and the two-person rule of ``diagnostics/approvals.py``).
 
@@ -166,6 +169,10 @@ class ActionOut(Schema):
     executed_at: datetime | None
     result: Any
     health_after: Any
+    verify_status: str = Field(
+        description="The check after the fix: '' (none), pending, checking, cleared, not_cleared or worse."
+    )
+    verification: Any = Field(description="What that check observed (target, system, inverse, verdict).")
 
     @staticmethod
     def resolve_requested_by(action: Any) -> str | None:
@@ -287,6 +294,17 @@ class IncidentDetail(Schema):
     incident: IncidentDetailOut
 
 
+class RediagnoseIn(Schema):
+    model_config = ConfigDict(extra="forbid")
+
+    mode: Trajectory.Mode | None = Field(None, description="llm or analyzers; empty: LLM when configured.")
+
+
+class Rediagnosed(Schema):
+    incident: IncidentOut
+    trajectory: int = Field(description="The id of the new diagnosis (queued).")
+
+
 class ActionDecided(Schema):
     action: ActionOut
 
@@ -396,3 +414,26 @@ def action_deny(request: HttpRequest, action_id: int, body: DecisionIn | None = 
         action_request_id=action_id, user=caller(request).user, note=decision.note
     )
     return {"action": action}
+
+
+@router.post(
+    "/incidents/{int:incident_id}/rediagnose",
+    auth=OPEN,
+    response={202: Rediagnosed, codes_4xx: ErrorOut},
+    url_name="diagnostics-incident-rediagnose",
+    summary="Diagnose the incident again with the evidence as it is now",
+)
+def incident_rediagnose(
+    request: HttpRequest, incident_id: int, body: RediagnoseIn | None = None
+) -> Status[Any]:
+    incident = Incident.objects.filter(pk=incident_id).first()
+    if incident is None:
+        raise ServiceError(f"No incident {incident_id}.", code="not_found", status=404)
+    who = caller(request)
+    trajectory = services.incident_rediagnose(
+        incident=incident,
+        user=who.user,
+        mode=str(body.mode or "") if body is not None else "",
+        reason="asked over the API",
+    )
+    return Status(202, {"incident": incident, "trajectory": trajectory.pk})

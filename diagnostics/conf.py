@@ -132,6 +132,22 @@ class Agent:
         default="",
         doc="Queue of the diagnosis, execution and Slack tasks; empty: Celery's default queue.",
     )
+    evidence_window_s: int = setting(
+        "DIAGNOSTICS_EVIDENCE_WINDOW_S",
+        env="SKILLGATE_DIAGNOSTICS_EVIDENCE_WINDOW_S",
+        default=3600,
+        ge=60,
+        doc="The incident's window: evidence older than this before the incident opened (or its alert "
+        "started) is history, never a root cause; so is evidence older than the last executed fix.",
+    )
+    verify_after_s: float = setting(
+        "DIAGNOSTICS_VERIFY_AFTER_S",
+        env="SKILLGATE_DIAGNOSTICS_VERIFY_AFTER_S",
+        default=20.0,
+        ge=0,
+        doc="How long after an executed fix the symptom is observed again (the incident is resolved "
+        "only when that check passes; otherwise it is diagnosed again).",
+    )
 
     @property
     def llm_configured(self) -> bool:

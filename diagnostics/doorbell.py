@@ -1,5 +1,6 @@
 """The doorbell the diagnostics services ring once a write commits: a diagnosis queued, an approved
-action to run, an interrupted action to recover (the broker is only the doorbell: ``core/jobs.py``).
+action to run, an interrupted action to recover, an executed fix to check (the broker is only the
+doorbell: ``core/jobs.py``).
 
 The services never import the tasks module, which imports them. ``diagnostics/tasks.py`` is what rings,
 and ``DiagnosticsConfig.ready()`` installs it here; a service asks for it when it rings, so it calls the
@@ -19,6 +20,8 @@ class Tasks(Protocol):
     def enqueue_execution(self, action_request_id: int) -> None: ...
 
     def enqueue_recovery(self, action_request_id: int, attempt: int) -> None: ...
+
+    def enqueue_verification(self, action_request_id: int, delay_s: float) -> None: ...
 
 
 _tasks: Tasks | None = None

@@ -23,7 +23,8 @@ class Incident(models.Model):
         OPEN = "open"
         INVESTIGATING = "investigating"
         DIAGNOSED = "diagnosed"
-        RESOLVED = "resolved"
+        VERIFYING = "verifying", "fix executed, checking that it healed"
+        RESOLVED = "resolved", "resolved (the check after the fix passed)"
         FAILED = "failed"
 
     class Trigger(models.TextChoices):
@@ -224,6 +225,22 @@ class ActionRequest(models.Model):
         blank=True,
         help_text="Approved: when its message was last sent; executing: its worker's last sign of life.",
     )
+
+    class Verify(models.TextChoices):
+        NONE = "", "not verified"
+        PENDING = "pending", "check scheduled"
+        CHECKING = "checking"
+        CLEARED = "cleared", "the symptom cleared"
+        NOT_CLEARED = "not_cleared", "the symptom stayed"
+        WORSE = "worse", "things got worse"
+
+    verify_status = models.CharField(max_length=12, choices=Verify.choices, blank=True, default="")
+    verify_at = models.DateTimeField(
+        null=True, blank=True, help_text="Pending: when the check after the fix is due; else when it ran."
+    )
+    verification = models.JSONField(
+        default=dict, blank=True, help_text="What the check after the fix observed (target, system, inverse)."
+    )
     retry_of = models.ForeignKey(
         "self",
         null=True,
@@ -238,7 +255,10 @@ class ActionRequest(models.Model):
         permissions = [
             ("approve_actionrequest", "Can approve or deny actions proposed by the diagnosis agent")
         ]
-        indexes = [models.Index(fields=["status", "expires_at"], name="action_status_expiry")]
+        indexes = [
+            models.Index(fields=["status", "expires_at"], name="action_status_expiry"),
+            models.Index(fields=["verify_status", "verify_at"], name="action_verify_due"),
+        ]
 
     def __str__(self) -> str:
         return f"action {self.pk} {self.tool} ({self.status})"

@@ -15,7 +15,11 @@ The agent (``diagnostics.agent``) touches no table. It is handed
 
 from __future__ import annotations
 
+import json
+from datetime import timedelta
 from typing import Any
+
+from django.utils import timezone
 
 from diagnostics import conf, services
 from diagnostics.agent.executor import ClaimedAction
@@ -23,6 +27,7 @@ from diagnostics.agent.observer import Observer
 from diagnostics.agent.runner import MODE_LLM, Outcome, StepRecord, choose_mode, investigate
 from diagnostics.agent.skills import SkillEntry, parse_skillbook
 from diagnostics.agent.subject import AlertContext, from_payload
+from diagnostics.agent.timewindow import EvidenceWindow, iso
 from diagnostics.mcp.attach import incident_environment
 from diagnostics.models import ActionRequest, Incident, Trajectory
 from routing.models import TaskProfile
@@ -111,6 +116,34 @@ def alert_context_for(incident: Incident) -> AlertContext:
     return from_payload(incident.alert or {}, title=incident.title, description=incident.description)
 
 
+def evidence_window_for(trajectory: Trajectory) -> EvidenceWindow | None:
+    """From when evidence counts for this diagnosis: the incident's window (DIAGNOSTICS_EVIDENCE_WINDOW_S
+    before it opened, or before its alert started), or the last fix executed in the same environment
+    before this diagnosis started when that is later. None for recorded environments (replay), whose
+    outputs are as old as their recording."""
+    incident = trajectory.incident
+    if "replay" in {part.strip() for part in incident.environment.split("+")}:
+        return None
+    opened = alert_context_for(incident).asked_at or incident.created_at
+    window_s = conf.get().agent.evidence_window_s
+    since = opened - timedelta(seconds=window_s)
+    reason = f"the incident's window, {window_s // 60} min before {iso(opened)}"
+    last = (
+        ActionRequest.objects.filter(
+            status=ActionRequest.Status.EXECUTED,
+            trajectory__incident__environment=incident.environment,
+            executed_at__lte=trajectory.started_at or timezone.now(),
+        )
+        .order_by("-executed_at")
+        .first()
+    )
+    if last is not None and last.executed_at is not None and last.executed_at > since:
+        since = last.executed_at
+        args = json.dumps(last.args, sort_keys=True)
+        reason = f"the last executed fix, {last.tool} {args} (action {last.pk}), ran at {iso(since)}"
+    return EvidenceWindow(since, reason)
+
+
 def observer_skills(profile: str) -> list[SkillEntry]:
     """The skills admitted for the Observer's task profile (read from routing's table)."""
     text = TaskProfile.objects.filter(name=profile).values_list("skillbook_text", flat=True).first()
@@ -131,4 +164,5 @@ def run_trajectory(trajectory: Trajectory, *, observer: Observer | None = None) 
         mode=trajectory.requested_mode,
         observer=observer,
         skills=skills,
+        window=evidence_window_for(trajectory),
     )

@@ -19,7 +19,7 @@ from celery import shared_task
 from django.db import OperationalError
 
 from core import jobs, jobs_conf
-from core.queues import enqueue
+from core.queues import enqueue, queue_options
 from diagnostics import conf, services
 from diagnostics.agent.executor import ClaimedAction, Executor
 from diagnostics.mcp.attach import incident_environment
@@ -51,6 +51,18 @@ def enqueue_execution(action_request_id: int) -> None:
 
 def enqueue_recovery(action_request_id: int, attempt: int) -> None:
     _send(recover_action, action_request_id, attempt)
+
+
+def enqueue_verification(action_request_id: int, delay_s: float) -> None:
+    """The check of an executed fix, due in ``delay_s`` (a countdown: the broker holds the message)."""
+    try:
+        verify_fix.apply_async(
+            (action_request_id,), countdown=delay_s, **queue_options(conf.get().agent.queue)
+        )
+    except Exception:
+        log.warning(
+            "could not send verify_fix(%s); the sweeper sends it again", action_request_id, exc_info=True
+        )
 
 
 def _heartbeat_s() -> float:
@@ -148,6 +160,25 @@ def recover_action(action_request_id: int, attempt: int) -> str:
             health = executor.recheck(tool=action.tool, args=dict(action.args))
         action = recovery.action_request_recovered(action=action, attempt=attempt, health=health)
     return str(action.status)
+
+
+@shared_task(acks_late=True, ignore_result=True)
+def verify_fix(action_request_id: int) -> str:
+    """The symptom observed again after an executed fix (nothing is run): the incident resolved when
+    it cleared, diagnosed again when not, the fix proposed for rollback when it made things worse."""
+    action = services.action_request_claim_verification(action_request_id=action_request_id)
+    if action is None:
+        return "not ours"
+    incident = action.trajectory.incident
+    try:
+        environment = incident_environment(incident)
+    except UnknownEnvironment as exc:
+        observed: dict[str, Any] = {"healthy": False, "detail": str(exc), "system": None, "inverse": None}
+    else:
+        executor = Executor(environment.write_toolsets(), ledger=DatabaseActionLedger())
+        output = str((action.result or {}).get("output", ""))
+        observed = executor.observe(tool=action.tool, args=dict(action.args), output=output)
+    return str(services.action_request_verified(action=action, observed=observed).verify_status)
 
 
 @shared_task(acks_late=True, ignore_result=True)

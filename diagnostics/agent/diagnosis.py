@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from diagnostics.agent.analyzers import AnalysisState
 from diagnostics.agent.findings import Finding
+from diagnostics.agent.freshness import history_lines
 from diagnostics.agent.subject import AlertContext
 
 
@@ -18,7 +19,8 @@ class Diagnosis:
 
 
 def rank_findings(findings: list[Finding]) -> list[Finding]:
-    return sorted(findings, key=lambda f: (-int(f.is_problem), -f.rank, -int(f.severity)))
+    """Current problems first (by rank), history after them."""
+    return sorted(findings, key=lambda f: (-int(f.is_problem), int(f.history), -f.rank, -int(f.severity)))
 
 
 def _subject_words(alert: AlertContext) -> str:
@@ -53,6 +55,8 @@ def build_diagnosis(
         root = top.summary
         lines.append(f"Diagnosis of {about}.")
         lines.append(f"Root cause: {top.summary}")
+        if top.at:
+            lines.append(f"(Current: seen at {top.at}.)")
         others: list[Finding] = []
         seen = {top.summary}
         for finding in problems[1:]:
@@ -98,6 +102,7 @@ def build_diagnosis(
         if not info:
             lines.append("The checks that returned data showed no errors, restarts or failing events.")
         healthy = True
+    lines += history_lines(ranked, state.window)
     if proposed:
         lines.append("Proposed action (waits for approval): " + "; ".join(proposed))
     if healthy is not None:

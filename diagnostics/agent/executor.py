@@ -127,6 +127,7 @@ class Executor:
         problem = validation_error(spec.parameters, action.args)
         if problem:
             return self._refuse(action, f"invalid arguments: {problem}")
+        before = _system(toolset)  # the symptom as a whole before the fix: "worse" is judged against it
         try:
             result = toolset.run(action.tool, copy.deepcopy(action.args))
             ok, output = result.ok, result.output
@@ -138,6 +139,8 @@ class Executor:
             health = {"healthy": verdict.healthy, "detail": verdict.detail}
         except Exception as exc:
             health = {"healthy": False, "detail": f"health check failed: {type(exc).__name__}: {exc}"}
+        if before is not None:
+            health["before"] = before
         status = self._ledger.finish(action, ok=ok, output=output, health=health)
         return Execution(action.id, status, ok, output, health)
 
@@ -153,6 +156,35 @@ class Executor:
             return {"healthy": False, "detail": f"health check failed: {type(exc).__name__}: {exc}"}
         return {"healthy": verdict.healthy, "detail": verdict.detail}
 
+    def observe(self, *, tool: str, args: dict[str, Any], output: str) -> dict[str, Any]:
+        """The verification of an executed fix: its target's health, the whole environment's health
+        where the environment has such a check ("system", else None), and the action that would undo
+        the fix ("inverse", else None). Nothing is run."""
+        observed = self.recheck(tool=tool, args=args)
+        entry = self._allowed.get(tool)
+        observed["system"] = _system(entry[0], settle=True) if entry else None
+        inverse = None
+        if entry is not None:
+            try:
+                found = entry[0].inverse(tool, copy.deepcopy(args), output)
+            except Exception:  # no inverse is a fine answer; a broken one must not stop the check
+                found = None
+            if found is not None and found[0] in self._allowed:
+                inverse = {"tool": found[0], "args": found[1]}
+        observed["inverse"] = inverse
+        return observed
+
     def _refuse(self, action: ClaimedAction, reason: str) -> Execution:
         status = self._ledger.refuse(action, reason=reason)
         return Execution(action.id, status, False, refused=reason)
+
+
+def _system(toolset: WriteToolset, *, settle: bool = False) -> dict[str, Any] | None:
+    """The environment's own whole-system check, as plain data; None without one."""
+    try:
+        result = toolset.system_health(settle=settle)
+    except Exception as exc:
+        return {"healthy": False, "detail": f"check failed: {type(exc).__name__}: {exc}", "failing": []}
+    if result is None:
+        return None
+    return {"healthy": result.healthy, "detail": result.detail, "failing": list(result.failing)}

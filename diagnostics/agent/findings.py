@@ -86,10 +86,15 @@ class Finding:
     rank: int = 50
     fix: str = ""
     remedy: Remedy | None = None
+    # When it was true (ISO 8601 UTC): its log lines' time, or when the state it states was read; "" unknown.
+    at: str = ""
+    # True only before the evidence window (the incident's window, the last executed fix): no root cause.
+    history: bool = False
 
     @property
     def is_problem(self) -> bool:
-        return self.severity >= Severity.WARNING
+        """A current problem: a warning or worse that is not history."""
+        return self.severity >= Severity.WARNING and not self.history
 
     def key(self) -> tuple[str, str, str]:
         return (self.kind, self.subject, self.summary)
@@ -106,6 +111,10 @@ class Finding:
             data["evidence"] = self.evidence
         if self.fix:
             data["fix"] = self.fix
+        if self.at:
+            data["at"] = self.at
+        if self.history:
+            data["history"] = True
         if self.remedy is not None:
             data["remedy"] = {
                 "actions": list(self.remedy.actions),
@@ -126,6 +135,8 @@ class Finding:
             evidence=str(data.get("evidence", "")),
             rank=int(data.get("rank", 50)),
             fix=str(data.get("fix", "")),
+            at=str(data.get("at", "")),
+            history=bool(data.get("history", False)),
             remedy=Remedy(
                 actions=tuple(remedy.get("actions", ())),
                 target=str(remedy.get("target", "")),

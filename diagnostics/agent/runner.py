@@ -12,9 +12,11 @@ evaluation keeps them in a ``MemoryRecorder``.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from diagnostics import conf
@@ -22,6 +24,7 @@ from diagnostics.agent.analyzers import AnalysisState, ToolOutput, analyze, norm
 from diagnostics.agent.compressor import Compressor
 from diagnostics.agent.diagnosis import build_diagnosis, rank_findings
 from diagnostics.agent.findings import Finding
+from diagnostics.agent.freshness import mark_history, stamp
 from diagnostics.agent.intent import classify
 from diagnostics.agent.llm import GatewayClient, gateway_client
 from diagnostics.agent.observer import (
@@ -39,6 +42,7 @@ from diagnostics.agent.questions import QuestionPlanner
 from diagnostics.agent.replies import NO_DATA, answer_for, no_data_finding, question_anchor
 from diagnostics.agent.skills import SkillEntry, incident_signature, matching, render_matches
 from diagnostics.agent.subject import AlertContext
+from diagnostics.agent.timewindow import EvidenceWindow
 from diagnostics.agent.tool_agent import (
     AgentContext,
     AgentOutcome,
@@ -169,17 +173,19 @@ def investigate(
     mode: str = "",
     observer: Observer | None = None,
     skills: Sequence[SkillEntry] = (),
+    window: EvidenceWindow | None = None,
 ) -> Outcome:
     """Runs one investigation to its diagnosis, reporting every step to ``recorder``.
 
-    ``observer``: who decides (default: the one of ``mode``, with ``skills`` when it is the LLM)."""
+    ``observer``: who decides (default: the one of ``mode``, with ``skills`` when it is the LLM);
+    ``window``: from when evidence counts (what was true only before it is history, never the cause)."""
     mode = choose_mode(mode)
     observer = observer or build_observer_for(mode, skills=skills)
     if isinstance(observer, RulePlanner):
         mode = MODE_ANALYZERS
     probe = Probe(environment.read_toolsets())
     actions = action_specs(environment)
-    state = AnalysisState(alert)
+    state = AnalysisState(alert, window=window)
     state.intent = classify(
         f"{alert.title}\n{alert.text}" if alert.title != alert.text else alert.text,
         anchor=question_anchor(alert, environment),
@@ -194,13 +200,26 @@ def investigate(
     proposals: list[dict[str, Any]] = []
 
     def add(new: list[Finding]) -> list[Finding]:
-        fresh = [f for f in new if f.key() not in keys]
-        keys.update(f.key() for f in fresh)
-        findings.extend(fresh)
+        fresh = []
+        for finding in new:
+            if finding.key() not in keys:
+                keys.add(finding.key())
+                fresh.append(finding)
+                continue
+            # Seen before as history and now true again: the current one replaces it.
+            index = next(i for i, f in enumerate(findings) if f.key() == finding.key())
+            if findings[index].history and not finding.history:
+                findings[index] = finding
+                fresh.append(finding)
+        findings.extend(f for f in fresh if f not in findings)
         return fresh
 
+    def timed(out: ToolOutput, new: list[Finding]) -> list[Finding]:
+        return mark_history(stamp(out, new, datetime.now(UTC)), window)
+
     alert_text = normalize(alert.as_text())
-    fresh = add(analyze(ToolOutput("alert", {}, alert_text), state))
+    alert_out = ToolOutput("alert", {}, alert_text)
+    fresh = add(timed(alert_out, analyze(alert_out, state)))
     result, cut = _clip(alert_text)
     recorder.step(
         StepRecord(
@@ -219,7 +238,8 @@ def investigate(
         got = probe.call(tool, params)
         raw = ToolOutput(got.tool, got.params, got.output, got.ok, got.no_data, got.kind)
         state.record(raw)
-        fresh = add(analyze(ToolOutput(**{**raw.__dict__, "text": normalize(got.output)}), state))
+        seen = dataclasses.replace(raw, text=normalize(got.output))
+        fresh = add(timed(seen, analyze(seen, state)))
         if got.no_data or not got.ok:
             fresh += add([no_data_finding(got.tool, got.params, got.output)])
         summary = compressor.summarize(got)

@@ -186,3 +186,20 @@ def latest_time(texts: list[str]) -> datetime | None:
             if moment is not None and (latest is None or moment > latest):
                 latest = moment
     return latest
+
+
+@dataclass(frozen=True)
+class EvidenceWindow:
+    """From when evidence counts (``diagnostics.agent.freshness``): what was true only before ``since``
+    is history; ``reason`` says what the start is (the incident's window, the last executed fix)."""
+
+    since: datetime | None = None
+    reason: str = ""
+
+    def to_json(self) -> dict[str, str]:
+        return {"since": iso(self.since) if self.since else "", "reason": self.reason}
+
+
+def iso(moment: datetime) -> str:
+    """``moment`` as ISO 8601 in UTC, to the second."""
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

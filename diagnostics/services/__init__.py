@@ -32,6 +32,7 @@ from diagnostics.services.execution import (
 from diagnostics.services.incidents import (
     incident_environment_change,
     incident_open,
+    incident_rediagnose,
     incident_touch_record,
     incidents_open_from_alertmanager,
     trajectory_queue,
@@ -43,6 +44,11 @@ from diagnostics.services.trajectories import (
     trajectory_finish,
     trajectory_grade,
 )
+from diagnostics.services.verification import (
+    action_request_claim_verification,
+    action_request_schedule_verification,
+    action_request_verified,
+)
 
 __all__ = [
     "APPROVE_PERMISSION",
@@ -50,14 +56,18 @@ __all__ = [
     "ServiceError",
     "action_request_approve",
     "action_request_claim_execution",
+    "action_request_claim_verification",
     "action_request_deny",
     "action_request_finish",
     "action_request_plan_intact",
     "action_request_propose",
     "action_request_refuse",
+    "action_request_schedule_verification",
+    "action_request_verified",
     "action_requests_expire",
     "incident_environment_change",
     "incident_open",
+    "incident_rediagnose",
     "incident_touch_record",
     "incidents_open_from_alertmanager",
     "plan_hash",

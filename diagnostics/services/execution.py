@@ -19,6 +19,7 @@ from django.utils import timezone
 from diagnostics import approvals
 from diagnostics.models import ActionRequest, Incident, Step
 from diagnostics.services.trajectories import step_record
+from diagnostics.services.verification import action_request_schedule_verification
 
 
 def action_request_claim_execution(
@@ -126,10 +127,17 @@ def _finish_once(
 
 
 def record_outcome(
-    *, action: ActionRequest, ok: bool, output: str, health: dict[str, Any] | None, summary: str = ""
+    *,
+    action: ActionRequest,
+    ok: bool,
+    output: str,
+    health: dict[str, Any] | None,
+    summary: str = "",
+    rechecked: bool = False,
 ) -> None:
-    """The EXECUTE step (and the HEALTH step after it) of an action's outcome; a healthy target after
-    a successful run resolves the incident."""
+    """The EXECUTE step (and the HEALTH step after it) of an action's outcome. A run that succeeded is
+    checked again later (``verification``): only that check resolves the incident. ``rechecked``: the
+    health is itself a later re-check (the recovery of an interrupted run), which resolves it when healthy."""
     trajectory = action.trajectory
     step_record(
         trajectory=trajectory,
@@ -148,8 +156,10 @@ def record_outcome(
             ok=bool(health.get("healthy")),
             summary=f"healthy={health.get('healthy')}: {str(health.get('detail', ''))[:500]}",
         )
-        if ok and health.get("healthy"):
-            Incident.objects.filter(pk=trajectory.incident_id).update(status=Incident.Status.RESOLVED)
+    if rechecked and ok and health and health.get("healthy"):
+        Incident.objects.filter(pk=trajectory.incident_id).update(status=Incident.Status.RESOLVED)
+    elif ok and action.status == ActionRequest.Status.EXECUTED:
+        action_request_schedule_verification(action=action)
 
 
 @transaction.atomic

@@ -11,8 +11,9 @@ from django.utils import timezone
 
 from diagnostics import conf, doorbell
 from diagnostics.agent.subject import from_alertmanager
-from diagnostics.models import Incident, IncidentTouch, Trajectory
+from diagnostics.models import Incident, IncidentTouch, Step, Trajectory
 from diagnostics.services.base import ServiceError
+from diagnostics.services.trajectories import step_record
 from routing.models import ApiKey
 
 
@@ -154,4 +155,38 @@ def trajectory_queue(*, incident: Incident, mode: str = "", user: User | None = 
         incident_touch_record(incident=incident, user=user, kind=IncidentTouch.Kind.REDIAGNOSED)
     trajectory = Trajectory.objects.create(incident=incident, requested_mode=mode)
     _enqueue_diagnosis(trajectory.pk)
+    return trajectory
+
+
+@transaction.atomic
+def incident_rediagnose(
+    *, incident: Incident, user: User | None = None, mode: str = "", reason: str = ""
+) -> Trajectory:
+    """Diagnoses the incident again with the evidence as it is now (the incident page's button, ``POST
+    /api/incidents/<id>/rediagnose``, a check after a fix that did not pass). Its evidence starts at the
+    last executed fix (``recording.evidence_window_for``). ``user`` (who asked) touched the incident and
+    may no longer approve its actions; ``reason`` is the new diagnosis's first note.
+
+    Refused (409) while a diagnosis of the incident is queued or running: that one already reads the
+    evidence as it is now."""
+    if mode and mode not in Trajectory.Mode.values:
+        raise ServiceError(f"mode must be one of {', '.join(Trajectory.Mode.values)}.", code="invalid_mode")
+    locked = Incident.objects.select_for_update().get(pk=incident.pk)
+    busy = locked.trajectories.filter(status__in=[Trajectory.Status.QUEUED, Trajectory.Status.RUNNING])
+    if busy.exists():
+        raise ServiceError(
+            f"Incident {incident.pk} is being diagnosed already.", code="diagnosis_in_progress", status=409
+        )
+    Incident.objects.filter(pk=incident.pk).update(
+        status=Incident.Status.INVESTIGATING, updated_at=timezone.now()
+    )
+    trajectory = trajectory_queue(incident=locked, mode=mode, user=user)
+    who = f" (asked by {user.username})" if user is not None and user.pk else ""
+    step_record(
+        trajectory=trajectory,
+        phase=Step.Phase.NOTE,
+        ok=False,
+        summary=f"Diagnosed again{who}: {reason or 'asked for another diagnosis'}.",
+    )
+    incident.refresh_from_db()
     return trajectory

@@ -89,6 +89,7 @@ def action_request_recovered(*, action: ActionRequest, attempt: int, health: dic
                 health=health,
                 summary=f"{action.tool}: interrupted run, target healthy on re-check (approved by "
                 f"{action.decided_by})",
+                rechecked=True,
             )
     action.refresh_from_db()
     return action

@@ -64,6 +64,8 @@ class ActionResult:
 class HealthResult:
     healthy: bool
     detail: str
+    # The parts found failing (services, workloads), when the check names them: "worse" compares them.
+    failing: tuple[str, ...] = ()
 
 
 class ReadToolset(ABC):
@@ -93,3 +95,14 @@ class WriteToolset(ABC):
     @abstractmethod
     def health(self, target: str) -> HealthResult:
         """Whether what an action was meant to restore is healthy again."""
+
+    def system_health(self, *, settle: bool = False) -> HealthResult | None:
+        """The whole environment's health (the symptom as a whole, before and after a fix): one round, or
+        with ``settle`` given the time the environment's health check allows to become stable; None where
+        the environment has no such check (then only the target is checked)."""
+        return None
+
+    def inverse(self, action: str, args: dict[str, Any], output: str) -> tuple[str, dict[str, Any]] | None:
+        """The action (and arguments) that undoes ``action`` as it ran (its ``output`` says what it
+        changed from); None when it cannot be undone by one of this toolset's actions."""
+        return None

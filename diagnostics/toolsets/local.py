@@ -8,7 +8,9 @@ each action has a JSON schema and anything off the allow-list is refused.
 
 from __future__ import annotations
 
+import ast
 import json
+import re
 import time
 import xmlrpc.client
 from collections.abc import Callable
@@ -338,6 +340,46 @@ class LocalWriteToolset(WriteToolset):
             return HealthResult(False, f"unknown target {target!r}; one of {', '.join((*SERVICES, 'lab'))}")
         check = self._health.wait(target)
         return HealthResult(check.ok, f"{target}: {check.detail}")
+
+    def system_health(self, *, settle: bool = False) -> HealthResult:
+        """Every service: which of them fail now (one round), or, with ``settle``, after waiting for the
+        whole lab to be stable (the health timeout) and naming what still fails then."""
+        if settle and self._health.wait("lab").ok:
+            return HealthResult(True, "all services healthy (stable)")
+        failing: list[str] = []
+        details: list[str] = []
+        for service in SERVICES:
+            check = self._health.check(service)
+            if not check.ok:
+                failing.append(service)
+                details.append(f"{service}: {check.detail}")
+        return HealthResult(not failing, "; ".join(details) or "all services healthy", tuple(failing))
+
+    def inverse(self, action: str, args: dict[str, Any], output: str) -> tuple[str, dict[str, Any]] | None:
+        """patch_config back to the value it replaced; scale_workers back to the count before."""
+        if action == "patch_config":
+            match = re.match(
+                rf"{re.escape(str(args.get('service')))}\.{re.escape(str(args.get('key')))}: (.+?) -> ",
+                output,
+            )
+            if match is None:
+                return None
+            try:
+                old = ast.literal_eval(match.group(1))
+            except (ValueError, SyntaxError):
+                return None
+            schema = PATCHABLE.get((str(args.get("service")), str(args.get("key"))))
+            valid = schema is not None and not validation_error(
+                {"type": "object", "properties": {"value": schema}}, {"value": old}
+            )
+            if not valid or old == args.get("value"):
+                return None  # nothing to go back to, or a value the key does not allow
+            return ("patch_config", {"service": args["service"], "key": args["key"], "value": old})
+        if action == "scale_workers":
+            match = re.match(r"workers scaled from (\d+) to ", output)
+            if match and 1 <= int(match.group(1)) <= MAX_WORKERS and int(match.group(1)) != args.get("count"):
+                return ("scale_workers", {"count": int(match.group(1))})
+        return None
 
     # --- actions ---------------------------------------------------------------------------------
 

@@ -31,4 +31,7 @@ def no_enqueue(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:
     sent: list[tuple[str, int]] = []
     monkeypatch.setattr("diagnostics.tasks.enqueue_diagnosis", lambda pk: sent.append(("diagnosis", pk)))
     monkeypatch.setattr("diagnostics.tasks.enqueue_execution", lambda pk: sent.append(("execution", pk)))
+    monkeypatch.setattr(
+        "diagnostics.tasks.enqueue_verification", lambda pk, delay: sent.append(("verification", pk))
+    )
     return sent

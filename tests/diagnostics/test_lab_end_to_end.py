@@ -69,6 +69,9 @@ def sent(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:
     queued: list[tuple[str, int]] = []
     monkeypatch.setattr("diagnostics.tasks.enqueue_diagnosis", lambda pk: queued.append(("diagnosis", pk)))
     monkeypatch.setattr("diagnostics.tasks.enqueue_execution", lambda pk: queued.append(("execution", pk)))
+    monkeypatch.setattr(
+        "diagnostics.tasks.enqueue_verification", lambda pk, delay: queued.append(("verification", pk))
+    )
     return queued
 
 
@@ -155,6 +158,8 @@ def test_fault_diagnosed_approved_and_healed_over_http(
         assert sent[-1] == ("execution", action["id"])
 
         assert tasks.execute_action(action["id"]) == ActionRequest.Status.EXECUTED
+        assert sent[-1] == ("verification", action["id"])
+        assert tasks.verify_fix(action["id"]) == ActionRequest.Verify.CLEARED  # only this resolves it
 
         done = http.get(f"/api/incidents/{incident_id}", headers={"Authorization": f"Bearer {approver_key}"})
         incident = done.json()["incident"]

@@ -203,7 +203,8 @@ def test_an_approved_action_runs_once_and_records_who_when_result_and_health(
     assert no_enqueue == [("execution", proposed.pk)]
     incident = first.trajectory.incident
     incident.refresh_from_db()
-    assert incident.status == Incident.Status.RESOLVED
+    assert incident.status == Incident.Status.VERIFYING  # resolved only by the check after the fix
+    assert (first.verify_status, first.verify_at is not None) == ("pending", True)
     assert list(first.trajectory.steps.values_list("phase", flat=True)) == ["execute", "health"]
 
 

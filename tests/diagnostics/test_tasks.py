@@ -6,7 +6,7 @@ import pytest
 
 from diagnostics import services
 from diagnostics.models import ActionRequest, Incident, Step, Trajectory
-from diagnostics.tasks import execute_action, run_diagnosis
+from diagnostics.tasks import execute_action, run_diagnosis, verify_fix
 
 pytestmark = pytest.mark.django_db
 
@@ -67,9 +67,14 @@ def test_diagnose_propose_approve_execute_heal(
     assert execute_action(action.pk) == "not runnable"  # not approved yet
     with django_capture_on_commit_callbacks(execute=True):
         services.action_request_approve(action_request_id=action.pk, user=approver)
-    assert execute_action(action.pk) == "executed"
+    with django_capture_on_commit_callbacks(execute=True):
+        assert execute_action(action.pk) == "executed"
     assert execute_action(action.pk) == "not runnable"  # runs once
     assert write_log == [("restart_service", {"service": "api"})]
+    incident.refresh_from_db()
+    assert incident.status == Incident.Status.VERIFYING  # only the check after the fix resolves it
+    assert no_enqueue[-1] == ("verification", action.pk)
+    assert verify_fix(action.pk) == "cleared"
     incident.refresh_from_db()
     assert incident.status == Incident.Status.RESOLVED
 

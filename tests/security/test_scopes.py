@@ -54,6 +54,9 @@ EXPECTED: dict[str, dict[str, Rule]] = {
         "POST": Rule(scopes.INCIDENTS_WRITE, "diagnostics.add_incident", OPERATORS),
     },
     "diagnostics-incident": {"GET": Rule(scopes.INCIDENTS_READ, "diagnostics.view_incident", READERS)},
+    "diagnostics-incident-rediagnose": {
+        "POST": Rule(scopes.INCIDENTS_WRITE, "diagnostics.add_incident", OPERATORS)
+    },
     "diagnostics-action-approve": {
         "POST": Rule(scopes.ACTIONS_APPROVE, "diagnostics.approve_actionrequest", APPROVERS)
     },

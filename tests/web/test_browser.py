@@ -22,7 +22,7 @@ from playwright.sync_api import Browser, expect
 
 from bench.support.openai_stub import OpenAIStub, Reply
 from diagnostics.models import ActionRequest, Incident
-from diagnostics.tasks import execute_action, run_diagnosis
+from diagnostics.tasks import execute_action, run_diagnosis, verify_fix
 from routing.models import TaskProfile
 from tests.factories import KeyPair, TaskProfileFactory
 from tests.support.browser import log_in, needs_chromium, screenshot
@@ -52,6 +52,7 @@ def inline_tasks(monkeypatch: pytest.MonkeyPatch) -> Iterator[threading.Event]:
 
     monkeypatch.setattr("diagnostics.tasks.enqueue_diagnosis", lambda pk: later(run_diagnosis, pk))
     monkeypatch.setattr("diagnostics.tasks.enqueue_execution", lambda pk: later(execute_action, pk))
+    monkeypatch.setattr("diagnostics.tasks.enqueue_verification", lambda pk, _s: later(verify_fix, pk))
     FakeWrite.runs.clear()
     yield gate
     gate.set()

@@ -20,6 +20,7 @@ from diagnostics.agent.findings import Finding, ObjRef
 from diagnostics.agent.intent import Intent
 from diagnostics.agent.inventory import Inventory
 from diagnostics.agent.subject import AlertContext
+from diagnostics.agent.timewindow import EvidenceWindow
 from routing.json_body import loads_answer
 
 # Output kinds (``ToolOutput.kind``); the same words a toolset may put on its results (ToolResult.kind).
@@ -77,6 +78,8 @@ class AnalysisState:
     intent: Intent | None = None
     outputs: list[ToolOutput] = field(default_factory=list)
     inventory: Inventory = field(default_factory=Inventory)
+    # From when evidence counts (older findings are history); None: every time counts.
+    window: EvidenceWindow | None = None
 
     def record(self, out: ToolOutput) -> None:
         """Keeps one tool output for the answer and adds its listing rows to the inventory."""
