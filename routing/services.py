@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from decimal import Decimal
+from typing import Any
 
 from django.contrib.auth.models import User
 from django.core.exceptions import ImproperlyConfigured, ValidationError
@@ -55,6 +57,30 @@ def api_key_create(
         trusted_for_training=trusted_for_training,
     )
     return key, raw
+
+
+@transaction.atomic
+def api_key_update(
+    *,
+    api_key: ApiKey,
+    budget_usd: Decimal | None,
+    rpm_limit: int | None,
+    scopes: list[str] | tuple[str, ...],
+    expires_at: datetime | None,
+) -> ApiKey:
+    """Sets a key's budget, rate limit, scopes and expiry (None: unlimited, never). What it has spent
+    stays; a budget under the spend refuses the key's next calls. Other processes see the change when
+    their key cache entry ends (``routing/access/lookups.py``)."""
+    chosen = list(dict.fromkeys(scopes))
+    unknown = unknown_scopes(chosen)
+    if unknown:
+        raise UnknownScopeError(f"Unknown scope(s): {', '.join(unknown)}.")
+    ApiKey.objects.filter(pk=api_key.pk).update(
+        budget_usd=budget_usd, rpm_limit=rpm_limit, scopes=chosen, expires_at=expires_at
+    )
+    lookups.clear()
+    api_key.refresh_from_db()
+    return api_key
 
 
 def api_key_revoke(*, api_key: ApiKey) -> ApiKey:
@@ -122,3 +148,39 @@ def task_profile_skillbook_set(*, profile_id: int, text: str) -> TaskProfile:
     TaskProfile.objects.filter(pk=profile_id).update(skillbook_text=text)
     lookups.clear()
     return TaskProfile.objects.get(pk=profile_id)
+
+
+PROFILE_EDITABLE = (
+    "name",
+    "description",
+    "policy",
+    "policy_params",
+    "verifier",
+    "student",
+    "teacher",
+    "max_tokens",
+    "allow_call_verifier",
+    "verifier_max_timeout_s",
+    "verifier_max_memory_mb",
+)
+
+
+@transaction.atomic
+def task_profile_save(*, profile: TaskProfile | None, fields: dict[str, Any]) -> TaskProfile:
+    """Creates a profile (``profile`` None) or changes one: its policy, target, verifier, backends and
+    limits (``PROFILE_EDITABLE``; the SkillBook and the adapter belong to admission). The caller has
+    validated the values (the dashboard's form); the model's own checks run again here. Calls that
+    already read the profile keep what they read."""
+    unknown = set(fields) - set(PROFILE_EDITABLE)
+    if unknown:
+        raise ServiceError(f"Not editable here: {', '.join(sorted(unknown))}.", code="not_editable")
+    target = profile if profile is not None else TaskProfile()
+    for name, value in fields.items():
+        setattr(target, name, value)
+    try:
+        target.full_clean(exclude=["skillbook_text", "student_adapter"])
+    except ValidationError as exc:
+        raise ServiceError("; ".join(exc.messages), code="invalid_profile") from None
+    target.save()
+    lookups.clear()
+    return target

@@ -92,6 +92,19 @@ def nice_ticks(low: float, high: float, count: int = 4) -> list[float]:
     return ticks
 
 
+def distinct_labels(values: Sequence[float], fmt: Callable[[float], str]) -> list[tuple[float, str]]:
+    """Ticks whose labels differ: where the format is coarser than the step (99.5% and 99.6% both
+    print "100%"), every other tick is dropped until no label repeats, so an axis never shows the same
+    number at two heights. Each kept tick stays at its true position."""
+    ticks = list(values)
+    while len(ticks) > 1:
+        labels = [fmt(v) for v in ticks]
+        if len(set(labels)) == len(labels):
+            return list(zip(ticks, labels, strict=True))
+        ticks = ticks[::2] if len(ticks) > 2 else ticks[:1]
+    return [(v, fmt(v)) for v in ticks]
+
+
 def line_chart(
     *,
     title: str,
@@ -154,13 +167,13 @@ def line_chart(
             continue
         points = [(px(x), py(y)) for x, y in zip(x_values, ys, strict=True) if y is not None]
         chart.series.append(Series(name, color, points, dashed=name in dashed))
-    chart.y_ticks = [Tick(py(v), y_format(v)) for v in y_ticks]
+    chart.y_ticks = [Tick(py(v), label) for v, label in distinct_labels(y_ticks, y_format)]
     if x_nice_ticks:
         tick_xs = [x for x in nice_ticks(low_x, high_x, x_tick_count) if low_x <= x <= high_x]
     else:
         every = max(1, math.ceil(len(x_values) / x_tick_count))
         tick_xs = sorted(set(x_values))[::every] if x_values else [low_x, high_x]
-    chart.x_ticks = [Tick(px(x), x_format(x)) for x in tick_xs]
+    chart.x_ticks = [Tick(px(x), label) for x, label in distinct_labels(tick_xs, x_format)]
     middle = (chart.left + chart.right) / 2
     chart.markers = [
         Marker(px(x), py(y), label, anchor="start" if px(x) < middle else "end") for x, y, label in markers

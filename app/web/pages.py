@@ -8,10 +8,10 @@ from typing import Any
 
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseBase
 from django.shortcuts import render
 
-View = Callable[..., HttpResponse]
+View = Callable[..., HttpResponseBase]
 
 
 def page(permission: str) -> Callable[[View], View]:
@@ -20,7 +20,7 @@ def page(permission: str) -> Callable[[View], View]:
     def wrap(view: View) -> View:
         @login_required
         @wraps(view)
-        def handler(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        def handler(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
             if not request.user.has_perm(permission):
                 raise PermissionDenied(f"You need the permission {permission} to see this page.")
             return view(request, *args, **kwargs)

@@ -16,14 +16,15 @@ the call counts, so the savings are net of what learning spent.
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-from django.db.models import Count, Q, QuerySet, Sum
-from django.db.models.functions import TruncDay, TruncHour
+from django.db.models import Count, Q, QuerySet, Sum, TextField
+from django.db.models.functions import Cast, TruncDay, TruncHour
 from django.utils import timezone
 
 from routing.ledger.learning_spend import POLICY as LEARNING_POLICY
@@ -220,6 +221,17 @@ class CallFilters:
     since: datetime | None = None
     until: datetime | None = None
     fallback: bool | None = None
+    text: str = ""
+    min_cost: Decimal | None = None
+    max_cost: Decimal | None = None
+    traffic: str = ""  # "clients" (what Overview counts), "learning" (the learning loop's rows), "" all
+
+
+def _json_texts(text: str) -> set[str]:
+    """``text`` as it can appear inside a JSON column read as text: escaped like a JSON string (quotes,
+    backslashes, control characters), with non-ASCII as is (PostgreSQL's jsonb, orjson) or as \\u
+    escapes (Python's json, which Django uses on SQLite)."""
+    return {json.dumps(text, ensure_ascii=ascii_only)[1:-1] for ascii_only in (False, True)}
 
 
 def invocation_list(*, filters: CallFilters) -> QuerySet[Invocation]:
@@ -240,6 +252,22 @@ def invocation_list(*, filters: CallFilters) -> QuerySet[Invocation]:
         conditions &= Q(created_at__lte=filters.until)
     if filters.fallback is not None:
         conditions &= Q(fallback=filters.fallback)
+    if filters.min_cost is not None:
+        conditions &= Q(cost_usd__gte=filters.min_cost)
+    if filters.max_cost is not None:
+        conditions &= Q(cost_usd__lte=filters.max_cost)
+    if filters.traffic == "clients":
+        conditions &= ~Q(policy=LEARNING_POLICY)
+    elif filters.traffic == "learning":
+        conditions &= Q(policy=LEARNING_POLICY)
+    if filters.text:
+        qs = qs.annotate(
+            request_text=Cast("request", TextField()), response_text=Cast("response", TextField())
+        )
+        found = Q(verdict_detail__icontains=filters.text) | Q(error__icontains=filters.text)
+        for escaped in _json_texts(filters.text):
+            found |= Q(request_text__icontains=escaped) | Q(response_text__icontains=escaped)
+        conditions &= found
     return qs.filter(conditions).order_by("-created_at", "-id")
 
 

@@ -12,6 +12,7 @@ from django.db import transaction
 from django.db.models import Count, Sum
 from django.utils import timezone
 
+from core.money import money_json
 from diagnostics import services
 from diagnostics.models import ActionRequest, Incident, IncidentTouch, McpGrant, McpServer, Trajectory
 from routing.models import ApiKey, Invocation
@@ -94,7 +95,7 @@ def key_usage(*, key: ApiKey) -> dict[str, Any]:
         "calls": figures["calls"] or 0,
         "prompt_tokens": figures["prompt"] or 0,
         "completion_tokens": figures["completion"] or 0,
-        "cost_usd": str(figures["cost"] or Decimal(0)),
-        "budget_usd": str(key.budget_usd) if key.budget_usd is not None else None,
-        "spent_usd": str(key.spent_usd),
+        "cost_usd": money_json(figures["cost"] or Decimal(0)),
+        "budget_usd": money_json(key.budget_usd),
+        "spent_usd": money_json(key.spent_usd),
     }

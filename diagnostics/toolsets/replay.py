@@ -427,7 +427,7 @@ class ReplayEnvironment(Environment):
         root = replay_root().resolve()
         path = (root / case).resolve()
         if not path.is_relative_to(root) or not path.is_dir():
-            raise UnknownEnvironment(f"No replay case {case!r} under {root}.")
+            raise UnknownEnvironment(f"No replay case {case!r}.")  # never the server's folders
         return path
 
     def read_toolsets(self) -> list[ReadToolset]:

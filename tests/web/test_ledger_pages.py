@@ -137,8 +137,16 @@ def test_calls_filters_and_detail(login, ledger) -> None:
     assert (
         b"<html" not in teacher.content and rows(teacher.content) == 1
     )  # a fallback was routed to the student
-    bad = client.get(url, {"since": "2030-01-02T00:00", "until": "2030-01-01T00:00"})
-    assert b"&#x27;from&#x27; must be before &#x27;to&#x27;." in bad.content
+    bad = client.get(url, {"since": "2030-01-02T00:00", "until": "2030-01-01T00:00", "route": "teacher"})
+    assert bad.status_code == 400
+    # The message sits next to the field it is about (never a raw __all__), and the valid filters still apply.
+    next_to_until = rb'data-field-errors="until"><li>&#x27;to&#x27; must be after &#x27;from&#x27;'
+    assert re.search(next_to_until, bad.content)
+    assert b"__all__" not in bad.content
+    assert rows(bad.content) == 0  # "from" 2030 applied: nothing is that new
+    malformed = client.get(url, {"since": "yesterday", "route": "teacher"})
+    assert malformed.status_code == 400 and b'data-field-errors="since"' in malformed.content
+    assert rows(malformed.content) == 1  # the route filter still applied; the bad date named, not applied
 
     detail = client.get(reverse("web:call", args=[ledger["fallback"].pk]))
     assert detail.status_code == 200

@@ -17,7 +17,7 @@ from django.views.decorators.http import require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
 from app.web import roles
-from app.web.forms import IncidentOpenForm
+from app.web.forms import IncidentOpenForm, RediagnoseForm
 from app.web.pages import can, page, render_page
 from core.errors import ServiceError
 from diagnostics import selectors, services
@@ -27,6 +27,7 @@ from diagnostics.models import ActionRequest, Incident, Trajectory
 LIST_PARTIALS = {"incident-form": "web/partials/incident_form.html"}
 DETAIL_PARTIALS = {"incident-live": "web/partials/incident_live.html"}
 ACTIVE_ACTIONS = (ActionRequest.Status.APPROVED, ActionRequest.Status.EXECUTING)
+REDIAGNOSE = "diagnostics.add_trajectory"  # the operator's: queuing a diagnosis
 
 
 def _list_context(request: HttpRequest, form: IncidentOpenForm) -> dict[str, Any]:
@@ -134,7 +135,9 @@ def _trigger_name(incident: Incident) -> str:
     return "—"
 
 
-def _detail_context(request: HttpRequest, incident_id: int, error: str = "") -> dict[str, Any]:
+def _detail_context(
+    request: HttpRequest, incident_id: int, error: str = "", rediagnose: RediagnoseForm | None = None
+) -> dict[str, Any]:
     incident = selectors.incident_detail(incident_id=incident_id)
     if incident is None:
         raise Http404(f"No incident {incident_id}.")
@@ -158,6 +161,8 @@ def _detail_context(request: HttpRequest, incident_id: int, error: str = "") -> 
         "live": live,
         "audit": audit_trail(incident),
         "may_approve": may_approve,
+        "may_rediagnose": can(request, REDIAGNOSE) and can(request, roles.OPEN_INCIDENT),
+        "rediagnose_form": rediagnose or RediagnoseForm(),
         "now": timezone.now(),
         "error": error,
         "nav": "incidents",
@@ -197,4 +202,29 @@ def action_decide(request: HttpRequest, incident_id: int, action_id: int, decisi
             request, "web/incident.html", _detail_context(request, incident_id), partials=DETAIL_PARTIALS
         )
     messages.success(request, f"Action {action_id} {decision}d.")
+    return redirect("web:incident", incident_id=incident_id)
+
+
+@require_POST
+@page(roles.VIEW_INCIDENTS)
+def incident_rediagnose(request: HttpRequest, incident_id: int) -> HttpResponse:
+    """Diagnose again: queues another trajectory, unless one is still queued or running."""
+    if not (can(request, REDIAGNOSE) and can(request, roles.OPEN_INCIDENT)):
+        raise PermissionDenied("Only operators may start diagnoses.")
+    found = Incident.objects.filter(pk=incident_id).first()
+    if found is None:
+        raise Http404(f"No incident {incident_id}.")
+    form = RediagnoseForm(request.POST)
+    busy = (Trajectory.Status.QUEUED, Trajectory.Status.RUNNING)
+    if form.is_valid() and found.trajectories.filter(status__in=busy).exists():
+        form.add_error(None, "A diagnosis of this incident is still running; wait for it to finish.")
+    if form.errors:
+        context = _detail_context(request, incident_id, rediagnose=form)
+        return render_page(request, "web/incident.html", context, partials=DETAIL_PARTIALS, status=400)
+    assert isinstance(request.user, User)
+    services.trajectory_queue(incident=found, mode=form.cleaned_data["mode"], user=request.user)
+    if getattr(request, "htmx", None):
+        context = _detail_context(request, incident_id)
+        return render_page(request, "web/incident.html", context, partials=DETAIL_PARTIALS)
+    messages.success(request, "Another diagnosis is queued.")
     return redirect("web:incident", incident_id=incident_id)

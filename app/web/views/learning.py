@@ -19,7 +19,7 @@ from core.snapshot import snapshot
 from routing.models import TaskProfile
 from training.deploy import adapter_rollback
 from training.models import Adapter, Admission, Cycle, SkillBook, TrainingRun
-from training.services.cycle.orchestrate import cycle_start
+from training.services.cycle.orchestrate import cycle_cancel, cycle_start
 
 VIEW_LEARNING = "training.view_cycle"
 START_CYCLE = "training.add_cycle"
@@ -91,6 +91,7 @@ def _read(request: HttpRequest, profile_id: str | None) -> dict[str, Any]:
             .order_by("-created_at")[:SHOWN]
         ),
         "live": live,
+        "unfinished": Cycle.UNFINISHED,
         "can_start": can(request, START_CYCLE),
         "can_rollback": can(request, ROLLBACK_ADAPTER),
         "nav": "learning",
@@ -136,4 +137,19 @@ def adapter_roll_back(request: HttpRequest, profile_id: int) -> HttpResponse:
         return _back(profile)
     name = now_active.name if now_active else "the base model"
     messages.success(request, f"{profile.name}: the student is {name} again.")
+    return _back(profile)
+
+
+@require_POST
+@page(VIEW_LEARNING)
+def cycle_stop(request: HttpRequest, profile_id: int, cycle_id: int) -> HttpResponse:
+    """Cancels an unfinished cycle (the role that starts cycles may stop them)."""
+    if not can(request, START_CYCLE):
+        raise PermissionDenied("Only operators may cancel learning cycles.")
+    profile = get_object_or_404(TaskProfile, pk=profile_id)
+    cycle = get_object_or_404(Cycle, pk=cycle_id, profile=profile)
+    if cycle_cancel(cycle_id=cycle.pk, user=request.user.get_username()):
+        messages.success(request, f"Cycle {cycle.pk} of {profile.name} cancelled.")
+    else:
+        messages.info(request, f"Cycle {cycle.pk} of {profile.name} had already ended ({cycle.status}).")
     return _back(profile)

@@ -94,14 +94,28 @@ def _advance(cycle: Cycle, **fields: Any) -> None:
     }
     if done:
         updates["finished_at"] = timezone.now()
-    Cycle.objects.filter(pk=cycle.pk, stage=cycle.stage).update(**updates)
-    if not done:
+    # Only a cycle still unfinished moves on: one cancelled while its stage ran stays cancelled.
+    moved = Cycle.objects.filter(pk=cycle.pk, stage=cycle.stage, status__in=Cycle.UNFINISHED).update(
+        **updates
+    )
+    if moved and not done:
         _enqueue(cycle.pk, stage)
 
 
 def cycle_fail(*, cycle_id: int, error: str) -> None:
     Cycle.objects.filter(pk=cycle_id, status__in=Cycle.UNFINISHED).update(
         status=Status.FAILED, error=error[:4000], finished_at=timezone.now()
+    )
+
+
+def cycle_cancel(*, cycle_id: int, user: str) -> bool:
+    """Stops an unfinished cycle: it ends ``failed`` with "cancelled by <user>"; a stage running now
+    finishes its own work, but the cycle does not move on (``_advance`` moves only unfinished cycles).
+    False when the cycle had finished already."""
+    return bool(
+        Cycle.objects.filter(pk=cycle_id, status__in=Cycle.UNFINISHED).update(
+            status=Status.FAILED, error=f"cancelled by {user}"[:4000], finished_at=timezone.now()
+        )
     )
 
 

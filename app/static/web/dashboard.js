@@ -1,0 +1,43 @@
+// The dashboard's few behaviours beyond htmx (no inline scripts, nothing from outside).
+(function () {
+  "use strict";
+
+  // A plain form with data-confirm asks before it is sent (htmx forms use hx-confirm).
+  document.addEventListener("submit", function (event) {
+    var form = event.target;
+    if (!(form instanceof HTMLFormElement)) return;
+    var question = form.getAttribute("data-confirm");
+    if (question && !form.hasAttribute("hx-post") && !window.confirm(question)) {
+      event.preventDefault();
+    }
+  }, true);
+
+  // A live region swapped by its poll keeps the panels the user opened or closed: every <details>
+  // with an id keeps its state across the swap (the Learning page's 2 s poll closed them).
+  var kept = null;
+  document.addEventListener("htmx:beforeSwap", function (event) {
+    var target = event.detail.target;
+    kept = {};
+    if (!target) return;
+    target.querySelectorAll("details[id]").forEach(function (panel) {
+      kept[panel.id] = panel.open;
+    });
+  });
+  document.addEventListener("htmx:afterSwap", function () {
+    if (!kept) return;
+    Object.keys(kept).forEach(function (id) {
+      var panel = document.getElementById(id);
+      if (panel && panel.tagName === "DETAILS") panel.open = kept[id];
+    });
+    kept = null;
+  });
+
+  // The navigation folds into a menu button on a narrow screen.
+  document.addEventListener("click", function (event) {
+    var button = event.target instanceof Element ? event.target.closest("[data-nav-toggle]") : null;
+    if (!button) return;
+    var header = button.closest("header");
+    var open = header.classList.toggle("nav-open");
+    button.setAttribute("aria-expanded", open ? "true" : "false");
+  });
+})();

@@ -1,0 +1,63 @@
+"""Form fields bounded by the database column they are written to.
+
+A dashboard number goes into a column with a range (a PositiveIntegerField holds 0..2147483647 on
+PostgreSQL, a money DecimalField 8 digits before the point and 8 after): a value outside it is a
+database error (an OverflowError on SQLite, a DataError on PostgreSQL), a 500. So each field takes its
+bounds from the model field itself, with the portable ranges Django declares for every backend (the
+narrowest: PostgreSQL's), and a value out of range is a message next to the field.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+from django import forms
+from django.db import models
+from django.db.backends.base.operations import BaseDatabaseOperations
+
+# Text fields with no column limit (TextField, JSON edited as text) still get one on a form.
+TEXT_MAX = 20_000
+
+
+def _field(model: type[models.Model], name: str) -> Any:
+    return model._meta.get_field(name)
+
+
+def int_range(model: type[models.Model], name: str) -> tuple[int, int]:
+    """The portable range of an integer column (the base operations' table, PostgreSQL's sizes)."""
+    lo, hi = BaseDatabaseOperations.integer_field_ranges[_field(model, name).get_internal_type()]
+    return int(lo), int(hi)
+
+
+def bounded_int(model: type[models.Model], name: str, *, min_value: int | None = None, **kwargs: Any) -> Any:
+    lo, hi = int_range(model, name)
+    return forms.IntegerField(
+        min_value=max(lo, min_value if min_value is not None else lo), max_value=hi, **kwargs
+    )
+
+
+def money_max(model: type[models.Model], name: str) -> Decimal:
+    field = _field(model, name)
+    places = field.decimal_places
+    return Decimal(10) ** (field.max_digits - places) - Decimal(1).scaleb(-places)
+
+
+def bounded_money(
+    model: type[models.Model], name: str, *, min_value: Decimal = Decimal(0), **kwargs: Any
+) -> Any:
+    """A USD amount that fits the column: its digits and places, and at most its largest value."""
+    field = _field(model, name)
+    return forms.DecimalField(
+        min_value=min_value,
+        max_value=money_max(model, name),
+        max_digits=field.max_digits,
+        decimal_places=field.decimal_places,
+        **kwargs,
+    )
+
+
+def bounded_text(model: type[models.Model], name: str, **kwargs: Any) -> Any:
+    """A CharField of the column's max_length (TEXT_MAX for a TextField)."""
+    field = _field(model, name)
+    return forms.CharField(max_length=field.max_length or TEXT_MAX, **kwargs)

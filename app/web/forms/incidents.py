@@ -1,0 +1,70 @@
+"""Opening an incident: the environment, and for replay a recorded case that exists under the root."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+
+from app.web.forms.bounds import TEXT_MAX, bounded_text
+from diagnostics.models import Incident, Trajectory
+from diagnostics.toolsets.registry import environment_names
+from diagnostics.toolsets.replay import replay_root
+
+CASE_MAX = 300
+
+
+def _environment_choices() -> list[tuple[str, str]]:
+    return [(name, name) for name in environment_names()]
+
+
+def replay_case_error(case: str) -> str | None:
+    """Why ``case`` is not a recorded case folder under the replay root (None: it is one). The message
+    never names the server's folders."""
+    if case.startswith("/") or "\\" in case or ".." in case.split("/"):
+        return "The case must be a path inside the replay root, e.g. test_ask_holmes/09_crashpod."
+    root = replay_root().resolve()
+    try:
+        path = (root / case).resolve()
+    except (OSError, ValueError):
+        return "The case must be a path inside the replay root."
+    if not path.is_relative_to(root) or not path.is_dir():
+        return f"No recorded case {case!r}."
+    return None
+
+
+class IncidentOpenForm(forms.Form):
+    title = bounded_text(Incident, "title", help_text="What is wrong, in one line.")
+    description = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 3}), required=False, max_length=TEXT_MAX
+    )
+    environment = forms.ChoiceField(choices=_environment_choices, help_text="Where to diagnose.")
+    case = forms.CharField(
+        required=False,
+        max_length=CASE_MAX,
+        help_text="Replay only: the recorded case under the replay root, e.g. test_ask_holmes/09_crashpod.",
+    )
+    mode = forms.ChoiceField(choices=[("", "LLM when configured"), *Trajectory.Mode.choices], required=False)
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        environment, case = data.get("environment", ""), data.get("case", "")
+        if environment == "replay" and not case and "case" not in self.errors:
+            self.add_error("case", "The replay environment needs a recorded case.")
+        elif case and environment and environment != "replay":
+            self.add_error("case", "A case is only used by the replay environment.")
+        elif case and environment == "replay":
+            error = replay_case_error(case)
+            if error:
+                self.add_error("case", error)
+        return data
+
+    def environment_options(self) -> dict[str, str]:
+        case = self.cleaned_data.get("case")
+        return {"case": case} if case else {}
+
+
+class RediagnoseForm(forms.Form):
+    """Diagnose again: another trajectory of the same incident, in a mode of the operator's choice."""
+
+    mode = forms.ChoiceField(choices=[("", "LLM when configured"), *Trajectory.Mode.choices], required=False)

@@ -1,0 +1,76 @@
+"""Keys: create (the secret is shown once) and edit (budget, rate limit, scopes, expiry)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+from django.utils import timezone
+
+from app.web.forms.bounds import bounded_int, bounded_money, bounded_text
+from routing import scopes as key_scopes
+from routing.models import ApiKey
+
+SCOPES_HELP = (
+    "llm calls models. Grant more only on purpose: operations (incidents, approvals, "
+    "learning) also need your role, and the key acts as you. Nothing checked: llm."
+)
+
+
+def _scopes_field() -> forms.MultipleChoiceField:
+    return forms.MultipleChoiceField(
+        choices=[(scope, scope) for scope in key_scopes.ALL],
+        initial=list(key_scopes.DEFAULT),
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
+        help_text=SCOPES_HELP,
+    )
+
+
+class _KeyLimits(forms.Form):
+    budget_usd = bounded_money(
+        ApiKey, "budget_usd", required=False, label="Budget (USD)", help_text="Empty: unlimited."
+    )
+    rpm_limit = bounded_int(
+        ApiKey,
+        "rpm_limit",
+        min_value=1,
+        required=False,
+        label="Requests per minute",
+        help_text="Empty: unlimited.",
+    )
+    scopes = _scopes_field()
+
+    def clean_scopes(self) -> list[str]:
+        chosen = list(self.cleaned_data.get("scopes") or [])
+        return chosen or list(key_scopes.DEFAULT)
+
+
+class ApiKeyCreateForm(_KeyLimits):
+    name = bounded_text(ApiKey, "name")
+    field_order = ["name", "budget_usd", "rpm_limit", "scopes"]
+
+
+class ApiKeyEditForm(_KeyLimits):
+    expires_at = forms.DateTimeField(
+        required=False,
+        widget=forms.DateTimeInput(attrs={"type": "datetime-local"}, format="%Y-%m-%dT%H:%M"),
+        label="Expires (UTC)",
+        help_text="Calls with the key are refused from then on. Empty: never.",
+    )
+
+    @classmethod
+    def for_key(cls, key: ApiKey, data: Any = None) -> ApiKeyEditForm:
+        initial = {
+            "budget_usd": key.budget_usd,
+            "rpm_limit": key.rpm_limit,
+            "scopes": list(key.scopes or []),
+            "expires_at": key.expires_at,
+        }
+        return cls(data, initial=initial, prefix=f"key{key.pk}")
+
+    def clean_expires_at(self) -> Any:
+        value = self.cleaned_data.get("expires_at")
+        if value is not None and value <= timezone.now() and value != self.initial.get("expires_at"):
+            raise forms.ValidationError("Pick a time in the future (or revoke the key now).")
+        return value
