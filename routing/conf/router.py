@@ -64,7 +64,7 @@ class Router:
         env="SKILLGATE_ROUTER_MIN_HELDOUT_CALLS",
         default=20,
         ge=1,
-        doc="Admission refuses to judge a version on fewer complete held-out calls.",
+        doc="Admission refuses to judge a version on fewer labelled held-out calls (unknown never counts).",
     )
     min_labelled_calls: int = setting(
         "MIN_LABELLED_CALLS",

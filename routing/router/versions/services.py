@@ -115,9 +115,14 @@ def heldout_replay(version: RouterVersion) -> dict[str, Any]:
     """The version's policy replayed on the held-out shard of the data it was trained up to."""
     records = ledger_records(profile=version.profile, until=version.data_until)
     _, _, heldout = split(records)
-    distinct = [r for r in heldout if r.complete]
+    distinct = [r for r in heldout if r.complete]  # labelled: an unknown student answer is not complete
     weighted = sample_weighted(distinct)
-    numbers: dict[str, Any] = {"calls": len(distinct), "weighted_calls": len(weighted)}
+    unlabelled = sum(1 for r in heldout if r.student is not None and r.student.label is None)
+    numbers: dict[str, Any] = {
+        "calls": len(distinct),
+        "weighted_calls": len(weighted),
+        "unlabelled": unlabelled,
+    }
     if not weighted:
         return numbers
     model = LearnedRouterModel.from_json(version.model)
@@ -145,7 +150,9 @@ def heldout_replay(version: RouterVersion) -> dict[str, Any]:
 def router_version_admit(*, version: RouterVersion) -> RouterVersion:
     """Activates a candidate only when replaying it on the held-out shard meets its target
     (pass rate, and the P95 bound when it has one); otherwise marks it rejected with the reason.
-    The held-out numbers are stored on the version either way."""
+    Only labelled held-out calls count (an answer of unknown correctness is never a pass), and at least
+    ``MIN_HELDOUT_CALLS`` of them. The held-out numbers are stored on the version
+    either way."""
     if version.status != Status.CANDIDATE:
         raise RouterVersionError(f"only a candidate can be admitted; v{version.number} is {version.status}")
     numbers = heldout_replay(version)
@@ -154,11 +161,14 @@ def router_version_admit(*, version: RouterVersion) -> RouterVersion:
     if not (version.calibration or {}).get("met"):
         reason = f"calibration: {version.status_reason}"
     elif numbers["calls"] < minimum:
-        reason = f"only {numbers['calls']} complete held-out calls; admission needs {minimum}"
+        reason = (
+            f"only {numbers['calls']} labelled held-out calls ({numbers['unlabelled']} more of unknown "
+            f"correctness do not count); admission needs {minimum}"
+        )
     elif numbers["pass_rate"] < numbers["required_pass_rate"] - 1e-12:
         reason = (
-            f"held-out pass rate {numbers['pass_rate']:.3f} is below the target's "
-            f"{numbers['required_pass_rate']:.3f}"
+            f"held-out pass rate {numbers['pass_rate']:.3f} on {numbers['calls']} labelled calls is below "
+            f"the target's {numbers['required_pass_rate']:.3f}"
         )
     elif version.max_p95_ms is not None and numbers["p95_ms"] > version.max_p95_ms:
         reason = f"held-out P95 {numbers['p95_ms']:.0f} ms is above the bound {version.max_p95_ms:.0f} ms"

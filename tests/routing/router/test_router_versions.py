@@ -102,7 +102,7 @@ def test_too_few_held_out_calls_are_not_enough_to_admit(settings):
     fill(profile)
     version = router_version_admit(version=router_version_train(profile=profile, spec=SPEC))
     assert version.status == RouterVersion.Status.REJECTED
-    assert "complete held-out calls" in version.status_reason
+    assert "labelled held-out calls" in version.status_reason
 
 
 def test_rollback_reactivates_an_earlier_version_and_keeps_one_active():

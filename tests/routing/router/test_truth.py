@@ -7,14 +7,16 @@ import pytest
 
 from routing.models import ApiKey, Invocation, RouterVersion, TaskProfile
 from routing.protocol import ChatRequest
+from routing.router.learning.calibration import shard_of
 from routing.router.learning.features import hashing_spec
+from routing.router.learning.records import task_id_of
 from routing.router.learning.runtime import forget_routers
 from routing.router.policies import Call, build_router
-from routing.router.versions.services import RouterTrainingError, router_version_train
+from routing.router.versions.services import RouterTrainingError, router_version_admit, router_version_train
 from routing.router.versions.truth import fixed_choice, verifier_precision
 from routing.tasks import router_retrain
 from tests.factories import ApiKeyFactory, InvocationFactory
-from tests.support.ledger import learned_profile, leg, text_of
+from tests.support.ledger import call_row, learned_profile, leg, text_of
 
 pytestmark = pytest.mark.django_db
 
@@ -122,3 +124,29 @@ def test_a_free_text_profile_with_no_verifier_cannot_admit_a_version_on_unknown_
     assert router_retrain(profile.pk).startswith("not trained")
     assert not RouterVersion.objects.filter(profile=profile, status=RouterVersion.Status.ACTIVE).exists()
     assert fixed_choice(profile).policy == TaskProfile.Policy.ALWAYS_TEACHER
+
+
+def test_admission_counts_only_labelled_held_out_calls(settings):
+    """The held-out shard's student answers passed a verifier not trusted (no precision is good enough
+    here), and no sample compared them: they are not passes, and too few labelled ones remain to judge
+    the candidate."""
+    router = {**settings.SKILLGATE["ROUTER"], "MIN_HELDOUT_CALLS": 15, "STRONG_VERIFIER_PRECISION": 1.0}
+    settings.SKILLGATE = {**settings.SKILLGATE, "ROUTER": router}
+    profile = learned_profile(name="heldout")
+    key = ApiKeyFactory.create()
+    for i in range(200):
+        held_out = shard_of(task_id_of({"messages": [{"role": "user", "content": text_of(i)}]})) == 4
+        if held_out:
+            passed_call(profile, key, i, correct=None)
+        else:
+            call_row(profile=profile, key=key, text=text_of(i), student_ok=i % 3 != 0)
+
+    version = router_version_admit(
+        version=router_version_train(profile=profile, spec=hashing_spec(ngram_dims=256))
+    )
+
+    assert version.status == RouterVersion.Status.REJECTED
+    assert (
+        "labelled held-out calls" in version.status_reason and "unknown correctness" in version.status_reason
+    )
+    assert version.admission["calls"] == 0 and version.admission["unlabelled"] > 15
