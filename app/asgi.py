@@ -4,8 +4,10 @@ the Slack endpoints are served by a Django handler without the browser middlewar
 messages): each sync middleware costs two thread hops per request under ASGI, and neither needs them.
 Everything else (the dashboard, the operations API, the admin) is the full Django site.
 
-Every HTTP request, whichever handler serves it, first passes the body limit (app/edge.py): an upload
-over SKILLGATE_MAX_BODY_BYTES gets a 413 before Django reads it.
+Every HTTP request, whichever handler serves it, first passes the edge (app/edge.py): the client is the
+socket's peer unless that is a trusted proxy (SKILLGATE_TRUSTED_PROXIES); an upload over
+SKILLGATE_MAX_BODY_BYTES gets a 413 before Django reads it, and a body slower than
+SKILLGATE_BODY_READ_TIMEOUT_S a 408.
 
 The lifespan (uvicorn's startup and shutdown) runs the process's ledger writer: it starts with the
 process (replaying the journals of dead ones) and, at a clean stop (SIGTERM), commits every row
@@ -47,7 +49,7 @@ api = ApiHandler()
 # would take seconds, past Slack's 3-second ack deadline.
 from django.urls import get_resolver  # noqa: E402
 
-from app.edge import body_limited  # noqa: E402
+from app.edge import body_limited, trusted_forwarding  # noqa: E402
 from app.mcp.edge import PREFIX as MCP_PREFIX  # noqa: E402
 from app.mcp.edge import application as mcp_edge  # noqa: E402
 from core.paths import canonical_path  # noqa: E402
@@ -83,7 +85,7 @@ async def dispatch(scope: dict[str, Any], receive: Any, send: Any) -> None:
     if scope["type"] == "lifespan":
         await lifespan(receive, send)
     elif scope["type"] == "http" and scope["path"] in inflight.CALL_PATHS and scope["method"] == "POST":
-        await inflight.guarded(edge, scope, receive, send)  # shed past SKILLGATE_MAX_IN_FLIGHT
+        await inflight.guarded(edge, scope, receive, send)  # key first, then shed past MAX_IN_FLIGHT
     elif scope["type"] == "http" and (scope["path"] == EDGE_PREFIX or scope["path"].startswith("/v1/")):
         await edge(scope, receive, send)
     elif scope["type"] == "http" and (
@@ -96,4 +98,4 @@ async def dispatch(scope: dict[str, Any], receive: Any, send: Any) -> None:
         await site(scope, receive, send)
 
 
-application = body_limited(dispatch)
+application = trusted_forwarding(body_limited(dispatch))

@@ -11,13 +11,26 @@ in a view comes too late: a 50 GB upload has been read (and written to disk) by 
 The 413 says ``Connection: close``, so the server drops the connection instead of reading the rest of
 the upload. Its shape is the interface's: an OpenAI error under ``/v1/``, ``{"error": {"message",
 "code"}}`` under ``/api/``, plain text elsewhere (the dashboard, the Slack endpoint, the probes).
+
+The body has a deadline too (``routing.conf.get().limits.body_read_timeout_s``): a client that has
+not sent its whole body that long after its headers arrived gets a 408 in the same conventions, and
+the app a disconnect (issue 37: two connections that never finished their bodies held every slot).
+app/serve.py gives the headers the same deadline, in the server's protocol.
+
+The client address is the socket's peer. ``X-Forwarded-For`` and ``X-Forwarded-Proto`` are believed
+only from a proxy in ``SKILLGATE_TRUSTED_PROXIES`` (:func:`trusted_forwarding`, uvicorn's own
+middleware; empty by default): otherwise anyone who can reach the port chooses the address the login
+lockout counts against.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, cast
+
+from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
 from routing import conf
 
@@ -28,6 +41,7 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 CODE = "request_too_large"
+TIMEOUT_CODE = "request_timeout"
 
 
 def max_body_bytes() -> int:
@@ -42,51 +56,86 @@ def _declared_length(scope: Scope) -> int | None:
     return None
 
 
-def too_large_response(path: str, limit: int) -> tuple[str, bytes]:
-    """(content type, body) of the 413 for ``path``, in that interface's error convention."""
-    message = f"Request body is larger than {limit} bytes."
+def error_response(path: str, message: str, code: str) -> tuple[str, bytes]:
+    """(content type, body) of an edge refusal for ``path``, in that interface's error convention."""
     if path.startswith("/v1/"):
-        error = {"message": message, "type": "invalid_request_error", "param": None, "code": CODE}
+        error = {"message": message, "type": "invalid_request_error", "param": None, "code": code}
         return "application/json", json.dumps({"error": error}).encode()
     if path.startswith("/api/"):
-        return "application/json", json.dumps({"error": {"message": message, "code": CODE}}).encode()
+        return "application/json", json.dumps({"error": {"message": message, "code": code}}).encode()
     return "text/plain; charset=utf-8", f"{message}\n".encode()
 
 
-async def _refuse(scope: Scope, send: Send, limit: int) -> None:
-    content_type, body = too_large_response(scope.get("path", ""), limit)
-    headers = [
+def too_large_response(path: str, limit: int) -> tuple[str, bytes]:
+    """(content type, body) of the 413 for ``path``, in that interface's error convention."""
+    return error_response(path, f"Request body is larger than {limit} bytes.", CODE)
+
+
+def timeout_response(path: str, timeout_s: float, what: str = "body") -> tuple[str, bytes]:
+    """(content type, body) of the 408 for ``path``: its headers or body came too slowly."""
+    message = f"The request {what} did not arrive within {timeout_s:g} s (SKILLGATE_BODY_READ_TIMEOUT_S)."
+    return error_response(path, message, TIMEOUT_CODE)
+
+
+def response_head(content_type: str, body: bytes) -> list[tuple[bytes, bytes]]:
+    """The headers of an edge refusal; the connection is closed after it, the rest of it unread."""
+    return [
         (b"content-type", content_type.encode()),
         (b"content-length", str(len(body)).encode()),
         (b"connection", b"close"),
     ]
-    await send({"type": "http.response.start", "status": 413, "headers": headers})
+
+
+async def _send(send: Send, status: int, response: tuple[str, bytes]) -> None:
+    content_type, body = response
+    headers = response_head(content_type, body)
+    await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
 
 
+async def _refuse(scope: Scope, send: Send, limit: int) -> None:
+    await _send(send, 413, too_large_response(scope.get("path", ""), limit))
+
+
 def body_limited(app: ASGIApp) -> ASGIApp:
-    """``app`` behind the body limit (HTTP only; websocket and lifespan scopes pass through)."""
+    """``app`` behind the body limit and the body's deadline (HTTP only; websocket and lifespan scopes
+    pass through)."""
 
     async def limited(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await app(scope, receive, send)
             return
-        limit = max_body_bytes()
+        limits = conf.get().limits
+        limit = limits.max_body_bytes
         declared = _declared_length(scope)
         if declared is not None and declared > limit:
             await _refuse(scope, send, limit)
             return
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + limits.body_read_timeout_s
         received = 0
         refused = False
         started = False
+        body_done = False
 
         async def counted_receive() -> Message:
-            nonlocal received, refused
+            nonlocal received, refused, body_done
             if refused:
                 return {"type": "http.disconnect"}
-            message = await receive()
+            if body_done:  # after the body: only the disconnect is left to wait for, as long as it takes
+                return await receive()
+            try:
+                async with asyncio.timeout_at(deadline):
+                    message = await receive()
+            except TimeoutError:
+                refused = True
+                if not started:
+                    path = scope.get("path", "")
+                    await _send(send, 408, timeout_response(path, limits.body_read_timeout_s))
+                return {"type": "http.disconnect"}
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
+                body_done = not message.get("more_body", False)
                 if received > limit:
                     refused = True
                     if not started:
@@ -97,10 +146,32 @@ def body_limited(app: ASGIApp) -> ASGIApp:
         async def guarded_send(message: Message) -> None:
             nonlocal started
             if refused:
-                return  # the 413 is the response; anything the app still sends is dropped
+                return  # the 413 or 408 is the response; anything the app still sends is dropped
             started = True
             await send(message)
 
         await app(scope, counted_receive, guarded_send)
 
     return limited
+
+
+def trusted_forwarding(app: ASGIApp) -> ASGIApp:
+    """``app`` with the client address (and scheme) taken from ``X-Forwarded-For`` (and
+    ``X-Forwarded-Proto``) only when the socket's peer is in ``SKILLGATE_TRUSTED_PROXIES`` (uvicorn's
+    ProxyHeadersMiddleware: the address is the rightmost one no trusted proxy wrote). With the setting
+    empty, the headers are ignored. The server itself must not rewrite the client first: app/serve.py
+    starts uvicorn with ``proxy_headers=False``."""
+    middlewares: dict[tuple[str, ...], Any] = {}
+
+    async def forwarded(scope: Scope, receive: Receive, send: Send) -> None:
+        trusted = conf.get().limits.trusted_proxies
+        if not trusted or scope["type"] == "lifespan":
+            await app(scope, receive, send)
+            return
+        middleware = middlewares.get(trusted)
+        if middleware is None:
+            proxied = ProxyHeadersMiddleware(cast(Any, app), list(trusted))
+            middleware = middlewares[trusted] = cast(Any, proxied)
+        await middleware(scope, receive, send)
+
+    return forwarded

@@ -5,15 +5,102 @@ own, and the kernel spreads new connections over them by hash. ``uvicorn --worke
 instead, and asyncio accepts a whole backlog per wake-up, so one busy process takes a burst's
 connections while the others idle. Otherwise this is uvicorn as its CLI runs it: SIGTERM drains the
 open requests for up to ``--timeout-graceful-shutdown`` seconds (the ledger writer commits meanwhile).
+
+This is the one way the service is served (``manage.py serve``, infra/onebox, the image, Kubernetes),
+because of two edge rules (issue 37) that live in the server, not the app:
+
+- uvicorn's own forwarded-header handling is off (``proxy_headers=False``; its default trusts
+  ``X-Forwarded-For`` from loopback, so a local client could pick the address the login lockout counts
+  against). The app believes forwarded headers only from ``SKILLGATE_TRUSTED_PROXIES``
+  (app/edge.py's ``trusted_forwarding``).
+- a request's headers must arrive within ``SKILLGATE_BODY_READ_TIMEOUT_S`` of its first byte (of the
+  connection, for its first request) and within :data:`MAX_HEADER_BYTES`: a slower or bigger head gets a
+  408 or 431 and the connection is closed (:class:`DeadlineHttpToolsProtocol`). The body's own deadline
+  is app/edge.py's.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import socket
 from collections.abc import Sequence
+from typing import Any
 
 import uvicorn
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+from app.edge import error_response, response_head
+from routing import conf
+
+MAX_HEADER_BYTES = 64 * 1024
+
+
+def header_timeout_s() -> float:
+    """Read per connection, after uvicorn loaded the app (so Django's settings are set up)."""
+    return conf.get().limits.body_read_timeout_s
+
+
+class DeadlineHttpToolsProtocol(HttpToolsProtocol):
+    """uvicorn's httptools protocol with a deadline and a size bound on each request's headers."""
+
+    _header_timer: asyncio.TimerHandle | None = None
+    _header_bytes = 0
+    _headers_pending = False
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._await_headers()
+
+    def data_received(self, data: bytes) -> None:
+        if self._headers_pending:
+            self._header_bytes += len(data)
+        super().data_received(data)
+        if self._headers_pending and self._header_bytes > MAX_HEADER_BYTES:
+            self._refuse(431, "Request Header Fields Too Large", f"over {MAX_HEADER_BYTES} bytes")
+
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        if not self._headers_pending:
+            self._await_headers()
+
+    def on_headers_complete(self) -> None:
+        self._headers_pending = False
+        if self._header_timer is not None:
+            self._header_timer.cancel()
+            self._header_timer = None
+        super().on_headers_complete()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._header_timer is not None:
+            self._header_timer.cancel()
+            self._header_timer = None
+        super().connection_lost(exc)
+
+    def _await_headers(self) -> None:
+        self._headers_pending = True
+        self._header_bytes = 0
+        timeout = header_timeout_s()
+        self._header_timer = self.loop.call_later(timeout, self._headers_late, timeout)
+
+    def _headers_late(self, timeout: float) -> None:
+        self._header_timer = None
+        if self._headers_pending:
+            self._refuse(408, "Request Timeout", f"not complete within {timeout:g} s")
+
+    def _refuse(self, status: int, reason: str, why: str) -> None:
+        """Answers in the path's error convention (when the request line got that far) and closes."""
+        if self.transport.is_closing():
+            return
+        self._headers_pending = False
+        url: bytes = getattr(self, "url", b"") or b""
+        path = url.split(b"?", 1)[0].decode("latin-1")
+        code = "request_timeout" if status == 408 else "headers_too_large"
+        content_type, body = error_response(path, f"The request headers were {why}.", code)
+        head = [f"HTTP/1.1 {status} {reason}".encode()]
+        head += [name + b": " + value for name, value in response_head(content_type, body)]
+        self.transport.write(b"\r\n".join(head) + b"\r\n\r\n" + body)
+        self.transport.close()
 
 
 def listening_socket(host: str, port: int, backlog: int) -> socket.socket:
@@ -26,20 +113,35 @@ def listening_socket(host: str, port: int, backlog: int) -> socket.socket:
     return sock
 
 
+def config(*, backlog: int = 2048, timeout_graceful_shutdown: int = 25, **extra: Any) -> uvicorn.Config:
+    """The uvicorn configuration every web process runs with (tests start it the same way)."""
+    return uvicorn.Config(
+        "app.asgi:application",
+        access_log=False,
+        backlog=backlog,
+        timeout_graceful_shutdown=timeout_graceful_shutdown,
+        proxy_headers=False,  # forwarded headers: app/edge.py, from SKILLGATE_TRUSTED_PROXIES only
+        http=DeadlineHttpToolsProtocol,
+        **extra,
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m app.serve", description=__doc__.splitlines()[0])
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8000)
     parser.add_argument("--backlog", type=int, default=2048)
     parser.add_argument("--timeout-graceful-shutdown", type=int, default=25)
+    parser.add_argument("--log-level", default="info")
     args = parser.parse_args(argv)
-    config = uvicorn.Config(
-        "app.asgi:application",
-        access_log=False,
-        backlog=args.backlog,
-        timeout_graceful_shutdown=args.timeout_graceful_shutdown,
+    server = uvicorn.Server(
+        config(
+            backlog=args.backlog,
+            timeout_graceful_shutdown=args.timeout_graceful_shutdown,
+            log_level=args.log_level,
+        )
     )
-    uvicorn.Server(config).run(sockets=[listening_socket(args.host, args.port, args.backlog)])
+    server.run(sockets=[listening_socket(args.host, args.port, args.backlog)])
 
 
 if __name__ == "__main__":

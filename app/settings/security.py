@@ -17,7 +17,11 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = SKILLGATE["MAX_BODY_BYTES"]
 
 # Login throttling (django-axes): AXES_FAILURE_LIMIT failed logins of one username from one IP lock that
 # pair out for AXES_COOLOFF_MINUTES, even with the right password; a success resets the count. Axes
-# reads the client IP from REMOTE_ADDR: behind a reverse proxy every client shares the proxy's address.
+# reads the client IP from REMOTE_ADDR, the socket's peer: X-Forwarded-For replaces it only from a proxy
+# in SKILLGATE_TRUSTED_PROXIES (app/edge.py; uvicorn's own trust of loopback is off, app/serve.py), so a
+# client cannot pick a fresh address per guess. No per-username lockout across addresses: it would let
+# anyone who knows a username lock its owner out; many real addresses guessing one account are left to
+# the password validators and the front proxy's rate limit (docs/operations/security.md).
 INSTALLED_APPS.append("axes")
 MIDDLEWARE.append("axes.middleware.AxesMiddleware")  # last, as axes asks
 AUTHENTICATION_BACKENDS = [

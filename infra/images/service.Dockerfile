@@ -33,6 +33,7 @@ COPY --chown=skillgate:skillgate . .
 RUN mkdir -p /var/lib/skillgate && chown skillgate:skillgate /var/lib/skillgate
 USER 10001
 EXPOSE 8000
-# One ASGI process per container; scale with replicas (the HPA), not with --workers.
-CMD ["python", "-m", "uvicorn", "app.asgi:application", "--host", "0.0.0.0", "--port", "8000", \
-     "--no-access-log", "--timeout-graceful-shutdown", "25"]
+# One ASGI process per container; scale with replicas (the HPA), not with --workers. app/serve.py is
+# uvicorn without its own forwarded-header trust (SKILLGATE_TRUSTED_PROXIES decides) and with a header
+# deadline.
+CMD ["python", "-m", "app.serve", "--host", "0.0.0.0", "--port", "8000", "--timeout-graceful-shutdown", "25"]

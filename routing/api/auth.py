@@ -11,6 +11,10 @@ from routing.models import ApiKey
 
 
 async def api_key_of(request: Request, *, anthropic: bool = False) -> ApiKey:
+    """The caller's key, with the LLM scope; a 401 or 403 otherwise. A call the shedder let in
+    (routing/api/inflight.py) was checked from these same headers before its body was read."""
+    if request.api_key is not None:
+        return request.api_key
     scheme, _, token = (request.header("authorization") or "").partition(" ")
     if anthropic and not token.strip():
         scheme, token = "bearer", request.header("x-api-key") or ""

@@ -26,6 +26,11 @@ Send = Callable[[Message], Awaitable[None]]
 log = logging.getLogger(__name__)
 
 
+# The scope key under which routing/api/inflight.py hands the edge the caller's key, checked before the
+# body was read (an ASGI server never sets it: clients send headers, not scope keys).
+API_KEY = "skillgate.api_key"
+
+
 @dataclass
 class Request:
     method: str
@@ -33,6 +38,7 @@ class Request:
     headers: dict[str, str]  # names lower-case; a repeated header keeps its last value
     body: bytes = b""
     query: str = ""  # the raw query string (``limit=2&order=asc``), without the ``?``
+    api_key: Any = None  # the ApiKey already authenticated from these headers (inflight.py), if any
 
     @classmethod
     def of(cls, scope: Scope, body: bytes = b"") -> Request:
@@ -40,7 +46,7 @@ class Request:
             name.decode("latin-1").lower(): value.decode("latin-1") for name, value in scope["headers"]
         }
         query = scope.get("query_string", b"").decode("latin-1")
-        return cls(scope["method"], scope["path"], headers, body, query)
+        return cls(scope["method"], scope["path"], headers, body, query, scope.get(API_KEY))
 
     def header(self, name: str) -> str | None:
         return self.headers.get(name)

@@ -2,20 +2,33 @@
 embeddings) in flight per server process (0: no limit), checked in front of the edge (app/asgi.py) so a
 refused call costs almost nothing.
 
-Past the limit a call gets an immediate 503 OpenAI error with ``Retry-After`` (the openai SDK retries it
-with backoff) and nothing is written for it. A call counts from the moment the ASGI server hands it over
-until the edge has sent its last byte (streams included) or the client went away. Everything here runs on
-the process's event loop, so the count needs no lock.
+Only a caller with a valid key takes a place: the key is in the headers, so it is checked first, before
+the body is read (a 401 or 403 in the endpoint's error convention, the connection closed, the body never
+read). Without that, connections with no key that sent headers and never finished their bodies held every
+place (issue 37); app/edge.py now also gives every body a deadline (a 408). The key found is handed to the
+handler in the scope (``routing/api/http.py``'s ``Request.api_key``), so it is not looked up twice.
+
+Past the limit a call gets an immediate 503 with ``Retry-After`` (the openai SDK retries it with backoff)
+and nothing is written for it. A call counts from the moment its key is known until the edge has sent its
+last byte (streams included) or the client went away. Everything here runs on the process's event loop,
+so the count needs no lock.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any
+
+from django.db import DatabaseError
 
 from routing import conf
 from routing.api import endpoints
-from routing.api.http import send_error
+from routing.api.app import error_body_for
+from routing.api.auth import api_key_of
+from routing.api.http import API_KEY, Request, send_json
 from routing.errors import ApiError
+
+log = logging.getLogger(__name__)
 
 # Every endpoint that makes an LLM call (routing/api/endpoints.py); a GET, or counting tokens, is never shed.
 CALL_PATHS = endpoints.LLM_CALL_PATHS
@@ -38,15 +51,41 @@ def _overloaded(limit: int) -> ApiError:
     )
 
 
+async def _refuse(send: Any, path: str, error: ApiError, *, close: bool) -> None:
+    headers = {**error.headers, "connection": "close"} if close else error.headers
+    await send_json(send, error.status, error_body_for(path)(error), headers)
+
+
 async def guarded(app: ASGIApp, scope: dict[str, Any], receive: Any, send: Any) -> None:
-    """Serves one chat call with ``app`` if the process has room, else answers the 503 itself."""
+    """Serves one call with ``app`` if its key is valid and the process has room; otherwise answers
+    the 401/403 or the 503 itself, without reading the body."""
     global _in_flight
+    path = scope["path"]
+    try:
+        key = await api_key_of(Request.of(scope), anthropic=path.startswith(endpoints.ANTHROPIC_PATHS))
+    except ApiError as exc:
+        await _refuse(send, path, exc, close=True)  # the body is never read: the connection ends
+        return
+    except DatabaseError:
+        log.exception("POST %s: the database is unavailable to check the key", path)
+        await _refuse(send, path, _database_unavailable(), close=True)
+        return
     limit = conf.get().limits.max_in_flight
     if limit and _in_flight >= limit:
-        await send_error(send, _overloaded(limit))
+        await _refuse(send, path, _overloaded(limit), close=True)
         return
     _in_flight += 1
     try:
-        await app(scope, receive, send)
+        await app({**scope, API_KEY: key}, receive, send)
     finally:
         _in_flight -= 1
+
+
+def _database_unavailable() -> ApiError:
+    return ApiError(
+        503,
+        "The gateway's database is unavailable; retry shortly.",
+        type="server_error",
+        code="database_unavailable",
+        headers={"Retry-After": "1"},
+    )

@@ -63,6 +63,22 @@ class Limits:
         doc="JSON bodies with more elements than this (arrays, objects, strings and the commas between "
         "values) are a 400, counted at C speed before they are parsed (routing/json_body.py).",
     )
+    body_read_timeout_s: float = setting(
+        "BODY_READ_TIMEOUT_S",
+        env="SKILLGATE_BODY_READ_TIMEOUT_S",
+        default=30.0,
+        gt=0,
+        doc="A request's headers and whole body must arrive within this many seconds of its first byte "
+        "(of the connection's, for the first request); a slower client gets a 408 (app/edge.py).",
+    )
+    trusted_proxies: tuple[str, ...] = setting(
+        "TRUSTED_PROXIES",
+        env="SKILLGATE_TRUSTED_PROXIES",
+        default=(),
+        doc="Addresses or networks (10.0.0.0/8, comma-separated) of the reverse proxies whose "
+        "X-Forwarded-For and X-Forwarded-Proto are believed; empty: forwarded headers are ignored and "
+        "the client is the socket's peer (app/edge.py).",
+    )
 
 
 @dataclass(frozen=True)

@@ -61,11 +61,10 @@ class Command(BaseCommand):
                 self.stdout.write(f"[serve] no local model at {local.model_dir}: student not started")
             sup.start(
                 "web",
-                [
+                [  # app/serve.py: forwarded headers only from SKILLGATE_TRUSTED_PROXIES; header deadline
                     python(),
                     "-m",
-                    "uvicorn",
-                    "app.asgi:application",
+                    "app.serve",
                     "--host",
                     str(opts["host"]),
                     "--port",
