@@ -274,3 +274,33 @@ def test_local_listeners_cannot_be_reached(gateway, tmp_path):
     finally:
         for sock in (*listeners, udp):
             sock.close()
+
+
+# --- the tests' process -----------------------------------------------------------------------------
+
+
+def test_the_answer_cannot_see_or_reach_the_tests_process(gateway):
+    # The tests run in a sandbox of their own: the answer's pid namespace holds bwrap's init and the
+    # answer, its fds are its pipe ends and its output files, never the tests' report.
+    code = (
+        "import os, signal\n"
+        "me, seen, reached = os.getpid(), [], []\n"
+        "for pid in range(2, 4096):\n"
+        "    if pid != me:\n"
+        "        try:\n"
+        "            os.kill(pid, signal.SIGKILL)\n"
+        "            reached.append(pid)\n"
+        "        except OSError:\n"
+        "            pass\n"
+        "seen = [p for p in os.listdir('/proc') if p.isdigit() and int(p) not in (1, me)]\n"
+        "links = []\n"
+        "for fd in range(0, 1024):\n"
+        "    try:\n"
+        "        links.append(os.readlink(f'/proc/self/fd/{fd}'))\n"
+        "    except OSError:\n"
+        "        pass\n"
+        "print(seen, reached, links)\n"
+        "assert seen or reached or any('report' in link for link in links), (seen, reached, links)\n"
+    )
+    outcome = gateway.attack(code)
+    assert "AssertionError: ([], [], [" in outcome.detail
