@@ -183,8 +183,11 @@ def verify_fix(action_request_id: int) -> str:
 
 @shared_task(acks_late=True, ignore_result=True)
 def sweep_jobs() -> dict[str, int]:
-    """Beat: lost messages sent again, dead workers' diagnoses requeued, interrupted actions recovered."""
-    return {name: len(report) for name, report in recovery.diagnostics_jobs_sweep().items()}
+    """Beat: lost messages sent again, dead workers' diagnoses requeued, interrupted actions recovered,
+    lost or interrupted checks after a fix sent again."""
+    swept = {name: len(report) for name, report in recovery.diagnostics_jobs_sweep().items()}
+    swept["verifications"] = len(services.action_requests_verification_sweep())
+    return swept
 
 
 @shared_task(acks_late=True, ignore_result=True)

@@ -48,6 +48,7 @@ from diagnostics.services.verification import (
     action_request_claim_verification,
     action_request_schedule_verification,
     action_request_verified,
+    action_requests_verification_sweep,
 )
 
 __all__ = [
@@ -65,6 +66,7 @@ __all__ = [
     "action_request_schedule_verification",
     "action_request_verified",
     "action_requests_expire",
+    "action_requests_verification_sweep",
     "incident_environment_change",
     "incident_open",
     "incident_rediagnose",

@@ -20,6 +20,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
+from core import jobs_conf
 from diagnostics import conf, doorbell
 from diagnostics.models import ActionRequest, Incident, Step, Trajectory
 from diagnostics.services.actions import action_request_propose
@@ -47,7 +48,7 @@ def action_request_claim_verification(*, action_request_id: int) -> ActionReques
         pk=action_request_id,
         status=ActionRequest.Status.EXECUTED,
         verify_status=ActionRequest.Verify.PENDING,
-    ).update(verify_status=ActionRequest.Verify.CHECKING)
+    ).update(verify_status=ActionRequest.Verify.CHECKING, verify_at=timezone.now())
     if not claimed:
         return None
     return ActionRequest.objects.select_related("trajectory__incident").get(pk=action_request_id)
@@ -133,3 +134,28 @@ def _propose_rollback(
         f"approval: {sentence}",
     )
     return rollback
+
+
+def action_requests_verification_sweep() -> list[int]:
+    """The rows are the record: a check whose message was lost (pending, overdue by the jobs' ring
+    interval) is sent again, and one whose worker died (checking past the stale interval) is pending
+    again and sent. Returns the action ids sent."""
+    timings = jobs_conf.get().sweep_timings()
+    now = timezone.now()
+    lost = ActionRequest.objects.filter(
+        verify_status=ActionRequest.Verify.PENDING,
+        verify_at__lt=now - timedelta(seconds=timings["ring_after_s"]),
+    )
+    stale = ActionRequest.objects.filter(
+        verify_status=ActionRequest.Verify.CHECKING,
+        verify_at__lt=now - timedelta(seconds=timings["stale_after_s"]),
+    )
+    sent: list[int] = []
+    for pk in list(lost.values_list("pk", flat=True)) + list(stale.values_list("pk", flat=True)):
+        again = ActionRequest.objects.filter(
+            pk=pk, verify_status__in=[ActionRequest.Verify.PENDING, ActionRequest.Verify.CHECKING]
+        ).update(verify_status=ActionRequest.Verify.PENDING, verify_at=now)
+        if again:
+            doorbell.tasks().enqueue_verification(pk, 0.0)
+            sent.append(pk)
+    return sent

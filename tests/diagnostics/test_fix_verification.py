@@ -11,6 +11,7 @@ from typing import Any, ClassVar
 
 import pytest
 from django.test import Client
+from django.utils import timezone
 
 from diagnostics import services
 from diagnostics.agent.runner import MemoryRecorder, investigate
@@ -267,3 +268,21 @@ def test_diagnose_again_over_the_api_needs_the_open_scope_and_refuses_while_one_
     assert busy.status_code == 409 and busy.json()["error"]["code"] == "diagnosis_in_progress"
     assert incident.trajectories.count() == 2
     assert incident.touches.filter(user=requester, kind="rediagnosed").exists()
+
+
+@pytest.mark.django_db
+def test_the_sweeper_sends_a_lost_check_again_and_a_check_whose_worker_died(
+    requester, approver, no_enqueue, django_capture_on_commit_callbacks, settings
+):
+    settings.JOBS_STALE_AFTER_S, settings.JOBS_RING_AFTER_S = 60, 300
+    action = _executed(requester, approver, django_capture_on_commit_callbacks, after=())
+    assert services.action_requests_verification_sweep() == []  # due, not lost
+    long_ago = timezone.now() - timedelta(seconds=400)
+    ActionRequest.objects.filter(pk=action.pk).update(verify_at=long_ago)
+    assert services.action_requests_verification_sweep() == [action.pk]
+    assert no_enqueue[-1] == ("verification", action.pk)
+    assert services.action_requests_verification_sweep() == []  # sent once per ring interval
+    assert services.action_request_claim_verification(action_request_id=action.pk) is not None
+    ActionRequest.objects.filter(pk=action.pk).update(verify_at=timezone.now() - timedelta(seconds=90))
+    assert services.action_requests_verification_sweep() == [action.pk]  # its worker died mid-check
+    assert verify_fix(action.pk) == "cleared"
