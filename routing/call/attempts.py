@@ -15,7 +15,7 @@ retry is not made: no attempt is ever sent that the hold does not cover.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
 
 import httpx
@@ -36,14 +36,22 @@ def billed_transport_error(exc: Exception) -> bool:
 
 @dataclass
 class Attempts:
-    """One leg's attempts. ``bound``: the worst case of one attempt; ``extend``: holds ``bound`` more on
-    the call's budget hold (None: a key without a budget, nothing to hold)."""
+    """One leg's attempts. ``bound_of``: the worst case of one attempt, computed when first needed (a
+    call whose attempts all report usage never pays for it); ``extend``: holds ``bound`` more on the
+    call's budget hold (None: a key without a budget, nothing to hold)."""
 
-    bound: Decimal = Decimal(0)
+    bound_of: Callable[[], Decimal] = lambda: Decimal(0)
     extend: Callable[[Decimal], Awaitable[bool]] | None = None
     sent: int = 0  # attempts made (retries included)
     unmeasured: int = 0  # attempts that may have been billed and gave no usage: charged ``bound``
     covered: int = 1  # billed attempts the hold covers
+    _bound: Decimal | None = field(default=None, repr=False)
+
+    @property
+    def bound(self) -> Decimal:
+        if self._bound is None:
+            self._bound = self.bound_of()
+        return self._bound
 
     def started(self) -> None:
         self.sent += 1
@@ -64,4 +72,4 @@ class Attempts:
 
     @property
     def unmeasured_cost(self) -> Decimal:
-        return self.bound * self.unmeasured
+        return self.bound * self.unmeasured if self.unmeasured else Decimal(0)

@@ -35,8 +35,11 @@ def leg_attempts(
 ) -> Attempts:
     """The attempts of one leg sending ``body`` (``answers`` answers of at most the plan's max_tokens):
     the worst case of one, and how a retry holds more (``extend``; None: no budget to hold)."""
-    bound = attempt_bound(prices_for(backend), body, max_tokens=plan.max_tokens, answers=answers)
-    return Attempts(bound=bound, extend=extend)
+
+    def bound() -> Decimal:
+        return attempt_bound(prices_for(backend), body, max_tokens=plan.max_tokens, answers=answers)
+
+    return Attempts(bound_of=bound, extend=extend)
 
 
 def price_leg(
