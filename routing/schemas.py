@@ -35,7 +35,8 @@ the same compiled validator. The rules:
      group of edges that can reach one child (``properties.left`` and ``properties.right`` reach two
      different children and do not compound; two ``allOf`` branches that both descend into ``x``
      do). A tree schema costs its size times the depth; a schema that doubles per level is refused.
-     The sum over the levels is at most :data:`MAX_SCHEMA_COST`.
+     At most :data:`MAX_SCHEMA_COST`; counting it evaluates each (subschema, level) pair once, and a
+     schema that needs more than :data:`MAX_COUNTED_PAIRS` of them is refused as too costly.
   3. *fan-out*: the product of ``anyOf`` / ``oneOf`` alternatives along any path of the unrolled
      schema, at most :data:`MAX_FANOUT`.
 
@@ -63,6 +64,7 @@ MAX_PATTERN_CHARS = 1000
 REGEX_SIZE_LIMIT = 1 << 20  # bytes of one compiled pattern (and of its lazy DFA)
 MAX_SCHEMA_COST = 100_000  # checks: of the unrolled schema, and along one instance path
 MAX_FANOUT = 4096  # the product of anyOf / oneOf alternatives along one path
+MAX_COUNTED_PAIRS = 10_000  # (subschema, instance level) pairs counting number 2 may evaluate
 MAX_INSTANCE_DEPTH = 100  # routing.json_body.ANSWER_MAX_DEPTH (a sibling module: not imported here)
 CACHE_BYTES = 64 * 1024 * 1024
 _REFERENCES = ("$ref", "$dynamicRef", "$recursiveRef")
@@ -283,9 +285,9 @@ def schema_cost(schema: dict[str, Any]) -> tuple[int, int, int]:
     """(expansion, checks along one instance path, fan-out) of ``schema``, each counted up to just
     past its limit (the module's rule); :class:`SchemaRefused` for a cycle that never descends."""
     graph = _Graph(schema)
-    order = _same_location_order(graph)
+    _refuse_same_location_cycles(graph)
     expansion, fanout = _unrolled(graph)
-    return expansion, _along_a_path(graph, order), fanout
+    return expansion, _along_a_path(graph), fanout
 
 
 def _check_cost(schema: dict[str, Any]) -> None:
@@ -294,6 +296,11 @@ def _check_cost(schema: dict[str, Any]) -> None:
         raise SchemaRefused(
             f"unrolls into more than {MAX_SCHEMA_COST} subschemas once its references are followed "
             f"(the limit on a schema's expanded cost is {MAX_SCHEMA_COST})"
+        )
+    if along < 0:
+        raise SchemaRefused(
+            f"recurses through more than {MAX_COUNTED_PAIRS} (subschema, instance level) pairs: too costly "
+            f"to bound (the limit on a schema's counted pairs is {MAX_COUNTED_PAIRS})"
         )
     if along > MAX_SCHEMA_COST:
         raise SchemaRefused(
@@ -307,11 +314,9 @@ def _check_cost(schema: dict[str, Any]) -> None:
         )
 
 
-def _same_location_order(graph: _Graph) -> dict[int, dict[str, Any]]:
-    """Each reachable node's place in a topological order of the same-location edges; refuses a
-    cycle of them (it would never end). Iterative: no recursion however deep the schema."""
-    done: dict[int, int] = {}
-    nodes: dict[int, dict[str, Any]] = {}
+def _refuse_same_location_cycles(graph: _Graph) -> None:
+    """Refuses a cycle of same-location edges among the reachable nodes (it would never end).
+    Iterative: no recursion however deep the schema."""
     on_path: set[int] = set()
     seen: set[int] = set()
     roots: list[dict[str, Any]] = [graph.root]
@@ -328,8 +333,6 @@ def _same_location_order(graph: _Graph) -> dict[int, dict[str, Any]]:
             if child is None:
                 stack.pop()
                 on_path.discard(id(node))
-                done[id(node)] = len(done)
-                nodes[id(node)] = node
                 for group in graph.edges(node)[1]:
                     roots.extend(group)
                 continue
@@ -342,7 +345,6 @@ def _same_location_order(graph: _Graph) -> dict[int, dict[str, Any]]:
                 seen.add(id(child))
                 on_path.add(id(child))
                 stack.append((child, iter(graph.edges(child)[0])))
-    return {key: nodes[key] for key in sorted(done, key=lambda key: -done[key])}  # parents first
 
 
 def _unrolled(graph: _Graph) -> tuple[int, int]:
@@ -383,29 +385,37 @@ def _unrolled(graph: _Graph) -> tuple[int, int]:
     return size[id(graph.root)], fan[id(graph.root)]
 
 
-def _along_a_path(graph: _Graph, order: dict[int, dict[str, Any]]) -> int:
-    """Number 2 of the rule, by levels of the instance: ``here(n, d)``, the checks that entering ``n``
-    at a location ``d`` levels above the deepest costs, is ``n`` itself plus, for the largest of its
-    groups, the sum of ``here(child, d - 1)``, plus ``here(s, d)`` of each same-location child ``s``
-    (children first: ``order`` is a topological order, parents first). A level that changes nothing
-    ends the count (an acyclic schema stops at its height); the work is bounded by the budget too."""
-    previous: dict[int, int] = {}
+def _along_a_path(graph: _Graph) -> int:
+    """Number 2 of the rule: ``here(n, d)``, the checks that entering node ``n`` costs at an instance
+    location with ``d`` levels below it, is ``n`` itself, plus ``here(s, d)`` of each same-location
+    child ``s``, plus, when ``d`` > 0, the sum of ``here(c, d - 1)`` over the largest group of children
+    one level down. Memoised per (node, level) and evaluated from the root only, without recursion; at
+    most :data:`MAX_COUNTED_PAIRS` pairs are evaluated (past that -1: the schema is refused as too
+    costly to count; legitimate recursion reaches few pairs)."""
     cap = MAX_SCHEMA_COST + 1
-    work = 0
-    nodes = list(reversed(order.values()))
-    for _ in range(MAX_INSTANCE_DEPTH + 1):
-        current: dict[int, int] = {}
-        for node in nodes:
-            same, groups, _ = graph.edges(node)
-            below = max((sum(previous.get(id(c), 0) for c in group) for group in groups), default=0)
-            current[id(node)] = min(cap, 1 + below + sum(current.get(id(c), 0) for c in same))
-            work += 1 + len(same)
-        if current == previous or current[id(graph.root)] >= cap:
-            return current[id(graph.root)]
-        if work > 4 * MAX_SCHEMA_COST:
-            return cap  # too large a recursive graph to bound cheaply: refused as too costly
-        previous = current
-    return previous[id(graph.root)]
+    memo: dict[tuple[int, int], int] = {}
+    stack: list[tuple[dict[str, Any], int, bool]] = [(graph.root, MAX_INSTANCE_DEPTH, False)]
+    while stack:
+        node, depth, ready = stack.pop()
+        if (id(node), depth) in memo:
+            continue
+        same, groups, _ = graph.edges(node)
+        needs = [(child, depth) for child in same]
+        if depth > 0:
+            needs.extend((child, depth - 1) for group in groups for child in group)
+        if not ready:
+            missing = [(child, level) for child, level in needs if (id(child), level) not in memo]
+            if missing:
+                stack.append((node, depth, True))
+                stack.extend((child, level, False) for child, level in missing)
+                continue
+        below = 0
+        if depth > 0:
+            below = max((sum(memo[id(c), depth - 1] for c in group) for group in groups), default=0)
+        memo[id(node), depth] = min(cap, 1 + below + sum(memo[id(c), depth] for c in same))
+        if len(memo) > MAX_COUNTED_PAIRS:
+            return -1
+    return memo[id(graph.root), MAX_INSTANCE_DEPTH]
 
 
 def _json_path(parts: Any) -> str:

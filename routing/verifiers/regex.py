@@ -19,7 +19,7 @@ from routing.verifiers.json_schema import message_text
 _FLAGS = {"IGNORECASE": "i", "MULTILINE": "m", "DOTALL": "s", "ASCII": ""}
 _MODES = ("search", "fullmatch")
 MAX_PATTERN_CHARS = 2000
-_MAX_MEM = 8 << 20  # RE2's memory budget for one compiled pattern
+_MAX_MEM = 2 << 20  # RE2's memory budget for one compiled pattern and its DFAs (what the cache counts)
 
 
 def _options() -> Any:

@@ -92,6 +92,30 @@ def test_a_response_schema_is_the_callers_verifier(gateway_url, backends, api_ke
     assert Invocation.objects.get().verifier_source == Invocation.VerifierSource.CALL
 
 
+@pytest.mark.parametrize(("schema", "answer"), [(True, "[1, 2]"), ({}, '"text"'), (False, '{"a": 1}')])
+def test_a_plain_key_cannot_pick_the_schema_of_a_profiles_json_schema_verifier(
+    gateway_url, backends, api_key, stub, schema, answer
+):
+    """A profile verifier ``{"kind": "json_schema"}`` has no schema of its own: a key without
+    ``verifiers:call`` sends ``true`` (or ``false``) as its response format's schema to choose its own
+    verdict. The request's schema is not used: the answer must be a JSON object, whatever it says."""
+    stub.responder = lambda body: Reply(content=answer)
+    TaskProfileFactory.create(
+        name="structured", verifier={"kind": "json_schema"}, policy=TaskProfile.Policy.ALWAYS_TEACHER
+    )
+    response_format = {"type": "json_schema", "json_schema": {"name": "a", "schema": schema}}
+    served = _call(gateway_url, api_key.raw, "structured", response_format=response_format)
+    row = Invocation.objects.get()
+    is_object = answer.startswith("{")
+    assert served.headers["x-skillgate-verdict"] == ("pass" if is_object else "fail")
+    assert row.verifier_source == Invocation.VerifierSource.PROFILE
+    if is_object:
+        assert "lacks the 'verifiers:call' scope" in row.verdict_detail
+    trusted = make_key(name="scoped", scopes=CALLER_SCOPES)  # with the scope, its schema judges
+    served = _call(gateway_url, trusted.raw, "structured", response_format=response_format)
+    assert served.headers["x-skillgate-verdict"] == ("pass" if schema is not False else "fail")
+
+
 def test_code_verifier_limits_are_clamped_to_the_profiles_maxima(gateway_url, backends, stub):
     """The caller asks for 300 s and 64 GiB; the profile's maxima (1 s, 256 MiB) hold."""
     TaskProfileFactory.create(

@@ -1,0 +1,64 @@
+"""Caches of caller-derived objects are bounded in bytes, not entries (issue 37, class 6).
+
+The attack: a key with ``verifiers:call`` sends 100 calls, each with its own regex verifier whose RE2
+program is megabytes (``[\\w\\W]{n}x``). The verifier cache counted 512 entries and grew the server by
+hundreds of megabytes (each pattern's DFA grows on a 16 KB answer, matched in the serving process
+since RE2 is linear); it now counts each verifier's footprint (RE2's whole memory budget for a
+pattern) against a byte budget. Measured on the running server's own /proc/<pid>/status.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import string
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import httpx
+import pytest
+
+from bench.support.openai_stub import Reply
+from routing.models import TaskProfile
+from routing.verifiers import base
+from tests.factories import TaskProfileFactory, make_key
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+PATTERNS = 100
+ANSWER = "".join(random.Random(37).choices(string.printable, k=16_000))  # inline: RE2's DFA grows on it
+GROWTH_MB = 100  # the cache's 64 MB of footprint (far less in fact), and room for the allocator
+
+
+def _rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError("no VmRSS")
+
+
+def test_a_hundred_distinct_regex_verifiers_do_not_grow_the_server_unboundedly(gateway_url, backends, stub):
+    TaskProfileFactory.create(
+        name="patterns", allow_call_verifier=True, policy=TaskProfile.Policy.ALWAYS_TEACHER
+    )
+    key = make_key(name="patterns", scopes=["llm", "verifiers:call"])
+    stub.responder = lambda body: Reply(content=ANSWER)
+    headers = {"Authorization": f"Bearer {key.raw}"}
+
+    def call(n: int) -> str:
+        verifier = {"kind": "regex", "pattern": f"[\\w\\W]{{{900 + n % 100}}}x"}
+        body = {"model": "auto", "messages": [{"role": "user", "content": "hi"}]}
+        body["metadata"] = {"task": "patterns", "verifier": verifier}
+        response = httpx.post(f"{gateway_url}/v1/chat/completions", json=body, headers=headers, timeout=60)
+        assert response.status_code == 200, response.text
+        return response.headers["x-skillgate-verdict"]
+
+    assert call(-1) == "pass"  # the server's own imports and pools are warm
+    server = os.getpid()  # the test's server runs in this process (tests/conftest.py gateway_url)
+    before = _rss_mb(server)
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        verdicts = list(pool.map(call, range(PATTERNS)))
+    grown = _rss_mb(server) - before
+    assert verdicts == ["pass"] * PATTERNS
+    assert base.cache_bytes() <= base.CACHE_BYTES
+    assert grown < GROWTH_MB, f"the server grew by {grown:.0f} MB for {PATTERNS} patterns"
