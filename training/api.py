@@ -113,6 +113,8 @@ class CycleOut(Schema):
     training_run: int | None = Field(alias="training_run_id")
     admission: AdmissionOut | None
     error: str
+    outcome: str = Field(description='A finished cycle: "admitted", or "refused" (outcome_reason says why).')
+    outcome_reason: str
     created_at: datetime
     finished_at: datetime | None
     url: str

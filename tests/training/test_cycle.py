@@ -55,6 +55,7 @@ def test_a_cycle_in_process_admits_the_skillbook_that_fixes_the_student(gateway_
     cycle = run_inline(cycle.pk)
 
     assert cycle.status == Cycle.Status.SUCCEEDED and cycle.stage == Cycle.Stage.DONE
+    assert cycle.outcome == Cycle.Outcome.ADMITTED and "skillbook admitted" in cycle.outcome_reason
     assert set(cycle.timings) == {"replay", "skillbook", "adapter", "router", "admission"}
     assert cycle.stats["replay"]["accepted"]["teacher"] == len(CITIES)
     assert cycle.stats["skillbook"]["version"] == 1
@@ -68,6 +69,36 @@ def test_a_cycle_in_process_admits_the_skillbook_that_fixes_the_student(gateway_
     # The next call is served by the student, with the admitted SkillBook in front.
     [after] = drive(gateway_url, api_key.raw, "extract", [city_prompt("Seoul", "Korea")])
     assert (after.route, after.served_by, after.fallback) == ("student", "student", False)
+
+
+@cycle_settings(HELDOUT_SHARDS=2, ADMISSION_MIN_ITEMS=50)
+def test_a_cycle_that_admission_could_not_pass_trains_nothing_and_ends_refused(
+    gateway_url, backends, api_key, stub
+):
+    """Too few held-out items to judge any candidate: the held-out set is counted before training, no
+    training run starts, no held-out replay is spent, and the cycle says refused and why."""
+    profile = json_profile()
+    stub.responder = responder(student=student, teacher=teacher)
+    drive(gateway_url, api_key.raw, "extract", [city_prompt(*c) for c in CITIES])
+    cycle, _ = cycle_start(profile_id=profile.pk)
+
+    cycle = run_inline(cycle.pk)
+
+    assert cycle.stage == Cycle.Stage.DONE and cycle.status == Cycle.Status.SUCCEEDED
+    assert not TrainingRun.objects.exists() and cycle.training_run is None
+    assert cycle.stats["adapter"]["skipped"].startswith("only ")
+    assert cycle.stats["heldout"]["needed"] == 50 and cycle.stats["heldout"]["items"] < 50
+    assert cycle.admission is None and not Admission.objects.exists()
+    assert cycle.outcome == Cycle.Outcome.REFUSED
+    assert "admission needs 50" in cycle.outcome_reason
+    reader = make_role_key("reader", "viewer", scopes=["learning:read"])
+    response = httpx.get(
+        f"{gateway_url}/api/cycles/{cycle.pk}", headers={"Authorization": f"Bearer {reader.raw}"}, timeout=30
+    )
+    assert response.status_code == 200, response.text
+    body = response.json()["cycle"]
+    assert (body["outcome"], body["status"]) == ("refused", "succeeded")
+    assert "admission needs 50" in body["outcome_reason"]
 
 
 @cycle_settings(TRAIN_ADAPTER=False)
@@ -239,17 +270,14 @@ def test_the_router_stage_retrains_a_learned_profiles_router_through_routing(
 
     cycle = run_inline(cycle.pk, until=Cycle.Stage.ADMISSION)
 
-    # Routing trained a version and its own held-out admission rejected it (three calls): the cycle
-    # records the outcome and goes on.
+    # A learned profile with no labelled calls is served by the teacher (nothing shows yet what the
+    # student does, and no background sample has run): routing's retrain finds nothing labelled to learn
+    # from and records a failed version; the cycle records that and goes on.
     version = RouterVersion.objects.get(profile=profile)
     assert cycle.stage == Cycle.Stage.ADMISSION and cycle.status == Cycle.Status.QUEUED
-    assert cycle.stats["router"] == {
-        "version": version.pk,
-        "number": 1,
-        "status": RouterVersion.Status.REJECTED,
-        "reason": version.status_reason,
-    }
-    assert "held-out" in version.status_reason
+    assert version.status == RouterVersion.Status.FAILED and "labelled" in version.status_reason
+    assert "labelled" in cycle.stats["router"]["error"]
+    assert not Invocation.objects.filter(profile=profile, route="student").exists()
 
 
 @cycle_settings(HELDOUT_SHARDS=2, ADMISSION_MIN_ITEMS=1)

@@ -81,6 +81,7 @@ def worker(tmp_path: Path, settings: Any) -> Iterator[Worker]:
         "ROUTER": {
             **settings.SKILLGATE["ROUTER"],
             "MIN_HELDOUT_CALLS": 15,
+            "MIN_LABELLED_CALLS": 1000,  # no fixed policy is measured: the teacher serves, sampled
             "DRIFT_MIN_CALLS": 20,
             "TEACHER_SAMPLE_RATE": 0.0,
             "STUDENT_SAMPLE_RATE": 0.0,
@@ -124,7 +125,12 @@ def test_router_and_learning_pages_show_what_the_router_training_and_a_cycle_pro
         name="totals",
         policy=TaskProfile.Policy.LEARNED,
         verifier={"kind": "json_schema", "schema": SCHEMA},
-        policy_params={"teacher_sample_rate": 1.0, "target": 0.97, "target_relative": True},
+        policy_params={
+            "teacher_sample_rate": 1.0,
+            "student_sample_rate": 1.0,
+            "target": 0.97,
+            "target_relative": True,
+        },
     )
     extract = json_profile()
     client = openai.OpenAI(base_url=f"{gateway_url}/v1", api_key=api_key.raw, max_retries=0)
@@ -164,8 +170,8 @@ def test_router_and_learning_pages_show_what_the_router_training_and_a_cycle_pro
     cycle = page.locator("[data-cycle]")
     expect(cycle).to_have_count(1)
     worker.wait_until(
-        "the cycle to succeed on the page",
-        lambda: expect(cycle.locator(".badge")).to_have_text("succeeded", timeout=1000),
+        "the cycle's admission on the page",
+        lambda: expect(cycle.locator(".badge")).to_have_text("admitted", timeout=1000),
         WAIT_S,
     )
     row = Cycle.objects.get(profile=extract)

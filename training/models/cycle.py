@@ -198,7 +198,10 @@ class Cycle(models.Model):
     Each stage is a Celery task that claims the row with a conditional UPDATE (status ``queued`` ->
     ``running`` at its stage). A stage that starts a job elsewhere (a training run on the ``gpu`` queue,
     a router retrain) leaves the cycle ``waiting``; the beat task ``cycles_poll`` advances it when that
-    job ends. ``timings`` holds seconds per stage, ``stats`` what each stage did.
+    job ends. ``timings`` holds seconds per stage, ``stats`` what each stage did. A cycle that ran to
+    its end has an ``outcome``: ``admitted`` (its SkillBook, adapter or router version now serves) or
+    ``refused`` with the reason (so a cycle that changed nothing never reads as a success); one that
+    broke is ``failed`` with its ``error``.
     """
 
     class Trigger(models.TextChoices):
@@ -224,6 +227,10 @@ class Cycle(models.Model):
         ADMISSION = "admission"
         DONE = "done"
 
+    class Outcome(models.TextChoices):
+        ADMITTED = "admitted"
+        REFUSED = "refused"
+
     UNFINISHED = (Status.QUEUED, Status.RUNNING, Status.WAITING)
 
     profile = models.ForeignKey("routing.TaskProfile", on_delete=models.CASCADE, related_name="cycles")
@@ -244,6 +251,13 @@ class Cycle(models.Model):
         Admission, null=True, blank=True, on_delete=models.SET_NULL, related_name="cycles"
     )
     error = models.TextField(blank=True)
+    outcome = models.CharField(
+        max_length=10,
+        choices=Outcome.choices,
+        blank=True,
+        help_text="A finished cycle: a candidate admitted, or refused (outcome_reason says why).",
+    )
+    outcome_reason = models.TextField(blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     finished_at = models.DateTimeField(null=True, blank=True)
 

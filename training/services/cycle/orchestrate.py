@@ -24,7 +24,7 @@ from training import conf, doorbell, selectors
 from training.deploy import DeployError, adapter_activate_loaded, adapter_ready
 from training.models import Admission, Cycle, Demonstration, TrainingSettings
 from training.services.adapters import adapter_load, adapter_refuse, training_run_start
-from training.services.cycle.admission import Configuration, admission_evaluate
+from training.services.cycle.admission import Configuration, admission_evaluate, heldout_items
 from training.services.cycle.calls import CycleError
 from training.services.cycle.replay import demonstrations_replay
 from training.services.cycle.skillbook import served_text, skillbook_activate, skillbook_update
@@ -94,12 +94,35 @@ def _advance(cycle: Cycle, **fields: Any) -> None:
     }
     if done:
         updates["finished_at"] = timezone.now()
+        updates["outcome"], updates["outcome_reason"] = _outcome(
+            cycle, fields.get("admission", cycle.admission)
+        )
     # Only a cycle still unfinished moves on: one cancelled while its stage ran stays cancelled.
     moved = Cycle.objects.filter(pk=cycle.pk, stage=cycle.stage, status__in=Cycle.UNFINISHED).update(
         **updates
     )
     if moved and not done:
         _enqueue(cycle.pk, stage)
+
+
+def _outcome(cycle: Cycle, admission: Admission | None) -> tuple[str, str]:
+    """(admitted | refused, why): what the finished cycle changed, from its admission and its router
+    stage. Nothing admitted is a refusal, whose reason names each stage's."""
+    admitted, refused = [], []
+    if admission is not None and admission.decision == Admission.Decision.ADMITTED:
+        admitted.append(f"{admission.kind} admitted: {admission.reason}")
+    elif admission is not None:
+        refused.append(f"{admission.kind} refused: {admission.reason}")
+    elif skipped := cycle.stats.get("admission", {}).get("skipped"):
+        refused.append(f"admission: {skipped}")
+    router = cycle.stats.get("router", {})
+    if router.get("status") == "active":
+        admitted.append(f"router v{router.get('number')} admitted")
+    elif router.get("reason") or router.get("error"):
+        refused.append(f"router: {router.get('reason') or router.get('error')}")
+    if admitted:
+        return Cycle.Outcome.ADMITTED, "; ".join(admitted)[:4000]
+    return Cycle.Outcome.REFUSED, ("; ".join(refused) or "nothing to admit")[:4000]
 
 
 def cycle_fail(*, cycle_id: int, error: str) -> None:
@@ -152,10 +175,26 @@ def _candidate_text(cycle: Cycle) -> str:
     return served_text(cycle.profile, cycle.skillbook.text)
 
 
+def _heldout_short(cycle: Cycle) -> str:
+    """Why admission could not pass whatever the candidate ('' when it could): too few held-out items
+    to judge one. Counted before anything is spent on training or on the held-out replay."""
+    minimum = conf.get().cycle.admission_min_items
+    found = len(heldout_items(profile=cycle.profile, limit=minimum))  # enough to know: at most the minimum
+    cycle.stats["heldout"] = {"items": found, "needed": minimum}
+    if found >= minimum:
+        return ""
+    return f"only {found} held-out item{'' if found == 1 else 's'}; admission needs {minimum}"
+
+
 def _adapter(cycle: Cycle) -> str | None:
-    """Starts the trainer's run on the train demonstrations (the SkillBook candidate in front)."""
+    """Starts the trainer's run on the train demonstrations (the SkillBook candidate in front), unless
+    admission could not pass for want of held-out items: then nothing is trained."""
     if not conf.get().cycle.train_adapter:
         cycle.stats["adapter"] = {"skipped": "adapter training is off (SKILLGATE_CYCLE_TRAIN_ADAPTER)"}
+        return None
+    short = _heldout_short(cycle)
+    if short:
+        cycle.stats["adapter"] = {"skipped": f"{short}: an adapter trained now could not be admitted"}
         return None
     ids = list(
         selectors.demonstrations(profile_id=cycle.profile_id, split=Demonstration.Split.TRAIN).values_list(
@@ -215,6 +254,12 @@ def _admission(cycle: Cycle) -> str | None:
         candidate_ids["adapter"] = adapter.pk
     if not candidate_ids:
         cycle.stats["admission"] = {"skipped": "no candidate"}
+        return None
+    short = _heldout_short(cycle)
+    if short:  # the held-out replay would spend teacher calls on a verdict known already
+        if adapter is not None:
+            adapter_refuse(adapter_id=adapter.pk, reason=short)
+        cycle.stats["admission"] = {"skipped": short}
         return None
     kind = Admission.Kind.JOINT if len(candidate_ids) > 1 else next(iter(candidate_ids))
     active = Configuration(adapter=profile.student_adapter, skillbook_text=profile.skillbook_text)
