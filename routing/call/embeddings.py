@@ -30,8 +30,9 @@ from pydantic import Field, field_validator
 
 from routing import budgets, conf
 from routing.call import gateway, openai_client
-from routing.call.legs import new_leg
-from routing.call.upstream import _litellm, _upstream_error
+from routing.call.attempts import Attempts
+from routing.call.legs import charge_attempts, new_leg
+from routing.call.upstream import _litellm, _with_retries
 from routing.errors import ApiError, UpstreamError, bad_request
 from routing.ledger import CallRecord, Leg
 from routing.models import ApiKey, Backend, Invocation, TaskProfile
@@ -195,20 +196,22 @@ def _url(chat_url: str) -> str:
     return chat_url.removesuffix("/chat/completions").rstrip("/") + "/embeddings"
 
 
-async def _raw_direct(backend: Backend, target: openai_client.Target, body: dict[str, Any]) -> dict[str, Any]:
-    return await openai_client.post_json(backend, replace(target, url=_url(target.url)), body)
+async def _raw_direct(
+    backend: Backend, target: openai_client.Target, body: dict[str, Any], attempts: Attempts
+) -> dict[str, Any]:
+    return await openai_client.post_json(
+        backend, replace(target, url=_url(target.url)), body, attempts=attempts
+    )
 
 
-async def _raw_litellm(backend: Backend, body: dict[str, Any]) -> dict[str, Any]:
+async def _raw_litellm(backend: Backend, body: dict[str, Any], attempts: Attempts) -> dict[str, Any]:
     litellm = _litellm()
     kwargs: dict[str, Any] = {**body, "model": backend.litellm_model, "timeout": backend.timeout_s}
     if backend.api_base:
         kwargs["api_base"] = backend.api_base
     kwargs["api_key"] = backend.api_key() or "none"
-    try:
-        response = await litellm.aembedding(**kwargs)
-    except Exception as exc:
-        raise _upstream_error(backend, exc) from exc
+    kwargs["max_retries"] = 0  # retried by _with_retries, each attempt counted and held for
+    response = await _with_retries(backend, attempts, lambda: litellm.aembedding(**kwargs))
     dumped = response.model_dump() if hasattr(response, "model_dump") else dict(response)
     return dumped if isinstance(dumped, dict) else {}
 
@@ -250,13 +253,22 @@ def parse_answer(backend: Backend, raw: dict[str, Any], expected: int) -> tuple[
     return vectors, tokens if isinstance(tokens, int) and tokens >= 0 else None
 
 
-async def embed(backend: Backend, request: EmbeddingRequest) -> Embedded:
+async def embed(backend: Backend, request: EmbeddingRequest, attempts: Attempts | None = None) -> Embedded:
+    """The vectors of ``request``; ``attempts`` counts the attempts (routing/call/attempts.py)."""
+    attempts = attempts if attempts is not None else Attempts()
     body = request.upstream_body()
     started = time.perf_counter()
     target = openai_client.target_of(backend)
-    raw = await (_raw_direct(backend, target, body) if target is not None else _raw_litellm(backend, body))
+    if target is not None:
+        raw = await _raw_direct(backend, target, body, attempts)
+    else:
+        raw = await _raw_litellm(backend, body, attempts)
     latency_ms = (time.perf_counter() - started) * 1000
-    vectors, tokens = parse_answer(backend, raw, len(request.inputs()))
+    try:
+        vectors, tokens = parse_answer(backend, raw, len(request.inputs()))
+    except UpstreamError:
+        attempts.billed_without_usage()  # answered, so processed, but not with what can be read
+        raise
     model = raw.get("model")
     return Embedded(vectors, tokens, model if isinstance(model, str) else backend.model, latency_ms)
 
@@ -315,10 +327,18 @@ async def create(*, api_key: ApiKey, request: EmbeddingRequest, task_header: str
     )
     leg: Leg = new_leg(backend)
     record.legs.append(leg)
+
+    async def extend(amount: Decimal) -> bool:
+        assert hold is not None
+        return await budgets.extend(api_key=api_key, hold=hold, amount=amount)
+
+    # An attempt billed without usage (timed out, 5xx) is charged the worst case of its input.
+    attempts = Attempts(bound_of=lambda: price * bound, extend=extend if hold is not None else None)
     try:
         try:
-            answer = await embed(backend, request)
+            answer = await embed(backend, request, attempts)
         except UpstreamError as exc:
+            charge_attempts(leg, attempts)
             leg.error, leg.error_status, leg.verdict = exc.message, exc.status, Invocation.Verdict.ERROR
             record.status_code, record.error = exc.status, exc.message
             record.verdict = Invocation.Verdict.ERROR
@@ -331,6 +351,7 @@ async def create(*, api_key: ApiKey, request: EmbeddingRequest, task_header: str
             leg.usage_estimated = True
         leg.prompt_tokens = bound if answer.prompt_tokens is None else answer.prompt_tokens
         leg.cost_usd = price * leg.prompt_tokens
+        charge_attempts(leg, attempts)
         record.served_by = backend.role
         dimensions = len(answer.vectors[0]) if answer.vectors else 0
         record.response = {"object": "list", "embeddings": len(answer.vectors), "dimensions": dimensions}

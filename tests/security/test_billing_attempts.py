@@ -21,6 +21,7 @@ import pytest
 from bench.support.openai_stub import Reply
 from routing.budgets import to_cents
 from routing.budgets.store import bound_to_cents
+from routing.call.embeddings import EmbeddingRequest
 from routing.ledger import writer
 from routing.models import ApiKey, Backend, Invocation
 from routing.pricing import attempt_bound, prices_for
@@ -106,7 +107,9 @@ def test_a_refused_attempt_costs_nothing_and_is_counted(gateway_url, backends, s
     assert call.attempts == 1 and call.cost_usd == 0 and call.cost_basis == "usage"
 
 
-def test_a_key_whose_budget_is_one_attempt_gets_no_free_retries(gateway_url, backends, stub):
+@pytest.mark.parametrize("mode", ["lease", "reservation"])
+def test_a_key_whose_budget_is_one_attempt_gets_no_free_retries(gateway_url, backends, stub, settings, mode):
+    settings.SKILLGATE = {**settings.SKILLGATE, "BUDGET_MODE": mode}
     teacher = backends["teacher"]
     hang(teacher, stub)
     pair = make_key(budget_usd=bound_to_cents(bound(teacher)))
@@ -123,6 +126,23 @@ def test_a_key_whose_budget_is_one_attempt_gets_no_free_retries(gateway_url, bac
     writer.drain()
     key = ApiKey.objects.get(pk=pair.key.pk)
     assert key.spent_usd == key.budget_usd and key.reserved_usd == 0
+
+
+@pytest.mark.parametrize("mode", ["lease", "reservation"])
+def test_a_retry_with_room_in_the_budget_holds_more_and_settles_to_what_was_billed(
+    gateway_url, backends, stub, settings, mode
+):
+    settings.SKILLGATE = {**settings.SKILLGATE, "BUDGET_MODE": mode}
+    teacher = backends["teacher"]
+    answers = iter([Reply(status=500), Reply(content="fine")])
+    stub.responder = lambda body: next(answers)
+    pair = make_key(budget_usd=bound_to_cents(bound(teacher)) * 2)  # room for exactly one retry
+    assert chat(gateway_url, pair.raw).choices[0].message.content == "fine"
+    call = row()
+    assert call.attempts == 2 and bound_to_cents(bound(teacher)) < call.cost_usd <= pair.key.budget_usd
+    writer.drain()
+    key = ApiKey.objects.get(pk=pair.key.pk)
+    assert key.spent_usd == call.cost_usd and key.reserved_usd == 0
 
 
 def test_concurrent_timed_out_calls_never_spend_past_the_budget(gateway_url, backends, stub):
@@ -200,3 +220,16 @@ def test_an_anthropic_messages_call_that_times_out_is_charged_its_attempts(gatew
     assert call.attempts == 3 and call.cost_basis == "bound"
     sent = {"model": "auto", "messages": HELLO, "max_tokens": MAX_TOKENS}
     assert call.cost_usd == to_cents(3 * bound(teacher, sent))
+
+
+def test_an_embeddings_call_that_times_out_is_charged_the_input_of_every_attempt(gateway_url, backends, stub):
+    teacher = backends["teacher"]
+    hang(teacher, stub)
+    request = EmbeddingRequest.model_validate({"model": "teacher", "input": "some text to embed"})
+    with pytest.raises(openai.APIStatusError) as caught:
+        client(gateway_url, make_key().raw).embeddings.create(model="teacher", input="some text to embed")
+    assert caught.value.status_code == 504 and len(stub.requests) == 3
+    call = row()
+    assert call.attempts == 3 and call.cost_basis == "bound"
+    assert teacher.input_cost_per_token is not None
+    assert call.cost_usd == to_cents(3 * teacher.input_cost_per_token * request.token_bound())
