@@ -13,7 +13,8 @@ What the sandbox isolates is stated in routing/verifiers/bwrap.py. The invariant
   :data:`MAX_MEMORY_MB` whatever the caller asks. A prelude run inside the namespaces sets
   RLIMIT_AS (memory), RLIMIT_CPU (a little over the wall clock; SIGXCPU counts as a timeout),
   RLIMIT_FSIZE, RLIMIT_NOFILE, RLIMIT_NPROC (counted per user namespace: this run's own budget) and
-  no core files, then execs a fresh interpreter on ``solution.py``, which cannot raise them.
+  no core files, then runs ``solution.py`` in that same interpreter (one start, not two): hard limits
+  equal the soft ones and nothing inside holds CAP_SYS_RESOURCE, so the program cannot raise them.
 - **Deadline.** At ``timeout_s`` bwrap's process group gets SIGKILL; its pid 1 inside dies with it
   (``--die-with-parent``) and the kernel then kills every process of the pid namespace, so nothing
   the program started, ``setsid`` or not, outlives the run.
@@ -65,7 +66,14 @@ for res, soft, hard in ((r.RLIMIT_AS, mem, mem), (r.RLIMIT_CPU, cpu, cpu + 1),
     if cap != r.RLIM_INFINITY:
         soft, hard = min(soft, cap), min(hard, cap)
     r.setrlimit(res, (soft, hard))
-os.execv(sys.executable, [sys.executable, "-I", "-B", "solution.py"])
+del mem, cpu, fsize, nproc, nofile, res, soft, hard, cap
+sys.argv[:] = ["solution.py"]
+with open("solution.py", "rb") as source:
+    code = compile(source.read(), "solution.py", "exec")
+main = type(sys)("__main__")
+main.__file__, main.__builtins__ = "solution.py", __builtins__
+sys.modules["__main__"] = main
+exec(code, main.__dict__)
 """
 
 __all__ = ["OUTPUT_LIMIT", "SandboxResult", "SandboxUnavailable", "run_pair", "run_python", "sandbox_runtime"]
