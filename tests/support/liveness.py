@@ -1,0 +1,62 @@
+"""The liveness property of issue 37: while any request runs, a concurrent ``GET /v1/models`` answers
+within a second. A thread asks for the models list over and over; the slowest answer is the
+measure, and "no answer seen" fails (unknown is not pass)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+import httpx
+
+LIMIT_S = 1.0
+
+
+@dataclass
+class Probe:
+    latencies: list[float] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)
+
+    @property
+    def slowest(self) -> float:
+        return max(self.latencies, default=float("inf"))
+
+
+@contextmanager
+def models_keep_answering(url: str, key: str, limit_s: float = LIMIT_S) -> Iterator[Probe]:
+    """Runs the body of the ``with`` while a thread probes ``GET /v1/models``; afterwards asserts every
+    probe answered 200 within ``limit_s`` (a probe still waiting at the end counts as it stands)."""
+    probe = Probe()
+    stop = threading.Event()
+    pending: list[float] = []
+
+    def run() -> None:
+        with httpx.Client(headers={"Authorization": f"Bearer {key}"}, timeout=30) as client:
+            while not stop.is_set():
+                started = time.monotonic()
+                pending[:] = [started]
+                try:
+                    response = client.get(f"{url}/v1/models")
+                    if response.status_code != 200:
+                        probe.failures.append(f"{response.status_code}: {response.text[:200]}")
+                except httpx.HTTPError as exc:
+                    probe.failures.append(repr(exc))
+                probe.latencies.append(time.monotonic() - started)
+                pending.clear()
+                stop.wait(0.02)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    try:
+        yield probe
+    finally:
+        stop.set()
+        if pending:  # a probe still out when the work ended: how long it has waited so far
+            probe.latencies.append(time.monotonic() - pending[0])
+        thread.join(35)
+    assert not probe.failures, probe.failures[:3]
+    assert probe.latencies, "no /v1/models probe answered while the request ran"
+    assert probe.slowest < limit_s, f"GET /v1/models took {probe.slowest:.2f} s while the request ran"
