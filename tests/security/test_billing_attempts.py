@@ -63,9 +63,11 @@ def row() -> Invocation:
     return wait_until(lambda: Invocation.objects.first(), timeout=20, what="the ledger row")
 
 
+@pytest.mark.parametrize("direct", [True, False], ids=["direct-client", "litellm"])
 def test_a_timed_out_call_is_charged_the_bound_of_every_attempt_the_upstream_received(
-    gateway_url, backends, stub
+    gateway_url, backends, stub, settings, direct
 ):
+    settings.SKILLGATE = {**settings.SKILLGATE, "DIRECT_CLIENT": direct}
     teacher = backends["teacher"]
     hang(teacher, stub)
     pair = make_key()
@@ -82,7 +84,11 @@ def test_a_timed_out_call_is_charged_the_bound_of_every_attempt_the_upstream_rec
     assert ApiKey.objects.get(pk=pair.key.pk).spent_usd == call.cost_usd
 
 
-def test_a_call_retried_after_server_errors_is_charged_per_attempt(gateway_url, backends, stub):
+@pytest.mark.parametrize("direct", [True, False], ids=["direct-client", "litellm"])
+def test_a_call_retried_after_server_errors_is_charged_per_attempt(
+    gateway_url, backends, stub, settings, direct
+):
+    settings.SKILLGATE = {**settings.SKILLGATE, "DIRECT_CLIENT": direct}
     teacher = backends["teacher"]
     answers = iter([Reply(status=500), Reply(status=503), Reply(content="fine")])
     stub.responder = lambda body: next(answers)
