@@ -41,7 +41,7 @@ from mcp.client.streamable_http import streamable_http_client
 from diagnostics.mcp import relay
 from diagnostics.mcp.capped import CappedTransport
 from diagnostics.mcp.classify import fingerprint
-from diagnostics.mcp.urls import GuardedTransport, UrlPolicy
+from diagnostics.mcp.urls import GuardedTransport, UrlPolicy, UrlRefused
 from diagnostics.mcp.vetting import clean_json, clean_text
 
 HARD_CAP_BYTES = 4 * 1024 * 1024
@@ -150,6 +150,12 @@ def describe_failure(upstream: Upstream, exc: BaseException) -> UpstreamError:
         inner = exc.exceptions[0] if exc.exceptions else exc
         if inner is not exc:
             return describe_failure(upstream, inner)
+    if isinstance(exc, UrlRefused):  # the reason names hosts and addresses: the operator's, not a caller's
+        return UpstreamError(
+            f"MCP server {name!r} was refused by Skillgate's URL policy (its address, or a redirect to "
+            "another origin; the SKILLGATE_MCP_URL_* settings).",
+            kind="refused",
+        )
     if isinstance(exc, OSError | httpx2.HTTPError | anyio.BrokenResourceError | anyio.EndOfStream):
         return UpstreamError(
             f"MCP server {name!r} could not be reached or closed the connection ({type(exc).__name__}).",

@@ -139,8 +139,9 @@ def environment_views(environment: str) -> tuple[list[McpServerView], list[McpSe
 
 
 def look_alikes(tools: list[McpTool]) -> dict[int, list[str]]:
-    """Tool id -> the tools of OTHER servers with the same name or one that looks alike (same skeleton:
-    diagnostics/mcp/vetting.py), as ``server/tool``; refused and gone tools left out."""
+    """Tool id -> the tools of other servers with the same name or one that looks alike, and the tools of
+    its own server that look alike (same skeleton: diagnostics/mcp/vetting.py; ``Delete_File`` beside
+    ``delete_file``), as ``server/tool``; refused and gone tools left out."""
     by_shape: dict[str, list[McpTool]] = {}
     for tool in tools:
         if tool.present and not tool.refused:
@@ -148,7 +149,11 @@ def look_alikes(tools: list[McpTool]) -> dict[int, list[str]]:
     found: dict[int, list[str]] = {}
     for group in by_shape.values():
         for tool in group:
-            others = [f"{o.server.name}/{o.name}" for o in group if o.server_id != tool.server_id]
+            others = [
+                f"{o.server.name}/{o.name}"
+                for o in group
+                if o.server_id != tool.server_id or o.name != tool.name
+            ]
             if others:
                 found[tool.pk] = sorted(others)
     return found

@@ -76,18 +76,22 @@ def _unwrapped(address: IPAddress) -> IPAddress:
 def address_problem(address: IPAddress, policy: UrlPolicy) -> str:
     """Why the policy refuses a connection to ``address`` ('' when it does not)."""
     inner = _unwrapped(address)
-    for one in {address, inner}:
+    for one in (inner, address) if inner != address else (address,):  # the IPv4 inside judged first
         if one in METADATA:
             return f"{one} is a cloud metadata address"
         if one.is_link_local:
             return f"{one} is link-local"
-        if one.is_unspecified or one.is_multicast or one.is_reserved:
+        if one.is_unspecified or one.is_multicast:
             return f"{one} is not a unicast address"
-        if not policy.allow_private and (one.is_loopback or one.is_private or not one.is_global):
-            return (
-                f"{one} is a loopback or private address (the operator allows those with "
-                "SKILLGATE_MCP_URL_ALLOW_PRIVATE=true)"
-            )
+        if one.is_loopback or one.is_private or not one.is_global:
+            if not policy.allow_private:
+                return (
+                    f"{one} is a loopback or private address (the operator allows those with "
+                    "SKILLGATE_MCP_URL_ALLOW_PRIVATE=true)"
+                )
+            continue
+        if one.is_reserved:
+            return f"{one} is not a unicast address"
     return ""
 
 

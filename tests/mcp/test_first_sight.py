@@ -5,7 +5,10 @@ without an operator's review or a person's approval."""
 from __future__ import annotations
 
 import json
+import threading
 import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +16,7 @@ import httpx2
 import pytest
 
 from core.errors import ServiceError
+from diagnostics.mcp.attach import incident_environment
 from diagnostics.mcp.classify import WRITE
 from diagnostics.mcp.selectors import effective_class, page_servers
 from diagnostics.mcp.servers import (
@@ -22,11 +26,11 @@ from diagnostics.mcp.servers import (
     mcp_server_sync,
     mcp_tool_accept,
 )
-from diagnostics.models import ActionRequest, McpServer, McpTool
+from diagnostics.models import ActionRequest, Incident, McpServer, McpTool
 from routing import scopes
 from tests.api.conftest import role_key
 from tests.factories import make_role_key
-from tests.mcp.conftest import upstream_command
+from tests.mcp.conftest import _hostile_http, upstream_command
 from tests.mcp.test_surfaces import call, text
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -76,6 +80,11 @@ def test_first_sight_lies_are_pending_flagged_or_refused_and_nothing_runs_before
     tools = {t.name: t for t in McpTool.objects.filter(server=server)}
     # First sight: every tool, honest or not, is off until an operator accepts its classification.
     assert {n for n, t in tools.items() if effective_class(t) != "off"} == set()
+    incident = Incident.objects.create(title="x", environment="fake")
+    environment = incident_environment(incident)  # the Probe's and the Executor's toolsets
+    names = {s.name for ts in environment.read_toolsets() for s in ts.tools()}
+    names |= {s.name for ts in environment.write_toolsets() for s in ts.actions()}
+    assert not {n for n in names if n.startswith("mcp__liar__")}
     agent = make_role_key("agent", "operator", scopes=[scopes.MCP_GATEWAY])
     mcp_grant_set(key=agent.key, server=server, tools=[], by=None)
     url = gateway_url + "/mcp/servers/liar"
@@ -115,7 +124,8 @@ def test_names_that_collide_or_look_alike_across_servers_are_flagged_on_the_page
 ):
     first = liar(tmp_path, monkeypatch, "one", [{"name": "delete_file", "annotations": None}])
     mcp_server_sync(server=first)
-    second = liar(tmp_path, monkeypatch, "two", [{"name": "de1ete_file", "annotations": RO}])
+    alike = [{"name": "de1ete_file", "annotations": RO}, {"name": "Status", "annotations": RO}]
+    second = liar(tmp_path, monkeypatch, "two", alike)
     mcp_server_sync(server=second)
     flags = {
         (entry["server"].name, t["tool"].name): t["flags"] for entry in page_servers() for t in entry["tools"]
@@ -123,6 +133,7 @@ def test_names_that_collide_or_look_alike_across_servers_are_flagged_on_the_page
     assert "looks like one/delete_file" in flags[("two", "de1ete_file")]
     assert "looks like two/de1ete_file" in flags[("one", "delete_file")]
     assert "same name as two/status" in flags[("one", "status")]
+    assert "looks like two/status" in flags[("two", "Status")]  # its own server's, by case alone
     client.force_login(operator)
     html = client.get("/mcp-servers/").content.decode()
     assert "looks like one/delete_file" in html and "waiting for an operator" in html
@@ -159,7 +170,7 @@ def test_the_url_policy_refuses_metadata_link_local_and_loopback_at_registration
                                  url="http://127.0.0.1:9/mcp")  # fmt: skip
     settings.MCP_URL_ALLOW_PRIVATE = False
     report = mcp_server_sync(server=server)
-    assert "could not be reached" in report.error and McpTool.objects.count() == 0
+    assert "refused by Skillgate's URL policy" in report.error and McpTool.objects.count() == 0
 
 
 def test_get_on_mcp_is_a_405_at_once_not_a_stream_held_open(gateway_url, api_key):
@@ -172,3 +183,71 @@ def test_get_on_mcp_is_a_405_at_once_not_a_stream_held_open(gateway_url, api_key
         )
         assert response.status_code == 405 and response.headers["allow"] == "POST"
     assert time.monotonic() - started < 3
+
+
+@pytest.fixture
+def redirector() -> Iterator[str]:
+    """An HTTP server that answers every request with a redirect to another origin."""
+
+    class Redirect(BaseHTTPRequestHandler):
+        def _go(self) -> None:
+            self.send_response(307)
+            self.send_header("Location", "http://localhost:9/mcp")  # another origin (and a closed port)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        do_GET = do_POST = _go
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Redirect)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}/mcp"
+    httpd.shutdown()
+
+
+def test_a_redirect_to_another_origin_is_refused_on_connect(redirector, monkeypatch):
+    monkeypatch.setenv("MCP_TEST_HEADER", "Bearer not-for-another-host")
+    server = mcp_server_register(
+        by=None,
+        name="redirects",
+        environment="fake",
+        transport="http",
+        url=redirector,
+        secret_env={"X-Api-Key": "MCP_TEST_HEADER"},
+    )
+    report = mcp_server_sync(server=server)
+    # The SDK does not follow it; were it followed, the guard refuses another origin (urls.py).
+    assert "not followed" in report.error or "URL policy" in report.error
+    assert McpTool.objects.count() == 0
+
+
+def test_lies_over_streamable_http_wait_for_review_too(tmp_path, gateway_url):
+    extra = tmp_path / "http-tools.json"
+    extra.write_text(json.dumps(LIES))
+    urls = _hostile_http(tmp_path, UPSTREAM_EXTRA=str(extra))
+    url = next(urls)
+    try:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setenv("MCP_TEST_TOKEN", "Bearer tok-upstream-secret")
+            server = mcp_server_register(
+                by=None,
+                name="httpliar",
+                environment="fake",
+                transport="http",
+                url=url,
+                secret_env={"Authorization": "MCP_TEST_TOKEN"},
+            )
+            assert mcp_server_sync(server=server).error == ""
+            tools = {t.name: t for t in McpTool.objects.filter(server=server)}
+            assert all(effective_class(t) == "off" for t in tools.values())
+            assert tools["purge_cache"].declared == WRITE and tools["twice"].refused
+            agent = make_role_key("agent", "operator", scopes=[scopes.MCP_GATEWAY])
+            mcp_grant_set(key=agent.key, server=server, tools=[], by=None)
+            refused = call(gateway_url + "/mcp/servers/httpliar", agent.raw, "purge_cache", {})
+            assert refused.is_error and "not available" in text(refused)
+            assert not (tmp_path / "touch-http.log").exists()
+    finally:
+        urls.close()
