@@ -291,3 +291,11 @@ def test_unsafe_mode_runs_both_processes_unsandboxed(settings):
     verifier = build_verifier({"kind": "python_tests", "test": "assert add(2, 3) == 5"})
     assert verifier.verify(request={}, message=answer("def add(a, b):\n    return a + b")).passed
     assert not verifier.verify(request={}, message=answer("def add(a, b):\n    return a - b")).passed
+
+
+def test_a_stop_iteration_from_the_answer_does_not_end_a_loop_of_the_tests():
+    test = "for y in map(f, [1, 2]):\n    assert y == 2\n"
+    verifier = build_verifier({"kind": "python_tests", "test": test})
+    verdict = verifier.verify(request={}, message=answer("def f(x):\n    raise StopIteration"))
+    assert not verdict.passed and "StopIteration" in verdict.detail
+    assert verifier.verify(request={}, message=answer("def f(x):\n    return 2")).passed

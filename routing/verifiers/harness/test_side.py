@@ -24,6 +24,10 @@ import traceback
 from routing.verifiers.harness import wire
 
 _DETAIL_CHARS = 2000
+# A StopIteration re-raised here would end a loop of the tests silently (``for x in map(f, xs)``).
+_NOT_BASES = (StopIteration, StopAsyncIteration)
+# Modules the answer's names may stand for: the standard library, but those run something on import.
+_MODULES = frozenset(sys.stdlib_module_names) - {"antigravity", "this", "__hello__", "__phello__", "idlelib"}
 
 
 class AnswerGone(BaseException):
@@ -111,7 +115,7 @@ class _Channel:
         base = Exception
         for candidate in raised.get("bases") or []:
             found = getattr(builtins, str(candidate), None)
-            if isinstance(found, type) and issubclass(found, Exception):
+            if isinstance(found, type) and issubclass(found, Exception) and found not in _NOT_BASES:
                 base = found
                 break
         key = (module, name, base)
@@ -177,12 +181,16 @@ def main(to_answer, from_answer, report, source, entry_point):
         if "ready" not in ready:
             channel.gone = f"the answer did not load: {str(ready.get('failed'))[:_DETAIL_CHARS]}"
         for name, what in dict(ready.get("ready") or {}).items():
-            if "module" in what:
-                try:
-                    namespace[name] = importlib.import_module(str(what["module"]))
-                except ImportError:
-                    continue
-            elif name in wanted:
+            if name not in wanted:
+                continue
+            if "module" in what:  # the tests' own import of the same standard module
+                module = str(what["module"])
+                if module.partition(".")[0] in _MODULES:
+                    try:
+                        namespace[name] = importlib.import_module(module)
+                    except ImportError:
+                        continue
+            else:
                 namespace[name] = wire.decode(what.get("value"), channel.remote)
     except AnswerGone:
         pass
