@@ -155,6 +155,9 @@ class ToolOut(Schema):
     override_note: str
     output_kind: str
     preset_args: dict[str, Any] = Field(description="Arguments the operator fixed for every call.")
+    reviewed: bool = Field(description="An operator (or the trusted-tools policy) accepted it; else new.")
+    flags: list[str] = Field(description="What vetting found: contradictory hints, write words.")
+    refused: str = Field(description="Why it never runs here ('' when it may).")
     present: bool
     annotations: dict[str, Any] | None
 
@@ -165,6 +168,10 @@ class ToolOut(Schema):
     @staticmethod
     def resolve_why(tool: McpTool) -> str:
         return tool_reason(tool)
+
+    @staticmethod
+    def resolve_reviewed(tool: McpTool) -> bool:
+        return tool.reviewed_at is not None
 
 
 class ServerOut(Schema):
@@ -195,11 +202,18 @@ class ServerList(Paged):
 
 
 class SyncOut(Schema):
-    added: list[str]
+    added: list[str] = Field(description="New tools: waiting for review unless a policy accepted them.")
     changed: list[str]
     held: list[str]
     removed: list[str]
+    refused: list[str] = Field(description="Names outside the MCP spec's rules (or listed twice).")
+    accepted: list[str] = Field(description="New tools accepted by SKILLGATE_MCP_TRUSTED_TOOLS.")
     error: str
+
+
+class AcceptedOut(Schema):
+    server: ServerDetailOut
+    accepted: list[str]
 
 
 class ServerSynced(Schema):
@@ -308,6 +322,20 @@ def server_sync(request: HttpRequest, server: str) -> dict[str, Any]:
 
 
 @router.post(
+    "/mcp/servers/{server}/accept",
+    auth=MANAGE,
+    response={200: AcceptedOut, codes_4xx: ErrorOut},
+    url_name="mcp-server-accept",
+    summary="Accept the classification of every new tool of the server (each audited)",
+)
+def server_accept(request: HttpRequest, server: str, body: NoteIn | None = None) -> dict[str, Any]:
+    row = _server(server)
+    note = body.note if body is not None else ""
+    accepted = servers.mcp_server_accept(server=row, by=caller(request).user, note=note)
+    return {"server": row, "accepted": accepted}
+
+
+@router.post(
     "/mcp/servers/{server}/allow-list",
     auth=MANAGE,
     response={200: ServerOne, codes_4xx: ErrorOut},
@@ -338,7 +366,7 @@ def tool_override(request: HttpRequest, server: str, tool: str, body: OverrideIn
     auth=MANAGE,
     response={200: ToolOne, codes_4xx: ErrorOut},
     url_name="mcp-tool-accept",
-    summary="Accept a change toward read held for review",
+    summary="Accept a new tool's classification (first sight), or a change toward read held for review",
 )
 def tool_accept(request: HttpRequest, server: str, tool: str, body: NoteIn | None = None) -> dict[str, Any]:
     note = body.note if body is not None else ""

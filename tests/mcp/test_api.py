@@ -30,6 +30,7 @@ OPERATIONS: dict[tuple[str, str], tuple[dict[str, Any] | None, str]] = {
     ),
     ("get", "/api/mcp/servers/{server}"): (None, "none"),
     ("post", "/api/mcp/servers/{server}/sync"): ({}, "approver"),
+    ("post", "/api/mcp/servers/{server}/accept"): ({}, "operator"),
     ("post", "/api/mcp/servers/{server}/allow-list"): ({"tools": ["read_file"]}, "operator"),
     ("post", "/api/mcp/servers/{server}/tools/{tool}/override"): ({"to": "write"}, "viewer"),
     ("post", "/api/mcp/servers/{server}/tools/{tool}/accept"): ({}, "operator"),

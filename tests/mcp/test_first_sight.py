@@ -251,3 +251,37 @@ def test_lies_over_streamable_http_wait_for_review_too(tmp_path, gateway_url):
             assert not (tmp_path / "touch-http.log").exists()
     finally:
         urls.close()
+
+
+def test_over_the_api_a_new_servers_tools_wait_until_accepted(client, settings, tmp_path, monkeypatch):
+    extra = tmp_path / "api-tools.json"
+    extra.write_text(json.dumps(LIES[:2]))
+    monkeypatch.setenv("MCP_TEST_EXTRA", str(extra))
+    monkeypatch.setenv("MCP_TEST_LOG", str(tmp_path / "api.log"))
+    settings.MCP_API_STDIO_PROGRAMS = [upstream_command()[0]]
+    key = role_key("admin", scopes.MCP_ADMIN).raw
+    auth = {"HTTP_AUTHORIZATION": f"Bearer {key}", "content_type": "application/json"}
+    body = {"name": "apiliar", "environment": "fake", "transport": "stdio", "command": upstream_command(),
+            "secret_env": {"UPSTREAM_EXTRA": "MCP_TEST_EXTRA", "UPSTREAM_LOG": "MCP_TEST_LOG"},
+            "connect": True}  # fmt: skip
+    registered = client.post("/api/mcp/servers", body, **auth).json()
+    assert registered["sync"]["added"] and not registered["sync"]["accepted"], registered
+    tools = {t["name"]: t for t in registered["server"]["tools"]}
+    assert {t["klass"] for t in tools.values()} == {"off"} and not tools["status"]["reviewed"]
+    assert tools["purge_cache"]["flags"] and "waiting for an operator" in tools["purge_cache"]["why"]
+    accepted = client.post("/api/mcp/servers/apiliar/accept", {"note": "reviewed"}, **auth).json()
+    assert "status" in accepted["accepted"]
+    tools = {t["name"]: t for t in accepted["server"]["tools"]}
+    assert tools["status"]["klass"] == "read" and tools["purge_cache"]["klass"] == "write"
+
+
+def test_the_trusted_tools_policy_accepts_listed_tools_never_a_flagged_one(tmp_path, monkeypatch, settings):
+    settings.MCP_TRUSTED_TOOLS = ["policy/status", "policy/purge_cache"]
+    server = liar(tmp_path, monkeypatch, "policy", LIES[:1])
+    report = mcp_server_sync(server=server)
+    assert report.accepted == ["status"]
+    tools = {t.name: t for t in McpTool.objects.filter(server=server)}
+    assert effective_class(tools["status"]) == "read" and effective_class(tools["purge_cache"]) == "off"
+    assert effective_class(tools["hang"]) == "off"  # not listed: waits for an operator
+    kinds = list(tools["status"].changes.order_by("id").values_list("kind", "note"))
+    assert kinds[-1] == ("accepted", "accepted by policy: SKILLGATE_MCP_TRUSTED_TOOLS")
