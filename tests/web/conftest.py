@@ -9,6 +9,7 @@ from django.contrib.auth.models import User
 from django.test import Client
 
 from app.web import roles
+from tests.factories.users import UserFactory
 from tests.support.dashboard import dashboard_user
 
 if TYPE_CHECKING:
@@ -35,6 +36,24 @@ def login(client: Client, users: dict[str, User]) -> Callable[[str], Client]:
         return client
 
     return as_role
+
+
+@pytest.fixture
+def people(db: None) -> dict[str, User]:
+    """One user per role (and ``nobody``, with none), logged in with force_login: no password to hash,
+    so a test that needs many users stays fast."""
+    found = {role: UserFactory.create(username=f"the-{role}", roles=[role]) for role in roles.ROLES}
+    found["nobody"] = UserFactory.create(username="the-nobody")
+    return found
+
+
+@pytest.fixture
+def as_role(client: Client, people: dict[str, User]) -> Callable[[str], Client]:
+    def login(role: str) -> Client:
+        client.force_login(people[role])
+        return client
+
+    return login
 
 
 @pytest.fixture(scope="module")

@@ -39,12 +39,10 @@ from app.web.forms import (
     TaskProfileForm,
     VerifierTryForm,
 )
-from app.web.roles import ROLES
 from diagnostics.models import Incident, Trajectory
 from routing.models import ApiKey, TaskProfile
 from tests.factories import ApiKeyFactory, InvocationFactory, TaskProfileFactory
 from tests.factories.diagnostics import IncidentFactory
-from tests.factories.users import UserFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -253,21 +251,6 @@ CASES = [
         stored=_verdict_shown,
     ),
 ]
-
-
-@pytest.fixture
-def people(db: None) -> dict[str, Any]:
-    """One user per role, logged in with force_login (no password to hash: these tests are many)."""
-    return {role: UserFactory.create(username=f"fuzz-{role}", roles=[role]) for role in ROLES}
-
-
-@pytest.fixture
-def as_role(client: Client, people: dict[str, Any]) -> Callable[[str], Client]:
-    def login(role: str) -> Client:
-        client.force_login(people[role])
-        return client
-
-    return login
 
 
 @pytest.fixture

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
+from urllib.parse import urlencode
 
 from django.http import HttpRequest, HttpResponse
 
@@ -68,5 +69,9 @@ def overview(request: HttpRequest) -> HttpResponse:
         "ranges": list(queries.RANGES),
         "nav": "overview",
         "student_health": adapter_health.dashboard(since=data.since),
+        # The calls Overview counts, on the Calls page: the same window, the clients' calls only.
+        "calls_query": urlencode(
+            {"since": data.since.isoformat(), "until": data.until.isoformat(), "traffic": "clients"}
+        ),
     }
     return render_page(request, "web/overview.html", context, partials=PARTIALS)
