@@ -141,32 +141,34 @@ class PythonTestsVerifier(Verifier):
         return program_text(self.test, self.entry_point, calls_check)
 
     def verify(self, *, request: dict[str, Any], message: dict[str, Any]) -> Verdict:
-        tests = self.tests()
+        tests, body = self.tests(), self.solution(message_text(message))
         try:
             expected = count_tests(tests)  # counted here, never taken from the tests' process
-        except (SyntaxError, ValueError, MemoryError, RecursionError) as exc:
-            return Verdict(False, f"python_tests.test does not parse: {type(exc).__name__}: {exc}")
-        to_answer_r, to_answer_w = os.pipe()
-        to_tests_r, to_tests_w = os.pipe()
+        except (SyntaxError, ValueError, MemoryError, RecursionError) as exc:  # not the answer's fault
+            return Verdict.errored(f"python_tests.test does not parse: {type(exc).__name__}: {exc}")
         with tempfile.TemporaryFile(prefix="skillgate-tests-report-") as report:
-            report_fd = os.dup(report.fileno())
-            answer, ran = run_pair(
-                program(
-                    "answer_side",
-                    read_fd=to_answer_r,
-                    write_fd=to_tests_w,
-                    body=self.solution(message_text(message)),
-                ),
-                program(
+            to_answer_r, to_answer_w = os.pipe()
+            to_tests_r, to_tests_w = os.pipe()
+            fds = [to_answer_r, to_answer_w, to_tests_r, to_tests_w, os.dup(report.fileno())]
+            try:
+                answer_side = program("answer_side", read_fd=to_answer_r, write_fd=to_tests_w, body=body)
+                test_side = program(
                     "test_side",
                     to_answer=to_answer_w,
                     from_answer=to_tests_r,
-                    report=report_fd,
+                    report=fds[4],
                     source=tests,
                     entry_point=self.entry_point,
-                ),
+                )
+            except BaseException:
+                for fd in fds:
+                    os.close(fd)
+                raise
+            answer, ran = run_pair(  # it closes every fd it is given
+                answer_side,
+                test_side,
                 server_fds=[to_answer_r, to_tests_w],
-                client_fds=[to_answer_w, to_tests_r, report_fd],
+                client_fds=[to_answer_w, to_tests_r, fds[4]],
                 timeout_s=self.timeout_s,
                 memory_mb=self.memory_mb,
             )

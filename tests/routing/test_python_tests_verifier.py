@@ -299,3 +299,11 @@ def test_a_stop_iteration_from_the_answer_does_not_end_a_loop_of_the_tests():
     verdict = verifier.verify(request={}, message=answer("def f(x):\n    raise StopIteration"))
     assert not verdict.passed and "StopIteration" in verdict.detail
     assert verifier.verify(request={}, message=answer("def f(x):\n    return 2")).passed
+
+
+def test_a_test_that_does_not_parse_judges_nothing():
+    verdict = build_verifier({"kind": "python_tests", "test": "assert (add(2, 3) == 5"}).verify(
+        request={}, message=answer("def add(a, b):\n    return a + b")
+    )
+    assert verdict.error and not verdict.passed
+    assert verdict.detail.startswith("python_tests.test does not parse: SyntaxError")
