@@ -130,6 +130,12 @@ _LABEL_KINDS = (
     ("cronjob", "cronjob"),
     ("persistentvolumeclaim", "persistentvolumeclaim"),
     ("service", "service"),
+    # kube-state-metrics names the object of its other series by a label named after its kind.
+    ("ingress", "ingress"),
+    ("horizontalpodautoscaler", "horizontalpodautoscaler"),
+    ("replicaset", "replicaset"),
+    ("networkpolicy", "networkpolicy"),
+    ("persistentvolume", "persistentvolume"),
     ("node", "node"),
 )
 
@@ -190,7 +196,13 @@ def subject_from_labels(labels: dict[str, str]) -> Subject:
             named.append(value)
             if not subject.name:
                 subject.kind, subject.name = kind, value
-    for label in ("container", "horizontalpodautoscaler", "resourcequota", *_NAME_LABELS):
+    # A custom resource's series (kube-state-metrics' custom resource state, an operator's own exporter)
+    # say its kind in a label and its name in ``name``.
+    kind = (labels.get("customresource_kind") or labels.get("kind") or "").strip()
+    if kind and labels.get("name", "").strip() and not subject.name:
+        subject.kind, subject.name = kind.lower(), labels["name"].strip()
+        named.append(subject.name)
+    for label in ("container", "resourcequota", *_NAME_LABELS):
         value = labels.get(label, "").strip()
         value = _host(value) if label == "instance" else value
         if value and value not in named and value != subject.namespace:

@@ -5,6 +5,7 @@ from diagnostics.agent.analyzers import (  # noqa: F401  (registration)
     commands,
     events,
     kubernetes,
+    log_causes,
     log_signals,
     logs,
     metrics,

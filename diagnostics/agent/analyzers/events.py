@@ -74,6 +74,13 @@ def explain_unschedulable(message: str, selectors: str, tolerations: str) -> tup
             f"insufficient {names}{gpu} resources: no node has enough free {names} for its requests"
         )
         fixes.append(f"lower the pod's {names} requests or add nodes with more {names}")
+    if "too many pods" in lowered:
+        # The scheduler counts pods as a node resource: each node allows its kubelet's maxPods.
+        kind, rank = "node_pod_capacity", 88
+        reasons.append(
+            "every node it could use is at its pod capacity ('Too many pods': the kubelet's maxPods)"
+        )
+        fixes.append("add nodes, or raise the nodes' maximum pods (kubelet maxPods), or remove unused pods")
     taints = _TAINT.findall(message)
     if taints:
         kind, rank = "untolerated_taint", 85
@@ -175,6 +182,27 @@ def event_findings(
                     clip(message),
                     88,
                     f"Create {ref_kind} {ref_name} or fix the reference to it.",
+                )
+            )
+        elif (
+            event.reason == "FailedCreate"
+            and "forbidden" in message.lower()
+            and "exceeded quota" not in message.lower()  # resources.py reads the quota's own numbers
+        ):
+            # The API server's admission refused the pods (a LimitRange, a ResourceQuota, Pod Security):
+            # no pod exists to fail, so this message is the whole cause.
+            why = message.split("forbidden:", 1)[-1].strip() if "forbidden:" in message else message
+            findings.append(
+                Finding(
+                    "create_forbidden",
+                    f"{who} cannot create pods: the API server forbids them ({clip(why, 200)}), so no pod "
+                    "of it runs.",
+                    Severity.CRITICAL,
+                    obj.label,
+                    clip(message),
+                    87,
+                    "Make the pod template satisfy the namespace's policy (LimitRange, ResourceQuota, Pod "
+                    "Security) or change the policy.",
                 )
             )
         elif (key := _MISSING_KEY.search(message)) is not None:

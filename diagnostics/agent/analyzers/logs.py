@@ -75,6 +75,7 @@ _DNS_PATTERNS = (
     re.compile(r"getaddrinfo (?:ENOTFOUND|EAI_AGAIN)\s+([\w.-]+)"),
     re.compile(r"lookup ([\w.-]+)(?: on [\d.:\[\]]+)?: (?:no such host|server misbehaving|i/o timeout)"),
     re.compile(r"UnknownHostException:?\s*([\w.-]+)"),
+    re.compile(r"bad address '([\w.-]+)'"),  # busybox (nc, wget, ping): the name did not resolve
     re.compile(r"server can't find ([\w.-]+?)\.?:"),
     re.compile(
         r"(?:Failed to resolve|could not resolve|cannot resolve|unable to "

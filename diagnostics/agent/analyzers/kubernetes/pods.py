@@ -10,6 +10,7 @@ from diagnostics.agent.analyzers.base import (
     Analyzer,
     Node,
     ToolOutput,
+    clip,
     describe_tree,
     looks_like_describe,
     parse_events,
@@ -75,6 +76,8 @@ class PodDescribeAnalyzer(Analyzer):
             tolerations=tree.get("Tolerations"),
             workload=workload,
         )
+        if not healthy and not any(f.is_problem for f in findings):
+            findings += _not_ready(tree, pod)
         if (
             healthy
             and not any(f.is_problem for f in findings)
@@ -225,3 +228,58 @@ class PodDescribeAnalyzer(Analyzer):
         findings += command_findings(c, pod, state)
         findings += probe_port_findings(c, pod)
         return findings
+
+
+def _not_ready(tree: Node, pod: ObjRef) -> list[Finding]:
+    """A pod that is not Running and Ready while no finding says why: what its conditions and containers
+    say (Kubernetes' own semantics: an init container must complete before the app containers start)."""
+    conditions = tree.child("Conditions")
+    false = [
+        c.value.split()[0]
+        for c in (conditions.children if conditions is not None else [])
+        if len(c.value.split()) >= 2 and c.value.split()[1] == "False"
+    ]
+    for init in containers_of(tree, "Init Containers"):
+        state = init.child("State")
+        if state is None or (state.value == "Terminated" and state.get("Reason") == "Completed"):
+            continue
+        command_node = init.child("Command")
+        command = " ".join(t.value for t in command_node.children) if command_node is not None else ""
+        since = f" since {state.get('Started')}" if state.get("Started") else ""
+        return [
+            Finding(
+                "init_incomplete",
+                f"Pod {pod.name} is stuck initializing: init container {init.key} is {state.value}{since} "
+                f"and has not completed, so the main containers never start"
+                + (f" (it runs: {clip(command, 120)})" if command else "")
+                + "; its logs say what it waits for.",
+                Severity.CRITICAL,
+                pod.label,
+                f"Init container {init.key}: State {state.value}; conditions False: {', '.join(false)}",
+                62,
+                f"Make what init container {init.key} waits for available, or fix its command.",
+            )
+        ]
+    waiting: list[str] = []
+    for c in containers_of(tree, "Containers"):
+        if c.get("Ready") == "True":
+            continue
+        node = c.child("State")
+        reason = node.get("Reason") if node is not None else ""
+        waiting.append(
+            f"{c.key} is {node.value if node is not None else 'unknown'}" + (f" ({reason})" if reason else "")
+        )
+    if not false and not waiting:
+        return []
+    return [
+        Finding(
+            "pod_not_ready",
+            f"Pod {pod.name} is not ready (conditions False: {', '.join(false) or 'none'}; "
+            f"{'; '.join(waiting) or 'its containers report ready'}), and no event or status says why: "
+            "read its logs and its probes.",
+            Severity.WARNING,
+            pod.label,
+            f"Status: {tree.get('Status')}; conditions False: {', '.join(false)}",
+            35,
+        )
+    ]
