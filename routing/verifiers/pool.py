@@ -96,6 +96,9 @@ class _Pool:
         except TypeError as exc:
             return Verdict.errored(f"the call cannot be sent to a verifier worker: {exc}")
         worker = self.idle.get()
+        if worker is None and self.closed:  # the pool was retired while this task waited
+            self.idle.put(None)
+            return Verdict.errored("the verifier pool was resized while this verification waited")
         if worker is None:  # its predecessor could not be started: try again now
             try:
                 worker = WorkerProcess()
@@ -159,9 +162,10 @@ class _Pool:
             try:
                 worker = self.idle.get_nowait()
             except queue.Empty:
-                return
+                break
             if worker is not None:
                 worker.close()
+        self.idle.put(None)  # wakes a task still queued on the retired pool (it answers error)
 
 
 class _KeyGate:
