@@ -78,8 +78,15 @@ class Usage:
 
 
 def _count(value: Any) -> int:
-    """A token count from a provider's usage: a non-negative integer, else 0."""
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+    """A token count from a provider's usage (an integer, an integral float or a string of digits, as
+    providers send them); 0 for anything else or below 0."""
+    if isinstance(value, bool):
+        return 0
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value)
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    return value if isinstance(value, int) and value > 0 else 0
 
 
 def prices_for(backend: Backend) -> Prices:

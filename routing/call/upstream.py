@@ -87,8 +87,10 @@ def _billed(exc: Exception) -> bool:
     status = getattr(exc, "status_code", None)
     if isinstance(exc, litellm.Timeout):
         return True
-    if isinstance(status, int) and 400 <= status < 500:
+    if isinstance(status, int) and status >= 400 and not isinstance(exc, litellm.APIConnectionError):
         return billed_status(status)
+    # No status: a lost connection may come after the request was sent; only a failure to connect
+    # (nothing sent) is free.
     return "connect" not in str(exc).lower() or "reset" in str(exc).lower()
 
 
