@@ -32,7 +32,14 @@
     kept = null;
   });
 
-  // The navigation folds into a menu button on a narrow screen.
+  // The navigation folds into a menu button on a narrow screen (CSS folds it only once this runs).
+  function collapsible() {
+    document.querySelectorAll("header.top").forEach(function (header) {
+      if (header.querySelector("[data-nav-toggle]")) header.classList.add("nav-collapsible");
+    });
+  }
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", collapsible);
+  else collapsible();
   document.addEventListener("click", function (event) {
     var button = event.target instanceof Element ? event.target.closest("[data-nav-toggle]") : null;
     if (!button) return;

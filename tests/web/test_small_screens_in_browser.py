@@ -1,0 +1,144 @@
+"""The dashboard in headless chromium at a phone's width (375 px) and at a desktop's: every page fits
+the screen (nothing scrolls sideways), the navigation folds behind a Menu button, a hostile value is a
+message next to its field, the Learning page's poll leaves an opened panel open, and /favicon.ico is
+there."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from decimal import Decimal
+
+import pytest
+from playwright.sync_api import Browser, Page, expect
+
+from tests.factories import ApiKeyFactory, InvocationFactory, TaskProfileFactory
+from tests.factories.diagnostics import IncidentFactory
+from tests.factories.training import CycleFactory
+from tests.support.browser import log_in, needs_chromium, screenshot
+from tests.support.dashboard import PASSWORD, dashboard_user
+from training.models import Cycle
+
+pytestmark = [needs_chromium, pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+PHONE = {"width": 375, "height": 740}
+DESKTOP = {"width": 1280, "height": 900}
+
+
+@pytest.fixture
+def pages() -> list[str]:
+    """Every page of the dashboard, each with something on it."""
+    admin = dashboard_user("adam", "admin")
+    profile = TaskProfileFactory.create(
+        name="extract-json-with-a-long-name", verifier={"kind": "json_schema"}, description="x" * 300
+    )
+    key = ApiKeyFactory.create(name="a-key-with-a-rather-long-name", owner=admin, budget_usd=Decimal(5))
+    call = InvocationFactory.create(
+        api_key=key,
+        profile=profile,
+        route="teacher",
+        request={"messages": [{"role": "user", "content": "word " * 200}]},
+        response={
+            "choices": [{"message": {"role": "assistant", "content": '{"city": "' + "Z" * 400 + '"}'}}]
+        },
+    )
+    incident = IncidentFactory.create(title="checkout is slow " * 10, created_by=admin)
+    CycleFactory.create(
+        profile=profile,
+        status=Cycle.Status.RUNNING,
+        stats={"replay": {"demonstrations": 3, "note": "y" * 300}},
+    )
+    return [
+        "/",
+        "/calls/",
+        f"/calls/{call.pk}/",
+        "/router/",
+        "/incidents/",
+        f"/incidents/{incident.pk}/",
+        f"/learning/?profile={profile.pk}",
+        "/profiles/",
+        f"/profiles/{profile.pk}/",
+        "/keys/",
+        "/mcp-servers/",
+    ]
+
+
+@pytest.fixture
+def phone(browser: Browser, gateway_url: str, pages: list[str]) -> Iterator[Page]:
+    context = browser.new_context(viewport=PHONE, is_mobile=True, has_touch=True)
+    page = context.new_page()
+    log_in(page, gateway_url, "adam", PASSWORD)
+    yield page
+    context.close()
+
+
+def sideways(page: Page) -> int:
+    """How many pixels the page is wider than the screen."""
+    return int(page.evaluate("document.documentElement.scrollWidth - window.innerWidth"))
+
+
+def test_every_page_fits_a_phone_and_the_navigation_folds(phone: Page, gateway_url: str, pages) -> None:
+    for path in pages:
+        phone.goto(gateway_url + path)
+        assert sideways(phone) <= 0, f"{path} scrolls sideways at 375 px"
+        nav = phone.locator("#main-nav")
+        expect(nav).to_be_hidden()
+        phone.click("[data-nav-toggle]")
+        expect(nav).to_be_visible()
+        expect(phone.locator("[data-nav-toggle]")).to_have_attribute("aria-expanded", "true")
+        assert sideways(phone) <= 0, f"{path}: the open menu scrolls sideways"
+    screenshot(phone, "phone-calls-menu")
+
+
+def test_a_hostile_value_is_a_field_message_on_a_phone(phone: Page, gateway_url: str) -> None:
+    phone.goto(gateway_url + "/keys/")
+    phone.fill("input[name=name]", "phone key")
+    phone.fill("input[name=rpm_limit]", "99999999999999999999")
+    phone.click("text=Create key")
+    message = phone.locator('[data-field-errors="rpm_limit"]')
+    expect(message).to_contain_text("less than or equal to 2147483647")
+    assert sideways(phone) <= 0
+
+    phone.goto(gateway_url + "/calls/")
+    phone.fill("input[name=min_cost]", "-5")  # a number input takes no NaN; the server says why -5 is refused
+    phone.click("text=Filter")
+    expect(phone.locator('[data-field-errors="min_cost"]')).to_be_visible()
+    expect(phone.locator("[data-filters-ignored]")).to_be_visible()
+
+
+def test_desktop_pages_load_with_a_favicon_and_no_script_errors(
+    browser: Browser, gateway_url: str, pages
+) -> None:
+    context = browser.new_context(viewport=DESKTOP)
+    page = context.new_page()
+    errors: list[str] = []
+    missing: list[str] = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.on("response", lambda r: missing.append(r.url) if r.status == 404 else None)
+    log_in(page, gateway_url, "adam", PASSWORD)
+    for path in pages:
+        page.goto(gateway_url + path)
+        expect(page.locator("#main-nav")).to_be_visible()
+        expect(page.locator("[data-nav-toggle]")).to_be_hidden()
+        assert sideways(page) <= 0, path
+    favicon = page.request.get(gateway_url + "/favicon.ico")
+    assert favicon.status == 200 and favicon.headers["content-type"] == "image/x-icon"
+    assert errors == [] and missing == []
+    context.close()
+
+
+def test_the_learning_poll_keeps_an_open_panel_open(browser: Browser, gateway_url: str, pages) -> None:
+    context = browser.new_context(viewport=DESKTOP)
+    page = context.new_page()
+    log_in(page, gateway_url, "adam", PASSWORD)
+    page.goto(gateway_url + pages[6])
+    panel = page.locator("details[id^=cycle-stats-]")
+    panel.locator("summary").click()
+    expect(panel).to_have_attribute("open", "")
+    for _ in range(2):  # two swaps of the live region by its 2 s poll
+        with page.expect_response(
+            lambda r: "/learning/" in r.url and r.request.headers.get("hx-request") == "true"
+        ):
+            pass
+        page.wait_for_timeout(200)
+    expect(page.locator("details[id^=cycle-stats-]")).to_have_attribute("open", "")
+    context.close()
