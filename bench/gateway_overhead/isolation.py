@@ -35,7 +35,7 @@ from routing.verifiers.workers import WorkerProcess
 
 REQUEST: dict[str, Any] = {"messages": [{"role": "user", "content": "hi"}]}
 ISOLATED = {"kind": "json_schema", "schema": {"$ref": "#/$defs/v", "$defs": {"v": {"type": "object"}}}}
-CHEAP = {
+CHEAP: dict[str, dict[str, Any]] = {
     "regex": {"kind": "regex", "pattern": "^ok$", "mode": "fullmatch"},
     "json_schema (small, no $ref)": {"kind": "json_schema", "schema": {"type": "object"}},
 }
@@ -100,8 +100,8 @@ async def measure(n: int) -> list[str]:
     rows = ["| check | where | P50 | P95 | per verification |", "|---|---|---|---|---|"]
     for name, config in CHEAP.items():
         p50, p95 = _percentiles(await _timed(config, {"role": "assistant", "content": "ok"}, n))
-        took = f"{p50 * 1e6:.1f} µs | {p95 * 1e6:.1f} µs"
-        rows.append(f"| {name}, 2-byte answer | inline | {took} | {p50 * 1e6:.1f} µs |")
+        cells = f"{p50 * 1e6:.1f} µs | {p95 * 1e6:.1f} µs"
+        rows.append(f"| {name}, 2-byte answer | inline | {cells} | {p50 * 1e6:.1f} µs |")
     p50, p95 = _percentiles(await _timed(ISOLATED, ANSWER, n))
     rows.append(
         f"| json_schema with $ref, 8-byte answer, one at a time | worker process | {p50 * 1e3:.2f} ms | "
