@@ -3,13 +3,16 @@
 Every request parameter that changes what a provider bills is priced here (``Terms``): the service
 tier (a multiplier of every token price), audio in and out (their own token prices), web search (a
 fee per call) and a predicted output (its rejected tokens are billed as output, so the worst case of
-the output grows by the prediction's size). A backend without the price a call's parameter needs
-refuses the call before any upstream call (``refuse_unpriced``: a 400 naming the parameter).
+the output grows by the prediction's size); so is the prompt's length where a model is priced higher
+past a context length (litellm's ``*_above_<n>k_tokens`` prices). A backend without the price a
+call's parameter needs refuses the call before any upstream call (``refuse_unpriced``: a 400 naming
+the parameter).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, replace
 from decimal import Decimal
 from functools import lru_cache
 from typing import Any
@@ -41,6 +44,18 @@ class Prices:
     audio_output: Decimal | None = None
     web_search_call: Decimal | None = None  # the fee of one call that searches the web
     tiers: tuple[tuple[str, Decimal], ...] = ()  # service tier -> multiplier of every token price
+    # A model priced higher past a prompt length: (prompt tokens above which, input, output), ascending.
+    long_context: tuple[tuple[int, Decimal, Decimal], ...] = ()
+
+    def at_length(self, prompt_tokens: int) -> Prices:
+        """These prices for a prompt of ``prompt_tokens``: past a long-context threshold of the model,
+        its dearer input and output prices (cached input scaled as the input is)."""
+        above = [entry for entry in self.long_context if prompt_tokens > entry[0]]
+        if not above:
+            return self
+        _, inp, out = above[-1]
+        cached = self.cached_input * inp / self.input if self.input else inp
+        return replace(self, input=inp, output=out, cached_input=cached, long_context=())
 
     def multiplier(self, tier: str | None) -> Decimal | None:
         """The multiplier of ``tier``: 1 for none, auto and default; None when the tier has no price."""
@@ -127,7 +142,11 @@ def _with_options(base: Prices, configured: dict[str, Any]) -> Prices:
         audio_output=price(options.AUDIO_OUTPUT, base.audio_output),
         web_search_call=price(options.WEB_SEARCH, base.web_search_call),
         tiers=tuple(sorted(tiers.items())),
+        long_context=base.long_context,
     )
+
+
+_LONG_INPUT = re.compile(r"input_cost_per_token_above_(\d+)k_tokens")
 
 
 @lru_cache(maxsize=256)
@@ -157,6 +176,12 @@ def _price_map(model: str) -> Prices | None:
         ]
         if ratios:
             tiers.append((tier, max(ratios)))
+    long_context = []
+    for key in info:
+        found = _LONG_INPUT.fullmatch(key)
+        if found is not None and (price := dec(key)) is not None:
+            output = dec(f"output_cost_per_token_above_{found.group(1)}k_tokens")
+            long_context.append((int(found.group(1)) * 1000, price, output if output is not None else out))
     search = info.get("search_context_cost_per_query")
     fees = (
         [Decimal(str(v)) for v in search.values() if isinstance(v, int | float)]
@@ -171,6 +196,7 @@ def _price_map(model: str) -> Prices | None:
         audio_output=dec("output_cost_per_audio_token"),
         web_search_call=max(fees) if fees else None,
         tiers=tuple(tiers),
+        long_context=tuple(sorted(long_context)),
     )
 
 
@@ -254,6 +280,7 @@ def charged_multiplier(prices: Prices, requested: str | None, reported: str | No
 
 
 def usage_cost(prices: Prices, usage: Usage, terms: Terms = NO_TERMS) -> Decimal:
+    prices = prices.at_length(usage.prompt_tokens)
     audio_in = min(usage.audio_prompt_tokens, usage.prompt_tokens)
     cached = min(usage.cached_tokens, usage.prompt_tokens - audio_in)
     audio_out = min(usage.audio_completion_tokens, usage.completion_tokens)
@@ -276,6 +303,7 @@ def attempt_bound(prices: Prices, body: dict[str, Any], *, max_tokens: int, answ
     (at least 1: a tier the provider cannot serve falls back to the default), the search fee."""
     terms = terms_of(body)
     prompt = prompt_token_bound(body) + FILE_TOKEN_BOUND * terms.audio_references
+    prices = prices.at_length(prompt)
     in_price = max(prices.input, prices.cached_input)
     if terms.audio_in is not None and prices.audio_input is not None:
         in_price = max(in_price, prices.audio_input)

@@ -16,11 +16,12 @@ import pytest
 from django.core.exceptions import ValidationError
 
 from bench.support.openai_stub import Reply
+from routing import pricing
 from routing.budgets import to_cents
 from routing.budgets.store import bound_to_cents
 from routing.ledger import writer
 from routing.models import ApiKey, Backend, Invocation
-from routing.pricing import attempt_bound, cost_bound, prices_for, prompt_token_bound
+from routing.pricing import Usage, attempt_bound, cost_bound, prices_for, prompt_token_bound
 from routing.protocol import ChatRequest
 from tests.factories import make_key
 from tests.support.gateway import client
@@ -184,3 +185,17 @@ def test_price_options_that_are_not_prices_are_refused(backends, options):
     teacher.price_options = options
     with pytest.raises(ValidationError):
         teacher.full_clean()
+
+
+def test_a_model_priced_higher_past_a_context_length_is_held_and_charged_at_that_price(transactional_db):
+    # Priced from litellm's map: dearer input and output past 272k prompt tokens, and a priority tier.
+    backend = Backend(name="mapped", role=Backend.Role.TEACHER, model="openai/gpt-6-astra")
+    prices = prices_for(backend)
+    assert prices.multiplier("priority") == 2 and prices.multiplier("flex") is not None
+    short, long = Usage(prompt_tokens=1000), Usage(prompt_tokens=300_000)
+    # Twice the price per token past 272k.
+    assert pricing.usage_cost(prices, long) == 300 * pricing.usage_cost(prices, short) * 2
+    body = {"messages": [{"role": "user", "content": "x" * 280_000}], "max_tokens": 10}
+    held = attempt_bound(prices, body, max_tokens=10)
+    assert held >= pricing.usage_cost(prices, Usage(prompt_tokens=280_000, completion_tokens=10))
+    assert held > cost_bound(prices, prompt_tokens=prompt_token_bound(body), max_tokens=10)
