@@ -100,6 +100,7 @@ class Prepared:
                 route=self.decision.route,
                 policy=self.decision.policy,
                 has_student=self.student is not None,
+                boost=self.decision.sample_boost,
             ),
         )
 

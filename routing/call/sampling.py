@@ -48,9 +48,11 @@ from routing.call.plans import plan_call
 from routing.errors import UpstreamError
 from routing.ledger import CallRecord, has_body, learning_spend, stores_bodies
 from routing.ledger.writer import record_call
-from routing.models import Invocation, SampleSpend, TaskProfile
+from routing.models import Invocation, RouterVersion, SampleSpend, TaskProfile
 from routing.pricing import PricingError, cost_bound, prices_for, prompt_token_bound
 from routing.router.learning import labels
+from routing.router.versions.drift import is_suspected
+from routing.router.versions.truth import fixed_choice
 from routing.verifiers.policy import VerifierPolicyError
 
 TEACHER, STUDENT = Invocation.Route.TEACHER, Invocation.Route.STUDENT
@@ -72,15 +74,39 @@ def rates(profile: TaskProfile) -> tuple[float, float]:
     )
 
 
-def draw(*, profile: TaskProfile, route: str, policy: str, has_student: bool) -> str:
-    """The leg a background sample would add to this call, or ''. Forced calls are never sampled."""
+def boosted(profile: TaskProfile, boost: float) -> tuple[float, float]:
+    """``rates(profile)`` times ``boost`` (the decision's: drift suspected, too few labels), at most 1."""
+    teacher_rate, student_rate = rates(profile)
+    return min(1.0, teacher_rate * boost), min(1.0, student_rate * boost)
+
+
+def draw(*, profile: TaskProfile, route: str, policy: str, has_student: bool, boost: float = 1.0) -> str:
+    """The leg a background sample would add to this call, or ''. Forced calls are never sampled.
+    ``boost``: the routing decision's sample boost (``Decision.sample_boost``)."""
     if policy == "forced" or not has_student:
         return ""
-    teacher_rate, student_rate = rates(profile)
+    teacher_rate, student_rate = boosted(profile, boost)
     rate = teacher_rate if route == STUDENT else student_rate
     if rate > 0 and random.random() < rate:
         return TEACHER if route == STUDENT else STUDENT
     return ""
+
+
+def sample_boost(inv: Invocation) -> float:
+    """The boost the call was sampled under, as it stands now (the rate a sampled leg records, so that
+    the leg is weighted by the rate it was drawn at): drift suspected on its router version; or a
+    learned profile with no version whose fallback too few labels measure (``Learned._fallback``)."""
+    router = conf.get().router
+    if inv.router_version_id is not None:
+        found = RouterVersion.objects.filter(pk=inv.router_version_id).values_list(
+            "drift_flag", "drift_reason"
+        )
+        suspected = any(is_suspected(flag, reason) for flag, reason in found)
+        return router.drift_sample_boost if suspected else 1.0
+    if inv.profile.policy == TaskProfile.Policy.LEARNED and inv.policy == TaskProfile.Policy.ALWAYS_TEACHER:
+        unmeasured = fixed_choice(inv.profile).labelled < router.min_labelled_calls
+        return router.drift_sample_boost if unmeasured else 1.0
+    return 1.0
 
 
 def eligible(record: CallRecord) -> bool:
@@ -242,7 +268,7 @@ def _sample(invocation_id: uuid.UUID | str) -> str:
     leg = scratch.legs[-1].as_json() if scratch.legs else None
     if leg is None:
         return _finish(inv, Invocation.SampleState.FAILED)
-    teacher_rate, student_rate = rates(profile)
+    teacher_rate, student_rate = boosted(profile, sample_boost(inv))
     leg.update(background=True, sample_rate=teacher_rate if role == TEACHER else student_rate)
     sampled_message = completion.message if completion is not None else None
     with transaction.atomic():

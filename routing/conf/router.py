@@ -142,6 +142,14 @@ class Router:
         le=1,
         doc="Drift: the live pass rate is this far below the predicted one.",
     )
+    drift_sample_boost: float = setting(
+        "DRIFT_SAMPLE_BOOST",
+        env="SKILLGATE_ROUTER_DRIFT_SAMPLE_BOOST",
+        default=4.0,
+        ge=1,
+        doc="Background sampling rates are multiplied by this (at most 1) while drift is suspected or a "
+        "profile has too few labelled calls to measure its fallback.",
+    )
     teacher_sample_rate: float = setting(
         "TEACHER_SAMPLE_RATE",
         env="SKILLGATE_TEACHER_SAMPLE_RATE",

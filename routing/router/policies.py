@@ -15,11 +15,13 @@ from typing import Any, ClassVar
 from asgiref.sync import async_to_sync
 
 from core.db import run_sync
+from routing import conf
 from routing.access import lookups
 from routing.models import Invocation, RouterVersion, TaskProfile
 from routing.protocol import ChatRequest
 from routing.router.learning.features import CallInput, FeatureSpecError
 from routing.router.learning.runtime import LoadedRouter, cached_router, loaded_router
+from routing.router.versions.drift import is_suspected
 from routing.router.versions.truth import FixedChoice, fixed_choice
 
 
@@ -53,6 +55,7 @@ class Decision:
     policy: str
     reason: str
     version_id: int | None = None  # the RouterVersion that decided (learned policy)
+    sample_boost: float = 1.0  # background sampling rates x this: drift suspected, or too few labels
 
 
 class Router(ABC):
@@ -144,6 +147,7 @@ class ActiveVersion:
     number: int = 0
     threshold: float | None = None
     drift: str = ""  # the drift check flagged it: the profile is served by its safe fixed policy
+    suspected: bool = False  # the drift check leans towards drift: sample more
 
 
 def _active_version(profile_id: int) -> ActiveVersion:
@@ -155,7 +159,8 @@ def _active_version(profile_id: int) -> ActiveVersion:
     if found is None:
         return ActiveVersion(None)
     drift = (found[4] or "drift flagged") if found[3] else ""
-    return ActiveVersion(found[0], found[1], None if found[2] is None else float(found[2]), drift)
+    threshold = None if found[2] is None else float(found[2])
+    return ActiveVersion(found[0], found[1], threshold, drift, is_suspected(found[3], found[4] or ""))
 
 
 def _load(pk: int, threshold: float) -> LoadedRouter:
@@ -202,7 +207,11 @@ class Learned(Router):
             decided = await asyncio.to_thread(router.decide, features)
         else:
             decided = router.decide(features)
-        return Decision(decided.route, decided.score, self.policy, f"v{number}: {decided.reason}", pk)
+        boost = conf.get().router.drift_sample_boost if active.suspected else 1.0
+        reason = f"v{number}: {decided.reason}" + (
+            "; drift suspected: sampling more" if active.suspected else ""
+        )
+        return Decision(decided.route, decided.score, self.policy, reason, pk, boost)
 
     def route(self, call: Call) -> Decision:
         return async_to_sync(self.aroute)(call)
@@ -218,6 +227,9 @@ class Learned(Router):
             router = fixed_fallback(profile, call.has_verifier)
         decision = router.route(call)
         measured = f"; {choice.reason}" if choice is not None else ""
-        return Decision(
-            decision.route, decision.score, decision.policy, f"{why}{measured}; {decision.reason}"
-        )
+        router_conf = conf.get().router
+        # Too few labels to measure the fallback: sample more, so that labels come sooner.
+        unmeasured = choice is None or choice.labelled < router_conf.min_labelled_calls
+        boost = router_conf.drift_sample_boost if unmeasured else 1.0
+        reason = f"{why}{measured}; {decision.reason}"
+        return Decision(decision.route, decision.score, decision.policy, reason, None, boost)

@@ -9,7 +9,9 @@ Live numbers come from the calls the version routed since it was activated:
   weighted sample's effective size): H0 the predicted pass rate p0, H1 p0 - ``DRIFT_PASS_MARGIN`` (the
   smallest fall worth detecting, not a fixed margin on the estimate); drift when the log-likelihood
   ratio crosses log((1 - beta) / alpha), holding when it falls under log(beta / (1 - alpha)),
-  *suspected* in between while it leans towards H1 (alpha = beta = 0.05).
+  *suspected* in between while it leans towards H1 (alpha = beta = 0.05). While suspected, the version's
+  calls are sampled ``DRIFT_SAMPLE_BOOST`` times as often (``Decision.sample_boost``), so the test
+  decides sooner; the samples record the rate they were drawn at, so their weights stay right.
 - **fallback rate** (the cost of the cascade): drift when the Clopper-Pearson lower bound of the live
   rate is above the predicted one.
 - **teacher share**: more than ``DRIFT_SHARE_MARGIN`` either way.
@@ -37,6 +39,7 @@ from routing.router.learning.calibration import binomial_lower, one_sided_alpha
 from routing.router.learning.records import outcome_from_leg
 
 ALPHA = BETA = 0.05
+SUSPECTED = "drift suspected"  # how drift_reason starts while the test leans towards drift
 PSI_DRIFT = 0.25
 PSI_BUCKETS = 16
 
@@ -73,6 +76,11 @@ def sprt(outcomes: list[bool], weights: list[float], p0: float, p1: float) -> Sp
     else:
         decision = "suspected" if llr > 0 else "undecided"
     return Sprt(llr, n_eff, rate, decision)
+
+
+def is_suspected(flag: bool, reason: str) -> bool:
+    """Whether a version's last check leaned towards drift without deciding it."""
+    return not flag and reason.startswith(SUSPECTED)
 
 
 def psi(expected: list[float], actual: list[float], buckets: int = PSI_BUCKETS) -> float:
@@ -151,7 +159,7 @@ def router_version_drift_check(*, version: RouterVersion) -> RouterVersion:
     there are too few live calls to judge). ``drift_reason`` says what moved, or what was judged."""
     live = live_numbers(version)
     router = conf.get().router
-    flag, reasons = version.drift_flag, []
+    flag, suspected, reasons = version.drift_flag, False, []
     labels, weights = live.labels or [], live.weights or []
     pass_rate = float(np.average(labels, weights=weights)) if labels else None
     share = live.to_teacher / live.calls if live.calls else None
@@ -178,6 +186,7 @@ def router_version_drift_check(*, version: RouterVersion) -> RouterVersion:
                 f"{test.upper:.2f}: {test.decision})"
             )
             (found if test.decision == "drift" else notes).append(summary)
+            suspected = test.decision == "suspected"
             if not labels:
                 notes[-1] = "no labelled live calls: correctness unknown (not passed)"
         predicted_fb = ((version.calibration or {}).get("chosen") or {}).get("fallback_rate")
@@ -197,7 +206,7 @@ def router_version_drift_check(*, version: RouterVersion) -> RouterVersion:
             f"input shift PSI {shift:.2f} (drift at {PSI_DRIFT:g})"
         )
         flag = bool(found)
-        reasons = found or notes
+        reasons = found or ([f"{SUSPECTED}, sampling raised"] if suspected else []) + notes
     RouterVersion.objects.filter(pk=version.pk).update(
         drift_checked_at=timezone.now(),
         live_calls=live.calls,

@@ -8,10 +8,11 @@ import random
 import pytest
 from django.utils import timezone
 
+from routing.call.sampling import boosted, sample_boost
 from routing.models import ApiKey, Invocation, RouterVersion, TaskProfile
 from routing.protocol import ChatRequest
 from routing.router.learning.runtime import forget_routers
-from routing.router.policies import Call, build_router
+from routing.router.policies import Call, _active_version, build_router
 from routing.router.versions.drift import psi, router_version_drift_check, sprt
 from tests.factories import ApiKeyFactory, InvocationFactory, RouterVersionFactory
 from tests.support.ledger import learned_profile, leg
@@ -98,3 +99,33 @@ def test_a_shifted_mix_is_flagged_within_30_calls_and_the_profile_falls_back_to_
     decision = build_router(profile).route(Call(request, profile, True))
     assert decision.route == "teacher" and decision.version_id is None
     assert "drifting" in decision.reason and "misses the target" in decision.reason
+
+
+@pytest.mark.django_db
+def test_while_drift_is_suspected_the_version_samples_more(settings):
+    settings.SKILLGATE = {
+        **settings.SKILLGATE,
+        "ROUTER": {**settings.SKILLGATE["ROUTER"], "DRIFT_MIN_CALLS": 10},
+    }
+    forget_routers()
+    profile = learned_profile(name="leaning", teacher_sample_rate=0.05)
+    version = RouterVersionFactory.create(
+        profile=profile,
+        number=1,
+        status=RouterVersion.Status.ACTIVE,
+        threshold=0.5,
+        predicted_teacher_share=0.0,
+        predicted_pass_rate=0.95,
+        activated_at=timezone.now(),
+    )
+    key = ApiKeyFactory.create()
+    for i in range(10):  # 0.8 right: the test leans towards drift but has not decided
+        _live_call(profile, key, version, correct=i % 5 != 0)
+
+    version = router_version_drift_check(version=version)
+
+    assert not version.drift_flag and version.drift_reason.startswith("drift suspected")
+    active = _active_version(profile.pk)
+    assert active.suspected and active.pk == version.pk
+    assert boosted(profile, settings.SKILLGATE["ROUTER"].get("DRIFT_SAMPLE_BOOST", 4.0)) == (0.2, 0.05 * 4)
+    assert sample_boost(_live_call(profile, key, version, correct=True)) == 4.0
