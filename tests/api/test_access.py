@@ -48,6 +48,7 @@ WRITES: dict[tuple[str, str], Write] = {
         {"name": "web", "environment": "fake", "transport": "http", "url": "http://x"},
     ),
     ("post", "/api/mcp/servers/{server}/sync"): Write(scopes.MCP_ADMIN, "operator", {}),
+    ("post", "/api/mcp/servers/{server}/accept"): Write(scopes.MCP_ADMIN, "operator", {}),
     ("post", "/api/mcp/servers/{server}/allow-list"): Write(scopes.MCP_ADMIN, "operator", {"tools": []}),
     ("post", "/api/mcp/servers/{server}/tools/{tool}/override"): Write(
         scopes.MCP_ADMIN, "approver", {"to": "write"}

@@ -80,6 +80,7 @@ EXPECTED: dict[str, dict[str, Rule]] = {
     },
     "mcp-server": {"GET": Rule(scopes.MCP_ADMIN, "diagnostics.view_mcpserver", READERS)},
     "mcp-server-sync": {"POST": Rule(scopes.MCP_ADMIN, "diagnostics.change_mcpserver", ADMINS)},
+    "mcp-server-accept": {"POST": Rule(scopes.MCP_ADMIN, "diagnostics.change_mcpserver", ADMINS)},
     "mcp-server-allow-list": {"POST": Rule(scopes.MCP_ADMIN, "diagnostics.change_mcpserver", ADMINS)},
     "mcp-tool-override": {"POST": Rule(scopes.MCP_ADMIN, "diagnostics.change_mcpserver", ADMINS)},
     "mcp-tool-accept": {"POST": Rule(scopes.MCP_ADMIN, "diagnostics.change_mcpserver", ADMINS)},
