@@ -96,6 +96,8 @@ class _Pool:
         except TypeError as exc:
             return Verdict.errored(f"the call cannot be sent to a verifier worker: {exc}")
         worker = self.idle.get()
+        global _sent
+        _sent += 1
         if worker is None and self.closed:  # the pool was retired while this task waited
             self.idle.put(None)
             return Verdict.errored("the verifier pool was resized while this verification waited")
@@ -228,6 +230,7 @@ class _KeyGate:
 
 _lock = threading.Lock()
 _pool: _Pool | None = None
+_sent = 0  # tasks taken to a worker by this process (an approximate count: for tests and benchmarks)
 _SETTINGS = _Settings()
 _GATE = _KeyGate()
 
@@ -242,6 +245,11 @@ def pool() -> _Pool:
             if old is not None:
                 old.close()
         return _pool
+
+
+def tasks_sent() -> int:
+    """How many verifications this process has taken to a worker process."""
+    return _sent
 
 
 def deadline_s(verifier: Verifier) -> float:

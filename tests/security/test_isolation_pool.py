@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -24,6 +23,7 @@ import pytest
 
 from bench.support.openai_stub import Reply
 from routing.models import Invocation, TaskProfile
+from routing.verifiers import pool
 from tests.factories import TaskProfileFactory, make_key
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.postgres]
@@ -153,22 +153,10 @@ def test_a_cheap_check_stays_in_the_serving_process(gateway_url, backends, api_k
         name=PROFILE, verifier={"kind": "regex", "pattern": "^ok$", "mode": "fullmatch"}
     )
     calls = Calls(gateway_url, stub)
-    spawned: list[int] = []
-    watching = threading.Event()
-
-    def watch() -> None:
-        while not watching.is_set():
-            spawned.extend(_workers())
-            time.sleep(0.01)
-
-    watcher = threading.Thread(target=watch)
-    known = _workers()
-    watcher.start()
-    try:
-        _, row = calls.call(api_key.raw, "ok")
-    finally:
-        watching.set()
-        watcher.join()
+    sent = pool.tasks_sent()
+    _, row = calls.call(api_key.raw, "ok")
     assert row.verdict == Invocation.Verdict.PASS
-    assert set(spawned) <= known  # no worker was started for it
-    assert json.loads(json.dumps(row.legs))[0]["verify_ms"] < 5
+    assert pool.tasks_sent() == sent  # judged inline: no worker was asked
+    _, row = calls.call(api_key.raw, "ok" + "!" * 20_000)  # a long answer: RE2 still, but in a worker
+    assert row.verdict == Invocation.Verdict.FAIL
+    assert pool.tasks_sent() == sent + 1
