@@ -20,6 +20,8 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from diagnostics import conf
+from diagnostics.agent import adapt
+from diagnostics.agent.adapt import next_forms
 from diagnostics.agent.analyzers import AnalysisState, ToolOutput, analyze, normalize
 from diagnostics.agent.compressor import Compressor
 from diagnostics.agent.diagnosis import build_diagnosis, rank_findings
@@ -38,7 +40,9 @@ from diagnostics.agent.observer import (
 )
 from diagnostics.agent.planner import RulePlanner
 from diagnostics.agent.probe import Probe
+from diagnostics.agent.proposals import invalid_proposal
 from diagnostics.agent.questions import QuestionPlanner
+from diagnostics.agent.recorders import MemoryRecorder as MemoryRecorder  # re-exported: its old home
 from diagnostics.agent.replies import NO_DATA, answer_for, no_data_finding, question_anchor
 from diagnostics.agent.skills import SkillEntry, incident_signature, matching, render_matches
 from diagnostics.agent.subject import AlertContext
@@ -52,9 +56,16 @@ from diagnostics.agent.tool_agent import (
     ToolCallingObserver,
     call_key,
 )
-from diagnostics.toolsets.base import ToolSpec, validation_error
+from diagnostics.toolsets.base import ToolSpec
 from diagnostics.toolsets.registry import Environment
 
+# Lines of a clean report that claim health: with every read empty they are dropped (unknown is not pass).
+_HEALTHY_CLAIMS = (
+    "workload_healthy:",
+    "No problem found",
+    "The checks that returned data",
+    "Checked, and clean",
+)
 MODE_LLM = "llm"
 MODE_ANALYZERS = "analyzers"
 
@@ -104,25 +115,6 @@ class Recorder(Protocol):
     def finish(self, outcome: Outcome) -> None:
         """Records the outcome once the diagnosis is submitted (the last call of an investigation)."""
         ...
-
-
-class MemoryRecorder:
-    """Keeps steps in memory (the replay evaluation runs without a database)."""
-
-    def __init__(self) -> None:
-        self.steps: list[StepRecord] = []
-        self.proposals: list[dict[str, Any]] = []
-        self.outcome: Outcome | None = None
-
-    def step(self, record: StepRecord) -> None:
-        self.steps.append(record)
-
-    def propose(self, *, action: str, args: dict[str, Any], reason: str) -> str:
-        self.proposals.append({"action": action, "args": args, "reason": reason})
-        return f"proposal-{len(self.proposals)}"
-
-    def finish(self, outcome: Outcome) -> None:
-        self.outcome = outcome
 
 
 def action_specs(environment: Environment) -> list[ToolSpec]:
@@ -233,7 +225,27 @@ def investigate(
         )
     )
 
+    adapted = [0]  # reads tried another way so far (adapt.BUDGET)
+
     def read(tool: str, params: dict[str, Any], invocation_id: str) -> Read:
+        """One read, and when it is empty or fails, its next forms (``adapt``) up to the budget."""
+        first = read_once(tool, params, invocation_id)
+        if tool_calls[-1]["ok"] and not tool_calls[-1]["no_data"]:
+            return first
+        for form in next_forms(tool, params, tools)[: adapt.PER_READ]:
+            if adapted[0] >= adapt.BUDGET:
+                break
+            adapted[0] += 1
+            read_once(
+                form.tool, form.params, "", note=f"Read again as #{first.step} came back empty: {form.why}"
+            )
+            if tool_calls[-1]["ok"] and not tool_calls[-1]["no_data"]:
+                if form.why.startswith(adapt.WITHOUT_FILTER):
+                    add([adapt.search_empty_finding(tool, params, form)])
+                break
+        return first
+
+    def read_once(tool: str, params: dict[str, Any], invocation_id: str, *, note: str = "") -> Read:
         """One read through the Probe: analyzed, recorded as a step, summarized (never raw) for Observers."""
         got = probe.call(tool, params)
         raw = ToolOutput(got.tool, got.params, got.output, got.ok, got.no_data, got.kind)
@@ -243,6 +255,7 @@ def investigate(
         if got.no_data or not got.ok:
             fresh += add([no_data_finding(got.tool, got.params, got.output)])
         summary = compressor.summarize(got)
+        summary = f"{note}\n{summary}" if note else summary
         result, cut = _clip(got.output)
         found = [f.to_json() for f in fresh]
         recorder.step(
@@ -278,7 +291,7 @@ def investigate(
         if decision.kind == PROBE:
             read(decision.tool, decision.params, decision.invocation_id)
         elif decision.kind == PROPOSE:
-            problem = _invalid_proposal(decision.action, decision.args, actions, proposed)
+            problem = invalid_proposal(decision.action, decision.args, actions, proposed)
             if problem:
                 recorder.step(
                     StepRecord(
@@ -345,7 +358,7 @@ def investigate(
         diagnosis_text, root_cause = answer.text(), answer.headline
     elif answer.intent == "status" and answer.no_data:
         # Empty reads are no verdict on the workload (an alert may still explain itself, e.g. a heartbeat).
-        kept = [line for line in diagnosis_text.splitlines() if not line.startswith("workload_healthy:")]
+        kept = [line for line in diagnosis_text.splitlines() if not line.startswith(_HEALTHY_CLAIMS)]
         diagnosis_text = "\n".join([answer.headline, *kept, "workload_healthy: unknown (no data)"])
         root_cause = root_cause or answer.headline
     report: dict[str, Any] = {}
@@ -423,17 +436,3 @@ def _run_agent(
         return observer.agent.run(context, read, evidence, problems_found=problems, reads_empty=reads_empty)
     except Exception as exc:  # the floor stands whatever the agent does
         return AgentOutcome(reason=f"the agent failed: {type(exc).__name__}: {exc}")
-
-
-def _invalid_proposal(
-    action: str, args: dict[str, Any], actions: list[ToolSpec], proposed: list[tuple[str, dict[str, Any]]]
-) -> str:
-    spec = next((a for a in actions if a.name == action), None)
-    if spec is None:
-        return f"{action!r} is not an allowed action here"
-    problem = validation_error(spec.parameters, args)
-    if problem:
-        return f"invalid arguments: {problem}"
-    if (action, args) in proposed:
-        return "already proposed"
-    return ""
