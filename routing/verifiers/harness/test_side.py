@@ -149,9 +149,12 @@ def referenced_names(tree):
 
 
 def _failure(exc):
-    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == "<test>"]
-    lines = traceback.format_list(frames) + traceback.format_exception_only(type(exc), exc)
-    return "Traceback (most recent call last):\n" + "".join(lines)
+    try:
+        frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == "<test>"]
+        lines = traceback.format_list(frames) + traceback.format_exception_only(type(exc), exc)
+        return "Traceback (most recent call last):\n" + "".join(lines)
+    except Exception:  # an exception whose message cannot be written still fails its test
+        return f"{type(exc).__name__} (its message could not be written)"
 
 
 def program_text(test, entry_point, call_check):
