@@ -30,6 +30,7 @@ from diagnostics.models import McpGrant, McpServer, McpTool, McpToolChange
 from routing.models import ApiKey
 
 MANAGE_PERMISSION = "diagnostics.change_mcpserver"
+RESERVED_NAMES = frozenset({"skillgate_action_result"})  # app/mcp/gateway.py's own tool
 ENV_NAME = r"^[A-Z_][A-Z0-9_]{0,99}\Z"
 TARGET_NAME = r"^[A-Za-z_][A-Za-z0-9_-]{0,99}\Z"  # a child's variable or a header name
 
@@ -161,6 +162,8 @@ def _vetted(infos: list[ToolInfo]) -> list[tuple[str, ToolInfo, str]]:
     seen: set[str] = set()
     for info in infos:
         problem = name_problem(info.name)
+        if not problem and info.name in RESERVED_NAMES:
+            problem = f"the name {info.name!r} is Skillgate's own (the gateway lists a tool of that name)"
         if not problem and counts[info.name] > 1:
             problem = f"the server lists {counts[info.name]} tools named {info.name!r}"
         stored = info.name if not problem else shown_name(info.name)

@@ -21,6 +21,7 @@
 from __future__ import annotations
 
 import re
+import unicodedata
 from typing import Any
 
 NAME_RULE = re.compile(r"^[A-Za-z0-9_.-]{1,128}\Z")
@@ -120,12 +121,34 @@ _NAME_FORMS = {form: verb for verb in NAME_VERBS for form in _forms(verb)}
 _STRONG_FORMS = {form: verb for verb in STRONG_VERBS for form in _forms(verb)}
 
 
+# Letters that look like ASCII ones (Cyrillic, Greek, and the like), folded for vetting only: a
+# description that writes "dеletes" with a Cyrillic е still says delete. Names never need it: a name with
+# such a letter is refused by the spec's rules first.
+_LOOKS_ASCII = str.maketrans(
+    "аеорсухіјѕԁɡοαειϲκνρτυχⅰ",
+    "aeopcyxijsdgoaeickvptuxi",
+)
+_LEET = (str.maketrans("013457@$", "oleastas"), str.maketrans("013457@$", "oieastas"))
+
+
+def folded(text: str) -> str:
+    """``text`` as it reads: compatibility forms (full-width letters, ligatures) and look-alike letters
+    folded to ASCII, zero-width and control characters gone."""
+    return clean_text(unicodedata.normalize("NFKC", text)).translate(_LOOKS_ASCII)
+
+
 def write_words(name: str, description: str) -> list[str]:
-    """The write verbs a tool's name and description use (empty: none)."""
+    """The write verbs a tool's name and description use (empty: none). A name is also read with its
+    digits as the letters they stand for (``de1ete_fi1e``, ``dr0p``)."""
     found: list[str] = []
+    for leet in _LEET:
+        spelled = name.translate(leet)
+        if spelled != name:
+            found += [w for w in write_words(spelled, "") if w not in found]
+    description = folded(description)
     words = tokens(name)
     for word in words:
-        if word in _NAME_FORMS:
+        if word in _NAME_FORMS and f"name says {_NAME_FORMS[word]!r}" not in found:
             found.append(f"name says {_NAME_FORMS[word]!r}")
     if not found and words:
         first = words[0]

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from diagnostics.mcp import classify
+from diagnostics.mcp import classify, vetting
 from diagnostics.mcp.classify import READ, WRITE, Standing
 
 
@@ -69,3 +69,42 @@ def test_the_fingerprint_covers_schema_annotations_and_description():
     ]
     for change in changes:
         assert classify.fingerprint(**{**base, **change}) != printed
+
+
+@pytest.mark.parametrize(
+    ("name", "description", "annotations", "expected", "flag"),
+    [
+        ("read_text_file", "Read the complete contents of a file.", {"readOnlyHint": True}, READ, ""),
+        ("get_file_info", "Retrieve metadata: size, last modified time.", {"readOnlyHint": True}, READ, ""),
+        ("git_log", "Shows the commit logs.", {"readOnlyHint": True}, READ, ""),
+        ("purge_cache", "Cache statistics.", {"readOnlyHint": True}, WRITE, "name says 'purge'"),
+        ("purgeCache", "", {"readOnlyHint": True}, WRITE, "name says 'purge'"),
+        ("purgecache", "", {"readOnlyHint": True}, WRITE, "name says 'purge'"),
+        ("DELETE_USER", "", {"readOnlyHint": True}, WRITE, "name says 'delete'"),
+        ("HTTPDelete", "", {"readOnlyHint": True}, WRITE, "name says 'delete'"),
+        ("kubectl.scale", "", {"readOnlyHint": True}, WRITE, "name says 'scale'"),
+        ("de1ete_fi1e", "", {"readOnlyHint": True}, WRITE, "name says 'delete'"),
+        ("status", "Permanently deletes every row.", {"readOnlyHint": True}, WRITE, "says 'delete'"),
+        ("status", "Use this to purge the cache.", {"readOnlyHint": True}, WRITE, "description says 'purge'"),
+        ("status", "Permanently d\u0435letes rows.", {"readOnlyHint": True}, WRITE, "says 'delete'"),
+        ("status", "\uff44\uff45\uff4c\uff45\uff54\uff45\uff53 all", {"readOnlyHint": True}, WRITE, "delete"),
+        ("status", "Reads.", {"readOnlyHint": True, "destructiveHint": True}, WRITE, "contradictory hints"),
+    ],
+)
+def test_hints_that_say_read_are_believed_only_when_the_words_agree(
+    name, description, annotations, expected, flag
+):
+    klass, why, flags = classify.vetted_class(name=name, description=description, annotations=annotations)
+    assert klass == expected and (flag in " ".join(flags) if flag else flags == []), (klass, flags)
+    assert why
+
+
+def test_names_follow_the_spec_and_text_loses_its_controls():
+    assert vetting.name_problem("ok.name-1_") == "" and vetting.name_problem("a" * 128) == ""
+    assert "U+0430" in vetting.name_problem("st\u0430tus") and "129" in vetting.name_problem("a" * 129)
+    assert vetting.name_problem("a b") and vetting.name_problem("a/b") and vetting.name_problem("")
+    assert vetting.name_problem("x\u200by") and vetting.name_problem("x\x1b[31m")
+    assert vetting.clean_text("a\x1b[31mred\x1b[0m\x07b\x1b]0;title\x07c\u202ed\r\n") == "aredbcd\n"
+    skeleton = vetting.skeleton
+    assert skeleton("delete_file") == skeleton("De1ete-Fi1e") == skeleton("delete.file")
+    assert vetting.skeleton("rnodel") == vetting.skeleton("model")
