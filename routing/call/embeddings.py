@@ -349,6 +349,7 @@ async def create(*, api_key: ApiKey, request: EmbeddingRequest, task_header: str
         leg.latency_ms = answer.latency_ms
         if answer.prompt_tokens is None:  # no usage reported: charge the worst case, marked estimated
             leg.usage_estimated = True
+            leg.cost_basis = Invocation.CostBasis.BOUND
         leg.prompt_tokens = bound if answer.prompt_tokens is None else answer.prompt_tokens
         leg.cost_usd = price * leg.prompt_tokens
         charge_attempts(leg, attempts)

@@ -60,7 +60,9 @@ def chat(gateway_url: str, key: str, **fields: Any) -> Any:
 
 
 def row() -> Invocation:
-    return wait_until(lambda: Invocation.objects.first(), timeout=20, what="the ledger row")
+    found = wait_until(lambda: Invocation.objects.first(), timeout=20, what="the ledger row")
+    assert found is not None
+    return found
 
 
 @pytest.mark.parametrize("direct", [True, False], ids=["direct-client", "litellm"])

@@ -61,7 +61,9 @@ def call(gateway_url: str, key: str, endpoint: str, **fields: Any) -> Any:
 
 
 def row() -> Invocation:
-    return wait_until(lambda: Invocation.objects.first(), timeout=20, what="the ledger row")
+    found = wait_until(lambda: Invocation.objects.first(), timeout=20, what="the ledger row")
+    assert found is not None
+    return found
 
 
 def usage_cost(teacher: Backend, prompt: int, completion: int) -> Decimal:
