@@ -1,7 +1,13 @@
 """``kubectl describe`` of pods, workloads, jobs and PVCs -> findings: pods (pods.py), workloads and jobs
-(workloads.py), PVCs (volumes.py), and what they share about containers (containers.py)."""
+(workloads.py), PVCs (volumes.py), what they share about containers (containers.py), and any other
+object's status conditions and Ingress backends (conditions.py)."""
 
-from diagnostics.agent.analyzers.kubernetes import pods, volumes, workloads  # noqa: F401  (registration)
+from diagnostics.agent.analyzers.kubernetes import (  # noqa: F401  (registration)
+    conditions,
+    pods,
+    volumes,
+    workloads,
+)
 from diagnostics.agent.analyzers.kubernetes.containers import workload_of
 from diagnostics.agent.analyzers.kubernetes.pods import PodDescribeAnalyzer
 from diagnostics.agent.analyzers.kubernetes.volumes import PvcDescribeAnalyzer
