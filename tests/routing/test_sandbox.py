@@ -339,3 +339,48 @@ def test_unsafe_mode_runs_unsandboxed_with_a_warning(settings, tmp_path, caplog)
     assert result.ok and not result.unavailable, result.stderr
     assert marker.exists()  # no isolation at all: that is what the warning is for
     assert any("WITHOUT a sandbox" in r.getMessage() for r in caplog.records if r.levelno == logging.WARNING)
+
+
+# --- two programs, two sandboxes (python_tests: routing/verifiers/harness/) --------------------------
+
+
+def _pair(server: str, client: str, *, timeout_s: float = 5):
+    to_server_r, to_server_w = os.pipe()
+    to_client_r, to_client_w = os.pipe()
+    server = server.format(read=to_server_r, write=to_client_w)
+    client = client.format(read=to_client_r, write=to_server_w)
+    return sandbox.run_pair(
+        server,
+        client,
+        server_fds=[to_server_r, to_client_w],
+        client_fds=[to_client_r, to_server_w],
+        timeout_s=timeout_s,
+        memory_mb=128,
+    )
+
+
+ECHO = "import os, time\nos.write({write}, os.read({read}, 100).upper())\ntime.sleep(60)\n"
+ASK = (
+    "import os\nos.write({write}, b'ping')\nprint(os.read({read}, 100).decode())\n"
+    "print((sorted(p for p in os.listdir('/proc') if p.isdigit()), sorted(os.listdir('/proc/self/fd'))))\n"
+)
+
+
+def test_a_pair_talks_only_through_its_pipes_from_separate_pid_namespaces():
+    server, client = _pair(ECHO, ASK)
+    assert client.ok, client.stderr
+    answer, listing = client.stdout.splitlines()
+    assert answer == "PING"
+    pids, fds = eval(listing)
+    assert pids == ["1", "2"]  # bwrap's init and the client: the server is in another namespace
+    assert len(fds) == 6  # stdin, stdout, stderr, its two pipe ends, and listdir's own
+    assert server.returncode is None and not server.ok  # still running when the client ended
+
+
+def test_a_pair_reports_a_server_that_ended_early_and_kills_both_at_the_deadline():
+    server, client = _pair("import os\nos._exit(3)\n", "import os\nprint(os.read({read}, 1))\n")
+    assert client.ok and client.stdout == "b''\n"  # the server's end closed: the pipe reads its end
+    assert server.returncode == 3
+    started = time.monotonic()
+    server, client = _pair(ECHO, "import time\ntime.sleep(60)\n", timeout_s=1)
+    assert client.timed_out and server.timed_out and time.monotonic() - started < 4
