@@ -7,7 +7,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from routing.models import RouterVersion, TaskProfile
-from tests.factories import RouterVersionFactory, TaskProfileFactory
+from tests.factories import ApiKeyFactory, InvocationFactory, RouterVersionFactory, TaskProfileFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -62,3 +62,40 @@ def test_an_admin_rolls_back_to_an_earlier_version(login, versions) -> None:
 def test_a_viewer_cannot_roll_back(login, versions) -> None:
     assert login("viewer").post(reverse("web:router-rollback", args=[versions["old"].pk])).status_code == 403
     assert RouterVersion.objects.get(number=3).status == RouterVersion.Status.ACTIVE
+
+
+def test_the_router_page_shows_the_verifier_precision_the_fallback_and_a_drift_banner(
+    login, versions
+) -> None:
+    """A weak verifier: the teacher samples found a third of its passes wrong."""
+    profile = versions["active"].profile
+    profile.verifier = {"kind": "json_schema", "schema": {"type": "object"}}
+    profile.save()
+    key = ApiKeyFactory.create()
+    for i in range(45):
+        student = {"role": "student", "verdict": "pass", "cost_usd": "0.001", "correct": i % 3 != 0}
+        student["correct_by"] = "sample:json"
+        teacher = {
+            "role": "teacher",
+            "verdict": "pass",
+            "cost_usd": "0.01",
+            "background": True,
+            "sample_rate": 1.0,
+        }
+        InvocationFactory.create(api_key=key, profile=profile, legs=[student, teacher], verdict="pass")
+
+    html = login("viewer").get(reverse("web:router")).content.decode()
+
+    assert "data-drift-banner" in html and "is drifting" in html
+    assert "data-precision>66.7%" in html or "data-precision>67%" in html, html[html.find("data-truth") :][
+        :600
+    ]
+    assert "weak: its passes are not labels" in html
+    assert "data-fallback>always_teacher<" in html and "misses the target" in html
+
+
+def test_a_learned_profile_with_no_version_is_watched_on_the_router_page(login) -> None:
+    TaskProfileFactory.create(name="fresh", policy=TaskProfile.Policy.LEARNED)
+    html = login("viewer").get(reverse("web:router")).content.decode()
+    assert "No active version for fresh" in html
+    assert "data-fallback>always_teacher<" in html and "0 labelled calls" in html

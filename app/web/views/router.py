@@ -1,5 +1,6 @@
 """Router: per profile, the active learned-router version, its cost-quality curve with the chosen
-point, the drift flag, every version, and rollback to an earlier admitted one."""
+point, the drift flag, the verifier's measured precision and the fixed fallback's measured choice, every
+version, and rollback to an earlier admitted one."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from typing import Any
 
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
+from django.db.models import Q
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.urls import reverse
@@ -17,6 +19,7 @@ from app.web.pages import can, page, render_page
 from core.errors import ServiceError
 from routing.models import RouterVersion, TaskProfile
 from routing.router.versions.services import router_version_rollback
+from routing.router.versions.truth import profile_truth
 
 VIEW_ROUTER = "routing.view_routerversion"
 ROLLBACK_ROUTER = "routing.change_routerversion"
@@ -54,7 +57,8 @@ def curve_chart(version: RouterVersion) -> charts.Chart | None:
 
 
 def _context(request: HttpRequest, profile_id: str | None, error: str = "") -> dict[str, Any]:
-    with_versions = TaskProfile.objects.filter(router_versions__isnull=False).distinct().order_by("name")
+    watched = Q(router_versions__isnull=False) | Q(policy=TaskProfile.Policy.LEARNED)
+    with_versions = TaskProfile.objects.filter(watched).distinct().order_by("name")
     profiles = list(with_versions)
     profile = next((p for p in profiles if str(p.pk) == profile_id), profiles[0] if profiles else None)
     versions = list(RouterVersion.objects.filter(profile=profile).order_by("-number")) if profile else []
@@ -67,6 +71,7 @@ def _context(request: HttpRequest, profile_id: str | None, error: str = "") -> d
         "active": active,
         "shown": shown,
         "curve": curve_chart(shown) if shown else None,
+        "truth": profile_truth(profile) if profile else None,
         "can_rollback": can(request, ROLLBACK_ROUTER),
         "error": error,
         "nav": "router",

@@ -216,6 +216,24 @@ def choose_fixed(
     return FixedChoice(policy, why, n, quality, required, margin, cost_rel)
 
 
+@dataclass(frozen=True)
+class Truth:
+    """What the ledger knows of a profile's correctness (the router page, ``/api/router``)."""
+
+    precision: Precision
+    fallback: FixedChoice
+
+    def as_json(self) -> dict[str, Any]:
+        return {"verifier_precision": self.precision.as_json(), "fallback": self.fallback.as_json()}
+
+
+def profile_truth(profile: TaskProfile) -> Truth:
+    """The profile's verifier precision and its fixed fallback's choice, from one read of its calls."""
+    rows = _rows(profile)
+    precision = precision_of(profile, rows)
+    return Truth(precision, choose_fixed(profile, rows, precision=precision, target=profile_target(profile)))
+
+
 def fixed_choice(profile: TaskProfile) -> FixedChoice:
     """What a profile with no usable router version runs now (``routing.router.policies``)."""
     rows = _rows(profile)
