@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import re
 import uuid
 from decimal import Decimal
-from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
@@ -15,6 +13,7 @@ from django.utils import timezone
 
 from core.env import env_optional
 from routing import price_options as options
+from routing.replica_urls import validate_replica_urls
 from routing.scopes import default_scopes
 
 
@@ -25,6 +24,12 @@ def money(**kwargs: object) -> models.DecimalField:
 
 class ApiKey(models.Model):
     """A client credential. Only a SHA-256 of the key is stored; the prefix finds the row."""
+
+    class BudgetPeriod(models.TextChoices):
+        NONE = "", "none (the budget is spent once)"
+        DAY = "day", "daily (UTC midnight)"
+        WEEK = "week", "weekly (Monday, UTC)"
+        MONTH = "month", "monthly (the 1st, UTC)"
 
     name = models.CharField(max_length=100)
     prefix = models.CharField(max_length=24, unique=True)
@@ -40,6 +45,16 @@ class ApiKey(models.Model):
     budget_usd = money(null=True, blank=True, help_text="Spend limit in USD; empty means unlimited.")
     spent_usd = money(default=Decimal(0))
     reserved_usd = money(default=Decimal(0))
+    budget_period = models.CharField(
+        max_length=8,
+        choices=BudgetPeriod.choices,
+        default=BudgetPeriod.NONE,
+        blank=True,
+        help_text="The spend goes back to zero as each period starts (routing/budgets/periods.py).",
+    )
+    budget_period_start = models.DateTimeField(
+        null=True, blank=True, help_text="Start of the period the spend counts (with a budget period)."
+    )
     rpm_limit = models.PositiveIntegerField(
         null=True, blank=True, help_text="Requests per minute; empty means unlimited."
     )
@@ -79,40 +94,6 @@ VOTES_HELP = (
     "1: the first passing answer. Calls asking for n > 1 choices keep the first-passing rule."
 )
 STATUS_HELP = "Per replica URL, what the last adapter health check saw (training/adapter_health.py)."
-MAX_REPLICAS = 64
-
-
-_HOST = re.compile(r"[a-z0-9](?:[a-z0-9.-]{0,251}[a-z0-9])?|[0-9a-f:.]+")  # a name, IPv4 or IPv6
-
-
-def _check_replica_url(url: str) -> None:
-    """http(s)://host[:port][/path], the host a name (a Kubernetes short name too) or an IP address;
-    no credentials, query or fragment."""
-    bad = ValidationError(f"not an http(s) base URL of a replica: {url[:100]!r}")
-    try:
-        parts = urlsplit(url)
-        parts.port  # noqa: B018 (a port that is not a number below 65536 raises ValueError)
-    except ValueError:
-        raise bad from None
-    if parts.scheme not in ("http", "https") or parts.username is not None or parts.query or parts.fragment:
-        raise bad
-    if not _HOST.fullmatch(parts.hostname or ""):
-        raise bad
-
-
-def validate_replica_urls(value: object) -> None:
-    """A student's ``replicas``: a list of distinct http(s) base URLs (``dns+`` in front: every address
-    of the host name), at most :data:`MAX_REPLICAS`."""
-    if not isinstance(value, list):
-        raise ValidationError("replicas must be a list of base URLs.")
-    if len(value) > MAX_REPLICAS:
-        raise ValidationError(f"at most {MAX_REPLICAS} replicas.")
-    for url in value:
-        if not isinstance(url, str) or len(url) > 300:
-            raise ValidationError("each replica is a URL string of at most 300 characters.")
-        _check_replica_url(url.removeprefix("dns+"))
-    if len({url.rstrip("/") for url in value}) != len(value):
-        raise ValidationError("replicas are listed twice.")
 
 
 class Backend(models.Model):

@@ -15,6 +15,7 @@ from core.errors import ServiceError
 from routing import conf
 from routing.access import lookups
 from routing.access.keys import generate_key
+from routing.budgets.periods import budget_period_start
 from routing.models import ApiKey, Backend, TaskProfile, validate_replica_urls
 from routing.scopes import default_scopes, unknown_scopes
 
@@ -34,6 +35,7 @@ def api_key_create(
     rpm_limit: int | None = None,
     scopes: list[str] | tuple[str, ...] | None = None,
     trusted_for_training: bool = False,
+    budget_period: str = "",
 ) -> tuple[ApiKey, str]:
     """Creates a key; returns it with the raw secret, which is never stored and shown once.
 
@@ -55,6 +57,8 @@ def api_key_create(
         rpm_limit=rpm_limit,
         scopes=chosen,
         trusted_for_training=trusted_for_training,
+        budget_period=budget_period,
+        budget_period_start=budget_period_start(budget_period, timezone.now()),
     )
     return key, raw
 
@@ -67,16 +71,27 @@ def api_key_update(
     rpm_limit: int | None,
     scopes: list[str] | tuple[str, ...],
     expires_at: datetime | None,
+    budget_period: str | None = None,
 ) -> ApiKey:
-    """Sets a key's budget, rate limit, scopes and expiry (None: unlimited, never). What it has spent
-    stays; a budget under the spend refuses the key's next calls. Other processes see the change when
-    their key cache entry ends (``routing/access/lookups.py``)."""
+    """Sets a key's budget, rate limit, scopes, expiry (None: unlimited, never) and budget period
+    (None: unchanged). What it has spent stays: a new period starts counting at the current period's
+    start, and the spend goes back to zero when the next one begins. A budget under the spend refuses
+    the key's next calls. Other processes see the change when their key cache entry ends
+    (``routing/access/lookups.py``)."""
     chosen = list(dict.fromkeys(scopes))
     unknown = unknown_scopes(chosen)
     if unknown:
         raise UnknownScopeError(f"Unknown scope(s): {', '.join(unknown)}.")
+    fields: dict[str, Any] = {}
+    if budget_period is not None and budget_period != api_key.budget_period:
+        if budget_period not in ApiKey.BudgetPeriod.values:
+            raise ServiceError(f"Unknown budget period {budget_period!r}.", code="unknown_budget_period")
+        fields = {
+            "budget_period": budget_period,
+            "budget_period_start": budget_period_start(budget_period, timezone.now()),
+        }
     ApiKey.objects.filter(pk=api_key.pk).update(
-        budget_usd=budget_usd, rpm_limit=rpm_limit, scopes=chosen, expires_at=expires_at
+        budget_usd=budget_usd, rpm_limit=rpm_limit, scopes=chosen, expires_at=expires_at, **fields
     )
     lookups.clear()
     api_key.refresh_from_db()

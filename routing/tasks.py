@@ -3,6 +3,7 @@ from typing import Any
 from celery import shared_task
 
 from routing import budgets, ledger
+from routing.budgets import periods
 from routing.call import sampling
 from routing.ledger import journal
 from routing.models import RouterVersion, TaskProfile
@@ -19,6 +20,12 @@ def release_stale_reservations() -> int:
     released = budgets.release_expired()
     journal.recover()
     return released + budgets.leases_release_expired(unrecovered=journal.has_journal)
+
+
+@shared_task(acks_late=True, ignore_result=True)
+def api_keys_budget_reset() -> int:
+    """Beat: the spend of keys whose budget period (day, week, month) has turned goes back to zero."""
+    return periods.api_keys_budget_reset()
 
 
 @shared_task(acks_late=True, ignore_result=True)

@@ -172,6 +172,7 @@ CELERY_BEAT_SCHEDULE = {
         "task": "routing.tasks.release_stale_reservations",
         "schedule": 60.0,
     },
+    "reset-key-budgets": {"task": "routing.tasks.api_keys_budget_reset", "schedule": 60.0},
     "expire-diagnostic-actions": {"task": "diagnostics.tasks.expire_actions", "schedule": 60.0},
     "purge-slack-events": {"task": "diagnostics.slack.tasks.purge_events", "schedule": 3600.0},
 }

@@ -10,10 +10,12 @@ from decimal import Decimal
 
 import httpx
 import pytest
+from django.conf import settings
 from django.urls import reverse
 from django.utils import timezone
 
 from diagnostics.models import Trajectory
+from routing.budgets.periods import api_keys_budget_reset, budget_period_start
 from routing.models import ApiKey, TaskProfile
 from routing.services import api_key_update
 from tests.factories import ApiKeyFactory, TaskProfileFactory
@@ -219,3 +221,38 @@ def test_an_operator_cancels_a_cycle_and_it_stays_cancelled(as_role, people) -> 
     assert cycle.status == Cycle.Status.FAILED and cycle.stage == Cycle.Stage.REPLAY
     after = as_role("operator").get(reverse("web:learning"), {"profile": profile.pk}).content.decode()
     assert "data-cancel-cycle" not in after
+
+
+def test_a_budget_period_resets_the_spend_once_per_period(as_role) -> None:
+    key = ApiKeyFactory.create(name="monthly", budget_usd=Decimal(10), spent_usd=Decimal("9.5"))
+    response = as_role("admin").post(
+        reverse("web:key-edit", args=[key.pk]),
+        _edit(key, budget_usd="10", budget_period="month", scopes=["llm"]),
+    )
+    key.refresh_from_db()
+    assert response.status_code == 302 and key.budget_period == "month"
+    assert key.spent_usd == Decimal("9.5")  # a new period counts from this month's start: nothing is forgiven
+    this_month = timezone.now().replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+    assert key.budget_period_start == this_month
+    assert b"resets monthly" in as_role("viewer").get(reverse("web:keys")).content
+
+    once = ApiKeyFactory.create(name="one-off", spent_usd=Decimal(3))
+    assert api_keys_budget_reset() == 0  # the month has not turned
+    next_month = (this_month + timedelta(days=32)).replace(day=1, hour=0, minute=5)
+    assert api_keys_budget_reset(now=next_month) == 1
+    assert api_keys_budget_reset(now=next_month + timedelta(minutes=1)) == 0  # once per period
+    key.refresh_from_db()
+    once.refresh_from_db()
+    assert (key.spent_usd, key.budget_period_start) == (Decimal(0), next_month.replace(minute=0))
+    assert once.spent_usd == Decimal(3)  # no period: never reset
+    assert "reset-key-budgets" in settings.CELERY_BEAT_SCHEDULE
+
+
+def test_budget_periods_start_at_utc_boundaries() -> None:
+    wednesday = timezone.now().replace(year=2026, month=12, day=9, hour=15, minute=30)
+    assert budget_period_start("day", wednesday) == wednesday.replace(
+        hour=0, minute=0, second=0, microsecond=0
+    )
+    assert budget_period_start("week", wednesday).day == 7  # the Monday
+    assert budget_period_start("month", wednesday).day == 1
+    assert budget_period_start("", wednesday) is None

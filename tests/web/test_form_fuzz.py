@@ -117,29 +117,38 @@ class Case:
 
 def _key_state(world: dict[str, Any]) -> Any:
     key = ApiKey.objects.get(pk=world["key"].pk)
-    return (ApiKey.objects.count(), key.budget_usd, key.rpm_limit, key.scopes, key.expires_at)
+    return (
+        ApiKey.objects.count(),
+        key.budget_usd,
+        key.rpm_limit,
+        key.scopes,
+        key.expires_at,
+        key.budget_period,
+    )
 
 
 def _key_created(world: dict[str, Any], form: forms.BaseForm, response: HttpResponse) -> None:
     key = ApiKey.objects.order_by("-pk").first()
     assert key is not None
     data = form.cleaned_data
-    assert (key.name, key.budget_usd, key.rpm_limit, key.scopes) == (
+    assert (key.name, key.budget_usd, key.rpm_limit, key.scopes, key.budget_period) == (
         data["name"],
         data["budget_usd"],
         data["rpm_limit"],
         data["scopes"],
+        data["budget_period"],
     )
 
 
 def _key_edited(world: dict[str, Any], form: forms.BaseForm, response: HttpResponse) -> None:
     key = ApiKey.objects.get(pk=world["key"].pk)
     data = form.cleaned_data
-    assert (key.budget_usd, key.rpm_limit, key.scopes, key.expires_at) == (
+    assert (key.budget_usd, key.rpm_limit, key.scopes, key.expires_at, key.budget_period) == (
         data["budget_usd"],
         data["rpm_limit"],
         data["scopes"],
         data["expires_at"],
+        data["budget_period"],
     )
 
 

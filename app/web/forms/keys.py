@@ -39,6 +39,12 @@ class _KeyLimits(forms.Form):
         label="Requests per minute",
         help_text="Empty: unlimited.",
     )
+    budget_period = forms.ChoiceField(
+        choices=ApiKey.BudgetPeriod.choices,
+        required=False,
+        label="Budget resets",
+        help_text="The spend goes back to zero at the start of each period (UTC).",
+    )
     scopes = _scopes_field()
 
     def clean_scopes(self) -> list[str]:
@@ -48,7 +54,7 @@ class _KeyLimits(forms.Form):
 
 class ApiKeyCreateForm(_KeyLimits):
     name = bounded_text(ApiKey, "name")
-    field_order = ["name", "budget_usd", "rpm_limit", "scopes"]
+    field_order = ["name", "budget_usd", "budget_period", "rpm_limit", "scopes"]
 
 
 class ApiKeyEditForm(_KeyLimits):
@@ -63,6 +69,7 @@ class ApiKeyEditForm(_KeyLimits):
     def for_key(cls, key: ApiKey, data: Any = None) -> ApiKeyEditForm:
         initial = {
             "budget_usd": key.budget_usd,
+            "budget_period": key.budget_period,
             "rpm_limit": key.rpm_limit,
             "scopes": list(key.scopes or []),
             "expires_at": key.expires_at,

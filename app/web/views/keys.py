@@ -72,6 +72,7 @@ def keys(request: HttpRequest) -> HttpResponse:
         budget_usd=form.cleaned_data["budget_usd"],
         rpm_limit=form.cleaned_data["rpm_limit"],
         scopes=form.cleaned_data["scopes"],
+        budget_period=form.cleaned_data["budget_period"],
     )
     # The secret is rendered in this response only (never stored, never redirected with).
     return render_page(
@@ -108,6 +109,7 @@ def key_edit(request: HttpRequest, key_id: int) -> HttpResponse:
             rpm_limit=data["rpm_limit"],
             scopes=data["scopes"],
             expires_at=data["expires_at"],
+            budget_period=data["budget_period"],
         )
     except ServiceError as exc:
         form.add_error(None, exc.message)
