@@ -4,19 +4,19 @@ Parsing runs on the serving process's event loop, under the GIL, so what a calle
 little there, whatever the body (issue 37: 3.9 MB of nested empty arrays froze every call for seconds).
 So a request body is bounded *before* anything walks it in Python:
 
-1. its elements (each array, object, string, and comma between values: :func:`element_count`) are
-   counted at C speed on its skeleton: escapes dropped with ``bytes.replace``, everything but ``[]{},"``
-   deleted with ``bytes.translate``, then ``bytes.count``; only when brackets or commas may sit inside
-   strings is the count made exact, by numpy over the skeleton. A body past
-   ``SKILLGATE_MAX_JSON_ELEMENTS`` is refused there (:class:`JsonTooLarge`), before parsing;
-2. orjson parses it (C; its own depth bound is 1024, no deep recursion);
-3. one iterative walk over the (now bounded) values measures the depth against
-   ``SKILLGATE_MAX_JSON_DEPTH`` and checks the numbers (below).
+1. :func:`scan` measures it at C speed: escapes dropped with ``bytes.replace``, strings cut out with
+   ``split``/``join`` on the quotes, the rest reduced with ``bytes.translate``; its *elements* (each
+   array, object and string, and each comma between values) counted with ``bytes.count``, its depth by
+   a numpy running sum over its brackets. No Python loop over the body, no recursion. A body past
+   ``SKILLGATE_MAX_JSON_ELEMENTS`` (:class:`JsonTooComplex`) or ``SKILLGATE_MAX_JSON_DEPTH``
+   (:class:`JsonTooDeep`) is refused there;
+2. orjson parses it (C), with the cyclic GC paused (:func:`_parsed`);
+3. only where the text outside strings shows a sign, an exponent or 17 digits in a row does one
+   iterative walk over the (now bounded) values check the numbers (below).
 
-A body orjson refuses is parsed again by ``json.loads`` only to say why in the words below (a named
-field, a lone surrogate); it is within the element bound, so that costs little too. Answers of models
-(:func:`loads_answer`) and the Slack endpoint (:func:`check_depth`) keep the older depth measure: string
-literals cut out with one regular expression, the rest reduced to its brackets, a running sum.
+A body orjson refuses is parsed again by ``json.loads`` only where that says why better (a number,
+with its field; a lone surrogate); it is within the bounds, so that costs little too. Answers of models
+(:func:`loads_answer`) get the same C-speed depth measure (:func:`nesting_depth`) before ``json.loads``.
 
 A body holding a lone UTF-16 surrogate (``"\\ud800"`` without its pair, or its bytes in the body) is
 refused too: it is not Unicode, so no database, journal or UTF-8 encoder downstream can take it. Only a
@@ -55,9 +55,6 @@ DEFAULT_MAX_ELEMENTS = 100_000
 # A JSON string literal, escapes included. It matches from every quote it starts at: an unterminated
 # string runs to the end of the text (a parser would fail inside it, never reaching what follows). A
 # pattern that could fail would be tried again at every later quote: quadratic on '"' + '\\"' * n.
-_STRING = re.compile(r'"[^"\\]*(?:\\(?:.|\Z)[^"\\]*)*(?:"|\Z)', re.DOTALL)
-_NOT_BRACKETS = re.compile(r"[^\[\]{}]+")
-_STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
 _SURROGATE = re.compile("[\ud800-\udfff]")  # after parsing: a valid pair is one code point
 _NUL = re.compile("\x00")
 
@@ -137,13 +134,15 @@ def _text(raw: bytes | bytearray | str) -> str:
 
 
 def nesting_depth(text: str) -> int:
-    """How deeply arrays and objects nest in ``text`` (0 for a scalar); linear, no recursion.
+    """How deeply arrays and objects nest in ``text`` (0 for a scalar); linear, no recursion, at C speed
+    (``bytes`` methods and a numpy running sum).
 
     Brackets inside string literals do not count. For malformed JSON the number may be too high, never
     too low for the part of the text a parser would read before it fails.
     """
-    skeleton = _NOT_BRACKETS.sub("", _STRING.sub("", text))
-    return max(accumulate(_STEP[char] for char in skeleton), default=0)
+    raw = _unescaped(text.encode("utf-8", "surrogatepass"))
+    outside = b"".join(raw.split(b'"')[::2]) if b'"' in raw else raw
+    return _depth(outside.translate(None, _NOT_BRACKET))
 
 
 def check_depth(raw: bytes | bytearray | str, *, max_depth: int) -> str:
@@ -196,8 +195,7 @@ def scan(raw: bytes, *, max_elements: int) -> Scan:
     loop over the body, no recursion. Exact for the part of ``raw`` a parser reads before its first
     error (escapes are dropped first, so every quote left opens or closes a string). Past
     ``max_elements`` the depth is only that of a prefix (a lower bound)."""
-    if b"\\" in raw:
-        raw = raw.replace(b"\\\\", b"").replace(b'\\"', b"")
+    raw = _unescaped(raw)
     quotes = raw.count(b'"')
     strings = (quotes + 1) // 2  # an unterminated string runs to the end
     outside = b"".join(raw.split(b'"')[::2]) if quotes and strings <= max_elements else raw
@@ -215,10 +213,18 @@ def scan(raw: bytes, *, max_elements: int) -> Scan:
     return Scan(elements, _depth(brackets), False, hint)
 
 
+def _unescaped(raw: bytes) -> bytes:
+    """``raw`` without its escaped backslashes and quotes, so every quote left opens or closes a string
+    (exact up to the first error a parser would stop at; outside a string a backslash is one)."""
+    if b"\\" in raw:
+        return raw.replace(b"\\\\", b"").replace(b'\\"', b"")
+    return raw
+
+
 def _depth(brackets: bytes) -> int:
     """The deepest nesting of a string of brackets: a running sum, in numpy."""
     if len(brackets) <= _SHORT:  # numpy's fixed cost is more than a short Python loop's
-        return max(accumulate(_BRACKET_STEP_OF[char] for char in brackets), default=0)
+        return max(0, max(accumulate(_BRACKET_STEP_OF[char] for char in brackets), default=0))
     steps = _BRACKET_STEP[np.frombuffer(brackets, dtype=np.uint8)]
     return max(int(np.cumsum(steps, dtype=np.int64).max()), 0)
 

@@ -68,8 +68,9 @@ class Limits:
         env="SKILLGATE_BODY_READ_TIMEOUT_S",
         default=30.0,
         gt=0,
-        doc="A request's headers and whole body must arrive within this many seconds of its first byte "
-        "(of the connection's, for the first request); a slower client gets a 408 (app/edge.py).",
+        doc="A request's headers must arrive within this many seconds of their first byte (of the "
+        "connection, for its first request), and its body within as long again after them; a slower "
+        "client gets a 408 (app/serve.py, app/edge.py).",
     )
     trusted_proxies: tuple[str, ...] = setting(
         "TRUSTED_PROXIES",
