@@ -17,6 +17,8 @@ Series:
   skillgate_queue_depth{queue}                    messages waiting on the broker
   skillgate_collector_up{collector}               0 when a source could not be read this scrape
   skillgate_ledger_unstorable_rows                rows written without their payload (alarm when > 0)
+  skillgate_router_drift{profile}                 1 when the profile's active router version is flagged
+                                                  for drift (it no longer routes; alarm when 1)
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from app import conf
 from diagnostics import conf as diagnostics_conf
 from diagnostics.models import ActionRequest, Incident, Trajectory
 from routing.ledger import journal
-from routing.models import ApiKey, BudgetLease
+from routing.models import ApiKey, BudgetLease, RouterVersion
 from training import conf as training_conf
 from training.models import Adapter, Cycle, TrainingRun
 
@@ -76,6 +78,19 @@ class DatabaseStateCollector(Collector):
         yield from self._training()
         yield from self._adapters()
         yield from self._ledger()
+        yield from self._router()
+
+    def _router(self) -> Iterator[Metric]:
+        drift = _gauge(
+            "skillgate_router_drift",
+            "1 when the profile's active learned-router version is flagged for drift (its safe fixed policy "
+            "serves, a retrain is queued).",
+            ["profile"],
+        )
+        active = RouterVersion.objects.filter(status=RouterVersion.Status.ACTIVE)
+        for profile, flag in active.values_list("profile__name", "drift_flag"):
+            drift.add_metric([profile], 1.0 if flag else 0.0)
+        yield drift
 
     def _ledger(self) -> Iterator[Metric]:
         unstorable = _gauge(

@@ -27,6 +27,7 @@ from tests.factories import (
     AdapterFactory,
     ApiKeyFactory,
     BudgetLeaseFactory,
+    RouterVersionFactory,
     TaskProfileFactory,
     TrainingRunFactory,
     TrajectoryFactory,
@@ -172,6 +173,17 @@ def test_the_state_gauges_read_budgets_leases_jobs_and_adapters(client: Client) 
 
 
 @pytest.mark.django_db
+def test_the_router_drift_gauge_is_1_for_a_flagged_active_version(client: Client) -> None:
+    for name, flag in (("drifting", True), ("steady", False)):
+        RouterVersionFactory(
+            profile=TaskProfileFactory(name=name), number=1, status="active", drift_flag=flag, threshold=0.5
+        )
+    samples = scrape(client)
+    assert value(samples, "skillgate_router_drift", profile="drifting") == 1
+    assert ("skillgate_router_drift", frozenset({("profile", "steady")})) in samples
+    assert value(samples, "skillgate_router_drift", profile="steady") == 0
+
+
 def test_queue_depth_counts_the_messages_waiting_on_the_broker(client: Client, settings: object) -> None:
     queue = f"dep-metrics-{os.getpid()}"
     settings.SKILLGATE = {**settings.SKILLGATE, "CYCLE": {**settings.SKILLGATE["CYCLE"], "QUEUE": queue}}  # type: ignore[attr-defined]
