@@ -27,6 +27,7 @@ from diagnostics.models import ActionRequest, Incident, Trajectory
 LIST_PARTIALS = {"incident-form": "web/partials/incident_form.html"}
 DETAIL_PARTIALS = {"incident-live": "web/partials/incident_live.html"}
 ACTIVE_ACTIONS = (ActionRequest.Status.APPROVED, ActionRequest.Status.EXECUTING)
+CHECKS_DUE = (ActionRequest.Verify.PENDING, ActionRequest.Verify.CHECKING)  # the check after a fix (issue 39)
 REDIAGNOSE = "diagnostics.add_trajectory"  # the operator's: queuing a diagnosis
 
 
@@ -152,7 +153,7 @@ def _detail_context(
                     a.involvement = reason.message if reason else ""  # type: ignore[attr-defined]
     live = any(
         t.status in (Trajectory.Status.QUEUED, Trajectory.Status.RUNNING)
-        or any(a.status in ACTIVE_ACTIONS for a in t.actions.all())
+        or any(a.status in ACTIVE_ACTIONS or a.verify_status in CHECKS_DUE for a in t.actions.all())
         for t in trajectories
     )
     return {
