@@ -101,6 +101,7 @@ def test_log_in_see_numbers_open_an_incident_watch_it_approve_the_fix_and_start_
     send_calls(gateway_url, api_key, stub)
 
     operator = browser.new_context(viewport={"width": 1280, "height": 900}).new_page()
+    operator.on("dialog", lambda dialog: dialog.accept())  # the confirm before starting a cycle
     log_in(operator, gateway_url, "otto", PASSWORD)
     expect(operator.locator("[data-stat=calls]")).to_have_text("4")
     expect(operator.locator("[data-stat=fallback-rate]")).to_have_text("33.3%")  # 1 of 3 to the student

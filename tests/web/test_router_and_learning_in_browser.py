@@ -152,6 +152,7 @@ def test_router_and_learning_pages_show_what_the_router_training_and_a_cycle_pro
 
     page = browser.new_context(viewport={"width": 1280, "height": 900}).new_page()
     log_in(page, gateway_url, "adam", PASSWORD)  # an admin: the router page offers the rollback
+    page.on("dialog", lambda dialog: dialog.accept())  # the confirms before a rollback or a cycle
     page.click("nav >> text=Router")
     expect(page.locator("[data-active-version]")).to_have_text(f"v{second.number}")
     expect(page.locator("[data-drift]")).to_contain_text("ok" if not second.drift_flag else "drifting")
