@@ -16,6 +16,7 @@ from textwrap import dedent
 import pytest
 
 from tests.factories import TaskProfileFactory
+from tests.support.liveness import models_keep_answering
 from tests.support.sandbox import GOOD, TIMEOUT_S
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.postgres]
@@ -226,3 +227,11 @@ def test_the_answers_names_do_not_replace_the_tests_own(check_profile, code):
 def test_the_same_wrong_answer_without_tampering_fails_and_a_right_one_passes(gateway):
     assert gateway.call(WRONG).verdict == "fail"
     gateway.assert_still_serving()  # GOOD: passes
+
+
+def test_the_gateway_stays_live_while_an_answer_floods_its_pipe(gateway):
+    # The answer's 20 MB result and the tests' decoding happen in their sandboxes, never in the server.
+    flood = "def add(a, b):\n    return ['x' * 1024] * (15 * 1024)\n"
+    with models_keep_answering(gateway.url, gateway.key) as probe:
+        outcome = gateway.call(flood)
+    assert outcome.verdict == "fail" and probe.slowest < 1.0
