@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from diagnostics.agent.analyzers import AnalysisState, ToolOutput, analyze
 from diagnostics.agent.analyzers.kubernetes.conditions import conditions_of
+from diagnostics.agent.findings import ObjRef
 from diagnostics.agent.subject import from_text
 from tests.support.findings import findings_of
 
@@ -102,3 +103,33 @@ def test_an_ingress_backend_on_a_port_its_service_does_not_expose_is_the_cause()
     second = analyze(out, state)
     mismatch = [f for f in second if f.kind == "ingress_port_mismatch"]
     assert mismatch and "port 9000 of Service silo, which only exposes port 81" in mismatch[0].summary
+
+
+def test_a_client_refused_at_a_port_its_service_does_not_declare_is_told_the_right_port():
+    state = AnalysisState(from_text("mill-3 keeps crashing in namespace granary"))
+    log = "2030-01-01 10:00:00 ERROR Error 111 connecting to hopper:7001. Connection refused."
+    logs = ToolOutput("fetch_pod_logs", {"pod_name": "mill-3", "namespace": "granary"}, log)
+    state.record(logs)
+    analyze(logs, state)
+    assert any(lead.obj == ObjRef("service", "hopper", "granary") for lead in state.leads)
+    service = SERVICE.replace("silo", "hopper").replace("81/TCP", "7000/TCP")
+    out = ToolOutput(
+        "kubectl_describe", {"kind": "service", "name": "hopper", "namespace": "granary"}, service
+    )
+    state.record(out)
+    found = [f for f in analyze(out, state) if f.kind == "dialed_port_mismatch"]
+    assert found and "hopper:7001, but Service hopper listens on port 7000" in found[0].summary, found
+
+
+def test_a_client_refused_at_a_declared_port_is_not_told_a_wrong_port():
+    state = AnalysisState(from_text("mill-3 keeps crashing in namespace granary"))
+    logs = ToolOutput(
+        "fetch_pod_logs", {"pod_name": "mill-3", "namespace": "granary"}, "connecting to hopper:81 refused"
+    )
+    state.record(logs)
+    analyze(logs, state)
+    out = ToolOutput(
+        "kubectl_describe", {"kind": "service", "name": "hopper"}, SERVICE.replace("silo", "hopper")
+    )
+    state.record(out)
+    assert not [f for f in analyze(out, state) if f.kind == "dialed_port_mismatch"]

@@ -159,6 +159,7 @@ class LogAnalyzer(Analyzer):
         findings += self._dns(text, subject, where, state)
         if not any(f.kind == "dns_failure" for f in findings):
             findings += self._connections(text, subject, where, source)
+            _remember_dialed(findings, out, state)
         findings += self._certs(text, subject, where)
         if "No space left on device" in text:
             findings.append(
@@ -427,3 +428,19 @@ class LogAnalyzer(Analyzer):
                 )
             ]
         return []
+
+
+_DIALED = re.compile(r" at ([a-z0-9][a-z0-9-]*)(?:\.[\w.-]+)?:(\d{2,5}) ")
+
+
+def _remember_dialed(findings: list[Finding], out: ToolOutput, state: AnalysisState) -> None:
+    """A refused connection to a name that may be a Service: remember the port dialled and look at the
+    Service (``conditions.dialed_port_mismatch`` compares its ports)."""
+    namespace = str(out.params.get("namespace") or state.alert.subject.namespace or "")
+    for finding in findings:
+        match = _DIALED.search(finding.summary) if finding.kind == "connection_failure" else None
+        if match is None or not namespace or "refused" not in finding.summary.lower():
+            continue
+        service, port = match.group(1), match.group(2)
+        state.fact_dict("dialed_ports")[f"{namespace}/{service}"] = port
+        state.lead(ObjRef("service", service, namespace), f"the Service {service}:{port} dials", 70)

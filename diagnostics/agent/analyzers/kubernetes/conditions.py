@@ -175,3 +175,35 @@ def ingress_port_mismatch(state: AnalysisState, findings: list[Finding]) -> list
                 )
                 break
     return out
+
+
+@register_correlator
+def dialed_port_mismatch(state: AnalysisState, findings: list[Finding]) -> list[Finding]:
+    """A client refused at ``service:port`` while the Service, read, exposes other ports: the client's
+    configured port is wrong (a Service answers only on the ports it declares)."""
+    reported = state.fact_set("dialed_port_reported")
+    out: list[Finding] = []
+    for label, port in state.fact_dict("dialed_ports").items():
+        if label in reported:
+            continue
+        namespace, service = label.split("/", 1)
+        for output in state.outputs:
+            if field_value(output.text, "Name") != service or "Port:" not in output.text:
+                continue
+            ports = _SERVICE_PORT.findall(output.text)
+            if ports and port not in ports:
+                reported.add(label)
+                out.append(
+                    Finding(
+                        "dialed_port_mismatch",
+                        f"The client connects to {service}:{port}, but Service {service} listens on port "
+                        f"{', '.join(ports)}: the connection is refused, the configured port is wrong.",
+                        Severity.CRITICAL,
+                        f"service/{namespace}/{service}",
+                        f"dialled {service}:{port}; Service ports {', '.join(ports)}",
+                        92,
+                        f"Configure the client with port {ports[0]} (or expose {port} on Service {service}).",
+                    )
+                )
+                break
+    return out
