@@ -32,6 +32,7 @@ from diagnostics.agent.logtemplates import (
     is_warning_line,
     merge_groups,
 )
+from diagnostics.agent.question_events import events_answer
 from diagnostics.agent.question_reads import (
     has_data,
     in_window,
@@ -164,7 +165,9 @@ def _count_or_list(intent: Intent, state: AnalysisState, known: list[Resolution]
             f"{scope_phrase(intent, known, namespace) or 'what was read'}. " + answer.headline
         )
         return answer
-    kind = intent.object_kind if intent.object_kind not in ("", "container", "event") else "pod"
+    if intent.object_kind == "event":
+        return events_answer(intent, state, known, namespace)
+    kind = intent.object_kind if intent.object_kind not in ("", "container") else "pod"
     rows = state.inventory.of_kind(kind, namespace if kind not in ("namespace", "node") else "")
     if known and kind not in ("namespace", "node"):
         names = {m.name for r in known for m in r.matches} | {r.name for r in known}
