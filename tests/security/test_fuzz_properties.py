@@ -1,14 +1,20 @@
 """The fuzzing gate of /v1: Hypothesis generates request bodies for every endpoint (chat completions,
 Responses, Messages, embeddings) around the hostile inputs of the security rounds: caller schemas with
 remote, local and dangling ``$ref``s, backtracking patterns and many ``$defs``; numbers at and past
-every range, NaN and Infinity; tools nested and repeated; unknown fields. Each body goes to the running
-server while an ordinary call is in flight, and four things must hold:
+every range, NaN and Infinity; tools nested and repeated; unknown fields. Round three (issue 37) adds
+cost amplifiers: recursive ``$defs`` that refer to the next level twice (through ``$ref``, ``allOf``,
+``anyOf``, ``if``/``then``/``else``, ``dependentSchemas``, ``$dynamicRef``), megabytes of deep or wide
+arrays and objects in a field, and answers (the stub returns them) with long runs of blanks inside and
+around code fences and JSON. Each body goes to the running server while an ordinary call is in flight,
+and five things must hold:
 
 1. no answer is a 5xx;
 2. nothing is fetched: every URL a body names points at a listener that must see no request (the
    configured backend, the stub, is the only server called);
 3. the ordinary call is answered in under 2 s;
-4. exactly one ledger row per 200 (and none for a refusal).
+4. exactly one ledger row per 200 (and none for a refusal);
+5. liveness: all the while the fuzzed request runs, a concurrent ``GET /v1/models`` answers within
+   1 s (tests/support/liveness.py): no caller's body or answer may hold the process.
 
 The default suite runs a small example budget; the slow suite a large one (``FUZZ_EXAMPLES``).
 schemathesis covers /api/ (tests/api/test_fuzz_api.py) and the OpenAPI shapes of /v1
@@ -27,10 +33,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bench.support.openai_stub import OpenAIStub
+from bench.support.openai_stub import OpenAIStub, Reply
+from routing import scopes
 from routing.models import Backend, Invocation
-from tests.factories import BackendFactory
+from tests.factories import BackendFactory, KeyPair, TaskProfileFactory, make_key
 from tests.support.attacks import during, listener
+from tests.support.liveness import models_keep_answering
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.postgres]
 
@@ -52,8 +60,77 @@ def _ref() -> st.SearchStrategy[str]:
     )
 
 
+def recursive_defs(kind: str, levels: int) -> dict[str, Any]:
+    """A small schema whose every level refers to the next one twice: 2^levels checks for a validator
+    that expands it (issue 37: 1-3 KB of these froze the process for seconds)."""
+    defs: dict[str, Any] = {}
+    for level in range(levels):
+        ref = f"#/$defs/d{level + 1}"
+        nxt: dict[str, Any] = {"$ref": ref} if level + 1 < levels else {"type": "string", "minLength": 1}
+        defs[f"d{level}"] = {
+            "$ref": {"properties": {"a": nxt, "b": nxt}, "additionalProperties": nxt},
+            "allOf": {"allOf": [nxt, nxt]},
+            "anyOf": {"anyOf": [{"not": nxt}, nxt, nxt]},
+            "if": {"if": nxt, "then": nxt, "else": nxt},
+            "dependentSchemas": {"dependentSchemas": {"a": nxt, "b": nxt}, "properties": {"a": nxt}},
+            "$dynamicRef": {"$dynamicAnchor": f"d{level}", "allOf": [{"$dynamicRef": ref}, nxt]},
+        }[kind]
+    return {"$defs": defs, "$ref": "#/$defs/d0"}
+
+
+RECURSIVE = st.builds(
+    recursive_defs,
+    st.sampled_from(["$ref", "allOf", "anyOf", "if", "dependentSchemas", "$dynamicRef"]),
+    st.sampled_from([12, 20, 30]),
+)
+
+# Answers the stub gives (the verifiers and the answer post-processing read them): ordinary ones, and
+# long runs of blanks where the gateway's own patterns look for code fences and JSON blocks.
+BLANKS = st.sampled_from([" ", "\n", "\t", " \n", "\r\n", " \t\n"])
+ANSWERS = st.one_of(
+    st.sampled_from(["ok", '"x"', '{"a": "x", "b": "y"}', '{"name": "f", "arguments": "{}"}']),
+    st.tuples(
+        st.sampled_from(
+            [
+                "```json{0}{{}}{0}```",
+                "```{0}",
+                '{0}```json\n{{"a": 1}}',
+                "{{{0}",
+                '```json\n{{"a":{0}1}}\n```{0}```',
+                "[{0}",
+                "<tool_call>{0}",
+                "x{0}y",
+            ]
+        ),
+        BLANKS,
+        st.sampled_from([1_000, 50_000, 300_000]),
+    ).map(lambda t: t[0].format(t[1] * t[2])),
+)
+
+# Megabytes of structure in one field: the parser's bounds (routing/json_body.py) answer before any
+# Python walk; within them, a body of this shape is served. (shape, count): written by _text.
+BLOBS = st.tuples(
+    st.sampled_from(["wide arrays", "wide objects", "deep arrays", "deep objects", "nested rows"]),
+    st.sampled_from([10, 30_000, 300_000, 1_200_000]),
+)
+
+
+def _blob(shape: str, count: int) -> str:
+    if shape == "wide arrays":
+        return "[" + "[]," * count + "[]]"
+    if shape == "wide objects":
+        return "[" + '{"k":{}},' * (count // 3) + "{}]"
+    if shape == "deep arrays":
+        return "[" * min(count, 1_000_000) + "]" * min(count, 1_000_000)
+    if shape == "deep objects":
+        depth = min(count, 300_000)
+        return '{"a":' * depth + "0" + "}" * depth
+    return "[" + ",".join(["[" * 30 + "0" + "]" * 30] * max(count // 61, 1)) + "]"
+
+
 def _schema(depth: int = 2) -> st.SearchStrategy[dict[str, Any]]:
     leaf: st.SearchStrategy[dict[str, Any]] = st.one_of(
+        RECURSIVE,
         st.fixed_dictionaries({"type": st.sampled_from(["string", "integer", "object", "array", "nope"])}),
         st.fixed_dictionaries({"type": st.just("string"), "pattern": PATTERNS}),
         st.fixed_dictionaries({"$ref": _ref()}),
@@ -82,8 +159,18 @@ def _tools(name_key: str) -> st.SearchStrategy[list[dict[str, Any]]]:
 PARAMS = {
     "max_tokens": NUMBERS, "temperature": NUMBERS, "top_p": NUMBERS, "n": NUMBERS, "seed": NUMBERS,
     "logit_bias": st.dictionaries(st.sampled_from(["1", "x", "-2"]), NUMBERS, max_size=2),
-    "metadata": st.dictionaries(
-        st.sampled_from(["task", "n", "verifier"]), st.one_of(NUMBERS, st.text(max_size=5)), max_size=2
+    "metadata": st.one_of(
+        st.dictionaries(
+            st.sampled_from(["task", "n", "verifier"]), st.one_of(NUMBERS, st.text(max_size=5)), max_size=2
+        ),
+        st.fixed_dictionaries({"task": st.sampled_from(["schema", "tools", "open"])}),
+        st.fixed_dictionaries(
+            {
+                "task": st.just("open"),
+                "verifier": RECURSIVE.map(lambda s: {"kind": "json_schema", "schema": s}),
+            }
+        ),
+        BLOBS.map(lambda blob: {"blob": blob}),
     ),
     "max_output_tokens": NUMBERS, "frequency_penalty": NUMBERS, "top_logprobs": NUMBERS,
     "dimensions": NUMBERS,
@@ -164,9 +251,13 @@ def _bodies() -> st.SearchStrategy[tuple[str, dict[str, Any]]]:
 
 def _text(body: dict[str, Any]) -> str:
     """The body as sent: NaN and Infinity written as Python's parser reads them; "remote" refs pointing
-    at the listener."""
+    at the listener; a metadata ``blob`` written out as the megabytes of structure it names."""
     url = f"http://127.0.0.1:{LISTENER_PORT[0]}/schema.json"
-    return json.dumps(body, allow_nan=True).replace('"$ref": "remote"', f'"$ref": "{url}"')
+    blob = body.get("metadata", {}).get("blob") if isinstance(body.get("metadata"), dict) else None
+    if blob is not None:
+        body = {**body, "metadata": {**body["metadata"], "blob": "BLOB"}}
+    text = json.dumps(body, allow_nan=True).replace('"$ref": "remote"', f'"$ref": "{url}"')
+    return text.replace('"BLOB"', _blob(*blob)) if blob is not None else text
 
 
 @pytest.fixture
@@ -180,6 +271,23 @@ def embedder(backends: dict[str, Backend], stub: OpenAIStub, settings: Any) -> I
     yield backend
 
 
+@pytest.fixture
+def profiles(backends: dict[str, Backend]) -> None:
+    """Profiles whose verifiers read the answer (a body names them in ``metadata.task``): a schema of
+    the profile's own, tool arguments, and one that takes per-call verifiers."""
+    TaskProfileFactory.create(
+        name="schema", verifier={"kind": "json_schema", "schema": recursive_defs("allOf", 16)}
+    )
+    TaskProfileFactory.create(name="tools", verifier={"kind": "tool_args"})
+    TaskProfileFactory.create(name="open", allow_call_verifier=True)
+
+
+@pytest.fixture
+def caller_key(backends: dict[str, Backend]) -> KeyPair:
+    """A key that may send its own verifiers (``verifiers:call``), so generated ones are run."""
+    return make_key(name="fuzzer", scopes=[scopes.LLM, scopes.CALL_VERIFIER])
+
+
 @pytest.fixture(scope="module")
 def watcher() -> Iterator[OpenAIStub]:
     with listener() as server:
@@ -187,15 +295,25 @@ def watcher() -> Iterator[OpenAIStub]:
         yield server
 
 
-def _check(gateway_url: str, key: str, watcher: OpenAIStub, path: str, body: dict[str, Any]) -> None:
+def _check(
+    gateway_url: str,
+    key: str,
+    watcher: OpenAIStub,
+    stub: OpenAIStub,
+    path: str,
+    body: dict[str, Any],
+    answer: str,
+) -> None:
     before = Invocation.objects.count()
     headers = {"Authorization": f"Bearer {key}", "x-api-key": key, "content-type": "application/json"}
     content = _text(body)
+    stub.responder = lambda request: Reply(content=answer)
 
     def attack() -> httpx.Response:
         return httpx.post(gateway_url + path, content=content, headers=headers, timeout=60)
 
-    [response] = during(attack, gateway_url, key)
+    with models_keep_answering(gateway_url, key):  # 5: the loop is never held
+        [response] = during(attack, gateway_url, key)
     assert response.status_code < 500, (response.status_code, response.text[:300], content[:300])
     assert watcher.requests == [], content[:300]
     rows = Invocation.objects.count() - before - 1  # the ordinary call wrote one
@@ -207,13 +325,19 @@ MANY = settings(max_examples=400, deadline=None, suppress_health_check=list(Heal
 
 
 @FAST
-@given(case=_bodies())
-def test_generated_bodies_keep_the_four_properties(gateway_url, embedder, api_key, stub, watcher, case):
-    _check(gateway_url, api_key.raw, watcher, *case)
+@given(case=_bodies(), answer=ANSWERS)
+def test_generated_bodies_keep_the_five_properties(
+    gateway_url, embedder, profiles, caller_key, stub, watcher, case, answer
+):
+    path, body = case
+    _check(gateway_url, caller_key.raw, watcher, stub, path, body, answer)
 
 
 @pytest.mark.slow
 @MANY
-@given(case=_bodies())
-def test_many_generated_bodies_keep_the_four_properties(gateway_url, embedder, api_key, stub, watcher, case):
-    _check(gateway_url, api_key.raw, watcher, *case)
+@given(case=_bodies(), answer=ANSWERS)
+def test_many_generated_bodies_keep_the_five_properties(
+    gateway_url, embedder, profiles, caller_key, stub, watcher, case, answer
+):
+    path, body = case
+    _check(gateway_url, caller_key.raw, watcher, stub, path, body, answer)
