@@ -4,7 +4,8 @@ words, contradictory hints, names that collide with or look like another server'
 status, and the MCP writes waiting for approval. Promotions of writing tools to read are shown in red.
 
 An operator with ``diagnostics.change_mcpserver`` accepts a new tool's classification here (one tool, or
-every new tool of a server): a POST to the same page, audited as an ``McpToolChange``, then a redirect."""
+every new tool of a server), and turns a server off or on: a POST to the same page, audited as an
+``McpToolChange`` of each tool, then a redirect."""
 
 from __future__ import annotations
 
@@ -14,7 +15,12 @@ from app.web import roles
 from app.web.pages import can, page, render_page
 from core.errors import ServiceError
 from diagnostics.mcp.selectors import page_servers, pending_actions
-from diagnostics.mcp.servers import MANAGE_PERMISSION, mcp_server_accept, mcp_tool_accept
+from diagnostics.mcp.servers import (
+    MANAGE_PERMISSION,
+    mcp_server_accept,
+    mcp_server_enable,
+    mcp_tool_accept,
+)
 from diagnostics.models import McpServer
 
 
@@ -27,8 +33,13 @@ def _accept(request: HttpRequest) -> str:
         return "No such MCP server."
     user = request.user if request.user.is_authenticated else None
     tool = str(request.POST.get("tool", ""))[:128]
+    action = str(request.POST.get("action", "accept"))
+    if action not in ("accept", "disable", "enable"):
+        return "Unknown action: accept, disable or enable."
     try:
-        if tool:
+        if action != "accept":
+            mcp_server_enable(server=server, enabled=action == "enable", by=user, note="on the MCP page")
+        elif tool:
             mcp_tool_accept(server=server, tool=tool, by=user, note="accepted on the MCP page")
         else:
             mcp_server_accept(server=server, by=user, note="accepted on the MCP page")

@@ -302,6 +302,18 @@ def mcp_server_accept(*, server: McpServer, by: User | None, note: str = "") -> 
     return accepted
 
 
+@transaction.atomic
+def mcp_server_enable(*, server: McpServer, enabled: bool, by: User | None, note: str = "") -> McpServer:
+    """Turns a server off (nothing reaches it: not the gateway, the Probe, the Observer or the Executor)
+    or on again; every tool's audit trail records who did it."""
+    McpServer.objects.filter(pk=server.pk).update(enabled=enabled)
+    server.refresh_from_db()
+    kind = "server_enabled" if enabled else "server_disabled"
+    for tool in McpTool.objects.filter(server=server):
+        _record(tool, kind, by=by, note=note or kind.replace("_", " "))
+    return server
+
+
 def mcp_server_allow(*, server: McpServer, tools: list[str], by: User) -> McpServer:
     if not all(isinstance(t, str) and t for t in tools):
         raise ServiceError("tools: a list of tool names.", code="invalid_field")

@@ -287,3 +287,32 @@ def test_the_trusted_tools_policy_accepts_listed_tools_never_a_flagged_one(tmp_p
     assert effective_class(tools["hang"]) == "off"  # not listed: waits for an operator
     kinds = list(tools["status"].changes.order_by("id").values_list("kind", "note"))
     assert kinds[-1] == ("accepted", "accepted by policy: SKILLGATE_MCP_TRUSTED_TOOLS")
+
+
+def test_an_operator_accepts_and_disables_on_the_mcp_page_and_each_step_is_audited(
+    gateway_url, tmp_path, monkeypatch, client, operator
+):
+    server = liar(tmp_path, monkeypatch, "pageliar", LIES[:1])
+    mcp_server_sync(server=server)
+    client.force_login(operator)
+    html = client.get("/mcp-servers/").content.decode()
+    assert "new tools waiting for review" in html and "Accept every new tool" in html
+    assert client.post("/mcp-servers/", {"server": "pageliar", "tool": "status"}).status_code == 302
+    status = McpTool.objects.get(server=server, name="status")
+    assert effective_class(status) == "read" and status.reviewed_by == operator
+    agent = make_role_key("agent", "operator", scopes=[scopes.MCP_GATEWAY])
+    mcp_grant_set(key=agent.key, server=server, tools=[], by=None)
+    url = gateway_url + "/mcp/servers/pageliar"
+    assert {t.name for t in call(url, agent.raw, None)} == {"status", "skillgate_action_result"}
+
+    assert client.post("/mcp-servers/", {"server": "pageliar", "action": "disable"}).status_code == 302
+    response = httpx2.post(
+        url,
+        json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+        headers={"Authorization": f"Bearer {agent.raw}", "Accept": "application/json, text/event-stream"},
+    )
+    assert response.status_code == 404  # a disabled server does not exist for the gateway
+    kinds = list(status.changes.order_by("id").values_list("kind", "by"))
+    assert kinds[-2:] == [("accepted", operator.pk), ("server_disabled", operator.pk)]
+    bad = client.post("/mcp-servers/", {"server": "pageliar", "action": "drop"})
+    assert bad.status_code == 400 and "Unknown action" in bad.content.decode()
