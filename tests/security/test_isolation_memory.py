@@ -9,6 +9,7 @@ pattern) against a byte budget. Measured on the running server's own /proc/<pid>
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import string
@@ -20,6 +21,7 @@ import pytest
 
 from bench.support.openai_stub import Reply
 from routing.models import TaskProfile
+from routing.router.learning import features
 from routing.verifiers import base
 from tests.factories import TaskProfileFactory, make_key
 
@@ -62,3 +64,21 @@ def test_a_hundred_distinct_regex_verifiers_do_not_grow_the_server_unboundedly(g
     assert verdicts == ["pass"] * PATTERNS
     assert base.cache_bytes() <= base.CACHE_BYTES
     assert grown < GROWTH_MB, f"the server grew by {grown:.0f} MB for {PATTERNS} patterns"
+
+
+def _word(k: int) -> str:
+    return "".join(chr(97 + (k // 26**j) % 26) for j in range(6))
+
+
+def test_the_learned_routers_tool_words_are_kept_by_bytes():
+    """The router's features read each distinct tool's words once; tools are the caller's, so the cache
+    counts the words' bytes (and keys by digest, never holding the tool's JSON itself)."""
+    features._tool_words.cache_clear()
+    for n in range(150):
+        words = " ".join(_word(n * 3000 + i) for i in range(3000))  # 3,000 distinct stems each
+        features._tool_words(
+            json.dumps({"type": "function", "function": {"name": f"f{n}", "description": words}})
+        )
+    cache = features._tool_words.cache
+    assert cache.currsize <= features.TOOL_WORDS_CACHE_BYTES
+    assert 0 < len(cache) < 150

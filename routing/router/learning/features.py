@@ -27,15 +27,16 @@ A saved model records its spec and refuses features of another kind (``check_spe
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 import math
+import threading
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+import cachetools
 import numpy as np
 
 from routing.router.learning import embedding
@@ -260,7 +261,19 @@ def _meta(call: CallInput) -> dict[str, float]:
     return values
 
 
-@functools.lru_cache(maxsize=4096)
+TOOL_WORDS_CACHE_BYTES = 16 * 1024 * 1024
+"""Tools are the caller's: their words are kept by bytes (keyed by the tool's digest), not by count."""
+
+
+def _words_bytes(words: frozenset[str]) -> int:
+    return 64 + sum(64 + len(word) for word in words)
+
+
+@cachetools.cached(
+    cache=cachetools.LRUCache(maxsize=TOOL_WORDS_CACHE_BYTES, getsizeof=_words_bytes),
+    key=lambda tool_json: hashlib.sha256(tool_json.encode("utf-8", "surrogatepass")).digest(),
+    lock=threading.Lock(),
+)
 def _tool_words(tool_json: str) -> frozenset[str]:
     """A tool's content words, once per distinct tool: agents send the same tools on every turn."""
     return content_words(tool_text(json.loads(tool_json)))
