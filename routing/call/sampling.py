@@ -104,8 +104,7 @@ def sample_boost(inv: Invocation) -> float:
         suspected = any(is_suspected(flag, reason) for flag, reason in found)
         return router.drift_sample_boost if suspected else 1.0
     if inv.profile.policy == TaskProfile.Policy.LEARNED and inv.policy == TaskProfile.Policy.ALWAYS_TEACHER:
-        unmeasured = fixed_choice(inv.profile).labelled < router.min_labelled_calls
-        return router.drift_sample_boost if unmeasured else 1.0
+        return router.drift_sample_boost if fixed_choice(inv.profile).unmeasured else 1.0
     return 1.0
 
 

@@ -229,7 +229,7 @@ class Learned(Router):
         measured = f"; {choice.reason}" if choice is not None else ""
         router_conf = conf.get().router
         # Too few labels to measure the fallback: sample more, so that labels come sooner.
-        unmeasured = choice is None or choice.labelled < router_conf.min_labelled_calls
+        unmeasured = choice is None or choice.unmeasured
         boost = router_conf.drift_sample_boost if unmeasured else 1.0
         reason = f"{why}{measured}; {decision.reason}"
         return Decision(decision.route, decision.score, decision.policy, reason, None, boost)

@@ -140,6 +140,7 @@ class FixedChoice:
     required: float | None = None
     margin: float | None = None
     cost_rel: float | None = None
+    unmeasured: bool = False  # too few labelled calls to know: sample more until there are enough
 
     def as_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -175,11 +176,8 @@ def choose_fixed(
     pairs = [p for p in (_record(legs, has_verifier, precision.strong) for legs in rows) if p is not None]
     n = len(pairs)
     if n < minimum:
-        return FixedChoice(
-            ALWAYS_TEACHER,
-            f"{n} labelled calls; the teacher serves until {minimum} show what the student does",
-            n,
-        )
+        why = f"{n} labelled calls; the teacher serves until {minimum} show what the student does"
+        return FixedChoice(ALWAYS_TEACHER, why, n, unmeasured=True)
     data = PolicyData.from_records([r for r, _ in pairs])
     w = np.asarray([weight for _, weight in pairs])
     ok, cost, _, _ = data.student_path(fallback=True)

@@ -11,7 +11,7 @@ from routing.router.learning.calibration import shard_of
 from routing.router.learning.features import hashing_spec
 from routing.router.learning.records import task_id_of
 from routing.router.learning.runtime import forget_routers
-from routing.router.policies import Call, build_router
+from routing.router.policies import Call, Decision, build_router
 from routing.router.versions.services import RouterTrainingError, router_version_admit, router_version_train
 from routing.router.versions.truth import fixed_choice, verifier_precision
 from routing.tasks import router_retrain
@@ -43,9 +43,13 @@ def passed_call(profile: TaskProfile, key: ApiKey, i: int, *, correct: bool | No
     )
 
 
-def route_of(profile: TaskProfile) -> tuple[str, str]:
+def decide(profile: TaskProfile) -> Decision:
     request = ChatRequest.model_validate({"model": "auto", "messages": [{"role": "user", "content": "x"}]})
-    decision = build_router(profile).route(Call(request, profile, True))
+    return build_router(profile).route(Call(request, profile, True))
+
+
+def route_of(profile: TaskProfile) -> tuple[str, str]:
+    decision = decide(profile)
     return decision.route, decision.reason
 
 
@@ -95,9 +99,13 @@ def test_too_few_labels_mean_the_teacher():
         passed_call(profile, key, i, correct=None)  # unknown: not passed
 
     choice = fixed_choice(profile)
-    assert choice.policy == TaskProfile.Policy.ALWAYS_TEACHER and choice.labelled == 10
+    assert choice.policy == TaskProfile.Policy.ALWAYS_TEACHER and choice.labelled == 10 and choice.unmeasured
     assert "10 labelled calls" in choice.reason
     assert route_of(profile)[0] == "teacher"
+    assert decide(profile).sample_boost == 4.0  # sampled more, so that labels come sooner
+
+    chosen = learned_profile(name="chosen", fallback="always_teacher")  # the operator's choice: no boost
+    assert decide(chosen).route == "teacher" and decide(chosen).sample_boost == 1.0
 
 
 def test_a_free_text_profile_with_no_verifier_cannot_admit_a_version_on_unknown_labels():
