@@ -10,6 +10,7 @@ Intents (each has a plan in ``diagnostics.agent.questions`` and an answer shape 
 - ``errors``: the errors in the logs of X, grouped and counted.
 - ``explain``: explain a referenced finding (an id, or "this finding/alert").
 - ``timeline``: when did X happen / the timeline of X.
+- ``changes``: what changed (in a namespace, to X, in a window): rollouts, scaling, config and image changes.
 
 Slots are candidates (names, a namespace, a kind) read from the words; they are confirmed against the
 environment's inventory before anything is answered about them.
@@ -26,7 +27,7 @@ from diagnostics.agent.findings import normalize_kind
 from diagnostics.agent.names import KIND_WORDS, STOP_NAMES
 from diagnostics.agent.timewindow import TimeWindow, parse_window
 
-STATUS, COUNT, LIST, LOGS, SEARCH, ERRORS, EXPLAIN, TIMELINE = (
+STATUS, COUNT, LIST, LOGS, SEARCH, ERRORS, EXPLAIN, TIMELINE, CHANGES = (
     "status",
     "count",
     "list",
@@ -35,8 +36,9 @@ STATUS, COUNT, LIST, LOGS, SEARCH, ERRORS, EXPLAIN, TIMELINE = (
     "errors",
     "explain",
     "timeline",
+    "changes",
 )
-INTENTS = (STATUS, COUNT, LIST, LOGS, SEARCH, ERRORS, EXPLAIN, TIMELINE)
+INTENTS = (STATUS, COUNT, LIST, LOGS, SEARCH, ERRORS, EXPLAIN, TIMELINE, CHANGES)
 
 # Kinds a question counts or lists, by the words people use for them.
 OBJECT_WORDS: dict[str, str] = {
@@ -115,6 +117,15 @@ _RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
             r"\b(?:explain|elaborate on|what does (?:this|the|that) \w+ mean|what is this (?:finding|alert)|"
             r"what does (?:this |the |that )?(?:finding|alert|issue|warning)\b.{0,60}\bmean|"
             r"tell me (?:more )?about (?:this|the|that) (?:finding|alert|issue)|meaning of (?:this|the))\b"
+        ),
+    ),
+    (
+        CHANGES,
+        re.compile(
+            r"\bwhat (?:has |have |else )?(?:changed|was changed|got changed|"
+            r"was (?:deployed|rolled out|modified|updated))\b|"
+            r"\b(?:any|recent|latest) changes?\b(?! (?:of|in) (?:the )?(?:log|error))|"
+            r"\bchanged (?:on|in|since|yesterday|today|between|during)\b"
         ),
     ),
     (
@@ -372,4 +383,6 @@ def classify(text: str, *, anchor: datetime | None = None, is_alert: bool = Fals
     intent.namespace = namespace
     exclude = window_words | ({intent.term.lower()} if intent.term else set()) | {intent.finding_ref.lower()}
     intent.names = candidate_names(text, exclude=exclude)
+    if kind == CHANGES:  # the question's own verb is no object's name
+        intent.names = [n for n in intent.names if n.lower() not in ("changed", "changes", "change")]
     return intent

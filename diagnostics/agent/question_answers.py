@@ -23,7 +23,7 @@ from diagnostics.agent.answers import (
     confidence_of,
 )
 from diagnostics.agent.findings import Finding
-from diagnostics.agent.intent import COUNT, ERRORS, LIST, LOGS, SEARCH, Intent, specific_name
+from diagnostics.agent.intent import CHANGES, COUNT, ERRORS, LIST, LOGS, SEARCH, Intent, specific_name
 from diagnostics.agent.inventory import Resolution, Row
 from diagnostics.agent.logtemplates import (
     error_events,
@@ -32,6 +32,7 @@ from diagnostics.agent.logtemplates import (
     is_warning_line,
     merge_groups,
 )
+from diagnostics.agent.question_changes import changes_answer
 from diagnostics.agent.question_events import events_answer
 from diagnostics.agent.question_reads import (
     has_data,
@@ -131,6 +132,8 @@ def build_question_answer(
         answer = _errors(intent, state, known, namespace)
     elif intent.kind == LOGS:
         answer = _logs_answer(intent, state, known, namespace)
+    elif intent.kind == CHANGES:
+        answer = changes_answer(intent, state, known, namespace)
     else:
         answer = timeline_answer(intent, state, known, namespace)
     answer.matched = [r.to_json() for r in resolved]

@@ -24,6 +24,7 @@ import yaml
 from diagnostics.agent.analyzers import AnalysisState
 from diagnostics.agent.findings import ObjRef, normalize_kind
 from diagnostics.agent.intent import (
+    CHANGES,
     COUNT,
     ERRORS,
     EXPLAIN,
@@ -52,6 +53,7 @@ LOOKUP_KINDS = {
     SEARCH: ("pod", "deployment"),
     ERRORS: ("pod", "deployment"),
     TIMELINE: ("pod", "deployment", "job"),
+    CHANGES: ("deployment", "pod", "statefulset"),
 }
 
 
@@ -155,7 +157,7 @@ class QuestionPlanner(RulePlanner):
                 self._push(finder.name, params, 95 - 10 * n - i, f"look up {name!r} as a {kind}")
         if intent.namespace:
             self._listings(view, intent.namespace, 90)
-        elif intent.kind in (COUNT, LIST) and not intent.names:
+        elif intent.kind in (COUNT, LIST, CHANGES) and not intent.names:
             self._listings(view, "", 90)
 
     def _listings(self, view: InvestigationView, namespace: str, priority: int) -> None:
@@ -169,6 +171,8 @@ class QuestionPlanner(RulePlanner):
 
     @staticmethod
     def _listed_kind(object_kind: str, intent_kind: str) -> str:
+        if intent_kind == CHANGES:
+            return "event"  # rollouts, scaling and restarts are events of the namespace
         if object_kind in ("restart", "container", "error", "") or intent_kind not in (COUNT, LIST):
             return "pod"
         return normalize_kind(object_kind)
@@ -186,7 +190,7 @@ class QuestionPlanner(RulePlanner):
             self._listings(view, namespace, 85)
         if intent.kind in (COUNT, LIST) and not resolved and not namespace:
             self._listings(view, "", 80)
-        wants_pods = intent.kind in (LOGS, SEARCH, ERRORS, TIMELINE) or intent.object_kind in (
+        wants_pods = intent.kind in (LOGS, SEARCH, ERRORS, TIMELINE, CHANGES) or intent.object_kind in (
             "restart",
             "error",
             "event",
@@ -227,7 +231,7 @@ class QuestionPlanner(RulePlanner):
     def _inspect_workload(self, view: InvestigationView, kind: str, name: str, namespace: str) -> None:
         intent = view.state.intent
         assert intent is not None
-        if intent.kind not in (TIMELINE, ERRORS) or not namespace:
+        if intent.kind not in (TIMELINE, ERRORS, CHANGES) or not namespace:
             return
         obj = ObjRef(kind, name, namespace)
         describe = _spec(
@@ -248,7 +252,7 @@ class QuestionPlanner(RulePlanner):
         intent = view.state.intent
         assert intent is not None
         count_only = intent.kind in (COUNT, LIST)
-        if intent.object_kind == "restart" or intent.kind in (TIMELINE, ERRORS) or count_only:
+        if intent.object_kind == "restart" or intent.kind in (TIMELINE, ERRORS, CHANGES) or count_only:
             describe = _spec(
                 view, lambda s: "describe" in s.name.lower() and {"kind", "name"} <= set(required_of(s))
             )
@@ -259,7 +263,7 @@ class QuestionPlanner(RulePlanner):
                     65,
                     f"describe pod {pod}",
                 )
-        if intent.kind in (TIMELINE, ERRORS) or intent.object_kind == "event":
+        if intent.kind in (TIMELINE, ERRORS, CHANGES) or intent.object_kind == "event":
             events = _spec(view, lambda s: "event" in s.name.lower() and "resource_name" in props_of(s))
             if events is not None:
                 params = {"resource_type": "pod", "resource_name": pod, "namespace": namespace}

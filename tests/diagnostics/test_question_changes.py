@@ -1,0 +1,71 @@
+"""'What changed' is its own intent (issue 39): rollouts, scaling and stated changes in order, within the
+window; not a pod listing, not a status verdict; nothing read is no data. Names appear in no case."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from diagnostics.agent.analyzers import AnalysisState, ToolOutput
+from diagnostics.agent.intent import CHANGES, classify
+from diagnostics.agent.replies import answer_for
+from diagnostics.agent.subject import from_text
+
+ASKED = datetime(2030, 3, 14, 12, 0, tzinfo=UTC)
+EVENTS = """LAST SEEN   TYPE      REASON              OBJECT                    MESSAGE
+20m         Normal    ScalingReplicaSet   deployment/loom           Scaled up replica set loom-5f6 to 3
+21m         Normal    Pulled              pod/loom-5f6-aa1          Container image "loom:4" already present
+"""
+CHANGELOG = """2030-03-13 09:00:00 INFO changed loom.threads: 8 -> 64 (by ci-bot)
+2030-03-10 09:00:00 INFO changed loom.threads: 4 -> 8 (by ana)
+2030-03-13 10:00:00 INFO request served in 12 ms
+"""
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "what changed in namespace weaving yesterday?",
+        "any changes to loom since monday?",
+        "what was deployed today",
+    ],
+)
+def test_what_changed_is_the_changes_intent(question):
+    intent = classify(question, anchor=ASKED)
+    assert intent.kind == CHANGES and "changed" not in intent.names
+
+
+@pytest.mark.parametrize(
+    "question", ["why is loom failing?", "list the events in weaving", "when did loom restart?"]
+)
+def test_other_questions_keep_their_intent(question):
+    assert classify(question, anchor=ASKED).kind != CHANGES
+
+
+def _answer(question: str, *outputs: ToolOutput):  # type: ignore[no-untyped-def]
+    state = AnalysisState(from_text(question))
+    state.intent = classify(question, anchor=ASKED)
+    for out in outputs:
+        state.record(out)
+    return answer_for(state, [], diagnosis="", root_cause="", reads=[True] * len(outputs))
+
+
+def test_the_changes_in_the_window_are_listed_in_order_with_the_rollout_events():
+    events = ToolOutput("kubectl_get_by_kind_in_namespace", {"kind": "event", "namespace": "weaving"}, EVENTS)
+    log = ToolOutput("read_config", {"service": "loom"}, CHANGELOG)
+    answer = _answer("what changed in namespace weaving yesterday?", events, log)
+    whats = [e["what"] for e in answer.events]
+    assert any("threads: 8 -> 64" in w for w in whats), whats
+    assert not any("4 -> 8" in w for w in whats), whats  # three days before: outside "yesterday"
+    assert not any("request served" in w or "Pulled" in w for w in whats), whats
+    assert any(w.startswith("ScalingReplicaSet") for w in whats), whats
+    assert answer.shape == "timeline" and answer.intent == "changes"
+
+
+def test_nothing_read_is_no_data_not_nothing_changed():
+    empty = ToolOutput(
+        "kubectl_get_by_kind_in_namespace", {"kind": "event", "namespace": "weaving"}, "", no_data=True
+    )
+    answer = _answer("what changed in namespace weaving yesterday?", empty)
+    assert answer.no_data and "not the same as nothing changed" in answer.headline
