@@ -103,6 +103,7 @@ async def verify_best_of(
     if min_votes > 1:
         return await _verify_votes(plan, leg, completion, min_votes)
     verify_ms, first_failure, total = 0.0, "", len(completion.choices)
+    judged_failing = False
     for index, (message, _) in enumerate(completion.choices):
         await verify(plan, leg, message)
         verify_ms += leg.verify_ms
@@ -110,8 +111,10 @@ async def verify_best_of(
             leg.verify_ms = verify_ms
             leg.detail = f"best of {total}: answer {index + 1} passed. {leg.detail}".strip()
             return completion.pick(index)
+        judged_failing = judged_failing or leg.verdict == Invocation.Verdict.FAIL
         first_failure = first_failure or leg.detail
     leg.verify_ms = verify_ms
+    leg.verdict = Invocation.Verdict.FAIL if judged_failing else Invocation.Verdict.ERROR  # none was judged
     leg.detail = f"best of {total}: no answer passed; the first failed: {first_failure}"
     return completion.pick(0)
 
@@ -163,13 +166,15 @@ async def verify_choices(
     ``wanted`` x ``samples`` answers, from which the same rule picks."""
     answers = completion.choices
     verdicts: list[tuple[bool, str]] = []
-    verify_ms = 0.0
+    verify_ms, judged_failing, unjudged = 0.0, False, False
     for message, _ in answers:
         if plan.verifier is None:
             verdicts.append((True, ""))
             continue
         await verify(plan, leg, message)
         verify_ms += leg.verify_ms
+        judged_failing = judged_failing or leg.verdict == Invocation.Verdict.FAIL
+        unjudged = unjudged or leg.verdict == Invocation.Verdict.ERROR
         verdicts.append((leg.verdict == Invocation.Verdict.PASS, leg.detail))
         if sum(passed for passed, _ in verdicts) == wanted:
             break  # enough passing choices: the rest are not needed
@@ -180,7 +185,10 @@ async def verify_choices(
         return replace(completion, choices=[answers[i] for i in chosen])
     leg.verify_ms = verify_ms
     served_passed = len(passing) == wanted
-    leg.verdict = Invocation.Verdict.PASS if served_passed else Invocation.Verdict.FAIL
+    if served_passed:
+        leg.verdict = Invocation.Verdict.PASS
+    else:  # error when no choice was judged a failure, some only left unjudged (routing/verifiers/pool.py)
+        leg.verdict = Invocation.Verdict.ERROR if unjudged and not judged_failing else Invocation.Verdict.FAIL
     notes = [
         f"answer {i + 1} {'passed' if passed else 'failed'}{f': {detail}' if detail else ''}"
         for i, (passed, detail) in enumerate(verdicts)

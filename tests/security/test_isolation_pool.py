@@ -22,7 +22,8 @@ import httpx
 import pytest
 
 from bench.support.openai_stub import Reply
-from routing.models import Invocation, TaskProfile
+from routing.access import lookups
+from routing.models import Backend, Invocation, TaskProfile
 from routing.verifiers import pool
 from tests.factories import TaskProfileFactory, make_key
 
@@ -160,3 +161,25 @@ def test_a_cheap_check_stays_in_the_serving_process(gateway_url, backends, api_k
     _, row = calls.call(api_key.raw, "ok" + "!" * 20_000)  # a long answer: RE2 still, but in a worker
     assert row.verdict == Invocation.Verdict.FAIL
     assert pool.tasks_sent() == sent + 1
+
+
+def test_best_of_n_answers_none_of_which_was_judged_are_an_error_not_a_failure(
+    calls, api_key, backends, stub, settings
+):
+    """Every sample's verification stops at its deadline: nothing was judged, so the leg is ``error``
+    (a failure would count against the answers, and make a learning label of them)."""
+    settings.SKILLGATE = {**settings.SKILLGATE, "VERIFIER_TASK_TIMEOUT_S": 0.3}
+    Backend.objects.filter(pk=backends["teacher"].pk).update(samples=2)
+    lookups.forget_all()  # the gateway read the backends for the fixture's call
+    costly = json.dumps([{}] * 20_000)
+    stub.responder = lambda body: Reply(samples=[costly, costly])
+    _, row = calls.call(api_key.raw, "unused")
+    assert row.verdict == Invocation.Verdict.ERROR, (row.verdict_detail, row.legs)
+    assert "no answer passed" in row.verdict_detail and "deadline" in row.verdict_detail
+    stub.responder = lambda body: Reply(samples=["not json", costly])
+    _, row = calls.call(api_key.raw, "unused")
+    assert row.verdict == Invocation.Verdict.FAIL  # one answer was judged, and failed
+    cheap = json.dumps([{}])
+    stub.responder = lambda body: Reply(samples=["not json", cheap])
+    _, row = calls.call(api_key.raw, "unused")
+    assert row.verdict == Invocation.Verdict.PASS  # the second sample passes
