@@ -22,6 +22,7 @@ pytestmark = [needs_chromium, pytest.mark.browser, pytest.mark.django_db(transac
 
 PHONE = {"width": 375, "height": 740}
 DESKTOP = {"width": 1280, "height": 900}
+CITY = {"type": "object", "required": ["city"], "properties": {"city": {"type": "string"}}}
 
 
 @pytest.fixture
@@ -29,7 +30,9 @@ def pages() -> list[str]:
     """Every page of the dashboard, each with something on it."""
     admin = dashboard_user("adam", "admin")
     profile = TaskProfileFactory.create(
-        name="extract-json-with-a-long-name", verifier={"kind": "json_schema"}, description="x" * 300
+        name="extract-json-with-a-long-name",
+        verifier={"kind": "json_schema", "schema": CITY},
+        description="x" * 300,
     )
     key = ApiKeyFactory.create(name="a-key-with-a-rather-long-name", owner=admin, budget_usd=Decimal(5))
     call = InvocationFactory.create(
@@ -142,3 +145,25 @@ def test_the_learning_poll_keeps_an_open_panel_open(browser: Browser, gateway_ur
         page.wait_for_timeout(200)
     expect(page.locator("details[id^=cycle-stats-]")).to_have_attribute("open", "")
     context.close()
+
+
+def test_daily_actions_on_a_phone(phone: Page, gateway_url: str) -> None:
+    phone.on("dialog", lambda dialog: dialog.accept())
+    phone.goto(gateway_url + "/keys/")
+    row = phone.locator("tr[data-key='a-key-with-a-rather-long-name']")
+    row.locator("[data-edit-key] summary").click()
+    row.locator("input[name$=rpm_limit]").fill("120")
+    row.locator("select[name$=budget_period]").select_option("month")
+    row.locator("text=Save").click()
+    expect(phone.locator("[role=status]")).to_contain_text("saved")
+    saved = phone.locator("tr[data-key='a-key-with-a-rather-long-name']")
+    expect(saved).to_contain_text("120")
+    expect(saved.locator("[data-budget-period]")).to_contain_text("monthly")
+
+    phone.goto(gateway_url + "/profiles/")
+    phone.click("text=extract-json-with-a-long-name")
+    phone.fill("#try-it textarea[name=answer]", '{"city": "Paris"}')
+    phone.click("#try-it >> text=Verify")
+    expect(phone.locator("[data-verdict]")).to_have_attribute("data-verdict", "pass")
+    assert sideways(phone) <= 0
+    screenshot(phone, "phone-profile-try-it")
