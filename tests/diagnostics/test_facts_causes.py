@@ -52,6 +52,11 @@ Events:
         ("Error: Cannot find module 'left-pad'", "missing_dependency", ["left-pad"]),
         ("java.lang.NoClassDefFoundError: org/acme/Thing", "missing_dependency", ["org/acme/Thing"]),
         ("write failed: No space left on device (df: 12% used, 100% inodes)", "inodes_exhausted", ["inodes"]),
+        (
+            "WARN ready? GET http://quarry.mine.svc:7000/health -> 503 Service Unavailable",
+            "dependency_unavailable",
+            ["quarry", "503"],
+        ),
     ],
 )
 def test_a_key_line_is_read_for_the_cause_it_states(line, kind, needles):

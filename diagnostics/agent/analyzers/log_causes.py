@@ -6,7 +6,8 @@ fails names the cause, and these classes come from what the errors mean where th
 - the operating system's resource errors: EMFILE/ENFILE (out of file descriptors), EADDRINUSE (the port is
   bound by another process), ENOSPC with the inodes used up (out of inodes, not out of bytes);
 - a database's refusal of new connections (PostgreSQL's connection slots, MySQL's max_connections);
-- HTTP 429 (RFC 6585: the caller is rate-limited by what it calls);
+- HTTP 429 (RFC 6585: the caller is rate-limited by what it calls), and a dependency answering 502/503/504
+  to a URL the service calls (it is up but not serving: a readiness check that calls it fails with it);
 - time: a token or certificate "not yet valid" / "used before issued" (a clock behind the issuer's);
 - a missing dependency of the program itself (Python's ModuleNotFoundError/ImportError, Node's
   "Cannot find module", the JVM's NoClassDefFoundError/ClassNotFoundException, a shared library the
@@ -116,6 +117,24 @@ def _inodes(line: str, where: str, n: int) -> tuple[str, str, str]:
     )
 
 
+_STATUS_PHRASE = {"502": "Bad Gateway", "503": "Service Unavailable", "504": "Gateway Timeout"}
+_DEPENDENCY_5XX = re.compile(
+    r"https?://([a-z][\w-]*)[\w.:-]*\S*[^\n]{0,40}?\b(50[234])\b",
+    re.IGNORECASE,
+)
+
+
+def _dependency_unavailable(line: str, where: str, n: int) -> tuple[str, str, str]:
+    match = _DEPENDENCY_5XX.search(line)
+    host, code = (match.group(1), match.group(2)) if match else ("a dependency", "5xx")
+    return (
+        "dependency_unavailable",
+        f"The dependency {host} answers HTTP {code} {_STATUS_PHRASE.get(code, '')} to the service{where} "
+        f"({n} lines): what fails here (a readiness check, requests) fails with it: '{clip(line, 140)}'",
+        f"Look at {host}: it is up but not serving (its own pods, its dependencies).",
+    )
+
+
 # (pattern, explanation, rank): the first class whose pattern matches a line of the log.
 _CLASSES: tuple[tuple[re.Pattern[str], _Explain, int], ...] = (
     (re.compile(r"too many open files|\bEMFILE\b|\bENFILE\b", re.IGNORECASE), _descriptors, 78),
@@ -151,6 +170,7 @@ _CLASSES: tuple[tuple[re.Pattern[str], _Explain, int], ...] = (
         _missing_dependency,
         80,
     ),
+    (_DEPENDENCY_5XX, _dependency_unavailable, 66),
     (
         re.compile(r"\b100% inodes|inodes? (?:exhausted|used up)|out of inodes|IUse%\s*100%", re.I),
         _inodes,
