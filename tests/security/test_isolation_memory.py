@@ -49,7 +49,7 @@ def test_a_hundred_distinct_regex_verifiers_do_not_grow_the_server_unboundedly(g
 
     def call(n: int) -> str:
         verifier = {"kind": "regex", "pattern": f"[\\w\\W]{{{900 + n % 100}}}x"}
-        body = {"model": "auto", "messages": [{"role": "user", "content": "hi"}]}
+        body: dict[str, object] = {"model": "auto", "messages": [{"role": "user", "content": "hi"}]}
         body["metadata"] = {"task": "patterns", "verifier": verifier}
         response = httpx.post(f"{gateway_url}/v1/chat/completions", json=body, headers=headers, timeout=60)
         assert response.status_code == 200, response.text

@@ -49,7 +49,8 @@ class Calls:
     """Calls through the gateway whose stub teacher answers each question with its own answer."""
 
     def __init__(self, url: str, stub: Any) -> None:
-        self.url, self.answers = url, {}
+        self.url = url
+        self.answers: dict[str, str] = {}
         stub.responder = lambda body: Reply(content=self.answers.get(body["messages"][-1]["content"], "ok"))
 
     def call(self, key: str, answer: str) -> tuple[httpx.Response, Invocation]:
