@@ -11,7 +11,6 @@ through the gateway, verified by its json_schema verifier).
 from __future__ import annotations
 
 import json
-import re
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -28,6 +27,7 @@ from diagnostics.agent.params import K8S_KINDS, fill_action_args, fill_params, p
 from diagnostics.agent.skills import SkillEntry, incident_signature, matching, render_matches
 from diagnostics.agent.subject import AlertContext
 from diagnostics.toolsets.base import ToolSpec
+from routing.fences import unfenced
 from routing.json_body import loads_answer
 
 PROBE, PROPOSE, SUBMIT = "probe", "propose_action", "submit"
@@ -316,9 +316,6 @@ def render_view(view: InvestigationView, budget_tokens: int, skills: Sequence[Sk
     return f"{header}\n\n## Steps so far (summaries)\n{steps}{footer}"
 
 
-_FENCE = re.compile(r"\A\s*```[ \t]*(?:json)?[ \t]*\n(.*?)\n?[ \t]*```\s*\Z", re.DOTALL | re.IGNORECASE)
-
-
 def parse_decision(
     content: str,
     schema: dict[str, Any],
@@ -326,9 +323,9 @@ def parse_decision(
     actions: dict[str, dict[str, dict[str, Any]]],
 ) -> tuple[Decision | None, str]:
     """The Decision an answer stands for (arguments looked up from its target), or why it is not one."""
-    fenced = _FENCE.match(content)
+    fenced = unfenced(content)
     try:
-        value = loads_answer(fenced.group(1) if fenced else content.strip())
+        value = loads_answer(fenced if fenced is not None else content.strip())
     except json.JSONDecodeError as exc:
         return None, f"not valid JSON: {exc.msg}"
     except ValueError as exc:  # nested past the answer depth bound

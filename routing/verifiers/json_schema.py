@@ -13,27 +13,10 @@ from typing import Any
 
 import orjson
 
+from routing.fences import unfenced
 from routing.json_body import loads_answer
 from routing.schemas import schema_errors, schema_problem
 from routing.verifiers.base import Verdict, Verifier, VerifierConfigError, register
-
-FENCE = "```"
-
-
-def unfenced(text: str) -> str | None:
-    """The body of ``text`` when it is one fenced block (a line "```" or "```json", any case, then the
-    body, then "```"; blanks around it allowed), else None. The body loses one newline and the blanks
-    before the closing fence. Plain string operations: linear in the text (the regular expression it
-    replaces was quadratic on long runs of blanks)."""
-    stripped = text.strip()
-    if len(stripped) < 2 * len(FENCE) or not (stripped.startswith(FENCE) and stripped.endswith(FENCE)):
-        return None
-    inner = stripped[len(FENCE) : -len(FENCE)]
-    head, newline, body = inner.partition("\n")
-    if not newline or head.strip(" \t").lower() not in ("", "json"):
-        return None
-    body = body.rstrip(" \t")
-    return body[:-1] if body.endswith("\n") else body
 
 
 def message_text(message: dict[str, Any]) -> str:

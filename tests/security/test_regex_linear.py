@@ -23,12 +23,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bench.support.openai_stub import Reply
+from diagnostics.agent.observer import parse_decision
 from routing.call.votes import answer_key
+from routing.fences import unfenced
 from routing.models import TaskProfile
-from routing.verifiers.json_schema import parse_json, unfenced
+from routing.verifiers.json_schema import parse_json
 from routing.verifiers.tool_text import blocks, cut_short, written_calls
 from routing.verifiers.tool_text import unfenced as tool_unfenced
 from tests.factories import TaskProfileFactory
+from training.services.cycle.skillbook import DistillationError, parse_distilled
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -146,7 +149,22 @@ def test_a_megabyte_of_blanks_is_read_in_linear_time(text):
     written_calls_or_error(text)
     cut_short(text)
     answer_key({"role": "assistant", "content": text})
+    # the same fence, on the diagnosis Observer's answers and the SkillBook distiller's teacher answers
+    parse_decision(text, {"type": "object"}, {}, {})
+    with contextlib.suppress(DistillationError):
+        parse_distilled(text)
     assert time.perf_counter() - started < 1.0
+
+
+def test_the_old_fence_expression_is_quadratic_on_blank_runs():
+    """The check above can fail: the expression routing.fences replaced takes seconds on blanks."""
+    text = "```json\n" + " \t" * 5_000 + "x"
+    started = time.perf_counter()
+    OLD_FENCED_JSON.match(text)
+    old = time.perf_counter() - started
+    started = time.perf_counter()
+    unfenced(text)
+    assert time.perf_counter() - started < old / 10
 
 
 def written_calls_or_error(text: str) -> None:

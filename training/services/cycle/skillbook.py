@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import difflib
 import json
-import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,6 +24,7 @@ from diagnostics.agent.skills import HEADER as SKILLS_HEADER
 from diagnostics.agent.skills import with_skills
 from routing.call.plans import best_of_body, teacher_of
 from routing.errors import UpstreamError
+from routing.fences import unfenced
 from routing.json_body import loads_answer
 from routing.ledger import HAS_BODY
 from routing.models import Invocation, TaskProfile
@@ -133,14 +133,13 @@ def _gather(profile: TaskProfile) -> dict[str, _Evidence]:
     return evidence
 
 
-_FENCE = re.compile(r"\A\s*```(?:json)?\s*\n?(.*?)\n?\s*```\s*\Z", re.DOTALL)
-
-
 def parse_distilled(text: str) -> tuple[list[str], list[str]]:
     """(patterns, pitfalls) from the teacher's answer; DistillationError unless it is the asked JSON."""
-    fenced = _FENCE.match(text or "")
+    fenced = unfenced(text or "")
+    if fenced is None and (text or "").strip().startswith("```json") and text.strip().endswith("```"):
+        fenced = text.strip()[len("```json") : -len("```")]  # one line: ```json {...}```
     try:
-        data = loads_answer(fenced.group(1) if fenced else text)
+        data = loads_answer(fenced if fenced is not None else text)
     except (TypeError, ValueError) as exc:  # not JSON, or nested past the answer depth bound
         raise DistillationError(f"the teacher's answer is not JSON: {exc}") from None
     problem = schema_errors(DISTILLED_SCHEMA, data)
