@@ -15,6 +15,7 @@ from routing.models import Invocation, RouterVersion
 from routing.router.learning.features import hashing_spec
 from routing.router.versions.drift import router_version_drift_check
 from routing.router.versions.services import router_version_admit, router_version_train
+from routing.router.versions.truth import fixed_choice
 from tests.support.celery_worker import celery_worker
 from tests.support.ledger import easy, fill, learned_profile
 from tests.support.wait import wait_until
@@ -79,10 +80,15 @@ def test_a_shifted_mix_is_flagged_and_the_profile_recovers_by_its_safe_fallback(
     assert "correctness 0.000" in version.drift_reason and "SPRT" in version.drift_reason
 
     # Recovery: the flagged version no longer routes (once this server's lookup cache expires); the
-    # profile's measured fixed policy does, and the cascade's measured quality now misses the target,
-    # so the teacher serves: right answers again.
+    # profile's measured fixed policy does, and the cascade's measured quality now misses the target, so
+    # the teacher serves: right answers again.
+    assert RouterVersion.objects.get(pk=version.pk).drift_flag
+
     def served_by_the_teacher() -> bool:
-        return ask(gateway_url, api_key.raw, easy(9000))[0] == "teacher"
+        route, invocation_id, _ = ask(gateway_url, api_key.raw, easy(9000))
+        row = Invocation.objects.get(pk=invocation_id)
+        assert route == "teacher", (row.policy, row.router_version_id, fixed_choice(profile))
+        return True
 
     ttl = settings.SKILLGATE["LOOKUP_CACHE_TTL_S"]
     wait_until(served_by_the_teacher, timeout=ttl + 10, interval=0.5, what="the safe fallback")
@@ -91,3 +97,5 @@ def test_a_shifted_mix_is_flagged_and_the_profile_recovers_by_its_safe_fallback(
         assert (route, json.loads(answer)) == ("teacher", {"total": 42})
         row = Invocation.objects.get(pk=invocation_id)
         assert row.router_version_id is None and row.policy == "always_teacher"
+    choice = fixed_choice(profile)
+    assert choice.quality is not None and choice.required is not None and choice.quality < choice.required

@@ -82,6 +82,10 @@ def test_router_learns_from_the_ledger_and_routes_change(gateway_url, backends, 
         assert version.threshold is not None
         assert version.admission["pass_rate"] >= version.admission["required_pass_rate"]
 
+        # From here on only the student-routed calls are sampled (by the teacher), so a student request
+        # below can only come from a routing decision.
+        profile.policy_params = {**profile.policy_params, "student_sample_rate": 0.0}
+        profile.save()
         stub.requests.clear()
         for i in range(1000, 1010):
             route, invocation_id = ask(client, hard(i))

@@ -191,7 +191,7 @@ def _active(profile: TaskProfile, share: float, pass_rate: float) -> RouterVersi
     )
 
 
-def test_drift_is_flagged_when_the_live_teacher_share_parts_from_the_prediction(settings):
+def test_drift_is_flagged_when_the_live_teacher_share_parts_from_the_prediction(settings, monkeypatch):
     settings.SKILLGATE = {
         **settings.SKILLGATE,
         "ROUTER": {**settings.SKILLGATE["ROUTER"], "DRIFT_MIN_CALLS": 20, "DRIFT_SHARE_MARGIN": 0.1},
@@ -209,7 +209,10 @@ def test_drift_is_flagged_when_the_live_teacher_share_parts_from_the_prediction(
             route="teacher" if i % 3 else "student",
         )
 
+    enqueued: list[int] = []  # the broker's side: a retrain is enqueued for the newly flagged version
+    monkeypatch.setattr(router_retrain, "delay", enqueued.append)
     assert router_drift_check(version.pk) is True
+    assert enqueued == [profile.pk]
     version.refresh_from_db()
     assert version.live_calls == 30
     assert version.live_teacher_share == pytest.approx(2 / 3)
