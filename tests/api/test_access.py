@@ -35,6 +35,7 @@ WRITES: dict[tuple[str, str], Write] = {
     ("post", "/api/incidents"): Write(
         scopes.INCIDENTS_WRITE, "approver", {"text": "down", "environment": "fake"}
     ),
+    ("post", "/api/incidents/{incident_id}/rediagnose"): Write(scopes.INCIDENTS_WRITE, "approver", {}),
     ("post", "/api/actions/{action_id}/approve"): Write(scopes.ACTIONS_APPROVE, "operator", {}),
     ("post", "/api/actions/{action_id}/deny"): Write(scopes.ACTIONS_APPROVE, "operator", {}),
     ("post", "/api/cycles"): Write(scopes.LEARNING_WRITE, "viewer", {"profile": "extract"}),
@@ -77,7 +78,12 @@ def _state() -> tuple[Any, ...]:
 
 def _path(template: str, action: ActionRequest) -> str:
     return template.format(
-        action_id=action.pk, trajectory_id=action.trajectory_id, server="fs", tool="read_file", key_id=1
+        action_id=action.pk,
+        trajectory_id=action.trajectory_id,
+        incident_id=action.trajectory.incident_id,
+        server="fs",
+        tool="read_file",
+        key_id=1,
     )
 
 

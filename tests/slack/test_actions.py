@@ -50,7 +50,8 @@ def test_an_approver_approves_and_the_action_runs_once(bot, slack_client, queue,
     action.refresh_from_db()
     assert action.status == ActionRequest.Status.EXECUTED and action.decided_by.username == "approver"
     assert write_log == [("restart_service", {"service": "api"})]
-    assert Incident.objects.get().status == Incident.Status.RESOLVED
+    # resolved only once the check after the fix sees the symptom cleared (DIAGNOSTICS_VERIFY_AFTER_S later)
+    assert Incident.objects.get().status == Incident.Status.VERIFYING
     updates = updates_of(bot, message)
     assert "Approved by approver; running." in context_of(updates[0])
     assert "Approved by approver; executed." in context_of(updates[-1])
