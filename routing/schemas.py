@@ -50,6 +50,7 @@ entries would let a few large schemas hold hundreds of megabytes).
 
 from __future__ import annotations
 
+import hashlib
 import threading
 from collections import defaultdict
 from typing import Any
@@ -137,10 +138,31 @@ def _compiled(text: bytes) -> jsonschema_rs.Validator:
     return compiled
 
 
+# Cost checks a worker process made (routing/verifiers/vetting.py): schema text -> its problem or None.
+_vetted: LRUCache[bytes, str | None] = LRUCache(
+    maxsize=CACHE_BYTES // 4, getsizeof=lambda p: 64 + len(p or "")
+)
+
+
+def record_vetted(text: bytes, problem: str | None) -> None:
+    """What a worker found counting the cost of the schema ``text`` (so this process does not count)."""
+    with _cache_lock:
+        _vetted[hashlib.sha256(text).digest()] = problem
+
+
+def is_vetted(text: bytes) -> bool:
+    with _cache_lock:
+        return hashlib.sha256(text).digest() in _vetted or text in _cache
+
+
 def _compile(text: bytes) -> jsonschema_rs.Validator:
     schema = orjson.loads(text)
     _check_shape(schema)
-    if isinstance(schema, dict):
+    with _cache_lock:
+        vetted = _vetted.get(hashlib.sha256(text).digest(), False)
+    if isinstance(vetted, str):
+        raise SchemaRefused(vetted)
+    if isinstance(schema, dict) and vetted is False:
         _check_cost(schema)
     try:
         return jsonschema_rs.validator_for(

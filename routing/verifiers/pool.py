@@ -265,6 +265,13 @@ async def run_verifier(
     (its share of the pool); background work shares the key ''."""
     if verifier.runs_inline(request=request, message=message):
         return verifier.verify(request=request, message=message)
+    task = {"config": verifier.config, "request": request, "message": message}
+    return await run_task(task, deadline=deadline_s(verifier), owner=owner)
+
+
+async def run_task(task: dict[str, Any], *, deadline: float, owner: str = "") -> Verdict:
+    """One worker task (``{"config", "request", "message"}``: the verifier of ``config`` is built in the
+    worker and run there), within ``owner``'s share of the pool and ``deadline`` seconds."""
     shape = _shape()
     queued = time.monotonic()
     try:
@@ -275,10 +282,9 @@ async def run_verifier(
             f"{shape.queue_wait_s:g}s"
         )
     try:
-        task = {"config": verifier.config, "request": request, "message": message}
         wait_s = shape.queue_wait_s - (time.monotonic() - queued)
         current = pool()
-        future = current.threads.submit(current.run, task, deadline_s(verifier), time.monotonic(), wait_s)
+        future = current.threads.submit(current.run, task, deadline, time.monotonic(), wait_s)
         try:
             return await asyncio.wrap_future(future)
         except asyncio.CancelledError:

@@ -15,10 +15,12 @@ from routing.api.http import JsonResponse, Request, Response, StreamResponse, ca
 from routing.call import gateway
 from routing.call.streaming import stream_call
 from routing.protocol import parse_chat_request
+from routing.verifiers.vetting import vet_body_schemas
 
 
 async def create(request: Request) -> Response:
     api_key = await api_key_of(request)
+    await vet_body_schemas(request.body, owner=str(api_key.pk))  # costed off the loop
     chat = parse_chat_request(request.body)
     await check_rate(api_key_id=api_key.pk, limit=api_key.rpm_limit)
     prep = await gateway.prepare(

@@ -15,10 +15,12 @@ from routing.call import gateway, upstream
 from routing.call.plans import teacher_of
 from routing.call.streaming import stream_call
 from routing.errors import ApiError
+from routing.verifiers.vetting import vet_body_schemas
 
 
 async def create(request: Request) -> Response:
     api_key = await api_key_of(request, anthropic=True)
+    await vet_body_schemas(request.body, owner=str(api_key.pk))  # costed off the loop
     parsed = anthropic.parse(request.body, anthropic.MessagesRequest)
     chat = anthropic.to_chat(parsed)
     await check_rate(api_key_id=api_key.pk, limit=api_key.rpm_limit)

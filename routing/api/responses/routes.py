@@ -15,6 +15,7 @@ from routing.api.http import JsonResponse, Request, Response, StreamResponse, ca
 from routing.call import gateway
 from routing.call.streaming import stream_call
 from routing.errors import ApiError
+from routing.verifiers.vetting import vet_body_schemas
 
 PATH = "/v1/responses"
 
@@ -35,6 +36,7 @@ async def _find(response_id: str, api_key_id: int, *, param: str | None = None) 
 
 async def create(request: Request) -> Response:
     api_key = await api_key_of(request)
+    await vet_body_schemas(request.body, owner=str(api_key.pk))  # costed off the loop
     parsed = responses.parse(request.body)
     history = None
     if parsed.previous_response_id is not None:
