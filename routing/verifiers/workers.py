@@ -40,6 +40,7 @@ from routing.verifiers import VerifierConfigError, build_verifier
 
 HEADER = 5
 MAX_RSS_BYTES = 512 * 1024 * 1024
+WORKER_NICENESS = 10
 STARTUP_TIMEOUT_S = 60.0
 _ROOT = Path(__file__).resolve().parents[2]
 
@@ -183,6 +184,10 @@ def main() -> None:
     os.dup2(2, 1)  # a verifier's print goes to stderr, never into the channel
     sys.stdout = sys.stderr
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a terminal's ^C is for the server; stdin closing ends us
+    # Below the serving process on the CPU: where verifications fill every core, the event loop still
+    # gets the CPU first (its children, sandboxes included, inherit this).
+    with contextlib.suppress(OSError):
+        os.nice(WORKER_NICENESS)
     out.write(frame(b"R", b""))
     stream = sys.stdin.buffer
     while True:

@@ -188,8 +188,8 @@ def test_counting_is_fast_even_for_the_largest_recursive_schema():
     defs["d740"] = {"type": "array", "items": {"$ref": "#"}}
     schema = {"$defs": defs, "$ref": "#/$defs/d0"}
     assert len(orjson.dumps(schema)) <= 64 * 1024
-    started = time.perf_counter()
+    started = time.thread_time()  # this thread's CPU: what counting costs, whatever else the machine runs
     problem = schema_problem(schema)
-    took = time.perf_counter() - started
+    took = time.thread_time() - started
     assert problem is not None and (str(MAX_COUNTED_PAIRS) in problem or str(MAX_SCHEMA_COST) in problem)
     assert took < 1.0, f"counting took {took:.2f}s"
