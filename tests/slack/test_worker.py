@@ -18,7 +18,12 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture
 def worker(bot: SlackStub) -> Iterator[Worker]:
-    env = {"SLACK_BOT_TOKEN": TOKEN, "SLACK_SIGNING_SECRET": SECRET, "SLACK_API_URL": bot.base_url}
+    env = {
+        "SLACK_BOT_TOKEN": TOKEN,
+        "SLACK_SIGNING_SECRET": SECRET,
+        "SLACK_API_URL": bot.base_url,
+        "SKILLGATE_DIAGNOSTICS_VERIFY_AFTER_S": "1",  # the check after the fix, soon
+    }
     with celery_worker("slack", env=env, app="tests.support.slack_worker") as running:
         yield running
 
@@ -52,6 +57,10 @@ def test_a_real_worker_opens_diagnoses_posts_and_runs_the_approved_fix(bot, slac
         "the action message to show the outcome",
         lambda: any("executed." in str(u["blocks"]) for u in bot.of("chat.update")),
     )
-    assert Incident.objects.get().status == Incident.Status.RESOLVED
+    # resolved only once the worker's check after the fix has seen the symptom clear
+    worker.wait_until(
+        "the check after the fix to resolve the incident",
+        lambda: Incident.objects.get().status == Incident.Status.RESOLVED,
+    )
     thread = [m["text"] for m in bot.posted() if m.get("thread_ts") == root["ts"]]
     assert any(":gear: restart_service ran" in t for t in thread)
