@@ -155,26 +155,33 @@ def ingress_port_mismatch(state: AnalysisState, findings: list[Finding]) -> list
         if label in reported:
             continue
         namespace, service = label.split("/", 1)
-        for output in state.outputs:
-            if field_value(output.text, "Name") != service or "Port:" not in output.text:
-                continue
-            ports = _SERVICE_PORT.findall(output.text)
-            if ports and port not in ports:
-                reported.add(label)
-                out.append(
-                    Finding(
-                        "ingress_port_mismatch",
-                        f"Ingress {ingress} sends traffic to port {port} of Service {service}, which only "
-                        f"exposes port {', '.join(ports)}: no request through the Ingress reaches a pod.",
-                        Severity.CRITICAL,
-                        f"ingress/{namespace}/{ingress}",
-                        f"backend {service}:{port}; Service ports {', '.join(ports)}",
-                        90,
-                        f"Set the Ingress backend's port to {ports[0]} (or add port {port} to the Service).",
-                    )
+        ports = _other_ports(state, service, port)
+        if ports:
+            reported.add(label)
+            out.append(
+                Finding(
+                    "ingress_port_mismatch",
+                    f"Ingress {ingress} sends traffic to port {port} of Service {service}, which only "
+                    f"exposes port {', '.join(ports)}: no request through the Ingress reaches a pod.",
+                    Severity.CRITICAL,
+                    f"ingress/{namespace}/{ingress}",
+                    f"backend {service}:{port}; Service ports {', '.join(ports)}",
+                    90,
+                    f"Set the Ingress backend's port to {ports[0]} (or add port {port} to the Service).",
                 )
-                break
+            )
     return out
+
+
+def _other_ports(state: AnalysisState, service: str, port: str) -> list[str]:
+    """The ports a read Service ``service`` exposes when ``port`` is not among them, else []."""
+    for output in state.outputs:
+        if field_value(output.text, "Name") != service or "Port:" not in output.text:
+            continue
+        ports = _SERVICE_PORT.findall(output.text)
+        if ports and port not in ports:
+            return list(ports)
+    return []
 
 
 @register_correlator
@@ -187,23 +194,19 @@ def dialed_port_mismatch(state: AnalysisState, findings: list[Finding]) -> list[
         if label in reported:
             continue
         namespace, service = label.split("/", 1)
-        for output in state.outputs:
-            if field_value(output.text, "Name") != service or "Port:" not in output.text:
-                continue
-            ports = _SERVICE_PORT.findall(output.text)
-            if ports and port not in ports:
-                reported.add(label)
-                out.append(
-                    Finding(
-                        "dialed_port_mismatch",
-                        f"The client connects to {service}:{port}, but Service {service} listens on port "
-                        f"{', '.join(ports)}: the connection is refused, the configured port is wrong.",
-                        Severity.CRITICAL,
-                        f"service/{namespace}/{service}",
-                        f"dialled {service}:{port}; Service ports {', '.join(ports)}",
-                        92,
-                        f"Configure the client with port {ports[0]} (or expose {port} on Service {service}).",
-                    )
+        ports = _other_ports(state, service, port)
+        if ports:
+            reported.add(label)
+            out.append(
+                Finding(
+                    "dialed_port_mismatch",
+                    f"The client connects to {service}:{port}, but Service {service} listens on port "
+                    f"{', '.join(ports)}: the connection is refused, the configured port is wrong.",
+                    Severity.CRITICAL,
+                    f"service/{namespace}/{service}",
+                    f"dialled {service}:{port}; Service ports {', '.join(ports)}",
+                    92,
+                    f"Configure the client with port {ports[0]} (or expose {port} on Service {service}).",
                 )
-                break
+            )
     return out
