@@ -43,6 +43,7 @@ from core import jobs, jobs_conf
 from core.conf import resolve
 from routing import conf
 from routing.budgets import Hold
+from routing.call import judging
 from routing.call.legs import run_leg
 from routing.call.plans import plan_call
 from routing.errors import UpstreamError
@@ -270,6 +271,8 @@ def _sample(invocation_id: uuid.UUID | str) -> str:
     teacher_rate, student_rate = boosted(profile, sample_boost(inv))
     leg.update(background=True, sample_rate=teacher_rate if role == TEACHER else student_rate)
     sampled_message = completion.message if completion is not None else None
+    # Prose that no comparator labels: the teacher judges the pair, before the row is locked.
+    judged = judging.judge_sample(inv, role=role, leg=leg, sampled=sampled_message)
     with transaction.atomic():
         row = Invocation.objects.select_for_update().get(pk=inv.pk)
         legs = [dict(item) for item in row.legs or []]
@@ -283,6 +286,7 @@ def _sample(invocation_id: uuid.UUID | str) -> str:
             teacher_leg = next((item for item in reversed(legs) if item.get("role") == TEACHER), None)
             teacher_ok = teacher_leg is not None and teacher_leg.get("verdict") in ANSWERED
             label = labels.compare(sampled_message, served, teacher_ok) if completion else labels.UNKNOWN
+        label = label if label.known else judged
         if student_leg is not None and label.known:
             student_leg["correct"] = label.correct
             student_leg["correct_by"] = f"sample:{label.source}"
