@@ -29,7 +29,7 @@ import bench.support.django_env  # noqa: F401  sets Django up before the app imp
 from bench.diagnosis_scripted import POLICIES
 from bench.support.openai_stub import OpenAIStub
 from diagnostics import conf
-from diagnostics.agent.llm import GatewayClient
+from diagnostics.agent.investigation.llm import GatewayClient
 from diagnostics.agent.runner import MODE_LLM, build_observer_for
 from diagnostics.evaluation.replay import evaluate, render_comparison, render_intents, summary_line
 

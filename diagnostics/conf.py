@@ -156,7 +156,7 @@ class Agent:
 
 @dataclass(frozen=True)
 class Analyzers:
-    """The analyzers' thresholds (diagnostics/agent/analyzers/)."""
+    """The analyzers' thresholds (diagnostics/agent/evidence/analyzers/)."""
 
     throttling: float = setting(
         "DIAGNOSTICS_THROTTLING_THRESHOLD",

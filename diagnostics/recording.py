@@ -22,12 +22,12 @@ from typing import Any
 from django.utils import timezone
 
 from diagnostics import conf, services
-from diagnostics.agent.executor import ClaimedAction
-from diagnostics.agent.observer import Observer
+from diagnostics.agent.execution.executor import ClaimedAction
+from diagnostics.agent.investigation.observer import Observer
+from diagnostics.agent.investigation.skills import SkillEntry, parse_skillbook
+from diagnostics.agent.request.subject import AlertContext, from_payload
+from diagnostics.agent.request.timewindow import EvidenceWindow, iso
 from diagnostics.agent.runner import MODE_LLM, Outcome, StepRecord, choose_mode, investigate
-from diagnostics.agent.skills import SkillEntry, parse_skillbook
-from diagnostics.agent.subject import AlertContext, from_payload
-from diagnostics.agent.timewindow import EvidenceWindow, iso
 from diagnostics.mcp.attach import incident_environment
 from diagnostics.models import ActionRequest, Incident, Trajectory
 from routing.models import TaskProfile

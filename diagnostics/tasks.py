@@ -21,7 +21,7 @@ from django.db import OperationalError
 from core import jobs, jobs_conf
 from core.queues import enqueue, queue_options
 from diagnostics import conf, services
-from diagnostics.agent.executor import ClaimedAction, Executor
+from diagnostics.agent.execution.executor import ClaimedAction, Executor
 from diagnostics.mcp.attach import incident_environment
 from diagnostics.models import ActionRequest
 from diagnostics.recording import DatabaseActionLedger, run_trajectory

@@ -20,16 +20,16 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from diagnostics import conf
-from diagnostics.agent import adapt
-from diagnostics.agent.adapt import next_forms
-from diagnostics.agent.analyzers import AnalysisState, ToolOutput, analyze, normalize
-from diagnostics.agent.compressor import Compressor
-from diagnostics.agent.diagnosis import build_diagnosis, rank_findings
+from diagnostics.agent.evidence.analyzers import AnalysisState, ToolOutput, analyze, normalize
+from diagnostics.agent.evidence.compressor import Compressor
+from diagnostics.agent.evidence.freshness import mark_history, stamp
+from diagnostics.agent.execution.proposals import invalid_proposal
 from diagnostics.agent.findings import Finding
-from diagnostics.agent.freshness import mark_history, stamp
-from diagnostics.agent.intent import classify
-from diagnostics.agent.llm import GatewayClient, gateway_client
-from diagnostics.agent.observer import (
+from diagnostics.agent.investigation import adapt
+from diagnostics.agent.investigation.adapt import next_forms
+from diagnostics.agent.investigation.diagnosis import build_diagnosis, rank_findings
+from diagnostics.agent.investigation.llm import GatewayClient, gateway_client
+from diagnostics.agent.investigation.observer import (
     PROBE,
     PROPOSE,
     SUBMIT,
@@ -38,16 +38,10 @@ from diagnostics.agent.observer import (
     Observer,
     StepView,
 )
-from diagnostics.agent.planner import RulePlanner
-from diagnostics.agent.probe import Probe
-from diagnostics.agent.proposals import invalid_proposal
-from diagnostics.agent.questions import QuestionPlanner
-from diagnostics.agent.recorders import MemoryRecorder as MemoryRecorder  # re-exported: its old home
-from diagnostics.agent.replies import NO_DATA, answer_for, no_data_finding, question_anchor
-from diagnostics.agent.skills import SkillEntry, incident_signature, matching, render_matches
-from diagnostics.agent.subject import AlertContext
-from diagnostics.agent.timewindow import EvidenceWindow
-from diagnostics.agent.tool_agent import (
+from diagnostics.agent.investigation.planner import RulePlanner
+from diagnostics.agent.investigation.probe import Probe
+from diagnostics.agent.investigation.skills import SkillEntry, incident_signature, matching, render_matches
+from diagnostics.agent.investigation.tool_agent import (
     AgentContext,
     AgentOutcome,
     Read,
@@ -56,6 +50,12 @@ from diagnostics.agent.tool_agent import (
     ToolCallingObserver,
     call_key,
 )
+from diagnostics.agent.questions.planner import QuestionPlanner
+from diagnostics.agent.questions.replies import NO_DATA, answer_for, no_data_finding, question_anchor
+from diagnostics.agent.recorders import MemoryRecorder as MemoryRecorder  # re-exported: its old home
+from diagnostics.agent.request.intent import classify
+from diagnostics.agent.request.subject import AlertContext
+from diagnostics.agent.request.timewindow import EvidenceWindow
 from diagnostics.toolsets.base import ToolSpec
 from diagnostics.toolsets.registry import Environment
 
@@ -95,7 +95,7 @@ class Outcome:
     proposals: list[dict[str, Any]]
     healthy: bool | None = None
     exhausted: bool = False
-    # The answer shape (diagnostics.agent.answers.Answer.to_json()): intent, shape, headline, rows...
+    # The answer shape (questions.answers.Answer.to_json()): intent, shape, headline, rows...
     answer: dict[str, Any] = field(default_factory=dict)
     # The tool-calling Observer's run (tool_agent.AgentOutcome.to_json()): kept or why not; {} without one.
     observer: dict[str, Any] = field(default_factory=dict)

@@ -17,7 +17,12 @@ from typing import Any
 
 import yaml
 
-from diagnostics.agent.subject import AlertContext, from_investigation, from_text, from_workload_health
+from diagnostics.agent.request.subject import (
+    AlertContext,
+    from_investigation,
+    from_text,
+    from_workload_health,
+)
 
 DEV = "dev"
 HELD_OUT = "held-out"

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from diagnostics import conf
-from diagnostics.agent.llm import GatewayClient, LLMUnavailable, gateway_client
+from diagnostics.agent.investigation.llm import GatewayClient, LLMUnavailable, gateway_client
 from routing.json_body import loads_answer
 
 KEYWORD_RECALL = 0.7

@@ -19,8 +19,8 @@ from urllib.parse import quote_plus
 
 import httpx
 
+from diagnostics.agent.request.subject import AlertContext, from_alertmanager, from_text
 from diagnostics.agent.runner import MemoryRecorder, Outcome, investigate
-from diagnostics.agent.subject import AlertContext, from_alertmanager, from_text
 from diagnostics.toolsets.base import ReadToolset, WriteToolset
 from diagnostics.toolsets.local import LocalReadToolset, LocalWriteToolset
 from diagnostics.toolsets.prometheus import PrometheusConfig, PrometheusReadToolset

@@ -9,11 +9,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from diagnostics.agent.intent import INTENTS
-from diagnostics.agent.llm import GatewayClient
-from diagnostics.agent.observer import Observer
+from diagnostics.agent.investigation.llm import GatewayClient
+from diagnostics.agent.investigation.observer import Observer
+from diagnostics.agent.investigation.skills import SkillEntry
+from diagnostics.agent.request.intent import INTENTS
 from diagnostics.agent.runner import MemoryRecorder, build_observer_for, investigate
-from diagnostics.agent.skills import SkillEntry
 from diagnostics.evaluation import metrics
 from diagnostics.evaluation.cases import SPLITS, Case, discover_cases
 from diagnostics.evaluation.grading import Grade, grade

@@ -10,7 +10,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from diagnostics import conf, doorbell
-from diagnostics.agent.subject import from_alertmanager
+from diagnostics.agent.request.subject import from_alertmanager
 from diagnostics.models import Incident, IncidentTouch, Step, Trajectory
 from diagnostics.services.base import ServiceError
 from diagnostics.services.trajectories import step_record

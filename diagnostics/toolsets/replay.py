@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from diagnostics import conf as diagnostics_conf
-from diagnostics.agent.timewindow import latest_time, line_time
+from diagnostics.agent.request.timewindow import latest_time, line_time
 from diagnostics.toolsets.base import ReadToolset, ToolResult, ToolSpec
 from diagnostics.toolsets.registry import Environment, UnknownEnvironment, register_environment
 

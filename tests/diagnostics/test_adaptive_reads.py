@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from diagnostics.agent import adapt
-from diagnostics.agent.observer import PROBE, SUBMIT, Decision
+from diagnostics.agent.investigation import adapt
+from diagnostics.agent.investigation.observer import PROBE, SUBMIT, Decision
+from diagnostics.agent.request.subject import from_text
 from diagnostics.agent.runner import MemoryRecorder, investigate
-from diagnostics.agent.subject import from_text
 from diagnostics.toolsets.base import ReadToolset, ToolResult, ToolSpec
 from diagnostics.toolsets.registry import Environment, build_environment, register_environment
 

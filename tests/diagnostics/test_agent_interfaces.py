@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from diagnostics.agent.executor import ClaimedAction, Execution, Executor
-from diagnostics.agent.llm import GatewayClient
-from diagnostics.agent.observer import LLMObserver
-from diagnostics.agent.planner import RulePlanner
+from diagnostics.agent.execution.executor import ClaimedAction, Execution, Executor
+from diagnostics.agent.investigation.llm import GatewayClient
+from diagnostics.agent.investigation.observer import LLMObserver
+from diagnostics.agent.investigation.planner import RulePlanner
+from diagnostics.agent.investigation.skills import parse_skillbook
+from diagnostics.agent.request.subject import from_text
 from diagnostics.agent.runner import MODE_ANALYZERS, MODE_LLM, MemoryRecorder, build_observer_for, investigate
-from diagnostics.agent.skills import parse_skillbook
-from diagnostics.agent.subject import from_text
 from diagnostics.toolsets.registry import build_environment
 from tests.support.fake_environment import FakeWrite
 

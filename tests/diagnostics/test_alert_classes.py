@@ -10,9 +10,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from diagnostics.agent.analyzers import AnalysisState, ToolOutput, analyze
+from diagnostics.agent.evidence.analyzers import AnalysisState, ToolOutput, analyze
+from diagnostics.agent.request.subject import from_investigation, from_text, subject_from_labels
 from diagnostics.agent.runner import MemoryRecorder, investigate
-from diagnostics.agent.subject import from_investigation, from_text, subject_from_labels
 from diagnostics.toolsets.replay import ReplayEnvironment
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from urllib.parse import quote_plus
 
-from diagnostics.agent.subject import alert_queries, from_alertmanager, from_investigation
+from diagnostics.agent.request.subject import alert_queries, from_alertmanager, from_investigation
 
 
 def test_an_alert_named_only_by_alertname_and_labels_gets_its_subject():

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from diagnostics.agent.analyzers import AnalysisState, ToolOutput, analyze, analyzer_names
-from diagnostics.agent.subject import from_text
+from diagnostics.agent.evidence.analyzers import AnalysisState, ToolOutput, analyze, analyzer_names
+from diagnostics.agent.request.subject import from_text
 
 POD = """Name:             {name}
 Namespace:        shop

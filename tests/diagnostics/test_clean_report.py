@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from diagnostics.agent.request.subject import from_alertmanager
 from diagnostics.agent.runner import MemoryRecorder, investigate
-from diagnostics.agent.subject import from_alertmanager
 from diagnostics.toolsets.replay import ReplayEnvironment
 
 

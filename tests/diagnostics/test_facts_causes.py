@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from diagnostics.agent.diagnosis import rank_findings
-from diagnostics.agent.subject import subject_from_labels
+from diagnostics.agent.investigation.diagnosis import rank_findings
+from diagnostics.agent.request.subject import subject_from_labels
 from tests.support.findings import findings_of
 
 CRASH = """Name:             quill-7d8f9-abcde

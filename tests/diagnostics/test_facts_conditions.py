@@ -3,10 +3,10 @@ Kubernetes' semantics. Names appear in no case."""
 
 from __future__ import annotations
 
-from diagnostics.agent.analyzers import AnalysisState, ToolOutput, analyze
-from diagnostics.agent.analyzers.kubernetes.conditions import conditions_of
+from diagnostics.agent.evidence.analyzers import AnalysisState, ToolOutput, analyze
+from diagnostics.agent.evidence.analyzers.kubernetes.conditions import conditions_of
 from diagnostics.agent.findings import ObjRef
-from diagnostics.agent.subject import from_text
+from diagnostics.agent.request.subject import from_text
 from tests.support.findings import findings_of
 
 HPA = """Name:                     mill

@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from diagnostics.agent.analyzers import AnalysisState, ToolOutput, analyze
-from diagnostics.agent.subject import AlertContext, from_alertmanager
+from diagnostics.agent.evidence.analyzers import AnalysisState, ToolOutput, analyze
+from diagnostics.agent.request.subject import AlertContext, from_alertmanager
 from tests.support.findings import findings_of, kinds
 
 

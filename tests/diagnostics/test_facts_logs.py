@@ -61,7 +61,7 @@ def test_a_log_that_ends_on_a_stop_signal_after_progress_says_it_was_stopped_mid
 
 
 def test_a_json_document_keeps_its_own_escapes():
-    from diagnostics.agent.analyzers import normalize
+    from diagnostics.agent.evidence.analyzers import normalize
 
     document = json.dumps({"statement": 'SELECT "x"'})
     assert json.loads(normalize(document)) == {"statement": 'SELECT "x"'}

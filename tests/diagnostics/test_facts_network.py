@@ -4,8 +4,8 @@ so a rule keyed to a case's entities fails."""
 
 from __future__ import annotations
 
-from diagnostics.agent.analyzers import AnalysisState, ToolOutput, analyze
-from diagnostics.agent.subject import AlertContext
+from diagnostics.agent.evidence.analyzers import AnalysisState, ToolOutput, analyze
+from diagnostics.agent.request.subject import AlertContext
 from tests.support.findings import kinds
 
 

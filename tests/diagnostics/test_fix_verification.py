@@ -14,9 +14,9 @@ from django.test import Client
 from django.utils import timezone
 
 from diagnostics import services
+from diagnostics.agent.request.subject import from_text
+from diagnostics.agent.request.timewindow import EvidenceWindow
 from diagnostics.agent.runner import MemoryRecorder, investigate
-from diagnostics.agent.subject import from_text
-from diagnostics.agent.timewindow import EvidenceWindow
 from diagnostics.models import ActionRequest, Incident, Step, Trajectory
 from diagnostics.tasks import execute_action, run_diagnosis, verify_fix
 from diagnostics.toolsets.base import (

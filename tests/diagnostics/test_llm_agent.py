@@ -1,5 +1,5 @@
-"""The tool-calling Observer (diagnostics/agent/tool_agent.py) through the running gateway, against a
-local OpenAI-protocol upstream that answers with scripted native tool calls.
+"""The tool-calling Observer (diagnostics/agent/investigation/tool_agent.py) through the running gateway,
+against a local OpenAI-protocol upstream that answers with scripted native tool calls.
 
 The analyzers' plan runs first and stays the floor: a write tool, an unknown tool, a model that never
 stops calling, one that claims what no tool showed, and one the gateway cannot reach all end in the

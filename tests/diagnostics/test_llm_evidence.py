@@ -1,11 +1,11 @@
-"""The evidence check of an LLM's answer (diagnostics/agent/evidence.py): what it cites must be in what
+"""The evidence check of an LLM's answer (diagnostics/agent/evidence/claims.py): what it cites must be in what
 the tools returned or the findings."""
 
 from __future__ import annotations
 
 import pytest
 
-from diagnostics.agent.evidence import check_answer, claims
+from diagnostics.agent.evidence.claims import check_answer, claims
 
 EVIDENCE = [
     'kubectl_get_by_kind_in_namespace {"kind": "pod", "namespace": "shop"}\n'

@@ -10,7 +10,7 @@ import pytest
 
 from bench.support.openai_stub import Reply
 from diagnostics import services
-from diagnostics.agent.llm import gateway_client
+from diagnostics.agent.investigation.llm import gateway_client
 from diagnostics.evaluation.grading import grade
 from diagnostics.models import Step, Trajectory
 from diagnostics.tasks import run_diagnosis

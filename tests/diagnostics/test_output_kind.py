@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from diagnostics.agent.analyzers import AnalysisState, ToolOutput, analyze
+from diagnostics.agent.evidence.analyzers import AnalysisState, ToolOutput, analyze
+from diagnostics.agent.request.subject import from_text
 from diagnostics.agent.runner import MemoryRecorder, investigate
-from diagnostics.agent.subject import from_text
 from diagnostics.toolsets.base import ReadToolset, ToolResult, ToolSpec, object_schema
 from diagnostics.toolsets.registry import Environment
 
@@ -58,7 +58,7 @@ class _Files(Environment):
 
 
 def test_the_runner_hands_the_results_kind_to_the_analyzers():
-    from diagnostics.agent.observer import PROBE, SUBMIT, Decision, InvestigationView, Observer
+    from diagnostics.agent.investigation.observer import PROBE, SUBMIT, Decision, InvestigationView, Observer
 
     class ReadTheFile(Observer):
         mode = "analyzers"

@@ -7,10 +7,10 @@ from datetime import UTC, datetime
 
 import pytest
 
-from diagnostics.agent.analyzers import AnalysisState, ToolOutput
-from diagnostics.agent.intent import CHANGES, classify
-from diagnostics.agent.replies import answer_for
-from diagnostics.agent.subject import from_text
+from diagnostics.agent.evidence.analyzers import AnalysisState, ToolOutput
+from diagnostics.agent.questions.replies import answer_for
+from diagnostics.agent.request.intent import CHANGES, classify
+from diagnostics.agent.request.subject import from_text
 
 ASKED = datetime(2030, 3, 14, 12, 0, tzinfo=UTC)
 EVENTS = """LAST SEEN   TYPE      REASON              OBJECT                    MESSAGE

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
-from diagnostics.agent.intent import classify, specific_name
-from diagnostics.agent.inventory import Inventory
+from diagnostics.agent.evidence.inventory import Inventory
+from diagnostics.agent.request.intent import classify, specific_name
+from diagnostics.agent.request.subject import from_text
 from diagnostics.agent.runner import MemoryRecorder, investigate
-from diagnostics.agent.subject import from_text
 from diagnostics.toolsets.replay import ReplayEnvironment
 
 EVAL = Path(settings.EVAL_DIR)

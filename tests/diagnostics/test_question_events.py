@@ -3,10 +3,10 @@ nothing read is no data. Names appear in no case."""
 
 from __future__ import annotations
 
-from diagnostics.agent.analyzers import AnalysisState, ToolOutput
-from diagnostics.agent.intent import classify
-from diagnostics.agent.replies import answer_for
-from diagnostics.agent.subject import from_text
+from diagnostics.agent.evidence.analyzers import AnalysisState, ToolOutput
+from diagnostics.agent.questions.replies import answer_for
+from diagnostics.agent.request.intent import classify
+from diagnostics.agent.request.subject import from_text
 
 EVENTS = """LAST SEEN   TYPE      REASON             OBJECT                 MESSAGE
 2m          Warning   BackOff            pod/mill-7c9-x1        Back-off restarting failed container mill

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
-from diagnostics.agent.intent import classify
-from diagnostics.agent.logtemplates import error_events, group_errors
+from diagnostics.agent.evidence.logtemplates import error_events, group_errors
+from diagnostics.agent.request.intent import classify
+from diagnostics.agent.request.subject import from_text
+from diagnostics.agent.request.timewindow import parse_window
 from diagnostics.agent.runner import MemoryRecorder, investigate
-from diagnostics.agent.subject import from_text
-from diagnostics.agent.timewindow import parse_window
 from diagnostics.toolsets.replay import ReplayEnvironment
 
 EVAL = Path(settings.EVAL_DIR)

@@ -11,10 +11,10 @@ import pytest
 from django.utils import timezone
 
 from diagnostics import services
-from diagnostics.agent.executor import Executor
-from diagnostics.agent.probe import Probe, ProbeConfigError
+from diagnostics.agent.execution.executor import Executor
+from diagnostics.agent.investigation.probe import Probe, ProbeConfigError
+from diagnostics.agent.request.subject import from_text
 from diagnostics.agent.runner import MemoryRecorder, investigate
-from diagnostics.agent.subject import from_text
 from diagnostics.models import ActionRequest, Incident, Trajectory
 from diagnostics.recording import DatabaseActionLedger
 from diagnostics.toolsets.base import ReadToolset, ToolResult, WriteToolset

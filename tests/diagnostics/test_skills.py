@@ -4,7 +4,7 @@ only entries whose signature matches the incident reach its prompt."""
 from __future__ import annotations
 
 from diagnostics.agent.findings import Finding, Severity
-from diagnostics.agent.skills import (
+from diagnostics.agent.investigation.skills import (
     HEADER,
     Signature,
     SkillEntry,
@@ -14,7 +14,7 @@ from diagnostics.agent.skills import (
     render_skillbook,
     with_skills,
 )
-from diagnostics.agent.subject import AlertContext, from_text
+from diagnostics.agent.request.subject import AlertContext, from_text
 
 PLAN = {
     "discover": "Read the worker's log | and its config",

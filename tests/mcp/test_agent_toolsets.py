@@ -10,8 +10,15 @@ from pathlib import Path
 import pytest
 
 from diagnostics import services
-from diagnostics.agent.observer import PROBE, PROPOSE, SUBMIT, Decision, InvestigationView, Observer
-from diagnostics.agent.probe import Probe
+from diagnostics.agent.investigation.observer import (
+    PROBE,
+    PROPOSE,
+    SUBMIT,
+    Decision,
+    InvestigationView,
+    Observer,
+)
+from diagnostics.agent.investigation.probe import Probe
 from diagnostics.mcp.attach import incident_environment
 from diagnostics.mcp.selectors import effective_class
 from diagnostics.models import ActionRequest, McpCall, McpTool, Step

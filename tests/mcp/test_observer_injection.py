@@ -14,7 +14,7 @@ import pytest
 
 from bench.support.openai_stub import Reply
 from diagnostics import services
-from diagnostics.agent.tool_agent import fenced
+from diagnostics.agent.investigation.tool_agent import fenced
 from diagnostics.mcp.servers import mcp_server_register
 from diagnostics.models import McpCall, Trajectory
 from diagnostics.tasks import run_diagnosis

@@ -23,7 +23,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.django_db]
 
 
 def _probe(server: McpServer):  # type: ignore[no-untyped-def]
-    from diagnostics.agent.probe import Probe
+    from diagnostics.agent.investigation.probe import Probe
 
     incident = Incident.objects.create(title="x", environment=server.environment)
     return Probe(incident_environment(incident).read_toolsets())

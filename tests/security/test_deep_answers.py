@@ -10,7 +10,7 @@ import pytest
 from bench.bfcl.data import load_items
 from bench.bfcl.requests import DecodeError, decode
 from bench.support.openai_stub import Reply
-from diagnostics.agent.analyzers.changes import _value
+from diagnostics.agent.evidence.analyzers.changes import _value
 from routing.api.messages.protocol import content_blocks
 from routing.json_body import ANSWER_MAX_DEPTH
 from routing.models import Invocation, TaskProfile

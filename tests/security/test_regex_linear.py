@@ -23,7 +23,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bench.support.openai_stub import Reply
-from diagnostics.agent.observer import parse_decision
+from diagnostics.agent.investigation.observer import parse_decision
 from routing.call.votes import answer_key
 from routing.fences import unfenced
 from routing.models import TaskProfile

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from diagnostics.agent.analyzers import AnalysisState, ToolOutput, analyze
-from diagnostics.agent.subject import AlertContext
+from diagnostics.agent.evidence.analyzers import AnalysisState, ToolOutput, analyze
+from diagnostics.agent.request.subject import AlertContext
 
 
 def findings_of(text: str, *, tool: str = "kubectl_describe", params=None, state=None):  # type: ignore[no-untyped-def]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from diagnostics.agent.skills import HEADER
+from diagnostics.agent.investigation.skills import HEADER
 from routing.models import TaskProfile
 from tests.factories import SkillBookFactory, TaskProfileFactory
 from training.services.cycle.skillbook import skillbook_activate

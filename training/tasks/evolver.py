@@ -11,7 +11,7 @@ from typing import Any
 from celery import shared_task
 
 from core.queues import enqueue
-from diagnostics.agent.llm import LLMUnavailable
+from diagnostics.agent.investigation.llm import LLMUnavailable
 from routing.models import TaskProfile
 from training import conf
 from training.services import evolver

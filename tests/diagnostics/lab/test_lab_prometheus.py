@@ -16,8 +16,8 @@ from urllib.parse import quote_plus
 import pytest
 import yaml
 
+from diagnostics.agent.request.subject import from_alertmanager
 from diagnostics.agent.runner import MemoryRecorder, investigate
-from diagnostics.agent.subject import from_alertmanager
 from diagnostics.toolsets.local import LocalReadToolset
 from diagnostics.toolsets.prometheus import PrometheusConfig, PrometheusReadToolset
 from diagnostics.toolsets.registry import build_environment

@@ -18,10 +18,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from diagnostics.agent.analyzers import AnalysisState, ToolOutput, analyze
-from diagnostics.agent.params import TOPIC_QUERIES
+from diagnostics.agent.evidence.analyzers import AnalysisState, ToolOutput, analyze
+from diagnostics.agent.investigation.params import TOPIC_QUERIES
+from diagnostics.agent.request.subject import AlertContext, from_alertmanager
 from diagnostics.agent.runner import MemoryRecorder, investigate
-from diagnostics.agent.subject import AlertContext, from_alertmanager
 from diagnostics.toolsets.prometheus import PrometheusConfig, PrometheusReadToolset
 from diagnostics.toolsets.registry import build_environment
 from lab.config import REPO_ROOT, LabConfig

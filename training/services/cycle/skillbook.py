@@ -20,8 +20,8 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from diagnostics.agent.skills import HEADER as SKILLS_HEADER
-from diagnostics.agent.skills import with_skills
+from diagnostics.agent.investigation.skills import HEADER as SKILLS_HEADER
+from diagnostics.agent.investigation.skills import with_skills
 from routing.call.plans import best_of_body, teacher_of
 from routing.errors import UpstreamError
 from routing.fences import unfenced

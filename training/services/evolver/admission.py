@@ -18,10 +18,16 @@ from django.db import transaction
 from django.utils import timezone
 
 from core import jobs
-from diagnostics.agent.llm import GatewayClient, LLMUnavailable, gateway_client
-from diagnostics.agent.observer import LLMObserver, Observer
-from diagnostics.agent.planner import RulePlanner
-from diagnostics.agent.skills import Signature, SkillEntry, parse_skillbook, render_skillbook, with_skills
+from diagnostics.agent.investigation.llm import GatewayClient, LLMUnavailable, gateway_client
+from diagnostics.agent.investigation.observer import LLMObserver, Observer
+from diagnostics.agent.investigation.planner import RulePlanner
+from diagnostics.agent.investigation.skills import (
+    Signature,
+    SkillEntry,
+    parse_skillbook,
+    render_skillbook,
+    with_skills,
+)
 from diagnostics.evaluation.replay import by_case, evaluate
 from routing.models import TaskProfile
 from routing.services import task_profile_skillbook_set

@@ -23,8 +23,8 @@ from core.queues import on_commit
 from diagnostics import conf as diagnostics_conf
 from diagnostics import services as diagnostics_services
 from diagnostics.agent.findings import Finding
-from diagnostics.agent.llm import GatewayClient, LLMUnavailable, gateway_client
-from diagnostics.agent.skills import PHASES, Signature, incident_signature
+from diagnostics.agent.investigation.llm import GatewayClient, LLMUnavailable, gateway_client
+from diagnostics.agent.investigation.skills import PHASES, Signature, incident_signature
 from diagnostics.models import Step, Trajectory
 from diagnostics.recording import alert_context_for
 from routing.json_body import loads_answer

@@ -1,0 +1,38 @@
+"""Analyzers: deterministic functions from raw tool output to findings (a small ABC + registry)."""
+
+from diagnostics.agent.evidence.analyzers import (  # noqa: F401  (registration)
+    changes,
+    commands,
+    events,
+    kubernetes,
+    log_causes,
+    log_signals,
+    logs,
+    metrics,
+    network,
+    platform,
+    resources,
+    tables,
+    traces,
+)
+from diagnostics.agent.evidence.analyzers.base import (
+    AnalysisState,
+    Analyzer,
+    Lead,
+    ToolOutput,
+    analyze,
+    analyzer_names,
+    normalize,
+    register,
+)
+
+__all__ = [
+    "AnalysisState",
+    "Analyzer",
+    "Lead",
+    "ToolOutput",
+    "analyze",
+    "analyzer_names",
+    "normalize",
+    "register",
+]

@@ -1,0 +1,25 @@
+"""``kubectl describe`` of pods, workloads, jobs and PVCs -> findings: pods (pods.py), workloads and jobs
+(workloads.py), PVCs (volumes.py), what they share about containers (containers.py), and any other
+object's status conditions and Ingress backends (conditions.py)."""
+
+from diagnostics.agent.evidence.analyzers.kubernetes import (  # noqa: F401  (registration)
+    conditions,
+    pods,
+    volumes,
+    workloads,
+)
+from diagnostics.agent.evidence.analyzers.kubernetes.containers import workload_of
+from diagnostics.agent.evidence.analyzers.kubernetes.pods import PodDescribeAnalyzer
+from diagnostics.agent.evidence.analyzers.kubernetes.volumes import PvcDescribeAnalyzer
+from diagnostics.agent.evidence.analyzers.kubernetes.workloads import (
+    JobDescribeAnalyzer,
+    WorkloadDescribeAnalyzer,
+)
+
+__all__ = [
+    "JobDescribeAnalyzer",
+    "PodDescribeAnalyzer",
+    "PvcDescribeAnalyzer",
+    "WorkloadDescribeAnalyzer",
+    "workload_of",
+]

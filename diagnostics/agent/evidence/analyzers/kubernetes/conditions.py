@@ -1,0 +1,212 @@
+"""Status conditions of any object (a custom resource's included) and Ingress backends -> findings, from
+Kubernetes' own semantics rather than per-kind rules.
+
+A condition is ``type / status / reason / message``. A *positive* type (Ready, Available, Progressing,
+ScalingActive, AbleToScale, Synced, Healthy, Issuing, Established...) is a problem when ``False``; a
+*negative* one (ReplicaFailure, Failed, Degraded, Stalled, ...Pressure, NetworkUnavailable) when ``True``.
+``Ready`` summarizes the others, so a more specific failing condition ranks above it: its message is the
+cause. Both the table form (``Type Status Reason Message`` columns, as for an HPA) and the block form of a
+custom resource's ``kubectl describe`` (``Type:``/``Status:``/``Reason:``/``Message:`` lines) are read.
+Pods and workloads have their own analyzers (pods.py, workloads.py) and are left to them.
+
+An Ingress backend is ``service:port`` with the endpoints behind it; ``<error: endpoints ... not found>``
+means no Service port answers there, and the Service is followed to compare its ports.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from diagnostics.agent.evidence.analyzers.base import (
+    AnalysisState,
+    Analyzer,
+    ToolOutput,
+    clip,
+    field_value,
+    looks_like_describe,
+    register,
+    register_correlator,
+)
+from diagnostics.agent.findings import Finding, ObjRef, Severity
+
+_NEGATIVE = re.compile(r"Failure$|^Failed$|Degraded|Stalled|Pressure$|^NetworkUnavailable$|^Error$")
+_OWN_ANALYZERS = {"pod", "deployment", "statefulset", "daemonset", "replicaset", "job", "node", "cronjob"}
+_TABLE_ROW = re.compile(r"^\s{2,}([A-Z]\w+)\s+(True|False|Unknown)\s+(\w+)\s*(.*)$")
+_BLOCK_KEY = re.compile(r"^\s*(Type|Status|Reason|Message):\s*(.*)$")
+_BACKEND = re.compile(r"([a-z0-9][\w.-]*):(\d{1,5}|[a-z][\w-]*)\s+\((<error:[^)]*>|[^)]*)\)")
+_SERVICE_PORT = re.compile(r"^Port:\s+\S*\s+(\d+)/", re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class Condition:
+    type: str
+    status: str
+    reason: str = ""
+    message: str = ""
+
+    @property
+    def failing(self) -> bool:
+        negative = bool(_NEGATIVE.search(self.type))
+        return self.status == ("True" if negative else "False")
+
+
+def conditions_of(text: str) -> list[Condition]:
+    """Every condition in a describe: the table rows, and the ``Type:``/``Status:`` blocks (a block ends
+    where one of its keys comes again)."""
+    found: list[Condition] = []
+    section = text.split("Conditions:", 1)[1] if "Conditions:" in text else ""
+    block: dict[str, str] = {}
+    for line in section.splitlines():
+        if line.strip().startswith("Events:"):
+            break
+        if row := _TABLE_ROW.match(line):
+            found.append(Condition(row.group(1), row.group(2), row.group(3), row.group(4).strip()))
+        elif key := _BLOCK_KEY.match(line):
+            if key.group(1) in block:
+                found.append(_block(block))
+                block = {}
+            block[key.group(1)] = key.group(2).strip()
+    if block.get("Type") and block.get("Status"):
+        found.append(_block(block))
+    return [c for c in found if c.type and c.status in ("True", "False", "Unknown")]
+
+
+def _block(block: dict[str, str]) -> Condition:
+    return Condition(
+        block.get("Type", ""), block.get("Status", ""), block.get("Reason", ""), block.get("Message", "")
+    )
+
+
+def _kind(out: ToolOutput) -> str:
+    kind = field_value(out.text, "Kind") or str(
+        out.params.get("kind") or out.params.get("resource_type") or ""
+    )
+    if not kind and re.search(r"^Reference:\s", out.text, re.MULTILINE) and "Min replicas:" in out.text:
+        kind = "horizontalpodautoscaler"
+    return kind.lower()
+
+
+@register
+class ConditionsAnalyzer(Analyzer):
+    name = "k8s_conditions"
+
+    def applies(self, out: ToolOutput) -> bool:
+        return (
+            looks_like_describe(out.text) and "Conditions:" in out.text and _kind(out) not in _OWN_ANALYZERS
+        )
+
+    def analyze(self, out: ToolOutput, state: AnalysisState) -> list[Finding]:
+        kind = _kind(out) or "object"
+        obj = ObjRef(kind, field_value(out.text, "Name"), field_value(out.text, "Namespace"))
+        findings = []
+        for condition in conditions_of(out.text):
+            if not condition.failing:
+                continue
+            why = condition.message or condition.reason
+            summary = (
+                f"{kind.capitalize()} {obj.name}: condition {condition.type} is {condition.status}"
+                f"{f' ({condition.reason})' if condition.reason else ''}: {clip(why, 220)}."
+            )
+            rank = 70 if condition.type == "Ready" else 78
+            findings.append(
+                Finding("condition_failing", summary, Severity.CRITICAL, obj.label, clip(why), rank)
+            )
+        return findings
+
+
+@register
+class IngressAnalyzer(Analyzer):
+    name = "k8s_ingress"
+
+    def applies(self, out: ToolOutput) -> bool:
+        return looks_like_describe(out.text) and "Backends" in out.text and "Rules:" in out.text
+
+    def analyze(self, out: ToolOutput, state: AnalysisState) -> list[Finding]:
+        name, namespace = field_value(out.text, "Name"), field_value(out.text, "Namespace")
+        findings = []
+        for service, port, behind in _BACKEND.findall(out.text):
+            if not behind.startswith("<error"):
+                continue
+            state.fact_dict("ingress_backends")[f"{namespace}/{service}"] = (name, port)
+            state.lead(ObjRef("service", service, namespace), f"the backend of ingress {name}", 85)
+            findings.append(
+                Finding(
+                    "ingress_backend_missing",
+                    f"Ingress {name} routes to {service}:{port}, which has no endpoints "
+                    f"({clip(behind, 120)}): Service {service} exposes no port {port} with ready pods behind "
+                    "it, so requests fail.",
+                    Severity.CRITICAL,
+                    f"ingress/{namespace}/{name}",
+                    clip(f"{service}:{port} {behind}"),
+                    80,
+                    f"Point the Ingress at a port Service {service} exposes, or expose {port} on it.",
+                )
+            )
+        return findings
+
+
+@register_correlator
+def ingress_port_mismatch(state: AnalysisState, findings: list[Finding]) -> list[Finding]:
+    """The Service an Ingress backend names, read: the ports it exposes against the port asked for."""
+    reported = state.fact_set("ingress_port_reported")
+    out: list[Finding] = []
+    for label, (ingress, port) in state.fact_dict("ingress_backends").items():
+        if label in reported:
+            continue
+        namespace, service = label.split("/", 1)
+        ports = _other_ports(state, service, port)
+        if ports:
+            reported.add(label)
+            out.append(
+                Finding(
+                    "ingress_port_mismatch",
+                    f"Ingress {ingress} sends traffic to port {port} of Service {service}, which only "
+                    f"exposes port {', '.join(ports)}: no request through the Ingress reaches a pod.",
+                    Severity.CRITICAL,
+                    f"ingress/{namespace}/{ingress}",
+                    f"backend {service}:{port}; Service ports {', '.join(ports)}",
+                    90,
+                    f"Set the Ingress backend's port to {ports[0]} (or add port {port} to the Service).",
+                )
+            )
+    return out
+
+
+def _other_ports(state: AnalysisState, service: str, port: str) -> list[str]:
+    """The ports a read Service ``service`` exposes when ``port`` is not among them, else []."""
+    for output in state.outputs:
+        if field_value(output.text, "Name") != service or "Port:" not in output.text:
+            continue
+        ports = _SERVICE_PORT.findall(output.text)
+        if ports and port not in ports:
+            return list(ports)
+    return []
+
+
+@register_correlator
+def dialed_port_mismatch(state: AnalysisState, findings: list[Finding]) -> list[Finding]:
+    """A client refused at ``service:port`` while the Service, read, exposes other ports: the client's
+    configured port is wrong (a Service answers only on the ports it declares)."""
+    reported = state.fact_set("dialed_port_reported")
+    out: list[Finding] = []
+    for label, port in state.fact_dict("dialed_ports").items():
+        if label in reported:
+            continue
+        namespace, service = label.split("/", 1)
+        ports = _other_ports(state, service, port)
+        if ports:
+            reported.add(label)
+            out.append(
+                Finding(
+                    "dialed_port_mismatch",
+                    f"The client connects to {service}:{port}, but Service {service} listens on port "
+                    f"{', '.join(ports)}: the connection is refused, the configured port is wrong.",
+                    Severity.CRITICAL,
+                    f"service/{namespace}/{service}",
+                    f"dialled {service}:{port}; Service ports {', '.join(ports)}",
+                    92,
+                    f"Configure the client with port {ports[0]} (or expose {port} on Service {service}).",
+                )
+            )
+    return out

@@ -1,0 +1,196 @@
+"""Logs (and alert text) -> signals: slow operations (latency), exceptions, HTTP error-rate spikes."""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+
+from diagnostics import conf as diagnostics_conf
+from diagnostics.agent.evidence.analyzers.base import AnalysisState, Analyzer, ToolOutput, clip, register
+from diagnostics.agent.evidence.analyzers.logs import DB_WORDS, log_subject
+from diagnostics.agent.findings import Finding, Severity
+
+_DURATION = re.compile(
+    r"(?P<what>[A-Za-z][\w .'-]{2,60}?)\s+"
+    r"(?:completed|finished|took|done|rendered|executed|responded|processed)"
+    r"\s+(?:in\s+|after\s+)?(?P<value>\d+(?:\.\d+)?)\s*(?P<unit>ms|milliseconds?|s|secs?|seconds?)\b",
+    re.IGNORECASE,
+)
+_JSON_DURATION = re.compile(
+    r"\"(?:responseTime|response_time|duration_ms|latency_ms|elapsed_ms)\"\s*:\s*(\d+(?:\.\d+)?)"
+)
+_EXCEPTION = re.compile(
+    r"(?:Exception in thread \"[^\"]+\"\s+|^|\s)((?:[a-z_][\w$]*\.)+[A-Z]\w*(?:Exception|Error)|"
+    r"[A-Z]\w*(?:Exception|Error))(?::\s*(.{0,120}))?$",
+    re.MULTILINE,
+)
+_PANIC = re.compile(r"^(?:panic|fatal error|FATAL|CRITICAL)[:\s]+(.{0,160})$", re.MULTILINE)
+_HTTP_STATUS = re.compile(r"\"\s(\d{3})\s|\"statusCode\":\s*(\d{3})|\bstatus[=:]\s*(\d{3})\b")
+# A line the service itself flags as slow (its own threshold, e.g. 'slow request GET /x took 151 ms').
+_SLOW_LINE = re.compile(
+    r"\bslow (request|query|call|operation)\b[^\n]*?\btook\s+(\d+(?:\.\d+)?)\s*(ms|s)\b", re.IGNORECASE
+)
+_RECURSION = " — the stack trace repeats the same frames: unbounded recursive calls exhausted the stack"
+_FRAME = re.compile(r"^\s*(?:\\t)?at\s+([\w.$<>]+)\(", re.MULTILINE)
+
+
+def _seconds(value: str, unit: str) -> float:
+    number = float(value)
+    return number / 1000 if unit.lower().startswith("m") else number
+
+
+def _latency_threshold_s() -> float:
+    return diagnostics_conf.get().analyzers.latency_s
+
+
+@register
+class LogSignalAnalyzer(Analyzer):
+    name = "log_signals"
+
+    def applies(self, out: ToolOutput) -> bool:
+        return out.is_log and bool(out.text.strip())
+
+    def analyze(self, out: ToolOutput, state: AnalysisState) -> list[Finding]:
+        source, subject, where = log_subject(out, state)
+        text = out.text
+        durations = self._durations(text, subject, source)
+        return (
+            (durations or self._flagged_slow(text, subject, source))
+            + self._exceptions(text, subject, where)
+            + self._http_errors(text, subject, source)
+        )
+
+    def _durations(self, text: str, subject: str, source: str) -> list[Finding]:
+        threshold = _latency_threshold_s()
+        groups: dict[str, list[float]] = defaultdict(list)
+        samples: dict[str, str] = {}
+        for match in _DURATION.finditer(text):
+            what = re.sub(r"^(?:INFO|DEBUG|WARN\w*|ERROR)[:\s]+(?:\w+:)?", "", match.group("what").strip())
+            what = what.strip(" :.-") or "operation"
+            groups[what].append(_seconds(match.group("value"), match.group("unit")))
+            samples.setdefault(what, match.group(0).strip())
+        for value in _JSON_DURATION.findall(text):
+            groups["request"].append(float(value) / 1000)
+        findings = []
+        for what, values in groups.items():
+            slow = [v for v in values if v >= threshold]
+            if not slow or len(slow) < max(1, len(values) // 5):
+                continue
+            is_db = bool(DB_WORDS.search(what))
+            low, high = min(slow), max(slow)
+            span = f"between {low:.2f} and {high:.2f} seconds" if high - low > 0.05 else f"{high:.2f} seconds"
+            if is_db:
+                summary = (
+                    f"Slow database calls cause high latency in {source or 'the service'}: database "
+                    "operations "
+                    f"('{clip(samples.get(what, what), 80)}') take {span} to complete ({len(slow)} of "
+                    f"{len(values)} over {threshold:g} s)."
+                )
+            elif what == "request":
+                summary = (
+                    f"High latency in {source or 'the service'}: requests take {span} ({len(slow)} of "
+                    f"{len(values)} over {threshold:g} s)."
+                )
+            else:
+                summary = (
+                    f"High latency in {source or 'the service'}: operations like "
+                    f"'{clip(samples.get(what, what), 80)}' take {span} ({len(slow)} of {len(values)} over "
+                    f"{threshold:g} s)."
+                )
+            findings.append(
+                Finding(
+                    "slow_database" if is_db else "high_latency",
+                    summary,
+                    Severity.WARNING,
+                    subject,
+                    clip(samples.get(what, "")),
+                    82 if is_db else 45,
+                    "Find what makes the database calls slow (query plan, locks, database load)."
+                    if is_db
+                    else "",
+                )
+            )
+        return findings
+
+    def _flagged_slow(self, text: str, subject: str, source: str) -> list[Finding]:
+        """Operations the service logs as slow by its own threshold (under the global one)."""
+        matches = list(_SLOW_LINE.finditer(text))
+        if len(matches) < 3:  # one slow request is noise; a steady stream is a latency problem
+            return []
+        values = [_seconds(m.group(2), m.group(3)) for m in matches]
+        what = matches[-1].group(1).lower()
+        return [
+            Finding(
+                "high_latency",
+                f"High latency in {source or 'the service'}: it logs {len(matches)} slow {what}s "
+                f"(up to {max(values) * 1000:.0f} ms, e.g. '{clip(matches[-1].group(0), 80)}').",
+                Severity.WARNING,
+                subject,
+                clip(matches[-1].group(0)),
+                58,
+                f"Find what makes {source or 'the service'} slow (a dependency, a cache, a recent change).",
+            )
+        ]
+
+    def _exceptions(self, text: str, subject: str, where: str) -> list[Finding]:
+        findings = []
+        seen: set[str] = set()
+        for match in _EXCEPTION.finditer(text):
+            name = match.group(1)
+            short = name.rsplit(".", 1)[-1]
+            if short in seen or short in ("Error", "Exception") or len(seen) >= 2:
+                continue
+            seen.add(short)
+            frames = _FRAME.findall(text)
+            repeated = len(frames) - len(set(frames)) if frames else 0
+            detail = ""
+            if short == "StackOverflowError" or repeated >= 5:
+                detail = _RECURSION
+            elif "OutOfMemory" in short or short == "MemoryError":
+                detail = " — the application ran out of memory"
+            message = f": {clip(match.group(2), 80)}" if match.group(2) else ""
+            findings.append(
+                Finding(
+                    "exception",
+                    f"The application crashes with {name}{message}{where}{detail}.",
+                    Severity.CRITICAL,
+                    subject,
+                    clip(match.group(0)),
+                    70 if detail else 50,
+                )
+            )
+        if not findings:
+            for match in _PANIC.finditer(text):
+                findings.append(
+                    Finding(
+                        "fatal_error",
+                        f"Fatal error{where}: {clip(match.group(1), 160)}.",
+                        Severity.CRITICAL,
+                        subject,
+                        clip(match.group(0)),
+                        45,
+                    )
+                )
+                break
+        return findings
+
+    def _http_errors(self, text: str, subject: str, source: str) -> list[Finding]:
+        codes = [int(a or b or c) for a, b, c in _HTTP_STATUS.findall(text)]
+        if len(codes) < 10:
+            return []
+        errors = [c for c in codes if c >= 500]
+        ratio = len(errors) / len(codes)
+        threshold = diagnostics_conf.get().analyzers.error_rate
+        if ratio < threshold:
+            return []
+        return [
+            Finding(
+                "error_rate",
+                f"Error-rate spike in {source or 'the service'}: {len(errors)} of {len(codes)} requests "
+                f"({ratio:.0%}) answered with HTTP 5xx.",
+                Severity.CRITICAL,
+                subject,
+                f"{len(errors)}/{len(codes)} 5xx",
+                65,
+            )
+        ]

@@ -1,0 +1,107 @@
+"""The answer to "what changed" (issue 39): the changes the reads show, in order, within the window.
+
+A change is what Kubernetes records as one (a rollout or scaling: ``ScalingReplicaSet``,
+``SuccessfulRescale``; a pod created or deleted by its controller; a rollback) or a line that states one (a
+config key, an image, a release, a scale from -> to, with who and when where the line says). Lines with a time
+outside the window are left out; events carry ages, not times, and are kept with a note. Nothing read is no
+data; reads with no change in them answer "no change seen", naming what was read.
+"""
+
+from __future__ import annotations
+
+import re
+
+from diagnostics.agent.evidence.analyzers import AnalysisState
+from diagnostics.agent.evidence.analyzers.base import parse_events
+from diagnostics.agent.evidence.inventory import Resolution
+from diagnostics.agent.questions.answers import TIMELINE, Answer, confidence_of
+from diagnostics.agent.request.intent import Intent
+from diagnostics.agent.request.timewindow import line_time
+
+CHANGE_REASONS = frozenset(
+    {
+        "ScalingReplicaSet",
+        "SuccessfulRescale",
+        "SuccessfulCreate",
+        "SuccessfulDelete",
+        "DeploymentRollback",
+        "RollingUpdate",
+        "Updated",
+        "Killing",
+    }
+)
+_CHANGE_LINE = re.compile(
+    r"\bchanged\b|\bdeploy(?:ed|ment)?\b.*\b(?:v\d|release|image)|\brolled? ?back\b|\brollback\b|"
+    r"\bscaled? (?:from|to|up|down)\b|\bimage (?:set|updated|changed)\b|\bpatched\b|\bconfig(?:uration)? "
+    r"(?:changed|updated|reloaded)\b|\"action\":\s*\"(?:deploy|rollback)\"",
+    re.IGNORECASE,
+)
+
+
+def changes_answer(intent: Intent, state: AnalysisState, known: list[Resolution], namespace: str) -> Answer:
+    names = {m.name for r in known for m in r.matches} | {r.name for r in known}
+    moments: list[dict[str, str]] = []
+    notes: list[str] = []
+    reads = empty = 0
+    for out in state.outputs:
+        if out.tool == "alert":
+            continue
+        reads += 1
+        if not out.ok or out.no_data or not out.text.strip():
+            empty += 1
+            continue
+        described = str(
+            out.params.get("name") or out.params.get("pod_name") or out.params.get("service") or ""
+        )
+        for event in parse_events(out.text):
+            obj = event.obj or described
+            if event.reason not in CHANGE_REASONS or (names and not any(n in obj for n in names)):
+                continue
+            moment = {"time": "", "source": obj, "what": f"{event.reason}: {event.message[:200]}"}
+            if moment not in moments:
+                moments.append(moment)
+        for line in out.text.splitlines():
+            if not _CHANGE_LINE.search(line) or (names and not any(n in line for n in names | {described})):
+                continue
+            when = line_time(line)
+            if intent.window is not None and when is not None and not intent.window.contains(when):
+                continue
+            moment = {
+                "time": when.isoformat() if when else "",
+                "source": described or out.tool,
+                "what": line.strip()[:240],
+            }
+            if moment not in moments:
+                moments.append(moment)
+    moments.sort(key=lambda m: (m["time"] == "", m["time"]))
+    where = f" in namespace {namespace}" if namespace else ""
+    if names:
+        where += f" to {', '.join(sorted(names)[:4])}"
+    window = f" ({intent.window.phrase})" if intent.window else ""
+    if reads == 0 or empty >= reads:
+        return Answer(
+            intent=intent.kind,
+            shape=TIMELINE,
+            headline=f"No data: no read{where}{window} returned anything, so I cannot tell what changed "
+            "(this is not the same as nothing changed).",
+            no_data=True,
+            confidence="low",
+            notes=[f"every read{where} was empty."],
+        )
+    if any(not m["time"] for m in moments):
+        notes.append("events carry ages, not times: those without a time are listed whatever the window.")
+    if moments:
+        shown = "; ".join(f"{m['time'] or '?'} {m['source']}: {m['what'][:100]}" for m in moments[:6])
+        headline = f"{len(moments)} changes{where}{window}: {shown}."
+    else:
+        headline = f"No change seen{where}{window} in the {reads - empty} reads that returned data."
+    return Answer(
+        intent=intent.kind,
+        shape=TIMELINE,
+        headline=headline,
+        value=len(moments),
+        counted=f"changes{where}",
+        events=moments,
+        notes=notes,
+        confidence=confidence_of(reads=reads, empty=empty),
+    )

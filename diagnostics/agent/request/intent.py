@@ -1,0 +1,388 @@
+"""What a question asks for: its intent and slots, without an LLM.
+
+Intents (each has a plan in ``diagnostics.agent.questions.planner`` and an answer shape in ``answers``):
+
+- ``status``: is X healthy / what is wrong / why (root cause). Every alert is ``status``.
+- ``count``: how many <kind> (in a state, in a namespace, named like X); restarts of X.
+- ``list``: which / list / show <kind> (in a state, in a namespace).
+- ``logs``: show (or summarize) the logs of X, optionally only some levels, in a window.
+- ``search``: find a term in the logs of X.
+- ``errors``: the errors in the logs of X, grouped and counted.
+- ``explain``: explain a referenced finding (an id, or "this finding/alert").
+- ``timeline``: when did X happen / the timeline of X.
+- ``changes``: what changed (in a namespace, to X, in a window): rollouts, scaling, config and image changes.
+
+Slots are candidates (names, a namespace, a kind) read from the words; they are confirmed against the
+environment's inventory before anything is answered about them.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from diagnostics.agent.findings import normalize_kind
+from diagnostics.agent.request.names import KIND_WORDS, STOP_NAMES
+from diagnostics.agent.request.timewindow import TimeWindow, parse_window
+
+STATUS, COUNT, LIST, LOGS, SEARCH, ERRORS, EXPLAIN, TIMELINE, CHANGES = (
+    "status",
+    "count",
+    "list",
+    "logs",
+    "search",
+    "errors",
+    "explain",
+    "timeline",
+    "changes",
+)
+INTENTS = (STATUS, COUNT, LIST, LOGS, SEARCH, ERRORS, EXPLAIN, TIMELINE, CHANGES)
+
+# Kinds a question counts or lists, by the words people use for them.
+OBJECT_WORDS: dict[str, str] = {
+    **{w: k for w, k in KIND_WORDS.items() if k},
+    "namespaces": "namespace",
+    "namespace": "namespace",
+    "ns": "namespace",
+    "nodes": "node",
+    "services": "service",
+    "statefulsets": "statefulset",
+    "daemonsets": "daemonset",
+    "replicasets": "replicaset",
+    "cronjobs": "cronjob",
+    "pvcs": "persistentvolumeclaim",
+    "volumes": "persistentvolumeclaim",
+    "configmaps": "configmap",
+    "configmap": "configmap",
+    "secrets": "secret",
+    "ingresses": "ingress",
+    "ingress": "ingress",
+    "containers": "container",
+    "events": "event",
+    "restarts": "restart",
+    "restarted": "restart",
+    "restart": "restart",
+    "errors": "error",
+    "exceptions": "error",
+    "workloads": "deployment",
+    "apps": "deployment",
+    "replicas": "pod",
+    "instances": "pod",
+}
+# State words -> the state filter a listing is narrowed to.
+STATE_WORDS: tuple[tuple[str, str], ...] = (
+    (r"crash\w*|crashloop\w*|backoff", "crashing"),
+    (r"not ready|unready|not running|down|broken|unhealthy|bad|failing|failed|erroring|in error", "failing"),
+    (r"pending|stuck|unscheduled|not scheduled", "pending"),
+    (r"restarting|restarted|restarts", "restarting"),
+    (r"completed|succeeded|finished|done", "completed"),
+    (r"evicted", "evicted"),
+    (r"running|up|alive|healthy|ready", "running"),
+)
+# kubectl's STATUS values, as a question names them ("pods in ImagePullBackOff"): a filter on exactly that
+# status ("status:<value>"), narrower than the state words above (Pending, Completed and Evicted are
+# state words already).
+KUBECTL_STATUSES = (
+    "ImagePullBackOff",
+    "ErrImagePull",
+    "CrashLoopBackOff",
+    "CreateContainerConfigError",
+    "OOMKilled",
+    "ContainerCreating",
+    "Terminating",
+    "Error",
+)
+_STATUS_WORD = re.compile(r"\b(" + "|".join(s.lower() for s in KUBECTL_STATUSES if s != "Error") + r")\b")
+# "Error" is a status only where it is said as one ("in Error state", "with status Error", "in error"),
+# never in "what errors ...": a listing filtered by it is no question about log errors.
+_ERROR_STATE = re.compile(
+    r"\b(?:in|with|of)\s+(?:an?\s+|the\s+)?(?:status|state|phase)?\s*:?\s*error(?:ed)?\b(?:\s+(?:state|status|"
+    r"phase))?|\b(?:status|state|phase)\s*(?:is\s+|=\s*|:\s*)?error\b|\berror\s+(?:state|status|phase)\b"
+)
+LEVEL_WORDS = {
+    "error": ("error", "errors", "err", "fatal", "critical", "exception", "exceptions", "panic"),
+    "warning": ("warn", "warning", "warnings"),
+}
+
+_Q = r"[`'\"“”‘’]"
+_QUOTED_TERM = re.compile(rf"{_Q}([^`'\"“”‘’\n]{{2,120}}){_Q}")
+_ID = re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b", re.IGNORECASE)
+_LOGS = r"\b(?:logs?|log lines|output|stdout|stderr)\b"
+_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
+    (
+        EXPLAIN,
+        re.compile(
+            r"\b(?:explain|elaborate on|what does (?:this|the|that) \w+ mean|what is this (?:finding|alert)|"
+            r"what does (?:this |the |that )?(?:finding|alert|issue|warning)\b.{0,60}\bmean|"
+            r"tell me (?:more )?about (?:this|the|that) (?:finding|alert|issue)|meaning of (?:this|the))\b"
+        ),
+    ),
+    (
+        CHANGES,
+        re.compile(
+            r"\bwhat (?:has |have |else )?(?:changed|was changed|got changed|"
+            r"was (?:deployed|rolled out|modified|updated))\b|"
+            r"\b(?:any|recent|latest) changes?\b(?! (?:of|in) (?:the )?(?:log|error))|"
+            r"\bchanged (?:on|in|since|yesterday|today|between|during)\b"
+        ),
+    ),
+    (
+        COUNT,
+        re.compile(
+            r"\bhow many\b|\bhow often\b|\bnumber of\b|\bcount (?:the |of |all )?\w|"
+            r"\bhow much \w+ (?:have|has|did)\b"
+        ),
+    ),
+    (
+        TIMELINE,
+        re.compile(
+            r"\bwhen (?:did|was|were|does|do|is|has|have|exactly)\b|\bsince when\b|\bwhat time\b|"
+            r"\btimeline\b|"
+            r"\bat what point\b|\bsequence of events\b|\bfirst (?:time|seen|occurr\w*|appear\w*)\b|"
+            r"\bstarted? (?:at|on)\b"
+        ),
+    ),
+    (
+        SEARCH,
+        re.compile(
+            rf"\b(?:grep|search|find|look for|looking for|any mention of|mentions? of|occurrences? of|lines? "
+            rf"(?:with|containing|mentioning|that (?:say|contain|mention)))\b.*{_LOGS}|"
+            rf"{_LOGS}.*\b(?:contain|mention|say|include)s?\b.*{_Q}|\bgrep\b|\bsearch (?:for|"
+            rf"through|the|in)\b|"
+            rf"{_LOGS}\s+(?:ever\s+)?(?:contain|mention|say|include)s?\b|"
+            rf"(?:anything|something|lines?) (?:about|like|with) {_Q}|{_Q}[^`'\"]+{_Q}.*\b(?:in|"
+            rf"from) (?:the )?[\w-]+ {_LOGS}"
+        ),
+    ),
+    (
+        ERRORS,
+        re.compile(
+            rf"\b(?:what|which|list|show|any|all|group|summari[sz]e|top|the)\b[\w\s]{{0,25}}\b(?:errors?|exceptions?|"
+            rf"failures?|stack ?traces?)\b(?![\w\s]{{0,10}}\bbudget)|\berrors? (?:in|from|of)\b.*{_LOGS}|"
+            rf"\b(?:errors?|exceptions?) (?:are|is) (?:there|in|showing|happening)\b|"
+            rf"\b(?:throw\w*|logg\w*|spitt\w*|getting|seeing|hitting|raising) (?:a (?:bunch|lot|"
+            rf"ton) of |lots of |many |some |"
+            rf"any |these |those )?(?:errors|exceptions)\b|\bgroup (?:them|the errors|these errors|errors)\b|"
+            r"^\s*(?:any |all |the )?(?:errors?|exceptions?) (?:of|in|from|for)\b"
+        ),
+    ),
+    (
+        LOGS,
+        re.compile(
+            rf"\b(?:show|give|get|print|tail|fetch|pull|dump|paste|see|read|check|display|"
+            rf"summari[sz]e|sum up|"
+            rf"what do|what's in|what is in|last \d+)\b.*{_LOGS}|{_LOGS} (?:of|for|from)\b"
+        ),
+    ),
+    (
+        LIST,
+        re.compile(
+            r"\b(?:list|enumerate)\b|\b(?:which|what) (?:\w+ ){0,2}(?:pods|deployments|namespaces|"
+            r"nodes|services|jobs|"
+            r"cronjobs|statefulsets|daemonsets|pvcs|workloads|apps|containers|events|ingresses|configmaps)\b|"
+            r"\b(?:show|give|get) (?:me )?(?:all |the |every )*(?:\w+ )?(?:pods|deployments|"
+            r"namespaces|nodes|services|jobs|"
+            r"statefulsets|pvcs|workloads|events)\b|\bwhat(?:'s| is) running\b|"
+            # A bare noun phrase ("pods in CrashLoopBackOff in ns payments?") lists them.
+            r"^\s*(?:any |all |the )?(?:pods|po|deployments|deploys|jobs|nodes|services|statefulsets)\b"
+        ),
+    ),
+    # Nothing else asked, and the logs are named ("indexer logs since Monday"): show them.
+    (LOGS, re.compile(_LOGS)),
+)
+# "Why" and "what is wrong" questions are about a root cause, whatever else they mention.
+_ROOT_CAUSE = re.compile(
+    r"^\s*(?:why|what(?:'s| is) wrong|is\b.*\b(?:healthy|ok|okay|fine|working)\b|diagnose|investigate)\b|"
+    r"\bwhy\b|\bwhat(?:'s| is| are) (?:wrong|slow|broken|failing|the (?:issue|problem|root cause|cause))\b|"
+    r"\broot cause\b|\bwhat(?:'s| is) (?:happening|going on) with\b"
+)
+_OBJECTS = (
+    r"\b(?:pods?|po|deployments?|deploys?|jobs?|nodes?|statefulsets?|daemonsets?|replicasets?|containers?)\b"
+)
+_NAMESPACE = re.compile(
+    r"(?:\bnamespace|\bns|-n)\s+[`'\"]?([a-z0-9][-a-z0-9]*[a-z0-9])[`'\"]?(?:\s+namespace)?\b"
+)
+_NAMESPACE_AFTER = re.compile(r"\b([a-z0-9][-a-z0-9]*[a-z0-9])\s+(?:namespace|ns)\b")
+_KIND_ALT = "|".join(sorted(KIND_WORDS, key=len, reverse=True))
+_KIND_THEN_NAME = re.compile(rf"\b(?:{_KIND_ALT})\s+[`'\"]?([a-z0-9][-a-z0-9.]*[a-z0-9])")
+_NAME_THEN_KIND = re.compile(rf"\b([a-z0-9][-a-z0-9.]*[a-z0-9])[`'\"]?\s+(?:{_KIND_ALT})\b")
+_NAME_TOKEN = re.compile(r"[`'\"]?([A-Za-z0-9][-A-Za-z0-9_.]*[A-Za-z0-9])[`'\"]?")
+_LIMIT = re.compile(r"\b(?:last|first|top|latest)\s+(\d{1,4})\s*(?:lines?|entries|messages|errors)?\b")
+_SEARCH_TERM = re.compile(
+    r"\b(?:for|containing|contain|contains|mentioning|mention|mentions? of|occurrences? of|"
+    r"the word|the string|"
+    r"the term|say|says|saying|with)\s+(?:the\s+)?(?:word\s+|string\s+|term\s+|"
+    r"text\s+)?([A-Za-z0-9][\w.:/@=-]{1,80})"
+)
+_SEARCH_VERB_TERM = re.compile(
+    r"\b(?:grep|search|find|"
+    r"look for)\s+(?:for\s+)?(?:the\s+)?([A-Za-z0-9][\w.:/@=-]{1,80})\s+(?:in|across|through)\b"
+)
+_PREVIOUS = re.compile(
+    r"\b(?:previous|prior|last|crashed|dead|old|earlier)\s+(?:container|instance|run|incarnation)\b|"
+    r"\bbefore (?:it|its|the)\s+(?:last\s+)?"
+    r"(?:restart|crash|died|was killed|got killed|restarted|crashed)\w*|"
+    r"(?<!\S)(?:--previous|-p)(?!\S)|\bprevious logs?\b"
+)
+_SUMMARY = re.compile(r"\bsummar\w+|\bsum up\b|\bgist\b|\btl;?dr\b|\boverview\b|\bwhat do the logs say\b")
+
+
+@dataclass
+class Intent:
+    kind: str = STATUS
+    # What is counted or listed: a Kubernetes kind, or "restart", "error", "event", "container".
+    object_kind: str = ""
+    state: str = ""
+    # Candidate names (unconfirmed), best first; the namespace the question names, if any.
+    names: list[str] = field(default_factory=list)
+    namespace: str = ""
+    term: str = ""
+    levels: set[str] = field(default_factory=set)
+    summarize: bool = False
+    # The logs of the container before its last restart (``kubectl logs --previous``) are asked for.
+    previous: bool = False
+    finding_ref: str = ""
+    window: TimeWindow | None = None
+    limit: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "object_kind": self.object_kind,
+            "state": self.state,
+            "names": self.names,
+            "namespace": self.namespace,
+            "term": self.term,
+            "levels": sorted(self.levels),
+            "summarize": self.summarize,
+            "previous": self.previous,
+            "finding_ref": self.finding_ref,
+            "window": self.window.to_json() if self.window else None,
+            "limit": self.limit,
+        }
+
+
+def _kind_of(lowered: str) -> str:
+    """The kind a count or list is about: the first object word after the question word."""
+    for word in re.findall(r"[a-z]+", lowered):
+        if word in OBJECT_WORDS and word not in ("restart", "namespace", "ns"):
+            return normalize_kind(OBJECT_WORDS[word])
+    if re.search(r"\bnamespaces\b", lowered):
+        return "namespace"
+    if re.search(r"\brestart", lowered):
+        return "restart"
+    return ""
+
+
+def _state_of(lowered: str) -> str:
+    if match := _STATUS_WORD.search(lowered):
+        return "status:" + next(s for s in KUBECTL_STATUSES if s.lower() == match.group(1))
+    if _ERROR_STATE.search(lowered):
+        return "status:Error"
+    for pattern, state in STATE_WORDS:
+        if re.search(rf"\b(?:{pattern})\b", lowered):
+            return state
+    return ""
+
+
+def candidate_names(text: str, *, exclude: set[str] = frozenset()) -> list[str]:  # type: ignore[assignment]
+    """Words that could name an object, best first: quoted, hyphenated or dotted names, then plain words
+    that are neither stop words, kind words, question words, times nor numbers. Plain words count only
+    when nothing better is named, or when a kind word qualifies them ("the redis pod")."""
+    lowered = text.lower()
+    qualified = {m.group(1) for m in _KIND_THEN_NAME.finditer(lowered)} | {
+        m.group(1) for m in _NAME_THEN_KIND.finditer(lowered)
+    }
+    scored: list[tuple[int, int, str]] = []
+    for i, match in enumerate(_NAME_TOKEN.finditer(text)):
+        raw = match.group(1)
+        word = raw.lower().strip(".")
+        if (
+            len(word) < 3
+            or word in STOP_NAMES
+            or word in OBJECT_WORDS
+            or word in exclude
+            or re.fullmatch(r"[\d.:]+(?:st|nd|rd|th|s|m|h|d)?|\d{4}-\d{2}-\d{2}(?:t[\d:.]+z?)?", word)
+        ):
+            continue
+        quoted = match.group(0)[:1] in "`'\"" and match.group(0)[-1:] in "`'\""
+        score = 0 if quoted else 1 if re.search(r"[-_.]", word) or word in qualified else 2
+        scored.append((score, i, word))
+    best = min((score for score, _, _ in scored), default=2)
+    seen: dict[str, None] = {}
+    for score, _, word in sorted(scored):
+        if score < 2 or best == 2:
+            seen.setdefault(word, None)
+    return list(seen)
+
+
+def specific_name(name: str) -> bool:
+    """A name that can only be an object's (``payments-gateway``, ``orders_db``, ``api.v2``): one the
+    environment must list, or the answer says it could not be found."""
+    return bool(re.search(r"[a-z0-9][-_.][a-z0-9]", name))
+
+
+def classify(text: str, *, anchor: datetime | None = None, is_alert: bool = False) -> Intent:
+    """The intent of ``text`` with its slots; ``anchor``: when it was asked (for relative times)."""
+    intent = Intent()
+    lowered = " ".join(text.lower().split())
+    if anchor is not None:
+        intent.window = parse_window(text, anchor)
+    if match := _ID.search(text):
+        intent.finding_ref = match.group(0)
+    quoted = _QUOTED_TERM.findall(text)
+    if is_alert:
+        return intent
+    if (
+        intent.finding_ref
+        and re.search(r"\b(?:finding|issue|alert|event)\b", lowered)
+        and not re.search(r"\bhow many\b|\bwhen\b", lowered)
+    ):
+        intent.kind = EXPLAIN
+        intent.names = candidate_names(text, exclude={intent.finding_ref.lower()})
+        return intent
+    kind = STATUS
+    if not _ROOT_CAUSE.search(lowered) or re.search(r"\bhow many\b|\bwhen did\b", lowered):
+        asked = _ERROR_STATE.sub(" in that state ", lowered) if re.search(_OBJECTS, lowered) else lowered
+        kind = next((k for k, pattern in _RULES if pattern.search(asked)), STATUS)
+    intent.kind = kind
+    intent.summarize = bool(_SUMMARY.search(lowered))
+    intent.previous = kind in (LOGS, SEARCH, ERRORS) and bool(_PREVIOUS.search(lowered))
+    if re.search(
+        r"\bonly (?:the )?(?:errors?|error lines|exceptions)|\berror (?:lines|logs|messages)\b", lowered
+    ):
+        intent.levels.add("error")
+    if re.search(r"\bwarn(?:ing)?s?\b", lowered) and kind in (LOGS, ERRORS, SEARCH):
+        intent.levels.add("warning")
+    if match := _LIMIT.search(lowered):
+        intent.limit = int(match.group(1))
+    if kind in (COUNT, LIST):
+        intent.object_kind = _kind_of(lowered)
+        intent.state = _state_of(lowered.replace("how many", ""))
+    if kind == SEARCH:
+        term = next((q for q in quoted if q.lower() not in ("logs", "log")), "")
+        if not term:
+            words = [m.group(1) for m in _SEARCH_TERM.finditer(text)] + [
+                m.group(1) for m in _SEARCH_VERB_TERM.finditer(text)
+            ]
+            words = [w for w in words if w.lower() not in STOP_NAMES and w.lower() not in OBJECT_WORDS]
+            term = words[-1] if words else ""
+        intent.term = term.strip().rstrip("?.,!")
+    window_words = set(re.findall(r"[a-z0-9]+", intent.window.phrase.lower())) if intent.window else set()
+    namespace = ""
+    for pattern in (_NAMESPACE_AFTER, _NAMESPACE):
+        for match in pattern.finditer(lowered):
+            word = match.group(1)
+            if word not in STOP_NAMES and word not in OBJECT_WORDS and word not in window_words:
+                namespace = word
+                break
+        if namespace:
+            break
+    intent.namespace = namespace
+    exclude = window_words | ({intent.term.lower()} if intent.term else set()) | {intent.finding_ref.lower()}
+    intent.names = candidate_names(text, exclude=exclude)
+    if kind == CHANGES:  # the question's own verb is no object's name
+        intent.names = [n for n in intent.names if n.lower() not in ("changed", "changes", "change")]
+    return intent

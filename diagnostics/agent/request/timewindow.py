@@ -1,0 +1,205 @@
+"""Time windows in a question ("since Thursday", "in the last 2 hours", "between 10:00 and 11:00",
+"yesterday", "since 2025-08-01"), parsed with dateparser and anchored on the question's or the alert's
+own timestamp (``anchor``): never the wall clock of a replay.
+
+The phrases are found by a few patterns (what the window is: a start, an end, both, one day); the dates
+inside them are read by dateparser with ``RELATIVE_BASE`` set to the anchor, so "Thursday" is the
+Thursday before the question was asked. ``window_params`` fills the window into whichever parameters a
+tool takes (logs ``start_time``/``since``, events, PromQL ``start``/``end``).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import dateparser
+
+_SETTINGS: dict[str, Any] = {
+    "PREFER_DATES_FROM": "past",
+    "RETURN_AS_TIMEZONE_AWARE": True,
+    "TIMEZONE": "UTC",
+    "TO_TIMEZONE": "UTC",
+}
+_UNITS = {"second": 1, "minute": 60, "min": 60, "hour": 3600, "hr": 3600, "day": 86400, "week": 604800}
+_END = r"(?=\s*(?:[,.?!;)]|$|\s(?:and|in|on|for|from|of|to|with|only|please|\?)\b))"
+_DATE = r"([\w:+\-/. ]{2,40}?)"
+_LAST_N = re.compile(
+    r"\b(?:in|over|during|for|within)?\s*(?:the\s+)?(?:last|past|previous)\s+(\d+|a|an|one|two|three|few)?\s*"
+    r"(second|minute|min|hour|hr|day|week)s?\b",
+    re.IGNORECASE,
+)
+_BETWEEN = re.compile(rf"\bbetween\s+{_DATE}\s+and\s+{_DATE}{_END}", re.IGNORECASE)
+_SINCE = re.compile(rf"\b(?:since|after|starting(?: from)?)\s+{_DATE}{_END}", re.IGNORECASE)
+_UNTIL = re.compile(rf"\b(?:until|till|before|up to)\s+{_DATE}{_END}", re.IGNORECASE)
+_DAY = re.compile(
+    r"\b(yesterday|today|this morning|last night|last week|this week|"
+    r"on\s+(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday|\d{4}-\d{2}-\d{2}|"
+    r"(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?\s+\d{1,2}(?:st|nd|rd|th)?))\b",
+    re.IGNORECASE,
+)
+_COUNTS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "few": 3}
+# Words that mean a time, never an object's name (the subject parser drops them).
+TIME_WORDS = frozenset(
+    """today yesterday tonight morning night week weeks month months day days hour hours minute minutes
+    since until before after ago last past previous monday tuesday wednesday thursday friday saturday sunday
+    january february march april may june july august september october november december jan feb mar apr
+    jun jul aug sep sept oct nov dec utc""".split()
+)
+
+
+@dataclass(frozen=True)
+class TimeWindow:
+    start: datetime | None
+    end: datetime | None
+    phrase: str
+
+    def contains(self, moment: datetime) -> bool:
+        return (self.start is None or moment >= self.start) and (self.end is None or moment <= self.end)
+
+    def label(self) -> str:
+        def fmt(moment: datetime | None) -> str:
+            return moment.strftime("%Y-%m-%d %H:%M UTC") if moment else "…"
+
+        return f"{fmt(self.start)} to {fmt(self.end)} ({self.phrase})"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "phrase": self.phrase,
+            "start": self.start.isoformat() if self.start else None,
+            "end": self.end.isoformat() if self.end else None,
+        }
+
+
+def _parse(text: str, anchor: datetime) -> datetime | None:
+    text = text.strip().removeprefix("the ").strip()
+    if not text or not re.search(r"\d|[a-z]{3}", text, re.IGNORECASE):
+        return None
+    found = dateparser.parse(text, settings={**_SETTINGS, "RELATIVE_BASE": anchor.replace(tzinfo=None)})
+    if found is None:
+        return None
+    return found if found.tzinfo else found.replace(tzinfo=UTC)
+
+
+def _day(moment: datetime) -> tuple[datetime, datetime]:
+    start = moment.replace(hour=0, minute=0, second=0, microsecond=0)
+    return start, start + timedelta(days=1) - timedelta(seconds=1)
+
+
+def parse_window(text: str, anchor: datetime) -> TimeWindow | None:
+    """The time window ``text`` asks about, anchored on ``anchor`` (aware, UTC); None when it names none."""
+    anchor = anchor if anchor.tzinfo else anchor.replace(tzinfo=UTC)
+    # "since 09:12 on 2026-11-24" -> "since 2026-11-24 09:12"
+    text = re.sub(r"(\d{1,2}:\d{2}(?::\d{2})?)\s+on\s+(\d{4}-\d{2}-\d{2})", r"\2 \1", text)
+    if match := _LAST_N.search(text):
+        count = match.group(1) or "1"
+        number = int(count) if count.isdigit() else _COUNTS.get(count.lower(), 1)
+        seconds = number * _UNITS[match.group(2).lower()]
+        return TimeWindow(anchor - timedelta(seconds=seconds), anchor, match.group(0).strip())
+    if match := _BETWEEN.search(text):
+        start, end = _parse(match.group(1), anchor), _parse(match.group(2), anchor)
+        if start and end:
+            return TimeWindow(min(start, end), max(start, end), match.group(0).strip())
+    since, until = _SINCE.search(text), _UNTIL.search(text)
+    start = _parse(since.group(1), anchor) if since else None
+    end = _parse(until.group(1), anchor) if until else None
+    if start and end is None and start > anchor:
+        start -= timedelta(days=1)  # "since 10:00" asked at 04:43: yesterday's 10:00
+    if start or end:
+        phrase = " ".join(m.group(0).strip() for m in (since, until) if m)
+        # "since X" runs up to now: open-ended, so nothing logged after the anchor is cut off.
+        return TimeWindow(start, end, phrase)
+    if match := _DAY.search(text):
+        word = match.group(1).lower()
+        if word in ("last week", "this week"):
+            return TimeWindow(anchor - timedelta(days=7), anchor, word)
+        if word == "today" or word == "this morning":
+            return TimeWindow(_day(anchor)[0], anchor, word)
+        if word == "last night":
+            start = _day(anchor)[0] - timedelta(hours=6)
+            return TimeWindow(start, start + timedelta(hours=12), word)
+        moment = _parse(word.removeprefix("on "), anchor)
+        if moment is not None:
+            day_start, day_end = _day(moment)
+            return TimeWindow(day_start, min(day_end, anchor) if day_start <= anchor else day_end, word)
+    return None
+
+
+_PARAM_NAMES = {
+    "start": ("start_time", "since", "start", "from", "after", "start_timestamp"),
+    "end": ("end_time", "until", "end", "to", "before", "end_timestamp"),
+}
+
+
+def window_params(properties: dict[str, Any], window: TimeWindow | None) -> dict[str, Any]:
+    """The window as the parameters a tool's schema (``properties``) takes: RFC 3339 strings, or Unix
+    seconds where the parameter is a number. Empty when the tool takes no window."""
+    if window is None:
+        return {}
+    params: dict[str, Any] = {}
+    for side, names in _PARAM_NAMES.items():
+        moment = window.start if side == "start" else window.end
+        if moment is None:
+            continue
+        for name in names:
+            schema = properties.get(name)
+            if isinstance(schema, dict):
+                numeric = schema.get("type") in ("integer", "number")
+                params[name] = int(moment.timestamp()) if numeric else moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+                break
+    return params
+
+
+_STAMP = re.compile(
+    r"(\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?\s?(?:Z|UTC|[+-]\d{2}:?\d{2})?)"
+    r"|\"(?:time|ts|timestamp)\"\s*:\s*\"?(\d{10,13}(?:\.\d+)?)"
+)
+
+
+def line_time(line: str) -> datetime | None:
+    """The timestamp a log line starts with (ISO 8601, ``YYYY-MM-DD HH:MM:SS``, or a JSON ``time`` in
+    Unix seconds or milliseconds), in UTC; None when it has none."""
+    match = _STAMP.search(line[:400])
+    if not match:
+        return None
+    if match.group(2):
+        value = float(match.group(2))
+        value = value / 1000 if value > 1e11 else value
+        return datetime.fromtimestamp(value, tz=UTC)
+    raw = match.group(1).replace(",", ".").replace(" UTC", "Z").replace("UTC", "Z").strip()
+    raw = raw.replace(" ", "T", 1) if re.match(r"\d{4}-\d{2}-\d{2} \d", raw) else raw
+    try:
+        moment = datetime.fromisoformat(raw.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def latest_time(texts: list[str]) -> datetime | None:
+    """The latest timestamp in ``texts`` (e.g. what a replay's recordings saw last); None when none."""
+    latest: datetime | None = None
+    for text in texts:
+        for line in text.splitlines():
+            moment = line_time(line)
+            if moment is not None and (latest is None or moment > latest):
+                latest = moment
+    return latest
+
+
+@dataclass(frozen=True)
+class EvidenceWindow:
+    """From when evidence counts (``evidence.freshness``): what was true only before ``since``
+    is history; ``reason`` says what the start is (the incident's window, the last executed fix)."""
+
+    since: datetime | None = None
+    reason: str = ""
+
+    def to_json(self) -> dict[str, str]:
+        return {"since": iso(self.since) if self.since else "", "reason": self.reason}
+
+
+def iso(moment: datetime) -> str:
+    """``moment`` as ISO 8601 in UTC, to the second."""
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
