@@ -211,14 +211,15 @@ def test_an_operator_cancels_a_cycle_and_it_stays_cancelled(as_role, people) -> 
     assert as_role("operator").post(url).status_code == 302
     cycle.refresh_from_db()
     assert (
-        cycle.status == Cycle.Status.FAILED and cycle.error == f"cancelled by {people['operator'].username}"
+        cycle.status == Cycle.Status.CANCELLED
+        and cycle.error == f"cancelled by {people['operator'].username}"
     )
     # The stage that was running finishes now: the cycle does not move on.
     running = Cycle.objects.get(pk=cycle.pk)
     running.status = Cycle.Status.RUNNING  # as the stage's worker read it before the cancel
     orchestrate._advance(running)
     cycle.refresh_from_db()
-    assert cycle.status == Cycle.Status.FAILED and cycle.stage == Cycle.Stage.REPLAY
+    assert cycle.status == Cycle.Status.CANCELLED and cycle.stage == Cycle.Stage.REPLAY
     after = as_role("operator").get(reverse("web:learning"), {"profile": profile.pk}).content.decode()
     assert "data-cancel-cycle" not in after
 

@@ -102,6 +102,7 @@ class TrainingRun(models.Model):
         RUNNING = "running"
         SUCCEEDED = "succeeded"
         FAILED = "failed"
+        CANCELLED = "cancelled"  # its cycle was cancelled: a running worker stops it (a signal)
 
     adapter = models.ForeignKey(Adapter, on_delete=models.CASCADE, related_name="runs")
     kind = models.CharField(max_length=12, choices=Kind.choices, default=Kind.SFT)
@@ -136,4 +137,4 @@ class TrainingRun(models.Model):
 
     @property
     def is_finished(self) -> bool:
-        return self.status in (self.Status.SUCCEEDED, self.Status.FAILED)
+        return self.status in (self.Status.SUCCEEDED, self.Status.FAILED, self.Status.CANCELLED)

@@ -201,7 +201,8 @@ class Cycle(models.Model):
     job ends. ``timings`` holds seconds per stage, ``stats`` what each stage did. A cycle that ran to
     its end has an ``outcome``: ``admitted`` (its SkillBook, adapter or router version now serves) or
     ``refused`` with the reason (so a cycle that changed nothing never reads as a success); one that
-    broke is ``failed`` with its ``error``.
+    broke is ``failed`` with its ``error``; one a person stopped is ``cancelled`` (``error`` says who),
+    its training run stopped with it (training/services/cycle/cancel.py).
     """
 
     class Trigger(models.TextChoices):
@@ -218,6 +219,7 @@ class Cycle(models.Model):
         WAITING = "waiting"
         SUCCEEDED = "succeeded"
         FAILED = "failed"
+        CANCELLED = "cancelled"  # stopped by a person: its training run stopped, nothing admitted
 
     class Stage(models.TextChoices):
         REPLAY = "replay"

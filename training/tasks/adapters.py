@@ -12,7 +12,9 @@ from typing import Any
 from celery import shared_task
 
 from training import conf
+from training.models import TrainingRun
 from training.services import adapters as services
+from training.services.cycle.cancel import TrainingCancelled, stopped_when_cancelled
 
 _LIMITS = conf.get().training  # read when the worker imports its tasks (a Celery task option)
 
@@ -25,8 +27,13 @@ _LIMITS = conf.get().training  # read when the worker imports its tasks (a Celer
     time_limit=_LIMITS.time_limit_s,
 )
 def adapter_train(self: Any, run_id: int) -> str:
-    """Trains one queued run; a second delivery of the same run does nothing."""
-    run = services.training_run_execute(run_id=run_id, task_id=self.request.id or "")
+    """Trains one queued run; a second delivery of the same run does nothing. A run cancelled while it
+    trains is stopped here: the watch's SIGTERM ends the training (training/services/cycle/cancel.py)."""
+    try:
+        with stopped_when_cancelled(run_id, every_s=conf.get().training.heartbeat_s):
+            run = services.training_run_execute(run_id=run_id, task_id=self.request.id or "")
+    except TrainingCancelled:
+        return str(TrainingRun.Status.CANCELLED)
     return str(run.status)
 
 

@@ -26,6 +26,7 @@ from training.models import Admission, Cycle, Demonstration, TrainingSettings
 from training.services.adapters import adapter_load, adapter_refuse, training_run_start
 from training.services.cycle.admission import Configuration, admission_evaluate, heldout_items
 from training.services.cycle.calls import CycleError
+from training.services.cycle.cancel import admission_claim, cycle_cancel, training_run_cancel
 from training.services.cycle.replay import demonstrations_replay
 from training.services.cycle.skillbook import served_text, skillbook_activate, skillbook_update
 
@@ -128,17 +129,6 @@ def _outcome(cycle: Cycle, admission: Admission | None) -> tuple[str, str]:
 def cycle_fail(*, cycle_id: int, error: str) -> None:
     Cycle.objects.filter(pk=cycle_id, status__in=Cycle.UNFINISHED).update(
         status=Status.FAILED, error=error[:4000], finished_at=timezone.now()
-    )
-
-
-def cycle_cancel(*, cycle_id: int, user: str) -> bool:
-    """Stops an unfinished cycle: it ends ``failed`` with "cancelled by <user>"; a stage running now
-    finishes its own work, but the cycle does not move on (``_advance`` moves only unfinished cycles).
-    False when the cycle had finished already."""
-    return bool(
-        Cycle.objects.filter(pk=cycle_id, status__in=Cycle.UNFINISHED).update(
-            status=Status.FAILED, error=f"cancelled by {user}"[:4000], finished_at=timezone.now()
-        )
     )
 
 
@@ -287,6 +277,13 @@ def _admission(cycle: Cycle) -> str | None:
     )
     cycle.admission = admission
     cycle.stats["admission"] = {"decision": admission.decision, "reason": admission.reason}
+    if not admission_claim(cycle_id=cycle.pk, admission_id=admission.pk):
+        # Cancelled while the held-out replay ran: nothing is admitted, the candidate is retired.
+        reason = f"not applied: the cycle was cancelled before its admission ({admission.reason})"
+        Admission.objects.filter(pk=admission.pk).update(decision=Admission.Decision.REFUSED, reason=reason)
+        if adapter is not None:
+            adapter_refuse(adapter_id=adapter.pk, reason=reason)
+        return None
     admission_apply(admission=admission)
     return None
 
@@ -326,7 +323,7 @@ STAGES: dict[str, Callable[[Cycle], str | None]] = {
 
 
 def cycle_stage_run(*, cycle_id: int, stage: str) -> str:
-    """Claims and runs one stage. Returns 'not claimed', 'waiting', 'advanced' or 'failed'.
+    """Claims and runs one stage. Returns 'not claimed', 'waiting', 'advanced', 'cancelled' or 'failed'.
 
     Transient errors propagate after the claim is released, so the task's retry can claim it again.
     """
@@ -347,10 +344,12 @@ def cycle_stage_run(*, cycle_id: int, stage: str) -> str:
         cycle_fail(cycle_id=cycle_id, error=f"{stage}: {type(exc).__name__}: {exc}")
         return "failed"
     if outcome == WAIT:
-        Cycle.objects.filter(pk=cycle_id, stage=stage, status=Status.RUNNING).update(
+        waiting = Cycle.objects.filter(pk=cycle_id, stage=stage, status=Status.RUNNING).update(
             status=Status.WAITING, stats=cycle.stats, training_run=cycle.training_run
         )
-        return "waiting"
+        if not waiting and cycle.training_run is not None:  # cancelled while the stage started it
+            training_run_cancel(run_id=cycle.training_run.pk, reason=f"its cycle {cycle_id} was cancelled")
+        return "waiting" if waiting else "cancelled"
     _advance(
         cycle,
         skillbook=cycle.skillbook,
@@ -431,6 +430,7 @@ def cycles_start_scheduled() -> list[int]:
 
 __all__ = [
     "admission_apply",
+    "cycle_cancel",
     "cycle_fail",
     "cycle_release",
     "cycle_stage_run",
