@@ -9,6 +9,7 @@ to the registered upstream with the upstream's credentials (they never reach the
   naming its id; once someone allowed approves it, the Executor runs it once, and the agent reads the
   outcome with ``skillgate_action_result``.
 - An upstream failure is described without its URL, command or credentials (diagnostics/mcp/client.py).
+- Resources and prompts pass through with the same grants (app/mcp/passthrough.py).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any
 import mcp_types as types
 from asgiref.sync import sync_to_async
 
+from app.mcp import passthrough
 from app.mcp.tools import Caller, answer, caller, error
 from diagnostics.mcp import classify
 from diagnostics.mcp.attach import record_call
@@ -100,7 +102,11 @@ async def build(server_name: str, who: Caller) -> Any:
         return await _call(grant, caller(), params.name, dict(params.arguments or {}))
 
     return Server(
-        f"skillgate-gateway-{server_name}", version="1", on_list_tools=list_tools, on_call_tool=call_tool
+        f"skillgate-gateway-{server_name}",
+        version="1",
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+        **passthrough.handlers(grant),  # resources and prompts, for a grant of the whole server
     )
 
 

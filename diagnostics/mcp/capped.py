@@ -47,6 +47,7 @@ class CappedTransport(httpx2.AsyncBaseTransport):
         self.cap = cap
         self.refused = False
         self.bytes_read = 0  # all response bodies of this transport, as read off the wire
+        self.first_status: int | None = None  # the first response's status (an older SSE server: 405)
         self._inner = httpx2.AsyncHTTPTransport()
 
     def refuse(self) -> None:
@@ -56,6 +57,8 @@ class CappedTransport(httpx2.AsyncBaseTransport):
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         request.headers["Accept-Encoding"] = "identity"
         response = await self._inner.handle_async_request(request)
+        if self.first_status is None:
+            self.first_status = response.status_code
         encoding = response.headers.get("Content-Encoding", "identity").strip().lower()
         length = response.headers.get("Content-Length", "")
         assert isinstance(response.stream, httpx2.AsyncByteStream)

@@ -2,7 +2,8 @@
 
 Plain Python (no ORM): the incidents app hands in an :class:`Upstream` built from the operator's
 registration. Every connection is short (connect, one request, close): a stdio server is a child process
-started for the call and ended after it; a Streamable HTTP server gets one session per call.
+started for the call and ended after it; a Streamable HTTP server gets one session per call, an older
+HTTP+SSE server one event stream per call (transports.py).
 
 Bounds, so that a hostile or broken upstream costs a bounded amount:
 
@@ -24,10 +25,8 @@ from __future__ import annotations
 import json
 import os
 import sys
-import tempfile
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -35,18 +34,14 @@ import anyio
 import httpx2
 import mcp_types as types
 from mcp import Client, MCPError
-from mcp.client.stdio import StdioServerParameters, stdio_client
-from mcp.client.streamable_http import streamable_http_client
 
 from diagnostics.mcp import relay
-from diagnostics.mcp.capped import CappedTransport
 from diagnostics.mcp.classify import fingerprint
-from diagnostics.mcp.urls import GuardedTransport, UrlPolicy, UrlRefused
+from diagnostics.mcp.transports import SSE, StreamsTransport, legacy_sse_hint
+from diagnostics.mcp.urls import UrlPolicy, UrlRefused
 from diagnostics.mcp.vetting import clean_json, clean_text
 
 HARD_CAP_BYTES = 4 * 1024 * 1024
-STDIO = "stdio"
-HTTP = "http"
 
 T = TypeVar("T")
 
@@ -171,65 +166,19 @@ def relayed(upstream: Upstream) -> list[str]:
     return [sys.executable, "-I", relay.__file__, str(upstream.read_cap_bytes), "--", *upstream.command]
 
 
-class _StreamsTransport:
-    """The SDK ``Client`` takes a transport: an async context manager yielding the two streams.
-    ``refused`` says, once it has closed, whether an answer passed the read cap."""
-
-    def __init__(self, upstream: Upstream) -> None:
-        self.refused = False
-        self._cm = self._transport(upstream)
-
-    @asynccontextmanager
-    async def _transport(self, upstream: Upstream) -> AsyncIterator[Any]:
-        secrets = upstream.secrets()
-        if upstream.transport == STDIO:
-            if not upstream.command:
-                raise UpstreamError(f"MCP server {upstream.name!r} has no command.", kind="protocol")
-            command = relayed(upstream)
-            params = StdioServerParameters(
-                command=command[0], args=command[1:], env=secrets, cwd=upstream.cwd
-            )
-            # the relay's stderr (the server's goes nowhere): a line or two, read after it has exited
-            with tempfile.TemporaryFile("w+") as errlog:
-                try:
-                    async with stdio_client(params, errlog=errlog) as streams:
-                        yield streams
-                finally:
-                    errlog.seek(0)
-                    self.refused = errlog.read(4096).startswith(relay.TOO_LARGE)
-            return
-        capped = CappedTransport(upstream.read_cap_bytes)
-        guarded = GuardedTransport(capped, upstream.url, upstream.url_policy)
-        timeout = httpx2.Timeout(upstream.timeout_s)
-        try:
-            async with (
-                httpx2.AsyncClient(
-                    headers=secrets,
-                    timeout=timeout,
-                    transport=guarded,
-                    follow_redirects=True,  # each hop goes through the guard: same origin, checked address
-                    max_redirects=3,
-                    trust_env=False,  # no proxy from the environment: every request goes through the guard
-                ) as http,
-                streamable_http_client(
-                    upstream.url, http_client=http, max_sse_event_size=upstream.read_cap_bytes
-                ) as streams,
-            ):
-                yield streams
-        finally:
-            self.refused = capped.refused
-
-    async def __aenter__(self) -> Any:
-        return await self._cm.__aenter__()
-
-    async def __aexit__(self, *exc: Any) -> bool | None:
-        return await self._cm.__aexit__(*exc)
-
-
-async def _with_client(upstream: Upstream, work: Callable[[Client], Awaitable[T]]) -> T:
-    transport = _StreamsTransport(upstream)
+async def with_client(upstream: Upstream, work: Callable[[Client], Awaitable[T]]) -> T:
+    """One connection, ``work`` on it, closed; the whole of it (with an ``http`` server's fallback to the
+    older SSE transport, transports.py) within ``timeout_s``."""
+    transport = StreamsTransport(upstream)
     try:
         with anyio.fail_after(upstream.timeout_s):
+            try:
+                async with Client(transport, mode="legacy", cache=None) as client:
+                    return await work(client)
+            except Exception:
+                if transport.refused or not legacy_sse_hint(upstream, transport):
+                    raise
+            transport = StreamsTransport(upstream, SSE)
             async with Client(transport, mode="legacy", cache=None) as client:
                 return await work(client)
     except Exception as exc:  # every failure leaves here as an UpstreamError that is safe to show
@@ -275,7 +224,7 @@ async def list_tools_async(upstream: Upstream) -> ServerListing:
         )
         return ServerListing(server_info=server_info, tools=tools)
 
-    return await _with_client(upstream, work)
+    return await with_client(upstream, work)
 
 
 def render_result(result: types.CallToolResult) -> str:
@@ -324,7 +273,7 @@ async def checked_call_async(
             return None
         return await client.call_tool(tool, arguments)
 
-    result = await _with_client(upstream, work)
+    result = await with_client(upstream, work)
     if result is None:
         return None
     text, size, truncated = cut(render_result(result), upstream.max_output_bytes)
