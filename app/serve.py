@@ -113,10 +113,16 @@ def listening_socket(host: str, port: int, backlog: int) -> socket.socket:
     return sock
 
 
-def config(*, backlog: int = 2048, timeout_graceful_shutdown: int = 25, **extra: Any) -> uvicorn.Config:
+APP = "app.asgi:application"
+
+
+def config(
+    *, app: str = APP, backlog: int = 2048, timeout_graceful_shutdown: int = 25, **extra: Any
+) -> uvicorn.Config:
     """The uvicorn configuration every web process runs with (tests start it the same way)."""
     return uvicorn.Config(
-        "app.asgi:application",
+        app,
+        loop="uvloop",
         access_log=False,
         backlog=backlog,
         timeout_graceful_shutdown=timeout_graceful_shutdown,
@@ -128,6 +134,7 @@ def config(*, backlog: int = 2048, timeout_graceful_shutdown: int = 25, **extra:
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m app.serve", description=__doc__.splitlines()[0])
+    parser.add_argument("--app", default=APP, help="the ASGI application (the benchmark's floors use this)")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8000)
     parser.add_argument("--backlog", type=int, default=2048)
@@ -136,6 +143,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parser.parse_args(argv)
     server = uvicorn.Server(
         config(
+            app=args.app,
             backlog=args.backlog,
             timeout_graceful_shutdown=args.timeout_graceful_shutdown,
             log_level=args.log_level,

@@ -15,8 +15,9 @@ import uvicorn
 from django.conf import settings
 from django.db import connection
 
+from app import serve
 from bench.support.openai_stub import OpenAIStub, Reply
-from bench.support.vllm import VllmServer, free_port
+from bench.support.vllm import VllmServer
 from core import conf
 from diagnostics.models import Step
 from routing.access import lookups
@@ -124,23 +125,25 @@ def django_db_setup(django_db_setup: None, django_db_blocker: Any) -> Iterator[N
 
 @pytest.fixture(scope="session")
 def gateway_url() -> Iterator[str]:
-    """The real ASGI app served by uvicorn on a free port, for real HTTP clients."""
-    port = free_port()
-    config = uvicorn.Config(
-        "app.asgi:application", host="127.0.0.1", port=port, log_level="warning", lifespan="off"
-    )
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
+    """The real ASGI app served the production way: app/serve.py's server (uvicorn with its protocol: the
+    header deadline and bound, no forwarded-header trust) on its own SO_REUSEPORT socket, bound to a port
+    the kernel picks. It runs in a thread of the test process, so it sees the tests' settings and
+    database; no lifespan (the ledger writer starts on first use, and the session's end stops it)."""
+    sock = serve.listening_socket("127.0.0.1", 0, backlog=2048)
+    port = sock.getsockname()[1]
+    server = uvicorn.Server(serve.config(log_level="warning", lifespan="off"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     wait_until(
         lambda: server.started,
         timeout=30,
-        what="uvicorn to start",
-        abort=lambda: None if thread.is_alive() else "uvicorn exited",
+        what="the server (app/serve.py) to start",
+        abort=lambda: None if thread.is_alive() else "the server exited",
     )
     yield f"http://127.0.0.1:{port}"
     server.should_exit = True
     thread.join(10)
+    sock.close()
 
 
 @pytest.fixture(scope="session")

@@ -11,7 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import bench.gateway_overhead
+from bench.gateway_overhead.children import pin
 from bench.gateway_overhead.common import (
+    CLOSED_TARGETS,
+    CONNECTIONS,
     DEFAULT_RATES,
     DEFAULT_STEPS,
     RESULTS,
@@ -22,7 +25,7 @@ from bench.gateway_overhead.common import (
     log,
 )
 from bench.gateway_overhead.load import load_main
-from bench.gateway_overhead.measure import Settings, capacity_search, run_point
+from bench.gateway_overhead.measure import Settings, capacity_search, run_closed, run_point
 from bench.gateway_overhead.profile import profile_main
 from bench.gateway_overhead.report import environment_lines, render_table, search_log, write_report
 from bench.gateway_overhead.servers import (
@@ -30,10 +33,12 @@ from bench.gateway_overhead.servers import (
     managed_children,
     sanity_check,
     start_floor,
+    start_floor_aiohttp,
     start_litellm_proxy,
     start_skillgate,
     start_stub,
 )
+from bench.gateway_overhead.verdict import checks_table, closed_table
 
 
 def parse_rates(text: str) -> list[float]:
@@ -77,6 +82,18 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     )
     parser.add_argument("--skip-search", action="store_true", help="only the fixed rates, no capacity search")
     parser.add_argument(
+        "--connections",
+        default=CONNECTIONS,
+        help=f"closed-loop points of {', '.join(CLOSED_TARGETS)}: connection counts (default {CONNECTIONS}; "
+        "'' for none)",
+    )
+    parser.add_argument(
+        "--pin",
+        default="auto",
+        help="CPU(s) of the gateway under test (taskset); the stub and the load generator get the others. "
+        "'auto': CPU 0 when there are 2+ CPUs and --workers is 1; 'none': no pinning",
+    )
+    parser.add_argument(
         "--database-url",
         default=None,
         help="PostgreSQL URL of a throw-away database (name containing 'bench')",
@@ -92,6 +109,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--output", type=Path, default=RESULTS, help="markdown results file")
     args = parser.parse_args(argv)
     args.targets = [name.strip() for name in args.targets.split(",") if name.strip()]
+    args.connections = sorted({int(c) for c in args.connections.split(",") if c.strip()})
+    if args.pin == "auto":
+        args.pin = "0" if (os.cpu_count() or 1) >= 2 and args.workers == 1 else "none"
     unknown = set(args.targets) - set(TARGET_ORDER[1:])
     if unknown:
         parser.error(f"unknown targets: {', '.join(sorted(unknown))}")
@@ -114,6 +134,8 @@ def main(argv: list[str]) -> int:
             os.nice(args.nice)
         except PermissionError:
             raise BenchError(f"--nice {args.nice} needs root") from None
+    if args.pin != "none":
+        pin(args.pin)
     with managed_children() as children:
         stub = start_stub(children)
         log(f"stub upstream at {stub.base_url}")
@@ -123,6 +145,9 @@ def main(argv: list[str]) -> int:
         if "floor" in args.targets:
             targets.append(start_floor(children, stub, args.workers))
             log(f"floor at {targets[-1].base_url}")
+        if "floor-aiohttp" in args.targets:
+            targets.append(start_floor_aiohttp(children, stub, args.workers))
+            log(f"floor-aiohttp at {targets[-1].base_url}")
         if {"skillgate-full", "skillgate-cheap"} & set(args.targets):
             configs, db_label, router = start_skillgate(
                 children, stub, args.database_url, args.max_in_flight, args.workers
@@ -143,6 +168,12 @@ def main(argv: list[str]) -> int:
                     result = run_point(children, target, groups, stream, rate, cfg)
                     known[(target.name, result["mode"], rate)] = result
                     fixed.append(result)
+        closed: dict[tuple[str, str, int], dict[str, Any]] = {}
+        for stream in (False, True):
+            for target in [t for t in targets if t.name in CLOSED_TARGETS]:
+                for count in args.connections:
+                    result = run_closed(children, target, groups, stream, count, cfg)
+                    closed[(target.name, result["mode"], count)] = result
         searches = []
         if not args.skip_search:
             for stream in (False, True):
@@ -159,6 +190,12 @@ def main(argv: list[str]) -> int:
                         children, stub, groups, stream, rate, cfg
                     )
         env_lines = environment_lines(db_label, "litellm-proxy" in args.targets, args.workers, router)
+        env_lines.append(
+            f"- Pinning: the gateways on CPU {args.pin}, the stub and the load generator on the others "
+            "(taskset)"
+            if args.pin != "none"
+            else "- Pinning: none (every process on every CPU)"
+        )
     table = render_table(fixed, searches, known)
     errors = [
         f"- {r['target']} / {r['mode']} / {r['rate']:.0f} RPS: "
@@ -169,9 +206,11 @@ def main(argv: list[str]) -> int:
         for r in sorted(known.values(), key=lambda r: (r["target"], r["mode"], r["rate"]))
         if r["errors"] or r["warmup_errors"]
     ]
-    write_report(args.output, args, cfg, env_lines, table, search_log(searches, known), errors)
-    (WORK / "results.json").write_text(json.dumps([{**r} for r in known.values()], indent=1))
-    print(table)
+    sections = closed_table(closed, args.connections), checks_table(closed, known, args.connections)
+    write_report(args.output, args, cfg, env_lines, table, search_log(searches, known), errors, sections)
+    raw = {"open_loop": list(known.values()), "closed_loop": list(closed.values())}
+    (WORK / "results.json").write_text(json.dumps(raw, indent=1))
+    print(table, *sections[0], *sections[1], sep="\n")
     log(f"wrote {args.output.relative_to(ROOT) if args.output.is_relative_to(ROOT) else args.output}")
     return 0
 

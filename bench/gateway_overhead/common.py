@@ -24,7 +24,9 @@ DONE = b"data: [DONE]\n\n"
 DEFAULT_RATES = "50,100,200,400"
 DEFAULT_STEPS = "5,10,20,30,50,75,100,150,200,300,400,600,800,1000"
 SUSTAIN_FRACTION = 0.95
-TARGET_ORDER = ("direct", "floor", "skillgate-full", "skillgate-cheap", "litellm-proxy")
+TARGET_ORDER = ("direct", "floor", "floor-aiohttp", "skillgate-full", "skillgate-cheap", "litellm-proxy")
+CONNECTIONS = "16,256"  # the closed-loop points: capacity and CPU per call at each count
+CLOSED_TARGETS = ("floor", "floor-aiohttp", "skillgate-full")
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 

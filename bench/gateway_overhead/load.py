@@ -153,12 +153,75 @@ async def _generate(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+async def _generate_closed(args: argparse.Namespace) -> dict[str, Any]:
+    """Closed loop: ``args.connections`` clients, each sending its next request as soon as its last one is
+    answered, for warm-up + duration; the capacity is what completes in the measured window."""
+    import aiohttp
+
+    stream = bool(args.stream)
+    url = args.url.rstrip("/") + "/chat/completions"
+    body = json.dumps(request_body(args.model, stream)).encode()
+    headers = {"Content-Type": "application/json"}
+    if os.environ.get("BENCH_AUTH"):
+        headers["Authorization"] = f"Bearer {os.environ['BENCH_AUTH']}"
+    headers.update(item.split("=", 1) for item in args.header)
+    groups = {name: int(pgid) for name, pgid in (item.split("=") for item in args.watch)}
+    clock = time.perf_counter
+    connector = aiohttp.TCPConnector(limit=args.connections, keepalive_timeout=60)
+    timeout = aiohttp.ClientTimeout(total=args.timeout)
+    samples: list[Sample] = []
+    async with aiohttp.ClientSession(connector=connector, timeout=timeout, auto_decompress=False) as session:
+        start = clock()
+        window = (start + args.warmup, start + args.warmup + args.duration)
+
+        async def client() -> None:
+            while (now := clock()) < window[1]:
+                samples.append(await _one(session, url, body, headers, stream, now))
+
+        async def snapshot_at(moment: float) -> dict[str, Any]:
+            await asyncio.sleep(max(0.0, moment - clock()))
+            return await asyncio.to_thread(cpu_snapshot, groups)
+
+        snaps = [asyncio.create_task(snapshot_at(moment)) for moment in window]
+        await asyncio.gather(*(client() for _ in range(args.connections)))
+        before, after = await snaps[0], await snaps[1]
+    in_window = [s for s in samples if window[0] <= s.done <= window[1]]
+    good = [s for s in in_window if s.ok]
+    errors = Counter(s.error for s in in_window if not s.ok)
+    busy = after["machine"][0] - before["machine"][0]
+    total = after["machine"][1] - before["machine"][1]
+    cpu = {name: after["groups"][name] - before["groups"][name] for name in groups}
+    ours = sum({groups[name]: cpu[name] for name in groups}.values()) + after["self"] - before["self"]
+    return {
+        "offered": None,
+        "connections": args.connections,
+        "duration": args.duration,
+        "sent": len(in_window),
+        "ok": len(good),
+        "errors": sum(errors.values()),
+        "error_kinds": dict(errors),
+        "warmup_errors": {},
+        "achieved": len(good) / args.duration,
+        "ttlb_ms": percentiles([(s.done - s.sent) * 1000 for s in good]),
+        "ttfb_ms": percentiles([(s.ttfb - s.sent) * 1000 for s in good if s.ttfb is not None])
+        if stream
+        else None,
+        "send_lag_ms": None,
+        "skillgate_overhead_hdr_ms": percentiles([s.overhead_ms for s in good if s.overhead_ms is not None]),
+        "cpu_s": cpu,
+        "machine_busy_pct": 100.0 * busy / total if total else 0.0,
+        "others_busy_pct": max(0.0, 100.0 * (busy / CLK_TCK - ours) / (total / CLK_TCK)) if total else 0.0,
+        "generator_window_cpu_s": after["self"] - before["self"],
+    }
+
+
 def load_main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(prog="gateway_overhead _load")
     parser.add_argument("--url", required=True)
     parser.add_argument("--model", required=True)
     parser.add_argument("--stream", type=int, default=0)
-    parser.add_argument("--rate", type=float, required=True)
+    parser.add_argument("--rate", type=float, default=0.0, help="open loop: requests per second")
+    parser.add_argument("--closed", action="store_true", help="closed loop over --connections clients")
     parser.add_argument("--duration", type=float, required=True)
     parser.add_argument("--warmup", type=float, required=True)
     parser.add_argument("--timeout", type=float, required=True)
@@ -172,4 +235,5 @@ def load_main(argv: list[str]) -> None:
         uvloop.install()
     except ImportError:
         pass
-    print(json.dumps(asyncio.run(_generate(args))), flush=True)
+    generate = _generate_closed if args.closed else _generate
+    print(json.dumps(asyncio.run(generate(args))), flush=True)

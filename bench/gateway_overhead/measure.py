@@ -8,8 +8,9 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from bench.gateway_overhead.children import Children, clean_env, pinned, run_captured
 from bench.gateway_overhead.common import SUSTAIN_FRACTION, group_cpu_s, log
-from bench.gateway_overhead.servers import Children, Target, clean_env, run_captured
+from bench.gateway_overhead.servers import Target
 
 
 @dataclass
@@ -33,12 +34,12 @@ def run_point(
     children: Children, target: Target, groups: dict[str, int], stream: bool, rate: float, cfg: Settings
 ) -> dict[str, Any]:
     settle(groups)
-    argv = [
+    argv = pinned("rest", [
         sys.executable, "-m", "bench.gateway_overhead", "_load",
         "--url", target.base_url, "--model", target.model, "--stream", str(int(stream)),
         "--rate", str(rate), "--duration", str(cfg.duration), "--warmup", str(cfg.warmup),
         "--timeout", str(cfg.timeout),
-    ]  # fmt: skip
+    ])  # fmt: skip
     for name, pgid in groups.items():
         argv += ["--watch", f"{name}={pgid}"]
     for name, value in target.extra_headers.items():
@@ -56,6 +57,42 @@ def run_point(
         f"server CPU {result['cpu_s'].get(target.name, 0):.2f}s, "
         f"machine {result['machine_busy_pct']:.0f}% busy (others {result['others_busy_pct']:.0f}%)"
         + ("" if result["passed"] else "  -> NOT sustained")
+    )
+    return result
+
+
+def run_closed(
+    children: Children,
+    target: Target,
+    groups: dict[str, int],
+    stream: bool,
+    connections: int,
+    cfg: Settings,
+) -> dict[str, Any]:
+    """Capacity as wrk measures it: ``connections`` clients each sending its next request when its last
+    is answered; calls/s completed in the measured window and the server's CPU per call."""
+    settle(groups)
+    argv = pinned("rest", [
+        sys.executable, "-m", "bench.gateway_overhead", "_load", "--closed",
+        "--connections", str(connections),
+        "--url", target.base_url, "--model", target.model, "--stream", str(int(stream)),
+        "--duration", str(cfg.duration), "--warmup", str(cfg.warmup), "--timeout", str(cfg.timeout),
+    ])  # fmt: skip
+    for name, pgid in groups.items():
+        argv += ["--watch", f"{name}={pgid}"]
+    for name, value in target.extra_headers.items():
+        argv += ["--header", f"{name}={value}"]
+    env = clean_env(BENCH_AUTH=target.auth)
+    out = run_captured(children, "loadgen", argv, env, cfg.warmup + 2 * cfg.duration + cfg.timeout + 60)
+    result = json.loads(out.strip().splitlines()[-1])
+    result.update(target=target.name, mode="stream" if stream else "json")
+    result["cpu_ms_per_call"] = result["cpu_s"].get(target.name, 0.0) * 1000 / max(1, result["ok"])
+    ttlb = result["ttlb_ms"] or {}
+    log(
+        f"{target.name:13s} {result['mode']:6s} {connections:4d} connections: {result['achieved']:7.1f} "
+        f"calls/s, errors {result['errors']}, P50 {ttlb.get('p50', float('nan')):7.2f} ms, server CPU "
+        f"{result['cpu_ms_per_call']:.3f} ms/call, machine {result['machine_busy_pct']:.0f}% busy "
+        f"(others {result['others_busy_pct']:.0f}%)"
     )
     return result
 

@@ -136,7 +136,7 @@ def environment_lines(
     py = Path(sys.executable)
     versions = ", ".join(
         f"{m} {_version(py, m)}"
-        for m in ("django", "uvicorn", "uvloop", "httptools", "litellm", "aiohttp", "httpx")
+        for m in ("django", "uvicorn", "uvloop", "httptools", "litellm", "aiohttp", "httpx", "granian")
     )
     lines = [
         f"- Date: {dt.datetime.now(dt.UTC).strftime('%Y-%m-%d %H:%M UTC')}",
@@ -145,7 +145,8 @@ def environment_lines(
         + (" (routing/ or app/ modified)" if dirty.stdout.strip() else " (routing/ and app/ clean)"),
         f"- Python {platform.python_version()}; gateway venv: {versions}",
         f"- Skillgate database: {db_label}",
-        f"- Server processes of Skillgate and of the floor: {workers} (uvicorn --workers)",
+        f"- Server processes of each gateway: {workers} (`python -m app.serve` each on its SO_REUSEPORT "
+        "socket for Skillgate and floor-aiohttp; `uvicorn --workers` for the floor)",
         f"- Full configuration's router version: {router or '–'}",
         f"- Niceness of the benchmark's processes: {os.nice(0)}",
     ]
@@ -166,21 +167,44 @@ def write_report(
     table: str,
     searches: list[str],
     errors: list[str],
+    sections: tuple[list[str], list[str]] = ([], []),
 ) -> None:
+    closed, checks = sections
     command = ".venv/bin/python -m bench.gateway_overhead " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     text = "\n".join(
         [
-            "# Gateway overhead: direct vs the floor vs Skillgate vs LiteLLM proxy",
+            "# Gateway overhead: direct vs the floors vs Skillgate vs LiteLLM proxy",
             "",
             *env_lines,
             f"- Command: `{command.strip()}`",
             f"- Per point: {cfg.warmup:g} s warm-up (discarded), then {cfg.duration:g} s measured; "
             f"client timeout {cfg.timeout:g} s; rates {args.rates}; search steps {args.search_steps}",
             "",
+            *(
+                ["## Issue 42's checks (computed from the points below)", "", *checks, ""]
+                if checks and closed
+                else []
+            ),
+            *(
+                [
+                    "## Closed loop: capacity and CPU per call by connection count",
+                    "",
+                    "Each connection sends its next call as soon as its last one is answered (as wrk does); "
+                    "calls/s are the calls completed in the measured window, CPU the server's in it.",
+                    "",
+                    *closed,
+                    "",
+                ]
+                if closed
+                else []
+            ),
+            "## Open loop: fixed rates and the capacity search",
+            "",
             "Method: one stub upstream (`bench/support/openai_stub.py`, aiohttp, answers `ok` at once); the "
-            "**floor** (`bench/gateway_overhead/floor.py`: raw ASGI + one pooled httpx client, the body "
-            "passed "
-            "through, no parsing); one Skillgate (`uvicorn app.asgi:application`, ledger writer `batched`) "
+            "**floor** (`bench/gateway_overhead/floor.py`: raw ASGI + one pooled httpx client on plain "
+            "uvicorn, the body passed through, no parsing: today's floor in issue 42); **floor-aiohttp** "
+            "(`floor_aiohttp.py`: the same with aiohttp's pooled client, on `python -m app.serve`, the "
+            "production server); one Skillgate (`python -m app.serve`, ledger writer `batched`) "
             "reached as two targets: **skillgate-full** (a key with a budget and a rate limit, both checked "
             "on every call; a `learned` profile whose active router version decides each call, embedding "
             "included; the student leg on the stub; a regex verifier that passes; the ledger row) and "

@@ -1,24 +1,30 @@
-"""The benchmark's servers, each a child process in its own session: the stub upstream, the floor
-(bench/gateway_overhead/floor.py), Skillgate (on a fresh database it seeds with ``python -m
-bench.gateway_overhead.seed``, reached as two targets: its full and its cheapest configuration) and the
-LiteLLM proxy."""
+"""The benchmark's servers, each a child process in its own session (bench/gateway_overhead/children.py):
+the stub upstream, the floors (bench/gateway_overhead/floor.py: uvicorn + httpx; floor_aiohttp.py: the
+production server, ``python -m app.serve``, + aiohttp), Skillgate (``python -m app.serve``, on a fresh
+database it seeds with ``python -m bench.gateway_overhead.seed``, reached as two targets: its full and its
+cheapest configuration) and the LiteLLM proxy."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import signal
-import socket
+import shlex
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+from bench.gateway_overhead.children import (
+    Children,
+    clean_env,
+    free_port,
+    managed_children,
+    pinned,
+    run_captured,
+)
 from bench.gateway_overhead.common import (
     BENCH_VENV,
     EXPECTED,
@@ -31,119 +37,7 @@ from bench.gateway_overhead.common import (
     request_body,
 )
 
-# --- child processes ----------------------------------------------------------------------------
-
-
-class Children:
-    """Every child runs in its own session (process group); ``stop_all`` ends the groups."""
-
-    def __init__(self, log_dir: Path) -> None:
-        self.log_dir = log_dir
-        self.procs: dict[str, subprocess.Popen[bytes]] = {}
-
-    def start(
-        self, name: str, argv: list[str], env: dict[str, str], *, capture: bool = False
-    ) -> subprocess.Popen[bytes]:
-        if capture:
-            stdout: Any = subprocess.PIPE
-        else:
-            stdout = open(self.log_dir / f"{name}.log", "ab")  # noqa: SIM115 - closed with the child
-        proc = subprocess.Popen(
-            argv,
-            cwd=ROOT,
-            env=env,
-            stdout=stdout,
-            stderr=open(self.log_dir / f"{name}.log", "ab") if capture else subprocess.STDOUT,  # noqa: SIM115
-            start_new_session=True,
-        )
-        self.procs[name] = proc
-        return proc
-
-    def stop(self, name: str, grace_s: float = 10.0) -> None:
-        proc = self.procs.pop(name, None)
-        if proc is None:
-            return
-        for sig in (signal.SIGTERM, signal.SIGKILL):
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, sig)
-            try:
-                proc.wait(grace_s)
-            except subprocess.TimeoutExpired:
-                continue
-            # the leader is gone; make sure nothing else of its group lingers
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            break
-        for stream in (proc.stdout, proc.stderr):
-            if stream is not None:
-                stream.close()
-
-    def stop_all(self) -> None:
-        for name in reversed(list(self.procs)):
-            self.stop(name)
-
-
-def run_captured(children: Children, name: str, argv: list[str], env: dict[str, str], timeout: float) -> str:
-    proc = children.start(name, argv, env, capture=True)
-    try:
-        out, _ = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        raise BenchError(
-            f"{name} did not finish within {timeout:.0f}s; see {children.log_dir}/{name}.log"
-        ) from None
-    finally:
-        children.stop(name, grace_s=2.0)
-    if proc.returncode != 0:
-        tail = (children.log_dir / f"{name}.log").read_text(errors="replace")[-2000:]
-        raise BenchError(f"{name} exited with {proc.returncode}:\n{tail}")
-    return out.decode()
-
-
-def _raise_interrupt(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt(f"signal {signum}")
-
-
-@contextlib.contextmanager
-def managed_children() -> Iterator[Children]:
-    (WORK / "logs").mkdir(parents=True, exist_ok=True)
-    for old_log in (WORK / "logs").glob("*.log"):
-        old_log.unlink()
-    children = Children(WORK / "logs")
-    # SIGINT too: a shell starts background jobs with SIGINT ignored, and Ctrl-C must still clean up.
-    previous = {
-        sig: signal.signal(sig, _raise_interrupt) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-    }
-    try:
-        yield children
-    finally:
-        for sig in previous:  # a second Ctrl-C must not skip the clean-up
-            signal.signal(sig, signal.SIG_IGN)
-        children.stop_all()
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-        log("all child processes stopped")
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def clean_env(**extra: str) -> dict[str, str]:
-    drop = (
-        "DATABASE_URL",
-        "CACHE_URL",
-        "CELERY_",
-        "SKILLGATE_",
-        "LITELLM_",
-        "DJANGO_",
-        "PYTHONPATH",
-        "VIRTUAL_ENV",
-    )
-    env = {k: v for k, v in os.environ.items() if not k.startswith(drop)}
-    env.update(PYTHONUNBUFFERED="1", PYTHONDONTWRITEBYTECODE="1", **extra)
-    return env
+__all__ = ["Children", "Target", "clean_env", "managed_children", "run_captured"]
 
 
 def wait_http(
@@ -184,7 +78,7 @@ class Target:
 
 def start_stub(children: Children) -> Target:
     port = free_port()
-    argv = [sys.executable, "-m", "bench.support.openai_stub", "--port", str(port)]
+    argv = pinned("rest", [sys.executable, "-m", "bench.support.openai_stub", "--port", str(port)])
     proc = children.start("stub", argv, clean_env())
     base = f"http://127.0.0.1:{port}/v1"
     wait_http(f"{base}/models", proc, "stub", 30, {})
@@ -209,20 +103,41 @@ def fresh_postgres(url: str) -> str:
 
 
 def uvicorn_argv(app: str, port: int, workers: int) -> list[str]:
-    return [
+    return pinned("gateway", [
         sys.executable, "-m", "uvicorn", app,
         "--host", "127.0.0.1", "--port", str(port), "--workers", str(workers),
         "--log-level", "warning", "--no-access-log",
-    ]  # fmt: skip
+    ])  # fmt: skip
+
+
+def serve_argv(app: str, port: int, workers: int) -> list[str]:
+    """The production form (docs/operations/deploy.md): ``workers`` processes of ``python -m app.serve``,
+    each on its own SO_REUSEPORT socket of one port, in one process group (its CPU is counted whole)."""
+    one = [sys.executable, "-m", "app.serve", "--app", app, "--port", str(port), "--log-level", "warning"]
+    if workers == 1:
+        return pinned("gateway", one)
+    line = shlex.join(pinned("gateway", one))
+    return ["sh", "-c", f"for i in $(seq {workers}); do {line} & done; wait"]
 
 
 def start_floor(children: Children, stub: Target, workers: int) -> Target:
+    """Today's floor, as issue 42 measured it: plain uvicorn (``--workers``) + httpx."""
     port = free_port()
     argv = [*uvicorn_argv("bench.gateway_overhead.floor:app", port, workers), "--lifespan", "off"]
     proc = children.start("floor", argv, clean_env(FLOOR_UPSTREAM=stub.base_url))
     base = f"http://127.0.0.1:{port}/v1"
     wait_http_post(f"{base}/chat/completions", proc, "floor", 30)
     return Target("floor", base, STUB_MODEL, proc.pid)
+
+
+def start_floor_aiohttp(children: Children, stub: Target, workers: int) -> Target:
+    """The second floor: the server Skillgate runs on (app/serve.py) + aiohttp's pooled client."""
+    port = free_port()
+    argv = serve_argv("bench.gateway_overhead.floor_aiohttp:app", port, workers)
+    proc = children.start("floor-aiohttp", argv, clean_env(FLOOR_UPSTREAM=stub.base_url))
+    base = f"http://127.0.0.1:{port}/v1"
+    wait_http_post(f"{base}/chat/completions", proc, "floor-aiohttp", 30)
+    return Target("floor-aiohttp", base, STUB_MODEL, proc.pid)
 
 
 def wait_http_post(url: str, proc: subprocess.Popen[bytes], name: str, timeout_s: float) -> None:
@@ -275,7 +190,7 @@ def start_skillgate(
     seed = json.loads(seeded.strip().splitlines()[-1])
     port = free_port()
     # The lifespan runs the ledger writer (started with the process, drained at SIGTERM).
-    proc = children.start("skillgate", uvicorn_argv("app.asgi:application", port, workers), env)
+    proc = children.start("skillgate", serve_argv("app.asgi:application", port, workers), env)
     base = f"http://127.0.0.1:{port}/v1"
     wait_http(f"http://127.0.0.1:{port}/healthz", proc, "skillgate", 60, {})
     full = Target(
@@ -334,10 +249,10 @@ def start_litellm_proxy(children: Children, stub: Target) -> Target:
         NO_DOCS="true",
         PATH=f"{BENCH_VENV / 'bin'}:{os.environ.get('PATH', '')}",
     )
-    argv = [
+    argv = pinned("gateway", [
         str(litellm_bin()), "--config", str(config), "--host", "127.0.0.1", "--port", str(port),
         "--num_workers", "1",
-    ]  # fmt: skip
+    ])  # fmt: skip
     proc = children.start("litellm-proxy", argv, env)
     wait_http(f"http://127.0.0.1:{port}/health/liveliness", proc, "litellm-proxy", 180, {})
     return Target("litellm-proxy", f"http://127.0.0.1:{port}/v1", STUB_MODEL, proc.pid)
