@@ -27,7 +27,7 @@ def proposed(users: dict[str, User], enqueued: list[tuple[str, int]]) -> ActionR
 
 def approve(client: Client, action: ActionRequest, **extra: str) -> object:
     url = reverse("web:action-approve", args=[action.trajectory.incident_id, action.pk])
-    return client.post(url, {"plan_hash": action.plan_hash, "note": "ok", **extra})
+    return client.post(url, {"plan_hash": action.plan_hash, "note": "ok", "confirm": "yes", **extra})
 
 
 def test_login_is_required_for_every_page(client: Client) -> None:

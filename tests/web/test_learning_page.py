@@ -36,10 +36,10 @@ def test_an_operator_starts_one_cycle_and_a_viewer_cannot(
     client = login("operator")
     assert b"data-start-cycle" in client.get(reverse("web:learning")).content
     with django_capture_on_commit_callbacks(execute=True):
-        assert client.post(url).status_code == 302
+        assert client.post(url, {"confirm": "yes"}).status_code == 302
     cycle = Cycle.objects.get()
     assert (cycle.trigger, cycle.status, stages) == ("dashboard", "queued", [(cycle.pk, "replay")])
-    client.post(url)  # a second click while it runs starts nothing
+    client.post(url, {"confirm": "yes"})  # a second click while it runs starts nothing
     assert Cycle.objects.count() == 1
     page = client.get(reverse("web:learning"), {"profile": profile.pk})
     assert b"is still queued" in page.content and b'hx-trigger="every 2s"' in page.content

@@ -2,13 +2,24 @@
 (function () {
   "use strict";
 
-  // A plain form with data-confirm asks before it is sent (htmx forms use hx-confirm).
+  // A plain form with data-confirm asks before it is sent (htmx forms use hx-confirm, with
+  // hx-vals confirm=yes); a yes is sent as confirm=yes. Without JavaScript no confirm is sent and the
+  // server answers with its own confirmation step (app/web/forms/confirm.py).
   document.addEventListener("submit", function (event) {
     var form = event.target;
     if (!(form instanceof HTMLFormElement)) return;
     var question = form.getAttribute("data-confirm");
-    if (question && !form.hasAttribute("hx-post") && !window.confirm(question)) {
+    if (!question || form.hasAttribute("hx-post")) return;
+    if (!window.confirm(question)) {
       event.preventDefault();
+      return;
+    }
+    if (!form.querySelector("input[name=confirm]")) {
+      var yes = document.createElement("input");
+      yes.type = "hidden";
+      yes.name = "confirm";
+      yes.value = "yes";
+      form.appendChild(yes);
     }
   }, true);
 

@@ -18,6 +18,7 @@ from django_htmx.http import HttpResponseClientRedirect
 
 from app.web import roles
 from app.web.forms import IncidentOpenForm, RediagnoseForm
+from app.web.forms.confirm import confirm_step, confirmed
 from app.web.pages import can, page, render_page
 from core.errors import ServiceError
 from diagnostics import selectors, services
@@ -185,6 +186,14 @@ def action_decide(request: HttpRequest, incident_id: int, action_id: int, decisi
     if action is None or action.trajectory.incident_id != incident_id:
         raise Http404(f"No action {action_id} on incident {incident_id}.")
     note = request.POST.get("note", "")[:2000]
+    if decision == "approve" and not confirmed(request):  # it runs a fix: a second look first
+        return confirm_step(
+            request,
+            question=f"Run {action.tool} {action.args} in {action.trajectory.incident.environment} now?",
+            verb="Approve and run it",
+            back=reverse("web:incident", args=[incident_id]),
+            keep=("plan_hash", "note"),
+        )
     try:
         if decision == "approve":
             services.action_request_approve(

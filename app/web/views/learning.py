@@ -13,13 +13,15 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from app.web import charts
+from app.web.forms.confirm import confirm_step, confirmed
 from app.web.pages import can, page, render_page
 from core.errors import ServiceError
 from core.snapshot import snapshot
 from routing.models import TaskProfile
 from training.deploy import adapter_rollback
 from training.models import Adapter, Admission, Cycle, SkillBook, TrainingRun
-from training.services.cycle.orchestrate import cycle_cancel, cycle_start
+from training.services.cycle.cancel import cycle_cancel
+from training.services.cycle.orchestrate import cycle_start
 
 VIEW_LEARNING = "training.view_cycle"
 START_CYCLE = "training.add_cycle"
@@ -114,6 +116,14 @@ def cycle_new(request: HttpRequest, profile_id: int) -> HttpResponse:
     if not can(request, START_CYCLE):
         raise PermissionDenied("Only operators may start learning cycles.")
     profile = get_object_or_404(TaskProfile, pk=profile_id)
+    if not confirmed(request):  # it spends teacher calls and may train: a second look first
+        return confirm_step(
+            request,
+            question=f"Start a learning cycle for {profile.name}? It spends teacher calls (under the "
+            "learning key) and may train an adapter.",
+            verb="Start the cycle",
+            back=f"{reverse('web:learning')}?profile={profile.pk}",
+        )
     cycle, created = cycle_start(profile_id=profile.pk, trigger=Cycle.Trigger.DASHBOARD)
     if created:
         messages.success(request, f"Cycle {cycle.pk} of {profile.name} started.")
