@@ -22,7 +22,15 @@ from tests.support.browser import ROOT, needs_chromium
 
 pytestmark = [needs_chromium, pytest.mark.browser, pytest.mark.slow]
 
-PAGES = ["", "guides/dashboard/", "guides/routing/", "design/", "getting-started/"]
+PAGES = [
+    "",
+    "guides/dashboard/",
+    "guides/routing/",
+    "design/",
+    "getting-started/",
+    "concepts/",
+    "operations/kubernetes/",
+]
 
 
 class Quiet(SimpleHTTPRequestHandler):
