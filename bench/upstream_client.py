@@ -1,38 +1,40 @@
-"""Micro-benchmark: one upstream call through litellm vs the direct client (routing/call/openai_client.py).
+"""Which HTTP client calls the upstream: candidate clients (bench/upstream_candidates.py) against the stub.
 
-The OpenAI stub (bench/support/openai_stub.py) runs in its own process, so this process's CPU time
-(``time.process_time``) is the client's alone. Each path makes the same calls through the gateway's
-own ``routing.call.upstream.complete`` / ``open_stream`` (the stream read to its end): sequential, then
-``--concurrency`` at a time, after a few warm-up calls. Prints one markdown table; a test it is not.
-Under concurrency the stub (one aiohttp process) is the bottleneck: latencies there are mostly its
-queue, and a faster client queues more at it; CPU ms per call is the client's own number.
+The OpenAI stub (bench/support/openai_stub.py) runs in its own process, pinned to one core
+(``taskset -c 1``); each candidate runs in a child process pinned to the other (``taskset -c 0``) on
+uvloop, as under uvicorn, so the child's CPU time (``time.process_time``, every thread of it: a Rust
+client's runtime threads count) is the client's alone. A point is ``--calls`` calls kept
+``--in-flight`` at a time by as many workers, after ``--warmup`` calls: JSON answers read whole, and
+streams (one SSE event per word, ``--words``) read to their end. Every candidate is run ``--repeat``
+times in turn; the table gives the median and the spread (min-max). ``gateway`` is Skillgate's own
+call (routing/call/upstream.py), answers parsed. On a shared machine the stub's core is the ceiling
+of calls/s; CPU ms per call is the client's own number, and its change from 16 to 256 in flight is the
+pool's cost growing with connections.
 
-    .venv/bin/python -m bench.upstream_client                  # ~30 s
-    .venv/bin/python -m bench.upstream_client --calls 500 --concurrency 32 --words 50
+    .venv/bin/python -m bench.upstream_client                       # ~4 min
+    .venv/bin/python -m bench.upstream_client --out bench/results/upstream_client.md
+    .venv/bin/python -m bench.upstream_client --clients httpx,aiohttp --repeat 1 --calls 500
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import platform
+import shutil
 import socket
+import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
-from importlib.metadata import version
-from typing import Any
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
 
-from django.conf import settings
-from django.test import override_settings
-
-import bench.support.django_env  # noqa: F401  sets Django up before the app imports below
-from routing.call import upstream
-from routing.models import Backend
+from bench.upstream_candidates import CANDIDATES, installed
 
 STUB = """
 import sys
@@ -40,20 +42,13 @@ from aiohttp import web
 from bench.support.openai_stub import OpenAIStub, Reply
 words = int(sys.argv[2])
 stub = OpenAIStub(responder=lambda body: Reply(content=" ".join(["word"] * words)))
+stub.requests = type("Forget", (list,), {"append": lambda self, item: None})()
+stub.authorizations = stub.requests
 web.run_app(stub.app(), host="127.0.0.1", port=int(sys.argv[1]), access_log=None, print=None)
 """
-
-
-@dataclass
-class Row:
-    path: str
-    kind: str
-    mode: str
-    calls: int
-    cpu_ms: float
-    per_s: float
-    p50_ms: float
-    p99_ms: float
+KINDS = ("json", "stream")
+PACKAGES = {"httpx": "httpx", "aiohttp": "aiohttp", "pyreqwest": "pyreqwest", "wreq": "wreq"}
+PACKAGES |= {"curl_cffi": "curl_cffi", "gateway": "aiohttp"}
 
 
 def _free_port() -> int:
@@ -62,10 +57,18 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def _pinned(core: int) -> list[str]:
+    """``taskset -c CORE`` where there are two cores or more and taskset exists; else nothing."""
+    if (os.cpu_count() or 1) > 1 and shutil.which("taskset"):
+        return ["taskset", "-c", str(core)]
+    return []
+
+
 @contextmanager
 def stub_process(words: int) -> Iterator[str]:
     port = _free_port()
-    child = subprocess.Popen([sys.executable, "-c", STUB, str(port), str(words)], start_new_session=True)
+    argv = [*_pinned(1), sys.executable, "-c", STUB, str(port), str(words)]
+    child = subprocess.Popen(argv, start_new_session=True)
     try:
         deadline = time.monotonic() + 30
         while True:
@@ -76,99 +79,156 @@ def stub_process(words: int) -> Iterator[str]:
                 if time.monotonic() > deadline or child.poll() is not None:
                     raise RuntimeError("the stub did not start") from None
                 time.sleep(0.05)
-        yield f"http://127.0.0.1:{port}/v1"
+        yield f"http://127.0.0.1:{port}/v1/chat/completions"
     finally:
         child.terminate()
         child.wait(10)
 
 
-def _percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+# --- the child: one candidate, every point --------------------------------------------------------
 
 
-async def _measure(
-    call: Callable[[], Awaitable[Any]], calls: int, concurrency: int
-) -> tuple[float, float, list[float]]:
-    latencies: list[float] = []
-    gate = asyncio.Semaphore(concurrency)
+async def _point(call: object, calls: int, in_flight: int) -> tuple[float, float]:
+    """(CPU ms per call, calls/s) of ``calls`` calls, ``in_flight`` at a time."""
+    left = calls
 
-    async def one() -> None:
-        async with gate:
-            started = time.perf_counter()
-            await call()
-            latencies.append((time.perf_counter() - started) * 1000)
+    async def worker() -> None:
+        nonlocal left
+        while left > 0:
+            left -= 1
+            await call()  # type: ignore[operator]
 
     cpu, wall = time.process_time(), time.perf_counter()
-    if concurrency == 1:
-        for _ in range(calls):
-            await one()
-    else:
-        await asyncio.gather(*(one() for _ in range(calls)))
-    per_s = calls / (time.perf_counter() - wall)
-    return (time.process_time() - cpu) * 1000 / calls, per_s, latencies
+    await asyncio.gather(*(worker() for _ in range(in_flight)))
+    elapsed = time.perf_counter() - wall
+    return (time.process_time() - cpu) * 1000 / calls, calls / elapsed
 
 
-def run_path(path: str, base_url: str, args: argparse.Namespace) -> list[Row]:
-    backend = Backend(name="bench", role=Backend.Role.TEACHER, model="openai/bench-model", api_base=base_url)
-    body = {"messages": [{"role": "user", "content": "Say a few words."}], "max_tokens": 64}
-
-    async def whole() -> None:
-        await upstream.complete(backend, body)
-
-    async def streamed() -> None:
-        async for _ in await upstream.open_stream(backend, body):
-            pass
-
-    async def main() -> list[Row]:
-        rows = []
+async def _child(name: str, url: str, calls: int, warmup: int, flights: list[int]) -> list[dict[str, object]]:
+    whole, streamed, close = await CANDIDATES[name][1](url)
+    rows: list[dict[str, object]] = []
+    try:
         for kind, call in (("json", whole), ("stream", streamed)):
-            for _ in range(args.warmup):
-                await call()
-            for mode, concurrency in (
-                ("sequential", 1),
-                (f"concurrent x{args.concurrency}", args.concurrency),
-            ):
-                cpu_ms, per_s, latencies = await _measure(call, args.calls, concurrency)
-                p50, p99 = _percentile(latencies, 0.5), _percentile(latencies, 0.99)
-                rows.append(Row(path, kind, mode, args.calls, cpu_ms, per_s, p50, p99))
-        return rows
+            for in_flight in flights:
+                await _point(call, warmup, in_flight)
+                cpu_ms, per_s = await _point(call, calls, in_flight)
+                rows.append({"kind": kind, "in_flight": in_flight, "cpu_ms": cpu_ms, "per_s": per_s})
+    finally:
+        await close()
+    return rows
 
-    with override_settings(SKILLGATE={**settings.SKILLGATE, "DIRECT_CLIENT": path == "direct"}):
-        return asyncio.run(main())
+
+def child_main(args: argparse.Namespace) -> None:
+    if args.child == "gateway":
+        import bench.support.django_env  # noqa: F401  Django set up before routing is imported
+    import uvloop
+
+    flights = [int(x) for x in args.in_flight.split(",")]
+    rows = uvloop.run(_child(args.child, args.url, args.calls, args.warmup, flights))
+    print(json.dumps(rows))
+
+
+# --- the parent: the stub, every candidate, the table ---------------------------------------------
+
+
+def _run_child(name: str, url: str, args: argparse.Namespace) -> list[dict[str, object]]:
+    argv = [*_pinned(0), sys.executable, "-m", "bench.upstream_client", "--child", name, "--url", url]
+    argv += ["--calls", str(args.calls), "--warmup", str(args.warmup), "--in-flight", args.in_flight]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=900, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"{name} failed:\n{done.stderr[-3000:]}")
+    rows: list[dict[str, object]] = json.loads(done.stdout.strip().splitlines()[-1])
+    return rows
+
+
+def _version(name: str) -> str:
+    try:
+        return version(PACKAGES[name])
+    except PackageNotFoundError:
+        return "?"
+
+
+def _spread(values: list[float], digits: int) -> str:
+    median = statistics.median(values)
+    if len(values) == 1:
+        return f"{median:.{digits}f}"
+    return f"{median:.{digits}f} ({min(values):.{digits}f}-{max(values):.{digits}f})"
+
+
+def table(results: dict[str, list[list[dict[str, object]]]], flights: list[int]) -> list[str]:
+    """One row per candidate, kind and in-flight count: CPU ms/call and calls/s, median (spread);
+    then the growth from the least to the most in flight."""
+    lines = [
+        "| client | kind | in flight | CPU ms/call | calls/s |",
+        "|---|---|---:|---:|---:|",
+    ]
+    growth = ["", "| client | kind | CPU ms/call, most vs least in flight | calls/s, most vs least |"]
+    growth.append("|---|---|---:|---:|")
+    for name, runs in results.items():
+        for kind in KINDS:
+            per_flight: dict[int, tuple[list[float], list[float]]] = {}
+            for in_flight in flights:
+                points = [r for run in runs for r in run if r["kind"] == kind and r["in_flight"] == in_flight]
+                cpu = [float(p["cpu_ms"]) for p in points]  # type: ignore[arg-type]
+                rate = [float(p["per_s"]) for p in points]  # type: ignore[arg-type]
+                per_flight[in_flight] = (cpu, rate)
+                lines.append(f"| {name} | {kind} | {in_flight} | {_spread(cpu, 3)} | {_spread(rate, 0)} |")
+            low, high = per_flight[flights[0]], per_flight[flights[-1]]
+            cpu_growth = statistics.median(high[0]) / statistics.median(low[0]) - 1
+            rate_growth = statistics.median(high[1]) / statistics.median(low[1]) - 1
+            growth.append(f"| {name} | {kind} | {cpu_growth:+.0%} | {rate_growth:+.0%} |")
+    return lines + growth
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--calls", type=int, default=200, help="calls per point (default 200)")
-    parser.add_argument("--concurrency", type=int, default=16, help="calls in flight, concurrent mode")
-    parser.add_argument("--warmup", type=int, default=20, help="calls before each path's points")
-    parser.add_argument("--words", type=int, default=20, help="words per answer (a stream: a chunk each)")
+    parser.add_argument("--clients", default=",".join(CANDIDATES), help="candidates, comma-separated")
+    parser.add_argument("--calls", type=int, default=3000, help="calls per point (default 3000)")
+    parser.add_argument("--warmup", type=int, default=300, help="calls before each point")
+    parser.add_argument("--in-flight", default="16,256", help="calls in flight per point (default 16,256)")
+    parser.add_argument("--repeat", type=int, default=3, help="runs of every candidate, in turn")
+    parser.add_argument("--words", type=int, default=20, help="words per answer (a stream: an event each)")
+    parser.add_argument("--out", type=Path, help="also write the report (markdown) here")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--url", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.child:
+        child_main(args)
+        return
+    names = [name for name in args.clients.split(",") if name]
+    unknown = sorted(set(names) - set(CANDIDATES))
+    if unknown:
+        parser.error(f"unknown client(s): {', '.join(unknown)}; known: {', '.join(CANDIDATES)}")
+    missing = [name for name in names if not installed(name)]
+    names = [name for name in names if name not in missing]
+    flights = [int(x) for x in args.in_flight.split(",")]
     started = time.perf_counter()
-    with stub_process(args.words) as base_url:
-        rows = run_path("direct", base_url, args) + run_path("litellm", base_url, args)  # direct first
-    print(
-        f"upstream client: {args.calls} calls a point, answers of {args.words} words,"
-        " the stub in its own process;"
-        f" Python {platform.python_version()}, litellm {version('litellm')}, orjson {version('orjson')},"
-        f" {os.cpu_count()} CPUs; {time.perf_counter() - started:.0f} s\n"
-    )
-    print("| kind | mode | path | CPU ms/call | calls/s | P50 ms | P99 ms |")
-    print("|---|---|---|---:|---:|---:|---:|")
-    for row in sorted(rows, key=lambda r: (r.kind, r.mode, r.path)):
-        numbers = f"{row.cpu_ms:.2f} | {row.per_s:.0f} | {row.p50_ms:.2f} | {row.p99_ms:.2f}"
-        print(f"| {row.kind} | {row.mode} | {row.path} | {numbers} |")
-    for kind in ("json", "stream"):
-        cpu = {r.path: r.cpu_ms for r in rows if r.kind == kind and r.mode == "sequential"}
-        ratio = cpu["litellm"] / cpu["direct"] if cpu["direct"] else float("nan")
-        print(
-            f"\n{kind}, sequential: litellm {cpu['litellm']:.2f} vs direct {cpu['direct']:.2f} CPU ms/call",
-            end="",
-        )
-        print(f" ({ratio:.1f}x, {cpu['litellm'] - cpu['direct']:.2f} ms saved per call)")
+    results: dict[str, list[list[dict[str, object]]]] = {name: [] for name in names}
+    with stub_process(args.words) as url:
+        for _ in range(args.repeat):
+            for name in names:
+                results[name].append(_run_child(name, url, args))
+    versions = ", ".join(f"{name} {_version(name)}" for name in names if name != "gateway")
+    command = " ".join(argv if argv is not None else sys.argv[1:])
+    head = [
+        "# Upstream client: candidates against the stub",
+        "",
+        f"Generated by `python -m bench.upstream_client {command}`"
+        f" in {time.perf_counter() - started:.0f} s: {args.calls} calls a point after {args.warmup} warm-up,"
+        f" answers of {args.words} words (a stream: {args.words + 3} events), {args.repeat} runs of each"
+        f" client in turn, median (min-max). Client pinned to core 0 on uvloop, the stub (one aiohttp"
+        f" process) to core 1{'' if _pinned(0) else ' (not pinned: one core or no taskset)'};"
+        f" Python {platform.python_version()}, {os.cpu_count()} CPUs; {versions}.",
+        "",
+    ]
+    if missing:
+        head += [f"Not installed, not measured: {', '.join(missing)}.", ""]
+    text = "\n".join(head + table(results, flights)) + "\n"
+    print(text)
+    if args.out:
+        args.out.write_text(text)
 
 
 if __name__ == "__main__":

@@ -5,7 +5,8 @@ an attempt that timed out, was cut (the client hung up, the upstream reset the c
 with a 5xx or 408 may have been billed in full, and the gateway never learns its usage. Such an attempt
 is charged its worst case, ``bound`` (routing/pricing.py ``attempt_bound``: the prompt as counted, the
 output cap, at the backend's prices for the call's parameters); an attempt that answers is charged its
-usage. An attempt the upstream refused (another 4xx) or never received (no connection) costs nothing.
+usage. An attempt the upstream refused (another 4xx) or never received (no connection) costs nothing;
+the HTTP client says which a transport failure was (routing/call/http/failures.py ``billed``).
 
 The budget hold covers one billed attempt of each planned leg; a retry after a billed attempt first holds
 one more ``bound`` (``extend``, routing/budgets/holds.py), and when the key's budget cannot cover it the
@@ -18,20 +19,12 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from decimal import Decimal
 
-import httpx
-
 # Statuses after which the upstream may have processed (and billed) the attempt.
 BILLED_STATUSES = frozenset({408})
 
 
 def billed_status(status: int) -> bool:
     return status >= 500 or status in BILLED_STATUSES
-
-
-def billed_transport_error(exc: Exception) -> bool:
-    """Whether a transport failure may come after the upstream received the request: not a failure to
-    connect (nothing was sent) nor a wait for a pooled connection."""
-    return not isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout | httpx.PoolTimeout)
 
 
 @dataclass

@@ -27,23 +27,39 @@ one that may have been billed needs room in the call's budget hold (routing/call
 from __future__ import annotations
 
 import asyncio
-import functools
 import json
 import random
-import re
-import ssl
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-import httpx
 import orjson
 
 from routing import conf
-from routing.call.attempts import Attempts, billed_status, billed_transport_error
+from routing.call.attempts import Attempts, billed_status
+from routing.call.events import Event, IdSwap, UpstreamStream
+from routing.call.http import exchange, pool
+from routing.call.http.exchange import Answer
+from routing.call.http.failures import TransportFailure
+from routing.call.sse import EventTooLarge, data_of
 from routing.errors import UpstreamError, too_long
 from routing.models import Backend
+
+__all__ = [
+    "Event",
+    "IdSwap",
+    "Target",
+    "UpstreamStream",
+    "aclose_clients",
+    "client",
+    "open_stream",
+    "post_json",
+    "send",
+    "status_error",
+    "target_of",
+    "transport_error",
+]
 
 OPENAI_BASE = "https://api.openai.com/v1"
 _ENDPOINT = "/chat/completions"
@@ -56,8 +72,6 @@ _RETRY_STATUSES = frozenset({408, 409, 429})
 _DROP_ALWAYS = frozenset({"verbosity"})  # a gpt-5 parameter, and gpt-5 goes through litellm
 _DROP_OPENAI = _DROP_ALWAYS | {"reasoning_effort"}  # OpenAI's non-reasoning models refuse it
 _DROP_COMPATIBLE = _DROP_ALWAYS | {"user"}  # not every OpenAI-compatible server takes it
-_USER_AGENT = "skillgate"
-_PLAIN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,199}")
 
 
 @dataclass(frozen=True)
@@ -120,54 +134,10 @@ def target_of(backend: Backend) -> Target | None:
     )
 
 
-# --- the pooled client ---------------------------------------------------------------------------
-
-_clients: dict[asyncio.AbstractEventLoop, httpx.AsyncClient] = {}
-
-
-@functools.cache
-def _tls() -> ssl.SSLContext:
-    """One TLS context for every client of the process: building one reads the CA bundle (~30 ms),
-    which a Celery task's ``asyncio.run`` (a new loop, so a new client) would otherwise pay each time."""
-    return httpx.create_ssl_context()
-
-
-def _new_client() -> httpx.AsyncClient:
-    upstream = conf.get().upstream
-    limits = httpx.Limits(
-        max_connections=upstream.max_connections,
-        max_keepalive_connections=upstream.max_keepalive,
-        keepalive_expiry=upstream.keepalive_s,
-    )
-    return httpx.AsyncClient(
-        limits=limits, headers={"user-agent": _USER_AGENT}, follow_redirects=False, verify=_tls()
-    )
-
-
-def client() -> httpx.AsyncClient:
-    """The running event loop's pooled client (the server's one loop keeps its connections alive).
-
-    A loop that was closed (``asyncio.run`` in a Celery task) drops its client when the next loop
-    asks for one: its connections can no longer be used, and their sockets close as they are freed.
-    """
-    loop = asyncio.get_running_loop()
-    found = _clients.get(loop)
-    if found is not None and not found.is_closed:
-        return found
-    for other in [other for other in _clients if other.is_closed()]:
-        del _clients[other]
-    made = _clients[loop] = _new_client()
-    return made
-
-
-async def aclose_clients() -> None:
-    """Close the running loop's client (tests, a server's shutdown)."""
-    found = _clients.pop(asyncio.get_running_loop(), None)
-    if found is not None:
-        await found.aclose()
-
-
 # --- requests and errors -------------------------------------------------------------------------
+
+client = pool.session  # the running loop's pooled session (routing/call/http/pool.py)
+aclose_clients = pool.aclose
 
 
 def _where(backend: Backend) -> str:
@@ -179,13 +149,13 @@ def _first_line(text: str) -> str:
     return lines[0][:300] if lines else ""
 
 
-def _error_text(response: httpx.Response) -> str:
+def _error_text(content: bytes, reason: str) -> str:
     """The upstream's own words for a failure: OpenAI's ``error.message``, vLLM's ``message``, else the
     first line of the body."""
     try:
-        data = orjson.loads(response.content)
+        data = orjson.loads(content)
     except orjson.JSONDecodeError:
-        return _first_line(response.text) or response.reason_phrase
+        return _first_line(content.decode(errors="replace")) or reason
     if isinstance(data, dict):
         error = data.get("error")
         if isinstance(error, dict) and isinstance(error.get("message"), str):
@@ -194,7 +164,7 @@ def _error_text(response: httpx.Response) -> str:
             return _first_line(error)
         if isinstance(data.get("message"), str):
             return _first_line(data["message"])
-    return _first_line(response.text)
+    return _first_line(content.decode(errors="replace"))
 
 
 def status_error(backend: Backend, status: int, reason: str) -> UpstreamError:
@@ -202,13 +172,13 @@ def status_error(backend: Backend, status: int, reason: str) -> UpstreamError:
     return UpstreamError(message, refused=too_long(status, reason))
 
 
-def transport_error(backend: Backend, exc: Exception) -> UpstreamError:
-    """A connection error or a timeout (httpx's), as routing/call/upstream.py words litellm's."""
-    reason = _first_line(str(exc)) or type(exc).__name__
-    if isinstance(exc, httpx.TimeoutException):
+def transport_error(backend: Backend, exc: TransportFailure) -> UpstreamError:
+    """A connection error or a timeout (routing/call/http/failures.py), as routing/call/upstream.py
+    words litellm's."""
+    if exc.timeout:
         limit = f" (no answer within {backend.timeout_s:g} s)"
-        return UpstreamError(f"The {_where(backend)} timed out: {type(exc).__name__}{limit}", timeout=True)
-    return UpstreamError(f"The {_where(backend)} failed ({type(exc).__name__}): {reason}")
+        return UpstreamError(f"The {_where(backend)} timed out: {exc.kind}{limit}", timeout=True)
+    return UpstreamError(f"The {_where(backend)} failed ({exc.kind}): {exc.reason or exc.kind}")
 
 
 def encode_body(target: Target, body: dict[str, Any], *, stream: bool) -> bytes:
@@ -222,10 +192,10 @@ def encode_body(target: Target, body: dict[str, Any], *, stream: bool) -> bytes:
         return json.dumps(payload, separators=(",", ":")).encode()
 
 
-def _retry_delay(response: httpx.Response | None, retries_done: int) -> float:
-    if response is not None:
+def _retry_delay(headers: Mapping[str, str] | None, retries_done: int) -> float:
+    if headers is not None:
         for header, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
-            value = response.headers.get(header)
+            value = headers.get(header)
             try:
                 seconds = float(value) * scale if value is not None else -1.0
             except ValueError:
@@ -236,11 +206,11 @@ def _retry_delay(response: httpx.Response | None, retries_done: int) -> float:
     return delay * (1 - 0.25 * random.random())
 
 
-def _should_retry(response: httpx.Response) -> bool:
-    hint = response.headers.get("x-should-retry")
+def _should_retry(answer: Answer) -> bool:
+    hint = answer.headers.get("x-should-retry")
     if hint in ("true", "false"):
         return hint == "true"
-    return response.status_code in _RETRY_STATUSES or response.status_code >= 500
+    return answer.status in _RETRY_STATUSES or answer.status >= 500
 
 
 async def send(
@@ -250,55 +220,47 @@ async def send(
     *,
     stream: bool,
     attempts: Attempts | None = None,
-) -> httpx.Response:
-    """POST the call (retrying as the target's provider did under litellm): the response, its status
-    2xx; with ``stream``, its body not read yet (the caller closes it). Raises UpstreamError.
+) -> Answer:
+    """POST the call (retrying as the target's provider did under litellm): the answer, its status
+    2xx, its body not read yet (the caller reads or closes it). Raises UpstreamError.
     ``attempts`` counts each attempt, and those billed without usage; a retry only when it may."""
     attempts = attempts if attempts is not None else Attempts()
-    http = client()
     content = encode_body(target, body, stream=stream)
     headers = {
         "authorization": target.authorization,
         "content-type": "application/json",
         "accept": "text/event-stream" if stream else "application/json",
     }
-    timeout = httpx.Timeout(backend.timeout_s)
+    try:
+        pool.url_of(target.url)
+    except TransportFailure as exc:  # an api_base that is not an http(s) URL: no attempt made
+        raise transport_error(backend, exc) from exc
     retries_done = 0
     while True:
-        try:
-            request = http.build_request(
-                "POST", target.url, content=content, headers=headers, timeout=timeout
-            )
-        except httpx.InvalidURL as exc:  # an api_base that is not a URL
-            raise transport_error(backend, exc) from exc
         attempts.started()
         try:
-            response = await http.send(request, stream=stream)
-        except httpx.UnsupportedProtocol as exc:  # no http(s):// in the api_base: retrying cannot help
-            raise transport_error(backend, exc) from exc
-        except httpx.TransportError as exc:
-            if billed_transport_error(exc):
+            answer = await exchange.post(target.url, content, headers, backend.timeout_s)
+        except TransportFailure as exc:
+            if exc.billed:
                 attempts.billed_without_usage()
-            if retries_done < target.retries and await attempts.may_retry():
+            if exc.retryable and retries_done < target.retries and await attempts.may_retry():
                 await asyncio.sleep(_retry_delay(None, retries_done))
                 retries_done += 1
                 continue
             raise transport_error(backend, exc) from exc
-        if response.status_code < 300:
-            return response
-        if billed_status(response.status_code):
+        if answer.status < 300:
+            return answer
+        if billed_status(answer.status):
             attempts.billed_without_usage()
         try:
-            await response.aread()
-        except httpx.TransportError as exc:
+            content_read = await answer.body()
+        except TransportFailure as exc:
             raise transport_error(backend, exc) from exc
-        finally:
-            await response.aclose()
-        if retries_done < target.retries and _should_retry(response) and await attempts.may_retry():
-            await asyncio.sleep(_retry_delay(response, retries_done))
+        if retries_done < target.retries and _should_retry(answer) and await attempts.may_retry():
+            await asyncio.sleep(_retry_delay(answer.headers, retries_done))
             retries_done += 1
             continue
-        raise status_error(backend, response.status_code, _error_text(response))
+        raise status_error(backend, answer.status, _error_text(content_read, answer.reason))
 
 
 async def post_json(
@@ -307,108 +269,44 @@ async def post_json(
     """A whole (not streamed) completion, as the upstream's JSON object. An answer that cannot be read
     (a reset mid-body, not JSON) was still processed: it counts as billed without usage."""
     attempts = attempts if attempts is not None else Attempts()
-    response = await send(backend, target, body, stream=False, attempts=attempts)
+    answer = await send(backend, target, body, stream=False, attempts=attempts)
     try:
-        data = orjson.loads(response.content)
+        content = await answer.body()
+    except TransportFailure as exc:
+        attempts.billed_without_usage()
+        raise transport_error(backend, exc) from exc
+    try:
+        data = orjson.loads(content)
     except orjson.JSONDecodeError:
         attempts.billed_without_usage()
-        raise status_error(
-            backend, response.status_code, f"not a JSON answer: {_first_line(response.text)!r}"
-        ) from None
+        text = _first_line(content.decode(errors="replace"))
+        raise status_error(backend, answer.status, f"not a JSON answer: {text!r}") from None
     if not isinstance(data, dict):
         attempts.billed_without_usage()
-        raise status_error(backend, response.status_code, "not a JSON object")
+        raise status_error(backend, answer.status, "not a JSON object")
     if data.get("error"):
         attempts.billed_without_usage()
-        raise status_error(backend, response.status_code, _error_text(response))
+        raise status_error(backend, answer.status, _error_text(content, answer.reason))
     return data
 
 
 # --- streams -------------------------------------------------------------------------------------
-
-Event = tuple[dict[str, Any], bytes | None]
-
-
-class UpstreamStream:
-    """A streamed answer being received: iterate it for chunk dicts, or :meth:`events` for
-    ``(chunk, data)`` where ``data`` is the event's JSON as the upstream sent it (None when the chunk
-    was rebuilt, by litellm). :meth:`aclose` hangs up on the upstream, which stops generating."""
-
-    def __init__(self, events: AsyncIterator[Event], close: Callable[[], Awaitable[None]]) -> None:
-        self._events = events
-        self._close = close
-
-    def events(self) -> AsyncIterator[Event]:
-        return self._events
-
-    def __aiter__(self) -> AsyncIterator[dict[str, Any]]:
-        return self._chunks()
-
-    async def _chunks(self) -> AsyncIterator[dict[str, Any]]:
-        try:
-            async for chunk, _ in self._events:
-                yield chunk
-        finally:
-            await self.aclose()
-
-    async def aclose(self) -> None:
-        try:
-            aclose = getattr(self._events, "aclose", None)
-            if aclose is not None:
-                await aclose()
-        finally:
-            await self._close()
-
-
-async def _data(response: httpx.Response) -> AsyncIterator[bytes]:
-    """The ``data`` of each Server-Sent Event (lines joined), until ``[DONE]``; other fields and
-    comments are skipped. After ``[DONE]`` the body is read to its end, so the connection is reused."""
-    pending, done = b"", False
-    parts: list[bytes] = []
-    async for piece in response.aiter_bytes():
-        if done:
-            continue
-        lines = (pending + piece).split(b"\n")
-        pending = lines.pop()
-        for line in lines:
-            if line.endswith(b"\r"):
-                line = line[:-1]
-            if not line:
-                if parts:
-                    data = parts[0] if len(parts) == 1 else b"\n".join(parts)
-                    parts = []
-                    if data == b"[DONE]":
-                        done = True
-                        break
-                    yield data
-            elif line.startswith(b"data:"):
-                value = line[5:]
-                parts.append(value[1:] if value.startswith(b" ") else value)
-    if not done:
-        if pending.startswith(b"data:"):
-            value = pending[5:]
-            parts.append(value[1:] if value.startswith(b" ") else value)
-        data = b"\n".join(parts).strip()
-        if data and data != b"[DONE]":
-            yield data
 
 
 async def open_stream(
     backend: Backend, target: Target, body: dict[str, Any], *, attempts: Attempts | None = None
 ) -> UpstreamStream:
     """Start a streamed call: failures before the first event raise UpstreamError here, later ones
-    while iterating."""
-    response = await send(backend, target, body, stream=True, attempts=attempts)
+    while iterating. Closing the stream before its end hangs up on the upstream."""
+    answer = await send(backend, target, body, stream=True, attempts=attempts)
 
     async def events() -> AsyncIterator[Event]:
         try:
-            async for data in _data(response):
+            async for data in data_of(answer.chunks()):
                 try:
                     chunk = orjson.loads(data)
                 except orjson.JSONDecodeError:
-                    raise status_error(
-                        backend, response.status_code, "sent an event that is not JSON"
-                    ) from None
+                    raise status_error(backend, answer.status, "sent an event that is not JSON") from None
                 if not isinstance(chunk, dict):
                     continue
                 error = chunk.get("error")
@@ -419,32 +317,14 @@ async def open_stream(
                     status = code if isinstance(code, int) and 400 <= code < 600 else 500
                     raise status_error(backend, status, _first_line(str(message)))
                 yield chunk, data
-        except httpx.TransportError as exc:
+        except TransportFailure as exc:
             raise transport_error(backend, exc) from exc
+        except EventTooLarge as exc:
+            raise status_error(backend, answer.status, str(exc)) from None
         finally:
-            await response.aclose()
+            answer.close()
 
-    return UpstreamStream(events(), response.aclose)
+    async def close() -> None:
+        answer.close()
 
-
-class IdSwap:
-    """Puts the gateway's completion id into chunks passed through as the upstream sent them.
-
-    ``swap(data, upstream_id)`` is ``data`` with the upstream's id replaced, or None when that cannot be
-    done safely (then the chunk is rebuilt): the id must be a plain token (letters, digits, ``-_.``)
-    found exactly once. The quoted id matches the ``id`` field itself; anywhere else it can only match
-    inside a string ending in an escaped quote and the id, which makes two occurrences, so no swap."""
-
-    def __init__(self, ours: str) -> None:
-        self._ours = orjson.dumps(ours)
-        self._id: Any = None
-        self._needle: bytes | None = None
-
-    def swap(self, data: bytes, upstream_id: Any) -> bytes | None:
-        if upstream_id != self._id:
-            self._id = upstream_id
-            plain = isinstance(upstream_id, str) and _PLAIN_ID.fullmatch(upstream_id) is not None
-            self._needle = b'"' + upstream_id.encode() + b'"' if plain else None
-        if self._needle is None or data.count(self._needle) != 1:
-            return None
-        return data.replace(self._needle, self._ours)
+    return UpstreamStream(events(), close)

@@ -1,6 +1,7 @@
 """The direct client (routing/call/openai_client.py): OpenAI-protocol backends called without litellm, through
-one pooled httpx client, against the local stub: what the stub receives, whole and streamed answers,
-best-of-n, every kind of failure, and hanging up on a stream the client no longer reads."""
+one pooled aiohttp session per event loop (routing/call/http/), against the local stub: what the stub
+receives, whole and streamed answers, best-of-n, every kind of failure, and hanging up on a stream the
+client no longer reads."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import aiohttp
 import httpx
 import orjson
 import pytest
@@ -22,6 +24,7 @@ from django.test import override_settings
 from bench.support.openai_stub import OpenAIStub, Reply
 from bench.support.vllm import free_port
 from routing.call import openai_client, upstream
+from routing.call.http import pool
 from routing.call.openai_client import IdSwap, target_of
 from routing.errors import UpstreamError
 from routing.models import Backend, Invocation
@@ -148,7 +151,7 @@ def test_a_stray_body_key_is_refused_before_any_call(stub):
 
 
 def test_one_pooled_client_per_event_loop(stub):
-    async def two_calls() -> tuple[httpx.AsyncClient, httpx.AsyncClient]:
+    async def two_calls() -> tuple[aiohttp.ClientSession, aiohttp.ClientSession]:
         await upstream.complete(backend(stub.base_url), HELLO)
         first = openai_client.client()
         await upstream.complete(backend(stub.base_url), HELLO)
@@ -156,8 +159,9 @@ def test_one_pooled_client_per_event_loop(stub):
 
     first, second = run(two_calls())
     assert first is second  # the connection was kept alive between the calls
+    assert first.closed  # asyncio.run closed it with its loop (no unclosed session left behind)
     other, _ = run(two_calls())
-    assert other is not first and first not in openai_client._clients.values()  # the closed loop's
+    assert other is not first and all(held.session is not first for held in pool._sessions.values())
 
 
 # --- failures ------------------------------------------------------------------------------------

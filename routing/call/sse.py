@@ -1,0 +1,58 @@
+"""Server-Sent Events as OpenAI-protocol upstreams send them: the ``data`` of each event.
+
+:func:`data_of` reads an answer's chunks (split anywhere, CRLF or LF) and gives each event's data (its
+``data:`` lines joined) until ``[DONE]``; other fields and comments are skipped. After ``[DONE]`` the
+body is read to its end, so the connection goes back to the pool. One event larger than
+``MAX_EVENT_BYTES`` raises :class:`EventTooLarge` (a hostile or broken upstream must not fill the memory).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+MAX_EVENT_BYTES = 16 * 1024 * 1024
+
+
+class EventTooLarge(Exception):
+    pass
+
+
+def _value(line: bytes) -> bytes:
+    value = line[5:]
+    return value[1:] if value.startswith(b" ") else value
+
+
+async def data_of(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    pending, done = b"", False
+    parts: list[bytes] = []
+    size = 0
+    async for piece in chunks:
+        if done:
+            continue
+        lines = (pending + piece).split(b"\n") if pending else piece.split(b"\n")
+        pending = lines.pop()
+        if len(pending) > MAX_EVENT_BYTES:
+            raise EventTooLarge(f"an event over {MAX_EVENT_BYTES} bytes")
+        for line in lines:
+            if line.endswith(b"\r"):
+                line = line[:-1]
+            if not line:
+                if parts:
+                    data = parts[0] if len(parts) == 1 else b"\n".join(parts)
+                    parts, size = [], 0
+                    if data == b"[DONE]":
+                        done = True
+                        break
+                    yield data
+            elif line.startswith(b"data:"):
+                value = _value(line)
+                size += len(value)
+                if size > MAX_EVENT_BYTES:
+                    raise EventTooLarge(f"an event over {MAX_EVENT_BYTES} bytes")
+                parts.append(value)
+    if not done:
+        if pending.startswith(b"data:"):
+            parts.append(_value(pending))
+        data = b"\n".join(parts).strip()
+        if data and data != b"[DONE]":
+            yield data
