@@ -13,6 +13,7 @@ from ninja.openapi.docs import Swagger
 from app.api import errors
 from diagnostics.api import router as incidents
 from diagnostics.mcp.api import router as mcp
+from diagnostics.mcp.api_manage import router as mcp_manage
 from training.api import router as learning
 
 api = NinjaAPI(
@@ -37,3 +38,4 @@ errors.install(api)
 api.add_router("", incidents)
 api.add_router("", learning)
 api.add_router("", mcp)
+api.add_router("", mcp_manage)

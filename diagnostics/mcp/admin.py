@@ -12,7 +12,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from core.errors import ServiceError
-from diagnostics.mcp import servers
+from diagnostics.mcp import lifecycle, servers
 from diagnostics.mcp.selectors import effective_class, tool_reason
 from diagnostics.models import McpGrant, McpServer, McpTool
 
@@ -23,15 +23,35 @@ class McpServerAdmin(admin.ModelAdmin):
     readonly_fields = ["server_info", "synced_at", "sync_error"]
     actions = ["connect_and_classify"]
 
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        # The name is the prefix of its tools' names: it stays once registered.
+        return [*self.readonly_fields, "name"] if obj is not None else self.readonly_fields
+
     def save_model(self, request: HttpRequest, obj: McpServer, form: Any, change: bool) -> None:
+        user: Any = request.user
+        if change:  # as over /api/: checked again, audited, a new endpoint makes every tool new again
+            original = McpServer.objects.get(pk=obj.pk)
+            edits = {name: getattr(obj, name) for name in lifecycle.UPDATABLE}
+            try:
+                lifecycle.mcp_server_update(server=original, by=user, note="in the admin", **edits)
+            except ServiceError as exc:
+                self.message_user(request, f"Not saved: {exc}", messages.ERROR)
+            return
         try:
             servers.check_shape(obj)
         except ServiceError as exc:
             self.message_user(request, f"Not saved: {exc}", messages.ERROR)
             return
-        if not change:
-            obj.created_by = request.user  # type: ignore[assignment]
+        obj.created_by = user
         super().save_model(request, obj, form, change)
+
+    def delete_model(self, request: HttpRequest, obj: McpServer) -> None:
+        user: Any = request.user
+        lifecycle.mcp_server_delete(server=obj, by=user, note="in the admin")
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[McpServer]) -> None:
+        for server in queryset:
+            self.delete_model(request, server)
 
     @admin.action(description="Connect and classify the tools")
     def connect_and_classify(self, request: HttpRequest, queryset: QuerySet[McpServer]) -> None:
@@ -106,4 +126,4 @@ class McpToolAdmin(admin.ModelAdmin):
 
 @admin.register(McpGrant)
 class McpGrantAdmin(admin.ModelAdmin):
-    list_display = ["key", "server", "tools", "created_at"]
+    list_display = ["key", "team", "server", "tools", "created_at"]

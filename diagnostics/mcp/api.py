@@ -250,14 +250,14 @@ class Revoked(Schema):
 # --- operations ---------------------------------------------------------------------------------
 
 
-def _server(name: str) -> McpServer:
+def server_named(name: str) -> McpServer:
     server = McpServer.objects.filter(name=name).first()
     if server is None:
         raise ServiceError(f"No MCP server {name!r}.", code="not_found", status=404)
     return server
 
 
-def _stdio_allowed(command: list[str]) -> None:
+def stdio_allowed(command: list[str]) -> None:
     allowed = diagnostics_conf.get().environments.mcp_stdio_programs
     if command and command[0] not in allowed:
         listed = ", ".join(allowed) or "none"
@@ -291,7 +291,7 @@ def server_list(request: HttpRequest, page: Query[Page]) -> dict[str, Any]:
 def server_register(request: HttpRequest, body: ServerIn) -> Status[dict[str, Any]]:
     fields = body.model_dump(exclude={"connect"})
     if body.transport == McpServer.Transport.STDIO:
-        _stdio_allowed(body.command)
+        stdio_allowed(body.command)
     server = servers.mcp_server_register(by=caller(request).user, **fields)
     report = servers.mcp_server_sync(server=server) if body.connect else None
     return Status(201, {"server": server, "sync": report})
@@ -305,7 +305,7 @@ def server_register(request: HttpRequest, body: ServerIn) -> Status[dict[str, An
     summary="An MCP server with each tool's class and why",
 )
 def server_detail(request: HttpRequest, server: str) -> dict[str, Any]:
-    return {"server": _server(server)}
+    return {"server": server_named(server)}
 
 
 @router.post(
@@ -316,7 +316,7 @@ def server_detail(request: HttpRequest, server: str) -> dict[str, Any]:
     summary="Connect and (re)classify the server's tools; changes toward read are held for review",
 )
 def server_sync(request: HttpRequest, server: str) -> dict[str, Any]:
-    row = _server(server)
+    row = server_named(server)
     report = servers.mcp_server_sync(server=row)
     return {"server": row, "sync": report}
 
@@ -329,7 +329,7 @@ def server_sync(request: HttpRequest, server: str) -> dict[str, Any]:
     summary="Accept the classification of every new tool of the server (each audited)",
 )
 def server_accept(request: HttpRequest, server: str, body: NoteIn | None = None) -> dict[str, Any]:
-    row = _server(server)
+    row = server_named(server)
     note = body.note if body is not None else ""
     accepted = servers.mcp_server_accept(server=row, by=caller(request).user, note=note)
     return {"server": row, "accepted": accepted}
@@ -343,7 +343,7 @@ def server_accept(request: HttpRequest, server: str, body: NoteIn | None = None)
     summary="Set the server's allow-list (empty: every tool)",
 )
 def server_allow(request: HttpRequest, server: str, body: AllowListIn) -> dict[str, Any]:
-    row = servers.mcp_server_allow(server=_server(server), tools=body.tools, by=caller(request).user)
+    row = servers.mcp_server_allow(server=server_named(server), tools=body.tools, by=caller(request).user)
     return {"server": row}
 
 
@@ -356,7 +356,7 @@ def server_allow(request: HttpRequest, server: str, body: AllowListIn) -> dict[s
 )
 def tool_override(request: HttpRequest, server: str, tool: str, body: OverrideIn) -> dict[str, Any]:
     row = servers.mcp_tool_override(
-        server=_server(server), tool=tool, to=body.to, by=caller(request).user, note=body.note
+        server=server_named(server), tool=tool, to=body.to, by=caller(request).user, note=body.note
     )
     return {"tool": row}
 
@@ -370,7 +370,7 @@ def tool_override(request: HttpRequest, server: str, tool: str, body: OverrideIn
 )
 def tool_accept(request: HttpRequest, server: str, tool: str, body: NoteIn | None = None) -> dict[str, Any]:
     note = body.note if body is not None else ""
-    row = servers.mcp_tool_accept(server=_server(server), tool=tool, by=caller(request).user, note=note)
+    row = servers.mcp_tool_accept(server=server_named(server), tool=tool, by=caller(request).user, note=note)
     return {"tool": row}
 
 
@@ -383,7 +383,7 @@ def tool_accept(request: HttpRequest, server: str, tool: str, body: NoteIn | Non
 )
 def tool_output_kind(request: HttpRequest, server: str, tool: str, body: OutputKindIn) -> dict[str, Any]:
     row = servers.mcp_tool_output_kind(
-        server=_server(server), tool=tool, kind=body.kind, by=caller(request).user
+        server=server_named(server), tool=tool, kind=body.kind, by=caller(request).user
     )
     return {"tool": row}
 
@@ -398,7 +398,7 @@ def tool_output_kind(request: HttpRequest, server: str, tool: str, body: OutputK
 )
 def tool_preset(request: HttpRequest, server: str, tool: str, body: PresetIn) -> dict[str, Any]:
     row = servers.mcp_tool_preset(
-        server=_server(server), tool=tool, arguments=body.arguments, by=caller(request).user
+        server=server_named(server), tool=tool, arguments=body.arguments, by=caller(request).user
     )
     return {"tool": row}
 
@@ -411,7 +411,7 @@ def tool_preset(request: HttpRequest, server: str, tool: str, body: PresetIn) ->
     summary="Let a key reach this server through the gateway /mcp/servers/<name> (for these tools)",
 )
 def grant_set(request: HttpRequest, server: str, body: GrantIn) -> dict[str, Any]:
-    row = _server(server)
+    row = server_named(server)
     key = ApiKey.objects.filter(pk=body.key_id).first()
     if key is None:
         raise ServiceError(f"No API key {body.key_id}.", code="not_found", status=404)
@@ -427,5 +427,5 @@ def grant_set(request: HttpRequest, server: str, body: GrantIn) -> dict[str, Any
     summary="Take a key's gateway access to this server away",
 )
 def grant_revoke(request: HttpRequest, server: str, key_id: int) -> dict[str, Any]:
-    servers.mcp_grant_revoke(key_id=key_id, server=_server(server))
+    servers.mcp_grant_revoke(key_id=key_id, server=server_named(server))
     return {"revoked": True}

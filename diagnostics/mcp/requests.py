@@ -14,16 +14,14 @@ from django.utils import timezone
 
 from core.money import money_json
 from diagnostics import services
+from diagnostics.mcp import grants
 from diagnostics.models import ActionRequest, Incident, IncidentTouch, McpGrant, McpServer, Trajectory
 from routing.models import ApiKey, Invocation
 
 
 def grant_for(*, key: ApiKey, server_name: str) -> McpGrant | None:
-    return (
-        McpGrant.objects.select_related("server")
-        .filter(key=key, server__name=server_name, server__enabled=True)
-        .first()
-    )
+    """The key's grant on the server, its own or its owner's teams' (diagnostics/mcp/grants.py)."""
+    return grants.grant_for(key=key, server_name=server_name)
 
 
 @transaction.atomic

@@ -35,7 +35,7 @@ ENV_NAME = r"^[A-Z_][A-Z0-9_]{0,99}\Z"
 TARGET_NAME = r"^[A-Za-z_][A-Za-z0-9_-]{0,99}\Z"  # a child's variable or a header name
 
 
-def _invalid(exc: ValidationError) -> ServiceError:
+def invalid_fields(exc: ValidationError) -> ServiceError:
     fields = getattr(exc, "message_dict", None) or {"server": exc.messages}
     first_field, messages = next(iter(fields.items()))
     return ServiceError(f"{first_field}: {messages[0]}", code="invalid_field", status=400)
@@ -87,7 +87,7 @@ def mcp_server_register(*, by: User | None, **fields: Any) -> McpServer:
     try:
         server.full_clean(validate_unique=False)  # a taken name: 409 from the database, race-free
     except ValidationError as exc:
-        raise _invalid(exc) from None
+        raise invalid_fields(exc) from None
     try:
         with transaction.atomic():
             server.save()

@@ -63,6 +63,10 @@ WRITES: dict[tuple[str, str], Write] = {
     ),
     ("post", "/api/mcp/servers/{server}/grants"): Write(scopes.MCP_ADMIN, "operator", {"key_id": 1}),
     ("post", "/api/mcp/servers/{server}/grants/{key_id}/revoke"): Write(scopes.MCP_ADMIN, "approver", {}),
+    ("post", "/api/mcp/servers/{server}/update"): Write(scopes.MCP_ADMIN, "operator", {"timeout_s": 5}),
+    ("post", "/api/mcp/servers/{server}/delete"): Write(scopes.MCP_ADMIN, "operator", {}),
+    ("post", "/api/mcp/servers/{server}/team-grants"): Write(scopes.MCP_ADMIN, "operator", {"team": "sre"}),
+    ("post", "/api/mcp/servers/{server}/team-grants/{team}/revoke"): Write(scopes.MCP_ADMIN, "approver", {}),
 }
 
 
@@ -84,6 +88,7 @@ def _path(template: str, action: ActionRequest) -> str:
         server="fs",
         tool="read_file",
         key_id=1,
+        team="sre",
     )
 
 

@@ -32,7 +32,7 @@ def test_every_operation_declares_its_auth_and_its_errors(document: dict) -> Non
         "BearerKey": {"type": "http", "scheme": "bearer", "description": schemes["BearerKey"]["description"]}
     }
     operations = [(path, method, op) for path, ops in document["paths"].items() for method, op in ops.items()]
-    assert len(operations) == 25  # 13, and 12 of MCP (tests/mcp/test_api.py)
+    assert len(operations) == 30  # 13, and 17 of MCP (tests/mcp/test_api.py)
     for path, method, operation in operations:
         assert operation["security"] == [{"BearerKey": []}], (path, method)
         errors = [code for code in operation["responses"] if code.startswith("4")]

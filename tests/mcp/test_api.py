@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from django.contrib.auth.models import Group
 from django.test import Client
 
 from app.api.api import api
@@ -38,6 +39,11 @@ OPERATIONS: dict[tuple[str, str], tuple[dict[str, Any] | None, str]] = {
     ("post", "/api/mcp/servers/{server}/tools/{tool}/preset"): ({"arguments": {}}, "operator"),
     ("post", "/api/mcp/servers/{server}/grants"): ({"key_id": 1}, "approver"),
     ("post", "/api/mcp/servers/{server}/grants/{key_id}/revoke"): ({}, "operator"),
+    ("post", "/api/mcp/servers/{server}/update"): ({"timeout_s": 5, "enabled": False}, "operator"),
+    ("post", "/api/mcp/servers/{server}/delete"): ({}, "operator"),
+    ("post", "/api/mcp/servers/{server}/team-grants"): ({"team": "sre"}, "operator"),
+    ("post", "/api/mcp/servers/{server}/team-grants/{team}/revoke"): ({}, "operator"),
+    ("get", "/api/mcp/audit"): (None, "none"),
 }
 
 
@@ -51,25 +57,30 @@ def tool(db: None) -> McpTool:
         pending=McpTool.Klass.READ,
     )
     McpGrantFactory.create(server=row.server)
+    McpGrantFactory.create(server=row.server, key=None, team=Group.objects.create(name="sre"))
     return row
 
 
 def _state() -> tuple[Any, ...]:
     return (
-        list(McpServer.objects.values_list("name", "allow_list", "synced_at").order_by("pk")),
+        list(
+            McpServer.objects.values_list("name", "allow_list", "synced_at", "timeout_s", "enabled").order_by(
+                "pk"
+            )
+        ),
         list(
             McpTool.objects.values_list(
                 "declared", "pending", "override", "output_kind", "preset_args"
             ).order_by("pk")
         ),
         McpToolChange.objects.count(),
-        list(McpGrant.objects.values_list("key_id", "server_id", "tools").order_by("pk")),
+        list(McpGrant.objects.values_list("key_id", "team_id", "server_id", "tools").order_by("pk")),
     )
 
 
 def _path(template: str, tool: McpTool) -> str:
-    grant = McpGrant.objects.get(server=tool.server)
-    return template.format(server=tool.server.name, tool=tool.name, key_id=grant.key_id)
+    grant = McpGrant.objects.get(server=tool.server, team=None)
+    return template.format(server=tool.server.name, tool=tool.name, key_id=grant.key_id, team="sre")
 
 
 def test_the_table_names_every_mcp_operation_of_the_document() -> None:

@@ -88,6 +88,12 @@ EXPECTED: dict[str, dict[str, Rule]] = {
     "mcp-tool-preset": {"POST": Rule(scopes.MCP_ADMIN, "diagnostics.change_mcpserver", ADMINS)},
     "mcp-server-grants": {"POST": Rule(scopes.MCP_ADMIN, "diagnostics.add_mcpgrant", ADMINS)},
     "mcp-server-grant-revoke": {"POST": Rule(scopes.MCP_ADMIN, "diagnostics.delete_mcpgrant", ADMINS)},
+    # diagnostics/mcp/api_manage.py: update, delete, team grants, the audit.
+    "mcp-server-update": {"POST": Rule(scopes.MCP_ADMIN, "diagnostics.change_mcpserver", ADMINS)},
+    "mcp-server-delete": {"POST": Rule(scopes.MCP_ADMIN, "diagnostics.delete_mcpserver", ADMINS)},
+    "mcp-server-team-grants": {"POST": Rule(scopes.MCP_ADMIN, "diagnostics.add_mcpgrant", ADMINS)},
+    "mcp-server-team-grant-revoke": {"POST": Rule(scopes.MCP_ADMIN, "diagnostics.delete_mcpgrant", ADMINS)},
+    "mcp-audit": {"GET": Rule(scopes.MCP_ADMIN, "diagnostics.view_mcpserver", READERS)},
 }
 
 # Bodies that pass authentication and then touch nothing lasting (an unknown profile, an unfinished
@@ -158,6 +164,7 @@ def world(gateway_url: str, transactional_db: None, enqueued: list[tuple[str, in
         "server": 999999,  # MCP: no such server or tool (404 once past the checks)
         "tool": 999999,
         "key_id": 999999,
+        "team": 999999,
     }
     return World(base=gateway_url, ids=ids, users=users)
 

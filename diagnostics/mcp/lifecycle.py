@@ -1,0 +1,150 @@
+"""A registered MCP server's life after registration: update what the operator registered, and delete it.
+
+- **Update** (``mcp_server_update``): the endpoint (transport, URL or command, credential variable
+  names), the environment, the allow-list, the timeout, the output bound, on or off. The whole row is
+  checked again as at registration (the URL policy included). A server pointed elsewhere (a new URL,
+  command, transport or credential variable) is a server never seen: every tool is marked gone and
+  unreviewed, a promotion to read is cleared, and its next connect lists each tool as new, so nothing
+  runs until an operator accepts the new listing. An approval given before no longer matches either (the
+  plan hash covers the server's identity: ``selectors.server_identity``).
+- **Delete** (``mcp_server_delete``): the server, its tools and its grants go; the audit stays: each
+  ``McpToolChange`` keeps the server's and the tool's names (its link to the tool becomes empty), a
+  ``server_deleted`` row records who removed it, and ``McpCall`` rows name the server as text. A pending
+  approval of one of its tools no longer runs (its plan's identity is "unavailable").
+
+Both are audited as ``McpToolChange`` rows (``server_updated`` with the fields before and after;
+``server_deleted``). Credentials are variable names, never values, so the audit holds no secret.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth.models import User
+from django.core.exceptions import ValidationError
+from django.db import transaction
+
+from core.errors import ServiceError
+from diagnostics.mcp import classify
+from diagnostics.mcp.servers import check_shape, invalid_fields
+from diagnostics.models import McpServer, McpTool, McpToolChange
+
+# What the operator may change after registration (``name`` stays: it is the tools' prefix).
+UPDATABLE = (
+    "environment",
+    "transport",
+    "command",
+    "url",
+    "secret_env",
+    "allow_list",
+    "timeout_s",
+    "max_output_bytes",
+    "enabled",
+)
+# A change of any of these points the server somewhere else: its tools are new again.
+ENDPOINT = ("transport", "command", "url", "secret_env")
+
+
+def _server_row(server: McpServer, kind: str, *, by: User | None, note: str, before: Any, after: Any) -> None:
+    McpToolChange.objects.create(
+        tool=None,
+        server_name=server.name,
+        kind=kind,
+        by=by,
+        note=note[:2000],
+        before=before,
+        after=after,
+    )
+
+
+def _forget_tools(server: McpServer, by: User | None) -> None:
+    """The server points elsewhere: every tool is gone and unreviewed until its next connect lists it
+    (as new); a promotion to read does not carry over."""
+    for tool in McpTool.objects.filter(server=server):
+        before = {
+            "present": tool.present,
+            "reviewed": tool.reviewed_at is not None,
+            "override": tool.override,
+        }
+        tool.present = False
+        tool.reviewed_at, tool.reviewed_by = None, None
+        if tool.override == classify.PROMOTE:
+            tool.override, tool.override_by, tool.override_at, tool.override_note = "", None, None, ""
+        tool.save()
+        McpToolChange.objects.create(
+            tool=tool,
+            kind="endpoint_changed",
+            by=by,
+            note="the server's endpoint changed: the tool is new again at the next connect",
+            before=before,
+            after={"present": False, "reviewed": False, "override": tool.override},
+        )
+
+
+@transaction.atomic
+def mcp_server_update(*, server: McpServer, by: User | None, note: str = "", **changes: Any) -> McpServer:
+    """Changes what the operator registered (``UPDATABLE``); checked as a registration is; audited."""
+    unknown = sorted(set(changes) - set(UPDATABLE))
+    if unknown:
+        raise ServiceError(f"{unknown[0]}: cannot be changed.", code="invalid_field")
+    row = McpServer.objects.select_for_update().filter(pk=server.pk).first()
+    if row is None:
+        raise ServiceError(f"No MCP server {server.name!r}.", code="not_found", status=404)
+    before = {name: getattr(row, name) for name in UPDATABLE}
+    for name, value in changes.items():
+        setattr(row, name, value)
+    check_shape(row)
+    try:
+        row.full_clean(validate_unique=False)
+    except ValidationError as exc:
+        raise invalid_fields(exc) from None
+    changed = {name: getattr(row, name) for name in UPDATABLE if getattr(row, name) != before[name]}
+    if not changed:
+        return row
+    moved = any(name in changed for name in ENDPOINT)
+    if moved:
+        row.server_info, row.synced_at, row.sync_error = {}, None, ""
+    row.save()
+    if moved:
+        _forget_tools(row, by)
+    _server_row(
+        row,
+        "server_updated",
+        by=by,
+        note=note or ("updated; the endpoint changed" if moved else "updated"),
+        before={name: before[name] for name in changed},
+        after=changed,
+    )
+    if "enabled" in changed:
+        kind = "server_enabled" if row.enabled else "server_disabled"
+        for tool in McpTool.objects.filter(server=row):
+            McpToolChange.objects.create(tool=tool, kind=kind, by=by, note=note or kind.replace("_", " "))
+    server.refresh_from_db()
+    return row
+
+
+@transaction.atomic
+def mcp_server_delete(*, server: McpServer, by: User | None, note: str = "") -> None:
+    """Removes the server, its tools and its grants; the audit (McpToolChange, McpCall) stays."""
+    row = McpServer.objects.select_for_update().filter(pk=server.pk).first()
+    if row is None:
+        raise ServiceError(f"No MCP server {server.name!r}.", code="not_found", status=404)
+    for tool in McpTool.objects.filter(server=row):
+        McpToolChange.objects.create(
+            tool=tool, kind="server_deleted", by=by, note=note or "the server was deleted"
+        )
+    _server_row(
+        row,
+        "server_deleted",
+        by=by,
+        note=note or "deleted",
+        before={
+            "environment": row.environment,
+            "transport": row.transport,
+            "command": row.command,
+            "url": row.url,
+            "secret_env": row.secret_env,
+        },
+        after={},
+    )
+    row.delete()
