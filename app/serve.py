@@ -41,11 +41,16 @@ def header_timeout_s() -> float:
     return conf.get().limits.body_read_timeout_s
 
 
+class HeadTooLarge(Exception):
+    """Raised in a parser callback: the head passed MAX_HEADER_BYTES (answered 431 already)."""
+
+
 class DeadlineHttpToolsProtocol(HttpToolsProtocol):
     """uvicorn's httptools protocol with a deadline and a size bound on each request's headers."""
 
     _header_timer: asyncio.TimerHandle | None = None
     _header_bytes = 0
+    _wire_bytes = 0
     _headers_pending = False
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
@@ -53,11 +58,36 @@ class DeadlineHttpToolsProtocol(HttpToolsProtocol):
         self._await_headers()
 
     def data_received(self, data: bytes) -> None:
+        # Two counts: the bytes on the wire, for a head still arriving (the parser buffers a header until
+        # it ends), and, in on_url/on_header, the parsed head, for one that arrives whole in one read (its
+        # headers complete inside this feed, and the app would be called before a count after it).
         if self._headers_pending:
-            self._header_bytes += len(data)
+            self._wire_bytes += len(data)
         super().data_received(data)
-        if self._headers_pending and self._header_bytes > MAX_HEADER_BYTES:
-            self._refuse(431, "Request Header Fields Too Large", f"over {MAX_HEADER_BYTES} bytes")
+        if self._headers_pending and self._wire_bytes > MAX_HEADER_BYTES:
+            self._too_large()
+
+    def on_url(self, url: bytes) -> None:
+        self._count_head(len(url) + 16)  # the request line: method, URL, version
+        super().on_url(url)
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self._count_head(len(name) + len(value) + 4)
+        super().on_header(name, value)
+
+    def send_400_response(self, msg: str) -> None:
+        if self.transport.is_closing():
+            return  # the 431 (or 408) answered already; the parser's stop is not a second answer
+        super().send_400_response(msg)
+
+    def _count_head(self, size: int) -> None:
+        self._header_bytes += size
+        if self._header_bytes > MAX_HEADER_BYTES:
+            self._too_large()
+            raise HeadTooLarge  # stops the parser (httptools: a callback error) before the app runs
+
+    def _too_large(self) -> None:
+        self._refuse(431, "Request Header Fields Too Large", f"over {MAX_HEADER_BYTES} bytes")
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
@@ -79,7 +109,7 @@ class DeadlineHttpToolsProtocol(HttpToolsProtocol):
 
     def _await_headers(self) -> None:
         self._headers_pending = True
-        self._header_bytes = 0
+        self._header_bytes = self._wire_bytes = 0
         timeout = header_timeout_s()
         self._header_timer = self.loop.call_later(timeout, self._headers_late, timeout)
 

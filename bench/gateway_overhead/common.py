@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
-WORK = ROOT / "var" / "bench"
+# BENCH_WORK_DIR: another folder, so that two runs at once keep their logs and databases apart
+WORK = Path(os.environ.get("BENCH_WORK_DIR") or ROOT / "var" / "bench")
 BENCH_VENV = ROOT / "var" / "bench-venv"
 RESULTS = ROOT / "bench" / "results" / "gateway_overhead.md"
 

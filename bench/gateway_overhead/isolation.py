@@ -94,10 +94,50 @@ async def _deadline() -> tuple[float, str]:
     return time.perf_counter() - started, verdict.detail
 
 
-async def measure(n: int) -> list[str]:
+def _children_cpu_s() -> float:
+    """User + system CPU seconds of this process's live children (the pool's workers)."""
+    total = 0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as fh:
+                raw = fh.read()
+        except OSError:
+            continue
+        fields = raw[raw.rfind(b")") + 2 :].split()
+        if int(fields[1]) == os.getpid():
+            total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+async def _idle_cpu_ms(seconds: float) -> tuple[float, float]:
+    """(this process's CPU ms, its children's CPU ms) over ``seconds`` of an idle event loop: what the
+    pool costs the calls that never use it."""
+    own, kids = time.process_time(), _children_cpu_s()
+    await asyncio.sleep(seconds)
+    return (time.process_time() - own) * 1e3, (_children_cpu_s() - kids) * 1e3
+
+
+async def measure(n: int, idle_s: float = 5.0) -> list[str]:
+    without_pool = await _idle_cpu_ms(idle_s)  # no isolated verification yet: no pool, no workers
     size = pool().size  # the workers start now, in parallel
     await _timed(ISOLATED, ANSWER, 20)  # warm: every worker ready
-    rows = ["| check | where | P50 | P95 | per verification |", "|---|---|---|---|---|"]
+    with_pool = await _idle_cpu_ms(idle_s)
+    rows = [
+        f"Calls without a verifier never reach the pool (it starts on the first isolated verification). "
+        f"What it costs them while it exists, {idle_s:g} s of an idle process, CPU:",
+        "",
+        "| the serving process | its own CPU | the workers' CPU |",
+        "|---|---|---|",
+        f"| no pool (no isolated verification yet) | {without_pool[0]:.1f} ms | {without_pool[1]:.1f} ms |",
+        f"| the pool's {size} workers started, warm and idle | {with_pool[0]:.1f} ms "
+        f"| {with_pool[1]:.1f} ms |",
+        "",
+        "What one verification costs, by where it runs:",
+        "",
+    ]
+    rows += ["| check | where | P50 | P95 | per verification |", "|---|---|---|---|---|"]
     for name, config in CHEAP.items():
         p50, p95 = _percentiles(await _timed(config, {"role": "assistant", "content": "ok"}, n))
         cells = f"{p50 * 1e6:.1f} µs | {p95 * 1e6:.1f} µs"

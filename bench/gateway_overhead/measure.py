@@ -86,12 +86,14 @@ def run_closed(
     out = run_captured(children, "loadgen", argv, env, cfg.warmup + 2 * cfg.duration + cfg.timeout + 60)
     result = json.loads(out.strip().splitlines()[-1])
     result.update(target=target.name, mode="stream" if stream else "json")
-    result["cpu_ms_per_call"] = result["cpu_s"].get(target.name, 0.0) * 1000 / max(1, result["ok"])
+    cpu_s = result["cpu_s"].get(target.name, 0.0)
+    result["cpu_ms_per_call"] = cpu_s * 1000 / result["ok"] if result["ok"] else None
     ttlb = result["ttlb_ms"] or {}
     log(
         f"{target.name:13s} {result['mode']:6s} {connections:4d} connections: {result['achieved']:7.1f} "
         f"calls/s, errors {result['errors']}, P50 {ttlb.get('p50', float('nan')):7.2f} ms, server CPU "
-        f"{result['cpu_ms_per_call']:.3f} ms/call, machine {result['machine_busy_pct']:.0f}% busy "
+        f"{result['cpu_ms_per_call'] or float('nan'):.3f} ms/call, "
+        f"machine {result['machine_busy_pct']:.0f}% busy "
         f"(others {result['others_busy_pct']:.0f}%)"
     )
     return result

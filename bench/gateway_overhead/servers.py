@@ -159,6 +159,14 @@ def wait_http_post(url: str, proc: subprocess.Popen[bytes], name: str, timeout_s
 def start_skillgate(
     children: Children, stub: Target, database_url: str | None, max_in_flight: int = 0, workers: int = 1
 ) -> tuple[list[Target], str, dict[str, Any]]:
+    env, seed, db_label = seed_skillgate(children, stub, database_url, max_in_flight)
+    return serve_skillgate(children, env, seed, workers), db_label, seed["router"]
+
+
+def seed_skillgate(
+    children: Children, stub: Target, database_url: str | None, max_in_flight: int = 0, **extra_env: str
+) -> tuple[dict[str, str], dict[str, Any], str]:
+    """A fresh database, seeded: (the servers' environment, the seed's keys and router, its label)."""
     if database_url:
         db_url = fresh_postgres(database_url)
         shown = urlunsplit(urlsplit(db_url)._replace(netloc=urlsplit(db_url).netloc.split("@")[-1]))
@@ -168,7 +176,8 @@ def start_skillgate(
         for suffix in ("", "-wal", "-shm"):
             Path(f"{path}{suffix}").unlink(missing_ok=True)
         db_url = f"sqlite:///{path}"
-        db_label = f"SQLite ({path.relative_to(ROOT)}, fresh, WAL as in app/settings/base.py)"
+        shown_path = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+        db_label = f"SQLite ({shown_path}, fresh, WAL as in app/settings/base.py)"
     env = clean_env(
         DATABASE_URL=db_url,
         SKILLGATE_VAR_DIR=str(WORK / "skillgate-var"),
@@ -179,6 +188,7 @@ def start_skillgate(
         SKILLGATE_MAX_IN_FLIGHT=str(max_in_flight),
         # Ledger rows group-committed off the request path behind the journal (the production default).
         SKILLGATE_LEDGER_WRITER="batched",
+        **extra_env,
     )
     seeded = run_captured(
         children,
@@ -187,18 +197,30 @@ def start_skillgate(
         env,
         180,
     )
-    seed = json.loads(seeded.strip().splitlines()[-1])
+    return env, json.loads(seeded.strip().splitlines()[-1]), db_label
+
+
+def serve_skillgate(
+    children: Children,
+    env: dict[str, str],
+    seed: dict[str, Any],
+    workers: int = 1,
+    argv_of: Any = serve_argv,
+    suffix: str = "",
+) -> list[Target]:
+    """Skillgate on the seeded database, served by ``argv_of(app, port, workers)`` (the production
+    server unless a comparison says otherwise): its full and its cheapest configuration."""
     port = free_port()
     # The lifespan runs the ledger writer (started with the process, drained at SIGTERM).
-    proc = children.start("skillgate", serve_argv("app.asgi:application", port, workers), env)
+    proc = children.start("skillgate" + suffix, argv_of("app.asgi:application", port, workers), env)
     base = f"http://127.0.0.1:{port}/v1"
-    wait_http(f"http://127.0.0.1:{port}/healthz", proc, "skillgate", 60, {})
+    wait_http(f"http://127.0.0.1:{port}/healthz", proc, "skillgate" + suffix, 60, {})
     full = Target(
-        "skillgate-full", base, "auto", proc.pid, auth=seed["full"],
+        "skillgate-full" + suffix, base, "auto", proc.pid, auth=seed["full"],
         extra_headers={"X-Skillgate-Task": seed["profile"]},
     )  # fmt: skip
-    cheap = Target("skillgate-cheap", base, "auto", proc.pid, auth=seed["cheap"])
-    return [full, cheap], db_label, seed["router"]
+    cheap = Target("skillgate-cheap" + suffix, base, "auto", proc.pid, auth=seed["cheap"])
+    return [full, cheap]
 
 
 def litellm_bin() -> Path:
@@ -277,8 +299,9 @@ def sanity_check(target: Target) -> None:
             raise BenchError(f"{target.name}: unexpected answer {content!r} / usage {usage!r}")
         served = (resp.headers.get("x-skillgate-served-by"), resp.headers.get("x-skillgate-verdict"))
         expected = {"skillgate-full": ("student", "pass"), "skillgate-cheap": ("teacher", "unverified")}
-        if target.name in expected and served != expected[target.name]:
-            raise BenchError(f"{target.name}: served/verdict {served}, not {expected[target.name]}")
+        kind = target.name.split("@")[0]  # "skillgate-full@granian": the same configuration, another server
+        if kind in expected and served != expected[kind]:
+            raise BenchError(f"{target.name}: served/verdict {served}, not {expected[kind]}")
         pieces: list[str] = []
         usage = {}
         events: list[str] = []

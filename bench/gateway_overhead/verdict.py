@@ -58,11 +58,12 @@ def _verdict(ok: bool | None) -> str:
     return "unknown" if ok is None else ("pass" if ok else "**FAIL**")
 
 
-def _added_p50(known: Known, target: str, mode: str) -> float | None:
+def _added_p50(known: Known, target: str, mode: str) -> tuple[float | None, bool]:
+    """(added P50 ms at ADDED_RATE, whether the target sustained that rate)."""
     point, base = known.get((target, mode, ADDED_RATE)), known.get(("direct", mode, ADDED_RATE))
-    if not point or not base or not point["passed"] or not point["ttlb_ms"] or not base["ttlb_ms"]:
-        return None
-    return float(point["ttlb_ms"]["p50"] - base["ttlb_ms"]["p50"])
+    if not point or not base or not point["ttlb_ms"] or not base["ttlb_ms"]:
+        return None, bool(point and point["passed"])
+    return float(point["ttlb_ms"]["p50"] - base["ttlb_ms"]["p50"]), bool(point["passed"])
 
 
 def checks(closed: Closed, known: Known, counts: list[int]) -> list[tuple[str, str, str]]:
@@ -73,7 +74,9 @@ def checks(closed: Closed, known: Known, counts: list[int]) -> list[tuple[str, s
 
         def get(name: str, count: int, field: str, mode: str = mode) -> float | None:
             result = closed.get((name, mode, count))
-            return None if result is None or result["errors"] else float(result[field])
+            if result is None or result["errors"] or result[field] is None:
+                return None
+            return float(result[field])
 
         for count in sorted(set(counts)):
             ours, floor = get(GATEWAY, count, "achieved"), get(FLOOR, count, "achieved")
@@ -93,13 +96,18 @@ def checks(closed: Closed, known: Known, counts: list[int]) -> list[tuple[str, s
                 _verdict(None if cpu is None else cpu <= CPU_LIMIT_MS),
             )
         )
-        ours_added, floor_added = _added_p50(known, GATEWAY, mode), _added_p50(known, FLOOR, mode)
+        (ours_added, sustained), (floor_added, _) = (
+            _added_p50(known, GATEWAY, mode),
+            _added_p50(known, FLOOR, mode),
+        )
         limit = None if floor_added is None else ADDED_P50_FACTOR * max(floor_added, 0.0)
+        added_ok = None if ours_added is None or limit is None else ours_added <= limit and sustained
         rows.append(
             (
                 f"{mode}: added P50 at {ADDED_RATE:.0f} RPS ≤ {ADDED_P50_FACTOR:g}x the floor's",
-                f"{_fmt(ours_added, 2)} ms vs {_fmt(limit, 2)} ms (floor {_fmt(floor_added, 2)} ms)",
-                _verdict(None if ours_added is None or limit is None else ours_added <= limit),
+                f"{_fmt(ours_added, 2)} ms vs {_fmt(limit, 2)} ms (floor {_fmt(floor_added, 2)} ms)"
+                + ("" if sustained or ours_added is None else f"; {ADDED_RATE:.0f} RPS not sustained"),
+                _verdict(added_ok),
             )
         )
         cap = _ratio(get(GATEWAY, high, "achieved"), get(GATEWAY, low, "achieved"))
