@@ -1,5 +1,6 @@
-"""The service's own typed settings: /metrics and the local student ``manage.py serve`` starts
-(``app.conf.get()``; the machinery is core/conf.py, the other apps' settings their own ``conf``)."""
+"""The service's own typed settings: /metrics, the local student ``manage.py serve`` starts, and the MCP
+edge's sessions and OAuth (``app.conf.get()``; the machinery is core/conf.py, the other apps' settings
+their own ``conf``)."""
 
 from __future__ import annotations
 
@@ -63,18 +64,87 @@ class LocalStudent:
     )
 
 
-GROUPS: tuple[type, ...] = (Metrics, LocalStudent)
+@dataclass(frozen=True)
+class McpEdge:
+    """The ``/mcp`` endpoints' sessions and their OAuth 2.1 resource-server side (app/mcp/)."""
+
+    SECTION: ClassVar[str] = "SKILLGATE.MCP_EDGE"
+    session_idle_s: float = setting(
+        "SESSION_IDLE_S",
+        env="SKILLGATE_MCP_SESSION_IDLE_S",
+        default=600.0,
+        gt=0,
+        le=86400,
+        doc="An MCP session (Mcp-Session-Id) with no request for this long is ended; its id then "
+        "answers 404.",
+    )
+    sessions_per_key: int = setting(
+        "SESSIONS_PER_KEY",
+        env="SKILLGATE_MCP_SESSIONS_PER_KEY",
+        default=16,
+        ge=1,
+        le=10000,
+        doc="Open MCP sessions one key (or OAuth subject) may hold across the /mcp endpoints; one more "
+        "is a 429 until one ends (DELETE /mcp, or idle).",
+    )
+    max_sessions: int = setting(
+        "MAX_SESSIONS",
+        env="SKILLGATE_MCP_MAX_SESSIONS",
+        default=2000,
+        ge=1,
+        le=1_000_000,
+        doc="Open MCP sessions per endpoint and process, all keys together; past it a new one is a 503.",
+    )
+    oauth_issuer: str = setting(
+        "OAUTH_ISSUER",
+        env="SKILLGATE_MCP_OAUTH_ISSUER",
+        default="",
+        doc="The OAuth 2.1 authorization server whose access tokens /mcp accepts (its issuer URL, the "
+        "tokens' iss); empty: API keys only. Named in /.well-known/oauth-protected-resource.",
+    )
+    oauth_jwks_url: str = setting(
+        "OAUTH_JWKS_URL",
+        env="SKILLGATE_MCP_OAUTH_JWKS_URL",
+        default="",
+        doc="Where the issuer publishes its signing keys (JWKS); required with an issuer.",
+    )
+    oauth_resource: str = setting(
+        "OAUTH_RESOURCE",
+        env="SKILLGATE_MCP_OAUTH_RESOURCE",
+        default="",
+        doc="This server's public /mcp URL (https://skillgate.example.com/mcp): the tokens' audience and "
+        "the metadata's resource; required with an issuer.",
+    )
+    oauth_user_claim: str = setting(
+        "OAUTH_USER_CLAIM",
+        env="SKILLGATE_MCP_OAUTH_USER_CLAIM",
+        default="sub",
+        nonempty=True,
+        doc="The token claim holding the Skillgate username it acts for.",
+    )
+    oauth_key_name: str = setting(
+        "OAUTH_KEY_NAME",
+        env="SKILLGATE_MCP_OAUTH_KEY_NAME",
+        default="mcp-oauth",
+        nonempty=True,
+        doc="A token acts through its user's active API key of this name (its budget, rate limit, grants "
+        "and scopes, narrowed to the token's scope claim); a user without one is refused.",
+    )
+
+
+GROUPS: tuple[type, ...] = (Metrics, LocalStudent, McpEdge)
 
 
 @dataclass(frozen=True)
 class Service:
     metrics: Metrics
     local_student: LocalStudent
+    mcp_edge: McpEdge
 
 
 def build() -> Service:
     """Every group from django's settings, checked (raises ImproperlyConfigured naming a bad one)."""
-    return Service(metrics=load(Metrics), local_student=load(LocalStudent))
+    return Service(metrics=load(Metrics), local_student=load(LocalStudent), mcp_edge=load(McpEdge))
 
 
 get = cached(build)

@@ -3,13 +3,13 @@
 - ``/mcp``: Skillgate as an MCP server (app/mcp/skillgate.py);
 - ``/mcp/servers/<name>``: the gated gateway to a registered upstream server (app/mcp/gateway.py).
 
-Streamable HTTP through the official SDK, stateless (each POST is one JSON-RPC exchange, answered as
-JSON). Nothing else is served: a ``GET`` (the spec's optional server-to-client event stream, which a
-stateless server has nothing to send on) and a ``DELETE`` (no sessions to end) are a 405 at once, as the
+Streamable HTTP through the official SDK, with sessions (``Mcp-Session-Id``: app/mcp/sessions.py):
+``POST`` carries JSON-RPC and is answered with JSON, ``DELETE`` ends a session. A ``GET`` (the spec's
+optional server-to-client event stream, which Skillgate has nothing to send on) is a 405 at once, as the
 spec allows, so no stream is held open. Every request needs ``Authorization: Bearer <API key>``; the
 key (and its owner, read fresh) is put in ``CALLER`` (app/mcp/tools.py) for the tools, which check
-each tool's scope and permission themselves. A missing or wrong key is a 401 JSON error before the SDK
-sees the request.
+each tool's scope and permission themselves; the gateway's grant is looked up on every request and put
+in ``GRANT``. A missing or wrong key is a 401 JSON error before the SDK sees the request.
 """
 
 from __future__ import annotations
@@ -20,11 +20,9 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.contrib.auth.models import User
-from mcp.server import Server
-from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
-from app.mcp import gateway, skillgate
-from app.mcp.tools import CALLER, Caller
+from app.mcp import gateway, sessions, skillgate
+from app.mcp.tools import CALLER, GRANT, Caller
 from routing.access.keys import authenticate
 from routing.models import ApiKey
 
@@ -62,26 +60,20 @@ async def _caller(scope: dict[str, Any]) -> Caller | None:
     return Caller(key=key, owner=await sync_to_async(_owner)(key))
 
 
-async def _serve(server: Server, scope: dict[str, Any], receive: Any, send: Any) -> None:
-    manager = StreamableHTTPSessionManager(server, stateless=True, json_response=True)
-    async with manager.run():
-        await manager.handle_request(scope, receive, send)
-
-
 async def application(scope: dict[str, Any], receive: Any, send: Any) -> None:
     path = scope["path"]
     gateway_match = _GATEWAY.match(path)
     if path.rstrip("/") != PREFIX and gateway_match is None:
         await _answer(send, 404, f"No MCP endpoint at {path}; use /mcp or /mcp/servers/<name>.", "not_found")
         return
-    if scope.get("method", "POST") != "POST":
+    if scope.get("method", "POST") not in ("POST", "DELETE"):
         await _answer(
             send,
             405,
-            "This MCP endpoint is stateless: POST one JSON-RPC message; it offers no event stream (GET) "
-            "and no session to end (DELETE).",
+            "POST JSON-RPC messages to this MCP endpoint (DELETE ends a session); it offers no event "
+            "stream (GET).",
             "method_not_allowed",
-            [(b"allow", b"POST")],
+            [(b"allow", b"POST, DELETE")],
         )
         return
     caller = await _caller(scope)
@@ -92,13 +84,22 @@ async def application(scope: dict[str, Any], receive: Any, send: Any) -> None:
         return
     token = CALLER.set(caller)
     try:
+        principal = f"key:{caller.key.pk}"
         if gateway_match is None:
-            await _serve(skillgate.build(), scope, receive, send)
-        else:
-            server = await gateway.build(gateway_match.group(1), caller)
-            if server is None:
-                await _answer(send, 404, "No such MCP server for this key.", "not_found")
-                return
-            await _serve(server, scope, receive, send)
+            await sessions.serve(
+                await sessions.endpoint("skillgate", skillgate.build), principal, scope, receive, send
+            )
+            return
+        name = gateway_match.group(1)
+        grant = await gateway.grant_of(name, caller)
+        if grant is None:
+            await _answer(send, 404, "No such MCP server for this key.", "not_found")
+            return
+        grant_token = GRANT.set(grant)
+        try:
+            where = await sessions.endpoint(f"gateway/{name}", lambda: gateway.build(name))
+            await sessions.serve(where, principal, scope, receive, send)
+        finally:
+            GRANT.reset(grant_token)
     finally:
         CALLER.reset(token)

@@ -20,7 +20,7 @@ import mcp_types as types
 from asgiref.sync import sync_to_async
 
 from app.mcp import passthrough
-from app.mcp.tools import Caller, answer, caller, error
+from app.mcp.tools import Caller, answer, caller, current_grant, error
 from diagnostics.mcp import classify
 from diagnostics.mcp.attach import record_call
 from diagnostics.mcp.client import UpstreamError, checked_call_async
@@ -82,31 +82,32 @@ def _budget_left(who: Caller) -> bool:
     return key.budget_usd is None or key.spent_usd < key.budget_usd
 
 
-async def build(server_name: str, who: Caller) -> Any:
-    """The MCP server an agent sees at ``/mcp/servers/<server_name>``; None when the key has no grant (the
-    same answer as an unknown server)."""
+async def grant_of(server_name: str, who: Caller) -> McpGrant | None:
+    """The key's grant on ``server_name``; None without the scope or a grant (the same answer as an
+    unknown server). The edge asks on every request, so a grant revoked mid-session ends its reach."""
+    if not who.key.has_scope(scopes.MCP_GATEWAY):
+        return None
+    return await sync_to_async(grant_for)(key=who.key, server_name=server_name)
+
+
+def build(server_name: str) -> Any:
+    """The MCP server an agent sees at ``/mcp/servers/<server_name>``: one per server name and process
+    (its sessions live in app/mcp/sessions.py); each request's grant comes from the edge (``GRANT``)."""
     from mcp.server import Server
 
-    if not who.key.has_scope(scopes.MCP_GATEWAY):
-        grant = None
-    else:
-        grant = await sync_to_async(grant_for)(key=who.key, server_name=server_name)
-    if grant is None:
-        return None
-
     async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
-        visible = await sync_to_async(_visible)(grant)
+        visible = await sync_to_async(_visible)(current_grant())
         return types.ListToolsResult(tools=[*(_listing(t, k) for t, k in visible.values()), _result_tool()])
 
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
-        return await _call(grant, caller(), params.name, dict(params.arguments or {}))
+        return await _call(current_grant(), caller(), params.name, dict(params.arguments or {}))
 
     return Server(
         f"skillgate-gateway-{server_name}",
         version="1",
         on_list_tools=list_tools,
         on_call_tool=call_tool,
-        **passthrough.handlers(grant),  # resources and prompts, for a grant of the whole server
+        **passthrough.handlers(),  # resources and prompts, for a grant of the whole server
     )
 
 

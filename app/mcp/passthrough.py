@@ -2,8 +2,8 @@
 ``resources/templates/list``, ``resources/read``, ``prompts/list`` and ``prompts/get`` reach the
 upstream with the grants tools have.
 
-- The key needs the scope ``mcp:gateway`` and a grant for the server (the edge checks both before it
-  builds the server); a grant that names tools reaches those tools only, so resources and prompts need a
+- The key needs the scope ``mcp:gateway`` and a grant for the server (the edge checks both on every
+  request); a grant that names tools reaches those tools only, so resources and prompts need a
   grant for the whole server (no tool list).
 - A read (``resources/read``, ``prompts/get``) is an upstream call like a tool's: the key's rate limit and
   budget apply, and it is a row of the MCP ledger (``McpCall``: tool ``resources/read`` or
@@ -22,10 +22,10 @@ import mcp_types as types
 from asgiref.sync import sync_to_async
 from mcp import MCPError
 
-from app.mcp.tools import Caller, caller
+from app.mcp.tools import Caller, caller, current_grant
 from diagnostics.mcp import content
 from diagnostics.mcp.attach import record_call
-from diagnostics.mcp.client import UpstreamError
+from diagnostics.mcp.client import Upstream, UpstreamError
 from diagnostics.mcp.selectors import upstream_of
 from diagnostics.models import McpGrant
 from diagnostics.toolsets.mcp import CallRecord
@@ -35,6 +35,7 @@ from routing.errors import ApiError
 T = TypeVar("T")
 INVALID_PARAMS = -32602
 INVALID_REQUEST = -32600
+METHOD_NOT_FOUND = -32601
 READ_RESOURCE = "resources/read"
 GET_PROMPT = "prompts/get"
 MAX_URI = 2000
@@ -77,22 +78,32 @@ async def _metered(
     return result
 
 
-def handlers(grant: McpGrant) -> dict[str, Any]:
-    """The gateway server's resource and prompt handlers for ``grant`` (none when it names tools)."""
+def _reach() -> tuple[McpGrant, Upstream]:
+    """The request's grant and its server, or the refusal when the grant names tools."""
+    grant = current_grant()
     if not reaches_all(grant):
-        return {}
-    upstream = upstream_of(grant.server)
+        raise _refuse(
+            "This key's grant names tools: resources and prompts need a grant for the whole server.",
+            METHOD_NOT_FOUND,
+        )
+    return grant, upstream_of(grant.server)
+
+
+def handlers() -> dict[str, Any]:
+    """The gateway server's resource and prompt handlers (each request's grant from the edge)."""
 
     def listing_failed(exc: UpstreamError) -> MCPError:
         return _refuse(str(exc))
 
     async def list_resources(ctx: Any, params: Any) -> types.ListResourcesResult:
+        _, upstream = _reach()
         try:
             return types.ListResourcesResult(resources=await content.list_resources_async(upstream))
         except UpstreamError as exc:
             raise listing_failed(exc) from None
 
     async def list_templates(ctx: Any, params: Any) -> types.ListResourceTemplatesResult:
+        _, upstream = _reach()
         try:
             templates = await content.list_resource_templates_async(upstream)
         except UpstreamError as exc:
@@ -100,6 +111,7 @@ def handlers(grant: McpGrant) -> dict[str, Any]:
         return types.ListResourceTemplatesResult(resource_templates=templates)
 
     async def read_resource(ctx: Any, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
+        grant, upstream = _reach()
         uri = str(params.uri)
         if len(uri) > MAX_URI:
             raise _refuse(f"A resource URI is at most {MAX_URI} characters.", INVALID_PARAMS)
@@ -108,12 +120,14 @@ def handlers(grant: McpGrant) -> dict[str, Any]:
         )
 
     async def list_prompts(ctx: Any, params: Any) -> types.ListPromptsResult:
+        _, upstream = _reach()
         try:
             return types.ListPromptsResult(prompts=await content.list_prompts_async(upstream))
         except UpstreamError as exc:
             raise listing_failed(exc) from None
 
     async def get_prompt(ctx: Any, params: types.GetPromptRequestParams) -> types.GetPromptResult:
+        grant, upstream = _reach()
         arguments = dict(params.arguments or {})
         if len(params.name) > 200 or len(arguments) > MAX_ARGUMENTS:
             raise _refuse(

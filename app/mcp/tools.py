@@ -1,6 +1,6 @@
 """What the MCP edge, Skillgate's own MCP tools and the gateway share: the caller of the request (its key
-and the key's owner, set by the edge for the tools), a tool's declared access, its refusal as an MCP tool
-error (``isError``), and JSON answers."""
+and the key's owner, set by the edge for the tools; for the gateway, the key's grant too), a tool's
+declared access, its refusal as an MCP tool error (``isError``), and JSON answers."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from typing import Any
 import mcp_types as types
 from django.contrib.auth.models import User
 
+from diagnostics.models import McpGrant
 from routing.models import ApiKey
 
 
@@ -26,6 +27,7 @@ class Caller:
 
 
 CALLER: contextvars.ContextVar[Caller] = contextvars.ContextVar("mcp_caller")
+GRANT: contextvars.ContextVar[McpGrant] = contextvars.ContextVar("mcp_grant")  # the gateway's, per request
 
 
 @dataclass(frozen=True)
@@ -76,3 +78,7 @@ def refusal(tool: McpTool, caller: Caller) -> str | None:
 
 def caller() -> Caller:
     return CALLER.get()
+
+
+def current_grant() -> McpGrant:
+    return GRANT.get()

@@ -183,7 +183,7 @@ def test_get_on_mcp_is_a_405_at_once_not_a_stream_held_open(gateway_url, api_key
             headers={"Authorization": f"Bearer {api_key.raw}", "Accept": "text/event-stream"},
             timeout=5,
         )
-        assert response.status_code == 405 and response.headers["allow"] == "POST"
+        assert response.status_code == 405 and response.headers["allow"] == "POST, DELETE"
     assert time.monotonic() - started < 3
 
 

@@ -1,0 +1,109 @@
+"""MCP sessions on the running server (uvicorn on a free port), by raw HTTP as the Streamable HTTP
+transport of the MCP specification describes them: ``initialize`` issues ``Mcp-Session-Id``, later
+requests need it, ``DELETE`` ends it, an unknown or another key's id is a 404, a key holds a bounded
+number, ``GET`` is a 405 at once (no stream is held open), and the SDK's own client works throughout."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import httpx2
+import pytest
+
+from routing import scopes
+from tests.factories import make_key, make_role_key
+from tests.mcp.test_surfaces import call
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+ACCEPT = "application/json, text/event-stream"
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 0,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "1"},
+    },
+}
+LIST = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+
+
+def post(url: str, key: str, body: dict[str, Any], session: str | None = None) -> httpx2.Response:
+    headers = {"Authorization": f"Bearer {key}", "Accept": ACCEPT, "MCP-Protocol-Version": "2025-06-18"}
+    if session is not None:
+        headers["Mcp-Session-Id"] = session
+    return httpx2.post(url, json=body, headers=headers, timeout=30)
+
+
+def open_session(url: str, key: str) -> str:
+    response = post(url, key, INITIALIZE)
+    assert response.status_code == 200, response.text
+    session = response.headers["mcp-session-id"]
+    initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    assert post(url, key, initialized, session).status_code == 202
+    return session
+
+
+def test_a_session_is_issued_on_initialize_required_after_and_ended_by_delete(gateway_url):
+    url = gateway_url + "/mcp"
+    key = make_role_key("reader", "operator", scopes=[scopes.INCIDENTS_READ])
+    session = open_session(url, key.raw)
+    assert len(session) >= 16 and session.isascii()
+
+    listed = post(url, key.raw, LIST, session)
+    assert listed.status_code == 200 and "list_incidents" in listed.text
+    assert post(url, key.raw, LIST).status_code == 400  # no session id after initialize
+    assert post(url, key.raw, LIST, "f" * 32).status_code == 404  # an unknown session
+
+    other = make_key(name="other", scopes=[scopes.INCIDENTS_READ])
+    assert post(url, other.raw, LIST, session).status_code == 404  # another key's session: not found
+    ended = httpx2.delete(url, headers={"Authorization": f"Bearer {key.raw}", "Mcp-Session-Id": session})
+    assert ended.status_code == 200
+    assert post(url, key.raw, LIST, session).status_code == 404  # ended
+    gone = httpx2.delete(url, headers={"Authorization": f"Bearer {key.raw}", "Mcp-Session-Id": session})
+    assert gone.status_code == 404
+    no_id = httpx2.delete(url, headers={"Authorization": f"Bearer {key.raw}"})
+    assert no_id.status_code == 400
+
+
+def test_get_is_a_405_at_once_with_or_without_a_session(gateway_url):
+    url = gateway_url + "/mcp"
+    key = make_role_key("reader", "operator", scopes=[scopes.INCIDENTS_READ])
+    session = open_session(url, key.raw)
+    started = time.monotonic()
+    for headers in ({}, {"Mcp-Session-Id": session}):
+        response = httpx2.get(
+            url,
+            headers={"Authorization": f"Bearer {key.raw}", "Accept": "text/event-stream", **headers},
+            timeout=5,
+        )
+        assert response.status_code == 405 and "POST" in response.headers["allow"]
+    assert time.monotonic() - started < 2
+
+
+def test_a_key_holds_a_bounded_number_of_sessions_and_ending_one_frees_a_place(gateway_url, settings):
+    settings.SKILLGATE = {
+        **settings.SKILLGATE,
+        "MCP_EDGE": {**settings.SKILLGATE["MCP_EDGE"], "SESSIONS_PER_KEY": 2},
+    }
+    url = gateway_url + "/mcp"
+    key = make_role_key("reader", "operator", scopes=[scopes.INCIDENTS_READ])
+    first, _second = open_session(url, key.raw), open_session(url, key.raw)
+    refused = post(url, key.raw, INITIALIZE)
+    assert refused.status_code == 429 and "SKILLGATE_MCP_SESSIONS_PER_KEY" in refused.text
+    other = make_key(name="other", scopes=[scopes.INCIDENTS_READ])
+    assert post(url, other.raw, INITIALIZE).status_code == 200  # the bound is per key
+    httpx2.delete(url, headers={"Authorization": f"Bearer {key.raw}", "Mcp-Session-Id": first})
+    assert post(url, key.raw, INITIALIZE).status_code == 200
+
+
+def test_the_sdk_client_works_with_sessions_and_a_gateway_grant_is_checked_on_every_request(gateway_url):
+    key = make_role_key("reader", "operator", scopes=[scopes.INCIDENTS_READ])
+    assert {"list_incidents", "get_incident"} <= {t.name for t in call(gateway_url + "/mcp", key.raw, None)}
+    result = call(gateway_url + "/mcp", key.raw, "list_incidents", {})
+    assert not result.is_error
+    nogrant = make_key(name="nogrant", scopes=[scopes.MCP_GATEWAY])
+    assert post(gateway_url + "/mcp/servers/nothing", nogrant.raw, INITIALIZE).status_code == 404
