@@ -13,7 +13,9 @@ where replay export finds it (``record_from_invocation``).
 
 Cost bound: a ``SampleSpend`` row per profile and UTC day. Before a sampled leg runs, its worst
 case (prompt bytes x input price + max_tokens x output price) is added with one conditional UPDATE
-``spent + bound <= cap``; afterwards the difference to the actual cost is given back. The day's
+``spent + bound <= cap``; a retry after an attempt the provider may have billed adds one more worst case
+first, on the cap and on the learning key (no room: no retry); afterwards the difference to the actual
+cost, every billed attempt included (routing/call/attempts.py), is given back. The day's
 sampled spend therefore never exceeds the cap, however many workers run. The client's key is not
 charged for sampled legs: they are the operator's cost of learning, on the ledger as a row of their own
 under the learning key (routing/ledger/learning_spend.py), whose budget holds the same worst case first.
@@ -35,6 +37,7 @@ from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
+from asgiref.sync import sync_to_async
 from django.db import transaction
 from django.db.models import F, QuerySet
 from django.utils import timezone
@@ -141,6 +144,15 @@ def spend_reserve(*, profile_id: int, day: Any, amount: Decimal, cap: Decimal) -
     )
 
 
+def spend_extend(*, profile_id: int, day: Any, amount: Decimal, cap: Decimal) -> bool:
+    """One more attempt of a running sample on the day's spend, when the cap has room for it."""
+    return bool(
+        SampleSpend.objects.filter(profile_id=profile_id, day=day, spent_usd__lte=cap - amount).update(
+            spent_usd=F("spent_usd") + amount
+        )
+    )
+
+
 def spend_settle(*, profile_id: int, day: Any, reserved: Decimal, actual: Decimal) -> None:
     SampleSpend.objects.filter(profile_id=profile_id, day=day).update(
         spent_usd=F("spent_usd") - reserved + actual
@@ -231,7 +243,7 @@ def _sample(invocation_id: uuid.UUID | str) -> str:
     if not spend_reserve(profile_id=profile.pk, day=day, amount=bound, cap=cap):
         return _finish(inv, Invocation.SampleState.CAPPED)
     try:  # the learning key's budget holds it too: the sample goes on the ledger under that key
-        held = learning_spend.reserve(bound)
+        reservation = learning_spend.reserve(bound)
     except learning_spend.LearningBudgetSpent:
         spend_settle(profile_id=profile.pk, day=day, reserved=bound, actual=Decimal(0))
         return _finish(inv, Invocation.SampleState.CAPPED)
@@ -246,14 +258,28 @@ def _sample(invocation_id: uuid.UUID | str) -> str:
         stream=False,
         request=inv.request,
     )
-    actual = bound  # an attempt that blew up keeps its worst case on the day's spend
-    try:
-        completion = asyncio.run(run_leg(plan, scratch, backend))
+    held = [bound]  # what the day's cap holds for this sample: a retry first holds one more attempt
+
+    def more(amount: Decimal) -> bool:
+        if not spend_extend(profile_id=profile.pk, day=day, amount=amount, cap=cap):
+            return False
+        if not learning_spend.extend(reservation, amount):
+            spend_settle(profile_id=profile.pk, day=day, reserved=amount, actual=Decimal(0))
+            return False
+        held.append(amount)
+        return True
+
+    actual: Decimal | None = None
+    completion = None
+    try:  # every attempt the provider may bill is charged (run_leg), and a retry is held first
+        completion = asyncio.run(run_leg(plan, scratch, backend, extend=sync_to_async(more)))
         actual = scratch.legs[-1].cost_usd
     except UpstreamError:
-        completion = None
+        pass
     finally:
-        spend_settle(profile_id=profile.pk, day=day, reserved=bound, actual=actual)
+        reserved = sum(held, Decimal(0))
+        actual = reserved if actual is None else actual  # one that blew up keeps its worst case
+        spend_settle(profile_id=profile.pk, day=day, reserved=reserved, actual=actual)
         sampled = learning_spend.Spend(
             profile_id=profile.pk,
             purpose="sample",
@@ -264,7 +290,7 @@ def _sample(invocation_id: uuid.UUID | str) -> str:
             request=inv.request,
             error=(scratch.legs[-1].error if scratch.legs else "") or ("" if completion else "no answer"),
         )
-        learning_spend.record(sampled, reservation=held)
+        learning_spend.record(sampled, reservation=reservation)
     leg = scratch.legs[-1].as_json() if scratch.legs else None
     if leg is None:
         return _finish(inv, Invocation.SampleState.FAILED)

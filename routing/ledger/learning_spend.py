@@ -5,28 +5,35 @@ distillation, admission's held-out replays) and the gateway's background samples
 calls, and no client key pays for them. Each one is written to the ledger as an Invocation under the
 **learning key** (``LEARNING_KEY_NAME``, created on demand with ``DEFAULT_BUDGET_USD``, which the
 operator changes on the key like any key's budget), with policy ``learning`` and ``requested_model``
-``learning:<purpose>``, its cost charged to that key. The request is kept as a hash only
-(``routing.ledger.record.request_stub``), so no replay, router training or held-out set ever reads these rows
-as traffic. A call is refused when its worst case does not fit the key's budget (``LearningBudgetSpent``):
-the loop stops spending, the gateway's clients are unaffected.
+``learning:<purpose>``, its cost charged to that key, every attempt the provider may bill included:
+an attempt that timed out, was cut or failed with a 5xx is charged its worst case, as the gateway
+charges it (routing/call/attempts.py), and a retry is made only when the learning key's budget holds
+one more attempt (``extender``), so retries count against the learning cap. The request is kept as a
+hash only (``routing.ledger.record.request_stub``), so no replay, router training or held-out set ever
+reads these rows as traffic. A call is refused when its worst case does not fit the key's budget
+(``LearningBudgetSpent``): the loop stops spending, the gateway's clients are unaffected.
 
 The dashboard's savings are net of these rows: they add to the cost and never to "teacher alone".
 """
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
+from asgiref.sync import sync_to_async
 from django.db import transaction
 
 from core.errors import ServiceError
 from routing import budgets
 from routing.access.keys import generate_key
+from routing.budgets.store import reservation_extend
 from routing.ledger.record import request_stub
 from routing.models import ApiKey, Backend, Invocation, Reservation
-from routing.pricing import PricingError, cost_bound, prices_for, prompt_token_bound
+from routing.pricing import PricingError, attempt_bound, prices_for
 
 LEARNING_KEY_NAME = "learning (cycle teacher calls, background samples)"
 POLICY = "learning"
@@ -55,15 +62,16 @@ def learning_key() -> ApiKey:
 
 
 def call_bound(backend: Backend, body: dict[str, Any]) -> Decimal:
-    """The worst case of one upstream call: every prompt byte a token, the body's ``max_tokens``
-    (``UNBOUNDED_MAX_TOKENS`` when it sets none) for each of the ``n`` answers asked."""
+    """The worst case of one upstream attempt, as the gateway bounds one (``attempt_bound``: every
+    prompt byte a token at the dearest input price, the body's ``max_tokens``, ``UNBOUNDED_MAX_TOKENS``
+    when it sets none, for each of the ``n`` answers asked, the parameters' prices)."""
     try:
         prices = prices_for(backend)
     except PricingError:
         return Decimal(0)  # an unpriced backend costs nothing the ledger can count
     answers = max(int(body.get("n") or 1), 1)
     max_tokens = int(body.get("max_tokens") or body.get("max_completion_tokens") or UNBOUNDED_MAX_TOKENS)
-    return cost_bound(prices, prompt_tokens=prompt_token_bound(body), max_tokens=max_tokens * answers)
+    return attempt_bound(prices, body, max_tokens=max_tokens, answers=answers)
 
 
 def reserve(amount: Decimal) -> Reservation:
@@ -75,6 +83,17 @@ def reserve(amount: Decimal) -> Reservation:
         raise LearningBudgetSpent(
             f"The learning key's budget (${key.budget_usd}) cannot hold a call of up to ${amount:.6f}."
         ) from None
+
+
+def extend(reservation: Reservation, amount: Decimal) -> bool:
+    """Holds ``amount`` more on a learning reservation (one more attempt); False when the learning
+    key's budget cannot hold it: then the attempt is not made."""
+    return reservation_extend(reservation=reservation, amount=amount)
+
+
+def extender(reservation: Reservation) -> Callable[[Decimal], Awaitable[bool]]:
+    """:func:`extend` for an upstream call's retries (``Attempts.extend``), awaited in its event loop."""
+    return sync_to_async(functools.partial(extend, reservation))
 
 
 @dataclass(frozen=True)
@@ -135,6 +154,8 @@ __all__ = [
     "LearningBudgetSpent",
     "Spend",
     "call_bound",
+    "extend",
+    "extender",
     "learning_key",
     "record",
     "release",

@@ -9,11 +9,16 @@ from decimal import Decimal
 
 import pytest
 
+from bench.support.openai_stub import Reply
+from routing.budgets import to_cents
+from routing.call.plans import plan_call
 from routing.call.sampling import sample_run
 from routing.ledger.learning_spend import DEFAULT_BUDGET_USD, LEARNING_KEY_NAME, POLICY, learning_key
-from routing.models import ApiKey, Invocation, SampleSpend
+from routing.models import ApiKey, Invocation, SampleSpend, TaskProfile
+from routing.pricing import attempt_bound, prices_for
 from tests.factories import InvocationFactory
 from tests.support.cycle import CITIES, city_of, city_prompt, drive, good, is_student, json_profile, responder
+from training.models import ReplayAttempt
 from training.services.cycle import demonstrations_replay
 from training.services.cycle.calls import CycleError
 
@@ -115,3 +120,81 @@ def test_admission_replays_are_on_the_books(gateway_url, backends, api_key, stub
     key = ApiKey.objects.get(name=LEARNING_KEY_NAME)
     assert key.spent_usd == rows["student"].cost_usd + rows["teacher"].cost_usd and key.reserved_usd == 0
     assert json.loads(json.dumps(rows["teacher"].request))["message_count"] == 10
+
+
+# -- failed and retried attempts (issue 37): billed like the gateway's, retries within the learning cap --
+
+
+def _one_attempt(profile, call, role: str = "teacher") -> Decimal:
+    """The worst case of one attempt of the sampled leg, as the gateway bounds it (run_leg's)."""
+    plan = plan_call(profile=profile, request=call.request, api_key=call.api_key)
+    backend = plan.teacher if role == "teacher" else plan.student
+    return attempt_bound(prices_for(backend), plan.leg_body(backend), max_tokens=plan.max_tokens)
+
+
+def test_a_sample_whose_teacher_fails_is_charged_every_attempt_it_sent(backends, api_key, stub):
+    profile = json_profile(policy_params={"teacher_sample_rate": 1.0})
+    stub.responder = responder(student=BAD, teacher=Reply(status=500))
+    call = sampled_call(profile, api_key)
+
+    sample_run(invocation_id=call.pk)
+
+    assert len(stub.requests) == 3  # the first attempt and two retries, each one billed
+    [row] = learning_rows("sample")
+    assert row.cost_usd == to_cents(3 * _one_attempt(profile, call)) > 0
+    key = ApiKey.objects.get(name=LEARNING_KEY_NAME)
+    assert key.spent_usd == row.cost_usd and key.reserved_usd == 0
+    assert SampleSpend.objects.get(profile=profile).spent_usd == row.cost_usd
+
+
+@pytest.mark.parametrize("limit", ["learning key", "daily cap"])
+def test_a_samples_retries_count_against_the_learning_cap(backends, api_key, stub, limit):
+    """Room for one attempt and a half: the retry is not sent, and nothing is spent past the cap."""
+    profile = json_profile(policy_params={"teacher_sample_rate": 1.0})
+    stub.responder = responder(student=BAD, teacher=Reply(status=500))
+    call = sampled_call(profile, api_key)
+    room = _one_attempt(profile, call) * Decimal("1.5")
+    if limit == "learning key":
+        ApiKey.objects.filter(pk=learning_key().pk).update(budget_usd=to_cents(room))
+    else:
+        TaskProfile.objects.filter(pk=profile.pk).update(
+            policy_params={"teacher_sample_rate": 1.0, "sample_daily_usd": float(room)}
+        )
+
+    sample_run(invocation_id=call.pk)
+
+    assert len(stub.requests) == 1  # no hold for a second billed attempt: not sent
+    [row] = learning_rows("sample")
+    key = ApiKey.objects.get(name=LEARNING_KEY_NAME)
+    assert key.spent_usd == row.cost_usd > 0 and key.reserved_usd == 0
+    assert key.spent_usd <= key.budget_usd
+    assert SampleSpend.objects.get(profile=profile).spent_usd <= room
+
+
+def test_a_replay_whose_teacher_fails_is_charged_and_retried_only_within_the_learning_budget(
+    gateway_url, backends, api_key, stub
+):
+    profile = json_profile()
+    stub.responder = responder(student=BAD, teacher='{"country": "France"}')
+    drive(gateway_url, api_key.raw, "extract", [city_prompt("Paris", "France")])
+    stub.responder = responder(student=BAD, teacher=Reply(status=500))
+    before = len(stub.requests)
+
+    assert demonstrations_replay(profile_id=profile.pk).errors >= 1
+
+    [row] = learning_rows("replay")
+    sent = len([b for b in stub.requests[before:] if not is_student(b)])
+    assert sent == 3 and row.error and row.cost_usd > 0  # every billed attempt, though none answered
+    one = row.cost_usd / 3
+    key = ApiKey.objects.get(name=LEARNING_KEY_NAME)
+    assert key.spent_usd >= row.cost_usd and key.reserved_usd == 0
+
+    # A learning budget with room for one attempt and a half: the retry is not sent.
+    Invocation.objects.filter(policy=POLICY).delete()
+    ReplayAttempt.objects.all().delete()
+    ApiKey.objects.filter(pk=key.pk).update(budget_usd=key.spent_usd + to_cents(one * Decimal("1.5")))
+    before = len(stub.requests)
+    demonstrations_replay(profile_id=profile.pk)
+    assert len([b for b in stub.requests[before:] if not is_student(b)]) == 1
+    key.refresh_from_db()
+    assert key.spent_usd <= key.budget_usd and key.reserved_usd == 0

@@ -18,6 +18,7 @@ sides and is asked once. A candidate is admitted only when
 
 A refused joint candidate is not the end: each part alone is then judged by the same rules (it was
 replayed anyway), and the best part that passes them is admitted by itself, the other part left out.
+Every replayed attempt is on the books (``calls.attempts_for``), failed and retried ones included.
 
 Where the profile labels live answers with background teacher samples (``teacher_sample_rate`` > 0), a
 weak verifier's pass is not trusted either: the teacher answers every held-out item, and a student answer
@@ -43,17 +44,19 @@ from typing import Any
 from django.db import transaction
 from scipy.stats import binomtest
 
+from routing.call.legs import Extend
 from routing.call.plans import CallPlan, active_backends
 from routing.call.sampling import rates, student_correct
 from routing.errors import UpstreamError
 from routing.ledger import learning_spend
-from routing.models import Backend, Invocation, Reservation, TaskProfile
+from routing.models import Backend, Invocation, TaskProfile
 from routing.verifiers import Verifier
 from training import conf
 from training.models import Admission, Demonstration
+from training.services.cycle import heldout_spend
 from training.services.cycle.calls import (
-    CycleError,
     acall,
+    attempts_for,
     first_passing,
     replay_plan,
     required,
@@ -140,12 +143,13 @@ def heldout_items(
     return items
 
 
-async def _leg(backend: Backend, body: dict[str, Any], item: Item) -> Leg:
-    """One backend's answer to an item as the gateway gets it (``body`` from the item's plan)."""
+async def _leg(backend: Backend, body: dict[str, Any], item: Item, extend: Extend | None = None) -> Leg:
+    """One backend's answer to an item as the gateway gets it; a failed one costs its billed attempts."""
+    attempts = attempts_for(backend, body, extend=extend)
     try:
-        answer = await acall(backend, body)
+        answer = await acall(backend, body, attempts=attempts)
     except UpstreamError as exc:
-        return Leg(False, Decimal(0), exc.message)
+        return Leg(False, attempts.unmeasured_cost, exc.message)
     message, passed, _ = await asyncio.to_thread(first_passing, item.verifier, item.request, answer)
     return Leg(passed, answer.cost_usd, message=message)
 
@@ -170,7 +174,7 @@ def _side_plans(
 
 
 async def _evaluate(
-    items: list[Item], sides: list[list[CallPlan]], *, labelled: bool = False
+    items: list[Item], sides: list[list[CallPlan]], *, labelled: bool = False, extend: Extend | None = None
 ) -> tuple[list[list[Leg]], list[Leg | None]]:
     """Student legs per side (each item's plan on that side) and item, and the teacher leg per item
     (None where no side fell back). Runs in an event loop: no database access in here. Replays are
@@ -184,12 +188,12 @@ async def _evaluate(
     async def student_leg(plan: CallPlan, item: Item) -> Leg:
         student = required(plan.student, "student")
         async with limit:
-            return await _leg(student, plan.leg_body(student, temperature=0), item)
+            return await _leg(student, plan.leg_body(student, temperature=0), item, extend)
 
     async def teacher_leg(item: Item) -> Leg:
         teacher = required(item.plan.teacher, "teacher")
         async with limit:
-            return await _leg(teacher, item.plan.leg_body(teacher, temperature=0), item)
+            return await _leg(teacher, item.plan.leg_body(teacher, temperature=0), item, extend)
 
     students = [
         await asyncio.gather(*(student_leg(plan, item) for plan, item in zip(plans, items, strict=True)))
@@ -207,48 +211,6 @@ async def _evaluate(
             if known and student_correct(leg.message, teacher.message if teacher else None, True) is False:
                 leg.passed, leg.wrong = False, True
     return [list(legs) for legs in students], teachers
-
-
-def _reserve(items: list[Item], sides: list[list[CallPlan]]) -> Reservation:
-    """Holds the replay's worst case on the learning key: every student leg, a teacher leg per item."""
-    bound = Decimal(0)
-    for plans in sides:
-        for plan in plans:
-            student = required(plan.student, "student")
-            bound += learning_spend.call_bound(student, plan.leg_body(student, temperature=0))
-    for item in items:
-        teacher = required(item.plan.teacher, "teacher")
-        bound += learning_spend.call_bound(teacher, item.plan.leg_body(teacher, temperature=0))
-    try:
-        return learning_spend.reserve(bound)
-    except learning_spend.LearningBudgetSpent as exc:
-        raise CycleError(exc.message) from None
-
-
-def _record_spend(
-    profile_id: int,
-    items: list[Item],
-    sides: list[list[CallPlan]],
-    legs: list[list[Leg]],
-    teachers: list[Leg | None],
-    reservation: Reservation,
-) -> None:
-    """What the held-out replay cost, on the ledger under the learning key: one row per role."""
-    student = required(sides[0][0].student, "student")
-    teacher = required(items[0].plan.teacher, "teacher")
-    student_cost = sum((leg.cost for side in legs for leg in side), Decimal(0))
-    teacher_cost = sum((leg.cost for leg in teachers if leg is not None), Decimal(0))
-    for backend, cost, held in ((student, student_cost, reservation), (teacher, teacher_cost, None)):
-        spend = learning_spend.Spend(
-            profile_id=profile_id,
-            purpose="admission",
-            role=backend.role,
-            backend=backend.name,
-            model=backend.litellm_model,
-            cost_usd=cost,
-            request={"messages": [item.request.get("messages") for item in items]},
-        )
-        learning_spend.record(spend, reservation=held)
 
 
 def _metrics(students: list[Leg], teachers: list[Leg | None]) -> SideMetrics:
@@ -382,13 +344,14 @@ def admission_evaluate(
     if items:
         sides = [_side_plans(profile, items, side, backends) for side in configurations]
         required(items[0].plan.teacher, "teacher")
-        reservation = _reserve(items, sides)
+        reservation = heldout_spend.reserve(items, sides)
         try:
-            legs, teachers = asyncio.run(_evaluate(items, sides, labelled=labelled))
+            extend = learning_spend.extender(reservation)  # a retry holds one more attempt
+            legs, teachers = asyncio.run(_evaluate(items, sides, labelled=labelled, extend=extend))
         except BaseException:
             learning_spend.release(reservation)
             raise
-        _record_spend(profile_id, items, sides, legs, teachers, reservation)
+        heldout_spend.record(profile_id, items, sides, legs, teachers, reservation)
     else:
         legs, teachers = [[] for _ in configurations], []
     active_legs, candidate_legs = legs[0], legs[1]

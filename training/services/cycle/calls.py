@@ -20,11 +20,13 @@ from typing import Any
 
 from core.errors import ServiceError
 from routing.call import upstream
+from routing.call.attempts import Attempts
+from routing.call.legs import Extend
 from routing.call.plans import CallPlan, plan_call
 from routing.errors import UpstreamError
 from routing.ledger import learning_spend
 from routing.models import Backend, TaskProfile
-from routing.pricing import prices_for, usage_cost
+from routing.pricing import prices_for, terms_of, usage_cost
 from routing.verifiers import Verifier
 from routing.verifiers.json_schema import message_text
 from routing.verifiers.policy import VerifierPolicyError
@@ -77,26 +79,42 @@ class Answer:
     choices: list[dict[str, Any]]  # every answer: more than one from a best-of-n backend
 
 
-async def acall(backend: Backend, body: dict[str, Any]) -> Answer:
-    completion = await upstream.complete(backend, body)
+def attempts_for(backend: Backend, body: dict[str, Any], *, extend: Extend | None = None) -> Attempts:
+    """The attempts of one learning call, billed as the gateway bills its legs (routing/call/attempts.py):
+    each attempt that may have been billed without usage costs ``learning_spend.call_bound``, and a
+    retry first holds one more (``extend``: ``learning_spend.extender`` of the call's reservation)."""
+    return Attempts(bound_of=lambda: learning_spend.call_bound(backend, body), extend=extend)
+
+
+async def acall(backend: Backend, body: dict[str, Any], *, attempts: Attempts | None = None) -> Answer:
+    """One upstream call; its cost is its usage at the body's prices plus the worst case of every
+    attempt billed without usage (read ``attempts.unmeasured_cost`` when it raises UpstreamError)."""
+    attempts = attempts if attempts is not None else attempts_for(backend, body)
+    completion = await upstream.complete(backend, body, attempts=attempts)
     choices = [message for message, _ in completion.choices] or [completion.message]
-    cost = usage_cost(prices_for(backend), completion.usage)
-    return Answer(completion.message, cost, completion.latency_ms, choices)
+    if isinstance(completion.raw.get("usage"), dict):
+        cost = usage_cost(prices_for(backend), completion.usage, terms_of(body))
+    else:  # answered, so billed, but no usage said: its worst case
+        attempts.billed_without_usage()
+        cost = Decimal(0)
+    return Answer(completion.message, cost + attempts.unmeasured_cost, completion.latency_ms, choices)
 
 
-def call(backend: Backend, body: dict[str, Any]) -> Answer:
+def call(backend: Backend, body: dict[str, Any], *, attempts: Attempts | None = None) -> Answer:
     """One upstream call, synchronously (Celery tasks are synchronous). Raises UpstreamError."""
-    return asyncio.run(acall(backend, body))
+    return asyncio.run(acall(backend, body, attempts=attempts))
 
 
 def learning_call(backend: Backend, body: dict[str, Any], *, profile_id: int, purpose: str) -> Answer:
     """One upstream call of the cycle (:func:`call`), on the ledger under the learning key with its
-    worst case held on that key's budget first (routing/ledger/learning_spend.py). Raises
+    worst case held on that key's budget first, and each retry's too (routing/ledger/learning_spend.py);
+    attempts that failed after the provider may have billed them are charged their worst case. Raises
     UpstreamError, and CycleError when the learning budget cannot hold the call."""
     try:
         reservation = learning_spend.reserve(learning_spend.call_bound(backend, body))
     except learning_spend.LearningBudgetSpent as exc:
         raise CycleError(exc.message) from None
+    attempts = attempts_for(backend, body, extend=learning_spend.extender(reservation))
     spend = learning_spend.Spend(
         profile_id=profile_id,
         purpose=purpose,
@@ -107,9 +125,10 @@ def learning_call(backend: Backend, body: dict[str, Any], *, profile_id: int, pu
         request=body,
     )
     try:
-        answer = call(backend, body)
+        answer = call(backend, body, attempts=attempts)
     except UpstreamError as exc:
-        learning_spend.record(replace(spend, error=exc.message), reservation=reservation)
+        failed = replace(spend, cost_usd=attempts.unmeasured_cost, error=exc.message)
+        learning_spend.record(failed, reservation=reservation)
         raise
     learning_spend.record(replace(spend, cost_usd=answer.cost_usd), reservation=reservation)
     return answer
@@ -175,6 +194,7 @@ __all__ = [
     "Answer",
     "CycleError",
     "acall",
+    "attempts_for",
     "call",
     "first_passing",
     "learning_call",
