@@ -9,6 +9,8 @@ A candidate whose package is not installed is skipped (its row says so).
 from __future__ import annotations
 
 import importlib.util
+import inspect
+import time
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import Any
@@ -158,6 +160,58 @@ CANDIDATES: dict[str, tuple[str, Callable[[str], Awaitable[Made]]]] = {
     "curl_cffi": ("curl_cffi", curl_cffi_client),
     "gateway": ("django", gateway_client),
 }
+
+
+class PoolClock:
+    """CPU time spent in the connection pool's own bookkeeping (finding a connection for a request,
+    putting it back): httpcore's ``_assign_requests_to_connections`` (it scans every connection and
+    request, per request and per release), aiohttp's ``_get`` and ``_release`` (a deque per host).
+    Neither suspends on a reused connection, so ``thread_time`` around them is theirs alone."""
+
+    def __init__(self) -> None:
+        self.ns = 0
+
+    def wrap(self, owner: type, name: str) -> None:
+        original = getattr(owner, name)
+        clock = time.thread_time_ns
+
+        if inspect.iscoroutinefunction(original):
+
+            async def timed_async(*args: Any, **kwargs: Any) -> Any:
+                started = clock()
+                try:
+                    return await original(*args, **kwargs)
+                finally:
+                    self.ns += clock() - started
+
+            setattr(owner, name, timed_async)
+        else:
+
+            def timed(*args: Any, **kwargs: Any) -> Any:
+                started = clock()
+                try:
+                    return original(*args, **kwargs)
+                finally:
+                    self.ns += clock() - started
+
+            setattr(owner, name, timed)
+
+
+def pool_clock(name: str) -> PoolClock | None:
+    """A clock on ``name``'s pool (httpx, aiohttp and the gateway, which uses aiohttp); else None."""
+    clock = PoolClock()
+    if name == "httpx":
+        from httpcore import AsyncConnectionPool
+
+        clock.wrap(AsyncConnectionPool, "_assign_requests_to_connections")
+        return clock
+    if name in ("aiohttp", "gateway"):
+        from aiohttp.connector import BaseConnector
+
+        clock.wrap(BaseConnector, "_get")
+        clock.wrap(BaseConnector, "_release")
+        return clock
+    return None
 
 
 def installed(name: str) -> bool:

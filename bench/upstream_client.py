@@ -34,7 +34,7 @@ from contextlib import contextmanager
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
-from bench.upstream_candidates import CANDIDATES, installed
+from bench.upstream_candidates import CANDIDATES, PoolClock, installed, pool_clock
 
 STUB = """
 import sys
@@ -88,8 +88,10 @@ def stub_process(words: int) -> Iterator[str]:
 # --- the child: one candidate, every point --------------------------------------------------------
 
 
-async def _point(call: object, calls: int, in_flight: int) -> tuple[float, float]:
-    """(CPU ms per call, calls/s) of ``calls`` calls, ``in_flight`` at a time."""
+async def _point(
+    call: object, calls: int, in_flight: int, pool: PoolClock | None
+) -> tuple[float, float, float | None]:
+    """(CPU ms per call, calls/s, pool µs per call) of ``calls`` calls, ``in_flight`` at a time."""
     left = calls
 
     async def worker() -> None:
@@ -98,21 +100,25 @@ async def _point(call: object, calls: int, in_flight: int) -> tuple[float, float
             left -= 1
             await call()  # type: ignore[operator]
 
+    pool_ns = pool.ns if pool is not None else 0
     cpu, wall = time.process_time(), time.perf_counter()
     await asyncio.gather(*(worker() for _ in range(in_flight)))
     elapsed = time.perf_counter() - wall
-    return (time.process_time() - cpu) * 1000 / calls, calls / elapsed
+    pool_us = (pool.ns - pool_ns) / 1000 / calls if pool is not None else None
+    return (time.process_time() - cpu) * 1000 / calls, calls / elapsed, pool_us
 
 
 async def _child(name: str, url: str, calls: int, warmup: int, flights: list[int]) -> list[dict[str, object]]:
     whole, streamed, close = await CANDIDATES[name][1](url)
+    pool = pool_clock(name)
     rows: list[dict[str, object]] = []
     try:
         for kind, call in (("json", whole), ("stream", streamed)):
             for in_flight in flights:
-                await _point(call, warmup, in_flight)
-                cpu_ms, per_s = await _point(call, calls, in_flight)
-                rows.append({"kind": kind, "in_flight": in_flight, "cpu_ms": cpu_ms, "per_s": per_s})
+                await _point(call, warmup, in_flight, pool)
+                cpu_ms, per_s, pool_us = await _point(call, calls, in_flight, pool)
+                row = {"kind": kind, "in_flight": in_flight, "cpu_ms": cpu_ms, "per_s": per_s}
+                rows.append({**row, "pool_us": pool_us})
     finally:
         await close()
     return rows
@@ -155,28 +161,42 @@ def _spread(values: list[float], digits: int) -> str:
     return f"{median:.{digits}f} ({min(values):.{digits}f}-{max(values):.{digits}f})"
 
 
+def _values(points: list[dict[str, object]], key: str) -> list[float]:
+    return [float(p[key]) for p in points if p.get(key) is not None]  # type: ignore[arg-type]
+
+
+def _growth(high: list[float], low: list[float]) -> str:
+    if not high or not low or not statistics.median(low):
+        return "-"
+    return f"{statistics.median(high) / statistics.median(low) - 1:+.0%}"
+
+
 def table(results: dict[str, list[list[dict[str, object]]]], flights: list[int]) -> list[str]:
-    """One row per candidate, kind and in-flight count: CPU ms/call and calls/s, median (spread);
-    then the growth from the least to the most in flight."""
+    """One row per candidate, kind and in-flight count: CPU ms/call, calls/s and the pool's own CPU
+    µs/call, median (spread); then their growth from the least to the most in flight."""
     lines = [
-        "| client | kind | in flight | CPU ms/call | calls/s |",
+        "| client | kind | in flight | CPU ms/call | calls/s | pool CPU µs/call |",
+        "|---|---|---:|---:|---:|---:|",
+    ]
+    growth = [
+        "",
+        f"Growth from {flights[0]} to {flights[-1]} in flight (medians):",
+        "",
+        "| client | kind | CPU ms/call | calls/s | pool CPU µs/call |",
         "|---|---|---:|---:|---:|",
     ]
-    growth = ["", "| client | kind | CPU ms/call, most vs least in flight | calls/s, most vs least |"]
-    growth.append("|---|---|---:|---:|")
     for name, runs in results.items():
         for kind in KINDS:
-            per_flight: dict[int, tuple[list[float], list[float]]] = {}
+            found: dict[int, list[dict[str, object]]] = {}
             for in_flight in flights:
                 points = [r for run in runs for r in run if r["kind"] == kind and r["in_flight"] == in_flight]
-                cpu = [float(p["cpu_ms"]) for p in points]  # type: ignore[arg-type]
-                rate = [float(p["per_s"]) for p in points]  # type: ignore[arg-type]
-                per_flight[in_flight] = (cpu, rate)
-                lines.append(f"| {name} | {kind} | {in_flight} | {_spread(cpu, 3)} | {_spread(rate, 0)} |")
-            low, high = per_flight[flights[0]], per_flight[flights[-1]]
-            cpu_growth = statistics.median(high[0]) / statistics.median(low[0]) - 1
-            rate_growth = statistics.median(high[1]) / statistics.median(low[1]) - 1
-            growth.append(f"| {name} | {kind} | {cpu_growth:+.0%} | {rate_growth:+.0%} |")
+                found[in_flight] = points
+                cpu, rate, pool = (_values(points, key) for key in ("cpu_ms", "per_s", "pool_us"))
+                numbers = [_spread(cpu, 3), _spread(rate, 0), _spread(pool, 1) if pool else "-"]
+                lines.append(f"| {name} | {kind} | {in_flight} | {' | '.join(numbers)} |")
+            low, high = found[flights[0]], found[flights[-1]]
+            parts = [_growth(_values(high, key), _values(low, key)) for key in ("cpu_ms", "per_s", "pool_us")]
+            growth.append(f"| {name} | {kind} | {' | '.join(parts)} |")
     return lines + growth
 
 

@@ -25,6 +25,7 @@ import orjson
 
 from routing.budgets import Hold
 from routing.call import upstream
+from routing.call.events import IdSwap, UpstreamStream
 from routing.call.gateway import (
     Prepared,
     Result,
@@ -36,7 +37,6 @@ from routing.call.gateway import (
     save,
 )
 from routing.call.legs import charge_attempts, charge_bound, leg_attempts, new_leg, price_leg, run_leg, verify
-from routing.call.openai_client import IdSwap, UpstreamStream
 from routing.errors import ApiError, UpstreamError
 from routing.ledger import CallRecord
 from routing.models import Backend, Invocation

@@ -16,7 +16,7 @@ from typing import Any
 
 from routing.call import openai_client, replicas
 from routing.call.attempts import Attempts, billed_status
-from routing.call.openai_client import UpstreamStream
+from routing.call.events import Event, UpstreamStream
 from routing.errors import UpstreamError, too_long
 from routing.models import Backend
 from routing.pricing import Usage, completion_token_bound, prompt_token_bound
@@ -249,7 +249,7 @@ async def open_stream(
         chosen.release()
         raise
 
-    async def events() -> AsyncIterator[openai_client.Event]:
+    async def events() -> AsyncIterator[Event]:
         try:
             async for event in stream.events():
                 yield event
@@ -275,7 +275,7 @@ async def _open_stream(backend: Backend, body: dict[str, Any], attempts: Attempt
     kwargs.update(stream=True, stream_options={"include_usage": True})
     stream = await _with_retries(backend, attempts, lambda: litellm.acompletion(**kwargs))
 
-    async def events() -> AsyncIterator[openai_client.Event]:
+    async def events() -> AsyncIterator[Event]:
         try:
             async for chunk in stream:
                 yield chunk.model_dump(exclude_none=True), None

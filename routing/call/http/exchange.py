@@ -37,10 +37,10 @@ class Answer:
     def reason(self) -> str:
         return self._response.reason or ""
 
-    async def body(self, limit: int = MAX_RESPONSE_BYTES) -> bytes:
+    async def body(self) -> bytes:
         """The whole body (then the connection goes back to the pool). Raises TransportFailure, and
-        ``TooLarge`` past ``limit`` bytes (the connection is closed)."""
-        response = self._response
+        ``TooLarge`` past ``MAX_RESPONSE_BYTES`` (the connection is closed)."""
+        response, limit = self._response, MAX_RESPONSE_BYTES
         try:
             length = response.content_length
             if length is not None and length <= limit:

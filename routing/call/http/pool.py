@@ -2,8 +2,9 @@
 
 - **The pool**: HTTP/1.1 keep-alive connections, at most ``UPSTREAM_MAX_CONNECTIONS`` (a request past
   it waits for one, within its connect timeout), an idle one closed after ``UPSTREAM_KEEPALIVE_S``
-  (before uvicorn's, so vLLM's, 5 s). aiohttp keeps idle connections per host in a list and takes the
-  last: a request's cost does not grow with the number of connections (httpcore scanned them all).
+  (before uvicorn's, so vLLM's, 5 s). aiohttp keeps a host's idle connections in a deque and takes
+  the oldest: a request's cost does not grow with the number of connections (httpcore scanned them
+  all, per request and per release: bench/upstream_client.py measures both pools).
 - **A loop's session is closed with the loop**: it is held by an async generator the loop knows of,
   so ``asyncio.run`` (a Celery task) closes it when it shuts its async generators down; a server's
   loop at its shutdown. A loop that is gone drops its session when the next loop asks for one.
