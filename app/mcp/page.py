@@ -5,15 +5,21 @@ status, and the MCP writes waiting for approval. Promotions of writing tools to 
 
 An operator with ``diagnostics.change_mcpserver`` accepts a new tool's classification here (one tool, or
 every new tool of a server), and turns a server off or on: a POST to the same page, audited as an
-``McpToolChange`` of each tool, then a redirect."""
+``McpToolChange`` of each tool, then a redirect. Registering, testing, connecting, editing and deleting
+a server are app/mcp/server_pages.py.
+
+The audit (each tool's changes, and the calls ledger) is browsable at the foot of the page, newest first,
+by server and tool (``?audit=changes|calls&server=&tool=&page=``), deleted servers' rows included."""
 
 from __future__ import annotations
 
+from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 
 from app.web import roles
 from app.web.pages import can, page, render_page
 from core.errors import ServiceError
+from diagnostics.mcp.audit import KINDS, audit_entry, audit_names, audit_rows
 from diagnostics.mcp.selectors import page_servers, pending_actions
 from diagnostics.mcp.servers import (
     MANAGE_PERMISSION,
@@ -22,6 +28,8 @@ from diagnostics.mcp.servers import (
     mcp_tool_accept,
 )
 from diagnostics.models import McpServer
+
+AUDIT_PAGE = 50
 
 
 def _accept(request: HttpRequest) -> str:
@@ -56,10 +64,34 @@ def mcp_page(request: HttpRequest) -> HttpResponse:
         if not error:
             return HttpResponseRedirect(request.path)
     context = {
+        **_audit(request),
         "servers": page_servers(),
         "pending": list(pending_actions()[:100]),
         "nav": "mcp",
         "can_manage": can(request, MANAGE_PERMISSION),
+        "can_register": can(request, "diagnostics.add_mcpserver"),
         "error": error,
     }
     return render_page(request, "web/mcp.html", context, partials={}, status=400 if error else 200)
+
+
+def _audit(request: HttpRequest) -> dict[str, object]:
+    """One page of the audit, filtered by the query (an unknown value filters nothing out: no rows)."""
+    kind = str(request.GET.get("audit", "changes"))
+    kind = kind if kind in KINDS else "changes"
+    server = str(request.GET.get("server", ""))[:40]
+    tool = str(request.GET.get("tool", ""))[:128]
+    pages = Paginator(audit_rows(kind=kind, server=server, tool=tool), AUDIT_PAGE)
+    page_obj = pages.get_page(request.GET.get("page"))
+    servers, tools = audit_names()
+    return {
+        "audit": {
+            "kind": kind,
+            "server": server,
+            "tool": tool,
+            "page": page_obj,
+            "rows": [audit_entry(row) for row in page_obj.object_list],
+            "servers": servers,
+            "tools": tools,
+        }
+    }

@@ -2,6 +2,7 @@
 
 from django.urls import path
 
+from app.mcp import server_pages
 from app.mcp.page import mcp_page
 from app.web.views import assets, calls, incidents, keys, learning, overview, profiles, router
 
@@ -41,4 +42,8 @@ urlpatterns = [
     path("keys/<int:key_id>/edit", keys.key_edit, name="key-edit"),
     path("keys/<int:key_id>/revoke", keys.key_revoke, name="key-revoke"),
     path("mcp-servers/", mcp_page, name="mcp"),
+    path("mcp-servers/new/", server_pages.mcp_server_new, name="mcp-server-new"),
+    path("mcp-servers/<str:name>/", server_pages.mcp_server_edit, name="mcp-server-edit"),
+    path("mcp-servers/<str:name>/connect", server_pages.mcp_server_connect, name="mcp-server-connect"),
+    path("mcp-servers/<str:name>/delete", server_pages.mcp_server_remove, name="mcp-server-delete"),
 ]

@@ -35,11 +35,13 @@ from app.web.forms import (
     ApiKeyEditForm,
     CallFilterForm,
     IncidentOpenForm,
+    McpServerEditForm,
+    McpServerForm,
     RediagnoseForm,
     TaskProfileForm,
     VerifierTryForm,
 )
-from diagnostics.models import Incident, Trajectory
+from diagnostics.models import Incident, McpServer, Trajectory
 from routing.models import ApiKey, TaskProfile
 from tests.factories import ApiKeyFactory, InvocationFactory, TaskProfileFactory
 from tests.factories.diagnostics import IncidentFactory
@@ -180,6 +182,30 @@ def _verdict_shown(world: dict[str, Any], form: forms.BaseForm, response: HttpRe
     assert re.search(rb'data-verdict="(pass|fail)"', response.content), response.content[-800:]
 
 
+MCP_BASE = {
+    "environment": "replay",
+    "transport": "http",
+    "url": "http://93.184.216.34/mcp",  # a global address literal: the URL policy resolves nothing
+    "timeout_s": "10",
+    "max_output_bytes": "64000",
+}
+MCP_FIELDS = ("environment", "transport", "command", "url", "secret_env", "allow_list", "timeout_s")
+
+
+def _mcp_state(world: dict[str, Any]) -> Any:
+    return sorted(McpServer.objects.values_list("name", *MCP_FIELDS, "max_output_bytes"))
+
+
+def _mcp_saved(name: str) -> Callable[[dict[str, Any], forms.BaseForm, HttpResponse], None]:
+    def check(world: dict[str, Any], form: forms.BaseForm, response: HttpResponse) -> None:
+        assert isinstance(form, McpServerEditForm)
+        saved = McpServer.objects.get(name=form.cleaned_data.get("name", name))
+        for field_name, value in form.server_fields().items():
+            assert getattr(saved, field_name) == value, (field_name, getattr(saved, field_name), value)
+
+    return check
+
+
 PROFILE_BASE = {
     "name": "fuzzed",
     "policy": "always_teacher",
@@ -250,6 +276,26 @@ CASES = [
         stored=_profile_saved,
     ),
     Case(
+        McpServerForm,
+        "admin",
+        url=lambda world: reverse("web:mcp-server-new"),
+        base=lambda world: {**MCP_BASE, "name": "fuzzed"},
+        build=lambda world, data: McpServerForm(data),
+        accepted=(302,),
+        snapshot=_mcp_state,
+        stored=_mcp_saved("fuzzed"),
+    ),
+    Case(
+        McpServerEditForm,
+        "admin",
+        url=lambda world: reverse("web:mcp-server-edit", args=[world["mcp"].name]),
+        base=lambda world: dict(MCP_BASE),
+        build=lambda world, data: McpServerEditForm.for_server(world["mcp"], data),
+        accepted=(302,),
+        snapshot=_mcp_state,
+        stored=_mcp_saved("fuzz-edit"),
+    ),
+    Case(
         VerifierTryForm,
         "admin",
         url=lambda world: reverse("web:profile-try", args=[world["profile"].pk]),
@@ -270,7 +316,16 @@ def world(people: dict[str, Any], enqueued: list[Any]) -> dict[str, Any]:
     key = ApiKeyFactory.create(name="fuzz-key")
     InvocationFactory.create(api_key=key, profile=profile, route="teacher")
     incident = IncidentFactory.create(title="fuzz", created_by=people["viewer"])
-    return {"profile": profile, "key": key, "incident": incident, "case": "test_ask_holmes/09_crashpod"}
+    mcp = McpServer.objects.create(
+        name="fuzz-edit", environment="replay", transport="http", url=MCP_BASE["url"]
+    )
+    return {
+        "profile": profile,
+        "key": key,
+        "incident": incident,
+        "case": "test_ask_holmes/09_crashpod",
+        "mcp": mcp,
+    }
 
 
 def _field_names(form: type[forms.BaseForm]) -> list[str]:
@@ -347,6 +402,8 @@ KNOWN_BAD = [
     (TaskProfileForm, "verifier", '{"kind": "regex", "pattern": "("}'),
     (VerifierTryForm, "request", "[" * 500),
     (RediagnoseForm, "mode", "everything"),
+    (McpServerForm, "url", "http://169.254.169.254/latest/meta-data"),  # the URL policy, next to the field
+    (McpServerEditForm, "secret_env", "Authorization=Bearer sk-a-value-not-a-name"),
 ]
 
 

@@ -12,6 +12,7 @@ from django import forms
 from app.web.forms.calls import CallFilterForm
 from app.web.forms.incidents import IncidentOpenForm, RediagnoseForm
 from app.web.forms.keys import ApiKeyCreateForm, ApiKeyEditForm
+from app.web.forms.mcp import McpServerEditForm, McpServerForm
 from app.web.forms.profiles import TaskProfileForm, VerifierTryForm
 
 ALL_FORMS: tuple[type[forms.BaseForm], ...] = (
@@ -22,6 +23,8 @@ ALL_FORMS: tuple[type[forms.BaseForm], ...] = (
     ApiKeyEditForm,
     TaskProfileForm,
     VerifierTryForm,
+    McpServerForm,
+    McpServerEditForm,
 )
 
 __all__ = [
@@ -30,6 +33,8 @@ __all__ = [
     "ApiKeyEditForm",
     "CallFilterForm",
     "IncidentOpenForm",
+    "McpServerEditForm",
+    "McpServerForm",
     "RediagnoseForm",
     "TaskProfileForm",
     "VerifierTryForm",
