@@ -429,3 +429,21 @@ class SampleSpend(models.Model):
 
     def __str__(self) -> str:
         return f"{self.profile_id} {self.day}: {self.spent_usd}"
+
+
+class ProfileDrift(models.Model):
+    """A learned profile's drift watch while no router version routes it (routing/router/versions/
+    profile_drift.py): the fixed policy's measured baseline, the last check, and ``since``: calls before
+    it are not this traffic (set on drift; the fallback is measured again on the calls after it)."""
+
+    profile = models.OneToOneField(TaskProfile, on_delete=models.CASCADE, related_name="drift_watch")
+    baseline = models.JSONField(default=dict, blank=True)
+    baseline_at = models.DateTimeField(null=True, blank=True)
+    since = models.DateTimeField(null=True, blank=True)
+    checked_at = models.DateTimeField(null=True, blank=True)
+    live_calls = models.PositiveIntegerField(default=0)
+    flag = models.BooleanField(default=False)
+    reason = models.TextField(blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.profile_id} drift watch{' [flagged]' if self.flag else ''}"

@@ -6,7 +6,9 @@ from routing import budgets, ledger
 from routing.budgets import periods
 from routing.call import sampling
 from routing.ledger import journal
-from routing.models import RouterVersion, TaskProfile
+from routing.models import ProfileDrift, RouterVersion, TaskProfile
+from routing.router import alerts
+from routing.router.versions import profile_drift
 from routing.router.versions.drift import router_version_drift_check
 from routing.router.versions.services import RouterTrainingError, router_version_admit, router_version_train
 
@@ -99,16 +101,37 @@ def router_drift_check(version_id: int) -> bool:
     if version is None:
         return False
     was_flagged = version.drift_flag
-    flagged = router_version_drift_check(version=version).drift_flag
-    if flagged and not was_flagged:
+    version = router_version_drift_check(version=version)
+    if version.drift_flag and not was_flagged:
+        # the fixed fallback that now serves is measured again on the new traffic (the teacher meanwhile)
+        profile_drift.restart(version.profile, f"router v{version.number} drifted")
+        alerts.notify(alerts.version_alert(version))
         router_retrain.delay(version.profile_id)
-    return flagged
+    return version.drift_flag
+
+
+@shared_task(acks_late=True, ignore_result=True)
+def router_profile_drift_check(profile_id: int) -> bool:
+    """The drift watch of a learned profile that no version routes (routing/router/versions/
+    profile_drift.py); newly flagged: alerted, and a retrain is enqueued."""
+    profile = TaskProfile.objects.filter(pk=profile_id, policy=TaskProfile.Policy.LEARNED).first()
+    if profile is None:
+        return False
+    was_flagged = ProfileDrift.objects.filter(profile=profile, flag=True).exists()
+    state = profile_drift.profile_drift_check(profile=profile)
+    if state.flag and not was_flagged:
+        alerts.notify(alerts.fallback_alert(state))
+        router_retrain.delay(profile.pk)
+    return state.flag
 
 
 @shared_task(acks_late=True, ignore_result=True)
 def router_drift_check_all() -> int:
-    """Beat: a drift check of every active version."""
+    """Beat: a drift check of every active version, and of every learned profile's fixed fallback."""
     ids = list(RouterVersion.objects.filter(status=RouterVersion.Status.ACTIVE).values_list("pk", flat=True))
     for pk in ids:
         router_drift_check.delay(pk)
-    return len(ids)
+    learned = list(TaskProfile.objects.filter(policy=TaskProfile.Policy.LEARNED).values_list("pk", flat=True))
+    for pk in learned:
+        router_profile_drift_check.delay(pk)
+    return len(ids) + len(learned)

@@ -14,3 +14,7 @@ class SlackConfig(AppConfig):
         from diagnostics.slack import signals  # ready(): the receiver imports the models, loaded only now
 
         signals.connect()
+        from diagnostics.slack import router_alerts
+        from routing.router import alerts
+
+        alerts.register(router_alerts.post)  # the router's drift alerts, in SLACK_ALERT_CHANNEL

@@ -37,6 +37,12 @@ class Slack:
     command: str = setting(
         "SLACK_COMMAND", env="SLACK_COMMAND", default="/sre", nonempty=True, doc="The slash command."
     )
+    alert_channel: str = setting(
+        "SLACK_ALERT_CHANNEL",
+        env="SLACK_ALERT_CHANNEL",
+        default="",
+        doc="The channel (id) the router's drift alerts are posted to; empty: none are posted.",
+    )
     open_needs_role: bool = setting(
         "SLACK_OPEN_NEEDS_ROLE",
         env="SLACK_OPEN_NEEDS_ROLE",

@@ -228,8 +228,9 @@ class Learned(Router):
         decision = router.route(call)
         measured = f"; {choice.reason}" if choice is not None else ""
         router_conf = conf.get().router
-        # Too few labels to measure the fallback: sample more, so that labels come sooner.
-        unmeasured = choice is None or choice.unmeasured
-        boost = router_conf.drift_sample_boost if unmeasured else 1.0
+        # Too few labels to measure the fallback, or its drift watch leaning towards drift: sample more,
+        # so that labels come sooner.
+        sample_more = choice is None or choice.sample_more
+        boost = router_conf.drift_sample_boost if sample_more else 1.0
         reason = f"{why}{measured}; {decision.reason}"
         return Decision(decision.route, decision.score, decision.policy, reason, None, boost)

@@ -10,6 +10,7 @@ from django.http import HttpRequest, HttpResponse
 from app.templatetags.dashboard import usd
 from app.web import charts, queries, roles
 from app.web.pages import page, render_page
+from routing.router import alerts
 from training import adapter_health
 
 PARTIALS = {"overview-body": "web/partials/overview_body.html"}
@@ -69,6 +70,7 @@ def overview(request: HttpRequest) -> HttpResponse:
         "ranges": list(queries.RANGES),
         "nav": "overview",
         "student_health": adapter_health.dashboard(since=data.since),
+        "drift_alerts": alerts.flagged(),  # routing/router/alerts.py: the drift banner
         # The calls Overview counts, on the Calls page: the same window, the clients' calls only.
         "calls_query": urlencode(
             {"since": data.since.isoformat(), "until": data.until.isoformat(), "traffic": "clients"}

@@ -12,36 +12,41 @@ Live numbers come from the calls the version routed since it was activated:
   *suspected* in between while it leans towards H1 (alpha = beta = 0.05). While suspected, the version's
   calls are sampled ``DRIFT_SAMPLE_BOOST`` times as often (``Decision.sample_boost``), so the test
   decides sooner; the samples record the rate they were drawn at, so their weights stay right.
-- **fallback rate** (the cost of the cascade): drift when the Clopper-Pearson lower bound of the live
-  rate is above the predicted one.
+- **cost**, sequentially like correctness: the **fallback rate** by the same SPRT on "no fallback"
+  (H1: ``FALLBACK_MARGIN`` more fallbacks than predicted), and the **cost per call** by a normal-mixture
+  SPRT on its mean (``cost_sprt``: valid at every look; suspected while ``COST_MARGIN`` above).
 - **teacher share**: more than ``DRIFT_SHARE_MARGIN`` either way.
 - **inputs**: the population stability index of the calls' prompt sizes (log2 buckets of prompt tokens),
   live against the calls the version learned from; drift at ``PSI_DRIFT`` and above.
 
 A flagged version no longer routes: the learned policy serves the profile by its safe fixed fallback
 (``routing.router.policies``), and the drift task enqueues a retrain (``routing.tasks``). Profiles
-without an active version are served by the fixed policy whose measured quality on the newest labelled
-calls meets the target (``truth.fixed_choice``), which is re-measured continuously.
+without an active version are served by the fixed policy whose measured quality on labelled calls
+meets the target (``truth.fixed_choice``), and are watched by the same tests against that policy's
+measured baseline (``profile_drift``): on drift the fallback is measured again on the calls after it
+(the teacher serves meanwhile). Every newly flagged drift is alerted (``routing.router.alerts``).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from routing import conf
 from routing.models import Invocation, RouterVersion
-from routing.router.learning.calibration import binomial_lower, one_sided_alpha
 from routing.router.learning.records import outcome_from_leg
 
 ALPHA = BETA = 0.05
 SUSPECTED = "drift suspected"  # how drift_reason starts while the test leans towards drift
 PSI_DRIFT = 0.25
 PSI_BUCKETS = 16
+COST_MARGIN = 0.25  # the cost test suspects drift while the mean cost per call is 25% above the prediction
+FALLBACK_MARGIN = 0.10  # H1 of the fallback test: 10 points more calls fall back than predicted
 
 
 @dataclass(frozen=True)
@@ -69,13 +74,46 @@ def sprt(outcomes: list[bool], weights: list[float], p0: float, p1: float) -> Sp
     rate = float(np.average(x, weights=w))
     n_eff = float(w.sum() ** 2 / (w**2).sum())
     llr = n_eff * (rate * math.log(p1 / p0) + (1 - rate) * math.log((1 - p1) / (1 - p0)))
+    return Sprt(llr, n_eff, rate, _decide(llr))
+
+
+def cost_sprt(costs: list[float], predicted: float, margin: float = COST_MARGIN) -> Sprt:
+    """The mean cost per call against ``predicted``, sequentially: Robbins' normal-mixture SPRT (the
+    likelihood ratio of a rise mixed over N(0, predicted^2), against none; valid at every look, so a
+    large rise is flagged within a few calls and a small one in more). The variance is the live
+    sample's, at least ``(predicted / 2)^2`` (calls' costs spread: a handful of equal ones is no proof).
+    Drift when the log-LR crosses Wald's upper bound with the mean above the prediction; suspected
+    while the mean is more than ``margin`` above it; else it holds. ``rate``: the live mean."""
+    if not costs or predicted <= 0:
+        return Sprt(0.0, float(len(costs)), None, "undecided")
+    x = np.asarray(costs, dtype=np.float64)
+    n, mean = len(x), float(x.mean())
+    var = max(float(x.var(ddof=1)) if n > 1 else 0.0, (predicted / 2) ** 2)
+    tau2 = predicted**2
+    llr = -0.5 * math.log(1 + n * tau2 / var) + (n * (mean - predicted)) ** 2 * tau2 / (
+        2 * var * (var + n * tau2)
+    )
+    if mean <= predicted:
+        llr = min(llr, 0.0)
+    decision = "drift" if llr >= math.log((1 - BETA) / ALPHA) else "holds"
+    if decision == "holds" and mean > predicted * (1 + margin):
+        decision = "suspected"
+    return Sprt(llr, float(n), mean, decision)
+
+
+def fallback_sprt(fallbacks: int, calls: int, predicted: float, margin: float = FALLBACK_MARGIN) -> Sprt:
+    """The fallback rate against its prediction: the SPRT on "did not fall back" (H1: ``margin`` fewer)."""
+    outcomes = [False] * fallbacks + [True] * (calls - fallbacks)
+    test = sprt(outcomes, [1.0] * calls, 1.0 - predicted, 1.0 - predicted - margin)
+    return Sprt(test.llr, test.n_eff, fallbacks / calls if calls else None, test.decision)
+
+
+def _decide(llr: float) -> str:
     if llr >= math.log((1 - BETA) / ALPHA):
-        decision = "drift"
-    elif llr <= math.log(BETA / (1 - ALPHA)):
-        decision = "holds"
-    else:
-        decision = "suspected" if llr > 0 else "undecided"
-    return Sprt(llr, n_eff, rate, decision)
+        return "drift"
+    if llr <= math.log(BETA / (1 - ALPHA)):
+        return "holds"
+    return "suspected" if llr > 0 else "undecided"
 
 
 def is_suspected(flag: bool, reason: str) -> bool:
@@ -115,24 +153,33 @@ class Live:
     calls: int = 0
     to_teacher: int = 0
     fallbacks: int = 0
-    labels: list[bool] | None = None
-    weights: list[float] | None = None
-    prompt_tokens: list[float] | None = None
+    labels: list[bool] = field(default_factory=list)
+    weights: list[float] = field(default_factory=list)
+    prompt_tokens: list[float] = field(default_factory=list)
+    costs: list[float] = field(default_factory=list)
+
+    @property
+    def pass_rate(self) -> float | None:
+        return float(np.average(self.labels, weights=self.weights)) if self.labels else None
+
+    @property
+    def teacher_share(self) -> float | None:
+        return self.to_teacher / self.calls if self.calls else None
 
 
-def live_numbers(version: RouterVersion) -> Live:
-    rows = Invocation.objects.filter(router_version=version)
-    if version.activated_at is not None:
-        rows = rows.filter(created_at__gte=version.activated_at)
-    live = Live(labels=[], weights=[], prompt_tokens=[])
-    assert live.labels is not None and live.weights is not None and live.prompt_tokens is not None
-    for route, served_by, status, fallback, tokens, legs in rows.values_list(
-        "route", "served_by", "status_code", "fallback", "prompt_tokens", "legs"
-    ).iterator(chunk_size=2000):
+def live_from(rows: QuerySet[Invocation]) -> Live:
+    """The live numbers of ``rows`` (the gateway's calls: the learning key's rows are left out)."""
+    live = Live()
+    for route, served_by, status, fallback, tokens, cost, legs in (
+        rows.exclude(policy="learning")
+        .values_list("route", "served_by", "status_code", "fallback", "prompt_tokens", "cost_usd", "legs")
+        .iterator(chunk_size=2000)
+    ):
         live.calls += 1
         live.to_teacher += route == Invocation.Route.TEACHER
         live.fallbacks += bool(fallback)
         live.prompt_tokens.append(float(tokens or 0))
+        live.costs.append(float(cost or 0))
         if status != 200:
             live.labels.append(False)
             live.weights.append(1.0)
@@ -142,6 +189,89 @@ def live_numbers(version: RouterVersion) -> Live:
             live.labels.append(label)
             live.weights.append(weight)
     return live
+
+
+def live_numbers(version: RouterVersion) -> Live:
+    rows = Invocation.objects.filter(router_version=version)
+    if version.activated_at is not None:
+        rows = rows.filter(created_at__gte=version.activated_at)
+    return live_from(rows)
+
+
+@dataclass(frozen=True)
+class Predicted:
+    """What the live traffic is held against: a version's calibration, or a fixed policy's baseline."""
+
+    pass_rate: float | None = None
+    cost_usd: float | None = None
+    fallback_rate: float | None = None
+    teacher_share: float | None = None
+    prompt_tokens: tuple[float, ...] = ()
+    what: str = "predicted"
+
+
+@dataclass(frozen=True)
+class Judgement:
+    flag: bool
+    suspected: bool
+    reasons: list[str]
+
+    @property
+    def reason(self) -> str:
+        return "; ".join(self.reasons)[:4000]
+
+
+def judge_live(live: Live, predicted: Predicted) -> Judgement:
+    """Each test of the module docstring on ``live`` against ``predicted``; drift when one decides it,
+    suspected when none does and a sequential test leans towards it."""
+    router = conf.get().router
+    found: list[str] = []
+    notes: list[str] = []
+    leaning: list[str] = []
+    what = predicted.what
+    share = live.teacher_share
+    expected_share = predicted.teacher_share
+    if (
+        share is not None
+        and expected_share is not None
+        and abs(share - expected_share) > router.drift_share_margin
+    ):
+        found.append(
+            f"teacher share {share:.3f} live vs {predicted.teacher_share:.3f} {what} "
+            f"(margin {router.drift_share_margin:g})"
+        )
+    tests: list[tuple[str, Sprt, str]] = []
+    if predicted.pass_rate is not None:
+        p0 = predicted.pass_rate
+        tests.append(
+            ("correctness", sprt(live.labels, live.weights, p0, p0 - router.drift_pass_margin), f"{p0:.3f}")
+        )
+    if predicted.cost_usd is not None and predicted.cost_usd > 0:
+        tests.append(
+            ("cost per call", cost_sprt(live.costs, predicted.cost_usd), f"${predicted.cost_usd:.6f}")
+        )
+    if predicted.fallback_rate is not None and live.calls:
+        fb = predicted.fallback_rate
+        tests.append(("fallback rate", fallback_sprt(live.fallbacks, live.calls, fb), f"{fb:.3f}"))
+    for name, test, expected in tests:
+        if name == "correctness" and not live.labels:
+            notes.append("no labelled live calls: correctness unknown (not passed)")
+            continue
+        value = f"${test.rate:.6f}" if name == "cost per call" else f"{test.rate:.3f}"
+        on = f" on {len(live.labels)} labelled calls" if name == "correctness" else ""
+        summary = (
+            f"{name} {value}{on} vs {expected} {what} (SPRT log-LR {test.llr:+.2f}, drift at "
+            f"{test.upper:.2f}: {test.decision})"
+        )
+        (found if test.decision == "drift" else notes).append(summary)
+        if test.decision == "suspected":
+            leaning.append(name)
+    shift = psi(list(predicted.prompt_tokens), live.prompt_tokens)
+    (found if shift >= PSI_DRIFT else notes).append(f"input shift PSI {shift:.2f} (drift at {PSI_DRIFT:g})")
+    if found:
+        return Judgement(True, False, found)
+    head = [f"{SUSPECTED} ({', '.join(leaning)}), sampling raised"] if leaning else []
+    return Judgement(False, bool(leaning), head + notes)
 
 
 def _trained_on_prompt_tokens(version: RouterVersion) -> list[float]:
@@ -154,66 +284,37 @@ def _trained_on_prompt_tokens(version: RouterVersion) -> list[float]:
     ]
 
 
+def predicted_by(version: RouterVersion) -> Predicted:
+    chosen = (version.calibration or {}).get("chosen") or {}
+    cost, fallback = chosen.get("cost_usd"), chosen.get("fallback_rate")
+    return Predicted(
+        pass_rate=version.predicted_pass_rate,
+        cost_usd=float(cost) if isinstance(cost, int | float) and math.isfinite(cost) else None,
+        fallback_rate=float(fallback) if isinstance(fallback, int | float) else None,
+        teacher_share=version.predicted_teacher_share,
+        prompt_tokens=tuple(_trained_on_prompt_tokens(version)),
+    )
+
+
 def router_version_drift_check(*, version: RouterVersion) -> RouterVersion:
     """Stores the live numbers on the version and sets or clears ``drift_flag`` (left as it was while
     there are too few live calls to judge). ``drift_reason`` says what moved, or what was judged."""
     live = live_numbers(version)
     router = conf.get().router
-    flag, suspected, reasons = version.drift_flag, False, []
-    labels, weights = live.labels or [], live.weights or []
-    pass_rate = float(np.average(labels, weights=weights)) if labels else None
-    share = live.to_teacher / live.calls if live.calls else None
-    if live.calls < router.drift_min_calls:
-        reasons.append(f"{live.calls} live calls; drift is judged from {router.drift_min_calls}")
-    else:
-        found: list[str] = []
-        notes: list[str] = []
-        predicted_share, predicted_pass = version.predicted_teacher_share, version.predicted_pass_rate
-        if (
-            predicted_share is not None
-            and share is not None
-            and abs(share - predicted_share) > router.drift_share_margin
-        ):
-            found.append(
-                f"teacher share {share:.3f} live vs {predicted_share:.3f} predicted "
-                f"(margin {router.drift_share_margin:g})"
-            )
-        if predicted_pass is not None:
-            test = sprt(labels, weights, predicted_pass, predicted_pass - router.drift_pass_margin)
-            summary = (
-                f"correctness {test.rate if test.rate is not None else float('nan'):.3f} on {len(labels)} "
-                f"labelled calls vs {predicted_pass:.3f} predicted (SPRT log-LR {test.llr:+.2f}, drift at "
-                f"{test.upper:.2f}: {test.decision})"
-            )
-            (found if test.decision == "drift" else notes).append(summary)
-            suspected = test.decision == "suspected"
-            if not labels:
-                notes[-1] = "no labelled live calls: correctness unknown (not passed)"
-        predicted_fb = ((version.calibration or {}).get("chosen") or {}).get("fallback_rate")
-        if isinstance(predicted_fb, int | float) and live.calls:
-            lower = float(
-                binomial_lower(
-                    np.asarray([live.fallbacks]), np.asarray([live.calls]), one_sided_alpha(1.645)
-                )[0]
-            )
-            if lower > predicted_fb:
-                found.append(
-                    f"fallback rate {live.fallbacks / live.calls:.3f} live vs {predicted_fb:.3f} predicted "
-                    f"(lower bound {lower:.3f})"
-                )
-        shift = psi(_trained_on_prompt_tokens(version), live.prompt_tokens or [])
-        (found if shift >= PSI_DRIFT else notes).append(
-            f"input shift PSI {shift:.2f} (drift at {PSI_DRIFT:g})"
-        )
-        flag = bool(found)
-        reasons = found or ([f"{SUSPECTED}, sampling raised"] if suspected else []) + notes
+    flag, reason = (
+        version.drift_flag,
+        f"{live.calls} live calls; drift is judged from {router.drift_min_calls}",
+    )
+    if live.calls >= router.drift_min_calls:
+        judged = judge_live(live, predicted_by(version))
+        flag, reason = judged.flag, judged.reason
     RouterVersion.objects.filter(pk=version.pk).update(
         drift_checked_at=timezone.now(),
         live_calls=live.calls,
-        live_teacher_share=share,
-        live_pass_rate=pass_rate,
+        live_teacher_share=live.teacher_share,
+        live_pass_rate=live.pass_rate,
         drift_flag=flag,
-        drift_reason="; ".join(reasons)[:4000],
+        drift_reason=reason,
     )
     version.refresh_from_db()
     return version

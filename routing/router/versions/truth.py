@@ -13,7 +13,8 @@ passed.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
+from datetime import datetime
 from typing import Any
 
 import numpy as np
@@ -28,6 +29,7 @@ from routing.router.learning.calibration import (
     quality_margins,
 )
 from routing.router.learning.records import Outcome, ReplayRecord, outcome_from_leg
+from routing.router.versions import profile_drift
 from routing.router.versions.config import profile_target
 
 STUDENT_WITH_FALLBACK = TaskProfile.Policy.STUDENT_WITH_FALLBACK
@@ -78,9 +80,12 @@ class Precision:
         return {**asdict(self), "value": self.value, "reason": self.reason}
 
 
-def _rows(profile: TaskProfile) -> list[list[dict[str, Any]]]:
+def _rows(profile: TaskProfile, since: datetime | None = None) -> list[list[dict[str, Any]]]:
     window = conf.get().router.quality_window_calls
-    rows = Invocation.objects.filter(profile=profile).order_by("-created_at", "-pk")[:window]
+    rows = Invocation.objects.filter(profile=profile)
+    if since is not None:  # the traffic changed then (profile_drift): older calls do not measure it
+        rows = rows.filter(created_at__gte=since)
+    rows = rows.order_by("-created_at", "-pk")[:window]
     return [
         [leg for leg in (legs or []) if isinstance(leg, dict)] for legs in rows.values_list("legs", flat=True)
     ]
@@ -141,6 +146,12 @@ class FixedChoice:
     margin: float | None = None
     cost_rel: float | None = None
     unmeasured: bool = False  # too few labelled calls to know: sample more until there are enough
+    suspected: bool = False  # the profile's drift watch leans towards drift: sample more
+
+    @property
+    def sample_more(self) -> bool:
+        """Background sampling is raised (``DRIFT_SAMPLE_BOOST``) for the calls this fallback serves."""
+        return self.unmeasured or self.suspected
 
     def as_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -226,13 +237,22 @@ class Truth:
 
 
 def profile_truth(profile: TaskProfile) -> Truth:
-    """The profile's verifier precision and its fixed fallback's choice, from one read of its calls."""
+    """The profile's verifier precision and its fixed fallback's choice (``fixed_choice``)."""
     rows = _rows(profile)
+    return Truth(precision_of(profile, rows), fixed_choice(profile, rows=rows))
+
+
+def fixed_choice(profile: TaskProfile, *, rows: list[list[dict[str, Any]]] | None = None) -> FixedChoice:
+    """What a profile with no usable router version runs now (``routing.router.policies``). The
+    verifier's precision is read on the newest calls (``rows``); the fallback is measured on those since
+    the profile's drift watch last saw its traffic change (``profile_drift``), and its watch leaning
+    towards drift raises sampling (``FixedChoice.suspected``)."""
+    state = profile_drift.state_of(profile.pk)
+    rows = _rows(profile) if rows is None else rows
     precision = precision_of(profile, rows)
-    return Truth(precision, choose_fixed(profile, rows, precision=precision, target=profile_target(profile)))
-
-
-def fixed_choice(profile: TaskProfile) -> FixedChoice:
-    """What a profile with no usable router version runs now (``routing.router.policies``)."""
-    rows = _rows(profile)
-    return choose_fixed(profile, rows, precision=precision_of(profile, rows), target=profile_target(profile))
+    if state is not None and state.since is not None:
+        rows = _rows(profile, state.since)
+    choice = choose_fixed(profile, rows, precision=precision, target=profile_target(profile))
+    if profile_drift.suspected(state) and choice.policy != ALWAYS_TEACHER:
+        return replace(choice, suspected=True, reason=f"{choice.reason}; drift suspected: sampling more")
+    return choice
