@@ -17,8 +17,9 @@ Series:
   skillgate_queue_depth{queue}                    messages waiting on the broker
   skillgate_collector_up{collector}               0 when a source could not be read this scrape
   skillgate_ledger_unstorable_rows                rows written without their payload (alarm when > 0)
-  skillgate_router_drift{profile}                 1 when the profile's active router version is flagged
-                                                  for drift (it no longer routes; alarm when 1)
+  skillgate_router_drift{profile}                 1 when the profile's active router version, or the fixed
+                                                  fallback of a profile no version routes, is flagged for
+                                                  drift (alarm when 1)
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ from app import conf
 from diagnostics import conf as diagnostics_conf
 from diagnostics.models import ActionRequest, Incident, Trajectory
 from routing.ledger import journal
-from routing.models import ApiKey, BudgetLease, RouterVersion
+from routing.models import ApiKey, BudgetLease, ProfileDrift, RouterVersion
 from training import conf as training_conf
 from training.models import Adapter, Cycle, TrainingRun
 
@@ -88,7 +89,11 @@ class DatabaseStateCollector(Collector):
             ["profile"],
         )
         active = RouterVersion.objects.filter(status=RouterVersion.Status.ACTIVE)
-        for profile, flag in active.values_list("profile__name", "drift_flag"):
+        flags = dict(active.values_list("profile__name", "drift_flag"))
+        # profiles no version routes: their fallback's drift watch (routing/router/versions/profile_drift.py)
+        for profile, flag in ProfileDrift.objects.values_list("profile__name", "flag"):
+            flags[profile] = flags.get(profile, False) or flag
+        for profile, flag in flags.items():
             drift.add_metric([profile], 1.0 if flag else 0.0)
         yield drift
 

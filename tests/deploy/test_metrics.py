@@ -22,6 +22,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from diagnostics.models import Trajectory
 from routing.call import metrics as calls
 from routing.call.metrics import CallMetrics, observe_call
+from routing.models import ProfileDrift
 from tests.deploy.manifests import ROOT
 from tests.factories import (
     AdapterFactory,
@@ -182,6 +183,16 @@ def test_the_router_drift_gauge_is_1_for_a_flagged_active_version(client: Client
     assert value(samples, "skillgate_router_drift", profile="drifting") == 1
     assert ("skillgate_router_drift", frozenset({("profile", "steady")})) in samples
     assert value(samples, "skillgate_router_drift", profile="steady") == 0
+
+
+@pytest.mark.django_db
+def test_the_router_drift_gauge_is_1_for_a_drifting_fallback(client: Client) -> None:
+    """A profile no version routes: its fixed fallback's drift watch (issue 38)."""
+    ProfileDrift.objects.create(profile=TaskProfileFactory(name="refused"), flag=True, reason="cost per call")
+    ProfileDrift.objects.create(profile=TaskProfileFactory(name="watched"), flag=False)
+    samples = scrape(client)
+    assert value(samples, "skillgate_router_drift", profile="refused") == 1
+    assert value(samples, "skillgate_router_drift", profile="watched") == 0
 
 
 def test_queue_depth_counts_the_messages_waiting_on_the_broker(client: Client, settings: object) -> None:
