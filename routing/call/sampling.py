@@ -99,7 +99,8 @@ def draw(*, profile: TaskProfile, route: str, policy: str, has_student: bool, bo
 def sample_boost(inv: Invocation) -> float:
     """The boost the call was sampled under, as it stands now (the rate a sampled leg records, so that
     the leg is weighted by the rate it was drawn at): drift suspected on its router version; or a
-    learned profile with no version whose fallback too few labels measure (``Learned._fallback``)."""
+    learned profile with no version whose fallback too few labels measure, or whose drift watch leans
+    towards drift (``FixedChoice.sample_more``, ``Learned._fallback``)."""
     router = conf.get().router
     if inv.router_version_id is not None:
         found = RouterVersion.objects.filter(pk=inv.router_version_id).values_list(
@@ -107,8 +108,10 @@ def sample_boost(inv: Invocation) -> float:
         )
         suspected = any(is_suspected(flag, reason) for flag, reason in found)
         return router.drift_sample_boost if suspected else 1.0
-    if inv.profile.policy == TaskProfile.Policy.LEARNED and inv.policy == TaskProfile.Policy.ALWAYS_TEACHER:
-        return router.drift_sample_boost if fixed_choice(inv.profile).unmeasured else 1.0
+    fallbacks = (TaskProfile.Policy.ALWAYS_TEACHER, TaskProfile.Policy.STUDENT_WITH_FALLBACK)
+    if inv.profile.policy == TaskProfile.Policy.LEARNED and inv.policy in fallbacks:
+        choice = fixed_choice(inv.profile)  # the fallback that served it, raising sampling now
+        return router.drift_sample_boost if choice.sample_more and choice.policy == inv.policy else 1.0
     return 1.0
 
 
