@@ -1,7 +1,8 @@
 """One pooled aiohttp ``ClientSession`` per event loop, and what every request shares.
 
 - **The pool**: HTTP/1.1 keep-alive connections, at most ``UPSTREAM_MAX_CONNECTIONS`` (a request past
-  it waits for one, within its connect timeout), an idle one closed after ``UPSTREAM_KEEPALIVE_S``
+  it waits for one, within its connect timeout), at most ``UPSTREAM_MAX_KEEPALIVE`` of them idle per
+  upstream (one freed past that is closed), an idle one closed after ``UPSTREAM_KEEPALIVE_S``
   (before uvicorn's, so vLLM's, 5 s). aiohttp keeps a host's idle connections in a deque and takes
   the oldest: a request's cost does not grow with the number of connections (httpcore scanned them
   all, per request and per release: bench/upstream_client.py measures both pools).
@@ -26,6 +27,7 @@ import ssl
 import urllib.request
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from typing import Any
 
 import aiohttp
 import certifi
@@ -56,9 +58,25 @@ def tls() -> ssl.SSLContext:
     return ssl.create_default_context(cafile=certifi.where())
 
 
+class _Connector(aiohttp.TCPConnector):
+    """aiohttp's connector keeping at most ``max_idle`` idle connections per upstream (it has no such
+    bound of its own): a connection freed past it is closed rather than kept."""
+
+    def __init__(self, *, max_idle: int, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._max_idle = max_idle
+
+    def _release(self, key: Any, protocol: Any, *, should_close: bool = False) -> None:
+        idle = self._conns.get(key)
+        if len(idle or ()) >= self._max_idle:
+            should_close = True
+        super()._release(key, protocol, should_close=should_close)
+
+
 def _new_session() -> aiohttp.ClientSession:
     upstream = conf.get().upstream
-    connector = aiohttp.TCPConnector(
+    connector = _Connector(
+        max_idle=upstream.max_keepalive,
         limit=upstream.max_connections,
         limit_per_host=0,
         keepalive_timeout=upstream.keepalive_s,

@@ -160,6 +160,22 @@ def test_a_read_timeout_is_billed_and_a_wait_for_a_connection_is_not(stub):
     assert (read.sent, read.unmeasured) == (1, 1)  # the upstream had it: charged its worst case
 
 
+def test_the_pool_keeps_connections_alive_up_to_its_idle_bound(stub):
+    stub.responder = lambda body: Reply(delay_s=0.3)
+
+    async def idle_after(calls: int) -> tuple[int, int]:
+        await asyncio.gather(*(upstream.complete(backend(stub.base_url), HELLO) for _ in range(calls)))
+        connector = pool.session().connector
+        assert connector is not None
+        idle = sum(len(conns) for conns in connector._conns.values())  # type: ignore[attr-defined]
+        await upstream.complete(backend(stub.base_url), HELLO)  # reuses one: no new connection
+        return idle, sum(len(conns) for conns in connector._conns.values())  # type: ignore[attr-defined]
+
+    assert asyncio.run(idle_after(4)) == (4, 4)
+    with override_settings(SKILLGATE={**settings.SKILLGATE, "UPSTREAM_MAX_KEEPALIVE": 2}):
+        assert asyncio.run(idle_after(4)) == (2, 2)
+
+
 def test_a_refused_connection_is_not_billed():
     from bench.support.vllm import free_port
 
