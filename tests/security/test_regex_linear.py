@@ -42,7 +42,7 @@ _SCALED = r"(-?\d+(?:,\d{3})*(?:\.\d+)?)(?:\s*(thousand|million|billion|[kKmM]\b
 _QUOTE_OPEN, _QUOTE_CLOSE = "['\\\"“‘]", "['\\\"”’]"
 ALLOWED = {
     ("routing/budgets/store.py", "[^A-Za-z0-9_.]"): "the host's own name, not caller text",
-    ("routing/call/openai_client.py", "[A-Za-z0-9][A-Za-z0-9_.-]{0,199}"): "one class, a bounded repeat",
+    ("routing/call/events.py", "[A-Za-z0-9][A-Za-z0-9_.-]{0,199}"): "one class, a bounded repeat",
     ("routing/call/replicas.py", r"failed \((\d{3})\)"): "a literal prefix and three digits",
     ("routing/json_body.py", "[\ud800-\udfff]"): "one class",
     ("routing/json_body.py", "\x00"): "a literal",
