@@ -20,7 +20,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from diagnostics import conf
+from diagnostics.agent import rx
 from diagnostics.agent.investigation.llm import GatewayClient, LLMUnavailable, gateway_client
+from diagnostics.agent.request.subject import camel_words
 from routing.json_body import loads_answer
 
 KEYWORD_RECALL = 0.7
@@ -58,17 +60,16 @@ _STOP = set(
     experience experiencing experiences have having get getting gets show shows showing see seeing
     flag field value""".split()
 )
-_NUMBER = re.compile(r"^\d+(?:\.\d+)?$")
+_NUMBER = rx.compile(r"^\d+(?:\.\d+)?$")
 
 _ENTITY_QUOTED = re.compile(
     r"`([^`\n]{2,120})`|\"([^\"\n]{2,120})\"|(?<![A-Za-z])'([^'\n]{2,80})'(?![A-Za-z])"
 )
-_ENTITY_TOKEN = re.compile(r"(?:https?://\S+|[A-Za-z0-9]+(?:[-_./:=@][A-Za-z0-9]+)+|\b\d+(?:\.\d+)?\b)")
-_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
+_ENTITY_TOKEN = rx.compile(r"(?:https?://\S+|[A-Za-z0-9]+(?:[-_./:=@][A-Za-z0-9]+)+|\b\d+(?:\.\d+)?\b)")
 
 
 def _camel_split(text: str) -> str:
-    return " ".join(_CAMEL.sub(" ", word) for word in text.split(" "))
+    return " ".join(camel_words(word) for word in text.split(" "))
 
 
 def _stem(token: str) -> str:
@@ -94,14 +95,14 @@ _VERDICT = (
 def normalize_words(text: str) -> list[str]:
     text = _camel_split(text).lower()
     for pattern, replacement in _VERDICT:
-        text = re.sub(pattern, replacement, text)
+        text = rx.sub(pattern, replacement, text)
     for pattern, replacement in _PHRASES:
-        text = re.sub(pattern, replacement, text)
-    return [_stem(t) for t in re.findall(r"[a-z0-9]+", text)]
+        text = rx.sub(pattern, replacement, text)
+    return [_stem(t) for t in rx.findall(r"[a-z0-9]+", text)]
 
 
 def _plain(text: str) -> str:
-    return re.sub(r"[`\"']", "", text).lower()
+    return rx.sub(r"[`\"']", "", text).lower()
 
 
 def entities(fact: str) -> list[str]:
@@ -127,15 +128,15 @@ def _has_entity(entity: str, answer_plain: str) -> bool:
 
 
 def _alternatives(fact: str) -> list[str]:
-    fact = re.sub(r"\([^()]*\)", " ", fact)
+    fact = rx.sub(r"\([^()]*\)", " ", fact)
     fact = re.sub(r"(?:^|(?<=\s))\d{1,2}[.)]\s", " ", fact)  # list numbering ("1. ", "2) ")
     fact = " ".join(fact.split())
-    if re.search(r"\sOR\s", fact):
-        return [part.strip() for part in re.split(r"\s+OR\s+", fact) if part.strip()]
-    match = re.search(r"\beither\b", fact, re.IGNORECASE)
+    if rx.search(r"\sOR\s", fact):
+        return [part.strip() for part in rx.split(r"\s+OR\s+", fact) if part.strip()]
+    match = rx.search(r"\beither\b", fact, rx.IGNORECASE)
     if match:
         prefix, rest = fact[: match.start()], fact[match.end() :]
-        parts = re.split(r"\s+or\s+", rest, maxsplit=1)
+        parts = rx.split(r"\s+or\s+", rest, maxsplit=1)
         if len(parts) == 2:
             return [f"{prefix} {parts[0]}".strip(), f"{prefix} {parts[1]}".strip()]
     return [fact]
@@ -246,7 +247,7 @@ def judge_grade(expected: list[str], answer: str, client: GatewayClient) -> dict
     ]
     try:
         reply = client.complete(messages, schema=JUDGE_SCHEMA, max_tokens=600)
-        data = loads_answer(re.sub(r"\A\s*```(?:json)?\s*|\s*```\s*\Z", "", reply.content))
+        data = loads_answer(rx.sub(r"\A\s*```(?:json)?\s*|\s*```\s*\z", "", reply.content))
         stated = {int(f["index"]): bool(f["stated"]) for f in data.get("facts", []) if isinstance(f, dict)}
     except (LLMUnavailable, json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
         return {"available": False, "error": str(exc)}

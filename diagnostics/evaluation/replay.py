@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from diagnostics.agent import rx
 from diagnostics.agent.investigation.llm import GatewayClient
 from diagnostics.agent.investigation.observer import Observer
 from diagnostics.agent.investigation.skills import SkillEntry
@@ -261,7 +261,7 @@ def render_comparison(base: list[CaseRun], llm: list[CaseRun], *, label: str = "
         if run.observer and not run.observer.get("kept"):
             why = str(run.observer.get("reason") or "")
             head, _, problems = why.partition(": ")
-            kinds = dict.fromkeys(re.sub(r"'[^']*'", "'…'", p) for p in problems.split("; ") if p)
+            kinds = dict.fromkeys(rx.sub(r"'[^']*'", "'…'", p) for p in problems.split("; ") if p)
             key = f"{head}: {'; '.join(kinds)}" if "evidence check" in head else why[:160]
             reasons[key] = reasons.get(key, 0) + 1
     lines += [

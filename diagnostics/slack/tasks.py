@@ -24,6 +24,7 @@ from core.queues import enqueue
 from diagnostics import conf as diagnostics_conf
 from diagnostics import selectors as diagnostics_selectors
 from diagnostics import services as diagnostics_services
+from diagnostics.agent.request.structured import slack_message_labels
 from diagnostics.models import ActionRequest, Incident, Step, Trajectory
 from diagnostics.slack import conf, messages, selectors, services
 from diagnostics.slack.models import SlackEvent
@@ -146,10 +147,31 @@ def _open_from_mention(event: SlackEvent, client: WebClient) -> str:
         )
         services.slack_event_finish(event=event, error="empty mention")
         return "empty"
+    alert = _thread_alert(client, channel, thread_ts) if thread_ts != mention["ts"] else ""
     with transaction.atomic():  # the incident and the event's end together: a rerun never opens two
-        incident = _open(text=text, user_id=mention.get("user", ""), channel=channel, thread_ts=thread_ts)
+        incident = _open(
+            text=text,
+            user_id=mention.get("user", ""),
+            channel=channel,
+            thread_ts=thread_ts,
+            description=f"{text}\n{alert}" if alert else text,
+        )
         services.slack_event_finish(event=event, incident=incident)
     return "opened"
+
+
+def _thread_alert(client: WebClient, channel: str, thread_ts: str) -> str:
+    """A mention in a thread an alert started (Alertmanager's Slack notification): the labels of that
+    message's attachments and blocks, as a JSON document the diagnosis reads before the member's words.
+    "" when the message carries none or cannot be read (the history scope missing, say)."""
+    try:
+        reply = client.conversations_replies(channel=channel, ts=thread_ts, limit=1, inclusive=True)
+    except SlackClientError as exc:
+        log.info("slack: the thread's first message could not be read: %s", exc)
+        return ""
+    found = reply.get("messages") if isinstance(reply.get("messages"), list) else []
+    labels = slack_message_labels(found[0]) if found else {}
+    return json.dumps({"labels": labels}, sort_keys=True) if labels else ""
 
 
 def _may_not_open(user_id: str) -> str:
@@ -171,13 +193,13 @@ def _may_not_open(user_id: str) -> str:
     return ""
 
 
-def _open(*, text: str, user_id: str, channel: str, thread_ts: str) -> Incident:
+def _open(*, text: str, user_id: str, channel: str, thread_ts: str, description: str = "") -> Incident:
     """The Slack member is the trigger even when unlinked (then the incident has no requester, and
     whoever links that member later still may not approve its actions); a linked member's user is
     the requester."""
     return diagnostics_services.incident_open(
         title=text,
-        description=text,
+        description=description or text,
         source=Incident.Source.SLACK,
         created_by=selectors.user_for_slack(slack_user_id=user_id) if user_id else None,
         slack_channel=channel,

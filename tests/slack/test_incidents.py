@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from datetime import timedelta
 
@@ -178,3 +179,32 @@ def test_with_slack_open_needs_role_only_a_linked_operator_opens_incidents(
     slack_client.command("diagnose api down", user="U0OPERATOR")
     queue.drain()
     assert Incident.objects.get().created_by == operator
+
+
+def test_a_mention_in_an_alerts_thread_is_about_the_object_its_labels_name(bot, slack_client, queue):
+    """Issue 39: Alertmanager's Slack message (attachments) names the subject; the member's words do not."""
+    bot.threads["1712.000900"] = {
+        "type": "message",
+        "ts": "1712.000900",
+        "attachments": [
+            {
+                "title": "[FIRING:1] KubePodCrashLooping",
+                "text": "*Details:*\n • *alertname:* `KubePodCrashLooping`\n • *namespace:* `quarry`\n"
+                " • *pod:* `sifter-6c9d8-abcde`",
+            }
+        ],
+    }
+    response = slack_client.mention(
+        "<@U0BOT> why does this keep failing?",
+        user="U0SOMEONE",
+        event_id="Ev009",
+        ts="1712.000950",
+        thread_ts="1712.000900",
+    )
+    assert response.status_code == 200
+    queue.drain()
+    incident = Incident.objects.get()
+    assert incident.title == "why does this keep failing?" and incident.slack_thread_ts == "1712.000900"
+    assert bot.of("conversations.replies")[0]["ts"] == "1712.000900"
+    alert = incident.trajectories.get().steps.get(phase="alert")
+    assert "sifter-6c9d8-abcde" in json.dumps(alert.arguments) + alert.summary

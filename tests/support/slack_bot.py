@@ -113,7 +113,9 @@ class SlackClient:
             **kwargs,
         )
 
-    def mention(self, text: str, *, user: str, event_id: str, ts: str, **kwargs: Any) -> httpx.Response:
+    def mention(
+        self, text: str, *, user: str, event_id: str, ts: str, thread_ts: str = "", **kwargs: Any
+    ) -> httpx.Response:
         body = {
             "token": "legacy-verification-token",
             "team_id": TEAM_ID,
@@ -125,6 +127,7 @@ class SlackClient:
                 "ts": ts,
                 "channel": CHANNEL,
                 "event_ts": ts,
+                **({"thread_ts": thread_ts} if thread_ts else {}),
             },
             "type": "event_callback",
             "event_id": event_id,

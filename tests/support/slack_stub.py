@@ -39,6 +39,7 @@ class SlackStub(ThreadedServer):
     calls: list[Call] = field(default_factory=list)
     responses: list[dict[str, Any]] = field(default_factory=list)  # what response_url received
     failures: dict[str, str] = field(default_factory=dict)
+    threads: dict[str, dict[str, Any]] = field(default_factory=dict)  # a thread's first message, by its ts
 
     def __post_init__(self) -> None:
         self._ts = itertools.count(1)
@@ -56,6 +57,7 @@ class SlackStub(ThreadedServer):
             self.calls.clear()
             self.responses.clear()
             self.failures.clear()
+            self.threads.clear()
 
     def fail(self, method: str, error: str) -> None:
         self.failures[method] = error
@@ -145,6 +147,9 @@ class SlackStub(ThreadedServer):
             if not args.get("user"):
                 return {"ok": False, "error": "user_not_in_channel"}
             return {"ok": True, "message_ts": self._next_ts()}
+        if method == "conversations.replies":
+            first = self.threads.get(str(args.get("ts")))
+            return {"ok": True, "messages": [first]} if first else {"ok": False, "error": "thread_not_found"}
         return {"ok": False, "error": "unknown_method"}
 
     async def _response_url(self, request: web.Request) -> web.Response:

@@ -18,9 +18,11 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from diagnostics.agent import rx
+
 MAX_ANSWER_CHARS = 4000
-_QUOTED = re.compile(r"`([^`\n]{3,300})`|\"([^\"\n]{3,300})\"")
-_LOG_LINE = re.compile(r"^\s*>\s*(?:\[[^\]\n]{1,120}\]\s*)?(.+)$", re.MULTILINE)
+_QUOTED = rx.compile(r"`([^`\n]{3,300})`|\"([^\"\n]{3,300})\"")
+_LOG_LINE = rx.compile(r"^\s*>\s*(?:\[[^\]\n]{1,120}\]\s*)?(.+)$", rx.MULTILINE)
 _NAME = re.compile(r"(?<![\w])[A-Za-z0-9]+(?:[-_./:@][A-Za-z0-9]+)+(?![\w])")
 _NUMBER = re.compile(r"(?<![\w.])\d{2,}(?:\.\d+)?(?![\d])")
 _HEALTHY = re.compile(
@@ -30,7 +32,7 @@ _HEALTHY = re.compile(
     r"\bnothing\s+(?:is\s+)?wrong\b|\bworkload_healthy:\s*true\b",
     re.IGNORECASE,
 )
-_SPACE = re.compile(r"\s+")
+_SPACE = rx.compile(r"\s+")
 # The ellipsis the compressor writes where it cut a line; a model copying a summary copies it too.
 _CUT = ("…", "...")
 
@@ -71,12 +73,7 @@ def claims(answer: str) -> list[str]:
 
 
 def _present(claim: str, corpus: str) -> bool:
-    folded = _fold(claim)
-    if folded in corpus:
-        return True
-    if claim.replace(".", "", 1).isdigit():
-        return re.search(rf"(?<![\d.]){re.escape(folded)}(?![\d])", corpus) is not None
-    return False
+    return _fold(claim) in corpus
 
 
 def check_answer(

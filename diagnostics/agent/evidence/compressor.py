@@ -5,19 +5,19 @@ repeated lines folded with a count, then the head of the output while the budget
 from __future__ import annotations
 
 import json
-import re
 from collections import OrderedDict
 
+from diagnostics.agent import rx
 from diagnostics.toolsets.base import ToolResult
 
-_SIGNAL = re.compile(
+_SIGNAL = rx.compile(
     r"error|fail|warn|exception|refused|timed? ?out|killed|oom|backoff|pending|not found|denied|insufficient|"
     r"reason:|state:|exit code|status:|restart|ready|replicas|latency|slow|"
     r"\d+(?:\.\d+)?\s*(?:ms|s|seconds)\b|"
     r"unhealthy|panic|fatal|cannot|could not|unable|partition|missing|invalid|expired|throttl|5\d\d\b",
-    re.IGNORECASE,
+    rx.IGNORECASE,
 )
-_VOLATILE = re.compile(r"\d+(?:\.\d+)?|[0-9a-f]{8,}")
+_VOLATILE = rx.compile(r"\d+(?:\.\d+)?|[0-9a-f]{8,}")
 
 
 def estimate_tokens(text: str) -> int:

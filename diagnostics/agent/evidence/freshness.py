@@ -15,16 +15,16 @@ a root cause and never the reason for a proposed fix.
 from __future__ import annotations
 
 import dataclasses
-import re
 from datetime import UTC, datetime
 
+from diagnostics.agent import rx
 from diagnostics.agent.evidence.analyzers.base import ToolOutput
 from diagnostics.agent.findings import Finding
 from diagnostics.agent.request.timewindow import EvidenceWindow, iso, line_time
 
-_SPACE = re.compile(r"\s+")
+_SPACE = rx.compile(r"\s+")
 _CUT = ("…", "...")
-_QUOTED = re.compile(r"'([^'\n]{12,200})'")
+_QUOTED = rx.compile(r"'([^'\n]{12,200})'")
 
 
 def parse_iso(value: str) -> datetime | None:

@@ -9,14 +9,14 @@ The listings are the outputs the Probe already returned, so each list call is ma
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from diagnostics.agent import rx
 from diagnostics.agent.findings import normalize_kind
 
 CLUSTER_SCOPED = frozenset({"node", "namespace", "persistentvolume", "storageclass", "clusterrole"})
-_AGO = re.compile(r"\s*\([^)]*\bago\)")
+_AGO = rx.compile(r"\s*\([^)]*\bago\)")
 _POD_OF = r"(?:-[a-z0-9]{5,10})?-[a-z0-9]{4,5}$"
 
 
@@ -49,7 +49,7 @@ def _columns(header: list[str], tokens: list[str]) -> dict[str, str]:
 
 def _row(kind: str, values: dict[str, str], namespace: str, line: str) -> Row | None:
     name = values.get("NAME", "")
-    if not name or not re.fullmatch(r"[a-z0-9][-a-z0-9.:]*", name):
+    if not name or not rx.fullmatch(r"[a-z0-9][-a-z0-9.:]*", name):
         return None
     name = name.split("/", 1)[-1]
     return Row(
@@ -92,7 +92,7 @@ def parse_listing(tool: str, params: dict[str, Any], text: str) -> list[Row]:
     for line in lines:
         tokens = line.split()
         if tokens and tokens[0] in ("NAME", "NAMESPACE") and all(t.isupper() or "-" in t for t in tokens[:3]):
-            header = [t for t in re.split(r"\s{2,}", line) if t]
+            header = [t for t in rx.split(r"\s{2,}", line) if t]
             header = [h for col in header for h in (col.split() if col in ("NOMINATED NODE",) else [col])]
             continue
         if header is None:
@@ -102,7 +102,7 @@ def parse_listing(tool: str, params: dict[str, Any], text: str) -> list[Row]:
             guess = _GUESSED_HEADERS.get(kind, _WORKLOAD_HEADER)
             if kind in CLUSTER_SCOPED:
                 guess = ["NAME", "STATUS"]
-            elif re.fullmatch(r"\d+/\d+", tokens[1]) or (kind == "job" and tokens[1] in _JOB_STATUSES):
+            elif rx.fullmatch(r"\d+/\d+", tokens[1]) or (kind == "job" and tokens[1] in _JOB_STATUSES):
                 # `kubectl get` without -A: no namespace column, the current (default) namespace.
                 guess = guess[1:]
                 namespace = namespace or "default"
@@ -185,7 +185,7 @@ class Inventory:
         lowered = name.lower()
         rows = [r for r in self.rows if r.kind != "namespace" and (not kinds or r.kind in kinds)]
         exact = [r for r in rows if r.name == lowered]
-        pods = [r for r in rows if r.kind == "pod" and re.fullmatch(re.escape(lowered) + _POD_OF, r.name)]
+        pods = [r for r in rows if r.kind == "pod" and rx.fullmatch(rx.escape(lowered) + _POD_OF, r.name)]
         contains = [r for r in rows if lowered in r.name and r not in exact and r not in pods]
         return Resolution(name=lowered, matches=exact + pods + (contains if not exact and not pods else []))
 
@@ -199,6 +199,6 @@ class Inventory:
             found += [
                 p
                 for p in self.of_kind("pod", row.namespace)
-                if re.fullmatch(re.escape(row.name) + _POD_OF, p.name) and p not in found
+                if rx.fullmatch(rx.escape(row.name) + _POD_OF, p.name) and p not in found
             ]
         return found

@@ -14,7 +14,6 @@ keeps its count, first and last time seen, and an example line.
 from __future__ import annotations
 
 import logging
-import re
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -23,98 +22,105 @@ from drain3 import TemplateMiner
 from drain3.masking import MaskingInstruction
 from drain3.template_miner_config import TemplateMinerConfig
 
+from diagnostics.agent import rx
 from diagnostics.agent.request.timewindow import TimeWindow, line_time
 from routing.json_body import loads_answer
 
-_LEVEL = re.compile(
+_LEVEL = rx.compile(
     r"(?:^|[\s\[|:\"])(?:ERROR|ERR|FATAL|PANIC|CRITICAL|CRIT|SEVERE|EMERG|ALERT)(?:[\s\]|:\"]|$)"
     r"|\"level\"\s*:\s*(?:5\d|6\d)\b|\"(?:level|severity|lvl)\"\s*:\s*\"(?:error|fatal|critical|panic)\""
     r"|\blevel=(?:error|fatal|panic|critical)\b|^E\d{4} "
 )
-_WARN = re.compile(r"(?:^|[\s\[|:\"])(?:WARN|WARNING)(?:[\s\]|:\"]|$)|\"level\"\s*:\s*40\b|\blevel=warn")
-_INFO_ONLY = re.compile(
+_WARN = rx.compile(r"(?:^|[\s\[|:\"])(?:WARN|WARNING)(?:[\s\]|:\"]|$)|\"level\"\s*:\s*40\b|\blevel=warn")
+_INFO_ONLY = rx.compile(
     r"(?:^|[\s\[|:\"])(?:INFO|DEBUG|TRACE|NOTICE)(?:[\s\]|:\"]|$)|\"level\"\s*:\s*[1-3]0\b"
 )
 # Application failures stated in words, whatever level the line carries.
-CATEGORIES: tuple[tuple[str, re.Pattern[str]], ...] = (
+CATEGORIES: tuple[tuple[str, rx.Pattern], ...] = (
     (
         "sql syntax error",
-        re.compile(r"syntax error at or near|SQL syntax|sqlstate\W*42601|syntax error in SQL", re.I),
+        rx.compile(r"syntax error at or near|SQL syntax|sqlstate\W*42601|syntax error in SQL", rx.I),
     ),
     (
         "duplicate key",
-        re.compile(r"duplicate key|unique constraint|Duplicate entry|UniqueViolation|E11000", re.I),
+        rx.compile(r"duplicate key|unique constraint|Duplicate entry|UniqueViolation|E11000", rx.I),
     ),
-    ("deadlock", re.compile(r"\bdeadlock", re.I)),
+    ("deadlock", rx.compile(r"\bdeadlock", rx.I)),
     (
         "database timeout",
-        re.compile(
+        rx.compile(
             r"(?:database|db|sql|query|postgres\w*|mysql|connection pool|"
             r"pool)\W.{0,60}?(?:timed? ?out|timeout)|"
             r"statement timeout|canceling statement due to|lock wait timeout|QueryTimeout|"
             r"All host\(s\) tried for (?:db )?query failed",
-            re.I,
+            rx.I,
         ),
     ),
     (
         "peer disconnected",
-        re.compile(
+        rx.compile(
             r"connection reset by peer|peer (?:closed|disconnected|went away|reset)|broken pipe|"
             r"unexpected EOF|server closed the connection unexpectedly|ECONNRESET|EPIPE|"
             r"client disconnected|upstream prematurely closed",
-            re.I,
+            rx.I,
         ),
     ),
     (
         "connection refused",
-        re.compile(
-            r"connection refused|ECONNREFUSED|could not connect|failed to connect|no route to host", re.I
+        rx.compile(
+            r"connection refused|ECONNREFUSED|could not connect|failed to connect|no route to host", rx.I
         ),
     ),
-    ("timeout", re.compile(r"timed? ?out|deadline exceeded|ETIMEDOUT|\btimeout\b", re.I)),
+    ("timeout", rx.compile(r"timed? ?out|deadline exceeded|ETIMEDOUT|\btimeout\b", rx.I)),
     (
         "tls error",
-        re.compile(r"x509|certificate (?:has expired|verify failed|is not valid)|tls: |handshake fail", re.I),
+        rx.compile(r"x509|certificate (?:has expired|verify failed|is not valid)|tls: |handshake fail", rx.I),
     ),
     (
         "name resolution",
-        re.compile(
+        rx.compile(
             r"could not resolve|Name or service not known|no such host|NXDOMAIN|"
             r"could not translate host|EAI_AGAIN|getaddrinfo",
-            re.I,
+            rx.I,
         ),
     ),
-    ("disk full", re.compile(r"No space left on device|disk (?:is )?full|ENOSPC", re.I)),
-    ("permission denied", re.compile(r"permission denied|forbidden|EACCES|access denied|unauthorized", re.I)),
-    ("out of memory", re.compile(r"out of memory|OutOfMemoryError|OOMKilled|Cannot allocate memory", re.I)),
+    ("disk full", rx.compile(r"No space left on device|disk (?:is )?full|ENOSPC", rx.I)),
+    (
+        "permission denied",
+        rx.compile(r"permission denied|forbidden|EACCES|access denied|unauthorized", rx.I),
+    ),
+    (
+        "out of memory",
+        rx.compile(r"out of memory|OutOfMemoryError|OOMKilled|Cannot allocate memory", rx.I),
+    ),
     (
         "http 5xx",
-        re.compile(
+        rx.compile(
             r"HTTP/\d(?:\.\d)?\"?\s5\d\d\b|\b(?:GET|POST|PUT|PATCH|DELETE|HEAD)\s+/\S*\s+5\d\d\b|"
             r"\"statusCode\"\s*:\s*5\d\d|\bstatus(?:_code)?[=:]\s*5\d\d\b"
         ),
     ),
     (
         "exception",
-        re.compile(
+        rx.compile(
             r"Traceback \(most recent call last\)|(?:[A-Za-z_$][\w$]*\.)*[A-Z]\w*(?:Exception|"
             r"Error)\b(?::|$| in )"
         ),
     ),
     (
         "failure",
-        re.compile(
+        rx.compile(
             r"\b(?:failed|failure|unable to|cannot|can't|could not|refused|invalid|unhandled|aborted|"
             r"terminated by signal|segmentation fault|core dumped)\b",
-            re.I,
+            rx.I,
         ),
     ),
 )
-_FRAME = re.compile(
+_FRAME = rx.compile(
     r"^(?:\s+at\s|\s+File \"|\s*\.\.\. \d+ more|\s*Caused by:|\s+\^|\s{4,}\S|\t|goroutine \d+|\s*Traceback)"
 )
-_NOT_ERROR = re.compile(
-    r"\b(?:0 errors?|no errors?|errors?=0|error_count\W+0|without errors?|errors?: none|failed=0)\b", re.I
+_NOT_ERROR = rx.compile(
+    r"\b(?:0 errors?|no errors?|errors?=0|error_count\W+0|without errors?|errors?: none|failed=0)\b", rx.I
 )
 
 logging.getLogger("drain3").setLevel(logging.WARNING)
@@ -242,7 +248,7 @@ def message_of(line: str) -> str:
     json_message = _json_message(line)
     if json_message:
         return json_message[:500]
-    return re.sub(r"^\W*(?:\S+\s+){0,1}?(?=(?:ERROR|FATAL|PANIC|CRITICAL|WARN\w*)\b)", "", line)[:500]
+    return rx.sub(r"^\W*(?:\S+\s+)??((?:ERROR|FATAL|PANIC|CRITICAL|WARN\w*)\b)", r"\1", line)[:500]
 
 
 def group_errors(events: list[ErrorEvent], *, source: str = "") -> list[ErrorGroup]:

@@ -22,11 +22,11 @@ from __future__ import annotations
 
 import heapq
 import json
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from diagnostics import conf
+from diagnostics.agent import rx
 from diagnostics.agent.findings import ObjRef
 from diagnostics.agent.investigation.diagnosis import build_diagnosis
 from diagnostics.agent.investigation.observer import (
@@ -249,12 +249,12 @@ class RulePlanner(Observer):
 
     def _named_tools(self, view: InvestigationView) -> None:
         """Tools whose name mentions the subject or a technology the incident names (e.g. rabbitmq)."""
-        words = {w for n in view.alert.subject.names for w in re.split(r"[-_.]", n.lower()) if len(w) > 2}
+        words = {w for n in view.alert.subject.names for w in rx.split(r"[-_.]", n.lower()) if len(w) > 2}
         words |= {w for w in view.alert.words if len(w) > 3}
         words -= GENERIC_TOKENS
         subject = view.alert.subject
         for spec in view.tools:
-            tokens = set(re.split(r"[_\W]+", spec.name.lower())) - GENERIC_TOKENS
+            tokens = set(rx.split(r"[_\W]+", spec.name.lower())) - GENERIC_TOKENS
             if not tokens & words:
                 continue
             if not required_of(spec):

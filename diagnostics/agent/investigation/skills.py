@@ -19,11 +19,11 @@ An entry is a header line with the signature, then the plan::
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from diagnostics.agent import rx
 from diagnostics.agent.evidence.analyzers.base import service_of
 from diagnostics.agent.findings import Finding
 from diagnostics.agent.request.subject import AlertContext
@@ -33,7 +33,7 @@ HEADER = (
     "entry's signature matches the incident, follow its plan (discover -> diagnose -> fix -> verify)."
 )
 PHASES = ("discover", "diagnose", "fix", "verify")
-_ENTRY = re.compile(r"^### skill (\S+)((?: \| [\w ]+=[^|\n]*)*)\s*$", re.MULTILINE)
+_ENTRY = rx.compile(r"^### skill (\S+)((?: \| [\w ]+=[^|\n]*)*)\s*$", rx.MULTILINE)
 # What a shared part of the signature is worth; an entry matches at MIN_SCORE or more, so a shared
 # service alone (every lab incident has one) never pulls a skill in.
 ALERT_SCORE, KIND_SCORE, SERVICE_SCORE, MIN_SCORE = 3, 2, 1, 3

@@ -24,11 +24,11 @@ Bounds and refusals (each one ends in the analyzers' answer, never in an excepti
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from diagnostics.agent import rx
 from diagnostics.agent.evidence.claims import check_answer
 from diagnostics.agent.evidence.compressor import estimate_tokens
 from diagnostics.agent.findings import Finding
@@ -43,7 +43,7 @@ from routing.json_body import loads_answer
 MAX_CALLS_PER_TURN = 4
 MAX_ARGUMENT_CHARS = 4000
 MAX_TOOLS = 128
-_NAME_OK = re.compile(r"^[A-Za-z0-9_-]{1,64}$")  # what OpenAI's tools accept as a function name
+_NAME_OK = rx.compile(r"^[A-Za-z0-9_-]{1,64}$")  # what OpenAI's tools accept as a function name
 
 
 @dataclass(frozen=True)

@@ -9,8 +9,7 @@ data; reads with no change in them answer "no change seen", naming what was read
 
 from __future__ import annotations
 
-import re
-
+from diagnostics.agent import rx
 from diagnostics.agent.evidence.analyzers import AnalysisState
 from diagnostics.agent.evidence.analyzers.base import parse_events
 from diagnostics.agent.evidence.inventory import Resolution
@@ -30,11 +29,11 @@ CHANGE_REASONS = frozenset(
         "Killing",
     }
 )
-_CHANGE_LINE = re.compile(
+_CHANGE_LINE = rx.compile(
     r"\bchanged\b|\bdeploy(?:ed|ment)?\b.*\b(?:v\d|release|image)|\brolled? ?back\b|\brollback\b|"
     r"\bscaled? (?:from|to|up|down)\b|\bimage (?:set|updated|changed)\b|\bpatched\b|\bconfig(?:uration)? "
     r"(?:changed|updated|reloaded)\b|\"action\":\s*\"(?:deploy|rollback)\"",
-    re.IGNORECASE,
+    rx.IGNORECASE,
 )
 
 

@@ -7,9 +7,9 @@ calls anything healthy on empty reads.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 
+from diagnostics.agent import rx
 from diagnostics.agent.evidence.analyzers import AnalysisState, ToolOutput
 from diagnostics.agent.evidence.analyzers.base import normalize, parse_events
 from diagnostics.agent.evidence.inventory import Resolution, Row
@@ -32,6 +32,7 @@ from diagnostics.agent.questions.answers import (
     confidence_of,
 )
 from diagnostics.agent.questions.changes import changes_answer
+from diagnostics.agent.questions.clarify import ask_back
 from diagnostics.agent.questions.events import events_answer
 from diagnostics.agent.questions.reads import (
     has_data,
@@ -75,7 +76,7 @@ def state_filter(state: str) -> Callable[[Row], bool] | None:
 
 
 def _ready_full(ready: str) -> bool:
-    match = re.fullmatch(r"(\d+)/(\d+)", ready or "")
+    match = rx.fullmatch(r"(\d+)/(\d+)", ready or "")
     return not match or match.group(1) == match.group(2)
 
 
@@ -111,11 +112,19 @@ def _unresolved_answer(intent: Intent, unknown: list[Resolution], state: Analysi
     )
 
 
+def _in_namespace(known: list[Resolution], namespace: str) -> list[Resolution]:
+    """The matches in the namespace the question names (all of them when none is there)."""
+    if not namespace:
+        return known
+    narrowed = [Resolution(r.name, [m for m in r.matches if m.namespace in ("", namespace)]) for r in known]
+    return [r for r in narrowed if r.known] or known
+
+
 def build_question_answer(
     intent: Intent, state: AnalysisState, resolved: list[Resolution], namespace: str
 ) -> Answer:
     """The answer shape of ``intent`` from the reads of ``state``."""
-    known = [r for r in resolved if r.known]
+    known = _in_namespace([r for r in resolved if r.known], namespace)
     needs_entity = intent.kind not in (COUNT, LIST) or intent.object_kind in ("restart", "error")
     if resolved and not known and not namespace and needs_entity:
         return _unresolved_answer(intent, resolved, state)
@@ -124,6 +133,8 @@ def build_question_answer(
         # A name only an object can have, and nothing has it: say so, never answer about the namespace
         # or the cluster instead.
         return _unresolved_answer(intent, named, state)
+    if (question := ask_back(intent, known, namespace)) is not None:
+        return question
     if intent.kind in (COUNT, LIST):
         answer = _count_or_list(intent, state, known, namespace)
     elif intent.kind == SEARCH:
@@ -327,7 +338,7 @@ def _search(intent: Intent, state: AnalysisState, known: list[Resolution], names
         answer = _logs_answer(intent, state, known, namespace)
         answer.notes.append("The question names no term to look for; the logs are quoted instead.")
         return answer
-    pattern = re.compile(re.escape(term), re.IGNORECASE)
+    pattern = rx.compile(rx.escape(term), rx.IGNORECASE)
     matches = [(pod, line) for pod, lines in reads for line in lines if pattern.search(line)]
     total = sum(len(lines) for _, lines in reads)
     scope = scope_phrase(intent, known, namespace) or ", ".join(p for p, _ in reads)

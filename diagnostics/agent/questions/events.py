@@ -8,8 +8,7 @@ data, never "no events".
 
 from __future__ import annotations
 
-import re
-
+from diagnostics.agent import rx
 from diagnostics.agent.evidence.analyzers import AnalysisState
 from diagnostics.agent.evidence.analyzers.base import parse_events
 from diagnostics.agent.evidence.inventory import Resolution
@@ -21,7 +20,7 @@ COLUMNS = ["TYPE", "REASON", "OBJECT", "COUNT", "MESSAGE"]
 
 def events_answer(intent: Intent, state: AnalysisState, known: list[Resolution], namespace: str) -> Answer:
     names = {m.name for r in known for m in r.matches} | {r.name for r in known}
-    warnings_only = bool(re.search(r"\bwarn(?:ing)?s?\b", state.alert.text.lower()))
+    warnings_only = bool(rx.search(r"\bwarn(?:ing)?s?\b", state.alert.text.lower()))
     rows: list[list[str]] = []
     reads = 0
     for out in state.outputs:

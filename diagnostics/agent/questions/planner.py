@@ -16,11 +16,11 @@ an ``explain`` question once the finding it refers to is read (its subject becom
 from __future__ import annotations
 
 import heapq
-import re
 from typing import Any
 
 import yaml
 
+from diagnostics.agent import rx
 from diagnostics.agent.evidence.analyzers import AnalysisState
 from diagnostics.agent.evidence.inventory import CLUSTER_SCOPED, Resolution
 from diagnostics.agent.findings import ObjRef, normalize_kind
@@ -312,7 +312,7 @@ class QuestionPlanner(RulePlanner):
 
 
 def _restarted(restarts: str) -> bool:
-    match = re.match(r"\d+", restarts or "")
+    match = rx.match(r"\d+", restarts or "")
     return bool(match and int(match.group(0)) > 0)
 
 

@@ -4,8 +4,7 @@ pods of the resolved names, and the phrase naming what was asked about."""
 
 from __future__ import annotations
 
-import re
-
+from diagnostics.agent import rx
 from diagnostics.agent.evidence.analyzers import AnalysisState, ToolOutput
 from diagnostics.agent.evidence.inventory import Resolution, Row
 from diagnostics.agent.request.intent import Intent
@@ -14,7 +13,7 @@ from diagnostics.agent.request.timewindow import line_time
 
 def leading_number(text: str) -> int:
     """The number a listing's column starts with (RESTARTS ``3 (5m ago)``: 3; none: 0)."""
-    match = re.match(r"\d+", text or "")
+    match = rx.match(r"\d+", text or "")
     return int(match.group(0)) if match else 0
 
 

@@ -3,8 +3,7 @@
 
 from __future__ import annotations
 
-import re
-
+from diagnostics.agent import rx
 from diagnostics.agent.evidence.analyzers import AnalysisState
 from diagnostics.agent.evidence.analyzers.base import normalize
 from diagnostics.agent.evidence.inventory import Resolution
@@ -12,7 +11,7 @@ from diagnostics.agent.questions.answers import LOW, NUMBER, Answer
 from diagnostics.agent.questions.reads import has_data, leading_number, resolved_pods
 from diagnostics.agent.request.intent import Intent
 
-_RESTART_COUNT = re.compile(r"^\s*Restart Count:\s*(\d+)", re.MULTILINE)
+_RESTART_COUNT = rx.compile(r"^\s*Restart Count:\s*(\d+)", rx.MULTILINE)
 
 
 def restarts_answer(intent: Intent, state: AnalysisState, known: list[Resolution]) -> Answer:
@@ -27,7 +26,7 @@ def restarts_answer(intent: Intent, state: AnalysisState, known: list[Resolution
             if "describe" in out.tool.lower() and out.params.get("name") == pod.name and has_data(out)
             for n in _RESTART_COUNT.findall(normalize(out.text))
         ]
-        if not counts and not re.match(r"\d", pod.restarts or ""):
+        if not counts and not rx.match(r"\d", pod.restarts or ""):
             unknown.append(pod.name)  # neither a describe nor a listing gave its count: never a 0
             continue
         restarts = sum(counts) if counts else leading_number(pod.restarts)

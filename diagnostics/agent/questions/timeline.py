@@ -3,10 +3,10 @@ in order, with the first sign of trouble; events that carry only their age are l
 
 from __future__ import annotations
 
-import re
 from datetime import datetime
 from email.utils import parsedate_to_datetime
 
+from diagnostics.agent import rx
 from diagnostics.agent.evidence.analyzers import AnalysisState
 from diagnostics.agent.evidence.analyzers.base import normalize, parse_events
 from diagnostics.agent.evidence.inventory import Resolution
@@ -16,12 +16,12 @@ from diagnostics.agent.questions.reads import has_data, in_window, log_lines, sc
 from diagnostics.agent.request.intent import Intent
 from diagnostics.agent.request.timewindow import line_time
 
-_DESCRIBE_TIMES = re.compile(
+_DESCRIBE_TIMES = rx.compile(
     r"^\s*(Start Time|Started|Finished|Completed At|Creation Timestamp|CreationTimestamp|Last Schedule Time|"
     r"Started At|Last Transition Time):\s+(.+)$",
-    re.MULTILINE,
+    rx.MULTILINE,
 )
-_STATE = re.compile(r"^\s*(State|Last State):\s+(\w+)", re.MULTILINE)
+_STATE = rx.compile(r"^\s*(State|Last State):\s+(\w+)", rx.MULTILINE)
 
 
 def _parse_time(text: str) -> datetime | None:
@@ -101,10 +101,10 @@ def timeline_answer(intent: Intent, state: AnalysisState, known: list[Resolution
         (
             m
             for m in moments
-            if re.search(
+            if rx.search(
                 r"error|fail|timeout|terminated|exception|refused|panic|deadline|sigterm|sigkill|killed|stopp|oom|evict|backoff|unhealthy",
                 m[2],
-                re.I,
+                rx.I,
             )
         ),
         None,

@@ -18,13 +18,14 @@ environment's inventory before anything is answered about them.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from diagnostics.agent import rx
 from diagnostics.agent.findings import normalize_kind
 from diagnostics.agent.request.names import KIND_WORDS, STOP_NAMES
+from diagnostics.agent.request.subject import structured_subject
 from diagnostics.agent.request.timewindow import TimeWindow, parse_window
 
 STATUS, COUNT, LIST, LOGS, SEARCH, ERRORS, EXPLAIN, TIMELINE, CHANGES = (
@@ -94,10 +95,10 @@ KUBECTL_STATUSES = (
     "Terminating",
     "Error",
 )
-_STATUS_WORD = re.compile(r"\b(" + "|".join(s.lower() for s in KUBECTL_STATUSES if s != "Error") + r")\b")
+_STATUS_WORD = rx.compile(r"\b(" + "|".join(s.lower() for s in KUBECTL_STATUSES if s != "Error") + r")\b")
 # "Error" is a status only where it is said as one ("in Error state", "with status Error", "in error"),
 # never in "what errors ...": a listing filtered by it is no question about log errors.
-_ERROR_STATE = re.compile(
+_ERROR_STATE = rx.compile(
     r"\b(?:in|with|of)\s+(?:an?\s+|the\s+)?(?:status|state|phase)?\s*:?\s*error(?:ed)?\b(?:\s+(?:state|status|"
     r"phase))?|\b(?:status|state|phase)\s*(?:is\s+|=\s*|:\s*)?error\b|\berror\s+(?:state|status|phase)\b"
 )
@@ -107,13 +108,13 @@ LEVEL_WORDS = {
 }
 
 _Q = r"[`'\"“”‘’]"
-_QUOTED_TERM = re.compile(rf"{_Q}([^`'\"“”‘’\n]{{2,120}}){_Q}")
-_ID = re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b", re.IGNORECASE)
+_QUOTED_TERM = rx.compile(rf"{_Q}([^`'\"“”‘’\n]{{2,120}}){_Q}")
+_ID = rx.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b", rx.IGNORECASE)
 _LOGS = r"\b(?:logs?|log lines|output|stdout|stderr)\b"
-_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
+_RULES: tuple[tuple[str, rx.Pattern], ...] = (
     (
         EXPLAIN,
-        re.compile(
+        rx.compile(
             r"\b(?:explain|elaborate on|what does (?:this|the|that) \w+ mean|what is this (?:finding|alert)|"
             r"what does (?:this |the |that )?(?:finding|alert|issue|warning)\b.{0,60}\bmean|"
             r"tell me (?:more )?about (?:this|the|that) (?:finding|alert|issue)|meaning of (?:this|the))\b"
@@ -121,23 +122,25 @@ _RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ),
     (
         CHANGES,
-        re.compile(
-            r"\bwhat (?:has |have |else )?(?:changed|was changed|got changed|"
+        rx.NotFollowedBy(
+            r"\b(?:any|recent|latest) changes?\b",
+            r" (?:of|in) (?:the )?(?:log|error)",
+            window=20,
+            others=r"\bwhat (?:has |have |else )?(?:changed|was changed|got changed|"
             r"was (?:deployed|rolled out|modified|updated))\b|"
-            r"\b(?:any|recent|latest) changes?\b(?! (?:of|in) (?:the )?(?:log|error))|"
-            r"\bchanged (?:on|in|since|yesterday|today|between|during)\b"
+            r"\bchanged (?:on|in|since|yesterday|today|between|during)\b",
         ),
     ),
     (
         COUNT,
-        re.compile(
+        rx.compile(
             r"\bhow many\b|\bhow often\b|\bnumber of\b|\bcount (?:the |of |all )?\w|"
             r"\bhow much \w+ (?:have|has|did)\b"
         ),
     ),
     (
         TIMELINE,
-        re.compile(
+        rx.compile(
             r"\bwhen (?:did|was|were|does|do|is|has|have|exactly)\b|\bsince when\b|\bwhat time\b|"
             r"\btimeline\b|"
             r"\bat what point\b|\bsequence of events\b|\bfirst (?:time|seen|occurr\w*|appear\w*)\b|"
@@ -146,7 +149,7 @@ _RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ),
     (
         SEARCH,
-        re.compile(
+        rx.compile(
             rf"\b(?:grep|search|find|look for|looking for|any mention of|mentions? of|occurrences? of|lines? "
             rf"(?:with|containing|mentioning|that (?:say|contain|mention)))\b.*{_LOGS}|"
             rf"{_LOGS}.*\b(?:contain|mention|say|include)s?\b.*{_Q}|\bgrep\b|\bsearch (?:for|"
@@ -158,19 +161,22 @@ _RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ),
     (
         ERRORS,
-        re.compile(
-            rf"\b(?:what|which|list|show|any|all|group|summari[sz]e|top|the)\b[\w\s]{{0,25}}\b(?:errors?|exceptions?|"
-            rf"failures?|stack ?traces?)\b(?![\w\s]{{0,10}}\bbudget)|\berrors? (?:in|from|of)\b.*{_LOGS}|"
+        rx.NotFollowedBy(
+            r"\b(?:what|which|list|show|any|all|group|summari[sz]e|top|the)\b[\w\s]{0,25}\b(?:errors?|exceptions?|"
+            r"failures?|stack ?traces?)\b",
+            r"[\w\s]{0,10}\bbudget",
+            window=16,
+            others=rf"\berrors? (?:in|from|of)\b.*{_LOGS}|"
             rf"\b(?:errors?|exceptions?) (?:are|is) (?:there|in|showing|happening)\b|"
             rf"\b(?:throw\w*|logg\w*|spitt\w*|getting|seeing|hitting|raising) (?:a (?:bunch|lot|"
             rf"ton) of |lots of |many |some |"
             rf"any |these |those )?(?:errors|exceptions)\b|\bgroup (?:them|the errors|these errors|errors)\b|"
-            r"^\s*(?:any |all |the )?(?:errors?|exceptions?) (?:of|in|from|for)\b"
+            r"^\s*(?:any |all |the )?(?:errors?|exceptions?) (?:of|in|from|for)\b",
         ),
     ),
     (
         LOGS,
-        re.compile(
+        rx.compile(
             rf"\b(?:show|give|get|print|tail|fetch|pull|dump|paste|see|read|check|display|"
             rf"summari[sz]e|sum up|"
             rf"what do|what's in|what is in|last \d+)\b.*{_LOGS}|{_LOGS} (?:of|for|from)\b"
@@ -178,7 +184,7 @@ _RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ),
     (
         LIST,
-        re.compile(
+        rx.compile(
             r"\b(?:list|enumerate)\b|\b(?:which|what) (?:\w+ ){0,2}(?:pods|deployments|namespaces|"
             r"nodes|services|jobs|"
             r"cronjobs|statefulsets|daemonsets|pvcs|workloads|apps|containers|events|ingresses|configmaps)\b|"
@@ -190,10 +196,10 @@ _RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
         ),
     ),
     # Nothing else asked, and the logs are named ("indexer logs since Monday"): show them.
-    (LOGS, re.compile(_LOGS)),
+    (LOGS, rx.compile(_LOGS)),
 )
 # "Why" and "what is wrong" questions are about a root cause, whatever else they mention.
-_ROOT_CAUSE = re.compile(
+_ROOT_CAUSE = rx.compile(
     r"^\s*(?:why|what(?:'s| is) wrong|is\b.*\b(?:healthy|ok|okay|fine|working)\b|diagnose|investigate)\b|"
     r"\bwhy\b|\bwhat(?:'s| is| are) (?:wrong|slow|broken|failing|the (?:issue|problem|root cause|cause))\b|"
     r"\broot cause\b|\bwhat(?:'s| is) (?:happening|going on) with\b"
@@ -201,32 +207,32 @@ _ROOT_CAUSE = re.compile(
 _OBJECTS = (
     r"\b(?:pods?|po|deployments?|deploys?|jobs?|nodes?|statefulsets?|daemonsets?|replicasets?|containers?)\b"
 )
-_NAMESPACE = re.compile(
+_NAMESPACE = rx.compile(
     r"(?:\bnamespace|\bns|-n)\s+[`'\"]?([a-z0-9][-a-z0-9]*[a-z0-9])[`'\"]?(?:\s+namespace)?\b"
 )
-_NAMESPACE_AFTER = re.compile(r"\b([a-z0-9][-a-z0-9]*[a-z0-9])\s+(?:namespace|ns)\b")
+_NAMESPACE_AFTER = rx.compile(r"\b([a-z0-9][-a-z0-9]*[a-z0-9])\s+(?:namespace|ns)\b")
 _KIND_ALT = "|".join(sorted(KIND_WORDS, key=len, reverse=True))
-_KIND_THEN_NAME = re.compile(rf"\b(?:{_KIND_ALT})\s+[`'\"]?([a-z0-9][-a-z0-9.]*[a-z0-9])")
-_NAME_THEN_KIND = re.compile(rf"\b([a-z0-9][-a-z0-9.]*[a-z0-9])[`'\"]?\s+(?:{_KIND_ALT})\b")
-_NAME_TOKEN = re.compile(r"[`'\"]?([A-Za-z0-9][-A-Za-z0-9_.]*[A-Za-z0-9])[`'\"]?")
-_LIMIT = re.compile(r"\b(?:last|first|top|latest)\s+(\d{1,4})\s*(?:lines?|entries|messages|errors)?\b")
-_SEARCH_TERM = re.compile(
+_KIND_THEN_NAME = rx.compile(rf"\b(?:{_KIND_ALT})\s+[`'\"]?([a-z0-9][-a-z0-9.]*[a-z0-9])")
+_NAME_THEN_KIND = rx.compile(rf"\b([a-z0-9][-a-z0-9.]*[a-z0-9])[`'\"]?\s+(?:{_KIND_ALT})\b")
+_NAME_TOKEN = rx.compile(r"[`'\"]?([A-Za-z0-9][-A-Za-z0-9_.]*[A-Za-z0-9])[`'\"]?")
+_LIMIT = rx.compile(r"\b(?:last|first|top|latest)\s+(\d{1,4})\s*(?:lines?|entries|messages|errors)?\b")
+_SEARCH_TERM = rx.compile(
     r"\b(?:for|containing|contain|contains|mentioning|mention|mentions? of|occurrences? of|"
     r"the word|the string|"
     r"the term|say|says|saying|with)\s+(?:the\s+)?(?:word\s+|string\s+|term\s+|"
     r"text\s+)?([A-Za-z0-9][\w.:/@=-]{1,80})"
 )
-_SEARCH_VERB_TERM = re.compile(
+_SEARCH_VERB_TERM = rx.compile(
     r"\b(?:grep|search|find|"
     r"look for)\s+(?:for\s+)?(?:the\s+)?([A-Za-z0-9][\w.:/@=-]{1,80})\s+(?:in|across|through)\b"
 )
-_PREVIOUS = re.compile(
+_PREVIOUS = rx.compile(
     r"\b(?:previous|prior|last|crashed|dead|old|earlier)\s+(?:container|instance|run|incarnation)\b|"
     r"\bbefore (?:it|its|the)\s+(?:last\s+)?"
     r"(?:restart|crash|died|was killed|got killed|restarted|crashed)\w*|"
-    r"(?<!\S)(?:--previous|-p)(?!\S)|\bprevious logs?\b"
+    r"(?:^|\s)(?:--previous|-p)(?:\s|$)|\bprevious logs?\b"
 )
-_SUMMARY = re.compile(r"\bsummar\w+|\bsum up\b|\bgist\b|\btl;?dr\b|\boverview\b|\bwhat do the logs say\b")
+_SUMMARY = rx.compile(r"\bsummar\w+|\bsum up\b|\bgist\b|\btl;?dr\b|\boverview\b|\bwhat do the logs say\b")
 
 
 @dataclass
@@ -266,12 +272,12 @@ class Intent:
 
 def _kind_of(lowered: str) -> str:
     """The kind a count or list is about: the first object word after the question word."""
-    for word in re.findall(r"[a-z]+", lowered):
+    for word in rx.findall(r"[a-z]+", lowered):
         if word in OBJECT_WORDS and word not in ("restart", "namespace", "ns"):
             return normalize_kind(OBJECT_WORDS[word])
-    if re.search(r"\bnamespaces\b", lowered):
+    if rx.search(r"\bnamespaces\b", lowered):
         return "namespace"
-    if re.search(r"\brestart", lowered):
+    if rx.search(r"\brestart", lowered):
         return "restart"
     return ""
 
@@ -282,7 +288,7 @@ def _state_of(lowered: str) -> str:
     if _ERROR_STATE.search(lowered):
         return "status:Error"
     for pattern, state in STATE_WORDS:
-        if re.search(rf"\b(?:{pattern})\b", lowered):
+        if rx.search(rf"\b(?:{pattern})\b", lowered):
             return state
     return ""
 
@@ -304,11 +310,11 @@ def candidate_names(text: str, *, exclude: set[str] = frozenset()) -> list[str]:
             or word in STOP_NAMES
             or word in OBJECT_WORDS
             or word in exclude
-            or re.fullmatch(r"[\d.:]+(?:st|nd|rd|th|s|m|h|d)?|\d{4}-\d{2}-\d{2}(?:t[\d:.]+z?)?", word)
+            or rx.fullmatch(r"[\d.:]+(?:st|nd|rd|th|s|m|h|d)?|\d{4}-\d{2}-\d{2}(?:t[\d:.]+z?)?", word)
         ):
             continue
         quoted = match.group(0)[:1] in "`'\"" and match.group(0)[-1:] in "`'\""
-        score = 0 if quoted else 1 if re.search(r"[-_.]", word) or word in qualified else 2
+        score = 0 if quoted else 1 if rx.search(r"[-_.]", word) or word in qualified else 2
         scored.append((score, i, word))
     best = min((score for score, _, _ in scored), default=2)
     seen: dict[str, None] = {}
@@ -321,40 +327,53 @@ def candidate_names(text: str, *, exclude: set[str] = frozenset()) -> list[str]:
 def specific_name(name: str) -> bool:
     """A name that can only be an object's (``payments-gateway``, ``orders_db``, ``api.v2``): one the
     environment must list, or the answer says it could not be found."""
-    return bool(re.search(r"[a-z0-9][-_.][a-z0-9]", name))
+    return bool(rx.search(r"[a-z0-9][-_.][a-z0-9]", name))
 
 
 def classify(text: str, *, anchor: datetime | None = None, is_alert: bool = False) -> Intent:
     """The intent of ``text`` with its slots; ``anchor``: when it was asked (for relative times)."""
     intent = Intent()
+    if match := _ID.search(text):
+        intent.finding_ref = match.group(0)
+    if is_alert:
+        if anchor is not None:
+            intent.window = parse_window(text, anchor)
+        return intent
+    # Structure before prose: a JSON reference or alert labels name the subject; the words around them
+    # say what is asked.
+    structured, text = structured_subject(text)
+    intent = _classify_words(text, intent, anchor)
+    if structured is not None:
+        intent.names = list(dict.fromkeys([*(n.lower() for n in structured.names), *intent.names]))
+        intent.namespace = structured.namespace.lower() or intent.namespace
+    return intent
+
+
+def _classify_words(text: str, intent: Intent, anchor: datetime | None) -> Intent:
     lowered = " ".join(text.lower().split())
     if anchor is not None:
         intent.window = parse_window(text, anchor)
-    if match := _ID.search(text):
-        intent.finding_ref = match.group(0)
     quoted = _QUOTED_TERM.findall(text)
-    if is_alert:
-        return intent
     if (
         intent.finding_ref
-        and re.search(r"\b(?:finding|issue|alert|event)\b", lowered)
-        and not re.search(r"\bhow many\b|\bwhen\b", lowered)
+        and rx.search(r"\b(?:finding|issue|alert|event)\b", lowered)
+        and not rx.search(r"\bhow many\b|\bwhen\b", lowered)
     ):
         intent.kind = EXPLAIN
         intent.names = candidate_names(text, exclude={intent.finding_ref.lower()})
         return intent
     kind = STATUS
-    if not _ROOT_CAUSE.search(lowered) or re.search(r"\bhow many\b|\bwhen did\b", lowered):
-        asked = _ERROR_STATE.sub(" in that state ", lowered) if re.search(_OBJECTS, lowered) else lowered
+    if not _ROOT_CAUSE.search(lowered) or rx.search(r"\bhow many\b|\bwhen did\b", lowered):
+        asked = _ERROR_STATE.sub(" in that state ", lowered) if rx.search(_OBJECTS, lowered) else lowered
         kind = next((k for k, pattern in _RULES if pattern.search(asked)), STATUS)
     intent.kind = kind
     intent.summarize = bool(_SUMMARY.search(lowered))
     intent.previous = kind in (LOGS, SEARCH, ERRORS) and bool(_PREVIOUS.search(lowered))
-    if re.search(
+    if rx.search(
         r"\bonly (?:the )?(?:errors?|error lines|exceptions)|\berror (?:lines|logs|messages)\b", lowered
     ):
         intent.levels.add("error")
-    if re.search(r"\bwarn(?:ing)?s?\b", lowered) and kind in (LOGS, ERRORS, SEARCH):
+    if rx.search(r"\bwarn(?:ing)?s?\b", lowered) and kind in (LOGS, ERRORS, SEARCH):
         intent.levels.add("warning")
     if match := _LIMIT.search(lowered):
         intent.limit = int(match.group(1))
@@ -370,7 +389,7 @@ def classify(text: str, *, anchor: datetime | None = None, is_alert: bool = Fals
             words = [w for w in words if w.lower() not in STOP_NAMES and w.lower() not in OBJECT_WORDS]
             term = words[-1] if words else ""
         intent.term = term.strip().rstrip("?.,!")
-    window_words = set(re.findall(r"[a-z0-9]+", intent.window.phrase.lower())) if intent.window else set()
+    window_words = set(rx.findall(r"[a-z0-9]+", intent.window.phrase.lower())) if intent.window else set()
     namespace = ""
     for pattern in (_NAMESPACE_AFTER, _NAMESPACE):
         for match in pattern.finditer(lowered):

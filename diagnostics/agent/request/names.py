@@ -5,13 +5,11 @@ path confirms them against the environment's inventory (``diagnostics.agent.evid
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from diagnostics.agent.findings import normalize_kind
+from diagnostics.agent import rx
 from diagnostics.agent.request.timewindow import TIME_WORDS
-from routing.json_body import loads_answer
 
 KIND_WORDS = {
     "pod": "pod",
@@ -116,22 +114,21 @@ STOP_NAMES = (
 )
 
 _NAME = r"[a-z0-9](?:[-a-z0-9.]*[a-z0-9])?"
-_QUOTED = re.compile(r"[`'\"]([A-Za-z0-9][-A-Za-z0-9._/]*)[`'\"]")
+_QUOTED = rx.compile(r"[`'\"]([A-Za-z0-9][-A-Za-z0-9._/]*)[`'\"]")
 _NAMESPACE = (
-    re.compile(rf"\bnamespace[s]?\s*[:=]?\s*[`'\"]?({_NAME})[`'\"]?", re.IGNORECASE),
-    re.compile(rf"\b[`'\"]?({_NAME})[`'\"]?\s+namespace\b", re.IGNORECASE),
+    rx.compile(rf"\bnamespace[s]?\s*[:=]?\s*[`'\"]?({_NAME})[`'\"]?", rx.IGNORECASE),
+    rx.compile(rf"\b[`'\"]?({_NAME})[`'\"]?\s+namespace\b", rx.IGNORECASE),
 )
-_KIND_THEN_NAME = re.compile(rf"\b({'|'.join(KIND_WORDS)})\s+[`'\"]?({_NAME})[`'\"]?", re.IGNORECASE)
-_NAME_THEN_KIND = re.compile(rf"[`'\"]?({_NAME})[`'\"]?\s+({'|'.join(KIND_WORDS)})\b", re.IGNORECASE)
+_KIND_THEN_NAME = rx.compile(rf"\b({'|'.join(KIND_WORDS)})\s+[`'\"]?({_NAME})[`'\"]?", rx.IGNORECASE)
+_NAME_THEN_KIND = rx.compile(rf"[`'\"]?({_NAME})[`'\"]?\s+({'|'.join(KIND_WORDS)})\b", rx.IGNORECASE)
 # How alert texts name an object: "Pod shop/web-7d9c-x2k", "Deployment billing/api", "Job reports/nightly".
-_KIND_NAMESPACED = re.compile(
-    rf"\b({'|'.join(KIND_WORDS)})\s+[`'\"]?({_NAME})/({_NAME})[`'\"]?", re.IGNORECASE
+_KIND_NAMESPACED = rx.compile(
+    rf"\b({'|'.join(KIND_WORDS)})\s+[`'\"]?({_NAME})/({_NAME})[`'\"]?", rx.IGNORECASE
 )
-_HYPHENATED = re.compile(r"\b[a-z0-9]+(?:[-_][a-z0-9]+)+\b")
-_AFTER_PREPOSITION = re.compile(
-    r"\b(?:with|about|is|of|for|check|on)\s+(?:the\s+)?([a-z][a-z0-9]{2,})(?![-_.a-z0-9])"
+_HYPHENATED = rx.compile(r"\b[a-z0-9]+(?:[-_][a-z0-9]+)+\b")
+_AFTER_PREPOSITION = rx.compile(
+    r"\b(?:with|about|is|of|for|check|on)\s+(?:the\s+)?([a-z][a-z0-9]{2,})(?:[^-_.a-z0-9]|$)"
 )
-_EMBEDDED_JSON = re.compile(r"\{[^{}]*\}")
 
 
 @dataclass
@@ -152,18 +149,9 @@ class Subject:
 
 
 def parse_free_text(text: str) -> Subject:
+    """The subject the words of ``text`` name (JSON documents are read before this, by
+    ``subject.text_subject``)."""
     subject = Subject()
-    for blob in _EMBEDDED_JSON.findall(text):
-        try:
-            data = loads_answer(blob)
-        except ValueError:  # not JSON, or nested past the answer depth bound
-            continue
-        if isinstance(data, dict) and data.get("name"):
-            subject.kind = normalize_kind(str(data.get("type") or data.get("kind") or ""))
-            subject.name = str(data["name"])
-            subject.namespace = str(data.get("namespace") or "")
-            subject.names = [subject.name]
-            return subject
     lowered = text.lower()
     for qualified_match in _KIND_NAMESPACED.finditer(lowered):
         kind, namespace, name = (

@@ -8,14 +8,15 @@ investigation request (``subject``, with its issue data) and a workload-health r
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from diagnostics.agent import rx
 from diagnostics.agent.findings import normalize_kind
 from diagnostics.agent.request.names import STOP_NAMES, Subject, parse_free_text
+from diagnostics.agent.request.structured import structure_of
 
 TOPIC_WORDS: dict[str, tuple[str, ...]] = {
     "latency": ("slow", "latency", "lag", "response time", "timeout", "timing out", "takes long"),
@@ -98,7 +99,7 @@ def topics_of(text: str) -> set[str]:
 
 
 def words_of(text: str) -> set[str]:
-    return {w for w in re.findall(r"[a-z][a-z0-9]+", text.lower()) if len(w) > 2 and w not in STOP_NAMES}
+    return {w for w in rx.findall(r"[a-z][a-z0-9]+", text.lower()) if len(w) > 2 and w not in STOP_NAMES}
 
 
 def _finish(ctx: AlertContext) -> AlertContext:
@@ -118,7 +119,31 @@ def _finish(ctx: AlertContext) -> AlertContext:
 
 
 def from_text(text: str, *, title: str = "") -> AlertContext:
-    return _finish(AlertContext(title=title, text=text, subject=parse_free_text(f"{title}\n{text}")))
+    return _finish(AlertContext(title=title, text=text, subject=text_subject(f"{title}\n{text}")))
+
+
+def structured_subject(text: str) -> tuple[Subject | None, str]:
+    """The subject the structured parts of ``text`` name, read before its words: the object
+    references of its JSON documents (a finding's object, an involvedObject...), else the object their
+    alert labels name; and the prose around the documents. (None, text) when nothing structured
+    names an object."""
+    structure = structure_of(text)
+    subject: Subject | None = None
+    if structure.references:
+        first = structure.references[0]
+        names = list(dict.fromkeys(r.name for r in structure.references))
+        subject = Subject(kind=first.kind, name=first.name, namespace=first.namespace, names=names)
+    elif structure.labels:
+        labelled = subject_from_labels(structure.labels)
+        subject = labelled if labelled.name else None
+    return subject, structure.prose if subject is not None else text
+
+
+def text_subject(text: str) -> Subject:
+    """What ``text`` is about: its structured parts first, then its words."""
+    structured, prose = structured_subject(text)
+    worded = parse_free_text(prose)
+    return _merge_subject(structured, worded) if structured is not None else worded
 
 
 _LABEL_KINDS = (
@@ -146,8 +171,8 @@ _NAME_LABELS = ("app", "app_kubernetes_io_name", "service_name", "job", "instanc
 
 def _host(value: str) -> str:
     """``card-vault.payments.svc:8443`` -> ``card-vault``; an IP address is not a name."""
-    host = re.sub(r"^\w+://", "", value).split("/")[0].split(":")[0]
-    if re.fullmatch(r"[\d.]+", host):
+    host = rx.sub(r"^\w+://", "", value).split("/")[0].split(":")[0]
+    if rx.fullmatch(r"[\d.]+", host):
         return ""
     return host.split(".")[0]
 
@@ -155,7 +180,7 @@ def _host(value: str) -> str:
 # The exporter a metric was scraped from: its own pod/container/service/job labels ride along on every
 # series it exports (kube-state-metrics on KubeDeploymentReplicasMismatch, node-exporter on Node*
 # alerts) and are never what the alert is about.
-_EXPORTER = re.compile(r"kube-state-metrics|node-exporter|(?:^|-)exporter(?:$|-)|^kubelet$|^cadvisor$")
+_EXPORTER = rx.compile(r"kube-state-metrics|node-exporter|(?:^|-)exporter(?:$|-)|^kubelet$|^cadvisor$")
 # Labels of the scrape target (not of the object a series describes).
 _TARGET_LABELS = frozenset({"pod", "container", "service", "job", "instance", "endpoint"})
 # Labels that name a node outright.
@@ -176,8 +201,8 @@ def _node_of(labels: dict[str, str]) -> str:
     nodeish = labels.get("alertname", "").startswith("Node") or "node-exporter" in labels.get("job", "")
     if not instance or not nodeish or labels.get("namespace"):
         return ""
-    host = re.sub(r"^\w+://", "", instance).split("/")[0].rsplit(":", 1)[0]
-    return "" if re.fullmatch(r"[\d.]+", host) else host
+    host = rx.sub(r"^\w+://", "", instance).split("/")[0].rsplit(":", 1)[0]
+    return "" if rx.fullmatch(r"[\d.]+", host) else host
 
 
 def subject_from_labels(labels: dict[str, str]) -> Subject:
@@ -255,7 +280,28 @@ def _merge_subject(subject: Subject, labelled: Subject) -> Subject:
 
 def alert_title_words(title: str) -> str:
     """An alert name as words: ``KubePodCrashLooping`` -> ``Kube Pod Crash Looping``."""
-    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", " ", title)
+    return camel_words(title)
+
+
+def camel_words(text: str) -> str:
+    """A space where a lower-case letter or digit meets an upper-case one, and before the last capital
+    of a run followed by a lower-case letter (``HTTPServer`` -> ``HTTP Server``); ASCII, one pass."""
+    out = []
+    for i, char in enumerate(text):
+        if i and _UPPER(char):
+            before, after = text[i - 1], text[i + 1 : i + 2]
+            if _LOWER_OR_DIGIT(before) or (_UPPER(before) and after and "a" <= after <= "z"):
+                out.append(" ")
+        out.append(char)
+    return "".join(out)
+
+
+def _UPPER(char: str) -> bool:
+    return "A" <= char <= "Z"
+
+
+def _LOWER_OR_DIGIT(char: str) -> bool:
+    return "a" <= char <= "z" or "0" <= char <= "9"
 
 
 def from_alertmanager(alert: dict[str, Any]) -> AlertContext:
@@ -265,7 +311,7 @@ def from_alertmanager(alert: dict[str, Any]) -> AlertContext:
     title = labels.get("alertname") or annotations.get("summary") or "Alert"
     text = annotations.get("description") or annotations.get("message") or annotations.get("summary", "")
     if not subject.name:
-        subject = _merge_subject(parse_free_text(f"{title}\n{text}"), subject)
+        subject = _merge_subject(text_subject(f"{title}\n{text}"), subject)
     ctx = AlertContext(title=title, text=text, labels=labels, annotations=annotations, subject=subject)
     if alert.get("generatorURL"):
         ctx.extra = f"generator: {alert['generatorURL']}"
@@ -289,7 +335,7 @@ def from_investigation(request: dict[str, Any], issue: dict[str, Any] | None = N
         namespace=str(raw_subject.get("namespace") or issue.get("subject_namespace") or ""),
     )
     # A pod name reported under its workload's kind (e.g. "name-<hash>-<suffix>").
-    if subject.kind in ("deployment", "statefulset", "daemonset") and re.search(
+    if subject.kind in ("deployment", "statefulset", "daemonset") and rx.search(
         r"-[a-f0-9]{6,10}-[a-z0-9]{5}$", subject.name
     ):
         subject.kind = "pod"
@@ -323,7 +369,7 @@ def from_investigation(request: dict[str, Any], issue: dict[str, Any] | None = N
     if not ctx.subject.name:
         # Nothing structured names it: the alert's words do ("Pod app-1/web-0 has been Pending ...").
         described = annotations.get("description") or annotations.get("message") or ""
-        ctx.subject = _merge_subject(parse_free_text(f"{title}\n{text}\n{described}"), ctx.subject)
+        ctx.subject = _merge_subject(text_subject(f"{title}\n{text}\n{described}"), ctx.subject)
     ctx.queries = alert_queries(*_alert_urls(request, issue, raw))
     ctx.asked_at = _moment(issue.get("starts_at") or raw.get("startsAt") or raw.get("starts_at"))
     return _finish(ctx)

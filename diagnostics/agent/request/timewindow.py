@@ -10,12 +10,13 @@ tool takes (logs ``start_time``/``since``, events, PromQL ``start``/``end``).
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import dateparser
+
+from diagnostics.agent import rx
 
 _SETTINGS: dict[str, Any] = {
     "PREFER_DATES_FROM": "past",
@@ -24,21 +25,21 @@ _SETTINGS: dict[str, Any] = {
     "TO_TIMEZONE": "UTC",
 }
 _UNITS = {"second": 1, "minute": 60, "min": 60, "hour": 3600, "hr": 3600, "day": 86400, "week": 604800}
-_END = r"(?=\s*(?:[,.?!;)]|$|\s(?:and|in|on|for|from|of|to|with|only|please|\?)\b))"
+_END = r"(?:\s*(?:[,.?!;)]|$|\s(?:and|in|on|for|from|of|to|with|only|please|\?)\b))"  # consumed: one search
 _DATE = r"([\w:+\-/. ]{2,40}?)"
-_LAST_N = re.compile(
+_LAST_N = rx.compile(
     r"\b(?:in|over|during|for|within)?\s*(?:the\s+)?(?:last|past|previous)\s+(\d+|a|an|one|two|three|few)?\s*"
     r"(second|minute|min|hour|hr|day|week)s?\b",
-    re.IGNORECASE,
+    rx.IGNORECASE,
 )
-_BETWEEN = re.compile(rf"\bbetween\s+{_DATE}\s+and\s+{_DATE}{_END}", re.IGNORECASE)
-_SINCE = re.compile(rf"\b(?:since|after|starting(?: from)?)\s+{_DATE}{_END}", re.IGNORECASE)
-_UNTIL = re.compile(rf"\b(?:until|till|before|up to)\s+{_DATE}{_END}", re.IGNORECASE)
-_DAY = re.compile(
+_BETWEEN = rx.compile(rf"\bbetween\s+{_DATE}\s+and\s+{_DATE}{_END}", rx.IGNORECASE)
+_SINCE = rx.compile(rf"\b(?:since|after|starting(?: from)?)\s+{_DATE}{_END}", rx.IGNORECASE)
+_UNTIL = rx.compile(rf"\b(?:until|till|before|up to)\s+{_DATE}{_END}", rx.IGNORECASE)
+_DAY = rx.compile(
     r"\b(yesterday|today|this morning|last night|last week|this week|"
     r"on\s+(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday|\d{4}-\d{2}-\d{2}|"
     r"(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?\s+\d{1,2}(?:st|nd|rd|th)?))\b",
-    re.IGNORECASE,
+    rx.IGNORECASE,
 )
 _COUNTS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "few": 3}
 # Words that mean a time, never an object's name (the subject parser drops them).
@@ -75,7 +76,7 @@ class TimeWindow:
 
 def _parse(text: str, anchor: datetime) -> datetime | None:
     text = text.strip().removeprefix("the ").strip()
-    if not text or not re.search(r"\d|[a-z]{3}", text, re.IGNORECASE):
+    if not text or not rx.search(r"\d|[a-z]{3}", text, rx.IGNORECASE):
         return None
     found = dateparser.parse(text, settings={**_SETTINGS, "RELATIVE_BASE": anchor.replace(tzinfo=None)})
     if found is None:
@@ -92,7 +93,7 @@ def parse_window(text: str, anchor: datetime) -> TimeWindow | None:
     """The time window ``text`` asks about, anchored on ``anchor`` (aware, UTC); None when it names none."""
     anchor = anchor if anchor.tzinfo else anchor.replace(tzinfo=UTC)
     # "since 09:12 on 2026-11-24" -> "since 2026-11-24 09:12"
-    text = re.sub(r"(\d{1,2}:\d{2}(?::\d{2})?)\s+on\s+(\d{4}-\d{2}-\d{2})", r"\2 \1", text)
+    text = rx.sub(r"(\d{1,2}:\d{2}(?::\d{2})?)\s+on\s+(\d{4}-\d{2}-\d{2})", r"\2 \1", text)
     if match := _LAST_N.search(text):
         count = match.group(1) or "1"
         number = int(count) if count.isdigit() else _COUNTS.get(count.lower(), 1)
@@ -152,7 +153,7 @@ def window_params(properties: dict[str, Any], window: TimeWindow | None) -> dict
     return params
 
 
-_STAMP = re.compile(
+_STAMP = rx.compile(
     r"(\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?\s?(?:Z|UTC|[+-]\d{2}:?\d{2})?)"
     r"|\"(?:time|ts|timestamp)\"\s*:\s*\"?(\d{10,13}(?:\.\d+)?)"
 )
@@ -169,7 +170,7 @@ def line_time(line: str) -> datetime | None:
         value = value / 1000 if value > 1e11 else value
         return datetime.fromtimestamp(value, tz=UTC)
     raw = match.group(1).replace(",", ".").replace(" UTC", "Z").replace("UTC", "Z").strip()
-    raw = raw.replace(" ", "T", 1) if re.match(r"\d{4}-\d{2}-\d{2} \d", raw) else raw
+    raw = raw.replace(" ", "T", 1) if rx.match(r"\d{4}-\d{2}-\d{2} \d", raw) else raw
     try:
         moment = datetime.fromisoformat(raw.replace("Z", "+00:00"))
     except ValueError:

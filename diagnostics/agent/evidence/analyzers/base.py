@@ -10,12 +10,12 @@ look) on the shared AnalysisState; they never call tools themselves.
 from __future__ import annotations
 
 import json
-import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from diagnostics.agent import rx
 from diagnostics.agent.evidence.inventory import Inventory
 from diagnostics.agent.findings import Finding, ObjRef
 from diagnostics.agent.request.intent import Intent
@@ -143,7 +143,7 @@ def register_correlator(func: Correlator) -> Correlator:
 
 def service_of(subject: str) -> str:
     """The service a finding's subject belongs to: ``process/worker_0`` -> ``worker``."""
-    return re.sub(r"_\d+$", "", subject.rsplit("/", 1)[-1])
+    return rx.sub(r"_\d+$", "", subject.rsplit("/", 1)[-1])
 
 
 def analyzer_names() -> list[str]:
@@ -191,13 +191,13 @@ def clip(text: str, limit: int = 200) -> str:
 
 def field_value(text: str, name: str) -> str:
     """The value of a top-level ``Name:   value`` line of a kubectl describe."""
-    match = re.search(rf"^{re.escape(name)}:[ \t]*(.*)$", text, re.MULTILINE)
+    match = rx.search(rf"^{rx.escape(name)}:[ \t]*(.*)$", text, rx.MULTILINE)
     return match.group(1).strip() if match else ""
 
 
 def looks_like_describe(text: str) -> bool:
-    return bool(re.search(r"^\s*\"?Name:\s+\S+", text, re.MULTILINE)) and bool(
-        re.search(r"^\s*Namespace:\s+\S+", text, re.MULTILINE)
+    return bool(rx.search(r"^\s*\"?Name:\s+\S+", text, rx.MULTILINE)) and bool(
+        rx.search(r"^\s*Namespace:\s+\S+", text, rx.MULTILINE)
     )
 
 
@@ -219,7 +219,7 @@ class Node:
         return [c.value for c in self.children if not c.key]
 
 
-_KEY_LINE = re.compile(r"^([A-Za-z][\w .\-/()]*?):(?:[ \t]+(.*)|[ \t]*)$")
+_KEY_LINE = rx.compile(r"^([A-Za-z][\w .\-/()]*?):(?:[ \t]+(.*)|[ \t]*)$")
 
 
 def describe_tree(text: str) -> Node:
@@ -259,13 +259,13 @@ class Event:
     obj: str = ""
 
 
-_EVENT_DESCRIBE = re.compile(
+_EVENT_DESCRIBE = rx.compile(
     r"^\s*(Normal|Warning)\s+(\w+)\s+(\S+(?:\s+\(x(\d+) over \S+\))?)\s+(\S+)\s+(.*)$"
 )
-_EVENT_KUBECTL = re.compile(
+_EVENT_KUBECTL = rx.compile(
     r"^\s*(\S+(?:\s+\(x(\d+) over \S+\))?)\s+(Normal|Warning)\s+(\w+)\s+(\S+)\s+(.*)$"
 )
-_EVENT_LINEAGE = re.compile(r"Event/\S+\s+-\s+(\w+):\s+(.*?)\s{2,}\S+\s*$")
+_EVENT_LINEAGE = rx.compile(r"Event/\S+\s+-\s+(\w+):\s+(.*?)\s{2,}\S+\s*$")
 
 
 def parse_events(text: str) -> list[Event]:
@@ -340,7 +340,7 @@ def parse_table(text: str) -> Table | None:
             and tokens[0] in ("NAME", "NAMESPACE", "GROUP")
             and all(t.isupper() or "-" in t for t in tokens[:3])
         ):
-            header = re.split(r"\s{2,}", line.strip())
+            header = rx.split(r"\s{2,}", line.strip())
             rows = [row.split() for row in lines[i + 1 :] if not row.startswith("---")]
             return Table(header, rows)
     return None
@@ -352,7 +352,7 @@ def rows_of(text: str) -> list[list[str]]:
 
 def quantity(value: str) -> float | None:
     """A Kubernetes quantity in base units (bytes, cores)."""
-    match = re.fullmatch(r"([\d.]+)\s*([KMGTPE]i?|m)?", value.strip())
+    match = rx.fullmatch(r"([\d.]+)\s*([KMGTPE]i?|m)?", value.strip())
     if not match:
         return None
     number = float(match.group(1))

@@ -14,11 +14,11 @@ regression that ties a problem of a service to a recent change of that service.
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 from typing import Any
 
 from diagnostics import conf as diagnostics_conf
+from diagnostics.agent import rx
 from diagnostics.agent.evidence.analyzers.base import (
     AnalysisState,
     Analyzer,
@@ -32,19 +32,19 @@ from diagnostics.agent.evidence.analyzers.logs import log_subject
 from diagnostics.agent.findings import Finding, Remedy, Severity
 from routing.json_body import loads_answer
 
-_CHANGE = re.compile(r"^\s*changed ([\w-]+)\.([\w.-]+): (.+?) -> (.+?) at (\S+) by (.+?)\s*$", re.MULTILINE)
-_OOM = re.compile(
+_CHANGE = rx.compile(r"^\s*changed ([\w-]+)\.([\w.-]+): (.+?) -> (.+?) at (\S+) by (.+?)\s*$", rx.MULTILINE)
+_OOM = rx.compile(
     r"MemoryError|out of memory|OOMKilled|OOM[- ]kill|Cannot allocate memory"
     r"|memory limit[^\n]{0,60}exhausted",
-    re.IGNORECASE,
+    rx.IGNORECASE,
 )
-_KEY_VALUE = re.compile(r"\b([a-z][a-z0-9]*(?:_[a-z0-9]+)+)=([\w.\"'-]+)")
-_NO_PROCESSES = re.compile(r"\((\w+?)s? configured: 0\)")
-_QUEUE = re.compile(
+_KEY_VALUE = rx.compile(r"\b([a-z][a-z0-9]*(?:_[a-z0-9]+)+)=([\w.\"'-]+)")
+_NO_PROCESSES = rx.compile(r"\((\w+?)s? configured: 0\)")
+_QUEUE = rx.compile(
     r"^(\w*(?:queue_depth|queue_length|queue_size|backlog)\w*)(?:\{[^}\n]*\})?\s+(\d+(?:\.\d+)?)\s*$",
-    re.MULTILINE,
+    rx.MULTILINE,
 )
-_SECTION = re.compile(r"^==\s*([\w.-]+)\s*:?", re.MULTILINE)
+_SECTION = rx.compile(r"^==\s*([\w.-]+)\s*:?", rx.MULTILINE)
 # Keys whose value is a process count: reverting them is a scale action, not a config patch.
 COUNT_KEYS = ("workers", "replicas", "numprocs")
 NOT_PROBLEMS = ("config_change", "config_regression")
@@ -124,7 +124,7 @@ class MemoryExhaustionAnalyzer(Analyzer):
         if named:
             state.fact_dict("named_keys").setdefault(service_of(subject), set()).update(named)
         sizing = ", ".join(f"{k}={v}" for k, v in named.items())
-        limit = re.search(r"memory limit (\d+\s*[KMG]i?B)", line)
+        limit = rx.search(r"memory limit (\d+\s*[KMG]i?B)", line)
         return [
             Finding(
                 "oom_killed",

@@ -8,9 +8,9 @@ messages are the shell's and the runtime's own, so they look the same wherever t
 from __future__ import annotations
 
 import difflib
-import re
 from dataclasses import dataclass
 
+from diagnostics.agent import rx
 from diagnostics.agent.evidence.analyzers.base import AnalysisState, Analyzer, ToolOutput, register
 from diagnostics.agent.evidence.analyzers.logs import log_subject
 from diagnostics.agent.findings import Finding, Severity
@@ -63,19 +63,19 @@ KNOWN_PROGRAMS = (
 )
 
 _SCRIPT = r"(?P<script>(?:/|\./)?[\w./-]*[\w])"
-_SYNTAX_BASH = re.compile(
+_SYNTAX_BASH = rx.compile(
     _SCRIPT
     + r": line (?P<line>\d+): (?P<message>syntax error near unexpected token [`'](?P<token>[^'`\n]*)')"
 )
-_SYNTAX_EOF = re.compile(
+_SYNTAX_EOF = rx.compile(
     _SCRIPT
     + r": line (?P<line>\d+): (?P<message>unexpected EOF while looking for matching [`'](?P<token>.)')"
 )
-_SYNTAX_DASH = re.compile(_SCRIPT + r": (?P<line>\d+): (?:[^:\n]+: )?(?P<message>Syntax error: [^\n]+)")
-_SYNTAX_END = re.compile(_SCRIPT + r": line (?P<line>\d+): (?P<message>syntax error: unexpected end of file)")
-_NOT_FOUND = re.compile(_SCRIPT + r": (?:line )?(?P<line>\d+): (?P<command>[^\s:]+): (?:command )?not found")
-_EXEC_PATH = re.compile(r"exec: \"(?P<command>[^\"\n]+)\": (?P<message>executable file not found in \$PATH)")
-_EXEC_FILE = re.compile(
+_SYNTAX_DASH = rx.compile(_SCRIPT + r": (?P<line>\d+): (?:[^:\n]+: )?(?P<message>Syntax error: [^\n]+)")
+_SYNTAX_END = rx.compile(_SCRIPT + r": line (?P<line>\d+): (?P<message>syntax error: unexpected end of file)")
+_NOT_FOUND = rx.compile(_SCRIPT + r": (?:line )?(?P<line>\d+): (?P<command>[^\s:]+): (?:command )?not found")
+_EXEC_PATH = rx.compile(r"exec: \"(?P<command>[^\"\n]+)\": (?P<message>executable file not found in \$PATH)")
+_EXEC_FILE = rx.compile(
     r"exec (?P<command>/[^\s:]+): (?P<message>no such file or directory|exec format error|permission denied)"
 )
 
@@ -122,7 +122,7 @@ class CommandErrorAnalyzer(Analyzer):
     name = "command_errors"
 
     def applies(self, out: ToolOutput) -> bool:
-        return bool(re.search(r"line \d+:|: \d+: |exec[: ]", out.text))
+        return bool(rx.search(r"line \d+:|: \d+: |exec[: ]", out.text))
 
     def analyze(self, out: ToolOutput, state: AnalysisState) -> list[Finding]:
         source, subject, where = log_subject(out, state)

@@ -6,8 +6,7 @@ analyzer of its own for outputs that are only events.
 
 from __future__ import annotations
 
-import re
-
+from diagnostics.agent import rx
 from diagnostics.agent.evidence.analyzers.base import (
     AnalysisState,
     Analyzer,
@@ -20,20 +19,20 @@ from diagnostics.agent.evidence.analyzers.base import (
 )
 from diagnostics.agent.findings import Finding, ObjRef, Remedy, Severity
 
-_INSUFFICIENT = re.compile(r"Insufficient ([\w./-]*\w)")
-_TAINT = re.compile(r"(?:untolerated taint|had taint)s?\s*\{([^}]*)\}")
-_GPU = re.compile(r"gpu", re.IGNORECASE)
-_PULL = re.compile(r"Failed to pull image \"?([^\":\s]+(?::[^\"\s]+)?)\"?:?\s*(.*)", re.IGNORECASE)
-_NOT_FOUND_REF = re.compile(
+_INSUFFICIENT = rx.compile(r"Insufficient ([\w./-]*\w)")
+_TAINT = rx.compile(r"(?:untolerated taint|had taint)s?\s*\{([^}]*)\}")
+_GPU = rx.compile(r"gpu", rx.IGNORECASE)
+_PULL = rx.compile(r"Failed to pull image \"?([^\":\s]+(?::[^\"\s]+)?)\"?:?\s*(.*)", rx.IGNORECASE)
+_NOT_FOUND_REF = rx.compile(
     r"(configmap|secret|serviceaccount|persistentvolumeclaim|storageclass)s?"
     r"(?:\.[\w.]+)?\s+\"([^\"]+)\"\s+not found",
-    re.IGNORECASE,
+    rx.IGNORECASE,
 )
 # The kubelet's eviction message: "The node was low on resource: R. ... Container C was using U, request is Q"
-_EVICTED_USAGE = re.compile(
+_EVICTED_USAGE = rx.compile(
     r"low on resource: ([\w.-]+)\..*?Container ([\w.-]+) was using ([\w.]+), request is ([\w.]+)"
 )
-_MISSING_KEY = re.compile(r"couldn't find key (\S+) in (ConfigMap|Secret) ([\w./-]+)")
+_MISSING_KEY = rx.compile(r"couldn't find key (\S+) in (ConfigMap|Secret) ([\w./-]+)")
 
 
 def _pull_reason(message: str) -> str:
@@ -238,7 +237,7 @@ def event_findings(
                 )
             )
         elif event.reason == "ProvisioningFailed":
-            sc = re.search(r"storageclass[\w.]*\s+\"([^\"]+)\"\s+not found", message)
+            sc = rx.search(r"storageclass[\w.]*\s+\"([^\"]+)\"\s+not found", message)
             if sc:
                 findings.append(_storageclass_missing(obj, sc.group(1), message))
             else:
@@ -360,7 +359,7 @@ class EventsAnalyzer(Analyzer):
         return event_findings(events, obj, state)
 
 
-_ALERT_EVENT = re.compile(r"\d+/\d+ nodes are available:[^\"\]\n]*")
+_ALERT_EVENT = rx.compile(r"\d+/\d+ nodes are available:[^\"\]\n]*")
 
 
 @register
@@ -405,7 +404,7 @@ class AlertEvidenceAnalyzer(Analyzer):
                     f"Use an image that exists ({pull.group(1)} cannot be pulled) or add imagePullSecrets.",
                 )
             )
-        if re.search(r"\bOOMKilled\b|out of memory", out.text, re.IGNORECASE):
+        if rx.search(r"\bOOMKilled\b|out of memory", out.text, rx.IGNORECASE):
             findings.append(
                 Finding(
                     "oom_killed",

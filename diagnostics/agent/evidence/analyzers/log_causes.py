@@ -21,23 +21,25 @@ report's root cause is the line that says why.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 
+from diagnostics.agent import rx
 from diagnostics.agent.evidence.analyzers.base import AnalysisState, Analyzer, ToolOutput, clip, register
 from diagnostics.agent.evidence.analyzers.logs import log_subject
 from diagnostics.agent.findings import Finding, Severity
 
-_HOST = re.compile(r"(?<![\w@/-])((?:[a-z0-9](?:[a-z0-9-]*[a-z0-9])?\.)+[a-z]{2,})(?![\w-])", re.IGNORECASE)
-_ADDRESS = re.compile(r"(?:listen|bind)\s+(?:tcp\d?|udp\d?)?\s*((?:[\w.\-\[\]]*):\d{2,5})", re.IGNORECASE)
+_HOST = rx.compile(
+    r"(?:^|[^\w@/-])((?:[a-z0-9](?:[a-z0-9-]*[a-z0-9])?\.)+[a-z]{2,})(?:[^\w-]|$)", rx.IGNORECASE
+)
+_ADDRESS = rx.compile(r"(?:listen|bind)\s+(?:tcp\d?|udp\d?)?\s*((?:[\w.\-\[\]]*):\d{2,5})", rx.IGNORECASE)
 
 
-def _line(text: str, pattern: re.Pattern[str]) -> str:
+def _line(text: str, pattern: rx.Pattern) -> str:
     """The last line of ``text`` that matches (the most recent statement of it)."""
     return next((line.strip() for line in reversed(text.splitlines()) if pattern.search(line)), "")
 
 
-def _count(text: str, pattern: re.Pattern[str]) -> int:
+def _count(text: str, pattern: rx.Pattern) -> int:
     return sum(1 for line in text.splitlines() if pattern.search(line))
 
 
@@ -118,9 +120,9 @@ def _inodes(line: str, where: str, n: int) -> tuple[str, str, str]:
 
 
 _STATUS_PHRASE = {"502": "Bad Gateway", "503": "Service Unavailable", "504": "Gateway Timeout"}
-_DEPENDENCY_5XX = re.compile(
+_DEPENDENCY_5XX = rx.compile(
     r"https?://([a-z][\w-]*)[\w.:-]*\S*[^\n]{0,40}?\b(50[234])\b",
-    re.IGNORECASE,
+    rx.IGNORECASE,
 )
 
 
@@ -136,34 +138,34 @@ def _dependency_unavailable(line: str, where: str, n: int) -> tuple[str, str, st
 
 
 # (pattern, explanation, rank): the first class whose pattern matches a line of the log.
-_CLASSES: tuple[tuple[re.Pattern[str], _Explain, int], ...] = (
-    (re.compile(r"too many open files|\bEMFILE\b|\bENFILE\b", re.IGNORECASE), _descriptors, 78),
-    (re.compile(r"address already in use|\bEADDRINUSE\b", re.IGNORECASE), _port_in_use, 82),
+_CLASSES: tuple[tuple[rx.Pattern, _Explain, int], ...] = (
+    (rx.compile(r"too many open files|\bEMFILE\b|\bENFILE\b", rx.IGNORECASE), _descriptors, 78),
+    (rx.compile(r"address already in use|\bEADDRINUSE\b", rx.IGNORECASE), _port_in_use, 82),
     (
-        re.compile(
+        rx.compile(
             r"too many clients already|remaining connection slots are reserved|too many connections\b|"
             r"max_connections",
-            re.IGNORECASE,
+            rx.IGNORECASE,
         ),
         _db_slots,
         82,
     ),
     (
-        re.compile(r"\b429\b[^\n]{0,40}too many requests|too many requests[^\n]{0,40}\b429\b", re.I),
+        rx.compile(r"\b429\b[^\n]{0,40}too many requests|too many requests[^\n]{0,40}\b429\b", rx.I),
         _rate_limited,
         72,
     ),
     (
-        re.compile(
+        rx.compile(
             r"used before issued|not yet valid|token is not valid yet|issued in the future|"
             r"iat[^\n]{0,40}future|clock skew|clock offset",
-            re.IGNORECASE,
+            rx.IGNORECASE,
         ),
         _clock_skew,
         74,
     ),
     (
-        re.compile(
+        rx.compile(
             r"ModuleNotFoundError|ImportError: |Cannot find module '|NoClassDefFoundError|"
             r"ClassNotFoundException|error while loading shared libraries",
         ),
@@ -172,7 +174,7 @@ _CLASSES: tuple[tuple[re.Pattern[str], _Explain, int], ...] = (
     ),
     (_DEPENDENCY_5XX, _dependency_unavailable, 66),
     (
-        re.compile(r"\b100% inodes|inodes? (?:exhausted|used up)|out of inodes|IUse%\s*100%", re.I),
+        rx.compile(r"\b100% inodes|inodes? (?:exhausted|used up)|out of inodes|IUse%\s*100%", rx.I),
         _inodes,
         90,
     ),

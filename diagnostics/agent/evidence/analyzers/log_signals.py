@@ -2,36 +2,36 @@
 
 from __future__ import annotations
 
-import re
 from collections import defaultdict
 
 from diagnostics import conf as diagnostics_conf
+from diagnostics.agent import rx
 from diagnostics.agent.evidence.analyzers.base import AnalysisState, Analyzer, ToolOutput, clip, register
 from diagnostics.agent.evidence.analyzers.logs import DB_WORDS, log_subject
 from diagnostics.agent.findings import Finding, Severity
 
-_DURATION = re.compile(
+_DURATION = rx.compile(
     r"(?P<what>[A-Za-z][\w .'-]{2,60}?)\s+"
     r"(?:completed|finished|took|done|rendered|executed|responded|processed)"
     r"\s+(?:in\s+|after\s+)?(?P<value>\d+(?:\.\d+)?)\s*(?P<unit>ms|milliseconds?|s|secs?|seconds?)\b",
-    re.IGNORECASE,
+    rx.IGNORECASE,
 )
-_JSON_DURATION = re.compile(
+_JSON_DURATION = rx.compile(
     r"\"(?:responseTime|response_time|duration_ms|latency_ms|elapsed_ms)\"\s*:\s*(\d+(?:\.\d+)?)"
 )
-_EXCEPTION = re.compile(
+_EXCEPTION = rx.compile(
     r"(?:Exception in thread \"[^\"]+\"\s+|^|\s)((?:[a-z_][\w$]*\.)+[A-Z]\w*(?:Exception|Error)|"
     r"[A-Z]\w*(?:Exception|Error))(?::\s*(.{0,120}))?$",
-    re.MULTILINE,
+    rx.MULTILINE,
 )
-_PANIC = re.compile(r"^(?:panic|fatal error|FATAL|CRITICAL)[:\s]+(.{0,160})$", re.MULTILINE)
-_HTTP_STATUS = re.compile(r"\"\s(\d{3})\s|\"statusCode\":\s*(\d{3})|\bstatus[=:]\s*(\d{3})\b")
+_PANIC = rx.compile(r"^(?:panic|fatal error|FATAL|CRITICAL)[:\s]+(.{0,160})$", rx.MULTILINE)
+_HTTP_STATUS = rx.compile(r"\"\s(\d{3})\s|\"statusCode\":\s*(\d{3})|\bstatus[=:]\s*(\d{3})\b")
 # A line the service itself flags as slow (its own threshold, e.g. 'slow request GET /x took 151 ms').
-_SLOW_LINE = re.compile(
-    r"\bslow (request|query|call|operation)\b[^\n]*?\btook\s+(\d+(?:\.\d+)?)\s*(ms|s)\b", re.IGNORECASE
+_SLOW_LINE = rx.compile(
+    r"\bslow (request|query|call|operation)\b[^\n]*?\btook\s+(\d+(?:\.\d+)?)\s*(ms|s)\b", rx.IGNORECASE
 )
 _RECURSION = " — the stack trace repeats the same frames: unbounded recursive calls exhausted the stack"
-_FRAME = re.compile(r"^\s*(?:\\t)?at\s+([\w.$<>]+)\(", re.MULTILINE)
+_FRAME = rx.compile(r"^\s*(?:\\t)?at\s+([\w.$<>]+)\(", rx.MULTILINE)
 
 
 def _seconds(value: str, unit: str) -> float:
@@ -65,7 +65,7 @@ class LogSignalAnalyzer(Analyzer):
         groups: dict[str, list[float]] = defaultdict(list)
         samples: dict[str, str] = {}
         for match in _DURATION.finditer(text):
-            what = re.sub(r"^(?:INFO|DEBUG|WARN\w*|ERROR)[:\s]+(?:\w+:)?", "", match.group("what").strip())
+            what = rx.sub(r"^(?:INFO|DEBUG|WARN\w*|ERROR)[:\s]+(?:\w+:)?", "", match.group("what").strip())
             what = what.strip(" :.-") or "operation"
             groups[what].append(_seconds(match.group("value"), match.group("unit")))
             samples.setdefault(what, match.group(0).strip())

@@ -4,105 +4,105 @@ are in log_signals)."""
 
 from __future__ import annotations
 
-import re
 from collections import defaultdict
 from typing import Any
 
+from diagnostics.agent import rx
 from diagnostics.agent.evidence.analyzers.base import AnalysisState, Analyzer, ToolOutput, clip, register
 from diagnostics.agent.findings import Finding, ObjRef, Remedy, Severity
 
 _ENV_PATTERNS = (
-    re.compile(
+    rx.compile(
         r"(?:environment variable|env(?:ironment)?[ "
         r"_-]?var(?:iable)?|\benv)\s+[`'\"$]?\{?([A-Z][A-Z0-9_]{2,})"
         r"\}?[`'\"]?\s+(?:is\s+)?(?:not set|undefined|not defined|missing|required|empty|is empty|must be set"
         r"|unset)",
-        re.IGNORECASE,
+        rx.IGNORECASE,
     ),
-    re.compile(
+    rx.compile(
         r"missing (?:required )?(?:environment variable|env(?:ironment)? var(?:iable)?)s?:?\s+[`'\"]?"
         r"([A-Z][A-Z0-9_]{2,})",
-        re.IGNORECASE,
+        rx.IGNORECASE,
     ),
-    re.compile(
+    rx.compile(
         r"\b([A-Z][A-Z0-9]*_[A-Z0-9_]+)\b[`'\"]?\s+(?:environment variable\s+)?(?:is not set|must be set|is "
         r"required|not set|is undefined|is missing)"
     ),
-    re.compile(r"KeyError: ['\"]([A-Z][A-Z0-9_]{2,})['\"]"),
-    re.compile(r"required key \[?([A-Z][A-Z0-9_]+)\]? missing value"),
+    rx.compile(r"KeyError: ['\"]([A-Z][A-Z0-9_]{2,})['\"]"),
+    rx.compile(r"required key \[?([A-Z][A-Z0-9_]+)\]? missing value"),
 )
 _FILE_PATTERNS = (
-    re.compile(
+    rx.compile(
         r"(?:No such file or directory|ENOENT|does not exist|not found|cannot open|can't open|unable to "
         r"open)[^\n/]{0,40}['\"`]?(/[\w.@-]+(?:/[\w.@-]+)+)"
     ),
-    re.compile(
+    rx.compile(
         r"['\"`]?(/[\w.@-]+(?:/[\w.@-]+)+)['\"`]?:?[^\n]{0,20}(?:No such file or directory|no such file|does "
         r"not exist|not found)",
-        re.IGNORECASE,
+        rx.IGNORECASE,
     ),
 )
-_HOST_PORT = re.compile(
-    r"(?<![\w.:/-])((?:[a-zA-Z][\w-]*(?:\.[\w-]+)*)|(?:\d{1,3}(?:\.\d{1,3}){3})):(\d{2,5})\b"
+_HOST_PORT = rx.compile(
+    r"(?:^|[^\w.:/-])((?:[a-zA-Z][\w-]*(?:\.[\w-]+)*)|(?:\d{1,3}(?:\.\d{1,3}){3})):(\d{2,5})\b"
 )
-_CONN_WORDS = re.compile(
+_CONN_WORDS = rx.compile(
     r"refused|timed? ?out|unreachable|could not connect|couldn't connect|unable to connect|cannot "
     r"connect|failed to "
     r"connect|connection (?:failed|error|reset|closed)|connect failed|no available "
     r"connection|econnrefused|etimedout|"
     r"dial tcp|host\(s\) tried|no route",
-    re.IGNORECASE,
+    rx.IGNORECASE,
 )
 # A stack frame's "File.java:696" has the shape of host:port and is none.
-_SOURCE_FILE = re.compile(
-    r"\.(?:java|kt|scala|groovy|py|go|js|mjs|ts|rb|cs|cpp|cc|c|h|rs|php|exs?|swift)$", re.IGNORECASE
+_SOURCE_FILE = rx.compile(
+    r"\.(?:java|kt|scala|groovy|py|go|js|mjs|ts|rb|cs|cpp|cc|c|h|rs|php|exs?|swift)$", rx.IGNORECASE
 )
 # How a connection failed, in the words a log states it.
-_CONN_REASON = re.compile(
+_CONN_REASON = rx.compile(
     r"connection reset by peer|connection refused|connection timed out|no route to host|"
     r"(?:host|network) (?:is )?unreachable|no available connection|connection (?:is )?not available|"
     r"connection closed|econnreset|econnrefused|etimedout|timed? ?out",
-    re.IGNORECASE,
+    rx.IGNORECASE,
 )
-DB_WORDS = re.compile(
-    r"\b(db|database|sql|postgres\w*|mysql|mongo\w*|redis|jdbc|query|cassandra|oracle)\b", re.IGNORECASE
+DB_WORDS = rx.compile(
+    r"\b(db|database|sql|postgres\w*|mysql|mongo\w*|redis|jdbc|query|cassandra|oracle)\b", rx.IGNORECASE
 )
 _DB_PORTS = {"5432", "3306", "27017", "6379", "1521", "1433", "9042", "3333"}
 _DNS_PATTERNS = (
-    re.compile(r"Could not resolve host:?\s*([\w.-]+)"),
-    re.compile(r"could not translate host name \"([\w.-]+)\" to address"),
-    re.compile(r"getaddrinfo for host \"([\w.-]+)\"[^\n]{0,40}(?:failed|not known)"),
-    re.compile(r"getaddrinfo (?:ENOTFOUND|EAI_AGAIN)\s+([\w.-]+)"),
-    re.compile(r"lookup ([\w.-]+)(?: on [\d.:\[\]]+)?: (?:no such host|server misbehaving|i/o timeout)"),
-    re.compile(r"UnknownHostException:?\s*([\w.-]+)"),
-    re.compile(r"bad address '([\w.-]+)'"),  # busybox (nc, wget, ping): the name did not resolve
-    re.compile(r"server can't find ([\w.-]+?)\.?:"),
-    re.compile(
+    rx.compile(r"Could not resolve host:?\s*([\w.-]+)"),
+    rx.compile(r"could not translate host name \"([\w.-]+)\" to address"),
+    rx.compile(r"getaddrinfo for host \"([\w.-]+)\"[^\n]{0,40}(?:failed|not known)"),
+    rx.compile(r"getaddrinfo (?:ENOTFOUND|EAI_AGAIN)\s+([\w.-]+)"),
+    rx.compile(r"lookup ([\w.-]+)(?: on [\d.:\[\]]+)?: (?:no such host|server misbehaving|i/o timeout)"),
+    rx.compile(r"UnknownHostException:?\s*([\w.-]+)"),
+    rx.compile(r"bad address '([\w.-]+)'"),  # busybox (nc, wget, ping): the name did not resolve
+    rx.compile(r"server can't find ([\w.-]+?)\.?:"),
+    rx.compile(
         r"(?:Failed to resolve|could not resolve|cannot resolve|unable to "
         r"resolve)\s+['\"]?([\w.-]+\.[a-z]{2,})",
-        re.IGNORECASE,
+        rx.IGNORECASE,
     ),
-    re.compile(
+    rx.compile(
         r"([\w.-]+\.[a-z]{2,})[^\n]{0,40}(?:Name or service not known|Temporary failure in name resolution|"
         r"nodename nor servname provided)"
     ),
 )
-_CERT = re.compile(
+_CERT = rx.compile(
     r"certificate has expired|certificate (?:is )?expired|x509: certificate has "
     r"expired|CERTIFICATE_VERIFY_FAILED[^\n]*"
     r"expired|SSL certificate problem: certificate has expired|cert(?:ificate)? expired",
-    re.IGNORECASE,
+    rx.IGNORECASE,
 )
-_CERT_DATE = re.compile(
+_CERT_DATE = rx.compile(
     r"(?:after|expired (?:on|at)|notAfter=?|not after:?|expir\w* (?:on|at))\s*([0-9]{4}-[0-9]{2}-"
     r"[0-9]{2}[T ]?[0-9:]*Z?)",
-    re.IGNORECASE,
+    rx.IGNORECASE,
 )
-_CERT_SOON = re.compile(r"certificate[^\n]{0,60}expires? in (\d+) days?", re.IGNORECASE)
+_CERT_SOON = rx.compile(r"certificate[^\n]{0,60}expires? in (\d+) days?", rx.IGNORECASE)
 
 
-_STOP_SIGNAL = re.compile(r"\bSIG(?:TERM|KILL|INT)\b|signal: (?:terminated|killed)", re.IGNORECASE)
-_PROGRESS = re.compile(r"\b\d{1,3}(?:\.\d+)?\s?%|\b\d[\d,]* (?:of|/) \d[\d,]*\b|\bprogress\b", re.IGNORECASE)
+_STOP_SIGNAL = rx.compile(r"\bSIG(?:TERM|KILL|INT)\b|signal: (?:terminated|killed)", rx.IGNORECASE)
+_PROGRESS = rx.compile(r"\b\d{1,3}(?:\.\d+)?\s?%|\b\d[\d,]* (?:of|/) \d[\d,]*\b|\bprogress\b", rx.IGNORECASE)
 
 
 def log_subject(out: ToolOutput, state: AnalysisState) -> tuple[str, str, str]:
@@ -125,16 +125,16 @@ def _transient(text: str, needle: str) -> str:
     return ""
 
 
-_CONFIG_ERROR = re.compile(
+_CONFIG_ERROR = rx.compile(
     r"config(?:uration)? error[^\n]*?\b([a-z][a-z0-9_.]*) must be (?:an? )?([^,\n]*?),? got '([^'\n]*)'",
-    re.IGNORECASE,
+    rx.IGNORECASE,
 )
-_UNIT_NUMBER = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|sec|secs|seconds)?\s*$", re.IGNORECASE)
+_UNIT_NUMBER = rx.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|sec|secs|seconds)?\s*$", rx.IGNORECASE)
 
 
 def _coerce(expected: str, got: str) -> Any:
     """The value meant by a config value of the wrong type ('30s' for a number -> 30), else None."""
-    if not re.search(r"integer|number|float|int\b", expected, re.IGNORECASE):
+    if not rx.search(r"integer|number|float|int\b", expected, rx.IGNORECASE):
         return None
     match = _UNIT_NUMBER.match(got)
     if match is None:
@@ -181,9 +181,9 @@ class LogAnalyzer(Analyzer):
             )
         findings += self._config_errors(text, subject, where, source)
         findings += self._stopped_mid_work(text, subject, where)
-        if re.search(r"permission denied|EACCES", text, re.IGNORECASE):
+        if rx.search(r"permission denied|EACCES", text, rx.IGNORECASE):
             line = next(
-                li for li in text.splitlines() if re.search(r"permission denied|EACCES", li, re.IGNORECASE)
+                li for li in text.splitlines() if rx.search(r"permission denied|EACCES", li, rx.IGNORECASE)
             )
             findings.append(
                 Finding(
@@ -313,7 +313,7 @@ class LogAnalyzer(Analyzer):
         namespace = parts[1] if len(parts) == 3 else ""
         for host, line in hosts.items():
             state.fact_dict("unresolved_hosts").setdefault(host, namespace)
-            if namespace and not re.fullmatch(r"[\d.]+", host):
+            if namespace and not rx.fullmatch(r"[\d.]+", host):
                 state.lead(ObjRef("service", "*", namespace), f"the Services that {host} should be", 75)
             urls = [u for u in state.fact_set("urls") if host in u]
             url = f" (URL {urls[0]})" if urls else ""
@@ -381,9 +381,9 @@ class LogAnalyzer(Analyzer):
                     ),
                 )
             )
-        if not findings and re.search(r"connection refused|ECONNREFUSED", text, re.IGNORECASE):
+        if not findings and rx.search(r"connection refused|ECONNREFUSED", text, rx.IGNORECASE):
             line = next(
-                li for li in text.splitlines() if re.search(r"connection refused|ECONNREFUSED", li, re.I)
+                li for li in text.splitlines() if rx.search(r"connection refused|ECONNREFUSED", li, rx.I)
             )
             findings.append(
                 Finding(
@@ -430,7 +430,7 @@ class LogAnalyzer(Analyzer):
         return []
 
 
-_DIALED = re.compile(r" at ([a-z0-9][a-z0-9-]*)(?:\.[\w.-]+)?:(\d{2,5}) ")
+_DIALED = rx.compile(r" at ([a-z0-9][a-z0-9-]*)(?:\.[\w.-]+)?:(\d{2,5}) ")
 
 
 def _remember_dialed(findings: list[Finding], out: ToolOutput, state: AnalysisState) -> None:

@@ -9,8 +9,7 @@ namespace of the pod that failed to resolve it).
 
 from __future__ import annotations
 
-import re
-
+from diagnostics.agent import rx
 from diagnostics.agent.evidence.analyzers.base import (
     AnalysisState,
     Analyzer,
@@ -45,8 +44,8 @@ def _selector_text(selector: dict[str, str]) -> str:
 def _is_service_describe(text: str) -> bool:
     return (
         looks_like_describe(text)
-        and bool(re.search(r"^\s*Endpoints:", text, re.MULTILINE))
-        and bool(re.search(r"^\s*(?:IP|Type):", text, re.MULTILINE))
+        and bool(rx.search(r"^\s*Endpoints:", text, rx.MULTILINE))
+        and bool(rx.search(r"^\s*(?:IP|Type):", text, rx.MULTILINE))
     )
 
 

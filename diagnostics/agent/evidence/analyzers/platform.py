@@ -5,11 +5,11 @@ incidents (heartbeats)."""
 from __future__ import annotations
 
 import json
-import re
 from datetime import UTC, datetime
 from typing import Any
 
 from diagnostics import conf as diagnostics_conf
+from diagnostics.agent import rx
 from diagnostics.agent.evidence.analyzers.base import (
     AnalysisState,
     Analyzer,
@@ -23,7 +23,7 @@ from diagnostics.agent.evidence.analyzers.base import (
 )
 from diagnostics.agent.findings import Finding, ObjRef, Remedy, Severity
 
-_APP_ROW = re.compile(r"^(\S+)\s+(https?://\S+|in-cluster)\s+")
+_APP_ROW = rx.compile(r"^(\S+)\s+(https?://\S+|in-cluster)\s+")
 
 
 @register
@@ -49,15 +49,15 @@ class ArgoAppAnalyzer(Analyzer):
         health = field_value(out.text, "Health Status")
         phase = field_value(out.text, "Phase")
         message = field_value(out.text, "Message")
-        for ns in re.findall(
-            r"^\s*(?:\S+\s+)?\w+\s+([a-z0-9][-a-z0-9]+)\s+\S+\s+(?:Synced|OutOfSync)", out.text, re.M
+        for ns in rx.findall(
+            r"^\s*(?:\S+\s+)?\w+\s+([a-z0-9][-a-z0-9]+)\s+\S+\s+(?:Synced|OutOfSync)", out.text, rx.M
         ):
             state.fact_set("namespaces").add(ns)
         findings: list[Finding] = []
         broken = [
             line.strip()
             for line in out.text.splitlines()
-            if re.search(r"\s(OutOfSync|SyncFailed)\s", line) and re.search(r"\s(Missing|Degraded)\s", line)
+            if rx.search(r"\s(OutOfSync|SyncFailed)\s", line) and rx.search(r"\s(Missing|Degraded)\s", line)
         ]
         if phase in ("Failed", "Error") or broken:
             detail = f": {message}" if message else ""
@@ -174,8 +174,8 @@ class ClusterStatusAnalyzer(Analyzer):
         return findings
 
 
-_PROCESS = re.compile(
-    r"^(\S+)\s+(RUNNING|STARTING|BACKOFF|FATAL|EXITED|STOPPED|UNKNOWN)\b\s*(.*)$", re.MULTILINE
+_PROCESS = rx.compile(
+    r"^(\S+)\s+(RUNNING|STARTING|BACKOFF|FATAL|EXITED|STOPPED|UNKNOWN)\b\s*(.*)$", rx.MULTILINE
 )
 
 
@@ -211,7 +211,7 @@ class ProcessStatusAnalyzer(Analyzer):
         return findings
 
 
-_REFUSED_AT = re.compile(r" at (\S+:\d+) .*connection refused", re.IGNORECASE)
+_REFUSED_AT = rx.compile(r" at (\S+:\d+) .*connection refused", rx.IGNORECASE)
 
 
 @register_correlator
@@ -251,11 +251,11 @@ def stopped_dependency(state: AnalysisState, findings: list[Finding]) -> list[Fi
     return out
 
 
-_HEARTBEAT = re.compile(
+_HEARTBEAT = rx.compile(
     r"always (?:be )?firing|always fire|is always active|alerting pipeline is functional|dead ?man'?s "
     r"?(?:switch|snitch)"
     r"|heartbeat alert",
-    re.IGNORECASE,
+    rx.IGNORECASE,
 )
 
 
@@ -294,8 +294,8 @@ class HeartbeatAlertAnalyzer(Analyzer):
         ]
 
 
-_HTTP_CHECK = re.compile(
-    r"^([\w.-]+):\s*(?:GET|HEAD)\s+(\S+)\s*->\s*(\d{3}|unreachable)\b(.*)$", re.MULTILINE
+_HTTP_CHECK = rx.compile(
+    r"^([\w.-]+):\s*(?:GET|HEAD)\s+(\S+)\s*->\s*(\d{3}|unreachable)\b(.*)$", rx.MULTILINE
 )
 
 

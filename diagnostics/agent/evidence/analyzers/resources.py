@@ -9,8 +9,7 @@ correlator whichever output comes first.
 
 from __future__ import annotations
 
-import re
-
+from diagnostics.agent import rx
 from diagnostics.agent.evidence.analyzers.base import (
     AnalysisState,
     Analyzer,
@@ -26,13 +25,13 @@ from diagnostics.agent.evidence.analyzers.base import (
 )
 from diagnostics.agent.findings import Finding, ObjRef, Remedy, Severity
 
-_EXCEEDED = re.compile(
+_EXCEEDED = rx.compile(
     r"exceeded quota: (?P<quota>[\w.-]+), requested: (?P<requested>[^,\n]+), used: (?P<used>[^,\n]+), "
     r"limited: (?P<limited>[^\n\"]+)"
 )
-_QUOTA_PAIR = re.compile(r"([a-z][\w./-]*): ([\d.]+[A-Za-z]*)/([\d.]+[A-Za-z]*)")
-_ALLOCATED = re.compile(
-    r"^\s*(cpu|memory|ephemeral-storage|nvidia\.com/gpu)\s+(\S+)\s+\((\d+)%\)", re.MULTILINE
+_QUOTA_PAIR = rx.compile(r"([a-z][\w./-]*): ([\d.]+[A-Za-z]*)/([\d.]+[A-Za-z]*)")
+_ALLOCATED = rx.compile(
+    r"^\s*(cpu|memory|ephemeral-storage|nvidia\.com/gpu)\s+(\S+)\s+\((\d+)%\)", rx.MULTILINE
 )
 NEAR_FULL = 0.9
 
@@ -152,7 +151,7 @@ _PRESSURE = {
     "MemoryPressure": "memory",
     "PIDPressure": "process IDs",
 }
-_RECLAIM = re.compile(r"Attempting to reclaim ([\w.-]+)")
+_RECLAIM = rx.compile(r"Attempting to reclaim ([\w.-]+)")
 
 
 @register
@@ -164,7 +163,7 @@ class NodeConditionsAnalyzer(Analyzer):
 
     def applies(self, out: ToolOutput) -> bool:
         # kubectl describe node (a node has no namespace line, so not looks_like_describe)
-        return re.search(r"^Name:\s+\S+\n(?:.*\n)*?Roles:", out.text, re.MULTILINE) is not None and (
+        return rx.search(r"^Name:\s+\S+\n(?:.*\n)*?Roles:", out.text, rx.MULTILINE) is not None and (
             "Conditions:" in out.text
         )
 
@@ -175,7 +174,7 @@ class NodeConditionsAnalyzer(Analyzer):
         taints = field_value(out.text, "Taints")
         findings: list[Finding] = []
         for line in section.splitlines():
-            parts = re.split(r"\s{2,}", line.strip())
+            parts = rx.split(r"\s{2,}", line.strip())
             if len(parts) < 3:
                 continue
             condition, status, message = parts[0], parts[1], parts[-1]
@@ -248,7 +247,7 @@ class CpuLimitAnalyzer(Analyzer):
         for line in out.text.splitlines():
             parts = line.split()
             for i, part in enumerate(parts[:-1]):
-                used = quantity(part) if re.fullmatch(r"\d+m", part) else None
+                used = quantity(part) if rx.fullmatch(r"\d+m", part) else None
                 if used is None or i == 0:
                     continue
                 pod = parts[i - 1]
@@ -279,7 +278,7 @@ def throttled_at_limit(state: AnalysisState, findings: list[Finding]) -> list[Fi
     throttled = state.fact_dict("throttled")
     for finding in findings:
         if finding.kind == "cpu_throttling" and finding.subject:
-            ratio = re.search(r"ratio ([\d.]+)", finding.evidence)
+            ratio = rx.search(r"ratio ([\d.]+)", finding.evidence)
             throttled.setdefault(_pod_of(finding.subject), float(ratio.group(1)) if ratio else 1.0)
     limits = state.fact_dict("cpu_limits")
     reported = state.fact_set("throttling_reported")

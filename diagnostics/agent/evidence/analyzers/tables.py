@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import re
-
+from diagnostics.agent import rx
 from diagnostics.agent.evidence.analyzers.base import (
     AnalysisState,
     Analyzer,
@@ -30,8 +29,8 @@ BAD_POD_STATUSES = {
     "Unknown",
     "Pending",
 }
-_READY = re.compile(r"^(\d+)/(\d+)$")
-_AGE = re.compile(r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
+_READY = rx.compile(r"^(\d+)/(\d+)$")
+_AGE = rx.compile(r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
 
 
 def age_seconds(text: str) -> int | None:
@@ -243,7 +242,7 @@ class ListAnalyzer(Analyzer):
         return selector_findings(state)
 
 
-_MISSING_TYPE = re.compile(r"doesn't have a resource type \"([\w.-]+)\"|no matches for kind \"([\w.-]+)\"")
+_MISSING_TYPE = rx.compile(r"doesn't have a resource type \"([\w.-]+)\"|no matches for kind \"([\w.-]+)\"")
 _PRODUCTS = {
     "scaledobject": "KEDA",
     "scaledobjects": "KEDA",
@@ -298,8 +297,8 @@ class MissingResourceTypeAnalyzer(Analyzer):
         ]
 
 
-_NS_NOT_FOUND = re.compile(r"namespaces? \"([a-z0-9][-a-z0-9.]*)\" not found")
-_NS_MENTION = re.compile(r"(?:namespace[:=/]\s*|Namespace:\s+|-n\s+)([a-z0-9][-a-z0-9.]*)")
+_NS_NOT_FOUND = rx.compile(r"namespaces? \"([a-z0-9][-a-z0-9.]*)\" not found")
+_NS_MENTION = rx.compile(r"(?:namespace[:=/]\s*|Namespace:\s+|-n\s+)([a-z0-9][-a-z0-9.]*)")
 
 
 def _distance(a: str, b: str) -> int:
@@ -367,7 +366,7 @@ class NamespaceNotFoundAnalyzer(Analyzer):
         return findings
 
 
-_LINEAGE = re.compile(r"[├└]──\s+(Pod|Job|ReplicaSet|StatefulSet|DaemonSet|Deployment)/([a-z0-9][-a-z0-9.]*)")
+_LINEAGE = rx.compile(r"[├└]──\s+(Pod|Job|ReplicaSet|StatefulSet|DaemonSet|Deployment)/([a-z0-9][-a-z0-9.]*)")
 
 
 @register

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from diagnostics import conf as diagnostics_conf
+from diagnostics.agent import rx
 from diagnostics.agent.evidence.analyzers.base import (
     AnalysisState,
     Analyzer,
@@ -17,12 +17,12 @@ from diagnostics.agent.evidence.analyzers.base import (
 )
 from diagnostics.agent.findings import Finding, ObjRef, Severity
 
-_SPAN = re.compile(r"[├└]─\s*(.+?)\s+\(([^)]+)\)\s+-\s+([\d.]+)\s*ms")
-_STATEMENT = re.compile(r"db\.statement:\s*(.+)$")
-_DB_SYSTEM = re.compile(r"db\.system:\s*(\S+)")
-_TRACE = re.compile(r"traceID=([0-9a-fA-F]+)\)(?:\s*\(durationMs=(\d+)\))?")
-_ROOT_NAME = re.compile(r"rootTraceName=(\S+)")
-_DB_NAME = re.compile(r"query|sql|postgres|mysql|redis|mongo|db\b|database", re.IGNORECASE)
+_SPAN = rx.compile(r"[├└]─\s*(.+?)\s+\(([^)]+)\)\s+-\s+([\d.]+)\s*ms")
+_STATEMENT = rx.compile(r"db\.statement:\s*(.+)$")
+_DB_SYSTEM = rx.compile(r"db\.system:\s*(\S+)")
+_TRACE = rx.compile(r"traceID=([0-9a-fA-F]+)\)(?:\s*\(durationMs=(\d+)\))?")
+_ROOT_NAME = rx.compile(r"rootTraceName=(\S+)")
+_DB_NAME = rx.compile(r"query|sql|postgres|mysql|redis|mongo|db\b|database", rx.IGNORECASE)
 
 
 @dataclass

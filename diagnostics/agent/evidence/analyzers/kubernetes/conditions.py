@@ -15,9 +15,9 @@ means no Service port answers there, and the Service is followed to compare its 
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
+from diagnostics.agent import rx
 from diagnostics.agent.evidence.analyzers.base import (
     AnalysisState,
     Analyzer,
@@ -30,12 +30,12 @@ from diagnostics.agent.evidence.analyzers.base import (
 )
 from diagnostics.agent.findings import Finding, ObjRef, Severity
 
-_NEGATIVE = re.compile(r"Failure$|^Failed$|Degraded|Stalled|Pressure$|^NetworkUnavailable$|^Error$")
+_NEGATIVE = rx.compile(r"Failure$|^Failed$|Degraded|Stalled|Pressure$|^NetworkUnavailable$|^Error$")
 _OWN_ANALYZERS = {"pod", "deployment", "statefulset", "daemonset", "replicaset", "job", "node", "cronjob"}
-_TABLE_ROW = re.compile(r"^\s{2,}([A-Z]\w+)\s+(True|False|Unknown)\s+(\w+)\s*(.*)$")
-_BLOCK_KEY = re.compile(r"^\s*(Type|Status|Reason|Message):\s*(.*)$")
-_BACKEND = re.compile(r"([a-z0-9][\w.-]*):(\d{1,5}|[a-z][\w-]*)\s+\((<error:[^)]*>|[^)]*)\)")
-_SERVICE_PORT = re.compile(r"^Port:\s+\S*\s+(\d+)/", re.MULTILINE)
+_TABLE_ROW = rx.compile(r"^\s{2,}([A-Z]\w+)\s+(True|False|Unknown)\s+(\w+)\s*(.*)$")
+_BLOCK_KEY = rx.compile(r"^\s*(Type|Status|Reason|Message):\s*(.*)$")
+_BACKEND = rx.compile(r"([a-z0-9][\w.-]*):(\d{1,5}|[a-z][\w-]*)\s+\((<error:[^)]*>|[^)]*)\)")
+_SERVICE_PORT = rx.compile(r"^Port:\s+\S*\s+(\d+)/", rx.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -82,7 +82,7 @@ def _kind(out: ToolOutput) -> str:
     kind = field_value(out.text, "Kind") or str(
         out.params.get("kind") or out.params.get("resource_type") or ""
     )
-    if not kind and re.search(r"^Reference:\s", out.text, re.MULTILINE) and "Min replicas:" in out.text:
+    if not kind and rx.search(r"^Reference:\s", out.text, rx.MULTILINE) and "Min replicas:" in out.text:
         kind = "horizontalpodautoscaler"
     return kind.lower()
 

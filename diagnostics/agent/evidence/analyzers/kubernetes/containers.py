@@ -4,24 +4,23 @@ workload a pod belongs to."""
 
 from __future__ import annotations
 
-import re
-
+from diagnostics.agent import rx
 from diagnostics.agent.evidence.analyzers.base import EXIT_CODE_MEANINGS, AnalysisState, Node, clip
 from diagnostics.agent.findings import Finding, ObjRef, Remedy, Severity
 
-_URL = re.compile(r"https?://[^\s'\";]+")
-_EXPLICIT_EXIT = re.compile(r"(?:^|[;&|]\s*|\bthen\s+|\s)exit\s+([1-9]\d*)\b")
-_HASH_SUFFIX = re.compile(r"-[a-f0-9]{6,10}-[a-z0-9]{5}$|-[a-z0-9]{5}$")
+_URL = rx.compile(r"https?://[^\s'\";]+")
+_EXPLICIT_EXIT = rx.compile(r"(?:^|[;&|]\s*|\bthen\s+|\s)exit\s+([1-9]\d*)\b")
+_HASH_SUFFIX = rx.compile(r"-[a-f0-9]{6,10}-[a-z0-9]{5}$|-[a-z0-9]{5}$")
 # "http-get http://:8081/healthz delay=..." / "tcp-socket :5432 delay=..." (kubectl describe's probe lines)
-_PROBE_PORT = re.compile(r"^(?:http-get\s+https?://[^:/\s]*:(\d+)|tcp-socket\s+[^:\s]*:(\d+))")
-_PORT = re.compile(r"\b(\d+)/(?:TCP|UDP|SCTP)\b")
+_PROBE_PORT = rx.compile(r"^(?:http-get\s+https?://[^:/\s]*:(\d+)|tcp-socket\s+[^:\s]*:(\d+))")
+_PORT = rx.compile(r"\b(\d+)/(?:TCP|UDP|SCTP)\b")
 
 
 def workload_of(pod: str, controlled_by: str = "") -> str:
     """The owning workload's name: ``ReplicaSet/web-5d98ffcfd`` -> ``web``; else the pod name's stem."""
     if controlled_by:
         owner = controlled_by.split("/", 1)[-1]
-        return re.sub(r"-[a-f0-9]{6,10}$", "", owner) if controlled_by.startswith("ReplicaSet/") else owner
+        return rx.sub(r"-[a-f0-9]{6,10}$", "", owner) if controlled_by.startswith("ReplicaSet/") else owner
     return _HASH_SUFFIX.sub("", pod)
 
 

@@ -3,8 +3,7 @@ commands and probes, or a healthy pod."""
 
 from __future__ import annotations
 
-import re
-
+from diagnostics.agent import rx
 from diagnostics.agent.evidence.analyzers.base import (
     AnalysisState,
     Analyzer,
@@ -32,7 +31,7 @@ def _is_pod_describe(text: str) -> bool:
     return (
         looks_like_describe(text)
         and "Containers:" in text
-        and not re.search(r"^Replicas:.*desired", text, re.MULTILINE)
+        and not rx.search(r"^Replicas:.*desired", text, rx.MULTILINE)
         and "Pods Statuses:" not in text
     )
 

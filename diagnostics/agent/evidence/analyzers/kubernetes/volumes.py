@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import re
-
+from diagnostics.agent import rx
 from diagnostics.agent.evidence.analyzers.base import (
     AnalysisState,
     Analyzer,
@@ -33,7 +32,7 @@ class PvcDescribeAnalyzer(Analyzer):
         events = parse_events(out.text)
         findings: list[Finding] = []
         for event in events:
-            sc = re.search(r"storageclass[\w.]*\s+\"([^\"]+)\"\s+not found", event.message)
+            sc = rx.search(r"storageclass[\w.]*\s+\"([^\"]+)\"\s+not found", event.message)
             if event.reason == "ProvisioningFailed" and sc:
                 findings.append(_storageclass_missing(obj, sc.group(1), event.message, used_by))
                 break

@@ -3,8 +3,7 @@ replicas, stuck rollouts, failed job pods, and the leads they give (the new repl
 
 from __future__ import annotations
 
-import re
-
+from diagnostics.agent import rx
 from diagnostics.agent.evidence.analyzers.base import (
     AnalysisState,
     Analyzer,
@@ -27,7 +26,7 @@ class WorkloadDescribeAnalyzer(Analyzer):
 
     def applies(self, out: ToolOutput) -> bool:
         return looks_like_describe(out.text) and bool(
-            re.search(r"^\s*\"?Replicas:.*desired", out.text, re.MULTILINE)
+            rx.search(r"^\s*\"?Replicas:.*desired", out.text, rx.MULTILINE)
         )
 
     def analyze(self, out: ToolOutput, state: AnalysisState) -> list[Finding]:
@@ -39,7 +38,7 @@ class WorkloadDescribeAnalyzer(Analyzer):
         replicas = tree.get("Replicas")
         counts = dict(
             (v, int(n))
-            for n, v in re.findall(r"(\d+) (desired|updated|total|available|unavailable)", replicas)
+            for n, v in rx.findall(r"(\d+) (desired|updated|total|available|unavailable)", replicas)
         )
         desired, available = counts.get("desired", 0), counts.get("available", 0)
         if desired and available < desired:
@@ -74,13 +73,13 @@ class WorkloadDescribeAnalyzer(Analyzer):
                 for res in node.children if node else []:
                     if "gpu" in res.key.lower():
                         state.fact_dict("gpu_requests")[obj.label] = f"{res.value} {res.key}"
-        new_rs = re.search(r"NewReplicaSet:\s+(\S+)", out.text)
+        new_rs = rx.search(r"NewReplicaSet:\s+(\S+)", out.text)
         if new_rs and new_rs.group(1) != "<none>":
             state.related.add(new_rs.group(1).lower())
             if desired and available < desired and obj.namespace:
                 # The replica set's events say why pods are missing (quota, admission, limits).
                 state.lead(ObjRef("replicaset", new_rs.group(1), obj.namespace), "the new replica set", 80)
-        if re.search(r"ReplicaFailure\s+True\s+FailedCreate", out.text) and obj.namespace:
+        if rx.search(r"ReplicaFailure\s+True\s+FailedCreate", out.text) and obj.namespace:
             for kind in ("resourcequota", "limitrange"):
                 state.lead(ObjRef(kind, "*", obj.namespace), "pods cannot be created: quotas and limits", 78)
         findings += event_findings(parse_events(out.text), obj, state, workload=obj.name)
@@ -111,7 +110,7 @@ class JobDescribeAnalyzer(Analyzer):
         state.fact_set("namespaces").add(obj.namespace)
         findings: list[Finding] = []
         statuses = tree.get("Pods Statuses")
-        failed = re.search(r"(\d+) Failed", statuses)
+        failed = rx.search(r"(\d+) Failed", statuses)
         if failed and int(failed.group(1)) > 0:
             findings.append(
                 Finding(
@@ -123,10 +122,10 @@ class JobDescribeAnalyzer(Analyzer):
                     35,
                 )
             )
-        deadline = re.fullmatch(r"(\d+)s?", tree.get("Active Deadline Seconds").strip())
+        deadline = rx.fullmatch(r"(\d+)s?", tree.get("Active Deadline Seconds").strip())
         if deadline:
             state.fact_dict("job_deadlines")[obj.label] = f"{deadline.group(1)} seconds"
-        for created in re.findall(r"Created pod: (\S+)", out.text):
+        for created in rx.findall(r"Created pod: (\S+)", out.text):
             state.lead(ObjRef("pod", created, obj.namespace), f"pod of job {obj.name}", 75)
         for container in containers_of(tree, "Containers"):
             findings += command_findings(container, obj, state)

@@ -4,19 +4,19 @@ endpoint a sample is about."""
 
 from __future__ import annotations
 
-import re
 from collections import defaultdict
 from dataclasses import dataclass
 
+from diagnostics.agent import rx
 from routing.json_body import loads_answer
 
 # A label set; label values may hold braces (``route="/items/{id}"``).
 _LABELS = r'\{(?:[^}"]|"(?:[^"\\]|\\.)*")*\}'
-_SAMPLE = re.compile(
+_SAMPLE = rx.compile(
     r"^([a-zA-Z_:][\w:]*)(" + _LABELS + r")?\s+([-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|NaN|\+Inf|-Inf))\s*$",
-    re.MULTILINE,
+    rx.MULTILINE,
 )
-_LABEL = re.compile(r"(\w+)=\"([^\"]*)\"")
+_LABEL = rx.compile(r"(\w+)=\"([^\"]*)\"")
 
 
 @dataclass(frozen=True)
@@ -34,7 +34,7 @@ class Sample:
 
 
 ENDPOINT_LABELS = ("route", "handler", "endpoint", "path", "uri", "url", "operation", "span_name", "method")
-_QUANTILE = re.compile(r"histogram_quantile\(\s*([\d.]+)")
+_QUANTILE = rx.compile(r"histogram_quantile\(\s*([\d.]+)")
 
 
 def named_by_query(samples: list[Sample], query: str) -> list[Sample]:
@@ -47,7 +47,7 @@ def named_by_query(samples: list[Sample], query: str) -> list[Sample]:
         name = "container_cpu_cfs_throttled_ratio"
     elif "volume_stats_available_bytes" in lowered and "capacity_bytes" in lowered:
         name = "volume_available_ratio"
-    elif re.search(r"latency|duration", lowered):
+    elif rx.search(r"latency|duration", lowered):
         name = "request_duration_seconds"
         quantile = _QUANTILE.search(lowered)
         if quantile:
@@ -57,7 +57,7 @@ def named_by_query(samples: list[Sample], query: str) -> list[Sample]:
     return [Sample(name, {**labels, **s.labels}, s.value) if not s.name else s for s in samples]
 
 
-LATENCY_NAME = re.compile(r"latency|duration|requests?_seconds")
+LATENCY_NAME = rx.compile(r"latency|duration|requests?_seconds")
 
 
 def histogram_quantiles(samples: list[Sample], q: float = 0.99) -> list[Sample]:
@@ -103,7 +103,7 @@ def endpoint_label(sample: Sample) -> str:
     return next((k for k in ENDPOINT_LABELS if sample.labels.get(k)), "endpoint")
 
 
-_BY = re.compile(r"\bby\s*\(([^)]*)\)", re.IGNORECASE)
+_BY = rx.compile(r"\bby\s*\(([^)]*)\)", rx.IGNORECASE)
 
 
 def groups_by_endpoint(query: str) -> bool:
@@ -113,11 +113,11 @@ def groups_by_endpoint(query: str) -> bool:
 
 # The prometheus toolset's rendering: ``name{a="b"} => 0.42 @ <time>`` (a vector) and
 # ``name{a="b"}: 12 points <from> .. <to>; min=.. max=.. last=..`` (a matrix; its max is taken).
-_RENDERED_VECTOR = re.compile(
-    r"^([a-zA-Z_:][\w:]*)?(" + _LABELS + r") => ([-+]?[\d.eE+-]+|NaN|[+-]Inf) @ ", re.MULTILINE
+_RENDERED_VECTOR = rx.compile(
+    r"^([a-zA-Z_:][\w:]*)?(" + _LABELS + r") => ([-+]?[\d.eE+-]+|NaN|[+-]Inf) @ ", rx.MULTILINE
 )
-_RENDERED_MATRIX = re.compile(
-    r"^([a-zA-Z_:][\w:]*)?(" + _LABELS + r"): \d+ points .*?max=([-+]?[\d.eE+-]+|NaN)", re.MULTILINE
+_RENDERED_MATRIX = rx.compile(
+    r"^([a-zA-Z_:][\w:]*)?(" + _LABELS + r"): \d+ points .*?max=([-+]?[\d.eE+-]+|NaN)", rx.MULTILINE
 )
 
 

@@ -3,10 +3,10 @@ rate, full volumes."""
 
 from __future__ import annotations
 
-import re
 from collections import defaultdict
 
 from diagnostics import conf as diagnostics_conf
+from diagnostics.agent import rx
 from diagnostics.agent.evidence.analyzers.base import AnalysisState, Analyzer, ToolOutput, register
 from diagnostics.agent.evidence.analyzers.metrics.samples import (
     LATENCY_NAME,
@@ -23,7 +23,7 @@ from diagnostics.agent.findings import Finding, Remedy, Severity
 
 VOLUME_FREE_MIN = 0.05  # a volume with less free space than this is full for practical purposes
 
-_COMPARISON = re.compile(r"(?:>|>=)\s*([\d.]+(?:e[-+]?\d+)?)\s*$", re.IGNORECASE)
+_COMPARISON = rx.compile(r"(?:>|>=)\s*([\d.]+(?:e[-+]?\d+)?)\s*$", rx.IGNORECASE)
 
 
 def _bound(out: ToolOutput) -> float | None:

@@ -3,14 +3,13 @@ summaries, disk usage rows (``df`` or a quota), per-process CPU tables."""
 
 from __future__ import annotations
 
-import re
-
 from diagnostics import conf as diagnostics_conf
+from diagnostics.agent import rx
 from diagnostics.agent.evidence.analyzers.base import AnalysisState, Analyzer, ToolOutput, register
 from diagnostics.agent.findings import Finding, Remedy, Severity
 
-_SECTION = re.compile(r"^==\s*([\w.-]+)\s*:?", re.MULTILINE)
-_KV = re.compile(r"\b(error_ratio|p95_ms|p99_ms|errors_5xx|requests)=([\d.]+)")
+_SECTION = rx.compile(r"^==\s*([\w.-]+)\s*:?", rx.MULTILINE)
+_KV = rx.compile(r"\b(error_ratio|p95_ms|p99_ms|errors_5xx|requests)=([\d.]+)")
 
 
 @register
@@ -64,8 +63,8 @@ class MetricsSummaryAnalyzer(Analyzer):
         return findings
 
 
-_PERCENT_USED = re.compile(r"(\d+(?:\.\d+)?)%\s*(?:of quota|used|full)")
-_DF_ROW = re.compile(r"^(\S+)\s+\S+\s+\S+\s+\S+\s+(\d+)%\s+(\S+)$")
+_PERCENT_USED = rx.compile(r"(\d+(?:\.\d+)?)%\s*(?:of quota|used|full)")
+_DF_ROW = rx.compile(r"^(\S+)\s+\S+\s+\S+\s+\S+\s+(\d+)%\s+(\S+)$")
 
 
 def _usage_rows(text: str) -> list[tuple[str, float]]:
@@ -118,7 +117,7 @@ class DiskUsageAnalyzer(Analyzer):
         return findings
 
 
-_TOP_ROW = re.compile(r"^(\S+)\s+(\d+)\s+(\d+(?:\.\d+)?)\s+(\d+(?:\.\d+)?)\s+\d+\s*$", re.MULTILINE)
+_TOP_ROW = rx.compile(r"^(\S+)\s+(\d+)\s+(\d+(?:\.\d+)?)\s+(\d+(?:\.\d+)?)\s+\d+\s*$", rx.MULTILINE)
 
 
 @register
