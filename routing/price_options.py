@@ -8,7 +8,10 @@ parameters differently, so a backend names their prices here, or a call that use
   (OpenAI's ``service_tier``; ``auto`` and ``default`` are 1x and need no entry);
 - ``audio_input_cost_per_token`` / ``audio_output_cost_per_token``: audio tokens in (``input_audio``
   parts, an earlier answer's ``audio``) and out (``modalities: ["audio"]``, ``audio``);
-- ``web_search_cost_per_call``: the fee of one call with ``web_search_options``.
+- ``web_search_cost_per_call``: the fee of one call with ``web_search_options``;
+- ``cache_write_input_cost_per_token`` / ``cache_write_1h_input_cost_per_token``: prompt tokens written
+  to the provider's prompt cache (a content part's ``cache_control``, Anthropic-style; ``"ttl": "1h"``
+  asks for the one-hour cache), billed above the input price (Anthropic: 1.25x, 2x for an hour).
 """
 
 from __future__ import annotations
@@ -22,9 +25,12 @@ SERVICE_TIERS = "service_tiers"
 AUDIO_INPUT = "audio_input_cost_per_token"
 AUDIO_OUTPUT = "audio_output_cost_per_token"
 WEB_SEARCH = "web_search_cost_per_call"
-PRICES = (AUDIO_INPUT, AUDIO_OUTPUT, WEB_SEARCH)
+CACHE_WRITE = "cache_write_input_cost_per_token"
+CACHE_WRITE_1H = "cache_write_1h_input_cost_per_token"
+PRICES = (AUDIO_INPUT, AUDIO_OUTPUT, WEB_SEARCH, CACHE_WRITE, CACHE_WRITE_1H)
 MAX_MULTIPLIER = Decimal(100)
 
+# The admin's help text (a migration names it: the cache-write prices are listed in the docstring above).
 HELP = (
     "Prices of the request parameters that change a call's cost, e.g. "
     '{"service_tiers": {"flex": 0.5, "priority": 2}, "audio_input_cost_per_token": 0.00004, '

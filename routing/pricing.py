@@ -2,8 +2,10 @@
 
 Every request parameter that changes what a provider bills is priced here (``Terms``): the service
 tier (a multiplier of every token price), audio in and out (their own token prices), web search (a
-fee per call) and a predicted output (its rejected tokens are billed as output, so the worst case of
-the output grows by the prediction's size); so is the prompt's length where a model is priced higher
+fee per call), a predicted output (its rejected tokens are billed as output, so the worst case of
+the output grows by the prediction's size) and prompt-cache writes (a content part's ``cache_control``:
+the tokens written are billed at the cache-write price, above the input price, and the usage's
+``cache_creation_input_tokens`` settles them); so is the prompt's length where a model is priced higher
 past a context length (litellm's ``*_above_<n>k_tokens`` prices). A backend without the price a
 call's parameter needs refuses the call before any upstream call (``refuse_unpriced``: a 400 naming
 the parameter).
@@ -43,6 +45,8 @@ class Prices:
     audio_input: Decimal | None = None
     audio_output: Decimal | None = None
     web_search_call: Decimal | None = None  # the fee of one call that searches the web
+    cache_write: Decimal | None = None  # a prompt token written to the provider's cache (5 minutes)
+    cache_write_1h: Decimal | None = None  # ... to its one-hour cache
     tiers: tuple[tuple[str, Decimal], ...] = ()  # service tier -> multiplier of every token price
     # A model priced higher past a prompt length: (prompt tokens above which, input, output), ascending.
     long_context: tuple[tuple[int, Decimal, Decimal], ...] = ()
@@ -54,8 +58,24 @@ class Prices:
         if not above:
             return self
         _, inp, out = above[-1]
+
+        def scaled(price: Decimal | None) -> Decimal | None:  # dearer as the input is
+            return price * inp / self.input if price is not None and self.input else price
+
         cached = self.cached_input * inp / self.input if self.input else inp
-        return replace(self, input=inp, output=out, cached_input=cached, long_context=())
+        return replace(
+            self,
+            input=inp,
+            output=out,
+            cached_input=cached,
+            cache_write=scaled(self.cache_write),
+            cache_write_1h=scaled(self.cache_write_1h),
+            long_context=(),
+        )
+
+    def cache_write_price(self, one_hour: bool) -> Decimal | None:
+        """What a prompt token written to the cache costs (the hour's cache when ``one_hour``)."""
+        return self.cache_write_1h if one_hour else self.cache_write
 
     def multiplier(self, tier: str | None) -> Decimal | None:
         """The multiplier of ``tier``: 1 for none, auto and default; None when the tier has no price."""
@@ -72,6 +92,7 @@ class Usage:
     audio_prompt_tokens: int = 0  # of prompt_tokens
     audio_completion_tokens: int = 0  # of completion_tokens
     service_tier: str | None = None  # the tier the provider says it served the call at
+    cache_write_tokens: int = 0  # prompt tokens written to the prompt cache (Anthropic's cache creation)
 
     @classmethod
     def from_openai(cls, usage: dict[str, Any] | None, service_tier: Any = None) -> Usage:
@@ -89,6 +110,12 @@ class Usage:
             audio_prompt_tokens=_count(details.get("audio_tokens")),
             audio_completion_tokens=_count(out_details.get("audio_tokens")),
             service_tier=tier,
+            # litellm's names for Anthropic's cache creation, and OpenAI-compatible routers' name
+            cache_write_tokens=max(
+                _count(usage.get("cache_creation_input_tokens")),
+                _count(details.get("cache_creation_tokens")),
+                _count(details.get("cache_write_tokens")),
+            ),
         )
 
 
@@ -141,6 +168,8 @@ def _with_options(base: Prices, configured: dict[str, Any]) -> Prices:
         audio_input=price(options.AUDIO_INPUT, base.audio_input),
         audio_output=price(options.AUDIO_OUTPUT, base.audio_output),
         web_search_call=price(options.WEB_SEARCH, base.web_search_call),
+        cache_write=price(options.CACHE_WRITE, base.cache_write),
+        cache_write_1h=price(options.CACHE_WRITE_1H, base.cache_write_1h),
         tiers=tuple(sorted(tiers.items())),
         long_context=base.long_context,
     )
@@ -195,6 +224,8 @@ def _price_map(model: str) -> Prices | None:
         audio_input=dec("input_cost_per_audio_token"),
         audio_output=dec("output_cost_per_audio_token"),
         web_search_call=max(fees) if fees else None,
+        cache_write=dec("cache_creation_input_token_cost"),
+        cache_write_1h=dec("cache_creation_input_token_cost_above_1hr"),
         tiers=tuple(tiers),
         long_context=tuple(sorted(long_context)),
     )
@@ -213,6 +244,8 @@ class Terms:
     web_search: bool = False
     prediction_tokens: int = 0  # the most tokens of a predicted output that can be rejected (billed)
     audio_references: int = 0  # earlier audio answers named by id: billed as audio input, size unseen
+    cache_write: str | None = None  # the parameter that asks for a prompt-cache write (named by a refusal)
+    cache_write_1h: bool = False  # ... for the one-hour cache
 
 
 NO_TERMS = Terms()
@@ -227,7 +260,7 @@ def terms_of(body: dict[str, Any]) -> Terms:
         audio_out = "modalities"
     elif body.get("audio") is not None:
         audio_out = "audio"
-    audio_in, references = None, 0
+    audio_in, references, cache_write, one_hour = None, 0, None, False
     for i, message in enumerate(body.get("messages") or []):
         if not isinstance(message, dict):
             continue
@@ -238,6 +271,10 @@ def terms_of(body: dict[str, Any]) -> Terms:
         for j, part in enumerate(content if isinstance(content, list) else []):
             if isinstance(part, dict) and part.get("type") in ("input_audio", "audio"):
                 audio_in = audio_in or f"messages[{i}].content[{j}]"
+            if isinstance(part, dict) and part.get("cache_control") is not None:
+                cache_write = cache_write or f"messages[{i}].content[{j}].cache_control"
+                control = part["cache_control"]
+                one_hour = one_hour or (isinstance(control, dict) and control.get("ttl") == "1h")
     prediction = body.get("prediction")
     return Terms(
         service_tier=tier if isinstance(tier, str) else None,
@@ -246,6 +283,8 @@ def terms_of(body: dict[str, Any]) -> Terms:
         web_search=body.get("web_search_options") is not None,
         prediction_tokens=len(orjson.dumps(prediction)) if prediction is not None else 0,
         audio_references=references,
+        cache_write=cache_write,
+        cache_write_1h=one_hour,
     )
 
 
@@ -261,6 +300,9 @@ def refuse_unpriced(backend: Backend, prices: Prices, terms: Terms) -> None:
         missing.append((terms.audio_out, f"{terms.audio_out}: audio output has no price on {where}"))
     if terms.web_search and prices.web_search_call is None:
         missing.append(("web_search_options", f"web_search_options: web search has no price on {where}"))
+    if terms.cache_write is not None and prices.cache_write_price(terms.cache_write_1h) is None:
+        cache = "a one-hour cache write" if terms.cache_write_1h else "a cache write"
+        missing.append((terms.cache_write, f"{terms.cache_write}: {cache} has no price on {where}"))
     if missing:
         param, reason = missing[0]
         raise ApiError(
@@ -280,12 +322,21 @@ def charged_multiplier(prices: Prices, requested: str | None, reported: str | No
 
 
 def usage_cost(prices: Prices, usage: Usage, terms: Terms = NO_TERMS) -> Decimal:
+    """What ``usage`` costs. Tokens written to the prompt cache are billed at the cache-write price
+    (the hour's when the call asked for it; the input price where none is set), whether the provider
+    counts them in ``prompt_tokens`` (litellm) or beside them (Anthropic)."""
     prices = prices.at_length(usage.prompt_tokens)
     audio_in = min(usage.audio_prompt_tokens, usage.prompt_tokens)
     cached = min(usage.cached_tokens, usage.prompt_tokens - audio_in)
+    writes = usage.cache_write_tokens
+    # Counted in prompt_tokens (litellm, OpenAI-compatible routers) unless they outnumber what is left.
+    written = writes if writes <= usage.prompt_tokens - audio_in - cached else 0
+    found = (prices.cache_write_price(terms.cache_write_1h), prices.cache_write, prices.input)
+    write_price = next(price for price in found if price is not None)
     audio_out = min(usage.audio_completion_tokens, usage.completion_tokens)
     tokens = (
-        prices.input * (usage.prompt_tokens - audio_in - cached)
+        prices.input * (usage.prompt_tokens - audio_in - cached - written)
+        + write_price * writes
         + prices.cached_input * cached
         + (prices.audio_input if prices.audio_input is not None else prices.input) * audio_in
         + prices.output * (usage.completion_tokens - audio_out)
@@ -307,6 +358,8 @@ def attempt_bound(prices: Prices, body: dict[str, Any], *, max_tokens: int, answ
     in_price = max(prices.input, prices.cached_input)
     if terms.audio_in is not None and prices.audio_input is not None:
         in_price = max(in_price, prices.audio_input)
+    if terms.cache_write is not None:
+        in_price = max(in_price, prices.cache_write_price(terms.cache_write_1h) or Decimal(0))
     out_price = prices.output
     if terms.audio_out is not None and prices.audio_output is not None:
         out_price = max(out_price, prices.audio_output)

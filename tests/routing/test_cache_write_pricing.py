@@ -1,0 +1,127 @@
+"""Prompt-cache writes are priced (issue 37): a content part's ``cache_control`` asks the provider to
+write the prompt to its cache, billed above the input price (Anthropic: 1.25x, 2x for an hour). The
+backend prices it (``price_options``, or litellm's map), the hold covers it and the usage's
+``cache_creation_input_tokens`` settle at that price; a backend with no such price refuses the call
+with a 400 naming the part, before anything reaches the upstream."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+import openai
+import pytest
+from django.core.exceptions import ValidationError
+
+from bench.support.openai_stub import Reply
+from routing import price_options, pricing
+from routing.budgets.store import bound_to_cents
+from routing.models import Backend, Invocation
+from routing.pricing import Prices, Usage, attempt_bound, prices_for, terms_of, usage_cost
+from routing.protocol import ChatRequest
+from tests.factories import make_key
+from tests.support.gateway import client
+
+WRITE, WRITE_1H = Decimal("0.00000375"), Decimal("0.000006")
+PRICED = {price_options.CACHE_WRITE: str(WRITE), price_options.CACHE_WRITE_1H: str(WRITE_1H)}
+
+
+def cached_prompt(ttl: str | None = None) -> list[dict[str, Any]]:
+    control: dict[str, Any] = {"type": "ephemeral", **({"ttl": ttl} if ttl else {})}
+    long_text = "You are a careful assistant. " * 40
+    part = {"type": "text", "text": long_text, "cache_control": control}
+    return [{"role": "system", "content": [part]}, {"role": "user", "content": "hi"}]
+
+
+def chat(gateway_url: str, key: str, messages: list[dict[str, Any]], **fields: Any) -> Any:
+    return client(gateway_url, key).chat.completions.create(
+        model="auto",
+        messages=messages,  # type: ignore[arg-type]
+        max_tokens=20,
+        **fields,
+    )
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize(
+    ("priced", "ttl", "stream"),
+    [({}, None, False), ({}, None, True), ({price_options.CACHE_WRITE: str(WRITE)}, "1h", False)],
+    ids=["unpriced", "unpriced-stream", "hour-unpriced"],
+)
+def test_a_cache_write_with_no_price_is_a_400_naming_it_before_any_upstream_call(
+    gateway_url, backends, stub, priced, ttl, stream
+):
+    Backend.objects.filter(pk=backends["teacher"].pk).update(price_options=priced)
+    with pytest.raises(openai.BadRequestError) as caught:
+        result = chat(gateway_url, make_key().raw, cached_prompt(ttl), stream=stream)
+        list(result) if stream else None
+    error = caught.value
+    assert error.param == "messages[0].content[0].cache_control" and error.code == "unpriced_parameter"
+    assert ("one-hour cache write" if ttl else "cache write") in error.message and "price" in error.message
+    assert stub.requests == [] and not Invocation.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_priced_cache_write_is_sent_and_held_at_the_write_price(gateway_url, backends, stub):
+    teacher = backends["teacher"]
+    Backend.objects.filter(pk=teacher.pk).update(price_options=PRICED)
+    stub.responder = lambda body: Reply(content="ok")
+    messages = cached_prompt()
+    body = ChatRequest.model_validate({"model": "auto", "messages": messages}).upstream_body(max_tokens=20)
+    prices = prices_for(Backend.objects.get(pk=teacher.pk))
+    with_write = attempt_bound(prices, body, max_tokens=20)
+    uncached = [{**m, "content": [{"type": "text", "text": m["content"][0]["text"]}]} for m in messages[:1]]
+    plain = attempt_bound(prices, {**body, "messages": uncached + messages[1:]}, max_tokens=20)
+    assert with_write > plain  # the prompt's tokens at the write price, not the input price
+
+    # A budget that holds the call at the input price but not at the write price: refused (402).
+    short = make_key(budget_usd=bound_to_cents(with_write) - Decimal("0.00000001"))
+    with pytest.raises(openai.APIStatusError) as caught:
+        chat(gateway_url, short.raw, messages)
+    assert caught.value.status_code == 402 and stub.requests == []
+
+    enough = make_key(budget_usd=bound_to_cents(with_write))
+    assert chat(gateway_url, enough.raw, messages).choices[0].message.content == "ok"
+    [sent] = stub.requests
+    assert sent["messages"][0]["content"][0]["cache_control"] == {"type": "ephemeral"}
+
+
+def test_the_usage_of_a_cache_write_settles_at_the_write_price() -> None:
+    prices = Prices(input=Decimal("0.000003"), output=Decimal("0.000015"), cached_input=Decimal("0.0000003"))
+    prices = pricing._with_options(prices, PRICED)
+    five_minutes = terms_of({"messages": cached_prompt()})
+    one_hour = terms_of({"messages": cached_prompt("1h")})
+    assert (five_minutes.cache_write, one_hour.cache_write_1h) == (
+        "messages[0].content[0].cache_control",
+        True,
+    )
+    # litellm counts the written tokens in prompt_tokens; Anthropic reports them beside input_tokens.
+    counted_in = Usage.from_openai(
+        {"prompt_tokens": 1100, "completion_tokens": 10, "cache_creation_input_tokens": 1000}
+    )
+    beside = Usage.from_openai(
+        {
+            "prompt_tokens": 100,
+            "completion_tokens": 10,
+            "prompt_tokens_details": {"cache_creation_tokens": 1000},
+        }
+    )
+    output = 10 * prices.output
+    for usage in (counted_in, beside):
+        assert usage.cache_write_tokens == 1000
+        expected = 100 * prices.input + 1000 * WRITE + output
+        assert usage_cost(prices, usage, five_minutes) == expected
+        assert usage_cost(prices, usage, one_hour) == 100 * prices.input + 1000 * WRITE_1H + output
+    # Written without asking (a provider's own caching) and priced nowhere: at the input price at least.
+    bare = Prices(input=Decimal("0.000003"), output=Decimal("0.000015"), cached_input=Decimal("0.0000003"))
+    assert usage_cost(bare, counted_in) == 1100 * bare.input + output
+
+
+def test_litellms_map_prices_anthropic_cache_writes_and_options_are_validated() -> None:
+    mapped = pricing._price_map("claude-sonnet-4-5")
+    assert mapped is not None and mapped.cache_write is not None and mapped.cache_write > mapped.input
+    assert mapped.cache_write_1h is not None and mapped.cache_write_1h > mapped.cache_write
+    price_options.validate(PRICED)
+    for hostile in ({price_options.CACHE_WRITE: "-1"}, {price_options.CACHE_WRITE_1H: "nan"}):
+        with pytest.raises(ValidationError):
+            price_options.validate(hostile)
