@@ -133,7 +133,9 @@ async def _take_shared(url: str, api_key_id: int, limit: int) -> float | None:
     """0 when a token was spent, else seconds until one is there; None when Redis did not answer."""
     global _redis_down_until
     now = time.monotonic()
-    batch = _batches.setdefault((api_key_id, limit), Batch())
+    batch = _batches.get((api_key_id, limit))
+    if batch is None:  # not setdefault: that would build a Batch on every call
+        batch = _batches[(api_key_id, limit)] = Batch()
     if batch.tokens > 0 and now < batch.expires:
         batch.tokens -= 1
         return 0.0

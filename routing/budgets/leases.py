@@ -294,12 +294,15 @@ def book() -> LeaseBook:
     """This process's lease book (a new one after a fork); asking for it starts what registered with
     ``on_book`` (the ledger writer, which renews and returns the leases: routing/ledger/writer.py)."""
     global _book
-    with _book_lock:
-        if _book is None or _book.process != process_id():
-            _book = LeaseBook(process_id(), host_name())
+    current = _book
+    if current is None or current.process != process_id():  # the lock only to make one: not per call
+        with _book_lock:
+            if _book is None or _book.process != process_id():
+                _book = LeaseBook(process_id(), host_name())
+            current = _book
     for start in _on_book:
         start()
-    return _book
+    return current
 
 
 def current_book() -> LeaseBook | None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import uuid
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
@@ -45,9 +45,26 @@ class Leg:
     cost_basis: str = Invocation.CostBasis.USAGE
 
     def as_json(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["cost_usd"] = str(self.cost_usd)
-        return data
+        """The leg as the ledger's ``legs`` keeps it: its fields in order, the cost as a decimal string.
+        Spelled out: ``dataclasses.asdict`` deep-copies each value and cost ~40 us of every ledger row."""
+        return {
+            "backend": self.backend,
+            "role": self.role,
+            "model": self.model,
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "cached_tokens": self.cached_tokens,
+            "cost_usd": str(self.cost_usd),
+            "latency_ms": self.latency_ms,
+            "verify_ms": self.verify_ms,
+            "verdict": self.verdict,
+            "detail": self.detail,
+            "error": self.error,
+            "error_status": self.error_status,
+            "usage_estimated": self.usage_estimated,
+            "attempts": self.attempts,
+            "cost_basis": self.cost_basis,
+        }
 
 
 @dataclass
