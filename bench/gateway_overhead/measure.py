@@ -12,6 +12,8 @@ from bench.gateway_overhead.children import Children, clean_env, pinned, run_cap
 from bench.gateway_overhead.common import SUSTAIN_FRACTION, group_cpu_s, log
 from bench.gateway_overhead.servers import Target
 
+CLOSED_TIMEOUT_S = 60.0
+
 
 @dataclass
 class Settings:
@@ -72,18 +74,21 @@ def run_closed(
     """Capacity as wrk measures it: ``connections`` clients each sending its next request when its last
     is answered; calls/s completed in the measured window and the server's CPU per call."""
     settle(groups)
+    # In a closed loop a call waits behind connections / capacity others: 256 on a 50 calls/s floor is 5 s
+    # at the median. A client timeout there would count the queue as errors, not as the capacity it is.
+    timeout = max(cfg.timeout, CLOSED_TIMEOUT_S)
     argv = pinned("rest", [
         sys.executable, "-m", "bench.gateway_overhead", "_load", "--closed",
         "--connections", str(connections),
         "--url", target.base_url, "--model", target.model, "--stream", str(int(stream)),
-        "--duration", str(cfg.duration), "--warmup", str(cfg.warmup), "--timeout", str(cfg.timeout),
+        "--duration", str(cfg.duration), "--warmup", str(cfg.warmup), "--timeout", str(timeout),
     ])  # fmt: skip
     for name, pgid in groups.items():
         argv += ["--watch", f"{name}={pgid}"]
     for name, value in target.extra_headers.items():
         argv += ["--header", f"{name}={value}"]
     env = clean_env(BENCH_AUTH=target.auth)
-    out = run_captured(children, "loadgen", argv, env, cfg.warmup + 2 * cfg.duration + cfg.timeout + 60)
+    out = run_captured(children, "loadgen", argv, env, cfg.warmup + 2 * cfg.duration + 2 * timeout + 60)
     result = json.loads(out.strip().splitlines()[-1])
     result.update(target=target.name, mode="stream" if stream else "json")
     cpu_s = result["cpu_s"].get(target.name, 0.0)

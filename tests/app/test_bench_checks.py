@@ -46,7 +46,9 @@ def test_a_run_that_meets_every_bound_passes_and_one_that_does_not_fails_where_i
 
 def test_missing_errored_or_unsustained_points_are_never_a_pass():
     rows = checks({("skillgate-full", "stream", 16): closed(900, 1.0, errors=3)}, {}, [16, 256])
-    assert {verdict for check, _, verdict in rows if check.startswith("stream")} == {"unknown"}
+    stream = {check.split(",")[0]: verdict for check, _, verdict in rows if check.startswith("stream")}
+    assert stream["stream: CPU ≤ 1.5 ms per call"] == "**FAIL**"  # 1.0 ms, but with errors
+    assert set(stream.values()) == {"**FAIL**", "unknown"}  # the floor's points are missing
     unsustained = {
         ("direct", "json", 100.0): point(1.0),
         ("floor", "json", 100.0): point(2.0),
@@ -55,6 +57,16 @@ def test_missing_errored_or_unsustained_points_are_never_a_pass():
     added = [
         row for row in checks({}, unsustained, [16, 256]) if "added P50" in row[0] and row[0][:4] == "json"
     ]
-    assert added[0][2] == "**FAIL**" and "not sustained" in added[0][1]
+    assert added[0][2] == "**FAIL**" and "skillgate-full did not sustain 100 RPS" in added[0][1]
     table = checks_table({}, {}, [16, 256])
     assert table[0].startswith("| check (skillgate-full, every feature on)") and len(table) == 2 + 10
+
+
+def test_a_floor_that_did_not_sustain_the_rate_is_no_bar():
+    queued_floor = {
+        ("direct", "json", 100.0): point(1.0),
+        ("floor", "json", 100.0): point(5000.0, passed=False),  # a queue, not the floor's overhead
+        ("skillgate-full", "json", 100.0): point(12.0),
+    }
+    added = [row for row in checks({}, queued_floor, [16, 256]) if row[0].startswith("json: added")]
+    assert added[0][2] == "unknown" and "floor did not sustain 100 RPS" in added[0][1]
