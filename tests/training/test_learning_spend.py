@@ -198,3 +198,21 @@ def test_a_replay_whose_teacher_fails_is_charged_and_retried_only_within_the_lea
     assert len([b for b in stub.requests[before:] if not is_student(b)]) == 1
     key.refresh_from_db()
     assert key.spent_usd <= key.budget_usd and key.reserved_usd == 0
+
+
+def test_admission_replays_charge_the_attempts_of_a_failing_teacher(gateway_url, backends, api_key, stub):
+    from tests.training.test_admission import cycle_settings, evaluate, heldout_traffic
+
+    profile = json_profile()
+    with cycle_settings(HELDOUT_SHARDS=1, ADMISSION_MIN_ITEMS=3, ADMISSION_MAX_ITEMS=3):
+        heldout_traffic(gateway_url, api_key.raw, stub, n=3)
+        stub.responder = responder(student=BAD, teacher=Reply(status=500))
+        before = len(stub.requests)
+        evaluate(profile)
+
+    teacher_sent = [b for b in stub.requests[before:] if not is_student(b)]
+    assert len(teacher_sent) == 9  # three items, each its first attempt and two retries, none answered
+    rows = {r.route: r for r in learning_rows("admission")}
+    assert rows["teacher"].cost_usd > 0  # every attempt the provider may have billed
+    key = ApiKey.objects.get(name=LEARNING_KEY_NAME)
+    assert key.spent_usd == rows["student"].cost_usd + rows["teacher"].cost_usd and key.reserved_usd == 0
