@@ -40,99 +40,21 @@ from django.utils import timezone
 from routing import conf
 from routing.models import Invocation, RouterVersion
 from routing.router.learning.records import outcome_from_leg
+from routing.router.learning.sequential import (
+    PSI_DRIFT,
+    Sprt,
+    cost_sprt,
+    fallback_sprt,
+    psi,
+    sprt,
+)
 
-ALPHA = BETA = 0.05
 SUSPECTED = "drift suspected"  # how drift_reason starts while the test leans towards drift
-PSI_DRIFT = 0.25
-PSI_BUCKETS = 16
-COST_MARGIN = 0.25  # the cost test suspects drift while the mean cost per call is 25% above the prediction
-FALLBACK_MARGIN = 0.10  # H1 of the fallback test: 10 points more calls fall back than predicted
-
-
-@dataclass(frozen=True)
-class Sprt:
-    """Wald's sequential test of p0 against p1 < p0 on (weighted) Bernoulli outcomes."""
-
-    llr: float
-    n_eff: float
-    rate: float | None
-    decision: str  # "drift" | "holds" | "suspected" | "undecided"
-
-    @property
-    def upper(self) -> float:
-        return math.log((1 - BETA) / ALPHA)
-
-
-def sprt(outcomes: list[bool], weights: list[float], p0: float, p1: float) -> Sprt:
-    """The log-likelihood ratio of H1 (rate p1) over H0 (rate p0) at the weighted rate and the
-    sample's effective size (Kish: (sum w)^2 / sum w^2; unweighted: n), and Wald's decision."""
-    if not outcomes:
-        return Sprt(0.0, 0.0, None, "undecided")
-    p0, p1 = min(max(p0, 1e-6), 1 - 1e-6), min(max(p1, 1e-6), 1 - 1e-6)
-    w = np.asarray(weights, dtype=np.float64)
-    x = np.asarray(outcomes, dtype=np.float64)
-    rate = float(np.average(x, weights=w))
-    n_eff = float(w.sum() ** 2 / (w**2).sum())
-    llr = n_eff * (rate * math.log(p1 / p0) + (1 - rate) * math.log((1 - p1) / (1 - p0)))
-    return Sprt(llr, n_eff, rate, _decide(llr))
-
-
-def cost_sprt(costs: list[float], predicted: float, margin: float = COST_MARGIN) -> Sprt:
-    """The mean cost per call against ``predicted``, sequentially: Robbins' normal-mixture SPRT (the
-    likelihood ratio of a rise mixed over N(0, predicted^2), against none; valid at every look, so a
-    large rise is flagged within a few calls and a small one in more). The variance is the live
-    sample's, at least ``(predicted / 2)^2`` (calls' costs spread: a handful of equal ones is no proof).
-    Drift when the log-LR crosses Wald's upper bound with the mean above the prediction; suspected
-    while the mean is more than ``margin`` above it; else it holds. ``rate``: the live mean."""
-    if not costs or predicted <= 0:
-        return Sprt(0.0, float(len(costs)), None, "undecided")
-    x = np.asarray(costs, dtype=np.float64)
-    n, mean = len(x), float(x.mean())
-    var = max(float(x.var(ddof=1)) if n > 1 else 0.0, (predicted / 2) ** 2)
-    tau2 = predicted**2
-    llr = -0.5 * math.log(1 + n * tau2 / var) + (n * (mean - predicted)) ** 2 * tau2 / (
-        2 * var * (var + n * tau2)
-    )
-    if mean <= predicted:
-        llr = min(llr, 0.0)
-    decision = "drift" if llr >= math.log((1 - BETA) / ALPHA) else "holds"
-    if decision == "holds" and mean > predicted * (1 + margin):
-        decision = "suspected"
-    return Sprt(llr, float(n), mean, decision)
-
-
-def fallback_sprt(fallbacks: int, calls: int, predicted: float, margin: float = FALLBACK_MARGIN) -> Sprt:
-    """The fallback rate against its prediction: the SPRT on "did not fall back" (H1: ``margin`` fewer)."""
-    outcomes = [False] * fallbacks + [True] * (calls - fallbacks)
-    test = sprt(outcomes, [1.0] * calls, 1.0 - predicted, 1.0 - predicted - margin)
-    return Sprt(test.llr, test.n_eff, fallbacks / calls if calls else None, test.decision)
-
-
-def _decide(llr: float) -> str:
-    if llr >= math.log((1 - BETA) / ALPHA):
-        return "drift"
-    if llr <= math.log(BETA / (1 - ALPHA)):
-        return "holds"
-    return "suspected" if llr > 0 else "undecided"
 
 
 def is_suspected(flag: bool, reason: str) -> bool:
     """Whether a version's last check leaned towards drift without deciding it."""
     return not flag and reason.startswith(SUSPECTED)
-
-
-def psi(expected: list[float], actual: list[float], buckets: int = PSI_BUCKETS) -> float:
-    """Population stability index of ``actual`` against ``expected`` on shared log2 buckets."""
-    if not expected or not actual:
-        return 0.0
-
-    def shares(values: list[float]) -> np.ndarray:
-        idx = np.clip(np.floor(np.log2(np.asarray(values, dtype=np.float64) + 1.0)), 0, buckets - 1)
-        counts = np.bincount(idx.astype(int), minlength=buckets).astype(np.float64)
-        return np.maximum(counts / counts.sum(), 1e-4)
-
-    e, a = shares(expected), shares(actual)
-    return float(np.sum((a - e) * np.log(a / e)))
 
 
 def served_label(route_served: str, legs: list[dict[str, Any]]) -> tuple[bool | None, float]:
