@@ -53,6 +53,7 @@ from django.urls import get_resolver  # noqa: E402
 from app.edge import body_limited, trusted_forwarding  # noqa: E402
 from app.mcp.edge import PREFIX as MCP_PREFIX  # noqa: E402
 from app.mcp.edge import application as mcp_edge  # noqa: E402
+from app.mcp.oauth import METADATA_PATH as MCP_METADATA  # noqa: E402
 from core.paths import canonical_path  # noqa: E402
 from routing.api import inflight  # noqa: E402
 from routing.api.app import PREFIX as EDGE_PREFIX  # noqa: E402
@@ -97,7 +98,8 @@ async def dispatch(scope: dict[str, Any], receive: Any, send: Any) -> None:
     elif scope["type"] == "http" and (scope["path"] == EDGE_PREFIX or scope["path"].startswith("/v1/")):
         await edge(scope, receive, send)
     elif scope["type"] == "http" and (
-        scope["path"] == MCP_PREFIX or scope["path"].startswith(MCP_PREFIX + "/")
+        scope["path"] == MCP_PREFIX
+        or scope["path"].startswith((MCP_PREFIX + "/", MCP_METADATA))  # and its OAuth metadata (RFC 9728)
     ):
         await mcp_edge(scope, receive, send)  # Skillgate's MCP server and the MCP gateway (app/mcp/)
     elif scope["type"] == "http" and scope["path"].startswith(API_PREFIXES):

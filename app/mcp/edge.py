@@ -9,7 +9,9 @@ optional server-to-client event stream, which Skillgate has nothing to send on) 
 spec allows, so no stream is held open. Every request needs ``Authorization: Bearer <API key>``; the
 key (and its owner, read fresh) is put in ``CALLER`` (app/mcp/tools.py) for the tools, which check
 each tool's scope and permission themselves; the gateway's grant is looked up on every request and put
-in ``GRANT``. A missing or wrong key is a 401 JSON error before the SDK sees the request.
+in ``GRANT``. An OAuth access token stands for a user's key where an issuer is configured
+(app/mcp/oauth.py, which also serves the protected-resource metadata). A missing or wrong bearer is a
+401 JSON error, with ``WWW-Authenticate``, before the SDK sees the request.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from django.contrib.auth.models import User
 
-from app.mcp import gateway, sessions, skillgate
+from app.mcp import gateway, oauth, sessions, skillgate
 from app.mcp.tools import CALLER, GRANT, Caller
 from routing.access.keys import authenticate
 from routing.models import ApiKey
@@ -49,19 +51,42 @@ def _owner(key: ApiKey) -> User | None:
     return owner
 
 
-async def _caller(scope: dict[str, Any]) -> Caller | None:
+def _bearer(scope: dict[str, Any]) -> str:
     header = next((v.decode("latin-1") for k, v in scope.get("headers", ()) if k == b"authorization"), "")
     kind, _, token = header.partition(" ")
-    if kind.lower() != "bearer" or not token.strip():
-        return None
-    key = await authenticate(token.strip())
-    if key is None:
-        return None
-    return Caller(key=key, owner=await sync_to_async(_owner)(key))
+    return token.strip() if kind.lower() == "bearer" else ""
+
+
+async def _caller(token: str) -> tuple[Caller, str] | None:
+    """The caller a bearer stands for, and the principal its sessions belong to: a Skillgate key, else
+    an OAuth access token (app/mcp/oauth.py) when an issuer is configured."""
+    key = await authenticate(token)
+    if key is not None:
+        return Caller(key=key, owner=await sync_to_async(_owner)(key)), f"key:{key.pk}"
+    return await oauth.caller_of(token)
+
+
+async def _metadata(scope: dict[str, Any], send: Any) -> None:
+    """RFC 9728 protected-resource metadata (GET), or a 404 while no OAuth issuer is configured."""
+    found = oauth.settings()
+    path = scope["path"].rstrip("/")
+    if found is None or path not in (oauth.METADATA_PATH, oauth.METADATA_PATH + PREFIX):
+        await _answer(send, 404, "No OAuth protected-resource metadata here.", "not_found")
+        return
+    if scope.get("method") not in ("GET", "HEAD"):
+        await _answer(send, 405, "GET the metadata.", "method_not_allowed", [(b"allow", b"GET")])
+        return
+    body = json.dumps(oauth.metadata(found)).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
 
 
 async def application(scope: dict[str, Any], receive: Any, send: Any) -> None:
     path = scope["path"]
+    if path.startswith(oauth.METADATA_PATH):
+        await _metadata(scope, send)
+        return
     gateway_match = _GATEWAY.match(path)
     if path.rstrip("/") != PREFIX and gateway_match is None:
         await _answer(send, 404, f"No MCP endpoint at {path}; use /mcp or /mcp/servers/<name>.", "not_found")
@@ -76,15 +101,21 @@ async def application(scope: dict[str, Any], receive: Any, send: Any) -> None:
             [(b"allow", b"POST, DELETE")],
         )
         return
-    caller = await _caller(scope)
-    if caller is None:
+    bearer = _bearer(scope)
+    found = await _caller(bearer) if bearer else None
+    if found is None:
         await _answer(
-            send, 401, "Send 'Authorization: Bearer <API key>' (a Skillgate key).", "invalid_api_key"
+            send,
+            401,
+            "Send 'Authorization: Bearer <API key>' (a Skillgate key), or an OAuth access token for this "
+            "resource where an issuer is configured (see WWW-Authenticate).",
+            "invalid_api_key",
+            [(b"www-authenticate", oauth.challenge(token_sent=bool(bearer)))],
         )
         return
+    caller, principal = found
     token = CALLER.set(caller)
     try:
-        principal = f"key:{caller.key.pk}"
         if gateway_match is None:
             await sessions.serve(
                 await sessions.endpoint("skillgate", skillgate.build), principal, scope, receive, send

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -35,23 +34,16 @@ import httpx2
 import mcp_types as types
 from mcp import Client, MCPError
 
-from diagnostics.mcp import relay
 from diagnostics.mcp.classify import fingerprint
+from diagnostics.mcp.errors import UpstreamError as UpstreamError
 from diagnostics.mcp.transports import SSE, StreamsTransport, legacy_sse_hint
+from diagnostics.mcp.transports import relayed as relayed
 from diagnostics.mcp.urls import UrlPolicy, UrlRefused
 from diagnostics.mcp.vetting import clean_json, clean_text
 
 HARD_CAP_BYTES = 4 * 1024 * 1024
 
 T = TypeVar("T")
-
-
-class UpstreamError(Exception):
-    """A call to an upstream MCP server failed; ``str()`` is safe to show to any caller."""
-
-    def __init__(self, message: str, *, kind: str) -> None:
-        super().__init__(message)
-        self.kind = kind  # timeout, unreachable, protocol, too_large, missing_secret
 
 
 @dataclass(frozen=True)
@@ -159,11 +151,6 @@ def describe_failure(upstream: Upstream, exc: BaseException) -> UpstreamError:
     return UpstreamError(
         f"MCP server {name!r} failed ({type(exc).__name__}); see the Skillgate log.", kind="protocol"
     )
-
-
-def relayed(upstream: Upstream) -> list[str]:
-    """The stdio command behind the bounded relay (run isolated: stdlib only, any working directory)."""
-    return [sys.executable, "-I", relay.__file__, str(upstream.read_cap_bytes), "--", *upstream.command]
 
 
 async def with_client(upstream: Upstream, work: Callable[[Client], Awaitable[T]]) -> T:

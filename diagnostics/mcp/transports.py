@@ -19,6 +19,7 @@ stream next (:func:`legacy_sse_hint`; client.py retries once with ``sse`` within
 
 from __future__ import annotations
 
+import sys
 import tempfile
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -31,6 +32,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from diagnostics.mcp import relay
 from diagnostics.mcp.capped import CappedTransport
+from diagnostics.mcp.errors import UpstreamError
 from diagnostics.mcp.urls import GuardedTransport
 
 if TYPE_CHECKING:
@@ -41,6 +43,11 @@ HTTP = "http"
 SSE = "sse"
 TRANSPORTS = (STDIO, HTTP, SSE)
 LEGACY_STATUSES = frozenset({400, 404, 405})
+
+
+def relayed(upstream: Upstream) -> list[str]:
+    """The stdio command behind the bounded relay (run isolated: stdlib only, any working directory)."""
+    return [sys.executable, "-I", relay.__file__, str(upstream.read_cap_bytes), "--", *upstream.command]
 
 
 def _http_client(upstream: Upstream, capped: CappedTransport, headers: dict[str, str]) -> httpx2.AsyncClient:
@@ -67,8 +74,6 @@ class StreamsTransport:
 
     @asynccontextmanager
     async def _transport(self, upstream: Upstream) -> AsyncIterator[Any]:
-        from diagnostics.mcp.client import UpstreamError, relayed
-
         secrets = upstream.secrets()
         if self.kind == STDIO:
             if not upstream.command:
