@@ -2,10 +2,11 @@
 
 A backend whose litellm model string is ``openai/<model>`` (OpenAI, or any OpenAI-compatible server at
 its ``api_base``) or ``hosted_vllm/<model>`` (vLLM) is called here: one POST of the body as the caller
-sent it (already allow-listed, routing/protocol.py) to ``{api_base}/chat/completions`` through one
-pooled ``httpx.AsyncClient`` per event loop, parsed with orjson. litellm's per-call work (parameter
-mapping, response objects, stream wrappers, logging) cost 2.7 ms of CPU a whole call and 13 ms a
-streamed one here (bench/upstream_client.py); this costs 0.5 and 1.
+sent it (already allow-listed, routing/protocol.py) to ``{api_base}/chat/completions`` through the
+gateway's HTTP client (routing/call/http/: one pooled aiohttp session per event loop), parsed with
+orjson. litellm's per-call work (parameter mapping, response objects, stream wrappers, logging) cost
+2.7 ms of CPU a whole call and 13 ms a streamed one; this cost 0.5 and 1 on httpx, and about 0.3 and
+0.6 on aiohttp, whose pool does not grow with its connections (bench/results/upstream_client.md).
 Every other provider (anthropic/, bedrock/, vertex_ai/, gemini/, ...) and the OpenAI models whose
 parameters litellm rewrites (o-series, gpt-5: ``max_completion_tokens``, fixed temperature) still go
 through litellm (routing/call/upstream.py decides with :func:`target_of`).
