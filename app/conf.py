@@ -7,6 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
+from django.core.exceptions import ImproperlyConfigured
+
 from core.conf import cached, load, setting
 
 
@@ -142,9 +144,28 @@ class Service:
     mcp_edge: McpEdge
 
 
+def _oauth_checked(edge: McpEdge) -> McpEdge:
+    """An OAuth issuer needs its JWKS and this resource's URL, each an http(s) URL."""
+    if not edge.oauth_issuer:
+        return edge
+    for variable, value in (
+        ("SKILLGATE_MCP_OAUTH_ISSUER", edge.oauth_issuer),
+        ("SKILLGATE_MCP_OAUTH_JWKS_URL", edge.oauth_jwks_url),
+        ("SKILLGATE_MCP_OAUTH_RESOURCE", edge.oauth_resource),
+    ):
+        if not value.lower().startswith(("https://", "http://")):
+            raise ImproperlyConfigured(
+                f"{variable}: an http(s) URL is required when SKILLGATE_MCP_OAUTH_ISSUER is set "
+                f"(got {value!r})."
+            )
+    return edge
+
+
 def build() -> Service:
     """Every group from django's settings, checked (raises ImproperlyConfigured naming a bad one)."""
-    return Service(metrics=load(Metrics), local_student=load(LocalStudent), mcp_edge=load(McpEdge))
+    return Service(
+        metrics=load(Metrics), local_student=load(LocalStudent), mcp_edge=_oauth_checked(load(McpEdge))
+    )
 
 
 get = cached(build)

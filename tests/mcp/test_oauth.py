@@ -218,3 +218,21 @@ def test_a_slow_jwks_stalls_no_concurrent_chat_call(gateway_url, oauth_on, jwks,
     worker.join(30)
     assert outcome["status"] == 200 and state.fetches >= 1
     assert len(latencies) >= 3 and max(latencies) < 1.0, latencies
+
+
+def test_an_issuer_without_its_jwks_or_resource_stops_start_up_naming_the_variable(settings):
+    from django.core.exceptions import ImproperlyConfigured
+
+    from app import conf
+
+    edge = settings.SKILLGATE["MCP_EDGE"]
+    settings.SKILLGATE = {**settings.SKILLGATE, "MCP_EDGE": {**edge, "OAUTH_ISSUER": ISSUER}}
+    with pytest.raises(ImproperlyConfigured, match="SKILLGATE_MCP_OAUTH_JWKS_URL"):
+        conf.get()
+    jwks_url = "https://idp.example.test/jwks"
+    settings.SKILLGATE = {
+        **settings.SKILLGATE,
+        "MCP_EDGE": {**edge, "OAUTH_ISSUER": ISSUER, "OAUTH_JWKS_URL": jwks_url, "OAUTH_RESOURCE": "/mcp"},
+    }
+    with pytest.raises(ImproperlyConfigured, match="SKILLGATE_MCP_OAUTH_RESOURCE"):
+        conf.get()
