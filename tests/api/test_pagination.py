@@ -46,6 +46,7 @@ def test_every_list_pages_with_a_bounded_limit() -> None:
         "/api/training-runs": "training_runs",
         "/api/admissions": "admissions",
         "/api/mcp/servers": "servers",
+        "/api/mcp/audit": "rows",
     }
     document = _document()
     for path in lists:
