@@ -25,7 +25,7 @@ from django.conf import settings
 from django.test import override_settings
 
 from bench.support.openai_stub import Reply
-from routing.call import sse, upstream
+from routing.call import openai_client, sse, upstream
 from routing.call.attempts import Attempts
 from routing.call.http import exchange, pool
 from routing.errors import UpstreamError
@@ -201,6 +201,33 @@ def test_a_stream_cut_mid_answer_is_billed_and_a_stalled_one_times_out(stub):
     stub.responder = lambda body: Reply(content="a b c", chunk_delay_s=2)
     got, stalled = asyncio.run(read(backend(stub.base_url, timeout_s=0.5)))
     assert got and stalled.status == 504 and "timed out: ReadTimeout" in stalled.message
+
+
+def test_retries_wait_as_the_upstreams_retry_after_says(serve, monkeypatch):
+    answers = iter(
+        [
+            web.json_response({"error": "slow down"}, status=429, headers={"Retry-After-Ms": "50"}),
+            web.json_response({"error": "busy"}, status=503, headers={"Retry-After": "0.1"}),
+            web.json_response(COMPLETION),
+        ]
+    )
+
+    async def answer(request: web.Request) -> web.Response:
+        return next(answers)
+
+    waited: list[float] = []
+    original = openai_client._retry_delay
+
+    def recorded(headers: Any, retries_done: int) -> float:
+        waited.append(original(headers, retries_done))
+        return waited[-1]
+
+    monkeypatch.setattr(openai_client, "_retry_delay", recorded)
+    server = serve({"/v1/chat/completions": answer})
+    attempts = Attempts()
+    target = backend(f"http://127.0.0.1:{server.port}/v1", "openai/m")  # retried as the openai SDK did
+    assert asyncio.run(upstream.complete(target, HELLO, attempts=attempts)).message["content"] == "ok"
+    assert waited == [0.05, 0.1] and (attempts.sent, attempts.unmeasured) == (3, 1)  # the 503 is billed
 
 
 # --- TLS ------------------------------------------------------------------------------------------
