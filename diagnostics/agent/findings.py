@@ -40,6 +40,7 @@ _KIND_ALIASES = {
     "pvc": "persistentvolumeclaim",
     "persistentvolumeclaims": "persistentvolumeclaim",
     "pv": "persistentvolume",
+    "pdb": "poddisruptionbudget",
     "svc": "service",
     "services": "service",
     "sts": "statefulset",

@@ -25,6 +25,9 @@ K8S_KINDS = (
         "horizontalpodautoscaler",
         "networkpolicy",
         "ingress",
+        "poddisruptionbudget",
+        "resourcequota",
+        "limitrange",
     }
 )
 NAME_PARAMS = {

@@ -160,6 +160,7 @@ _LABEL_KINDS = (
     ("horizontalpodautoscaler", "horizontalpodautoscaler"),
     ("replicaset", "replicaset"),
     ("networkpolicy", "networkpolicy"),
+    ("poddisruptionbudget", "poddisruptionbudget"),
     ("persistentvolume", "persistentvolume"),
     ("node", "node"),
 )
@@ -210,6 +211,10 @@ def subject_from_labels(labels: dict[str, str]) -> Subject:
     service, node...), its namespace, and every other object the labels name. The exporter's own
     target labels are skipped; a node-level alert names its node (from ``instance`` if need be)."""
     subject = Subject(namespace=labels.get("namespace") or labels.get("exported_namespace") or "")
+    objectless = not any(labels.get(label) for label, _ in _LABEL_KINDS) and not any(
+        labels.get(label)
+        for label in ("container", "resourcequota", "customresource_kind", "name", *_NAME_LABELS)
+    )
     labels = {k: v for k, v in labels.items() if not _exporter_label(k, v)}
     node = _node_of(labels)
     if node and not labels.get("node"):
@@ -235,6 +240,9 @@ def subject_from_labels(labels: dict[str, str]) -> Subject:
             if not subject.name and label in _NAME_LABELS:
                 subject.name = value
     subject.names = named
+    if not subject.name and objectless and subject.namespace and labels.get("alertname"):
+        # An alert whose only object label is its namespace (kube_namespace_status_phase...) is about it.
+        subject.kind, subject.name = "namespace", subject.namespace
     return subject
 
 

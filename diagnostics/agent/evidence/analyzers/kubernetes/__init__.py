@@ -1,10 +1,13 @@
 """``kubectl describe`` of pods, workloads, jobs and PVCs -> findings: pods (pods.py), workloads and jobs
-(workloads.py), PVCs (volumes.py), what they share about containers (containers.py), and any other
-object's status conditions and Ingress backends (conditions.py)."""
+(workloads.py), PVCs (volumes.py), CronJobs (schedules.py), PodDisruptionBudgets (disruption.py), what
+they share about containers (containers.py), and any other object's status conditions and Ingress
+backends (conditions.py)."""
 
 from diagnostics.agent.evidence.analyzers.kubernetes import (  # noqa: F401  (registration)
     conditions,
+    disruption,
     pods,
+    schedules,
     volumes,
     workloads,
 )

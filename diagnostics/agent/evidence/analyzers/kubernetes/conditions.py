@@ -30,9 +30,15 @@ from diagnostics.agent.evidence.analyzers.base import (
 )
 from diagnostics.agent.findings import Finding, ObjRef, Severity
 
-_NEGATIVE = rx.compile(r"Failure$|^Failed$|Degraded|Stalled|Pressure$|^NetworkUnavailable$|^Error$")
+# Abnormal-true types (Kubernetes' API conventions allow both polarities): failures, pressure, a capped
+# scale (an HPA's ScalingLimited), what a deletion still waits on (a namespace's ...Remaining).
+_NEGATIVE = rx.compile(
+    r"Failure$|^Failed$|Degraded|Stalled|Pressure$|Unavailable$|^Error$|Limited$|Remaining$"
+)
 _OWN_ANALYZERS = {"pod", "deployment", "statefulset", "daemonset", "replicaset", "job", "node", "cronjob"}
-_TABLE_ROW = rx.compile(r"^\s{2,}([A-Z]\w+)\s+(True|False|Unknown)\s+(\w+)\s*(.*)$")
+# Type Status [LastHeartbeatTime] [LastTransitionTime] Reason Message (describe prints times for some kinds)
+_TIME = r"(?:\w{3}, \d{1,2} \w{3} \d{4} [\d:]+ [-+]\d{4}\s+)"
+_TABLE_ROW = rx.compile(rf"^\s{{2,}}([A-Z]\w+)\s+(True|False|Unknown)\s+{_TIME}{{0,2}}(\w+)\s*(.*)$")
 _BLOCK_KEY = rx.compile(r"^\s*(Type|Status|Reason|Message):\s*(.*)$")
 _BACKEND = rx.compile(r"([a-z0-9][\w.-]*):(\d{1,5}|[a-z][\w-]*)\s+\((<error:[^)]*>|[^)]*)\)")
 _SERVICE_PORT = rx.compile(r"^Port:\s+\S*\s+(\d+)/", rx.MULTILINE)
@@ -92,9 +98,11 @@ class ConditionsAnalyzer(Analyzer):
     name = "k8s_conditions"
 
     def applies(self, out: ToolOutput) -> bool:
-        return (
-            looks_like_describe(out.text) and "Conditions:" in out.text and _kind(out) not in _OWN_ANALYZERS
+        # a cluster-scoped object's describe (a namespace's) has no Namespace: line
+        describe = looks_like_describe(out.text) or (
+            "describe" in out.tool and bool(field_value(out.text, "Name"))
         )
+        return describe and "Conditions:" in out.text and _kind(out) not in _OWN_ANALYZERS
 
     def analyze(self, out: ToolOutput, state: AnalysisState) -> list[Finding]:
         kind = _kind(out) or "object"
@@ -109,10 +117,41 @@ class ConditionsAnalyzer(Analyzer):
                 f"{f' ({condition.reason})' if condition.reason else ''}: {clip(why, 220)}."
             )
             rank = 70 if condition.type == "Ready" else 78
+            if detail := _detail(kind, obj, condition, out.text):
+                summary, rank = detail, 82
             findings.append(
                 Finding("condition_failing", summary, Severity.CRITICAL, obj.label, clip(why), rank)
             )
         return findings
+
+
+_METRIC = rx.compile(r"^\s+(.+?):\s+(\S+(?: \([^)]*\))?) / (\S+)\s*$", rx.MULTILINE)
+_REMAINING = rx.compile(r"remaining: (\S+?) (?:in|has) (\d+) resource instances")
+
+
+def _detail(kind: str, obj: ObjRef, condition: Condition, text: str) -> str:
+    """What a failing condition means for its kind, in the object's own numbers ("" when nothing more)."""
+    if condition.type == "ScalingLimited" and condition.reason in ("TooManyReplicas", "TooFewReplicas"):
+        top = condition.reason == "TooManyReplicas"
+        bound = field_value(text, "Max replicas" if top else "Min replicas")
+        metrics = "; ".join(
+            f"{m.group(1)} at {m.group(2)} of its {m.group(3)} target" for m in _METRIC.finditer(text)
+        )
+        return (
+            f"The HPA {obj.name} runs at its {'maximum' if top else 'minimum'} of {bound} replicas and "
+            f"cannot scale {'out' if top else 'in'} further (ScalingLimited {condition.reason})"
+            + (f" while {clip(metrics, 200)}" if metrics else "")
+            + (": raise maxReplicas or make each pod do more." if top else ".")
+        )
+    if condition.type == "NamespaceFinalizersRemaining" and (found := _REMAINING.search(condition.message)):
+        finalizer, count = found.group(1), found.group(2)
+        group = finalizer.split("/", 1)[0]
+        return (
+            f"The namespace {obj.name} stays Terminating: its deletion waits on {count} {group} resources "
+            f"that still carry the finalizer {finalizer}, which no controller removes "
+            "(NamespaceFinalizersRemaining)."
+        )
+    return ""
 
 
 @register
