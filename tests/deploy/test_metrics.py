@@ -188,8 +188,10 @@ def test_the_router_drift_gauge_is_1_for_a_flagged_active_version(client: Client
 @pytest.mark.django_db
 def test_the_router_drift_gauge_is_1_for_a_drifting_fallback(client: Client) -> None:
     """A profile no version routes: its fixed fallback's drift watch (issue 38)."""
-    ProfileDrift.objects.create(profile=TaskProfileFactory(name="refused"), flag=True, reason="cost per call")
-    ProfileDrift.objects.create(profile=TaskProfileFactory(name="watched"), flag=False)
+    refused = TaskProfileFactory.create(name="refused")
+    watched = TaskProfileFactory.create(name="watched")
+    ProfileDrift.objects.create(profile=refused, flag=True, reason="cost per call")
+    ProfileDrift.objects.create(profile=watched, flag=False)
     samples = scrape(client)
     assert value(samples, "skillgate_router_drift", profile="refused") == 1
     assert value(samples, "skillgate_router_drift", profile="watched") == 0
