@@ -125,7 +125,8 @@ def checks(closed: Closed, known: Known, counts: list[int]) -> list[tuple[str, s
         flat = None if cap is None or cost is None else cap >= 1 - FLAT_WITHIN and cost <= 1 + FLAT_WITHIN
         rows.append(
             (
-                f"{mode}: at {high} connections within {FLAT_WITHIN:.0%} of {low} (capacity, CPU per call)",
+                f"{mode}: at {high} connections within {FLAT_WITHIN:.0%} of {low} (capacity ≥ "
+                f"{1 - FLAT_WITHIN:g}x, CPU per call ≤ {1 + FLAT_WITHIN:g}x: more capacity is no loss)",
                 f"capacity x{_fmt(cap, 2)}, CPU per call x{_fmt(cost, 2)}",
                 _verdict(clean(flat, low, high)),
             )
