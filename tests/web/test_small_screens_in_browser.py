@@ -11,6 +11,7 @@ from decimal import Decimal
 import pytest
 from playwright.sync_api import Browser, Page, expect
 
+from diagnostics.models import McpServer
 from tests.factories import ApiKeyFactory, InvocationFactory, TaskProfileFactory
 from tests.factories.diagnostics import IncidentFactory
 from tests.factories.training import CycleFactory
@@ -50,6 +51,12 @@ def pages() -> list[str]:
         status=Cycle.Status.RUNNING,
         stats={"replay": {"demonstrations": 3, "note": "y" * 300}},
     )
+    server = McpServer.objects.create(
+        name="a-server-with-a-long-name",
+        environment="local",
+        transport="stdio",
+        command=["/usr/local/bin/some-mcp-server", "--root", "/var/log/" + "d" * 80],
+    )
     return [
         "/",
         "/calls/",
@@ -62,6 +69,8 @@ def pages() -> list[str]:
         f"/profiles/{profile.pk}/",
         "/keys/",
         "/mcp-servers/",
+        "/mcp-servers/new/",
+        f"/mcp-servers/{server.name}/",
     ]
 
 
