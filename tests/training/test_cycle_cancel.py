@@ -168,3 +168,28 @@ def test_a_cycle_cancelled_while_its_held_out_replay_runs_admits_nothing(
     assert profile.skillbook_text == served_before  # the candidate SkillBook does not serve
     admission = Admission.objects.get(profile=profile)
     assert admission.decision == Admission.Decision.REFUSED and "cancelled" in admission.reason
+
+
+@pytest.mark.django_db
+def test_cancel_and_the_admissions_claim_exclude_each_other(client: Any) -> None:
+    from django.urls import reverse
+
+    from app.web import roles
+    from tests.factories.training import AdmissionFactory
+    from tests.support.dashboard import dashboard_user
+
+    client.force_login(dashboard_user("otto", roles.OPERATOR))
+
+    profile = make_profile(name="claimed")
+    first = CycleFactory.create(profile=profile, status=Cycle.Status.RUNNING, stage=Cycle.Stage.ADMISSION)
+    admission = AdmissionFactory.create(profile=profile)
+    assert cancel.admission_claim(cycle_id=first.pk, admission_id=admission.pk)  # applying now
+    assert cancel.cycle_cancel(cycle_id=first.pk, user="ops") is False
+    page = client.post(reverse("web:cycle-cancel", args=[profile.pk, first.pk]), follow=True)
+    assert b"applying its admission" in page.content
+    assert Cycle.objects.get(pk=first.pk).status == Cycle.Status.RUNNING
+
+    Cycle.objects.filter(pk=first.pk).update(status=Cycle.Status.SUCCEEDED)
+    second = CycleFactory.create(profile=profile, status=Cycle.Status.RUNNING, stage=Cycle.Stage.ADMISSION)
+    assert cancel.cycle_cancel(cycle_id=second.pk, user="ops") is True  # cancelled first: not applied
+    assert cancel.admission_claim(cycle_id=second.pk, admission_id=admission.pk) is False

@@ -160,6 +160,8 @@ def cycle_stop(request: HttpRequest, profile_id: int, cycle_id: int) -> HttpResp
     cycle = get_object_or_404(Cycle, pk=cycle_id, profile=profile)
     if cycle_cancel(cycle_id=cycle.pk, user=request.user.get_username()):
         messages.success(request, f"Cycle {cycle.pk} of {profile.name} cancelled.")
+    elif Cycle.objects.filter(pk=cycle.pk, status__in=Cycle.UNFINISHED).exists():
+        messages.info(request, f"Cycle {cycle.pk} of {profile.name} is applying its admission; too late.")
     else:
         messages.info(request, f"Cycle {cycle.pk} of {profile.name} had already ended ({cycle.status}).")
     return _back(profile)
