@@ -107,3 +107,22 @@ def test_the_sdk_client_works_with_sessions_and_a_gateway_grant_is_checked_on_ev
     assert not result.is_error
     nogrant = make_key(name="nogrant", scopes=[scopes.MCP_GATEWAY])
     assert post(gateway_url + "/mcp/servers/nothing", nogrant.raw, INITIALIZE).status_code == 404
+
+
+def test_a_grant_revoked_mid_session_stops_the_next_request(gateway_url):
+    from diagnostics.mcp.servers import mcp_grant_set, mcp_server_register
+    from diagnostics.models import McpGrant
+    from tests.mcp.conftest import upstream_command
+
+    server = mcp_server_register(
+        by=None, name="granted", environment="fake", transport="stdio", command=upstream_command()
+    )
+    agent = make_key(name="agent", scopes=[scopes.MCP_GATEWAY])
+    mcp_grant_set(key=agent.key, server=server, tools=[], by=None)
+    url = gateway_url + "/mcp/servers/granted"
+    session = open_session(url, agent.raw)
+    listed = post(url, agent.raw, LIST, session)
+    assert listed.status_code == 200 and "skillgate_action_result" in listed.text
+    assert post(gateway_url + "/mcp", agent.raw, LIST, session).status_code == 404  # another endpoint's id
+    McpGrant.objects.filter(server=server).delete()
+    assert post(url, agent.raw, LIST, session).status_code == 404
