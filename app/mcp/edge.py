@@ -70,7 +70,8 @@ async def _metadata(scope: dict[str, Any], send: Any) -> None:
     """RFC 9728 protected-resource metadata (GET), or a 404 while no OAuth issuer is configured."""
     found = oauth.settings()
     path = scope["path"].rstrip("/")
-    if found is None or path not in (oauth.METADATA_PATH, oauth.METADATA_PATH + PREFIX):
+    inside = path.removeprefix(oauth.METADATA_PATH)  # '', '/mcp' or '/mcp/servers/<name>': one resource
+    if found is None or not (inside == "" or inside == PREFIX or inside.startswith(PREFIX + "/")):
         await _answer(send, 404, "No OAuth protected-resource metadata here.", "not_found")
         return
     if scope.get("method") not in ("GET", "HEAD"):

@@ -90,7 +90,11 @@ def oauth_on(settings: Any, gateway_url: str, jwks: tuple[Jwks, str]) -> str:
 
 
 def test_the_metadata_names_the_resource_and_its_issuer_and_a_401_points_at_it(gateway_url, oauth_on):
-    for path in ("/.well-known/oauth-protected-resource/mcp", "/.well-known/oauth-protected-resource"):
+    for path in (
+        "/.well-known/oauth-protected-resource/mcp",
+        "/.well-known/oauth-protected-resource",
+        "/.well-known/oauth-protected-resource/mcp/servers/fs",  # the gateway is inside the one resource
+    ):
         response = httpx2.get(gateway_url + path)
         assert response.status_code == 200
         document = response.json()
@@ -105,6 +109,7 @@ def test_the_metadata_names_the_resource_and_its_issuer_and_a_401_points_at_it(g
     metadata = f"{gateway_url}/.well-known/oauth-protected-resource/mcp"
     assert challenge.startswith("Bearer ") and f'resource_metadata="{metadata}"' in challenge
     assert "invalid_token" not in challenge
+    assert httpx2.get(gateway_url + "/.well-known/oauth-protected-resource/mcpx").status_code == 404
     bad = httpx2.post(gateway_url + "/mcp", json=INITIALIZE, headers={"Authorization": "Bearer not-a-key"})
     assert bad.status_code == 401 and 'error="invalid_token"' in bad.headers["www-authenticate"]
 
