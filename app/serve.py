@@ -17,6 +17,11 @@ because of two edge rules (issue 37) that live in the server, not the app:
   connection, for its first request) and within :data:`MAX_HEADER_BYTES`: a slower or bigger head gets a
   408 or 431 and the connection is closed (:class:`DeadlineHttpToolsProtocol`). The body's own deadline
   is app/edge.py's.
+
+Why uvicorn and not a compiled server (issue 42): ``python -m bench.gateway_overhead.stacks`` measured
+granian against this server, the same apps pinned to one core. Its ASGI path was not consistently cheaper
+per call (a Python app keeps paying its Python), and it keeps neither head rule: a head that never ends
+is closed with no 408, and a head past the bound is served (bench/results/gateway_overhead_stacks.md).
 """
 
 from __future__ import annotations
