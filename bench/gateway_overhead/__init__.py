@@ -1,21 +1,24 @@
-"""Gateway overhead: the same upstream reached directly, through Skillgate and through a LiteLLM proxy.
+"""Gateway overhead: the same upstream reached directly, through the floors, Skillgate and a LiteLLM proxy.
 
-One run starts an OpenAI-protocol stub upstream (``bench.support.openai_stub``), Skillgate (uvicorn,
-``app.asgi:application``, a fresh migrated SQLite database under var/bench/, or PostgreSQL with
-``--database-url``) and a LiteLLM proxy (from var/bench-venv), each its own process with a single
-worker. An open-loop load generator (its own process, asyncio + aiohttp) offers fixed request rates
-to each target, non-streaming and streaming, and records latency percentiles, errors and the
-CPU the server used; then a step search finds the highest rate each target sustains.
+One run starts an OpenAI-protocol stub upstream (``bench.support.openai_stub``), the floors (raw ASGI
+pass-throughs: ``floor`` on uvicorn + httpx, ``floor-aiohttp`` on ``python -m app.serve`` + aiohttp),
+Skillgate (``python -m app.serve``, the production server, on a fresh migrated SQLite database under
+var/bench/, or PostgreSQL with ``--database-url``) and a LiteLLM proxy (from var/bench-venv), each one
+process pinned to CPU 0, the stub and the load generator on the others. The load generator (its own
+process, asyncio + aiohttp) runs closed-loop points (16 and 256 connections: capacity and CPU per call)
+and open-loop fixed rates (latency percentiles, errors, CPU), then optionally a step search for the
+highest rate each target sustains. The report opens with issue 42's checks, computed.
 
-    .venv/bin/python -m bench.gateway_overhead            # full run, several minutes
-    .venv/bin/python -m bench.gateway_overhead --quick    # smoke test, about a minute
+    .venv/bin/python -m bench.gateway_overhead --quick --skip-proxy   # smoke test, a few minutes
+    .venv/bin/python -m bench.gateway_overhead.stacks                 # server and client candidates
 
-See bench/README.md for the set-up of var/bench-venv and how to read the results.
+See bench/README.md for the set-up of var/bench-venv, the full command and how to read the results.
 
-The package: ``common`` (paths, the request, CPU accounting from /proc), ``servers`` (starting the stub,
-Skillgate and the LiteLLM proxy as child processes), ``load`` (the open-loop load generator, run as
-``python -m bench.gateway_overhead _load``), ``seed`` (Skillgate's database, run as ``python -m
-bench.gateway_overhead.seed``: it sets Django up, the parent does not), ``measure`` (one
-point, the capacity search), ``report`` (the table and the markdown file), ``profile`` (py-spy under
-load) and ``cli`` (the arguments and the run).
+The package: ``common`` (paths, the request, CPU accounting from /proc), ``children`` (child processes and
+their pinning), ``servers`` (starting the stub, the floors, Skillgate and the LiteLLM proxy), ``load`` (the
+load generator, run as ``python -m bench.gateway_overhead _load``), ``seed`` (Skillgate's database, run as
+``python -m bench.gateway_overhead.seed``: it sets Django up, the parent does not), ``measure`` (one point,
+the capacity search), ``verdict`` (the closed-loop table and issue 42's checks), ``report`` (the tables and
+the markdown file), ``profile`` (py-spy under load), ``stacks`` (servers x upstream clients, edge probes),
+``isolation`` (what isolating a verification costs) and ``cli`` (the arguments and the run).
 """
