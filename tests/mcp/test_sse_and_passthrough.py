@@ -10,6 +10,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -203,3 +204,56 @@ def test_reads_through_the_gateway_stall_no_concurrent_chat_call(gateway_url, ri
         done.set()
         worker.join(30)
     assert outcome["reads"] >= 2 and max(latencies) < 1.0, (outcome, latencies)
+
+
+def _sse_server(endpoint: str, posts: list[str]) -> tuple[ThreadingHTTPServer, str]:
+    """An SSE server whose endpoint event names ``endpoint`` (``{port}`` filled with its own port), holding
+    the stream open; every POST it gets is recorded in ``posts``."""
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.end_headers()
+            port = self.server.server_address[1]
+            self.wfile.write(f"event: endpoint\ndata: {endpoint.format(port=port)}\n\n".encode())
+            self.wfile.flush()
+            time.sleep(3)
+
+        def do_POST(self) -> None:
+            posts.append(self.path)
+            self.send_response(202)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, f"http://127.0.0.1:{server.server_address[1]}/sse"
+
+
+def test_an_sse_endpoint_event_naming_another_origin_gets_no_request():
+    """A lying SSE server names where to POST: another port, a metadata address. Nothing is sent there
+    (the upstream's headers would follow the POST), and the failure names neither."""
+    elsewhere: list[str] = []
+    other, _ = _sse_server("/unused", elsewhere)
+    for endpoint in (
+        f"http://127.0.0.1:{other.server_address[1]}/messages",
+        "http://169.254.169.254/latest/meta-data/",
+    ):
+        posts: list[str] = []
+        liar, url = _sse_server(endpoint, posts)
+        upstream = Upstream(
+            name="liar", transport="sse", url=url, url_policy=UrlPolicy(allow_private=True), timeout_s=2
+        )
+        started = time.monotonic()
+        with pytest.raises(UpstreamError) as caught:
+            list_tools(upstream)
+        assert time.monotonic() - started < 5 and "169.254" not in str(caught.value)
+        assert posts == [] and elsewhere == []
+        liar.shutdown()
+    other.shutdown()
