@@ -6,7 +6,8 @@ Slack message. PostgreSQL refuses either in a text or jsonb value (SQLite's driv
 so the row's insert would fail: a crashed Celery task, a diagnosis left unfinished. This wrapper
 (installed on every new connection, routing/apps.py) replaces them with U+FFFD in each str and jsonb
 parameter. It costs a regular-expression search per text parameter, and one orjson pass per jsonb one;
-the ledger's COPY (routing/ledger/bulk_copy.py) does not pass here and makes its rows storable itself.
+the ledger's group commit (routing/ledger/bulk_copy.py: COPY, or executemany on SQLite) does not pass
+here and makes its rows storable itself.
 """
 
 from __future__ import annotations

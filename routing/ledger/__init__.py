@@ -5,7 +5,7 @@
 - ``writer``: ``record_call``, committed at once (``sync``) or group-committed behind a journal
   (``batched``);
 - ``journal``: each process's journal of rows not yet committed, replayed after a crash;
-- ``bulk_copy``: the group commit's COPY on PostgreSQL;
+- ``bulk_copy``: the group commit's insert (COPY on PostgreSQL, one executemany on SQLite);
 - ``learning_spend``: what the learning loop spends, on the ledger like any call.
 
 The ledger sits above budgets (a row settles its call's hold) and below the call code; it reaches up only
