@@ -246,6 +246,7 @@ class Terms:
     audio_references: int = 0  # earlier audio answers named by id: billed as audio input, size unseen
     cache_write: str | None = None  # the parameter that asks for a prompt-cache write (named by a refusal)
     cache_write_1h: bool = False  # ... for the one-hour cache
+    cache_write_1h_at: str | None = None  # the first part that asks for the one-hour cache
 
 
 NO_TERMS = Terms()
@@ -260,7 +261,7 @@ def terms_of(body: dict[str, Any]) -> Terms:
         audio_out = "modalities"
     elif body.get("audio") is not None:
         audio_out = "audio"
-    audio_in, references, cache_write, one_hour = None, 0, None, False
+    audio_in, references, cache_write, hour_at = None, 0, None, None
     for i, message in enumerate(body.get("messages") or []):
         if not isinstance(message, dict):
             continue
@@ -272,9 +273,10 @@ def terms_of(body: dict[str, Any]) -> Terms:
             if isinstance(part, dict) and part.get("type") in ("input_audio", "audio"):
                 audio_in = audio_in or f"messages[{i}].content[{j}]"
             if isinstance(part, dict) and part.get("cache_control") is not None:
-                cache_write = cache_write or f"messages[{i}].content[{j}].cache_control"
-                control = part["cache_control"]
-                one_hour = one_hour or (isinstance(control, dict) and control.get("ttl") == "1h")
+                at, control = f"messages[{i}].content[{j}].cache_control", part["cache_control"]
+                cache_write = cache_write or at
+                if isinstance(control, dict) and control.get("ttl") == "1h":
+                    hour_at = hour_at or at
     prediction = body.get("prediction")
     return Terms(
         service_tier=tier if isinstance(tier, str) else None,
@@ -284,7 +286,8 @@ def terms_of(body: dict[str, Any]) -> Terms:
         prediction_tokens=len(orjson.dumps(prediction)) if prediction is not None else 0,
         audio_references=references,
         cache_write=cache_write,
-        cache_write_1h=one_hour,
+        cache_write_1h=hour_at is not None,
+        cache_write_1h_at=hour_at,
     )
 
 
@@ -301,8 +304,10 @@ def refuse_unpriced(backend: Backend, prices: Prices, terms: Terms) -> None:
     if terms.web_search and prices.web_search_call is None:
         missing.append(("web_search_options", f"web_search_options: web search has no price on {where}"))
     if terms.cache_write is not None and prices.cache_write_price(terms.cache_write_1h) is None:
+        # Named: the hour's breakpoint when that is the price missing, else the first breakpoint.
+        at = terms.cache_write_1h_at or terms.cache_write
         cache = "a one-hour cache write" if terms.cache_write_1h else "a cache write"
-        missing.append((terms.cache_write, f"{terms.cache_write}: {cache} has no price on {where}"))
+        missing.append((at, f"{at}: {cache} has no price on {where}"))
     if missing:
         param, reason = missing[0]
         raise ApiError(

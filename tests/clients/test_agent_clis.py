@@ -105,6 +105,8 @@ def test_claude_code_reads_a_file_through_its_tool_on_the_student_route(
         "ANTHROPIC_API_KEY": api_key.raw,
         "ANTHROPIC_CUSTOM_HEADERS": "X-Skillgate-Task: cli",
         "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        # Its cache breakpoints would be cache writes, which the stub's backends do not price (a 400).
+        "DISABLE_PROMPT_CACHING": "1",
     }
     command = [cli("claude"), "-p", "What does note.txt say?", "--model", "auto", "--output-format", "json"]
     done = run([*command, "--allowedTools", "Read", "--no-session-persistence"], env, workdir)

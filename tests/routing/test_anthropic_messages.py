@@ -214,7 +214,11 @@ def test_a_claude_code_shaped_request_with_its_query_string_betas_and_extra_fiel
 ):
     """What Claude Code 2.1 sends (captured): ``?beta=true``, a list of ``anthropic-beta`` flags, system
     blocks with ``cache_control``, a JSON ``metadata.user_id``, adaptive ``thinking``,
-    ``context_management``, ``output_config.effort`` and a system turn made of blocks, streamed."""
+    ``context_management``, ``output_config.effort`` and a system turn made of blocks, streamed. Its
+    breakpoints are cache writes, so the teacher prices them (test_anthropic_cache_control.py)."""
+    Backend.objects.filter(pk=backends["teacher"].pk).update(
+        price_options={"cache_write_input_cost_per_token": "0.0000125"}
+    )
     stub.responder = lambda body: Reply(content="done")
     body: Any = {
         "model": "auto",
@@ -252,7 +256,8 @@ def test_a_claude_code_shaped_request_with_its_query_string_betas_and_extra_fiel
     assert kinds[0] == "message_start" and kinds[-1] == "message_stop" and "content_block_delta" in kinds
     sent = stub.requests[-1]
     assert [m["role"] for m in sent["messages"]] == ["system", "user", "system"]
-    assert sent["messages"][0]["content"].endswith("You are a Claude agent.")
+    agent = {"type": "text", "text": "You are a Claude agent.", "cache_control": {"type": "ephemeral"}}
+    assert sent["messages"][0]["content"][-1] == agent
     assert sent["reasoning_effort"] == "high" and [t["function"]["name"] for t in sent["tools"]] == [
         "get_weather"
     ]

@@ -9,7 +9,8 @@ call that arrives here and falls back to a teacher on another protocol still ans
 Only documented request fields are accepted (``extra="forbid"``), as on the chat endpoint: those of the
 2026 API, and ``temperature``/``top_p``/``top_k`` that older clients still send. ``output_config.format``
 becomes a JSON-schema ``response_format`` (so a json_schema verifier checks it) and ``effort`` a
-``reasoning_effort``; ``top_k``, ``thinking``, ``cache_control``, ``service_tier``, ``speed``,
+``reasoning_effort``; a block's and the request's ``cache_control`` stay on the chat call's content
+parts, priced as cache writes (messages/cache.py); ``top_k``, ``thinking``, ``service_tier``, ``speed``,
 ``inference_geo``, ``container``, ``diagnostics``, ``user_profile_id``, ``workspace_id``, ``mcp_servers`` and
 ``context_management`` are accepted and not forwarded (the chat form has no such field; README).
 """
@@ -21,8 +22,10 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from routing.api.messages.cache import Origins, automatic, control_of, marked
 from routing.errors import ApiError
 from routing.json_body import JsonBodyError, loads_answer, loads_request
+from routing.pricing import Usage
 from routing.protocol import MAX_OUTPUT_TOKENS, ChatRequest
 
 # Anthropic's error types by HTTP status (docs.anthropic.com, "Errors").
@@ -174,6 +177,31 @@ def _text_of(content: Any, where: str) -> str:
     return "\n".join(parts)
 
 
+ORIGIN = "_from"  # a part's Messages location while translating (chat_messages takes it off)
+
+
+def _part(part: dict[str, Any], block: dict[str, Any], where: str) -> dict[str, Any]:
+    """``part`` with ``block``'s cache breakpoint, if any, and where it came from."""
+    control = control_of(block, where)
+    return {**marked(part, control), ORIGIN: f"{where}.cache_control"} if control is not None else part
+
+
+def _plain(parts: list[dict[str, Any]]) -> str | list[dict[str, Any]]:
+    """Text parts without breakpoints as one string (as before); else the parts."""
+    if all(part["type"] == "text" and "cache_control" not in part for part in parts):
+        return "\n".join(part["text"] for part in parts)
+    return parts
+
+
+def _system(content: Any, where: str) -> str | list[dict[str, Any]]:
+    text = _text_of(content, where)
+    if not isinstance(content, list):
+        return text
+    blocks = [block.model_dump() if isinstance(block, BaseModel) else block for block in content]
+    parts = [_part({"type": "text", "text": b["text"]}, b, f"{where}.{i}") for i, b in enumerate(blocks)]
+    return _plain(parts)
+
+
 def _image(block: dict[str, Any], where: str) -> dict[str, Any]:
     source = block.get("source") or {}
     if source.get("type") == "base64" and isinstance(source.get("data"), str):
@@ -192,7 +220,11 @@ def _tool_result(block: dict[str, Any], where: str) -> dict[str, Any]:
     text = content if isinstance(content, str) else _text_of(content or [], f"{where}.content")
     if block.get("is_error"):
         text = f"Error: {text}"
-    return {"role": "tool", "tool_call_id": block["tool_use_id"], "content": text}
+    inner = enumerate(content if isinstance(content, list) else [])
+    marks = [(f"{where}.content.{i}", b) for i, b in inner if isinstance(b, dict) and "cache_control" in b]
+    at, source = (where, block) if block.get("cache_control") is not None else (marks or [(where, {})])[-1]
+    part = _part({"type": "text", "text": text}, source, at)
+    return {"role": "tool", "tool_call_id": block["tool_use_id"], "content": _plain([part])}
 
 
 def _user(content: str | list[Block], where: str) -> list[dict[str, Any]]:
@@ -206,29 +238,27 @@ def _user(content: str | list[Block], where: str) -> list[dict[str, Any]]:
         if data["type"] == "tool_result":
             results.append(_tool_result(data, at))
         elif data["type"] == "text" and isinstance(data.get("text"), str):
-            parts.append({"type": "text", "text": data["text"]})
+            parts.append(_part({"type": "text", "text": data["text"]}, data, at))
         elif data["type"] == "image":
-            parts.append(_image(data, at))
+            parts.append(_part(_image(data, at), data, at))
         elif data["type"] in ("thinking", "redacted_thinking"):
             continue
         else:
             raise _bad(f"{at}.type: unsupported content block type {data['type']!r} in a user turn")
     if parts:
-        text_only = all(part["type"] == "text" for part in parts)
-        body: Any = "\n".join(part["text"] for part in parts) if text_only else parts
-        results.append({"role": "user", "content": body})
+        results.append({"role": "user", "content": _plain(parts)})
     return results
 
 
 def _assistant(content: str | list[Block], where: str) -> dict[str, Any]:
     if isinstance(content, str):
         return {"role": "assistant", "content": content}
-    texts: list[str] = []
+    texts: list[dict[str, Any]] = []
     calls: list[dict[str, Any]] = []
     for i, block in enumerate(content):
         data, at = block.model_dump(), f"{where}.content.{i}"
         if data["type"] == "text" and isinstance(data.get("text"), str):
-            texts.append(data["text"])
+            texts.append(_part({"type": "text", "text": data["text"]}, data, at))
         elif data["type"] == "tool_use":
             if not isinstance(data.get("id"), str) or not isinstance(data.get("name"), str):
                 raise _bad(f"{at}: a tool_use block needs an id and a name")
@@ -244,24 +274,33 @@ def _assistant(content: str | list[Block], where: str) -> dict[str, Any]:
             continue
         else:
             raise _bad(f"{at}.type: unsupported content block type {data['type']!r} in an assistant turn")
-    message: dict[str, Any] = {"role": "assistant", "content": "\n".join(texts) or None}
+    message: dict[str, Any] = {"role": "assistant", "content": (_plain(texts) or None) if texts else None}
     if calls:
         message["tool_calls"] = calls
     return message
 
 
-def chat_messages(request: MessagesRequest | CountTokensRequest) -> list[dict[str, Any]]:
+def chat_messages(
+    request: MessagesRequest | CountTokensRequest, origins: Origins | None = None
+) -> list[dict[str, Any]]:
+    """The conversation in chat form; ``origins`` learns where each part's cache breakpoint came from."""
     out: list[dict[str, Any]] = []
     if request.system:
-        out.append({"role": "system", "content": _text_of(request.system, "system")})
+        out.append({"role": "system", "content": _system(request.system, "system")})
     for i, message in enumerate(request.messages):
         where = f"messages.{i}"
         if message.role == "system":
-            out.append({"role": "system", "content": _text_of(message.content, f"{where}.content")})
+            out.append({"role": "system", "content": _system(message.content, f"{where}.content")})
         elif message.role == "user":
             out.extend(_user(message.content, where))
         else:
             out.append(_assistant(message.content, where))
+    origins = origins if origins is not None else Origins()
+    for i, chat in enumerate(out):
+        for j, part in enumerate(chat["content"] if isinstance(chat.get("content"), list) else []):
+            if ORIGIN in part:
+                origins.note(i, j, part.pop(ORIGIN))
+    automatic(out, control_of({"cache_control": request.cache_control}, ""), origins)
     return out
 
 
@@ -288,10 +327,10 @@ def chat_tools(request: MessagesRequest | CountTokensRequest) -> dict[str, Any]:
     return fields
 
 
-def to_chat(request: MessagesRequest) -> ChatRequest:
+def to_chat(request: MessagesRequest, origins: Origins | None = None) -> ChatRequest:
     body: dict[str, Any] = {
         "model": request.model,
-        "messages": chat_messages(request),
+        "messages": chat_messages(request, origins),
         "max_tokens": request.max_tokens,
         "stream": request.stream,
         **chat_tools(request),
@@ -347,13 +386,17 @@ def content_blocks(message: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def usage_of(usage: dict[str, Any] | None) -> dict[str, int]:
-    usage = usage or {}
-    cached = (usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0
+    """Anthropic's usage: input tokens beside those read from and written to the cache (which
+    litellm counts in ``prompt_tokens``, as routing/pricing.py settles them)."""
+    counted = Usage.from_openai(usage)
+    cached = min(counted.cached_tokens, counted.prompt_tokens)
+    writes = counted.cache_write_tokens
+    written = writes if writes <= counted.prompt_tokens - cached else 0
     return {
-        "input_tokens": int(usage.get("prompt_tokens") or 0) - int(cached),
-        "output_tokens": int(usage.get("completion_tokens") or 0),
-        "cache_creation_input_tokens": 0,
-        "cache_read_input_tokens": int(cached),
+        "input_tokens": counted.prompt_tokens - cached - written,
+        "output_tokens": counted.completion_tokens,
+        "cache_creation_input_tokens": writes,
+        "cache_read_input_tokens": cached,
     }
 
 

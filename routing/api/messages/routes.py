@@ -10,6 +10,7 @@ from routing.access.ratelimit import check_rate
 from routing.api.auth import api_key_of
 from routing.api.http import JsonResponse, Request, Response, StreamResponse, call_headers
 from routing.api.messages import protocol as anthropic
+from routing.api.messages.cache import Origins
 from routing.api.messages.stream import anthropic_events
 from routing.call import gateway, upstream
 from routing.call.plans import teacher_of
@@ -22,17 +23,23 @@ async def create(request: Request) -> Response:
     api_key = await api_key_of(request, anthropic=True)
     await vet_body_schemas(request.body, owner=str(api_key.pk))  # costed off the loop
     parsed = anthropic.parse(request.body, anthropic.MessagesRequest)
-    chat = anthropic.to_chat(parsed)
+    origins = Origins()
+    chat = anthropic.to_chat(parsed, origins)
     await check_rate(api_key_id=api_key.pk, limit=api_key.rpm_limit)
     prep = await gateway.prepare(
         api_key=api_key, request=chat, task_header=request.header("x-skillgate-task"), endpoint="/v1/messages"
     )
+    try:  # a refused cache write names the caller's block (messages/cache.py)
+        if chat.stream:
+            plan = await stream_call(prep)
+        else:
+            result = await gateway.complete_call(prep)
+    except ApiError as exc:
+        raise origins.rename(exc) from None
     if chat.stream:
-        plan = await stream_call(prep)
         message_id = f"msg_{plan.headers['x-skillgate-invocation'].replace('-', '')}"
         events = anthropic_events(plan.body, message_id=message_id, model=parsed.model)
         return StreamResponse(events, plan.headers)
-    result = await gateway.complete_call(prep)
     record, completion = result.record, result.completion
     body = anthropic.message_of(
         f"msg_{record.id.hex}",
