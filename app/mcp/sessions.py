@@ -17,16 +17,27 @@ MCP specification describes them, through the SDK's ``StreamableHTTPSessionManag
 One manager per endpoint (``/mcp``, and each ``/mcp/servers/<name>``) and event loop, created on its
 first request and run by a task of that loop for the process's life. The per-key count reads the
 manager's table of live sessions (``_server_instances``: the SDK keeps no public one; the SDK is pinned).
+
+**Several server processes** (app/serve.py's SO_REUSEPORT processes) share the sessions through
+Django's cache (Redis where ``CACHE_URL`` is set): each session id is stored with its principal, kept
+alive by each request for the idle time, and deleted by ``DELETE``. A request whose session another
+process opened is checked against the store and served there statelessly (Skillgate's MCP servers keep
+no state in a session beyond it); a session deleted in one process is a 404 in every one. The per-key
+bound counts the sessions of this process. The store is read on a pool of two threads of its own.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
+import weakref
 from collections.abc import Callable, MutableMapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.core.cache import cache
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
 from app import conf
@@ -36,6 +47,8 @@ SESSION_HEADER = b"mcp-session-id"
 
 @dataclass
 class Endpoint:
+    name: str
+    server: Any
     manager: StreamableHTTPSessionManager
     ready: asyncio.Event
     owners: dict[str, str] = field(default_factory=dict)  # session id -> the principal that opened it
@@ -47,12 +60,25 @@ class Endpoint:
 
 @dataclass
 class _Registry:
-    loop: asyncio.AbstractEventLoop | None = None
     endpoints: dict[str, Endpoint] = field(default_factory=dict)
     opening: dict[str, int] = field(default_factory=dict)  # principal -> sessions being opened now
 
 
-_REGISTRY = _Registry()
+_REGISTRIES: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Registry] = weakref.WeakKeyDictionary()
+_STORE = ThreadPoolExecutor(max_workers=2, thread_name_prefix="mcp-sessions")
+
+
+def _registry() -> _Registry:
+    """This event loop's endpoints (each server in a process has its own loop, and its own sessions)."""
+    return _REGISTRIES.setdefault(asyncio.get_running_loop(), _Registry())
+
+
+def _store_key(where: Endpoint, session_id: str) -> str:
+    return f"mcp-session:{where.name}:{hashlib.sha256(session_id.encode()).hexdigest()}"
+
+
+async def _store(work: Callable[..., Any], *args: Any) -> Any:
+    return await asyncio.get_running_loop().run_in_executor(_STORE, work, *args)
 
 
 async def _run(endpoint: Endpoint) -> None:
@@ -66,31 +92,31 @@ async def _run(endpoint: Endpoint) -> None:
 
 async def endpoint(name: str, build: Callable[[], Any]) -> Endpoint:
     """The session manager of endpoint ``name`` (its MCP server made by ``build`` on first use)."""
-    loop = asyncio.get_running_loop()
-    if _REGISTRY.loop is not loop:  # a new event loop (a test's server): the old managers died with theirs
-        _REGISTRY.loop, _REGISTRY.endpoints, _REGISTRY.opening = loop, {}, {}
-    found = _REGISTRY.endpoints.get(name)
+    loop, registry = asyncio.get_running_loop(), _registry()
+    found = registry.endpoints.get(name)
     if found is None:
         settings = conf.get().mcp_edge
+        server = build()
         manager = StreamableHTTPSessionManager(
-            build(),
+            server,
             json_response=True,
             session_idle_timeout=settings.session_idle_s,
             max_sessions=settings.max_sessions,
         )
-        found = _REGISTRY.endpoints[name] = Endpoint(manager=manager, ready=asyncio.Event())
+        found = registry.endpoints[name] = Endpoint(name, server, manager, asyncio.Event())
         found.task = loop.create_task(_run(found), name=f"mcp-sessions-{name}")
     await found.ready.wait()
     if found.task is not None and found.task.done():
-        _REGISTRY.endpoints.pop(name, None)
+        registry.endpoints.pop(name, None)
         raise RuntimeError(f"the MCP session manager of {name} stopped")
     return found
 
 
 def open_sessions(principal: str) -> int:
     """The sessions ``principal`` holds open across the endpoints (ended ones forgotten here)."""
-    count = _REGISTRY.opening.get(principal, 0)
-    for one in _REGISTRY.endpoints.values():
+    registry = _registry()
+    count = registry.opening.get(principal, 0)
+    for one in registry.endpoints.values():
         live = one.live()
         for session_id in [s for s in one.owners if s not in live]:
             del one.owners[session_id]
@@ -105,17 +131,52 @@ async def _refuse(send: Any, status: int, message: str) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
-async def serve(where: Endpoint, principal: str, scope: dict[str, Any], receive: Any, send: Any) -> None:
-    """One POST or DELETE of ``principal`` (``key:<id>``, ``oauth:<issuer> <subject>``) on ``where``."""
-    session_id = next((v.decode("latin-1") for k, v in scope.get("headers", ()) if k == SESSION_HEADER), None)
-    if session_id is not None:
-        owner = where.owners.get(session_id)
-        if owner is None or owner != principal:  # unknown here, or another caller's: it does not exist
-            await _refuse(send, 404, "Session not found")
-            return
+async def _stateless(where: Endpoint, scope: dict[str, Any], receive: Any, send: Any) -> None:
+    """A request of a session another process opened: answered by a fresh stateless transport."""
+    manager = StreamableHTTPSessionManager(where.server, stateless=True, json_response=True)
+    async with manager.run():
+        await manager.handle_request(scope, receive, send)
+
+
+async def _empty(send: Any, status: int) -> None:
+    await send({"type": "http.response.start", "status": status, "headers": [(b"content-length", b"0")]})
+    await send({"type": "http.response.body", "body": b""})
+
+
+async def _in_session(
+    where: Endpoint, principal: str, session_id: str, scope: dict[str, Any], receive: Any, send: Any
+) -> None:
+    key, idle = _store_key(where, session_id), conf.get().mcp_edge.session_idle_s
+    if await _store(cache.get, key) != principal:  # unknown, ended, expired, or another caller's
+        await _refuse(send, 404, "Session not found")
+        return
+    local = where.owners.get(session_id) == principal and session_id in where.live()
+    if scope.get("method") == "DELETE":
+        await _store(cache.delete, key)
+        if local:
+            await where.manager.handle_request(scope, receive, send)
+            where.owners.pop(session_id, None)
+        else:
+            await _empty(send, 200)
+        return
+    await _store(cache.touch, key, idle)
+    if local:
         await where.manager.handle_request(scope, receive, send)
         if session_id not in where.live():
             where.owners.pop(session_id, None)
+            await _store(cache.delete, key)
+    else:
+        await _stateless(where, scope, receive, send)
+
+
+async def serve(where: Endpoint, principal: str, scope: dict[str, Any], receive: Any, send: Any) -> None:
+    """One POST or DELETE of ``principal`` (``key:<id>``, ``oauth:<key id>:<subject>``) on ``where``."""
+    session_id = next((v.decode("latin-1") for k, v in scope.get("headers", ()) if k == SESSION_HEADER), None)
+    if session_id is not None:
+        if not 1 <= len(session_id) <= 128:
+            await _refuse(send, 404, "Session not found")
+            return
+        await _in_session(where, principal, session_id, scope, receive, send)
         return
     if scope.get("method") != "POST":
         await _refuse(send, 400, "Bad Request: Mcp-Session-Id header is required")
@@ -131,19 +192,21 @@ async def serve(where: Endpoint, principal: str, scope: dict[str, Any], receive:
 
     async def watch(message: MutableMapping[str, Any]) -> None:
         if message["type"] == "http.response.start" and message["status"] < 400:
-            issued = next(
-                (v.decode("latin-1") for k, v in message.get("headers", ()) if k == SESSION_HEADER), None
-            )
-            if issued is not None:
-                where.owners[issued] = principal
+            headers = message.get("headers", ())
+            new = next((v.decode("latin-1") for k, v in headers if k == SESSION_HEADER), None)
+            if new is not None:
+                where.owners[new] = principal
+                idle = conf.get().mcp_edge.session_idle_s
+                await _store(cache.set, _store_key(where, new), principal, idle)  # before the client has it
         await send(message)
 
-    _REGISTRY.opening[principal] = _REGISTRY.opening.get(principal, 0) + 1
+    registry = _registry()
+    registry.opening[principal] = registry.opening.get(principal, 0) + 1
     try:
         await where.manager.handle_request(scope, receive, watch)
     finally:
-        left = _REGISTRY.opening.get(principal, 1) - 1
+        left = registry.opening.get(principal, 1) - 1
         if left > 0:
-            _REGISTRY.opening[principal] = left
+            registry.opening[principal] = left
         else:
-            _REGISTRY.opening.pop(principal, None)
+            registry.opening.pop(principal, None)
