@@ -31,6 +31,7 @@ from routing.models import ApiKey
 
 MANAGE_PERMISSION = "diagnostics.change_mcpserver"
 RESERVED_NAMES = frozenset({"skillgate_action_result"})  # app/mcp/gateway.py's own tool
+RESERVED_SERVER_NAMES = frozenset({"new"})  # /mcp-servers/new/ is the dashboard's registration form
 ENV_NAME = r"^[A-Z_][A-Z0-9_]{0,99}\Z"
 TARGET_NAME = r"^[A-Za-z_][A-Za-z0-9_-]{0,99}\Z"  # a child's variable or a header name
 
@@ -83,6 +84,10 @@ def check_shape(server: McpServer) -> None:
 def mcp_server_register(*, by: User | None, **fields: Any) -> McpServer:
     """A new server (not connected yet: ``mcp_server_sync`` classifies its tools)."""
     server = McpServer(created_by=by, **fields)
+    if server.name in RESERVED_SERVER_NAMES:
+        raise ServiceError(
+            f"name: {server.name!r} is reserved (the MCP page's own address).", code="invalid_field"
+        )
     check_shape(server)
     try:
         server.full_clean(validate_unique=False)  # a taken name: 409 from the database, race-free

@@ -66,6 +66,7 @@ def test_bad_values_are_messages_next_to_their_field(client: Client, upstream_en
         ({**upstream_env, "command": "'unclosed"}, "command"),
         ({**upstream_env, "secret_env": "TOKEN=sk-live-value-not-a-name"}, "secret_env"),
         ({**upstream_env, "name": "Bad Name"}, "name"),
+        ({**upstream_env, "name": "new"}, "name"),  # the form's own address
         ({**upstream_env, "timeout_s": "1e400"}, "timeout_s"),
         ({**upstream_env, "environment": "nowhere"}, "environment"),
     ]

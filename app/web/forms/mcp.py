@@ -18,7 +18,7 @@ from django import forms
 from app.web.forms.bounds import bounded_text
 from core.errors import ServiceError
 from diagnostics import conf as diagnostics_conf
-from diagnostics.mcp.servers import check_shape
+from diagnostics.mcp.servers import RESERVED_SERVER_NAMES, check_shape
 from diagnostics.models import McpServer
 from diagnostics.toolsets.registry import environment_names
 
@@ -157,6 +157,8 @@ class McpServerForm(McpServerEditForm):
 
     def clean_name(self) -> str:
         name: str = self.cleaned_data["name"]
+        if name in RESERVED_SERVER_NAMES:
+            raise forms.ValidationError(f"{name!r} is reserved (the MCP page's own address).")
         if McpServer.objects.filter(name=name).exists():
             raise forms.ValidationError(f"An MCP server named {name!r} exists.")
         return name
