@@ -7,6 +7,7 @@ analyzer of its own for outputs that are only events.
 from __future__ import annotations
 
 from diagnostics.agent import rx
+from diagnostics.agent.evidence.analyzers import event_causes
 from diagnostics.agent.evidence.analyzers.base import (
     AnalysisState,
     Analyzer,
@@ -37,6 +38,8 @@ _MISSING_KEY = rx.compile(r"couldn't find key (\S+) in (ConfigMap|Secret) ([\w./
 
 def _pull_reason(message: str) -> str:
     lowered = message.lower()
+    if event_causes.pull_unauthorized(message):
+        return "the registry answers 401 Unauthorized: the pull sent no (or wrong) credentials"
     if "pull access denied" in lowered or "repository does not exist" in lowered:
         return "the repository does not exist or requires authorization (pull access denied)"
     if "manifest unknown" in lowered or "not found" in lowered:
@@ -139,8 +142,13 @@ def event_findings(
             findings.append(
                 Finding(
                     "image_pull",
-                    f"{who} fails pulling the image {image}: {_pull_reason(detail)} "
-                    f"(ErrImagePull / ImagePullBackOff).",
+                    f"{who} fails pulling the image {image}: {_pull_reason(detail)}"
+                    + (
+                        event_causes.pull_secrets_note(state, obj)
+                        if event_causes.pull_unauthorized(detail)
+                        else ""
+                    )
+                    + " (ErrImagePull / ImagePullBackOff).",
                     Severity.CRITICAL,
                     obj.label,
                     clip(message),
@@ -174,15 +182,16 @@ def event_findings(
             findings.append(
                 Finding(
                     "missing_reference",
-                    f"{who} references {ref_kind} {ref_name}, which does not exist "
-                    f'({event.reason}: {ref_kind} "{ref_name}" not found).',
+                    event_causes.missing_ref_summary(who, event.reason, ref_kind, ref_name, message),
                     Severity.CRITICAL,
                     obj.label,
                     clip(message),
                     88,
-                    f"Create {ref_kind} {ref_name} or fix the reference to it.",
+                    f"Create {event_causes.kind_name(ref_kind)} {ref_name} or fix the reference to it.",
                 )
             )
+        elif event.reason == "FailedCreate" and (hook := event_causes.webhook_finding(who, obj, message)):
+            findings.append(hook)
         elif (
             event.reason == "FailedCreate"
             and "forbidden" in message.lower()
@@ -309,16 +318,7 @@ def event_findings(
                 )
             )
         elif event.reason == "FailedCreatePodSandBox":
-            findings.append(
-                Finding(
-                    "sandbox_failed",
-                    f"{who}: the pod sandbox (network) cannot be created: {clip(message, 160)}.",
-                    Severity.CRITICAL,
-                    obj.label,
-                    clip(message),
-                    70,
-                )
-            )
+            findings.append(event_causes.sandbox_finding(who, obj, message, state))
     return findings
 
 

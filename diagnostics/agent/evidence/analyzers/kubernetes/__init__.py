@@ -6,6 +6,7 @@ backends (conditions.py)."""
 from diagnostics.agent.evidence.analyzers.kubernetes import (  # noqa: F401  (registration)
     conditions,
     disruption,
+    limits,
     pods,
     schedules,
     volumes,

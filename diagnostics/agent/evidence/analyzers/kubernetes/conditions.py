@@ -25,6 +25,7 @@ from diagnostics.agent.evidence.analyzers.base import (
     clip,
     field_value,
     looks_like_describe,
+    parse_table,
     register,
     register_correlator,
 )
@@ -210,6 +211,48 @@ def ingress_port_mismatch(state: AnalysisState, findings: list[Finding]) -> list
                 )
             )
     return out
+
+
+@register_correlator
+def ingress_service_missing(state: AnalysisState, findings: list[Finding]) -> list[Finding]:
+    """An Ingress backend without an Endpoints object, where the namespace's Service listing, read, has no
+    Service of that name: the Service itself does not exist (every Service with a selector has one)."""
+    reported = state.fact_set("ingress_port_reported")
+    out: list[Finding] = []
+    for label, (ingress, port) in state.fact_dict("ingress_backends").items():
+        namespace, service = label.split("/", 1)
+        listed = _listed_services(state, namespace)
+        if label in reported or listed is None or service in listed:
+            continue
+        reported.add(label)
+        others = f" (it has {', '.join(sorted(listed)[:5])})" if listed else " (it has none)"
+        out.append(
+            Finding(
+                "ingress_service_missing",
+                f"Ingress {ingress} sends traffic to Service {service} (port {port}), which does not exist "
+                f"in namespace {namespace}{others}: every request through the Ingress fails.",
+                Severity.CRITICAL,
+                f"ingress/{namespace}/{ingress}",
+                f"backend {service}:{port}; Services in {namespace}: {', '.join(sorted(listed)) or 'none'}",
+                92,
+                f"Point the Ingress backend at the Service that serves it, or create Service {service}.",
+            )
+        )
+    return out
+
+
+def _listed_services(state: AnalysisState, namespace: str) -> set[str] | None:
+    """The Service names a read listing of ``namespace`` shows; None when no such listing was read."""
+    for output in state.outputs:
+        params = output.params
+        if str(params.get("kind", "")).lower() not in ("service", "services", "svc"):
+            continue
+        if params.get("namespace") != namespace or params.get("name") or not output.ok or output.no_data:
+            continue
+        table = parse_table(output.text)
+        if table is not None and "NAME" in table.header:
+            return {table.column(row, "NAME") for row in table.rows if row}
+    return None
 
 
 def _other_ports(state: AnalysisState, service: str, port: str) -> list[str]:

@@ -1,0 +1,153 @@
+"""Causes inside event messages that name the broken part themselves, from Kubernetes' own wording.
+
+- An admission webhook the API server must call and cannot (``failed calling webhook "W"``: its Service
+  has no endpoints, is unreachable, times out) refuses every create it covers (``failurePolicy: Fail``);
+  a webhook that answers ``denied the request`` refuses by policy.
+- A sandbox (the pod's network namespace) the CNI plugin cannot set up: IPAM out of addresses for the
+  node's pod range is named as such, with the node.
+- A missing object a message names (``configmap "x" not found``) is spelled as its kind
+  (ConfigMap, ServiceAccount...), and a volume mount names the volume: the pod stays ContainerCreating.
+- An image pull the registry answered 401 to: the pull sent no (or wrong) credentials.
+"""
+
+from __future__ import annotations
+
+from diagnostics.agent import rx
+from diagnostics.agent.evidence.analyzers.base import AnalysisState, clip, field_value
+from diagnostics.agent.findings import Finding, ObjRef, Severity
+
+KIND_NAMES = {
+    "configmap": "ConfigMap",
+    "secret": "Secret",
+    "serviceaccount": "ServiceAccount",
+    "persistentvolumeclaim": "PersistentVolumeClaim",
+    "storageclass": "StorageClass",
+}
+_WEBHOOK_CALL = rx.compile(r"failed calling webhook \"([^\"]+)\"")
+_WEBHOOK_DENIED = rx.compile(r"admission webhook \"([^\"]+)\" denied the request:?\s*(.*)")
+_NO_ENDPOINTS = rx.compile(r"no endpoints available for service \"([^\"]+)\"")
+_WEBHOOK_URL = rx.compile(r"https?://([a-z0-9][-a-z0-9]*)\.([a-z0-9][-a-z0-9]*)\.svc")
+_IPAM = rx.compile(
+    r"no IP addresses available|failed to assign an IP address|no more free (?:affine )?blocks"
+    r"|failed to allocate for range",
+    rx.IGNORECASE,
+)
+_RANGE_SET = rx.compile(r"available in range set:?\s*([\w.:/-]+)")
+_VOLUME = rx.compile(r"MountVolume\.\w+ failed for volume \"([^\"]+)\"")
+_SCHEDULED_TO = rx.compile(r"Successfully assigned \S+ to (\S+)")
+
+
+def kind_name(kind: str) -> str:
+    return KIND_NAMES.get(kind.lower(), kind)
+
+
+def webhook_finding(who: str, obj: ObjRef, message: str) -> Finding | None:
+    """A create refused by an admission webhook: cannot be called, or denied by its policy."""
+    called = _WEBHOOK_CALL.search(message)
+    if called:
+        hook = called.group(1)
+        service = _NO_ENDPOINTS.search(message)
+        url = _WEBHOOK_URL.search(message)
+        svc_name = service.group(1) if service else (url.group(1) if url else "")
+        svc_ns = f" in namespace {url.group(2)}" if url else ""
+        if service:
+            why = f"its Service {svc_name}{svc_ns} has no endpoints (no ready pod serves the webhook)"
+        elif "timeout" in message.lower() or "deadline" in message.lower():
+            why = "the call times out"
+        else:
+            why = clip(message.split(called.group(0), 1)[-1].lstrip(": "), 160)
+        return Finding(
+            "admission_webhook_unavailable",
+            f"{who} cannot create pods: the API server must call the admission webhook {hook} and cannot "
+            f"— {why}; with failurePolicy Fail every create it covers is refused.",
+            Severity.CRITICAL,
+            obj.label,
+            clip(message),
+            91,
+            (
+                f"Bring back the webhook's pods behind Service {svc_name}{svc_ns}"
+                if svc_name
+                else "Make the webhook reachable"
+            )
+            + f", or set failurePolicy: Ignore / narrow the namespaceSelector of {hook} while it is down.",
+        )
+    denied = _WEBHOOK_DENIED.search(message)
+    if denied:
+        return Finding(
+            "admission_webhook_denied",
+            f"{who} cannot create pods: the admission webhook {denied.group(1)} denied them "
+            f"({clip(denied.group(2), 200)}).",
+            Severity.CRITICAL,
+            obj.label,
+            clip(message),
+            89,
+            f"Change the pod template to satisfy the policy behind {denied.group(1)}, or change the policy.",
+        )
+    return None
+
+
+def node_of(state: AnalysisState, obj: ObjRef, message: str = "") -> str:
+    """The node a pod was placed on: its describe's ``Node:`` field, else a Scheduled event."""
+    for out in reversed(state.outputs):
+        if field_value(out.text, "Name") == obj.name and (node := field_value(out.text, "Node")):
+            return node.split("/", 1)[0]
+        if (match := _SCHEDULED_TO.search(out.text)) and obj.name in out.text:
+            return match.group(1)
+    match = _SCHEDULED_TO.search(message)
+    return match.group(1) if match else ""
+
+
+def sandbox_finding(who: str, obj: ObjRef, message: str, state: AnalysisState) -> Finding:
+    node = node_of(state, obj)
+    on_node = f" on node {node}" if node else ""
+    ipam = _IPAM.search(message)
+    if ipam:
+        pod_range = f" {match.group(1)}" if (match := _RANGE_SET.search(message)) else ""
+        return Finding(
+            "pod_ips_exhausted",
+            f"{who}: the pod sandbox cannot be created{on_node}: the node's pod IP range{pod_range} has no "
+            "free addresses (CNI IPAM: no IP addresses available), so the pod stays ContainerCreating.",
+            Severity.CRITICAL,
+            obj.label,
+            clip(message),
+            90,
+            "Free pod IPs on the node (remove finished or leaked pods, clear stale IPAM allocations left by "
+            "the CNI plugin) or give the node a larger pod CIDR / lower its maxPods; cordon it meanwhile.",
+        )
+    return Finding(
+        "sandbox_failed",
+        f"{who}: the pod sandbox (network) cannot be created{on_node}: {clip(message, 240)}.",
+        Severity.CRITICAL,
+        obj.label,
+        clip(message),
+        70,
+    )
+
+
+def missing_ref_summary(who: str, reason: str, ref_kind: str, ref_name: str, message: str) -> str:
+    kind = kind_name(ref_kind)
+    quoted = f'({reason}: {ref_kind} "{ref_name}" not found)'
+    if reason == "FailedCreate":
+        return f"{who} cannot create pods: they reference {kind} {ref_name}, which does not exist {quoted}."
+    volume = _VOLUME.search(message)
+    if reason == "FailedMount" and volume:
+        return (
+            f"{who} stays in ContainerCreating: its volume {volume.group(1)} mounts {kind} {ref_name}, "
+            f"which does not exist {quoted}."
+        )
+    return f"{who} references {kind} {ref_name}, which does not exist {quoted}."
+
+
+def pull_unauthorized(message: str) -> bool:
+    lowered = message.lower()
+    return "401" in lowered or "no basic auth credentials" in lowered or "unauthorized" in lowered
+
+
+def pull_secrets_note(state: AnalysisState, obj: ObjRef) -> str:
+    """', and the pod has no imagePullSecrets' when its describe, read, shows none."""
+    for out in state.outputs:
+        if field_value(out.text, "Name") == obj.name and field_value(out.text, "Image Pull Secrets") == (
+            "<none>"
+        ):
+            return "; the pod has no imagePullSecrets"
+    return ""
