@@ -133,32 +133,13 @@ async def curl_cffi_client(url: str) -> Made:
     return whole, streamed, http.close
 
 
-async def gateway_client(url: str) -> Made:
-    """Skillgate's own call: routing.call.upstream with an ``openai/`` backend at the stub (Django set
-    up by the caller), each answer parsed as the gateway parses it."""
-    from routing.call import openai_client, upstream
-    from routing.models import Backend
-
-    base = url.removesuffix("/chat/completions")
-    backend = Backend(name="bench", role=Backend.Role.TEACHER, model="openai/bench-model", api_base=base)
-    body = {"messages": [{"role": "user", "content": "Say a few words."}], "max_tokens": 64}
-
-    async def whole() -> Any:
-        return await upstream.complete(backend, body)
-
-    async def streamed() -> Any:
-        return sum([1 async for _ in await upstream.open_stream(backend, body)])
-
-    return whole, streamed, openai_client.aclose_clients
-
-
-CANDIDATES: dict[str, tuple[str, Callable[[str], Awaitable[Made]]]] = {
+CANDIDATES: dict[str, tuple[str, Callable[[str], Awaitable[Made]] | None]] = {
     "httpx": ("httpx", httpx_client),
     "aiohttp": ("aiohttp", aiohttp_client),
     "pyreqwest": ("pyreqwest", pyreqwest_client),
     "wreq": ("wreq", wreq_client),
     "curl_cffi": ("curl_cffi", curl_cffi_client),
-    "gateway": ("django", gateway_client),
+    "gateway": ("django", None),  # bench/upstream_gateway.py: its child sets Django up first
 }
 
 

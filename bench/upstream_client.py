@@ -34,12 +34,12 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
-from bench.upstream_candidates import CANDIDATES, PoolClock, installed, pool_clock
+from bench.upstream_candidates import CANDIDATES, Made, PoolClock, installed, pool_clock
 
 STUB = """
 import sys
@@ -113,8 +113,10 @@ async def _point(
     return (time.process_time() - cpu) * 1000 / calls, calls / elapsed, pool_us
 
 
-async def _child(name: str, url: str, calls: int, warmup: int, flights: list[int]) -> list[dict[str, object]]:
-    whole, streamed, close = await CANDIDATES[name][1](url)
+async def _child(
+    name: str, make: Callable[[str], Awaitable[Made]], url: str, calls: int, warmup: int, flights: list[int]
+) -> list[dict[str, object]]:
+    whole, streamed, close = await make(url)
     pool = pool_clock(name)
     rows: list[dict[str, object]] = []
     try:
@@ -129,13 +131,14 @@ async def _child(name: str, url: str, calls: int, warmup: int, flights: list[int
     return rows
 
 
-def child_main(args: argparse.Namespace) -> None:
-    if args.child == "gateway":
-        import bench.support.django_env  # noqa: F401  Django set up before routing is imported
+def child_main(args: argparse.Namespace, make: Callable[[str], Awaitable[Made]] | None) -> None:
     import uvloop
 
+    make = make or CANDIDATES[args.child][1]
+    if make is None:
+        raise SystemExit(f"{args.child} runs as python -m bench.upstream_gateway")
     flights = [int(x) for x in args.in_flight.split(",")]
-    rows = uvloop.run(_child(args.child, args.url, args.calls, args.warmup, flights))
+    rows = uvloop.run(_child(args.child, make, args.url, args.calls, args.warmup, flights))
     print(json.dumps(rows))
 
 
@@ -143,7 +146,8 @@ def child_main(args: argparse.Namespace) -> None:
 
 
 def _run_child(name: str, url: str, args: argparse.Namespace) -> list[dict[str, object]]:
-    argv = [*_pinned(0), sys.executable, "-m", "bench.upstream_client", "--child", name, "--url", url]
+    module = "bench.upstream_gateway" if name == "gateway" else "bench.upstream_client"
+    argv = [*_pinned(0), sys.executable, "-m", module, "--child", name, "--url", url]
     argv += ["--calls", str(args.calls), "--warmup", str(args.warmup), "--in-flight", args.in_flight]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=900, check=False)
     if done.returncode != 0:
@@ -261,7 +265,7 @@ def render(meta: dict[str, object], results: dict[str, list[list[dict[str, objec
     return "\n".join(head + table(results, flights) + summary(results, flights)) + "\n"
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None, make: Callable[[str], Awaitable[Made]] | None = None) -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -277,7 +281,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--render", type=Path, help="print (and --out) the report of a saved .json")
     args = parser.parse_args(argv)
     if args.child:
-        child_main(args)
+        child_main(args, make)
         return
     if args.render:
         saved = json.loads(args.render.read_text())

@@ -18,6 +18,7 @@ it is measured here, not a dependency of the service.
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import os
 import socket
 import sys
@@ -28,6 +29,7 @@ from typing import Any
 from bench.gateway_overhead.children import Children, clean_env, free_port, managed_children, pin, pinned
 from bench.gateway_overhead.common import RESULTS, STUB_MODEL, WORK, BenchError, log
 from bench.gateway_overhead.measure import Settings, run_closed
+from bench.gateway_overhead.report import _version
 from bench.gateway_overhead.servers import (
     Target,
     sanity_check,
@@ -139,10 +141,6 @@ def write(
     counts: list[int],
     db_label: str,
 ) -> None:
-    import datetime as dt
-
-    from bench.gateway_overhead.report import _version
-
     table = [
         "| stack | mode | connections | calls/s | server CPU ms/call | P50 ms | errors |",
         "|---|---|---:|---:|---:|---:|---:|",

@@ -23,6 +23,7 @@ from core.conf import resolve
 from routing import conf
 from routing.call.legs import run_leg
 from routing.call.plans import plan_call
+from routing.call.sample_spend import spend_reserve, spend_settle
 from routing.errors import UpstreamError
 from routing.ledger import CallRecord, learning_spend
 from routing.models import Invocation, TaskProfile
@@ -36,8 +37,6 @@ PURPOSE = "judge"
 
 def _ask(profile: TaskProfile, body: dict[str, Any], api_key_id: int) -> str | None:
     """One question to the teacher; its one-word verdict, or None (no answer, no room, no verdict)."""
-    from routing.call.sampling import spend_reserve, spend_settle  # sampling calls this module
-
     try:
         plan = replace(plan_call(profile=profile, request=body, enforce=False), verifier=None)
     except (VerifierPolicyError, ValueError):

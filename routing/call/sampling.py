@@ -39,7 +39,7 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.db import transaction
-from django.db.models import F, QuerySet
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from core import jobs, jobs_conf
@@ -49,10 +49,11 @@ from routing.budgets import Hold
 from routing.call import judging
 from routing.call.legs import run_leg
 from routing.call.plans import plan_call
+from routing.call.sample_spend import spend_extend, spend_reserve, spend_settle
 from routing.errors import UpstreamError
 from routing.ledger import CallRecord, has_body, learning_spend, stores_bodies
 from routing.ledger.writer import record_call
-from routing.models import Invocation, RouterVersion, SampleSpend, TaskProfile
+from routing.models import Invocation, RouterVersion, TaskProfile
 from routing.pricing import PricingError, cost_bound, prices_for, prompt_token_bound
 from routing.router.learning import labels
 from routing.router.versions.drift import is_suspected
@@ -135,31 +136,6 @@ def record_and_sample(*, record: CallRecord, hold: Hold | None) -> None:
 
 
 # --- the daily cap ------------------------------------------------------------------------------
-
-
-def spend_reserve(*, profile_id: int, day: Any, amount: Decimal, cap: Decimal) -> bool:
-    SampleSpend.objects.get_or_create(profile_id=profile_id, day=day)
-    return (
-        SampleSpend.objects.filter(profile_id=profile_id, day=day, spent_usd__lte=cap - amount).update(
-            spent_usd=F("spent_usd") + amount, calls=F("calls") + 1
-        )
-        == 1
-    )
-
-
-def spend_extend(*, profile_id: int, day: Any, amount: Decimal, cap: Decimal) -> bool:
-    """One more attempt of a running sample on the day's spend, when the cap has room for it."""
-    return bool(
-        SampleSpend.objects.filter(profile_id=profile_id, day=day, spent_usd__lte=cap - amount).update(
-            spent_usd=F("spent_usd") + amount
-        )
-    )
-
-
-def spend_settle(*, profile_id: int, day: Any, reserved: Decimal, actual: Decimal) -> None:
-    SampleSpend.objects.filter(profile_id=profile_id, day=day).update(
-        spent_usd=F("spent_usd") - reserved + actual
-    )
 
 
 # --- comparing answers --------------------------------------------------------------------------
