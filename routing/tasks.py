@@ -9,7 +9,7 @@ from routing.ledger import journal
 from routing.models import ProfileDrift, RouterVersion, TaskProfile
 from routing.router import alerts
 from routing.router.versions import profile_drift
-from routing.router.versions.drift import router_version_drift_check
+from routing.router.versions.drift import is_cost_drift, router_version_drift_check
 from routing.router.versions.services import RouterTrainingError, router_version_admit, router_version_train
 
 
@@ -95,17 +95,21 @@ def router_retrain_due() -> int:
 @shared_task(acks_late=True, ignore_result=True)
 def router_drift_check(version_id: int) -> bool:
     """Compares one active version's live numbers with its calibration; returns the drift flag. A
-    version newly flagged stops routing (the profile's safe fixed policy serves) and a retrain is
-    enqueued: it trains on the new traffic and is admitted only if it meets the target."""
+    version newly flagged (its correctness fell) stops routing (the profile's safe fixed policy serves)
+    and a retrain is enqueued: it trains on the new traffic and is admitted only if it meets the target.
+    Newly drifting on cost or inputs alone: alerted and retrained, and it keeps routing."""
     version = RouterVersion.objects.filter(pk=version_id, status=RouterVersion.Status.ACTIVE).first()
     if version is None:
         return False
-    was_flagged = version.drift_flag
+    was_flagged, was_on_cost = version.drift_flag, is_cost_drift(version.drift_flag, version.drift_reason)
     version = router_version_drift_check(version=version)
     if version.drift_flag and not was_flagged:
         # the fixed fallback that now serves is measured again on the new traffic (the teacher meanwhile)
         profile_drift.restart(version.profile, f"router v{version.number} drifted")
         alerts.notify(alerts.version_alert(version))
+        router_retrain.delay(version.profile_id)
+    elif is_cost_drift(version.drift_flag, version.drift_reason) and not (was_on_cost or was_flagged):
+        alerts.notify(alerts.version_alert(version))  # it still routes: correct, but dearer than predicted
         router_retrain.delay(version.profile_id)
     return version.drift_flag
 

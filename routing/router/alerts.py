@@ -14,7 +14,10 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from django.db.models import Q
+
 from routing.models import ProfileDrift, RouterVersion
+from routing.router.versions.drift import COST_DRIFT
 
 log = logging.getLogger(__name__)
 
@@ -27,6 +30,7 @@ class Alert:
     profile_id: int
     version: int | None
     reason: str
+    stops: bool = True  # it no longer serves (correctness); False: cost or inputs drifted, it still does
 
     @property
     def subject(self) -> str:
@@ -36,11 +40,12 @@ class Alert:
 
     @property
     def text(self) -> str:
-        remedy = (
-            "its calls are served by the safe fixed policy and a retrain is queued"
-            if self.version is not None
-            else "the teacher serves until the fallback is measured again on the new traffic"
-        )
+        if not self.stops:
+            remedy = "its answers are still as correct as predicted, so it keeps serving; a retrain is queued"
+        elif self.version is not None:
+            remedy = "its calls are served by the safe fixed policy and a retrain is queued"
+        else:
+            remedy = "the teacher serves until the fallback is measured again on the new traffic"
         return f"Drift: {self.subject} is drifting ({self.reason[:600]}); {remedy}."
 
 
@@ -73,16 +78,20 @@ def notify(alert: Alert) -> int:
 
 
 def version_alert(version: RouterVersion) -> Alert:
-    return Alert(version.profile.name, version.profile_id, version.number, version.drift_reason)
+    reason = version.drift_reason
+    return Alert(version.profile.name, version.profile_id, version.number, reason, version.drift_flag)
 
 
 def fallback_alert(state: ProfileDrift) -> Alert:
-    return Alert(state.profile.name, state.profile_id, None, state.reason)
+    return Alert(
+        state.profile.name, state.profile_id, None, state.reason, not state.reason.startswith(COST_DRIFT)
+    )
 
 
 def flagged() -> list[Alert]:
     """Every drift flagged now (the dashboard's banners): active versions, then fixed fallbacks."""
-    versions = RouterVersion.objects.filter(status=RouterVersion.Status.ACTIVE, drift_flag=True)
+    active = RouterVersion.objects.filter(status=RouterVersion.Status.ACTIVE)
+    versions = active.filter(Q(drift_flag=True) | Q(drift_reason__startswith=COST_DRIFT))
     alerts = [version_alert(v) for v in versions.select_related("profile").order_by("profile__name")]
     states = ProfileDrift.objects.filter(flag=True).select_related("profile").order_by("profile__name")
     return alerts + [fallback_alert(s) for s in states if s.profile_id not in {a.profile_id for a in alerts}]

@@ -10,10 +10,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from routing.router.learning.calibration import binomial_lower, binomial_upper, one_sided_alpha
+
 ALPHA = BETA = 0.05
 PSI_DRIFT = 0.25
 PSI_BUCKETS = 16
-COST_MARGIN = 0.25  # the cost test suspects drift while the mean cost per call is 25% above the prediction
+COST_MARGIN = 0.25  # the cost test tolerates a mean cost per call up to 25% above the prediction
 FALLBACK_MARGIN = 0.10  # H1 of the fallback test: 10 points more calls fall back than predicted
 
 
@@ -48,25 +50,36 @@ def sprt(outcomes: list[bool], weights: list[float], p0: float, p1: float) -> Sp
 def cost_sprt(costs: list[float], predicted: float, margin: float = COST_MARGIN) -> Sprt:
     """The mean cost per call against ``predicted``, sequentially: Robbins' normal-mixture SPRT (the
     likelihood ratio of a rise mixed over N(0, predicted^2), against none; valid at every look, so a
-    large rise is flagged within a few calls and a small one in more). The variance is the live
-    sample's, at least ``(predicted / 2)^2`` (calls' costs spread: a handful of equal ones is no proof).
-    Drift when the log-LR crosses Wald's upper bound with the mean above the prediction; suspected
-    while the mean is more than ``margin`` above it; else it holds. ``rate``: the live mean."""
+    large rise is flagged within a few calls and a small one in more) of the mean above the tolerated
+    ``predicted * (1 + margin)`` (a prediction is itself an estimate: a rise within ``margin`` is not
+    drift). The variance is the live sample's, at least ``(predicted / 2)^2`` (calls' costs spread: a
+    handful of equal ones is no proof). Drift when the log-LR crosses Wald's upper bound; suspected while
+    the mean is above the tolerated one without that; else it holds. ``rate``: the live mean."""
     if not costs or predicted <= 0:
         return Sprt(0.0, float(len(costs)), None, "undecided")
     x = np.asarray(costs, dtype=np.float64)
     n, mean = len(x), float(x.mean())
+    tolerated = predicted * (1 + margin)
     var = max(float(x.var(ddof=1)) if n > 1 else 0.0, (predicted / 2) ** 2)
     tau2 = predicted**2
-    llr = -0.5 * math.log(1 + n * tau2 / var) + (n * (mean - predicted)) ** 2 * tau2 / (
+    llr = -0.5 * math.log(1 + n * tau2 / var) + (n * (mean - tolerated)) ** 2 * tau2 / (
         2 * var * (var + n * tau2)
     )
-    if mean <= predicted:
-        llr = min(llr, 0.0)
-    decision = "drift" if llr >= math.log((1 - BETA) / ALPHA) else "holds"
-    if decision == "holds" and mean > predicted * (1 + margin):
-        decision = "suspected"
+    if mean <= tolerated:
+        return Sprt(min(llr, 0.0), float(n), mean, "holds")
+    decision = "drift" if llr >= math.log((1 - BETA) / ALPHA) else "suspected"
     return Sprt(llr, float(n), mean, decision)
+
+
+def share_moved(to_teacher: int, calls: int, predicted: float, margin: float, z: float = 1.645) -> bool:
+    """Whether the live teacher share is more than ``margin`` from ``predicted`` beyond doubt: its
+    Clopper-Pearson interval (one-sided ``z`` each way) lies wholly outside ``predicted +- margin``."""
+    if not calls:
+        return False
+    alpha = one_sided_alpha(z)
+    k, n = np.asarray([to_teacher]), np.asarray([calls])
+    lower, upper = float(binomial_lower(k, n, alpha)[0]), float(binomial_upper(k, n, alpha)[0])
+    return lower > predicted + margin or upper < predicted - margin
 
 
 def fallback_sprt(fallbacks: int, calls: int, predicted: float, margin: float = FALLBACK_MARGIN) -> Sprt:

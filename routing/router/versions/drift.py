@@ -15,16 +15,18 @@ Live numbers come from the calls the version routed since it was activated:
 - **cost**, sequentially like correctness: the **fallback rate** by the same SPRT on "no fallback"
   (H1: ``FALLBACK_MARGIN`` more fallbacks than predicted), and the **cost per call** by a normal-mixture
   SPRT on its mean (``cost_sprt``: valid at every look; suspected while ``COST_MARGIN`` above).
-- **teacher share**: more than ``DRIFT_SHARE_MARGIN`` either way.
+- **teacher share**: more than ``DRIFT_SHARE_MARGIN`` either way, beyond its Clopper-Pearson interval.
 - **inputs**: the population stability index of the calls' prompt sizes (log2 buckets of prompt tokens),
   live against the calls the version learned from; drift at ``PSI_DRIFT`` and above.
 
-A flagged version no longer routes: the learned policy serves the profile by its safe fixed fallback
-(``routing.router.policies``), and the drift task enqueues a retrain (``routing.tasks``). Profiles
-without an active version are served by the fixed policy whose measured quality on labelled calls
-meets the target (``truth.fixed_choice``), and are watched by the same tests against that policy's
-measured baseline (``profile_drift``): on drift the fallback is measured again on the calls after it
-(the teacher serves meanwhile). Every newly flagged drift is alerted (``routing.router.alerts``).
+Drift of correctness flags the version (``drift_flag``): it no longer routes, the learned policy
+serves the profile by its safe fixed fallback (``routing.router.policies``), and the drift task
+enqueues a retrain (``routing.tasks``). Drift of cost, teacher share or inputs alone (``COST_DRIFT``)
+enqueues a retrain and is alerted, and the version keeps routing: its answers are still as correct as
+predicted, and the teacher would cost more still. Profiles without an active version are served by the
+fixed policy whose measured quality on labelled calls meets the target (``truth.fixed_choice``), and are
+watched by the same tests against that policy's measured baseline (``profile_drift``). Every newly
+flagged drift is alerted (``routing.router.alerts``).
 """
 
 from __future__ import annotations
@@ -46,10 +48,18 @@ from routing.router.learning.sequential import (
     cost_sprt,
     fallback_sprt,
     psi,
+    share_moved,
     sprt,
 )
 
 SUSPECTED = "drift suspected"  # how drift_reason starts while the test leans towards drift
+# how it starts when cost, teacher share or inputs drifted and correctness holds: still serving, retrained
+COST_DRIFT = "drift on cost or inputs, correctness holds (still routing; retrain queued)"
+
+
+def is_cost_drift(flag: bool, reason: str) -> bool:
+    """Whether a version's last check found drift on cost or inputs only (it still routes)."""
+    return not flag and reason.startswith(COST_DRIFT)
 
 
 def is_suspected(flag: bool, reason: str) -> bool:
@@ -134,9 +144,10 @@ class Predicted:
 
 @dataclass(frozen=True)
 class Judgement:
-    flag: bool
+    flag: bool  # some test decided drift
     suspected: bool
     reasons: list[str]
+    stop: bool = False  # correctness drifted: the version (or the fallback) must stop serving
 
     @property
     def reason(self) -> str:
@@ -156,7 +167,7 @@ def judge_live(live: Live, predicted: Predicted) -> Judgement:
     if (
         share is not None
         and expected_share is not None
-        and abs(share - expected_share) > router.drift_share_margin
+        and share_moved(live.to_teacher, live.calls, expected_share, router.drift_share_margin)
     ):
         found.append(
             f"teacher share {share:.3f} live vs {predicted.teacher_share:.3f} {what} "
@@ -191,7 +202,8 @@ def judge_live(live: Live, predicted: Predicted) -> Judgement:
     shift = psi(list(predicted.prompt_tokens), live.prompt_tokens)
     (found if shift >= PSI_DRIFT else notes).append(f"input shift PSI {shift:.2f} (drift at {PSI_DRIFT:g})")
     if found:
-        return Judgement(True, False, found)
+        stop = any(reason.startswith("correctness") for reason in found)
+        return Judgement(True, False, found if stop else [f"{COST_DRIFT}: {found[0]}", *found[1:]], stop)
     head = [f"{SUSPECTED} ({', '.join(leaning)}), sampling raised"] if leaning else []
     return Judgement(False, bool(leaning), head + notes)
 
@@ -229,7 +241,7 @@ def router_version_drift_check(*, version: RouterVersion) -> RouterVersion:
     )
     if live.calls >= router.drift_min_calls:
         judged = judge_live(live, predicted_by(version))
-        flag, reason = judged.flag, judged.reason
+        flag, reason = judged.stop, judged.reason
     RouterVersion.objects.filter(pk=version.pk).update(
         drift_checked_at=timezone.now(),
         live_calls=live.calls,

@@ -8,11 +8,12 @@ of prompt sizes). The state is one ``ProfileDrift`` row per profile, shown on th
         ``MIN_LABELLED_CALLS`` labelled ones); else judge the calls since the baseline against it.
     restart(profile, reason)        -> the traffic changed: calls before now are not this traffic.
 
-On drift, ``since`` is set to now and the baseline dropped: the fixed fallback (``truth.fixed_choice``)
-is measured again on the calls after ``since`` only, so the teacher serves, with sampling raised, until
-enough of them are labelled to show what the student does on the new traffic; the next baseline then
-clears the flag. While a test leans towards drift without deciding, sampling is raised too
-(``FixedChoice.suspected``).
+On drift of correctness, ``since`` is set to now and the baseline dropped: the fixed fallback
+(``truth.fixed_choice``) is measured again on the calls after ``since`` only, so the teacher serves, with
+sampling raised, until enough of them are labelled to show what the student does on the new traffic; the
+next baseline then clears the flag. On drift of cost or inputs alone the same fallback keeps serving and
+its baseline is measured again (the flag clears with it). While a test leans towards drift without
+deciding, sampling is raised too (``FixedChoice.suspected``).
 """
 
 from __future__ import annotations
@@ -122,7 +123,10 @@ def profile_drift_check(*, profile: TaskProfile) -> ProfileDrift:
     if baseline:
         judged = _judge(profile, state, baseline)
         if judged is not None and judged.flag:
-            state.flag, state.since, state.baseline, state.baseline_at = True, now, {}, None
+            # correctness: the calls before stop vouching for the fallback (the teacher serves until it is
+            # measured again); cost or inputs alone: the same fallback serves, its baseline measured again
+            state.flag, state.baseline, state.baseline_at = True, {}, None
+            state.since = now if judged.stop else state.since
             state.reason = judged.reason
             state.save()
             return state
