@@ -11,7 +11,8 @@ messages (``input_text``, ``input_image`` with a URL or data URL, ``output_text`
 backend has no such input). Tools: function tools only. ``text.format`` becomes the chat
 ``response_format`` (so a json_schema verifier checks a JSON-schema answer), ``reasoning.effort`` the
 ``reasoning_effort``. ``include``, ``truncation``, ``top_logprobs``, ``max_tool_calls``,
-``prompt_cache_retention`` and ``stream_options`` are accepted and not forwarded.
+``prompt_cache_retention`` and ``stream_options`` are accepted and not forwarded; a part's
+``prompt_cache_breakpoint`` is a cache write, priced (translate.py).
 
 Stored responses need no table of their own: the response id is ``resp_<invocation uuid hex>`` and
 names the call's ledger row (routing/models.py Invocation), whose ``request`` holds the whole

@@ -12,6 +12,7 @@ from routing.access.ratelimit import check_rate
 from routing.api import responses
 from routing.api.auth import api_key_of
 from routing.api.http import JsonResponse, Request, Response, StreamResponse, call_headers
+from routing.api.messages.cache import Origins
 from routing.call import gateway
 from routing.call.streaming import stream_call
 from routing.errors import ApiError
@@ -42,7 +43,8 @@ async def create(request: Request) -> Response:
     if parsed.previous_response_id is not None:
         previous = await _find(parsed.previous_response_id, api_key.pk, param="previous_response_id")
         history = responses.history(previous)
-    chat = responses.to_chat(parsed, history)
+    origins = Origins()
+    chat = responses.to_chat(parsed, history, origins)
     await check_rate(api_key_id=api_key.pk, limit=api_key.rpm_limit)
     prep = await gateway.prepare(
         api_key=api_key,
@@ -50,8 +52,14 @@ async def create(request: Request) -> Response:
         task_header=request.header("x-skillgate-task"),
         endpoint="/v1/responses",
     )
+    try:  # a refused cache write names the caller's part (its prompt_cache_breakpoint)
+        if chat.stream:
+            plan = await stream_call(prep)
+        else:
+            result = await gateway.complete_call(prep)
+    except ApiError as exc:
+        raise origins.rename(exc) from None
     if chat.stream:
-        plan = await stream_call(prep)
         started = responses.Stored(
             id=uuid.UUID(plan.headers["x-skillgate-invocation"]),
             created_at=time.time(),
@@ -61,7 +69,6 @@ async def create(request: Request) -> Response:
             usage=responses.usage_of(0, 0),
         )
         return StreamResponse(responses.response_events(plan.body, stored=started), plan.headers)
-    result = await gateway.complete_call(prep)
     record = result.record
     done = responses.Stored(
         id=record.id,

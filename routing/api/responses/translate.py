@@ -1,5 +1,8 @@
 """A Responses request as the gateway's one call: chat messages, function tools, ``text.format`` as
-``response_format``, the stored conversation of ``previous_response_id`` prepended."""
+``response_format``, the stored conversation of ``previous_response_id`` prepended. A content part's
+``prompt_cache_breakpoint`` asks for a prompt-cache write: it becomes the chat part's ``cache_control``
+(as Anthropic's breakpoints do, routing/api/messages/cache.py), so the write is priced or refused with a
+400 naming the caller's part."""
 
 from __future__ import annotations
 
@@ -7,6 +10,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from routing.api.messages.cache import Origins
 from routing.api.responses.protocol import (
     RESERVED,
     FunctionCallItem,
@@ -40,20 +44,37 @@ def _image(part: InputImage, where: str) -> dict[str, Any]:
     return {"type": "image_url", "image_url": image}
 
 
+BREAKPOINT = "_from"  # a part's Responses location while translating (to_chat takes it off)
+
+
+def _breakpoint(part: InputText | InputImage, chat: dict[str, Any], at: str) -> dict[str, Any]:
+    """``chat`` with ``part``'s prompt-cache breakpoint as a ``cache_control``, checked."""
+    marker = part.prompt_cache_breakpoint
+    if marker is None:
+        return chat
+    where = f"{at}.prompt_cache_breakpoint"
+    if set(marker) - {"mode"} or marker.get("mode", "explicit") != "explicit":
+        raise bad_request(f"{where}: must be {{'mode': 'explicit'}}", param=where)
+    return {**chat, "cache_control": {"type": "ephemeral"}, BREAKPOINT: where}
+
+
 def _parts(content: list[Any], where: str) -> str | list[dict[str, Any]]:
-    """Content parts as chat content: one string when all are text, else text and image parts."""
+    """Content parts as chat content: one string when all are text without a cache breakpoint, else
+    text and image parts."""
     parts: list[dict[str, Any]] = []
     for i, part in enumerate(content):
         at = f"{where}[{i}]"
-        if isinstance(part, InputText | OutputText):
+        if isinstance(part, InputText):
+            parts.append(_breakpoint(part, {"type": "text", "text": part.text}, at))
+        elif isinstance(part, OutputText):
             parts.append({"type": "text", "text": part.text})
         elif isinstance(part, Refusal):
             parts.append({"type": "text", "text": part.refusal})
         elif isinstance(part, InputImage):
-            parts.append(_image(part, at))
+            parts.append(_breakpoint(part, _image(part, at), at))
         else:
             raise bad_request(f"{at}: input_file is not supported", param=at)
-    if all(part["type"] == "text" for part in parts):
+    if all(part["type"] == "text" and "cache_control" not in part for part in parts):
         return "\n".join(part["text"] for part in parts)
     return parts
 
@@ -136,14 +157,22 @@ def _response_format(text: TextConfig | None) -> dict[str, Any] | None:
     return {"type": "json_schema", "json_schema": schema}
 
 
-def to_chat(request: ResponsesRequest, history: list[dict[str, Any]] | None = None) -> ChatRequest:
-    """The chat request of ``request``; ``history``: the conversation of its previous response."""
+def to_chat(
+    request: ResponsesRequest, history: list[dict[str, Any]] | None = None, origins: Origins | None = None
+) -> ChatRequest:
+    """The chat request of ``request``; ``history``: the conversation of its previous response;
+    ``origins`` learns where each cache breakpoint came from."""
     messages: list[dict[str, Any]] = []
     if request.instructions:
         messages.append({"role": "system", "content": request.instructions})
     messages += history or []
     input_from = len(messages)
     messages += chat_messages(request.input)
+    origins = origins if origins is not None else Origins()
+    for i, message in enumerate(messages[input_from:], start=input_from):
+        for j, part in enumerate(message["content"] if isinstance(message.get("content"), list) else []):
+            if BREAKPOINT in part:
+                origins.note(i, j, part.pop(BREAKPOINT))
     if not messages:
         raise bad_request("input: a response needs at least one input item.", param="input")
     facts: dict[str, Any] = {
