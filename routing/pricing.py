@@ -352,12 +352,15 @@ def usage_cost(prices: Prices, usage: Usage, terms: Terms = NO_TERMS) -> Decimal
     return tokens * multiplier + fee
 
 
-def attempt_bound(prices: Prices, body: dict[str, Any], *, max_tokens: int, answers: int = 1) -> Decimal:
+def attempt_bound(
+    prices: Prices, body: dict[str, Any], *, max_tokens: int, answers: int = 1, terms: Terms | None = None
+) -> Decimal:
     """The most one attempt of ``body`` can be billed, whatever happens to it (answered, timed out,
     cut): every prompt token at the dearest input price it may be billed at, ``answers`` times the
     output cap plus the predicted output's size at the dearest output price, the tier's multiplier
-    (at least 1: a tier the provider cannot serve falls back to the default), the search fee."""
-    terms = terms_of(body)
+    (at least 1: a tier the provider cannot serve falls back to the default), the search fee.
+    ``terms``: ``terms_of(body)`` when the caller has it already (the budget hold reads it once per leg)."""
+    terms = terms_of(body) if terms is None else terms
     prompt = prompt_token_bound(body) + FILE_TOKEN_BOUND * terms.audio_references
     prices = prices.at_length(prompt)
     in_price = max(prices.input, prices.cached_input)

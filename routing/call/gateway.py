@@ -203,16 +203,17 @@ async def reserve_budget(prep: Prepared) -> budgets.Hold | None:
     except PricingError as exc:
         raise ApiError(503, str(exc), type="server_error", code="backend_unpriced") from None
     bodies = [prep.body_for(backend) for backend, _ in prices]
-    for (backend, price), body in zip(prices, bodies, strict=True):
-        refuse_unpriced(backend, price, terms_of(body))
+    terms = [terms_of(body) for body in bodies]  # once per leg: the refusal and the bound both read them
+    for (backend, price), leg_terms in zip(prices, terms, strict=True):
+        refuse_unpriced(backend, price, leg_terms)
     if prep.api_key.budget_usd is None:
         return None
     total = Decimal(0)
-    for (backend, price), body in zip(prices, bodies, strict=True):
+    for (backend, price), body, leg_terms in zip(prices, bodies, terms, strict=True):
         # A best-of-n leg is paid for each of its n answers (the prompt once, as providers bill n), and
         # a call asking for n choices for each choice (routing/call/legs.py asks for choices x samples).
         answers = prep.plan.samples(backend) * prep.request.choice_count
-        total += attempt_bound(price, body, max_tokens=prep.max_tokens, answers=answers)
+        total += attempt_bound(price, body, max_tokens=prep.max_tokens, answers=answers, terms=leg_terms)
     return await budgets.hold(api_key=prep.api_key, amount=total)
 
 
