@@ -219,3 +219,10 @@ def test_the_usage_reports_cache_writes_and_reads_beside_the_input_tokens() -> N
         "cache_read_input_tokens": 200,
     }
     assert usage_of(None)["input_tokens"] == 0 and usage_of({"prompt_tokens": "x"})["input_tokens"] == 0
+
+
+def test_count_tokens_counts_a_conversation_with_breakpoints(gateway_url, backends, api_key):
+    body = request()
+    body.pop("max_tokens")  # not a count_tokens parameter; it calls no model, so nothing is written
+    counted = sdk(gateway_url, api_key.raw).messages.count_tokens(**body)
+    assert counted.input_tokens > len(LONG.split())

@@ -9,7 +9,8 @@ naming the block when the backend has no such price. The request's top-level ``c
 (automatic caching) is a breakpoint on the last block, as Anthropic places it.
 
 Not carried: a tool's ``cache_control`` and a ``tool_use`` block's (the chat form has no place for
-either, so no write is asked for and none is billed) and ``count_tokens``' (it calls no model).
+either, so no write is asked for and none is billed). ``count_tokens`` counts the parts with their
+breakpoints and calls no model, so it writes nothing.
 """
 
 from __future__ import annotations
