@@ -124,7 +124,7 @@ def test_image_pull_failure_names_the_image_and_why():
             "0/2 nodes are available: 2 node(s) had untolerated taint {dedicated: batch}.",
             "<none>",
             "untolerated_taint",
-            ["dedicated: batch"],
+            ["2 node(s) carry the taint dedicated=batch"],
         ),
     ],
 )

@@ -232,3 +232,67 @@ def test_an_ingress_backend_whose_service_is_listed_is_not_called_missing():
     )
     state.record(listing)
     assert not [f for f in analyze(listing, state) if f.kind == "ingress_service_missing"]
+
+
+def test_nodes_short_of_memory_and_tainted_nodes_are_told_apart():
+    message = (
+        "0/4 nodes are available: 1 node(s) had untolerated taint {lane: slow}, 3 Insufficient memory. "
+        "preemption: 0/4 nodes are available: 4 Preemption is not helpful for scheduling."
+    )
+    found = _describe(_pod("<none>", "FailedScheduling", message).replace("kubelet", "default-scheduler"))
+    taint = [f for f in found if f.kind == "untolerated_taint"]
+    assert taint and "3 node(s) lack free memory; the other 1 node(s) carry the taint lane=slow" in (
+        taint[0].summary
+    )
+    assert "no node has enough free memory" not in taint[0].summary
+
+
+DEPLOYMENT = """Name:                   mill
+Namespace:              granary
+Replicas:               2 desired | 1 updated | 3 total | 2 available | 1 unavailable
+Conditions:
+  Type           Status  Reason
+  ----           ------  ------
+  Available      True    MinimumReplicasAvailable
+  Progressing    False   ProgressDeadlineExceeded
+OldReplicaSets:  mill-41a (2/2 replicas created)
+NewReplicaSet:   mill-55f (1/1 replicas created)
+Events:          <none>
+"""
+
+
+def test_a_rollout_past_its_deadline_is_chained_to_why_its_new_pods_fail():
+    state = AnalysisState(AlertContext())
+    first = ToolOutput(
+        "kubectl_describe", {"kind": "deployment", "name": "mill", "namespace": "granary"}, DEPLOYMENT
+    )
+    state.record(first)
+    assert not [f for f in analyze(first, state) if f.kind == "rollout_blocked"]
+    probe = "Readiness probe failed: HTTP probe failed with statuscode: 502"
+    text = _pod("barn-2", "Unhealthy", probe).replace("ContainerCreating", "Running")
+    pod = ToolOutput(
+        "kubectl_describe", {"kind": "pod", "name": "mill-55f-abcde", "namespace": "granary"}, text
+    )
+    state.record(pod)
+    found = analyze(pod, state)
+    chain = [f for f in found if f.kind == "rollout_blocked"]
+    assert chain and "rollout of Deployment mill is stuck (ProgressDeadlineExceeded)" in chain[0].summary
+    assert "statuscode: 502" in chain[0].summary
+    assert chain[0].rank > max(f.rank for f in found if f is not chain[0])
+
+
+def test_a_pod_of_an_old_replicaset_does_not_explain_a_stuck_rollout():
+    state = AnalysisState(AlertContext())
+    first = ToolOutput(
+        "kubectl_describe", {"kind": "deployment", "name": "mill", "namespace": "granary"}, DEPLOYMENT
+    )
+    state.record(first)
+    analyze(first, state)
+    text = _pod("barn-2", "Unhealthy", "Readiness probe failed: timeout").replace(
+        "mill-55f-abcde", "mill-41a-abcde"
+    )
+    pod = ToolOutput(
+        "kubectl_describe", {"kind": "pod", "name": "mill-41a-abcde", "namespace": "granary"}, text
+    )
+    state.record(pod)
+    assert not [f for f in analyze(pod, state) if f.kind == "rollout_blocked"]

@@ -78,6 +78,7 @@ def test_throttling_is_tied_to_the_cpu_limit_whichever_comes_first():
             found += analyze(ToolOutput(tool, params, text), state)
         at_limit = [f for f in found if f.kind == "cpu_throttled_at_limit"]
         assert len(at_limit) == 1 and "350m" in at_limit[0].summary and "64%" in at_limit[0].summary
+        assert at_limit[0].summary.startswith("Container app of pod q-1 is CPU throttled")
 
 
 def test_cpu_use_at_the_limit_in_kubectl_top_is_throttling():

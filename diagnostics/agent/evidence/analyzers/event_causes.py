@@ -151,3 +151,30 @@ def pull_secrets_note(state: AnalysisState, obj: ObjRef) -> str:
         ):
             return "; the pod has no imagePullSecrets"
     return ""
+
+
+_TAINTED = rx.compile(r"(\d+) node\(s\) had (?:untolerated )?taints? \{([^}]*)\}")
+_SHORT = rx.compile(r"(\d+) Insufficient ([\w./-]*\w)")
+
+
+def taint_reason(message: str) -> str:
+    """The nodes a FailedScheduling message rejects on taints, in kubectl's ``key=value`` notation, and
+    how they split from the nodes short of resources. The default scheduler's TaintToleration filter runs
+    before NodeResourcesFit, so a tainted node is rejected before its room is checked."""
+    tainted = _TAINTED.findall(message)
+    if not tainted:
+        return ""
+    taints = ", ".join(
+        dict.fromkeys(
+            "=".join(p.strip() for p in t.split(":", 1)) for _, spec in tainted for t in spec.split(",")
+        )
+    )
+    count = sum(int(n) for n, _ in tainted)
+    short = _SHORT.findall(message)
+    if not short:
+        return f"{count} node(s) carry the taint {taints}, which the pod does not tolerate"
+    lacking = ", ".join(f"{n} node(s) lack free {r}" for n, r in short)
+    return (
+        f"{lacking}; the other {count} node(s) carry the taint {taints}, which the pod does not tolerate "
+        "(the scheduler rejects them on the taint before it checks their room)"
+    )

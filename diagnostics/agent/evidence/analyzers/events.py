@@ -86,7 +86,12 @@ def explain_unschedulable(message: str, selectors: str, tolerations: str) -> tup
     taints = _TAINT.findall(message)
     if taints:
         kind, rank = "untolerated_taint", 85
-        reasons.append(f"the nodes have taints the pod does not tolerate ({', '.join(taints)})")
+        if insufficient and event_causes.taint_reason(message):  # it says both, node by node
+            reasons = [r for r in reasons if not r.startswith("insufficient ")]
+        reasons.append(
+            event_causes.taint_reason(message)
+            or f"the nodes have taints the pod does not tolerate ({', '.join(taints)})"
+        )
         fixes.append("add a matching toleration to the pod or remove the taint from a node")
     if "unbound immediate persistentvolumeclaims" in lowered or "unbound persistentvolumeclaim" in lowered:
         kind, rank = "pvc_unbound", 55

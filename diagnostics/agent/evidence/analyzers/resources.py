@@ -239,6 +239,9 @@ class CpuLimitAnalyzer(Analyzer):
             if cpu:
                 limits[_pod_of(pod)] = cpu
                 limits[_pod_of(container.key)] = cpu
+                # Which container the limit is on (the throttled one when it is the only limited one).
+                owners = state.fact_dict("cpu_limit_containers")
+                owners[_pod_of(pod)] = "" if _pod_of(pod) in owners else container.key
         return []
 
     @staticmethod
@@ -288,11 +291,13 @@ def throttled_at_limit(state: AnalysisState, findings: list[Finding]) -> list[Fi
         if not limit or target in reported:
             continue
         reported.add(target)
+        container = state.fact_dict("cpu_limit_containers").get(target, "")
+        who = f"Container {container} of pod {target}" if container and container != target else target
         out.append(
             Finding(
                 "cpu_throttled_at_limit",
-                f"{target} is CPU throttled: it hits its CPU limit of {limit}, and about {ratio:.0%} of its "
-                "CPU periods are throttled, which slows it down.",
+                f"{who} is CPU throttled: it hits its CPU limit of {limit}, which is below what it needs "
+                f"— about {ratio:.0%} of its CPU periods are throttled, which slows it down.",
                 Severity.CRITICAL,
                 target,
                 f"limit {limit}, throttled {ratio:.2f}",

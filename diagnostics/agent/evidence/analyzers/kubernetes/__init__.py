@@ -8,6 +8,7 @@ from diagnostics.agent.evidence.analyzers.kubernetes import (  # noqa: F401  (re
     disruption,
     limits,
     pods,
+    rollouts,
     schedules,
     volumes,
     workloads,
