@@ -27,6 +27,7 @@ A saved model records its spec and refuses features of another kind (``check_spe
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -279,7 +280,9 @@ def _tool_words(tool_json: str) -> frozenset[str]:
     return content_words(tool_text(json.loads(tool_json)))
 
 
+@functools.lru_cache(maxsize=1024)
 def profile_bucket(profile: str, buckets: int) -> int:
+    """The profile's one-hot slot (a SHA-1 per profile name once per process, not per call)."""
     return int(hashlib.sha1(profile.encode()).hexdigest()[:8], 16) % buckets
 
 
