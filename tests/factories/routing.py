@@ -15,6 +15,7 @@ from routing.models import (
     Backend,
     BudgetLease,
     Invocation,
+    ProfileDrift,
     Reservation,
     RouterVersion,
     SampleSpend,
@@ -147,6 +148,15 @@ class RouterVersionFactory(factory.django.DjangoModelFactory[RouterVersion]):
     profile = factory.SubFactory(TaskProfileFactory, policy=TaskProfile.Policy.LEARNED)
     number = factory.Sequence(lambda n: n + 1)
     target_pass_rate = 0.97
+
+
+class ProfileDriftFactory(factory.django.DjangoModelFactory[ProfileDrift]):
+    """The drift watch of a learned profile no version routes (not flagged)."""
+
+    class Meta:
+        model = ProfileDrift
+
+    profile = factory.SubFactory(TaskProfileFactory, policy=TaskProfile.Policy.LEARNED)
 
 
 class SampleSpendFactory(factory.django.DjangoModelFactory[SampleSpend]):
