@@ -296,3 +296,33 @@ def test_a_pod_of_an_old_replicaset_does_not_explain_a_stuck_rollout():
     )
     state.record(pod)
     assert not [f for f in analyze(pod, state) if f.kind == "rollout_blocked"]
+
+
+def test_an_alert_naming_its_object_only_by_name_gets_the_kind_its_alertname_spells():
+    from diagnostics.agent.request.subject import subject_from_labels
+
+    cert = subject_from_labels({"alertname": "GrainCertNotReady", "namespace": "granary", "name": "silo-tls"})
+    assert (cert.kind, cert.name, cert.namespace) == ("certificate", "silo-tls", "granary")
+    claim = subject_from_labels(
+        {"alertname": "KubePersistentVolumeClaimStuck", "namespace": "g", "name": "c"}
+    )
+    assert claim.kind == "persistentvolumeclaim"
+    assert subject_from_labels({"alertname": "TargetDown", "namespace": "g", "name": "c"}).kind == ""
+
+
+def test_a_custom_resource_subject_is_described_like_a_kubernetes_object():
+    from diagnostics.agent.findings import ObjRef
+    from diagnostics.agent.investigation.params import fill_params
+    from diagnostics.toolsets.base import ToolSpec
+
+    spec = ToolSpec(
+        "kubectl_describe",
+        "describe",
+        {
+            "type": "object",
+            "properties": {"kind": {}, "name": {}, "namespace": {}},
+            "required": ["kind", "name"],
+        },
+    )
+    got = fill_params(spec, ObjRef("certificate", "silo-tls", "granary"))
+    assert got is not None and got["kind"] == "certificate" and got["name"] == "silo-tls"

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from diagnostics.agent.findings import Finding, ObjRef
+from diagnostics.agent.request.alert_kinds import CUSTOM_KINDS
 from diagnostics.toolsets.base import ToolSpec
 
 DEFAULT_KINDS = ("pod", "deployment", "job", "statefulset", "daemonset")
@@ -145,7 +146,7 @@ def fill_params(spec: ToolSpec, obj: ObjRef) -> dict[str, Any] | None:
     props = props_of(spec)
     required = required_of(spec)
     params: dict[str, Any] = {}
-    is_k8s = obj.kind in K8S_KINDS
+    is_k8s = obj.kind in K8S_KINDS or obj.kind in CUSTOM_KINDS
     for name in required:
         if name in ("kind", "resource_type"):
             value: Any = obj.kind if is_k8s else None

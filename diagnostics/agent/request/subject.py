@@ -15,6 +15,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from diagnostics.agent import rx
 from diagnostics.agent.findings import normalize_kind
+from diagnostics.agent.request.alert_kinds import kind_from_alertname
 from diagnostics.agent.request.names import STOP_NAMES, Subject, parse_free_text
 from diagnostics.agent.request.structured import structure_of
 
@@ -229,6 +230,7 @@ def subject_from_labels(labels: dict[str, str]) -> Subject:
     # A custom resource's series (kube-state-metrics' custom resource state, an operator's own exporter)
     # say its kind in a label and its name in ``name``.
     kind = (labels.get("customresource_kind") or labels.get("kind") or "").strip()
+    kind = kind or kind_from_alertname(labels.get("alertname", ""))  # CertManagerCert...: a certificate
     if kind and labels.get("name", "").strip() and not subject.name:
         subject.kind, subject.name = kind.lower(), labels["name"].strip()
         named.append(subject.name)
