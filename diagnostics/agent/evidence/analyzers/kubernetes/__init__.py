@@ -1,7 +1,8 @@
 """``kubectl describe`` of pods, workloads, jobs and PVCs -> findings: pods (pods.py), workloads and jobs
 (workloads.py), PVCs (volumes.py), CronJobs (schedules.py), PodDisruptionBudgets (disruption.py), what
-they share about containers (containers.py), and any other object's status conditions and Ingress
-backends (conditions.py)."""
+they share about containers (containers.py), any other object's status conditions and Ingress
+backends (conditions.py), limits a LimitRange defaulted (limits.py) and a stuck rollout chained to its new
+pods (rollouts.py)."""
 
 from diagnostics.agent.evidence.analyzers.kubernetes import (  # noqa: F401  (registration)
     conditions,
