@@ -11,7 +11,8 @@ parameters differently, so a backend names their prices here, or a call that use
 - ``web_search_cost_per_call``: the fee of one call with ``web_search_options``;
 - ``cache_write_input_cost_per_token`` / ``cache_write_1h_input_cost_per_token``: prompt tokens written
   to the provider's prompt cache (a content part's ``cache_control``, Anthropic-style; ``"ttl": "1h"``
-  asks for the one-hour cache), billed above the input price (Anthropic: 1.25x, 2x for an hour).
+  asks for the one-hour cache; ``/v1/messages`` blocks' breakpoints and ``/v1/responses`` parts'
+  ``prompt_cache_breakpoint`` arrive as one), billed above the input price (Anthropic: 1.25x, 2x for an hour).
 """
 
 from __future__ import annotations
