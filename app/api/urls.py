@@ -12,6 +12,7 @@ from collections.abc import Callable
 from functools import wraps
 from typing import Any
 
+from asgiref.sync import iscoroutinefunction
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.urls import URLPattern, path, re_path
 from django.views.decorators.csrf import csrf_exempt
@@ -29,12 +30,23 @@ def _answer(status: int, message: str, code: str, **headers: str) -> JsonRespons
 def _guarded(view: Callable[..., HttpResponse], methods: list[str]) -> Callable[..., HttpResponse]:
     allowed = ", ".join(methods)
 
+    def refused(request: HttpRequest) -> HttpResponse | None:
+        if request.method in methods:
+            return None
+        message = f"Method {request.method} is not allowed here; use {allowed}."
+        return _answer(405, message, "method_not_allowed", Allow=allowed)
+
+    if iscoroutinefunction(view):  # an async operation (e.g. an MCP sync) stays async: no shared thread
+
+        @wraps(view)
+        async def guarded_async(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+            return refused(request) or await view(request, *args, **kwargs)
+
+        return guarded_async  # type: ignore[return-value]
+
     @wraps(view)
     def guarded(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-        if request.method not in methods:
-            message = f"Method {request.method} is not allowed here; use {allowed}."
-            return _answer(405, message, "method_not_allowed", Allow=allowed)
-        return view(request, *args, **kwargs)
+        return refused(request) or view(request, *args, **kwargs)
 
     return guarded
 

@@ -28,7 +28,7 @@ from pydantic_core import PydanticCustomError
 from core.errors import ServiceError
 from diagnostics import conf as diagnostics_conf
 from diagnostics.api_auth import ErrorOut, Page, Paged, caller, needs, page_of
-from diagnostics.mcp import servers
+from diagnostics.mcp import resync, servers
 from diagnostics.mcp.kinds import OUTPUT_KINDS
 from diagnostics.mcp.selectors import effective_class, tool_reason
 from diagnostics.models import McpGrant, McpServer, McpTool
@@ -257,6 +257,11 @@ def server_named(name: str) -> McpServer:
     return server
 
 
+def with_tools(pk: int) -> McpServer:
+    """The server with its tools loaded (an async operation's answer reads no database)."""
+    return McpServer.objects.prefetch_related("tools").get(pk=pk)
+
+
 def stdio_allowed(command: list[str]) -> None:
     allowed = diagnostics_conf.get().environments.mcp_stdio_programs
     if command and command[0] not in allowed:
@@ -288,13 +293,18 @@ def server_list(request: HttpRequest, page: Query[Page]) -> dict[str, Any]:
     url_name="mcp-servers",
     summary="Register an MCP server for an environment (and connect to classify its tools)",
 )
-def server_register(request: HttpRequest, body: ServerIn) -> Status[dict[str, Any]]:
+async def server_register(request: HttpRequest, body: ServerIn) -> Status[dict[str, Any]]:
     fields = body.model_dump(exclude={"connect"})
-    if body.transport == McpServer.Transport.STDIO:
-        stdio_allowed(body.command)
-    server = servers.mcp_server_register(by=caller(request).user, **fields)
-    report = servers.mcp_server_sync(server=server) if body.connect else None
-    return Status(201, {"server": server, "sync": report})
+    by = caller(request).user
+
+    def register() -> McpServer:
+        if body.transport == McpServer.Transport.STDIO:
+            stdio_allowed(body.command)
+        return servers.mcp_server_register(by=by, **fields)
+
+    server = await resync.on_pool(register)
+    report = await resync.sync_async(server) if body.connect else None
+    return Status(201, {"server": await resync.on_pool(lambda: with_tools(server.pk)), "sync": report})
 
 
 @router.get(
@@ -315,10 +325,11 @@ def server_detail(request: HttpRequest, server: str) -> dict[str, Any]:
     url_name="mcp-server-sync",
     summary="Connect and (re)classify the server's tools; changes toward read are held for review",
 )
-def server_sync(request: HttpRequest, server: str) -> dict[str, Any]:
-    row = server_named(server)
-    report = servers.mcp_server_sync(server=row)
-    return {"server": row, "sync": report}
+async def server_sync(request: HttpRequest, server: str) -> dict[str, Any]:
+    """Async: a slow upstream holds no thread that serves other callers (issue 40)."""
+    row = await resync.on_pool(lambda: server_named(server))
+    report = await resync.sync_async(row)
+    return {"server": await resync.on_pool(lambda: with_tools(row.pk)), "sync": report}
 
 
 @router.post(

@@ -21,7 +21,7 @@ from django.db import connection
 
 from diagnostics.mcp.client import UpstreamError, list_tools_async
 from diagnostics.mcp.selectors import upstream_of
-from diagnostics.mcp.servers import mcp_server_apply, mcp_server_sync, mcp_server_sync_failed
+from diagnostics.mcp.servers import SyncReport, mcp_server_apply, mcp_server_sync, mcp_server_sync_failed
 from diagnostics.models import McpServer
 
 MIN_INTERVAL_S = 30.0
@@ -70,6 +70,23 @@ def _closing(work: Callable[[], T]) -> Callable[[], T]:
             connection.close()  # a pool thread keeps no database connection between jobs
 
     return run
+
+
+async def on_pool(work: Callable[[], T]) -> T:
+    """Runs ``work`` (database reads and writes) on this module's pool, never on Django's shared thread."""
+    return await sync_to_async(_closing(work), thread_sensitive=False, executor=_executor())()
+
+
+async def sync_async(server: McpServer) -> SyncReport:
+    """An operator's sync (``POST /api/mcp/servers/{server}/sync``): the listing awaited on the event loop
+    (bounded by the server's ``timeout_s``), the writes on this module's pool; never skipped."""
+    try:
+        listing = await list_tools_async(upstream_of(server))
+    except UpstreamError as exc:
+        error = str(exc)
+        await on_pool(lambda: mcp_server_sync_failed(server=server, error=error))
+        return SyncReport(error=error)
+    return await on_pool(lambda: mcp_server_apply(server=server, listing=listing))
 
 
 async def resync_async(server: McpServer) -> bool:

@@ -147,6 +147,7 @@ def test_an_admin_accepts_a_held_change_once(client: Client, tool: McpTool) -> N
     assert again.status_code == 409 and again.json()["error"]["code"] == "nothing_held"
 
 
+@pytest.mark.django_db(transaction=True)  # registering and syncing write on the MCP pool's thread
 def test_registration_refuses_what_it_cannot_store_or_run(client: Client, settings: Any) -> None:
     admin = role_key("admin", scopes.MCP_ADMIN)
     base = {"name": "logs", "environment": "fake", "transport": "http", "url": "http://127.0.0.1:9/mcp"}
@@ -179,6 +180,7 @@ def test_registration_refuses_what_it_cannot_store_or_run(client: Client, settin
     assert McpServer.objects.get().created_by == admin.key.owner
 
 
+@pytest.mark.django_db(transaction=True)  # registering and syncing write on the MCP pool's thread
 def test_an_admin_registers_the_filesystem_server_and_sets_its_tools(
     client: Client, settings: Any, files: Any
 ) -> None:

@@ -1,0 +1,74 @@
+"""Issue 40 follow-ups: an operator's sync of a slow upstream stalls no one's /v1 call; deleting a server
+ends its pending approvals; an SSE upstream registers and connects."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import httpx2
+import pytest
+
+from diagnostics.mcp.servers import mcp_server_register
+from routing import scopes
+from tests.factories import make_key, make_role_key
+from tests.mcp.conftest import connect, upstream_command
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def test_a_slow_upstreams_sync_over_the_api_stalls_no_other_keys_v1_call(
+    gateway_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every listing after the first takes 3 s: ``POST /api/mcp/servers/slow/sync`` waits for it on the
+    event loop (the writes on the MCP pool); meanwhile other keys' ``GET /v1/models``, each a fresh key (a
+    database read at the edge), answer in under a second. A guard, not a reproduction: Django's ASGI
+    handler runs each request's sync code on that request's own thread, so the former sync operation did
+    not stall /v1 either; the async one also holds no thread and no database connection while it waits."""
+    monkeypatch.setenv("MCP_TEST_STATE", str(tmp_path / "state"))
+    monkeypatch.setenv("MCP_TEST_DELAY", "3")
+    server = mcp_server_register(
+        by=None,
+        name="slow",
+        environment="fake",
+        transport="stdio",
+        command=upstream_command(),
+        secret_env={"UPSTREAM_STATE": "MCP_TEST_STATE", "UPSTREAM_LIST_DELAY_S": "MCP_TEST_DELAY"},
+        timeout_s=20,
+    )
+    connect(server)  # the first listing: fast
+    admin = make_role_key("mcp-admin", "admin", scopes=[scopes.MCP_ADMIN])
+    keys = [make_key(name=f"reader-{n}") for n in range(30)]
+    outcome: dict[str, httpx2.Response] = {}
+
+    def sync() -> None:
+        outcome["sync"] = httpx2.post(
+            gateway_url + "/api/mcp/servers/slow/sync",
+            json={},
+            headers={"Authorization": f"Bearer {admin.raw}"},
+            timeout=30,
+        )
+
+    worker = threading.Thread(target=sync)
+    worker.start()
+    latencies: list[float] = []
+    time.sleep(0.5)
+    for key in keys:
+        if not worker.is_alive():
+            break
+        started = time.monotonic()
+        response = httpx2.get(
+            gateway_url + "/v1/models", headers={"Authorization": f"Bearer {key.raw}"}, timeout=30
+        )
+        latencies.append(time.monotonic() - started)
+        assert response.status_code == 200, response.text
+        time.sleep(0.1)
+    worker.join(30)
+    synced = outcome["sync"]
+    assert synced.status_code == 200, synced.text
+    body = synced.json()
+    assert body["sync"]["error"] == "" and body["server"]["synced_at"] is not None
+    assert {t["name"] for t in body["server"]["tools"]} >= {"status", "touch"}
+    assert len(latencies) >= 8 and max(latencies) < 1.0, latencies
+    assert int((tmp_path / "state").read_text()) == 2  # the first connect, the API's sync
