@@ -10,7 +10,8 @@
 - **Delete** (``mcp_server_delete``): the server, its tools and its grants go; the audit stays: each
   ``McpToolChange`` keeps the server's and the tool's names (its link to the tool becomes empty), a
   ``server_deleted`` row records who removed it, and ``McpCall`` rows name the server as text. A pending
-  approval of one of its tools no longer runs (its plan's identity is "unavailable").
+  approval of one of its tools is expired, its decision note saying why (it would no longer run anyway:
+  its plan's identity is "unavailable"), so it leaves the approvers' queues.
 
 Both are audited as ``McpToolChange`` rows (``server_updated`` with the fields before and after;
 ``server_deleted``). Credentials are variable names, never values, so the audit holds no secret.
@@ -23,11 +24,13 @@ from typing import Any
 from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 from django.db import transaction
+from django.utils import timezone
 
 from core.errors import ServiceError
 from diagnostics.mcp import classify
 from diagnostics.mcp.servers import check_shape, invalid_fields
-from diagnostics.models import McpServer, McpTool, McpToolChange
+from diagnostics.models import ActionRequest, McpServer, McpTool, McpToolChange
+from diagnostics.toolsets.mcp import PREFIX, SEP, split_qualified
 
 # What the operator may change after registration (``name`` stays: it is the tools' prefix).
 UPDATABLE = (
@@ -147,4 +150,20 @@ def mcp_server_delete(*, server: McpServer, by: User | None, note: str = "") -> 
         },
         after={},
     )
+    _expire_pending(row, by)
     row.delete()
+
+
+def _expire_pending(server: McpServer, by: User | None) -> int:
+    """The server's pending approvals end (expired, with the reason): no one can approve a call to a
+    server that is gone, nor have it run if one of that name comes back."""
+    candidates = ActionRequest.objects.select_for_update().filter(
+        tool__startswith=f"{PREFIX}{SEP}{server.name}{SEP}", status=ActionRequest.Status.PENDING
+    )
+    ids = [a.pk for a in candidates if (split_qualified(a.tool) or ("",))[0] == server.name]
+    return ActionRequest.objects.filter(pk__in=ids, status=ActionRequest.Status.PENDING).update(
+        status=ActionRequest.Status.EXPIRED,
+        decided_by=by,
+        decided_at=timezone.now(),
+        decision_note=f"The MCP server {server.name!r} was deleted before a decision.",
+    )

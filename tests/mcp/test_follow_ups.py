@@ -9,10 +9,13 @@ from pathlib import Path
 
 import httpx2
 import pytest
+from django.test import Client
 
 from diagnostics.mcp.servers import mcp_server_register
+from diagnostics.models import ActionRequest
 from routing import scopes
-from tests.factories import make_key, make_role_key
+from tests.api.conftest import call, role_key
+from tests.factories import ActionRequestFactory, McpServerFactory, make_key, make_role_key
 from tests.mcp.conftest import connect, upstream_command
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -72,3 +75,26 @@ def test_a_slow_upstreams_sync_over_the_api_stalls_no_other_keys_v1_call(
     assert {t["name"] for t in body["server"]["tools"]} >= {"status", "touch"}
     assert len(latencies) >= 8 and max(latencies) < 1.0, latencies
     assert int((tmp_path / "state").read_text()) == 2  # the first connect, the API's sync
+
+
+def test_deleting_a_server_expires_its_pending_approvals_and_no_others(client: Client) -> None:
+    McpServerFactory.create(name="fs")
+    McpServerFactory.create(name="fsx")
+    gone = ActionRequestFactory.create(tool="mcp__fs__write_file", args={"path": "/x"})
+    approved = ActionRequestFactory.create(tool="mcp__fs__write_file", status=ActionRequest.Status.APPROVED)
+    other_server = ActionRequestFactory.create(tool="mcp__fsx__write_file", args={"path": "/x"})
+    not_mcp = ActionRequestFactory.create()
+    admin = role_key("admin", scopes.MCP_ADMIN)
+
+    deleted = call(client, "POST", "/api/mcp/servers/fs/delete", admin, {"note": "decommissioned"})
+
+    assert deleted.status_code == 200, deleted.content
+    gone.refresh_from_db()
+    assert gone.status == ActionRequest.Status.EXPIRED and gone.decided_by == admin.key.owner
+    assert gone.decided_at is not None and "'fs' was deleted" in gone.decision_note
+    statuses = {a.pk: ActionRequest.objects.get(pk=a.pk).status for a in (approved, other_server, not_mcp)}
+    assert statuses == {
+        approved.pk: ActionRequest.Status.APPROVED,  # decided before: its execution checks the identity
+        other_server.pk: ActionRequest.Status.PENDING,
+        not_mcp.pk: ActionRequest.Status.PENDING,
+    }
