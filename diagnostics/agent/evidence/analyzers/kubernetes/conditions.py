@@ -174,8 +174,8 @@ class IngressAnalyzer(Analyzer):
                 Finding(
                     "ingress_backend_missing",
                     f"Ingress {name} routes to {service}:{port}, which has no endpoints "
-                    f"({clip(behind, 120)}): Service {service} exposes no port {port} with ready pods behind "
-                    "it, so requests fail.",
+                    f"({clip(behind, 120)}): Service {service} does not exist, or exposes no port {port} "
+                    "with ready pods behind it, so requests fail.",
                     Severity.CRITICAL,
                     f"ingress/{namespace}/{name}",
                     clip(f"{service}:{port} {behind}"),
