@@ -54,6 +54,7 @@ from routing.router.learning.calls import (
     tool_match,
     tool_text,
 )
+from routing.router.learning.tool_shapes import tool_json, tool_shape, tools_shape
 
 __all__ = [
     "CallInput",
@@ -214,15 +215,16 @@ def meta_values(call: CallInput, names: Sequence[str] = META_NAMES) -> list[floa
 def _meta(call: CallInput) -> dict[str, float]:
     lengths = [len(content_text(m.get("content"))) for m in call.messages]
     chars = sum(lengths)
-    shape = schema_shape(call.tools, call.response_format)
+    texts = [tool_json(t) for t in call.tools]
+    shape = tools_shape(texts, call.response_format)
     last_role = call.messages[-1].get("role") if call.messages else ""
     hits, families = error_signatures(call.conversation)
     last_hits, _ = error_signatures(call.last_turn)
     last_user_message = next((m for m in reversed(call.messages) if m.get("role") == "user"), None)
     last_user_text = content_text(last_user_message.get("content")) if last_user_message else ""
     last_user = len(last_user_text)
-    match = tool_match(last_user_text, [_tool_words(json.dumps(t, sort_keys=True)) for t in call.tools])
-    matched = schema_shape([call.tools[match.index]] if match.index >= 0 else [], None)
+    match = tool_match(last_user_text, [_tool_words(text) for text in texts])
+    matched = tool_shape(texts[match.index]) if match.index >= 0 else schema_shape([], None)
     tool_chars = sum(n for m, n in zip(call.messages, lengths, strict=True) if m.get("role") == "tool")
     prior_calls = sum(len(m.get("tool_calls") or []) for m in call.messages if m.get("role") == "assistant")
     values = {
