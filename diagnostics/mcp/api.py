@@ -53,13 +53,17 @@ class ServerIn(Schema):
 
     name: str = Field(min_length=1, max_length=40, description="Lowercase letters, digits, single dashes.")
     environment: str = Field(min_length=1, max_length=100, description="An environment name, e.g. local.")
-    transport: Literal["stdio", "http"]
+    transport: Literal["stdio", "http", "sse"]
     command: list[str] = Field(
         [],
         max_length=64,
         description="stdio: the program and its arguments (the program on the operator's list).",
     )
-    url: str = Field("", max_length=500, description="http: the Streamable HTTP endpoint (http or https).")
+    url: str = Field(
+        "",
+        max_length=500,
+        description="http: the Streamable HTTP endpoint; sse: an older server's event stream (http(s)).",
+    )
     secret_env: dict[str, str] = Field(
         {},
         description="Credentials by environment variable NAME: stdio {child variable: host variable}, "

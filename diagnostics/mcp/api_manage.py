@@ -38,7 +38,7 @@ class ServerUpdateIn(Schema):
     """What to change; a field left out stays as it is. ``name`` cannot change (its tools' prefix)."""
 
     environment: str | None = Field(None, min_length=1, max_length=100)
-    transport: Literal["stdio", "http"] | None = None
+    transport: Literal["stdio", "http", "sse"] | None = None
     command: list[str] | None = Field(None, max_length=64, description="stdio: the program and arguments.")
     url: str | None = Field(None, max_length=500, description="http: the endpoint (the URL policy applies).")
     secret_env: dict[str, str] | None = Field(

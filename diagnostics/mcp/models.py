@@ -27,6 +27,7 @@ class McpServer(models.Model):
     class Transport(models.TextChoices):
         STDIO = "stdio", "stdio (a command on the Skillgate host)"
         HTTP = "http", "Streamable HTTP (a URL)"
+        SSE = "sse", "HTTP+SSE (an older server's event stream URL)"
 
     name = models.CharField(
         max_length=40,

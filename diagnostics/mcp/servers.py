@@ -58,7 +58,7 @@ def check_shape(server: McpServer) -> None:
             raise ServiceError("url: a stdio server has no URL.", code="invalid_field")
     else:
         if not server.url:
-            raise ServiceError("url: a Streamable HTTP server needs its URL.", code="invalid_field")
+            raise ServiceError("url: an HTTP or SSE server needs its URL.", code="invalid_field")
         if server.command:
             raise ServiceError("command: an HTTP server has no command.", code="invalid_field")
     if server.url and not re.match(r"^https?://", server.url, re.IGNORECASE):

@@ -11,12 +11,15 @@ import httpx2
 import pytest
 from django.test import Client
 
+from app.web.forms.mcp import McpServerForm
+from diagnostics.mcp import transports
 from diagnostics.mcp.servers import mcp_server_register
-from diagnostics.models import ActionRequest
+from diagnostics.models import ActionRequest, McpServer
 from routing import scopes
 from tests.api.conftest import call, role_key
 from tests.factories import ActionRequestFactory, McpServerFactory, make_key, make_role_key
 from tests.mcp.conftest import connect, upstream_command
+from tests.mcp.test_sse_and_passthrough import sse_url  # noqa: F401  (the older HTTP+SSE upstream)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -98,3 +101,36 @@ def test_deleting_a_server_expires_its_pending_approvals_and_no_others(client: C
         other_server.pk: ActionRequest.Status.PENDING,
         not_mcp.pk: ActionRequest.Status.PENDING,
     }
+
+
+def test_an_sse_server_registers_and_connects_with_no_streamable_http_post(
+    client: Client,
+    sse_url: str,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Registered as ``sse``, the client opens the event stream at once: no Streamable HTTP ``POST`` that
+    the server would refuse first (what a server registered as ``http`` costs)."""
+    posts: list[str] = []
+
+    def no_post(url: str, **kwargs: object) -> object:
+        posts.append(url)
+        raise AssertionError("a Streamable HTTP POST to an SSE server")
+
+    monkeypatch.setattr(transports, "streamable_http_client", no_post)
+    admin = role_key("admin", scopes.MCP_ADMIN)
+    body = {"name": "older", "environment": "fake", "transport": "sse", "url": sse_url, "connect": True}
+
+    registered = call(client, "POST", "/api/mcp/servers", admin, body)
+
+    assert registered.status_code == 201, registered.content
+    answer = registered.json()
+    assert answer["server"]["transport"] == "sse" and answer["sync"]["error"] == ""
+    assert {"echo", "wipe"} <= set(answer["sync"]["added"]) and posts == []
+    assert McpServer.objects.get(name="older").transport == McpServer.Transport.SSE
+    resynced = call(client, "POST", "/api/mcp/servers/older/sync", admin, {})
+    assert resynced.status_code == 200 and resynced.json()["sync"]["error"] == "" and posts == []
+    # The dashboard's form offers and accepts the same choice.
+    data = {**body, "name": "older-2", "timeout_s": 20, "max_output_bytes": 64000}
+    form = McpServerForm(data=data)
+    assert form.is_valid(), form.errors
+    assert form.server_fields()["transport"] == "sse" and form.server_fields()["url"] == sse_url
