@@ -8,7 +8,8 @@ the tokens written are billed at the cache-write price, above the input price, a
 ``cache_creation_input_tokens`` settles them); so is the prompt's length where a model is priced higher
 past a context length (litellm's ``*_above_<n>k_tokens`` prices). A backend without the price a
 call's parameter needs refuses the call before any upstream call (``refuse_unpriced``: a 400 naming
-the parameter).
+the parameter), except a prompt-cache marker: on a backend with no cache-write price it is dropped,
+not sent (routing/prompt_cache.py), so no write happens and none goes unbilled.
 """
 
 from __future__ import annotations
@@ -292,7 +293,8 @@ def terms_of(body: dict[str, Any]) -> Terms:
 
 
 def refuse_unpriced(backend: Backend, prices: Prices, terms: Terms) -> None:
-    """A 400 naming the first parameter of ``terms`` that ``backend`` has no price for."""
+    """A 400 naming the first parameter of ``terms`` that ``backend`` has no price for (prompt-cache
+    markers are never refused: routing/prompt_cache.py drops them where no write is priced)."""
     where = f"backend {backend.name!r}"
     missing: list[tuple[str, str]] = []
     if terms.service_tier is not None and prices.multiplier(terms.service_tier) is None:
@@ -303,11 +305,6 @@ def refuse_unpriced(backend: Backend, prices: Prices, terms: Terms) -> None:
         missing.append((terms.audio_out, f"{terms.audio_out}: audio output has no price on {where}"))
     if terms.web_search and prices.web_search_call is None:
         missing.append(("web_search_options", f"web_search_options: web search has no price on {where}"))
-    if terms.cache_write is not None and prices.cache_write_price(terms.cache_write_1h) is None:
-        # Named: the hour's breakpoint when that is the price missing, else the first breakpoint.
-        at = terms.cache_write_1h_at or terms.cache_write
-        cache = "a one-hour cache write" if terms.cache_write_1h else "a cache write"
-        missing.append((at, f"{at}: {cache} has no price on {where}"))
     if missing:
         param, reason = missing[0]
         raise ApiError(

@@ -103,6 +103,7 @@ def call_headers(record: CallRecord) -> dict[str, str]:
         "x-skillgate-overhead-ms": f"{record.overhead_ms:.2f}",
         "x-skillgate-cost-usd": f"{record.cost_usd:.8f}",
         "x-skillgate-invocation": str(record.id),
+        **({"x-skillgate-cache-write": record.cache_write} if record.cache_write else {}),
     }
 
 

@@ -324,6 +324,7 @@ async def complete_call(prep: Prepared) -> Result:
                 continue
             completion, served = attempt, record.legs[-1]
             record.served_by = backend.role
+            record.cache_write = prep.plan.cache_write(backend)
             if served.verdict in (Invocation.Verdict.PASS, Invocation.Verdict.UNVERIFIED):
                 break
         if completion is None or served is None:

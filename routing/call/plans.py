@@ -28,7 +28,7 @@ from functools import cached_property
 from typing import Any
 
 from core import conf as core_conf
-from routing import conf
+from routing import conf, prompt_cache
 from routing.models import ApiKey, Backend, TaskProfile
 from routing.protocol import ChatRequest
 from routing.verifiers import Verifier
@@ -123,7 +123,11 @@ class CallPlan:
         body = {**self._upstream_body, **overrides}
         if backend.role == Backend.Role.STUDENT and self.skillbook_text:
             body["messages"] = with_skillbook(body["messages"], self.skillbook_text)
-        return body
+        return prompt_cache.cache_writes(backend, body)[0]  # an unpriced cache marker is dropped
+
+    def cache_write(self, backend: Backend) -> str:
+        """What became of the request's prompt-cache markers on ``backend`` (``x-skillgate-cache-write``)."""
+        return prompt_cache.cache_writes(backend, self._upstream_body)[1]
 
     def samples(self, backend: Backend) -> int:
         """How many answers to ask ``backend`` for: its ``samples`` when there is a verifier to choose."""

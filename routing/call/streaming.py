@@ -132,6 +132,7 @@ def _headers(record: CallRecord, served_by: str, verdict: str, overhead_ms: floa
         "x-skillgate-fallback": "true" if record.route != served_by else "false",
         "x-skillgate-overhead-ms": f"{overhead_ms:.2f}",
         "x-skillgate-invocation": str(record.id),
+        **({"x-skillgate-cache-write": record.cache_write} if record.cache_write else {}),
     }
 
 
@@ -259,6 +260,7 @@ async def _stream_through(
         )
         raise UpstreamError.of_leg(last.error, last.error_status)
     record.served_by = backend.role
+    record.cache_write = prep.plan.cache_write(backend)
     now = time.perf_counter()
     upstream_ms = sum(leg.latency_ms for leg in record.legs) + (now - opened) * 1000
     first_byte_overhead = (now - prep.started) * 1000 - upstream_ms

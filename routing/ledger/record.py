@@ -82,6 +82,7 @@ class CallRecord:
     request: dict[str, Any]
     legs: list[Leg] = field(default_factory=list)
     served_by: str = ""
+    cache_write: str = ""  # the prompt-cache markers "forwarded" or "dropped" (a header; not stored)
     verdict: str = Invocation.Verdict.UNVERIFIED
     verdict_detail: str = ""
     status_code: int = 200

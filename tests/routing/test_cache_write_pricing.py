@@ -1,8 +1,8 @@
 """Prompt-cache writes are priced (issue 37): a content part's ``cache_control`` asks the provider to
 write the prompt to its cache, billed above the input price (Anthropic: 1.25x, 2x for an hour). The
 backend prices it (``price_options``, or litellm's map), the hold covers it and the usage's
-``cache_creation_input_tokens`` settle at that price; a backend with no such price refuses the call
-with a 400 naming the part, before anything reaches the upstream."""
+``cache_creation_input_tokens`` settle at that price; on a backend with no such price the marker is
+dropped, not sent (no write, nothing unbilled), and the answer says so (``x-skillgate-cache-write``)."""
 
 from __future__ import annotations
 
@@ -48,17 +48,27 @@ def chat(gateway_url: str, key: str, messages: list[dict[str, Any]], **fields: A
     [({}, None, False), ({}, None, True), ({price_options.CACHE_WRITE: str(WRITE)}, "1h", False)],
     ids=["unpriced", "unpriced-stream", "hour-unpriced"],
 )
-def test_a_cache_write_with_no_price_is_a_400_naming_it_before_any_upstream_call(
+def test_a_cache_write_with_no_price_is_dropped_not_sent_and_the_call_answers(
     gateway_url, backends, stub, priced, ttl, stream
 ):
     Backend.objects.filter(pk=backends["teacher"].pk).update(price_options=priced)
-    with pytest.raises(openai.BadRequestError) as caught:
-        result = chat(gateway_url, make_key().raw, cached_prompt(ttl), stream=stream)
-        list(result) if stream else None
-    error = caught.value
-    assert error.param == "messages[0].content[0].cache_control" and error.code == "unpriced_parameter"
-    assert ("one-hour cache write" if ttl else "cache write") in error.message and "price" in error.message
-    assert stub.requests == [] and not Invocation.objects.exists()
+    stub.responder = lambda body: Reply(content="ok")
+    messages = cached_prompt(ttl)
+    raw = client(gateway_url, make_key().raw).chat.completions.with_raw_response.create(
+        model="auto",
+        messages=messages,
+        max_tokens=20,
+        stream=stream,  # type: ignore[arg-type]
+    )
+    answer = raw.parse()
+    list(answer) if stream else None
+    assert raw.headers["x-skillgate-cache-write"] == "dropped"
+    [sent] = stub.requests
+    assert all("cache_control" not in part for part in sent["messages"][0]["content"])
+    [row] = Invocation.objects.all()
+    assert row.status_code == 200 and row.request["messages"][0]["content"][0]["cache_control"]["type"] == (
+        "ephemeral"
+    )  # the ledger keeps what the caller sent
 
 
 @pytest.mark.django_db(transaction=True)
@@ -84,6 +94,12 @@ def test_a_priced_cache_write_is_sent_and_held_at_the_write_price(gateway_url, b
     assert chat(gateway_url, enough.raw, messages).choices[0].message.content == "ok"
     [sent] = stub.requests
     assert sent["messages"][0]["content"][0]["cache_control"] == {"type": "ephemeral"}
+    response = client(gateway_url, make_key().raw).chat.completions.with_raw_response.create(
+        model="auto",
+        messages=messages,
+        max_tokens=20,  # type: ignore[arg-type]
+    )
+    assert response.headers["x-skillgate-cache-write"] == "forwarded"
 
 
 def test_the_usage_of_a_cache_write_settles_at_the_write_price() -> None:

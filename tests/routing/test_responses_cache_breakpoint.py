@@ -1,8 +1,8 @@
 """The Responses API's ``prompt_cache_breakpoint`` (issue 37): an ``input_text`` or ``input_image`` part's
 breakpoint asks for a prompt-cache write, so it reaches the chat call as the part's ``cache_control`` and
-is priced as one sent to ``/v1/chat/completions``: sent on a backend that prices cache writes, refused
-with a 400 naming the caller's part where none is set, before any upstream call. Through the running
-gateway with the official ``openai`` SDK."""
+is priced as one sent to ``/v1/chat/completions``: sent on a backend that prices cache writes, dropped
+where none is set (``x-skillgate-cache-write: dropped``); a malformed one is a 400 naming the
+caller's part. Through the running gateway with the official ``openai`` SDK."""
 
 from __future__ import annotations
 
@@ -50,23 +50,19 @@ def test_a_breakpoint_reaches_the_chat_part_and_is_priced(gateway_url, backends,
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["create", "stream"])
-def test_an_unpriced_breakpoint_is_a_400_naming_the_part(gateway_url, backends, api_key, stub, stream):
+def test_an_unpriced_breakpoint_is_dropped_and_the_call_answers(gateway_url, backends, api_key, stub, stream):
     sdk = client(gateway_url, api_key.raw)
-    with pytest.raises(openai.BadRequestError) as refused:
-        answer = sdk.responses.create(
-            model="auto",
-            instructions="Be terse.",
-            input=conversation({"mode": "explicit"}),  # type: ignore[arg-type]
-            stream=stream,
-        )
-        list(answer) if stream else None
-    error = refused.value
-    assert error.param == "input[0].content[0].prompt_cache_breakpoint" and error.code == "unpriced_parameter"
-    assert "input[0].content[0].prompt_cache_breakpoint: a cache write has no price" in error.message
-    assert stub.requests == [] and not Invocation.objects.exists()
-    # Without the breakpoint the same call goes through on the same backend.
-    sdk.responses.create(model="auto", input=conversation())  # type: ignore[arg-type]
-    assert stub.requests[-1]["messages"][0] == {"role": "developer", "content": LONG}
+    with sdk.responses.with_streaming_response.create(
+        model="auto",
+        instructions="Be terse.",
+        input=conversation({"mode": "explicit"}),  # type: ignore[arg-type]
+        stream=stream,
+    ) as response:
+        assert response.status_code == 200 and response.headers["x-skillgate-cache-write"] == "dropped"
+        response.read()
+    [sent] = stub.requests
+    assert sent["messages"][1] == {"role": "developer", "content": [{"type": "text", "text": LONG}]}
+    assert Invocation.objects.get().status_code == 200
 
 
 @pytest.mark.parametrize(
