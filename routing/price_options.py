@@ -2,7 +2,8 @@
 
 The token prices (``input_cost_per_token`` and the rest) price an ordinary call. A provider bills some
 parameters differently, so a backend names their prices here, or a call that uses one is refused with a
-400 naming it (routing/pricing.py ``refuse_unpriced``):
+400 naming it (routing/pricing.py ``refuse_unpriced``); a prompt-cache marker with no price here is
+dropped instead, not sent (routing/prompt_cache.py):
 
 - ``service_tiers``: the multiplier of every token price per tier, e.g. ``{"flex": 0.5, "priority": 2}``
   (OpenAI's ``service_tier``; ``auto`` and ``default`` are 1x and need no entry);

@@ -245,7 +245,7 @@ class Terms:
     web_search: bool = False
     prediction_tokens: int = 0  # the most tokens of a predicted output that can be rejected (billed)
     audio_references: int = 0  # earlier audio answers named by id: billed as audio input, size unseen
-    cache_write: str | None = None  # the parameter that asks for a prompt-cache write (named by a refusal)
+    cache_write: str | None = None  # the parameter that asks for a prompt-cache write (what the hold prices)
     cache_write_1h: bool = False  # ... for the one-hour cache
     cache_write_1h_at: str | None = None  # the first part that asks for the one-hour cache
 

@@ -4,8 +4,9 @@ A Messages block's ``cache_control`` asks the provider to write the prompt up to
 cache, which Anthropic bills above the input price. The chat call keeps it on the content part the
 block becomes (``{"type": "text", "text": ..., "cache_control": {...}}``, the form litellm sends on to
 Anthropic), so routing/pricing.py prices the write like one sent to ``/v1/chat/completions``: held at
-the backend's cache-write price, settled from the usage's cache-creation tokens, or refused with a 400
-naming the block when the backend has no such price. The request's top-level ``cache_control``
+the backend's cache-write price, settled from the usage's cache-creation tokens, or dropped (not sent,
+so nothing is written or billed; routing/prompt_cache.py) when the backend has no such price. A
+malformed one is a 400 naming the block. The request's top-level ``cache_control``
 (automatic caching) is a breakpoint on the last block, as Anthropic places it.
 
 Not carried: a tool's ``cache_control`` and a ``tool_use`` block's (the chat form has no place for
@@ -46,8 +47,8 @@ def marked(part: dict[str, Any], control: dict[str, Any] | None) -> dict[str, An
 
 
 class Origins:
-    """Where each chat part's breakpoint came from in the Messages request, so that a refusal
-    names the caller's block (``system.1.cache_control``), not the chat call's part."""
+    """Where each chat part's breakpoint came from in the Messages request, so that a refusal naming
+    that part names the caller's block (``system.1.cache_control``), not the chat call's part."""
 
     def __init__(self) -> None:
         self._of: dict[tuple[int, int], str] = {}

@@ -1,8 +1,9 @@
 """A Responses request as the gateway's one call: chat messages, function tools, ``text.format`` as
 ``response_format``, the stored conversation of ``previous_response_id`` prepended. A content part's
 ``prompt_cache_breakpoint`` asks for a prompt-cache write: it becomes the chat part's ``cache_control``
-(as Anthropic's breakpoints do, routing/api/messages/cache.py), so the write is priced or refused with a
-400 naming the caller's part."""
+(as Anthropic's breakpoints do, routing/api/messages/cache.py), so the write is priced, or dropped where
+the backend has no cache-write price (routing/prompt_cache.py); a malformed one is a 400 naming the
+caller's part."""
 
 from __future__ import annotations
 
