@@ -180,6 +180,8 @@ def _replay_verified(
 ) -> StreamPlan:
     leg = record.legs[-1]
     record.served_by, record.verdict, record.verdict_detail = leg.role, leg.verdict, leg.detail
+    served = prep.student if leg.role == Invocation.Route.STUDENT else prep.teacher
+    record.cache_write = prep.plan.cache_write(served) if served is not None else ""
     record.response = {"message": done.message, "finish_reason": done.finish_reason}
     finish(record, prep, leg.latency_ms)
     usage = done.raw.get("usage") if want_usage else None
