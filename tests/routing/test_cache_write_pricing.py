@@ -14,7 +14,7 @@ import pytest
 from django.core.exceptions import ValidationError
 
 from bench.support.openai_stub import Reply
-from routing import price_options, pricing
+from routing import price_options, pricing, prompt_cache
 from routing.budgets.store import bound_to_cents
 from routing.models import Backend, Invocation
 from routing.pricing import Prices, Usage, attempt_bound, prices_for, terms_of, usage_cost
@@ -141,3 +141,22 @@ def test_litellms_map_prices_anthropic_cache_writes_and_options_are_validated() 
     for hostile in ({price_options.CACHE_WRITE: "-1"}, {price_options.CACHE_WRITE_1H: "nan"}):
         with pytest.raises(ValidationError):
             price_options.validate(hostile)
+
+
+def test_the_one_rule_drops_markers_only_where_their_write_is_unpriced() -> None:
+    def backend(options: dict[str, str]) -> Backend:
+        return Backend(
+            name="b",
+            model="m",
+            input_cost_per_token=Decimal("0.000003"),
+            output_cost_per_token=Decimal("0.000015"),
+            price_options=options,
+        )
+
+    hour = {"messages": cached_prompt("1h")}
+    assert prompt_cache.cache_writes(backend(PRICED), hour) == (hour, "forwarded")
+    five_minutes_only = backend({price_options.CACHE_WRITE: str(WRITE)})
+    sent, state = prompt_cache.cache_writes(five_minutes_only, hour)
+    assert state == "dropped" and "cache_control" not in str(sent) and "cache_control" in str(hour)
+    plain = {"messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]}]}
+    assert prompt_cache.cache_writes(backend({}), plain) == (plain, "")
