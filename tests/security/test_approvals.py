@@ -174,7 +174,10 @@ def test_the_requester_cannot_approve_in_the_dashboard(gateway_url, enqueued, wr
 
     approver_cookies, approver_token = _session(person("anna", "approver"))
     with httpx.Client(base_url=gateway_url, timeout=60, cookies=approver_cookies) as browser:
-        ok = browser.post(url, data={"plan_hash": action.plan_hash, "csrfmiddlewaretoken": approver_token})
+        data = {"plan_hash": action.plan_hash, "csrfmiddlewaretoken": approver_token}
+        second_look = browser.post(url, data=data)  # approving runs a fix: the confirmation step first
+        assert second_look.status_code == 200 and ActionRequest.objects.get(pk=action.pk).status == "pending"
+        ok = browser.post(url, data={**data, "confirm": "yes"})
     assert ok.status_code == 302
     assert run(action) == ActionRequest.Status.EXECUTED and len(write_log) == 1
 

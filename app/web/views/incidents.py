@@ -177,6 +177,14 @@ def incident(request: HttpRequest, incident_id: int) -> HttpResponse:
     return render_page(request, "web/incident.html", context, partials=DETAIL_PARTIALS)
 
 
+def _refusal(request: HttpRequest, action: ActionRequest) -> str:
+    """Why this user may not approve or deny ``action`` ("" when they may; the service decides again)."""
+    if not can(request, roles.APPROVE_ACTION) or not isinstance(request.user, User):
+        return "You are not allowed to approve or deny actions."
+    reason = involvement(action=action, incident=action.trajectory.incident, user=request.user)
+    return reason.message if reason else ""
+
+
 @require_POST
 @page(roles.VIEW_INCIDENTS)
 def action_decide(request: HttpRequest, incident_id: int, action_id: int, decision: str) -> HttpResponse:
@@ -186,6 +194,10 @@ def action_decide(request: HttpRequest, incident_id: int, action_id: int, decisi
     if action is None or action.trajectory.incident_id != incident_id:
         raise Http404(f"No action {action_id} on incident {incident_id}.")
     note = request.POST.get("note", "")[:2000]
+    # Who may not decide is told so before any second look: the confirmation step is for those who may.
+    if refused := _refusal(request, action):
+        context = _detail_context(request, incident_id, error=refused)
+        return render_page(request, "web/incident.html", context, partials=DETAIL_PARTIALS, status=403)
     if decision == "approve" and not confirmed(request):  # it runs a fix: a second look first
         return confirm_step(
             request,

@@ -143,9 +143,7 @@ def test_a_judge_that_prefers_a_position_gives_no_label(backends, api_key, stub)
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_judge_finding_both_the_same_labels_the_student_correct(
-    backends, api_key, stub
-) -> None:
+def test_a_judge_finding_both_the_same_labels_the_student_correct(backends, api_key, stub) -> None:
     profile = free_text_profile()
     stub.responder = judge_replies(lambda a, b: "SAME")
     call = served_by_student(profile, api_key)
