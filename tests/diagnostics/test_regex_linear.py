@@ -22,6 +22,7 @@ from diagnostics.agent.request.intent import COUNT, ERRORS, classify
 from diagnostics.agent.request.subject import alert_title_words
 from diagnostics.agent.request.timewindow import parse_window
 from tests.support.findings import findings_of, kinds
+from tests.support.re_uses import re_uses
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -74,20 +75,7 @@ ALLOWED = {
 
 
 def _re_uses() -> set[tuple[str, str]]:
-    found = set()
-    for path in sorted((ROOT / "diagnostics").rglob("*.py")):
-        if "migrations" in path.parts:
-            continue
-        name = str(path.relative_to(ROOT))
-        for node in ast.walk(ast.parse(path.read_text(), name)):
-            if isinstance(node, ast.ImportFrom) and node.module == "re":
-                found.add((name, "from re import"))
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
-                target = node.func.value
-                if isinstance(target, ast.Name) and target.id == "re" and node.func.attr != "escape":
-                    arg = node.args[0] if node.args else None
-                    found.add((name, arg.value if isinstance(arg, ast.Constant) else "<not a literal>"))
-    return found
+    return re_uses("diagnostics")
 
 
 def test_every_re_use_in_diagnostics_is_on_the_allow_list():

@@ -10,7 +10,6 @@ A walk of routing's code fails on any new ``re.`` use that is not on the comment
 
 from __future__ import annotations
 
-import ast
 import contextlib
 import re
 import time
@@ -31,6 +30,7 @@ from routing.verifiers.json_schema import parse_json
 from routing.verifiers.tool_text import blocks, cut_short, written_calls
 from routing.verifiers.tool_text import unfenced as tool_unfenced
 from tests.factories import TaskProfileFactory
+from tests.support.re_uses import re_uses
 from training.services.cycle.skillbook import DistillationError, parse_distilled
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -81,20 +81,7 @@ ALLOWED = {
 
 
 def _re_uses() -> set[tuple[str, str]]:
-    found = set()
-    for path in sorted((ROOT / "routing").rglob("*.py")):
-        if "migrations" in path.parts:
-            continue
-        name = str(path.relative_to(ROOT))
-        for node in ast.walk(ast.parse(path.read_text(), name)):
-            if isinstance(node, ast.ImportFrom) and node.module == "re":
-                found.add((name, "from re import"))
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
-                target = node.func.value
-                if isinstance(target, ast.Name) and target.id == "re" and node.func.attr != "escape":
-                    arg = node.args[0] if node.args else None
-                    found.add((name, arg.value if isinstance(arg, ast.Constant) else "<not a literal>"))
-    return found
+    return re_uses("routing")
 
 
 def test_every_re_use_in_routing_is_on_the_allow_list():
