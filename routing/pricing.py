@@ -3,7 +3,8 @@
 Every request parameter that changes what a provider bills is priced here (``Terms``): the service
 tier (a multiplier of every token price), audio in and out (their own token prices), web search (a
 fee per call), a predicted output (its rejected tokens are billed as output, so the worst case of
-the output grows by the prediction's size) and prompt-cache writes (a content part's ``cache_control``:
+the output grows by the prediction's size) and prompt-cache writes (a content part's, a tool call's
+or a tool's ``cache_control``, routing/cache_markers.py:
 the tokens written are billed at the cache-write price, above the input price, and the usage's
 ``cache_creation_input_tokens`` settles them); so is the prompt's length where a model is priced higher
 past a context length (litellm's ``*_above_<n>k_tokens`` prices). A backend without the price a
@@ -22,6 +23,7 @@ from typing import Any
 
 import orjson
 
+from routing import cache_markers
 from routing import price_options as options
 from routing.errors import ApiError
 from routing.models import Backend
@@ -273,11 +275,10 @@ def terms_of(body: dict[str, Any]) -> Terms:
         for j, part in enumerate(content if isinstance(content, list) else []):
             if isinstance(part, dict) and part.get("type") in ("input_audio", "audio"):
                 audio_in = audio_in or f"messages[{i}].content[{j}]"
-            if isinstance(part, dict) and part.get("cache_control") is not None:
-                at, control = f"messages[{i}].content[{j}].cache_control", part["cache_control"]
-                cache_write = cache_write or at
-                if isinstance(control, dict) and control.get("ttl") == "1h":
-                    hour_at = hour_at or at
+    for at, control in cache_markers.markers(body):  # content parts, tool calls, tools
+        cache_write = cache_write or at
+        if isinstance(control, dict) and control.get("ttl") == "1h":
+            hour_at = hour_at or at
     prediction = body.get("prediction")
     return Terms(
         service_tier=tier if isinstance(tier, str) else None,

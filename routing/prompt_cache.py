@@ -1,9 +1,10 @@
 """Prompt-cache markers on a backend that does not price cache writes are dropped, not refused.
 
-A content part's ``cache_control`` (also what ``/v1/messages`` breakpoints and ``/v1/responses``'
-``prompt_cache_breakpoint`` become) asks the provider to write the prompt to its cache, billed above the
-input price. Where the backend has that price (routing/price_options.py) the marker is sent and the
-write billed (routing/pricing.py); where it has none, the marker is taken off the body the backend is
+A content part's, a tool call's or a tool's ``cache_control`` (also what ``/v1/messages``
+breakpoints, tools and ``tool_use`` blocks included, and ``/v1/responses``' ``prompt_cache_breakpoint``
+become) asks the provider to write the prompt to its cache, billed above the input price. Where the
+backend has that price (routing/price_options.py) the markers are sent and the write billed
+(routing/pricing.py); where it has none, they are taken off the body the backend is
 sent, so the provider writes no cache and bills no write: nothing goes unbilled and the call answers as
 one without caching (Claude Code marks every request). The answer says which
 (``x-skillgate-cache-write``); the ledger keeps the request as the caller sent it. A malformed marker
@@ -14,20 +15,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from routing import pricing
+from routing import cache_markers, pricing
 from routing.models import Backend
 
 DROPPED, FORWARDED = "dropped", "forwarded"
 
 
 def cache_writes(backend: Backend, body: dict[str, Any]) -> tuple[dict[str, Any], str]:
-    """``body`` as ``backend`` is sent it, and what became of its prompt-cache markers: ``""`` when it
+    """``body`` as ``backend`` is sent it, and what became of its prompt-cache markers (a content
+    part's, a tool call's or a tool's ``cache_control``: routing/cache_markers.py): ``""`` when it
     has none, ``"forwarded"`` when the backend prices the writes they ask for, else ``"dropped"``: the
     markers are taken off (the provider writes no cache and bills no write, so nothing goes unbilled
     and the call runs as one without them). A backend with no price at all keeps them (the call is
     refused with a 503 before any upstream call)."""
-    messages = body.get("messages")
-    if not isinstance(messages, list) or not any(_marked(message) for message in messages):
+    if not cache_markers.marked(body):
         return body, ""
     try:
         prices = pricing.prices_for(backend)
@@ -35,20 +36,4 @@ def cache_writes(backend: Backend, body: dict[str, Any]) -> tuple[dict[str, Any]
         return body, ""
     if prices.cache_write_price(pricing.terms_of(body).cache_write_1h) is not None:
         return body, FORWARDED
-    bare = [
-        {**m, "content": [_unmarked(part) for part in m["content"]]} if _marked(m) else m for m in messages
-    ]
-    return {**body, "messages": bare}, DROPPED
-
-
-def _marked(message: Any) -> bool:
-    content = message.get("content") if isinstance(message, dict) else None
-    return isinstance(content, list) and any(
-        isinstance(part, dict) and part.get("cache_control") is not None for part in content
-    )
-
-
-def _unmarked(part: Any) -> Any:
-    if not isinstance(part, dict) or "cache_control" not in part:
-        return part
-    return {name: value for name, value in part.items() if name != "cache_control"}
+    return cache_markers.unmarked(body), DROPPED

@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from routing import cache_markers
 from routing.errors import ApiError, bad_request
 from routing.json_body import JsonBodyError, loads_request
 from routing.schemas import schema_problem
@@ -59,6 +60,7 @@ class FunctionDef(Strict):
 class Tool(Strict):
     type: Literal["function"]
     function: FunctionDef
+    cache_control: dict[str, Any] | None = None  # a prompt-cache write (routing/cache_markers.py)
 
 
 class StreamOptions(Strict):
@@ -160,7 +162,18 @@ Parsed = TypeVar("Parsed", bound=BaseModel)
 
 
 def parse_chat_request(raw: bytes) -> ChatRequest:
-    return parse_body(raw, ChatRequest)
+    """``raw`` as a chat request; its prompt-cache markers (a part's, a tool call's, a tool's
+    ``cache_control``) checked: a malformed one is a 400 naming it."""
+    request = parse_body(raw, ChatRequest)
+    if _may_mark(request):
+        cache_markers.check(request.model_dump(include={"messages", "tools"}, exclude_none=True))
+    return request
+
+
+def _may_mark(request: ChatRequest) -> bool:
+    return bool(request.tools) or any(
+        isinstance(m.content, list) or m.tool_calls is not None for m in request.messages
+    )
 
 
 def parse_body(raw: bytes, model: type[Parsed]) -> Parsed:

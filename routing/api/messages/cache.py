@@ -9,9 +9,10 @@ so nothing is written or billed; routing/prompt_cache.py) when the backend has n
 malformed one is a 400 naming the block. The request's top-level ``cache_control``
 (automatic caching) is a breakpoint on the last block, as Anthropic places it.
 
-Not carried: a tool's ``cache_control`` and a ``tool_use`` block's (the chat form has no place for
-either, so no write is asked for and none is billed). ``count_tokens`` counts the parts with their
-breakpoints and calls no model, so it writes nothing.
+A tool's ``cache_control`` stays on its chat tool and a ``tool_use`` block's on the assistant turn's
+tool call (where litellm carries both on to Anthropic), priced by the same rule
+(routing/cache_markers.py). ``count_tokens`` counts the parts with their breakpoints and calls no
+model, so it writes nothing.
 """
 
 from __future__ import annotations

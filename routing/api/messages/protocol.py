@@ -10,7 +10,8 @@ Only documented request fields are accepted (``extra="forbid"``), as on the chat
 2026 API, and ``temperature``/``top_p``/``top_k`` that older clients still send. ``output_config.format``
 becomes a JSON-schema ``response_format`` (so a json_schema verifier checks it) and ``effort`` a
 ``reasoning_effort``; a block's and the request's ``cache_control`` stay on the chat call's content
-parts, priced as cache writes (messages/cache.py); ``top_k``, ``thinking``, ``service_tier``, ``speed``,
+parts, a tool's on its chat tool and a ``tool_use`` block's on its tool call, priced as cache writes
+(messages/cache.py); ``top_k``, ``thinking``, ``service_tier``, ``speed``,
 ``inference_geo``, ``container``, ``diagnostics``, ``user_profile_id``, ``workspace_id``, ``mcp_servers`` and
 ``context_management`` are accepted and not forwarded (the chat form has no such field; README).
 """
@@ -263,13 +264,12 @@ def _assistant(content: str | list[Block], where: str) -> dict[str, Any]:
             if not isinstance(data.get("id"), str) or not isinstance(data.get("name"), str):
                 raise _bad(f"{at}: a tool_use block needs an id and a name")
             arguments = json.dumps(data.get("input") or {}, ensure_ascii=False)
-            calls.append(
-                {
-                    "id": data["id"],
-                    "type": "function",
-                    "function": {"name": data["name"], "arguments": arguments},
-                }
-            )
+            call = {
+                "id": data["id"],
+                "type": "function",
+                "function": {"name": data["name"], "arguments": arguments},
+            }
+            calls.append(marked(call, control_of(data, at)))  # its breakpoint rides on the tool call
         elif data["type"] in ("thinking", "redacted_thinking"):
             continue
         else:
@@ -308,11 +308,14 @@ def chat_tools(request: MessagesRequest | CountTokensRequest) -> dict[str, Any]:
     fields: dict[str, Any] = {}
     if request.tools:
         fields["tools"] = [
-            {
-                "type": "function",
-                "function": {"name": t.name, "description": t.description, "parameters": t.input_schema},
-            }
-            for t in request.tools
+            marked(
+                {
+                    "type": "function",
+                    "function": {"name": t.name, "description": t.description, "parameters": t.input_schema},
+                },
+                control_of({"cache_control": t.cache_control}, f"tools.{i}"),
+            )
+            for i, t in enumerate(request.tools)
         ]
     choice = request.tool_choice
     if choice is not None:
