@@ -23,7 +23,10 @@ Django's cache (Redis where ``CACHE_URL`` is set): each session id is stored wit
 alive by each request for the idle time, and deleted by ``DELETE``. A request whose session another
 process opened is checked against the store and served there statelessly (Skillgate's MCP servers keep
 no state in a session beyond it); a session deleted in one process is a 404 in every one. The per-key
-bound counts the sessions of this process. The store is read on a pool of two threads of its own.
+bound is global too: a session holds one of its key's numbered places in the store (``cache.add``, atomic
+in Redis and in the local cache alike), claimed before ``initialize`` runs and kept alive, released and
+expired with the session, so two processes never grant the same place. The store is read on a pool of two
+threads of its own.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import uuid
 import weakref
 from collections.abc import Callable, MutableMapping
 from concurrent.futures import ThreadPoolExecutor
@@ -61,7 +65,6 @@ class Endpoint:
 @dataclass
 class _Registry:
     endpoints: dict[str, Endpoint] = field(default_factory=dict)
-    opening: dict[str, int] = field(default_factory=dict)  # principal -> sessions being opened now
 
 
 _REGISTRIES: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Registry] = weakref.WeakKeyDictionary()
@@ -75,6 +78,52 @@ def _registry() -> _Registry:
 
 def _store_key(where: Endpoint, session_id: str) -> str:
     return f"mcp-session:{where.name}:{hashlib.sha256(session_id.encode()).hexdigest()}"
+
+
+def _place_key(principal: str, place: int) -> str:
+    return f"mcp-place:{hashlib.sha256(principal.encode()).hexdigest()}:{place}"
+
+
+def claim_place(principal: str, limit: int, holder: str, ttl: float) -> int | None:
+    """One of ``principal``'s ``limit`` places, claimed for ``holder`` (atomic ``add``: of two processes
+    asking for the last place, one gets it); None when all are held. Blocking: run on the store's pool."""
+    for place in range(limit):
+        if cache.add(_place_key(principal, place), holder, ttl):
+            return place
+    return None
+
+
+def release_place(principal: str, place: int, holder: str) -> None:
+    """Frees the place if ``holder`` still holds it (an expired place may have been claimed again)."""
+    key = _place_key(principal, place)
+    if cache.get(key) == holder:
+        cache.delete(key)
+
+
+def _touch(where: Endpoint, session_id: str, record: tuple[str, int], idle: float) -> None:
+    cache.touch(_store_key(where, session_id), idle)
+    cache.touch(_place_key(record[0], record[1]), idle)
+
+
+def _forget(where: Endpoint, session_id: str, record: tuple[str, int]) -> None:
+    cache.delete(_store_key(where, session_id))
+    release_place(record[0], record[1], f"{where.name}:{session_id}")
+
+
+def _record(where: Endpoint, session_id: str) -> tuple[str, int] | None:
+    """(principal, place) of a live session in the store, or None."""
+    found = cache.get(_store_key(where, session_id))
+    if isinstance(found, tuple) and len(found) == 2:
+        return found[0], found[1]
+    return None
+
+
+async def session_principal(where: Endpoint, session_id: str) -> str | None:
+    """The principal that opened ``session_id`` on ``where`` if it is live (any process), else None."""
+    if not 1 <= len(session_id) <= 128:
+        return None
+    record = await _store(_record, where, session_id)
+    return None if record is None else record[0]
 
 
 async def _store(work: Callable[..., Any], *args: Any) -> Any:
@@ -112,18 +161,6 @@ async def endpoint(name: str, build: Callable[[], Any]) -> Endpoint:
     return found
 
 
-def open_sessions(principal: str) -> int:
-    """The sessions ``principal`` holds open across the endpoints (ended ones forgotten here)."""
-    registry = _registry()
-    count = registry.opening.get(principal, 0)
-    for one in registry.endpoints.values():
-        live = one.live()
-        for session_id in [s for s in one.owners if s not in live]:
-            del one.owners[session_id]
-        count += sum(1 for owner in one.owners.values() if owner == principal)
-    return count
-
-
 async def _refuse(send: Any, status: int, message: str) -> None:
     body = json.dumps({"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": message}}).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
@@ -146,25 +183,26 @@ async def _empty(send: Any, status: int) -> None:
 async def _in_session(
     where: Endpoint, principal: str, session_id: str, scope: dict[str, Any], receive: Any, send: Any
 ) -> None:
-    key, idle = _store_key(where, session_id), conf.get().mcp_edge.session_idle_s
-    if await _store(cache.get, key) != principal:  # unknown, ended, expired, or another caller's
+    idle = conf.get().mcp_edge.session_idle_s
+    record = await _store(_record, where, session_id)
+    if record is None or record[0] != principal:  # unknown, ended, expired, or another caller's
         await _refuse(send, 404, "Session not found")
         return
     local = where.owners.get(session_id) == principal and session_id in where.live()
     if scope.get("method") == "DELETE":
-        await _store(cache.delete, key)
+        await _store(_forget, where, session_id, record)
         if local:
             await where.manager.handle_request(scope, receive, send)
             where.owners.pop(session_id, None)
         else:
             await _empty(send, 200)
         return
-    await _store(cache.touch, key, idle)
+    await _store(_touch, where, session_id, record, idle)
     if local:
         await where.manager.handle_request(scope, receive, send)
         if session_id not in where.live():
             where.owners.pop(session_id, None)
-            await _store(cache.delete, key)
+            await _store(_forget, where, session_id, record)
     else:
         await _stateless(where, scope, receive, send)
 
@@ -181,14 +219,18 @@ async def serve(where: Endpoint, principal: str, scope: dict[str, Any], receive:
     if scope.get("method") != "POST":
         await _refuse(send, 400, "Bad Request: Mcp-Session-Id header is required")
         return
-    limit = conf.get().mcp_edge.sessions_per_key
-    if open_sessions(principal) >= limit:
+    settings = conf.get().mcp_edge
+    limit, idle = settings.sessions_per_key, settings.session_idle_s
+    claim = f"opening:{uuid.uuid4().hex}"
+    place = await _store(claim_place, principal, limit, claim, idle)
+    if place is None:
         await _refuse(
             send,
             429,
             f"This key holds {limit} open MCP sessions (SKILLGATE_MCP_SESSIONS_PER_KEY); end one first.",
         )
         return
+    opened: list[str] = []
 
     async def watch(message: MutableMapping[str, Any]) -> None:
         if message["type"] == "http.response.start" and message["status"] < 400:
@@ -196,17 +238,18 @@ async def serve(where: Endpoint, principal: str, scope: dict[str, Any], receive:
             new = next((v.decode("latin-1") for k, v in headers if k == SESSION_HEADER), None)
             if new is not None:
                 where.owners[new] = principal
-                idle = conf.get().mcp_edge.session_idle_s
-                await _store(cache.set, _store_key(where, new), principal, idle)  # before the client has it
+                opened.append(new)
+                await _store(_opened, where, new, principal, place, claim, idle)  # before the client has it
         await send(message)
 
-    registry = _registry()
-    registry.opening[principal] = registry.opening.get(principal, 0) + 1
     try:
         await where.manager.handle_request(scope, receive, watch)
     finally:
-        left = registry.opening.get(principal, 1) - 1
-        if left > 0:
-            registry.opening[principal] = left
-        else:
-            registry.opening.pop(principal, None)
+        if not opened:
+            await _store(release_place, principal, place, claim)
+
+
+def _opened(where: Endpoint, session_id: str, principal: str, place: int, claim: str, idle: float) -> None:
+    """The new session's record, and its place passed from the claim to the session."""
+    cache.set(_store_key(where, session_id), (principal, place), idle)
+    cache.set(_place_key(principal, place), f"{where.name}:{session_id}", idle)

@@ -9,14 +9,17 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import uvicorn
 from django.conf import settings
 from django.contrib.auth.models import User
 
+from app import serve as app_serve
 from bench.support.vllm import free_port
 from diagnostics.mcp.servers import SyncReport, mcp_server_accept, mcp_server_register, mcp_server_sync
 from diagnostics.models import McpServer
@@ -183,3 +186,18 @@ def hostile_http(tmp_path: Path) -> Iterator[str]:
 def hostile_http_json(tmp_path: Path) -> Iterator[str]:
     """The same, answering with plain JSON bodies."""
     yield from _hostile_http(tmp_path, UPSTREAM_JSON="1")
+
+
+@pytest.fixture
+def second_server() -> Iterator[str]:
+    """Another server on its own event loop, as another of app/serve.py's processes would be (its own
+    session managers; the sessions shared through the cache, as Redis shares them between processes)."""
+    sock = app_serve.listening_socket("127.0.0.1", 0, backlog=64)
+    server = uvicorn.Server(app_serve.config(log_level="warning", lifespan="off"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    wait_until(lambda: server.started, timeout=30, what="the second server")
+    yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+    server.should_exit = True
+    thread.join(10)
+    sock.close()

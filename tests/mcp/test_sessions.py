@@ -5,20 +5,15 @@ number, ``GET`` is a 405 at once (no stream is held open), and the SDK's own cli
 
 from __future__ import annotations
 
-import threading
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import httpx2
 import pytest
-import uvicorn
 
-from app import serve
 from routing import scopes
 from tests.factories import make_key, make_role_key
 from tests.mcp.test_surfaces import call
-from tests.support.wait import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -131,21 +126,6 @@ def test_a_grant_revoked_mid_session_stops_the_next_request(gateway_url):
     assert post(gateway_url + "/mcp", agent.raw, LIST, session).status_code == 404  # another endpoint's id
     McpGrant.objects.filter(server=server).delete()
     assert post(url, agent.raw, LIST, session).status_code == 404
-
-
-@pytest.fixture
-def second_server() -> Iterator[str]:
-    """Another server on its own event loop, as another of app/serve.py's processes would be (its own
-    session managers; the sessions shared through the cache, as Redis shares them between processes)."""
-    sock = serve.listening_socket("127.0.0.1", 0, backlog=64)
-    server = uvicorn.Server(serve.config(log_level="warning", lifespan="off"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    wait_until(lambda: server.started, timeout=30, what="the second server")
-    yield f"http://127.0.0.1:{sock.getsockname()[1]}"
-    server.should_exit = True
-    thread.join(10)
-    sock.close()
 
 
 def test_a_session_opened_in_one_process_works_in_another_and_ends_in_all(gateway_url, second_server):
