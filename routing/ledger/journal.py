@@ -30,7 +30,7 @@ from django.db import DataError, IntegrityError, connection, transaction
 from core import fastjson
 from core.storable import storable, storable_json
 from routing import budgets, conf
-from routing.ledger import bulk_copy
+from routing.ledger import bulk_copy, group_commit
 from routing.ledger.record import invocation_of
 from routing.models import ApiKey, Invocation, RouterVersion, TaskProfile
 
@@ -158,6 +158,14 @@ def _commit_accounting(entry: Entry, *, replay: bool) -> int:
 
 def _commit(entries: list[Entry], *, replay: bool, check: bool) -> int:
     spends = [entry.spend for entry in entries]
+    queued = Invocation.SampleState.QUEUED
+    if not (replay or check) and group_commit.applies([entry.row for entry in entries], spends):
+        # The live group commit on PostgreSQL: rows and spend in one statement, one round trip.
+        group_commit.write([entry.row_json or fastjson.dumps(entry.row) for entry in entries], spends)
+        sampled = [entry.id for entry in entries if entry.row.get("sample_state") == queued]
+        if sampled:  # outside a transaction: now, as committed
+            transaction.on_commit(lambda: _enqueue_samples(sampled), robust=True)
+        return len(entries)
     with transaction.atomic():
         if replay:
             keys = sorted({entry.spend.key_id for entry in entries})
@@ -177,9 +185,8 @@ def _commit(entries: list[Entry], *, replay: bool, check: bool) -> int:
             Invocation.objects.bulk_create(rows, ignore_conflicts=replay)
             sampled = [row.pk for row in rows if row.sample_state == Invocation.SampleState.QUEUED]
             written = len(rows)
-        else:  # the live group commit: rows as they are, by COPY on PostgreSQL
+        else:  # live, reservation mode (or SQLite): rows as they are, by COPY on PostgreSQL
             bulk_copy.insert([entry.row for entry in entries])
-            queued = Invocation.SampleState.QUEUED
             sampled = [entry.id for entry in entries if entry.row.get("sample_state") == queued]
             written = len(entries)
         budgets.flush_spend(spends)
