@@ -4,14 +4,14 @@
 - ``/mcp/servers/<name>``: the gated gateway to a registered upstream server (app/mcp/gateway.py).
 
 Streamable HTTP through the official SDK, with sessions (``Mcp-Session-Id``: app/mcp/sessions.py):
-``POST`` carries JSON-RPC and is answered with JSON, ``DELETE`` ends a session. A ``GET`` (the spec's
-optional server-to-client event stream, which Skillgate has nothing to send on) is a 405 at once, as the
-spec allows, so no stream is held open. Every request needs ``Authorization: Bearer <API key>``; the
-key (and its owner, read fresh) is put in ``CALLER`` (app/mcp/tools.py) for the tools, which check
-each tool's scope and permission themselves; the gateway's grant is looked up on every request and put
-in ``GRANT``. An OAuth access token stands for a user's key where an issuer is configured
-(app/mcp/oauth.py, which also serves the protected-resource metadata). A missing or wrong bearer is a
-401 JSON error, with ``WWW-Authenticate``, before the SDK sees the request.
+``POST`` carries JSON-RPC and is answered with JSON, ``DELETE`` ends a session, and ``GET`` in a session
+is the spec's optional server-to-client event stream, bounded (app/mcp/streams.py: a maximum duration
+and number per key, heartbeats, the gateway's ``tools/list_changed``). Every request needs
+``Authorization: Bearer <API key>``; the key (and its owner, read fresh) is put in ``CALLER``
+(app/mcp/tools.py) for the tools, which check each tool's scope and permission themselves; the gateway's
+grant is looked up on every request and put in ``GRANT``. An OAuth access token stands for a user's key
+where an issuer is configured (app/mcp/oauth.py, which also serves the protected-resource metadata). A
+missing or wrong bearer is a 401 JSON error, with ``WWW-Authenticate``, before the SDK sees the request.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from django.contrib.auth.models import User
 
-from app.mcp import gateway, oauth, sessions, skillgate
+from app.mcp import gateway, oauth, sessions, skillgate, streams
 from app.mcp.tools import CALLER, GRANT, Caller
 from routing.access.keys import authenticate
 from routing.models import ApiKey
@@ -92,14 +92,15 @@ async def application(scope: dict[str, Any], receive: Any, send: Any) -> None:
     if path.rstrip("/") != PREFIX and gateway_match is None:
         await _answer(send, 404, f"No MCP endpoint at {path}; use /mcp or /mcp/servers/<name>.", "not_found")
         return
-    if scope.get("method", "POST") not in ("POST", "DELETE"):
+    method = scope.get("method", "POST")
+    if method not in ("POST", "DELETE", "GET"):
         await _answer(
             send,
             405,
-            "POST JSON-RPC messages to this MCP endpoint (DELETE ends a session); it offers no event "
-            "stream (GET).",
+            "POST JSON-RPC messages to this MCP endpoint; DELETE ends a session, GET in a session opens "
+            "its bounded event stream.",
             "method_not_allowed",
-            [(b"allow", b"POST, DELETE")],
+            [(b"allow", b"GET, POST, DELETE")],
         )
         return
     bearer = _bearer(scope)
@@ -118,9 +119,11 @@ async def application(scope: dict[str, Any], receive: Any, send: Any) -> None:
     token = CALLER.set(caller)
     try:
         if gateway_match is None:
-            await sessions.serve(
-                await sessions.endpoint("skillgate", skillgate.build), principal, scope, receive, send
-            )
+            where = await sessions.endpoint("skillgate", skillgate.build)
+            if method == "GET":
+                await streams.serve(where, principal, scope, receive, send)
+            else:
+                await sessions.serve(where, principal, scope, receive, send)
             return
         name = gateway_match.group(1)
         grant = await gateway.grant_of(name, caller)
@@ -130,7 +133,15 @@ async def application(scope: dict[str, Any], receive: Any, send: Any) -> None:
         grant_token = GRANT.set(grant)
         try:
             where = await sessions.endpoint(f"gateway/{name}", lambda: gateway.build(name))
-            await sessions.serve(where, principal, scope, receive, send)
+            if method == "GET":
+                key = caller.key
+
+                async def watch() -> object | None:
+                    return await streams.on_pool(gateway.visible_now, name, key)
+
+                await streams.serve(where, principal, scope, receive, send, watch)
+            else:
+                await sessions.serve(where, principal, scope, receive, send)
         finally:
             GRANT.reset(grant_token)
     finally:

@@ -10,6 +10,7 @@ to the registered upstream with the upstream's credentials (they never reach the
   outcome with ``skillgate_action_result``.
 - An upstream failure is described without its URL, command or credentials (diagnostics/mcp/client.py).
 - Resources and prompts pass through with the same grants (app/mcp/passthrough.py).
+- A session's event stream (app/mcp/streams.py) tells the client when the tools it sees change.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any
 
 import mcp_types as types
 from asgiref.sync import sync_to_async
+from django.db import close_old_connections
 
 from app.mcp import passthrough
 from app.mcp.tools import Caller, answer, caller, current_grant, error
@@ -33,6 +35,7 @@ from diagnostics.toolsets.mcp import CallRecord, qualified
 from routing import scopes
 from routing.access.ratelimit import check_rate
 from routing.errors import ApiError
+from routing.models import ApiKey
 
 RESULT_TOOL = "skillgate_action_result"
 _RESULT_SCHEMA = {
@@ -52,6 +55,20 @@ def _visible(grant: McpGrant) -> dict[str, tuple[McpTool, str]]:
             continue
         found[tool.name] = (tool, klass)
     return found
+
+
+def visible_now(server_name: str, key: ApiKey) -> tuple[tuple[str, str, str], ...] | None:
+    """What the key sees on the server now ((name, class, fingerprint) of each tool), or None once its
+    grant is gone: a stream's watch (app/mcp/streams.py), run on a pool thread."""
+    close_old_connections()
+    try:
+        grant = grant_for(key=key, server_name=server_name)
+        if grant is None:
+            return None
+        seen = _visible(grant)
+        return tuple(sorted((name, klass, tool.fingerprint) for name, (tool, klass) in seen.items()))
+    finally:
+        close_old_connections()
 
 
 def _listing(tool: McpTool, klass: str) -> types.Tool:

@@ -161,7 +161,7 @@ async def endpoint(name: str, build: Callable[[], Any]) -> Endpoint:
     return found
 
 
-async def _refuse(send: Any, status: int, message: str) -> None:
+async def refuse(send: Any, status: int, message: str) -> None:
     body = json.dumps({"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": message}}).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     await send({"type": "http.response.start", "status": status, "headers": headers})
@@ -186,7 +186,7 @@ async def _in_session(
     idle = conf.get().mcp_edge.session_idle_s
     record = await _store(_record, where, session_id)
     if record is None or record[0] != principal:  # unknown, ended, expired, or another caller's
-        await _refuse(send, 404, "Session not found")
+        await refuse(send, 404, "Session not found")
         return
     local = where.owners.get(session_id) == principal and session_id in where.live()
     if scope.get("method") == "DELETE":
@@ -212,19 +212,19 @@ async def serve(where: Endpoint, principal: str, scope: dict[str, Any], receive:
     session_id = next((v.decode("latin-1") for k, v in scope.get("headers", ()) if k == SESSION_HEADER), None)
     if session_id is not None:
         if not 1 <= len(session_id) <= 128:
-            await _refuse(send, 404, "Session not found")
+            await refuse(send, 404, "Session not found")
             return
         await _in_session(where, principal, session_id, scope, receive, send)
         return
     if scope.get("method") != "POST":
-        await _refuse(send, 400, "Bad Request: Mcp-Session-Id header is required")
+        await refuse(send, 400, "Bad Request: Mcp-Session-Id header is required")
         return
     settings = conf.get().mcp_edge
     limit, idle = settings.sessions_per_key, settings.session_idle_s
     claim = f"opening:{uuid.uuid4().hex}"
     place = await _store(claim_place, principal, limit, claim, idle)
     if place is None:
-        await _refuse(
+        await refuse(
             send,
             429,
             f"This key holds {limit} open MCP sessions (SKILLGATE_MCP_SESSIONS_PER_KEY); end one first.",
