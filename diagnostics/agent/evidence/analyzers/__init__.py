@@ -1,6 +1,7 @@
 """Analyzers: deterministic functions from raw tool output to findings (a small ABC + registry)."""
 
 from diagnostics.agent.evidence.analyzers import (  # noqa: F401  (registration)
+    chains,
     changes,
     commands,
     events,

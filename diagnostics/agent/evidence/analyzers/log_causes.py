@@ -11,7 +11,14 @@ fails names the cause, and these classes come from what the errors mean where th
 - time: a token or certificate "not yet valid" / "used before issued" (a clock behind the issuer's);
 - a missing dependency of the program itself (Python's ModuleNotFoundError/ImportError, Node's
   "Cannot find module", the JVM's NoClassDefFoundError/ClassNotFoundException, a shared library the
-  loader cannot open).
+  loader cannot open);
+- credentials a server rejects (PostgreSQL's "password authentication failed", MySQL's "Access denied for
+  user"): every retry fails the same way until the secret or the grant changes;
+- configuration: a reload that fails (the process keeps serving its previous configuration, so nothing
+  crashes and the new settings silently do not apply) and a configuration rejected at start (the process
+  exits: a crash loop whose cause is the file, not the code);
+- DNS: a lookup sent to a name server ``IP:53`` that times out or is refused: the cluster's DNS server does
+  not answer (its pods are the lead, in ``kube-system`` by Kubernetes' convention).
 
 (A shell script's syntax error, the key line of a job that exits 2, is ``commands.py``'s.)
 
@@ -26,7 +33,7 @@ from collections.abc import Callable
 from diagnostics.agent import rx
 from diagnostics.agent.evidence.analyzers.base import AnalysisState, Analyzer, ToolOutput, clip, register
 from diagnostics.agent.evidence.analyzers.logs import log_subject
-from diagnostics.agent.findings import Finding, Severity
+from diagnostics.agent.findings import Finding, ObjRef, Severity
 
 _HOST = rx.compile(
     r"(?:^|[^\w@/-])((?:[a-z0-9](?:[a-z0-9-]*[a-z0-9])?\.)+[a-z]{2,})(?:[^\w-]|$)", rx.IGNORECASE
@@ -35,8 +42,16 @@ _ADDRESS = rx.compile(r"(?:listen|bind)\s+(?:tcp\d?|udp\d?)?\s*((?:[\w.\-\[\]]*)
 
 
 def _line(text: str, pattern: rx.Pattern) -> str:
-    """The last line of ``text`` that matches (the most recent statement of it)."""
-    return next((line.strip() for line in reversed(text.splitlines()) if pattern.search(line)), "")
+    """The last line of ``text`` that matches (the most recent statement of it); a line that ends with a
+    colon goes on with the next one (a message over two lines: "errors:" then what they are)."""
+    lines = text.splitlines()
+    for i in range(len(lines) - 1, -1, -1):
+        if pattern.search(lines[i]):
+            line = lines[i].strip()
+            if line.endswith(":") and i + 1 < len(lines):
+                line += " " + lines[i + 1].strip()
+            return line
+    return ""
 
 
 def _count(text: str, pattern: rx.Pattern) -> int:
@@ -119,6 +134,56 @@ def _inodes(line: str, where: str, n: int) -> tuple[str, str, str]:
     )
 
 
+_USER = rx.compile(r"(?:for|user)\s+(?:user\s+)?[\"'`]?([\w.@-]+)", rx.IGNORECASE)
+
+
+def _credentials(line: str, where: str, n: int) -> tuple[str, str, str]:
+    match = _USER.search(line.split("authentication failed", 1)[-1]) or _USER.search(line)
+    user = f" for user {match.group(1)}" if match else ""
+    return (
+        "credentials_rejected",
+        f"The database rejects the credentials{user}{where} ({n} lines): every attempt fails the same way "
+        f"and exits, until the password (its Secret) or the grant is fixed: '{clip(line, 160)}'",
+        "Make the Secret's password match the database user's (or restore the user's grant), then rerun.",
+    )
+
+
+def _reload_failed(line: str, where: str, n: int) -> tuple[str, str, str]:
+    return (
+        "config_reload_failed",
+        f"Reloading the new configuration failed{where} ({n} lines), so the process keeps running its "
+        f"previous configuration (the new settings do not apply, nothing crashes): '{clip(line, 200)}'",
+        "Fix the error the reload names in the configuration, then reload again; check that it applied.",
+    )
+
+
+def _config_rejected(line: str, where: str, n: int) -> tuple[str, str, str]:
+    return (
+        "config_rejected",
+        f"The process rejects its configuration at start{where} and exits: '{clip(line, 200)}'",
+        "Fix the configuration the error names (or roll back the change that produced it).",
+    )
+
+
+_DNS_SERVER = rx.compile(
+    r"\blookup\s+(\S+?)\s+on\s+([\d.]+:53)\b[^\n]*?"
+    r"(i/o timeout|connection refused|no such host|server misbehaving)",
+    rx.IGNORECASE,
+)
+
+
+def _dns_unanswered(line: str, where: str, n: int) -> tuple[str, str, str]:
+    match = _DNS_SERVER.search(line)
+    name, server, how = match.groups() if match else ("a name", "the DNS server", "timeout")
+    verdict = "does not resolve" if how.lower() == "no such host" else "does not answer"
+    return (
+        "dns_server_unanswered",
+        f"DNS lookups fail{where} ({n} lines): the name server {server} {verdict} ({how}) for {name}, so "
+        f"every call by name fails: '{clip(line, 160)}'",
+        "Look at the cluster DNS (its pods in kube-system, their logs) and the path to it.",
+    )
+
+
 _STATUS_PHRASE = {"502": "Bad Gateway", "503": "Service Unavailable", "504": "Gateway Timeout"}
 _DEPENDENCY_5XX = rx.compile(
     r"https?://([a-z][\w-]*)[\w.:-]*\S*[^\n]{0,40}?\b(50[234])\b",
@@ -174,6 +239,32 @@ _CLASSES: tuple[tuple[rx.Pattern, _Explain, int], ...] = (
     ),
     (_DEPENDENCY_5XX, _dependency_unavailable, 66),
     (
+        rx.compile(
+            r"password authentication failed|Access denied for user|authentication failed for user", rx.I
+        ),
+        _credentials,
+        80,
+    ),
+    (
+        rx.compile(
+            r"error reloading config|loading configuration file failed|"
+            r"(?:config(?:uration)?[^\n]{0,40}reload|reload[^\n]{0,40}config(?:uration)?)[^\n]{0,40}(?:fail|error)",
+            rx.IGNORECASE,
+        ),
+        _reload_failed,
+        76,
+    ),
+    (
+        rx.compile(
+            r"error initializing configuration|invalid configuration|"
+            r"failed to (?:load|parse) (?:the )?config",
+            rx.IGNORECASE,
+        ),
+        _config_rejected,
+        77,
+    ),
+    (_DNS_SERVER, _dns_unanswered, 70),
+    (
         rx.compile(r"\b100% inodes|inodes? (?:exhausted|used up)|out of inodes|IUse%\s*100%", rx.I),
         _inodes,
         90,
@@ -198,5 +289,7 @@ class LogCauseAnalyzer(Analyzer):
             if not line:
                 continue
             kind, summary, fix = explain(line, where, _count(out.text, pattern))
+            if kind == "dns_server_unanswered":
+                state.lead(ObjRef("pod", "*", "kube-system"), "the cluster DNS pods (kube-system)", 72)
             findings.append(Finding(kind, summary + ".", Severity.CRITICAL, subject, clip(line), rank, fix))
         return findings

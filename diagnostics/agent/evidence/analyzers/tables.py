@@ -178,6 +178,10 @@ class ListAnalyzer(Analyzer):
                 continue
             on_pressured_node = bool(pressured) and table.column(row, "NODE") in pressured
             if not (state.is_related(name) or on_pressured_node):
+                # A listing of a namespace the subject is not in was asked for by a lead (the cluster
+                # DNS, an API service's backend): its unhealthy pods are evidence of their own.
+                if kind in ("pod", "") and _foreign(state, namespace) and "STATUS" in header:
+                    findings += _foreign_pod(table.column(row, "STATUS"), name, namespace, row, state)
                 continue
             obj = ObjRef(kind or "pod", name, table.column(row, "NAMESPACE") or namespace)
             if kind in ("pod", "") and "STATUS" in header:
@@ -386,3 +390,27 @@ class LineageAnalyzer(Analyzer):
                 continue
             state.lead(ObjRef(kind, name, namespace), "owned by the subject", 80 if kind == "Pod" else 60)
         return []
+
+
+def _foreign(state: AnalysisState, namespace: str) -> bool:
+    subject_ns = state.alert.subject.namespace
+    return bool(namespace) and bool(subject_ns) and namespace != subject_ns
+
+
+def _foreign_pod(
+    status: str, name: str, namespace: str, row: list[str], state: AnalysisState
+) -> list[Finding]:
+    """An unhealthy pod in a namespace a lead led to: read on its own (describe, logs) and reported."""
+    if status not in BAD_POD_STATUSES:
+        return []
+    state.lead(ObjRef("pod", name, namespace), f"an unhealthy pod in {namespace}", 68)
+    return [
+        Finding(
+            "pod_status",
+            f"Pod {name} in {namespace} is {status}.",
+            Severity.WARNING,
+            ObjRef("pod", name, namespace).label,
+            clip(" ".join(row)),
+            20,
+        )
+    ]
