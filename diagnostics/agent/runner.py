@@ -361,6 +361,8 @@ def investigate(
         kept = [line for line in diagnosis_text.splitlines() if not line.startswith(_HEALTHY_CLAIMS)]
         diagnosis_text = "\n".join([answer.headline, *kept, "workload_healthy: unknown (no data)"])
         root_cause = root_cause or answer.headline
+    elif answer.details:  # what a status question asks besides the verdict, answered first
+        diagnosis_text = "\n".join([*answer.details, diagnosis_text])
     report: dict[str, Any] = {}
     if isinstance(observer, ToolCallingObserver):
         agent = _run_agent(

@@ -357,7 +357,11 @@ class ReplayToolset(ReadToolset):
     def _derived(self, tool: str, params: dict[str, Any]) -> ToolResult | None:
         kind = str(params.get("kind", "")).lower()
         if tool == "kubectl_get_by_kind_in_cluster" and kind in ("namespace", "namespaces", "ns"):
-            namespaces = sorted({ns for _, ns, _ in self._addressed() if ns})
+            addressed = self._addressed()
+            # A namespace listed (even with no object in it named) is a namespace of the cluster.
+            namespaces = sorted(
+                {ns for _, ns, _ in addressed if ns} | {n for k, _, n in addressed if k == "namespace"}
+            )
             if not namespaces:
                 return None
             lines = ["# replay: derived from the namespaces the recorded calls address", "NAME   STATUS"]

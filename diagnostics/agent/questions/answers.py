@@ -86,7 +86,7 @@ class Answer:
             out.append("Error groups (count, first seen, last seen, signature):")
             for group in self.groups[:15]:
                 seen = f"{group.get('first_seen') or '-'} .. {group.get('last_seen') or '-'}"
-                out.append(f"- {group['count']}x [{group['category']}] {seen}: {group['signature']}")
+                out.append(f"- {group['count']} times [{group['category']}] {seen}: {group['signature']}")
                 if group.get("example") and group["example"] != group["signature"]:
                     out.append(f"  e.g. {group['example'][:300]}")
         if self.lines:

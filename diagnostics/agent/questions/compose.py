@@ -31,6 +31,7 @@ from diagnostics.agent.questions.answers import (
     Answer,
     confidence_of,
 )
+from diagnostics.agent.questions.asked import selected
 from diagnostics.agent.questions.changes import changes_answer
 from diagnostics.agent.questions.clarify import ask_back
 from diagnostics.agent.questions.events import events_answer
@@ -187,6 +188,9 @@ def _count_or_list(intent: Intent, state: AnalysisState, known: list[Resolution]
         names = {m.name for r in known for m in r.matches} | {r.name for r in known}
         rows = [r for r in rows if r.name in names or any(r.name.startswith(n + "-") for n in names)]
     listed = any(k == kind for k, _ in state.inventory.listed) or bool(rows)
+    by_labels = selected(rows, intent.selector, state)
+    if by_labels is not None:
+        rows = by_labels
     state_test = state_filter(intent.state)
     counted_rows = [r for r in rows if state_test(r)] if state_test else rows
     label = intent.state.split(":", 1)[-1]
@@ -198,6 +202,10 @@ def _count_or_list(intent: Intent, state: AnalysisState, known: list[Resolution]
     )
     if known:
         where += f" named like {', '.join(r.name for r in known)}"
+    if intent.selector:
+        where += f" with labels {','.join(intent.selector)}" + (
+            "" if by_labels is not None else " (no labels read)"
+        )
     columns = ["NAME", "NAMESPACE", "STATUS", "READY", "RESTARTS", "AGE"]
     table = [[r.name, r.namespace, r.status, r.ready, r.restarts, r.age] for r in counted_rows]
     if not listed:
@@ -377,8 +385,10 @@ def _errors(intent: Intent, state: AnalysisState, known: list[Resolution], names
         kinds = ", ".join(dict.fromkeys(g.category for g in groups))
         headline = f"{total} error lines in the logs of {scope}, in {len(groups)} groups ({kinds})."
     elif reads:
+        # An empty filtered read over logs that have data is a finding: zero errors.
         headline = (
-            f"No error line in the {sum(len(ln) for _, ln in reads)} log lines of {scope} that were read."
+            f"{scope} logged no error line: 0 errors in the {sum(len(ln) for _, ln in reads)} log lines "
+            "that were read."
         )
     else:
         headline = f"No log of {scope} could be read."

@@ -110,6 +110,8 @@ class QuestionPlanner(RulePlanner):
 
     def decide(self, view: InvestigationView) -> Decision:
         intent = view.state.intent
+        if intent is not None and intent.kind == STATUS and (asked := self._asked_read(view)) is not None:
+            return asked
         if intent is None or intent.kind == STATUS or self._phase == "status":
             return super().decide(view)
         if intent.kind == EXPLAIN:
@@ -124,6 +126,27 @@ class QuestionPlanner(RulePlanner):
             if not self._read(view):
                 break
         return Decision(SUBMIT, reason="the question's plan is done")
+
+    def _asked_read(self, view: InvestigationView) -> Decision | None:
+        """The read a status question's asked fact needs before the root-cause plan: the wide listing of
+        every pod for an address, the pods' CPU and memory (``kubectl top``) for a usage question."""
+        intent = view.state.intent
+        assert intent is not None
+        wanted: list[tuple[ToolSpec | None, dict[str, Any], str]] = []
+        if intent.addresses:
+            lister = _spec(view, lambda s: _lister(s, namespaced=False))
+            wanted.append((lister, {"kind": "pod"}, "find what has the address"))
+        if "usage" in intent.asks:
+            top = _spec(
+                view, lambda s: "top" in s.name.lower() and "pod" in s.name.lower() and not required_of(s)
+            )
+            wanted.append((top, {}, "the pods' CPU and memory use"))
+        for spec, params, reason in wanted:
+            key = _key(spec.name, params) if spec is not None else ""
+            if spec is not None and key not in self._done:
+                self._done.add(key)
+                return Decision(PROBE, reason=reason, tool=spec.name, params=params)
+        return None
 
     def _next(self, view: InvestigationView) -> Decision | None:
         made = {_key(step.tool, step.params) for step in view.steps}

@@ -17,6 +17,7 @@ from typing import Any, Protocol, runtime_checkable
 from diagnostics.agent.evidence.analyzers import AnalysisState
 from diagnostics.agent.findings import Finding, Severity
 from diagnostics.agent.questions.answers import DIAGNOSIS, EXPLANATION, LOW, Answer, confidence_of
+from diagnostics.agent.questions.asked import asked_details
 from diagnostics.agent.questions.compose import build_question_answer
 from diagnostics.agent.questions.planner import finding_document, question_namespace, resolutions
 from diagnostics.agent.request.intent import EXPLAIN, STATUS
@@ -93,6 +94,8 @@ def _status(state: AnalysisState, *, diagnosis: str, root_cause: str, reads: lis
         intent=STATUS,
         shape=DIAGNOSIS,
         headline=root_cause or diagnosis.split("\n", 1)[0],
+        # What the question asks besides a verdict (memory, node, IP, its pods' states) comes first.
+        details=asked_details(state, question_namespace(state)),
         confidence=confidence_of(reads=len(reads), empty=sum(1 for got in reads if not got)),
     )
 

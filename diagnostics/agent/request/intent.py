@@ -24,7 +24,7 @@ from typing import Any
 
 from diagnostics.agent import rx
 from diagnostics.agent.findings import normalize_kind
-from diagnostics.agent.request.names import KIND_WORDS, STOP_NAMES
+from diagnostics.agent.request.names import KIND_WORDS, NOT_OBJECTS, STOP_NAMES
 from diagnostics.agent.request.subject import structured_subject
 from diagnostics.agent.request.timewindow import TimeWindow, parse_window
 
@@ -210,6 +210,8 @@ _OBJECTS = (
 _NAMESPACE = rx.compile(
     r"(?:\bnamespace|\bns|-n)\s+[`'\"]?([a-z0-9][-a-z0-9]*[a-z0-9])[`'\"]?(?:\s+namespace)?\b"
 )
+# Verbs a question starts with ("check namespace ingest"): never the namespace's name.
+_VERBS = frozenset({"check", "show", "list", "get", "describe", "inspect", "look", "see", "scan"})
 _NAMESPACE_AFTER = rx.compile(r"\b([a-z0-9][-a-z0-9]*[a-z0-9])\s+(?:namespace|ns)\b")
 _KIND_ALT = "|".join(sorted(KIND_WORDS, key=len, reverse=True))
 _KIND_THEN_NAME = rx.compile(rf"\b(?:{_KIND_ALT})\s+[`'\"]?([a-z0-9][-a-z0-9.]*[a-z0-9])")
@@ -232,6 +234,19 @@ _PREVIOUS = rx.compile(
     r"(?:restart|crash|died|was killed|got killed|restarted|crashed)\w*|"
     r"(?:^|\s)(?:--previous|-p)(?:\s|$)|\bprevious logs?\b"
 )
+_SELECTOR = rx.compile(r"(?:^|[\s,(`'\"])([a-z0-9][\w./-]{0,62}!?=[\w.-]{1,63})", rx.IGNORECASE)
+_ADDRESS = rx.compile(r"\b((?:\d{1,3}\.){3}\d{1,3})\b")
+# The facts a question asks for beyond a verdict, by the words that ask for them.
+_ASKS: tuple[tuple[str, rx.Pattern], ...] = (
+    ("usage", rx.compile(r"\b(?:memory|ram|cpu|usage|using|consum\w*|utili[sz]\w*)\b")),
+    (
+        "node",
+        rx.compile(
+            r"\b(?:which|what) node\b|\bnode (?:is|are|does|do)\b|\bwhere (?:is|are|does|do)\b.*\brun"
+        ),
+    ),
+    ("pods", rx.compile(r"\bpods? of\b|\b(?:all|they|them|replicas?|pods?) (?:all )?(?:ready|running|up)\b")),
+)
 _SUMMARY = rx.compile(r"\bsummar\w+|\bsum up\b|\bgist\b|\btl;?dr\b|\boverview\b|\bwhat do the logs say\b")
 
 
@@ -252,6 +267,11 @@ class Intent:
     finding_ref: str = ""
     window: TimeWindow | None = None
     limit: int = 0
+    # A label selector the question names (``app=ledger``), IP addresses it names, and the facts it asks
+    # for beyond a verdict (``usage``: CPU/memory; ``node``: where a pod runs; ``pods``: its pods' states).
+    selector: list[str] = field(default_factory=list)
+    addresses: list[str] = field(default_factory=list)
+    asks: set[str] = field(default_factory=set)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -267,6 +287,9 @@ class Intent:
             "finding_ref": self.finding_ref,
             "window": self.window.to_json() if self.window else None,
             "limit": self.limit,
+            "selector": self.selector,
+            "addresses": self.addresses,
+            "asks": sorted(self.asks),
         }
 
 
@@ -308,6 +331,7 @@ def candidate_names(text: str, *, exclude: set[str] = frozenset()) -> list[str]:
         if (
             len(word) < 3
             or word in STOP_NAMES
+            or word in _VERBS
             or word in OBJECT_WORDS
             or word in exclude
             or rx.fullmatch(r"[\d.:]+(?:st|nd|rd|th|s|m|h|d)?|\d{4}-\d{2}-\d{2}(?:t[\d:.]+z?)?", word)
@@ -350,7 +374,11 @@ def classify(text: str, *, anchor: datetime | None = None, is_alert: bool = Fals
 
 
 def _classify_words(text: str, intent: Intent, anchor: datetime | None) -> Intent:
+    intent.selector = list(dict.fromkeys(m.group(1).lower() for m in _SELECTOR.finditer(text)))
+    intent.addresses = list(dict.fromkeys(_ADDRESS.findall(text)))
+    text = _ADDRESS.sub(" ", _SELECTOR.sub(" ", NOT_OBJECTS.sub(" ", text)))
     lowered = " ".join(text.lower().split())
+    intent.asks = {what for what, pattern in _ASKS if pattern.search(lowered)}
     if anchor is not None:
         intent.window = parse_window(text, anchor)
     quoted = _QUOTED_TERM.findall(text)
@@ -394,7 +422,7 @@ def _classify_words(text: str, intent: Intent, anchor: datetime | None) -> Inten
     for pattern in (_NAMESPACE_AFTER, _NAMESPACE):
         for match in pattern.finditer(lowered):
             word = match.group(1)
-            if word not in STOP_NAMES and word not in OBJECT_WORDS and word not in window_words:
+            if word not in STOP_NAMES | _VERBS and word not in OBJECT_WORDS and word not in window_words:
                 namespace = word
                 break
         if namespace:

@@ -108,12 +108,29 @@ STOP_NAMES = (
         "me",
         "us",
         "not",
+        # Words around a name that are never one.
+        "labelled",
+        "labeled",
+        "label",
+        "labels",
+        "selector",
+        "according",
+        "compare",
+        "prometheus",
+        "grafana",
+        "loki",
     }
     | TIME_WORDS
     | QUESTION_WORDS
 )
 
 _NAME = r"[a-z0-9](?:[-a-z0-9.]*[a-z0-9])?"
+# A cluster or kube-context a question names ("namespace X on cluster Y") is no object of it.
+NOT_OBJECTS = rx.compile(
+    r"\b(?:on|in|of|for|from|at)\s+(?:the\s+)?(?:cluster|context|kube-?context)\s+[`'\"]?[\w.-]+[`'\"]?|"
+    r"\b(?:cluster|context)\s*[:=]\s*[\w.-]+|\b[\w.-]+\s+(?:cluster|kube-?context)\b",
+    rx.IGNORECASE,
+)
 _QUOTED = rx.compile(r"[`'\"]([A-Za-z0-9][-A-Za-z0-9._/]*)[`'\"]")
 _NAMESPACE = (
     rx.compile(rf"\bnamespace[s]?\s*[:=]?\s*[`'\"]?({_NAME})[`'\"]?", rx.IGNORECASE),
@@ -152,6 +169,7 @@ def parse_free_text(text: str) -> Subject:
     """The subject the words of ``text`` name (JSON documents are read before this, by
     ``subject.text_subject``)."""
     subject = Subject()
+    text = NOT_OBJECTS.sub(" ", text)
     lowered = text.lower()
     for qualified_match in _KIND_NAMESPACED.finditer(lowered):
         kind, namespace, name = (
