@@ -1,7 +1,8 @@
 """The dashboard in headless chromium at a phone's width (375 px) and at a desktop's: every page fits
 the screen (nothing scrolls sideways), the navigation folds behind a Menu button, a hostile value is a
 message next to its field, the Learning page's poll leaves an opened panel open, and /favicon.ico is
-there."""
+there. The confirmation steps (what a browser without JavaScript gets before a fix runs, a cycle
+spends or a server goes) fit both widths too."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ from decimal import Decimal
 import pytest
 from playwright.sync_api import Browser, Page, expect
 
-from diagnostics.models import McpServer
+from diagnostics import services
+from diagnostics.models import McpServer, Step
 from tests.factories import ApiKeyFactory, InvocationFactory, TaskProfileFactory
 from tests.factories.diagnostics import IncidentFactory
 from tests.factories.training import CycleFactory
@@ -69,6 +71,8 @@ def pages() -> list[str]:
         f"/profiles/{profile.pk}/",
         "/keys/",
         "/mcp-servers/",
+        "/mcp-servers/?audit=calls",  # the audit, both of its views
+        f"/mcp-servers/?audit=changes&server={server.name}",
         "/mcp-servers/new/",
         f"/mcp-servers/{server.name}/",
     ]
@@ -176,3 +180,32 @@ def test_daily_actions_on_a_phone(phone: Page, gateway_url: str) -> None:
     expect(phone.locator("[data-verdict]")).to_have_attribute("data-verdict", "pass")
     assert sideways(phone) <= 0
     screenshot(phone, "phone-profile-try-it")
+
+
+@pytest.mark.parametrize("viewport", [PHONE, DESKTOP], ids=["phone", "desktop"])
+def test_the_confirmation_steps_fit_the_screen(browser: Browser, gateway_url: str, pages, viewport) -> None:
+    requester = dashboard_user("rita", "operator")
+    incident = services.incident_open(title="api is down", environment="local", created_by=requester)
+    trajectory = incident.trajectories.get()
+    services.step_record(trajectory=trajectory, phase=Step.Phase.ALERT, summary="api is down")
+    services.action_request_propose(
+        trajectory=trajectory, tool="restart_service", args={"service": "api " * 30}, reason="api crashed"
+    )
+    idle = TaskProfileFactory.create(name="a-profile-with-no-cycle-and-a-long-name")
+    context = browser.new_context(viewport=viewport, java_script_enabled=False)
+    page = context.new_page()
+    log_in(page, gateway_url, "adam", PASSWORD)
+    steps = [
+        (f"/incidents/{incident.pk}/", "button:text('Approve')", "Run restart_service"),
+        (f"/learning/?profile={idle.pk}", "[data-start-cycle]", "spends teacher calls"),
+        ("/mcp-servers/a-server-with-a-long-name/", "[data-delete]", "its audit (tool changes, calls) stays"),
+    ]
+    for path, button, question in steps:
+        page.goto(gateway_url + path)
+        page.click(button)
+        step = page.locator("[data-confirm-step]")
+        expect(step).to_contain_text(question)
+        expect(step.locator("[data-confirmed]")).to_be_visible()
+        assert sideways(page) <= 0, f"{path}: the confirmation scrolls sideways at {viewport['width']} px"
+    screenshot(page, f"confirm-delete-{viewport['width']}")
+    context.close()
