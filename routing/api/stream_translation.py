@@ -19,20 +19,22 @@ class Translator(Protocol):
 
 async def translate(chat_sse: AsyncIterator[bytes], translator: Translator) -> AsyncIterator[bytes]:
     try:
-        for out in translator.start():
-            yield out
+        # The events of one piece of the chat stream go out together: one write, not one per event.
+        yield b"".join(translator.start())
         async for raw in chat_sse:
+            out: list[bytes] = []
             for line in raw.split(b"\n"):
                 if not line.startswith(b"data: ") or line == b"data: [DONE]":
                     continue
                 chunk = orjson.loads(line[6:])
                 if "error" in chunk:
-                    yield translator.error(chunk["error"] or {})
+                    out.append(translator.error(chunk["error"] or {}))
+                    yield b"".join(out)
                     return
-                for out in translator.chunk(chunk):
-                    yield out
-        for out in translator.end():
-            yield out
+                out += translator.chunk(chunk)
+            if out:
+                yield b"".join(out)
+        yield b"".join(translator.end())
     finally:
         aclose = getattr(chat_sse, "aclose", None)
         if aclose is not None:

@@ -1,9 +1,9 @@
 """``stream=true``: Server-Sent Events.
 
 A student answer that must be verified is produced whole, verified, and only then sent (as
-chunks); a teacher answer, or a student answer with nothing to verify, streams through as it
-arrives. Usage comes from the upstream's final usage chunk and is forwarded when the client
-asked for it (``stream_options.include_usage``), as OpenAI does.
+chunks, all in one write of the body); a teacher answer, or a student answer with nothing to verify,
+streams through as it arrives. Usage comes from the upstream's final usage chunk and is forwarded
+when the client asked for it (``stream_options.include_usage``), as OpenAI does.
 
 A chunk streamed through is parsed (the ledger needs its content, tool calls and usage) but sent on
 as the upstream's own bytes with the gateway's completion id put in, when the backend was called
@@ -47,6 +47,11 @@ DONE = b"data: [DONE]\n\n"
 
 def sse(data: dict[str, Any]) -> bytes:
     return b"data: " + orjson.dumps(data) + b"\n\n"
+
+
+def replayed(chunks: list[dict[str, Any]]) -> bytes:
+    """A whole answer's events and the ``[DONE]`` after them, as one piece of the body."""
+    return b"".join([*map(sse, chunks), DONE])
 
 
 @dataclass
@@ -188,12 +193,11 @@ def _replay_verified(
     chunks = completion_chunks(completion_id, leg.model, done.message, done.finish_reason, usage)
 
     async def body() -> AsyncIterator[bytes]:
-        try:
-            for chunk in chunks:
-                yield sse(chunk)
-        finally:
-            await save(record, hold)
-        yield DONE
+        # The answer is whole: recorded first (a client that saw the end finds its row), then sent in
+        # one write, not one per chunk (each a send through the server and a syscall).
+        events = replayed(chunks)
+        await save(record, hold)
+        yield events
 
     return StreamPlan(_headers(record, leg.role, leg.verdict, record.overhead_ms), body())
 
@@ -209,9 +213,7 @@ def _replay_result(prep: Prepared, result: Result) -> StreamPlan:
     chunks = completion_chunks(completion_id, served.model, message, finish_reason, usage, more=more)
 
     async def body() -> AsyncIterator[bytes]:
-        for chunk in chunks:
-            yield sse(chunk)
-        yield DONE
+        yield replayed(chunks)
 
     return StreamPlan(_headers(record, served.role, served.verdict, record.overhead_ms), body())
 
