@@ -127,7 +127,8 @@ class LedgerWriter:
             self._queue.append(entry)
             self._submitted += 1
             full = len(self._queue) >= conf.get().ledger.batch_max
-        self._wake.set()
+        if not self._wake.is_set():  # set by the window's first row: the next ones skip its lock
+            self._wake.set()
         if full:
             self._urgent.set()
 
