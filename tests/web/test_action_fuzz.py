@@ -1,7 +1,8 @@
 """The dashboard's actions that have no form class, and its pages' query parameters, fuzzed with hostile
 values (issue 41): approve and deny (with their note, the plan they were shown and the confirmation),
 start and cancel a cycle, roll an adapter back, revoke a key, delete an MCP server, and the pages'
-``range``, ``profile``, ``page`` and ``tail`` parameters. ``test_form_fuzz.py`` covers every form class.
+``range``, ``profile``, ``page`` and ``tail`` parameters. ``test_form_fuzz.py`` covers every form class
+(on one page each); the profile form is fuzzed here on its second page too, where a profile is created.
 
 Each submission sends hostile values for some of the fields the view reads, and sometimes a field it does
 not know; the answer is never a 500, always one of the view's own answers, and never shows a server path.
@@ -19,11 +20,13 @@ from django.urls import reverse
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from app.web.forms import TaskProfileForm
 from diagnostics import services
 from diagnostics.models import McpServer, Step
 from tests.factories import ApiKeyFactory, InvocationFactory, TaskProfileFactory
 from tests.factories.training import CycleFactory
-from tests.web.test_form_fuzz import HOSTILE, MISSING
+from tests.web.test_form_fuzz import HOSTILE, MISSING, PROFILE_BASE, Case, _check, _profile_state
+from tests.web.test_form_fuzz import VALUE as FORM_VALUE
 from training.models import Cycle
 
 pytestmark = pytest.mark.django_db
@@ -159,3 +162,25 @@ def test_known_hostile_values_are_answered(as_role, world) -> None:
         action = next(a for a in ACTIONS if a.name == name)
         response = as_role(action.role).post(action.url(world), data)
         assert response.status_code in action.answers, (name, data, response.status_code)
+
+
+PROFILE_CREATE = Case(
+    TaskProfileForm,
+    "admin",
+    url=lambda world: reverse("web:profiles"),
+    base=lambda world: {**PROFILE_BASE, "name": "fuzz-created"},
+    build=lambda world, data: TaskProfileForm(data),
+    accepted=(302,),
+    snapshot=_profile_state,
+)
+
+
+def test_hostile_values_in_a_new_profile_get_a_field_message(as_role, world) -> None:
+    client = as_role("admin")
+
+    @settings(max_examples=30, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+    @given(name=st.sampled_from(list(TaskProfileForm.base_fields)), value=FORM_VALUE)
+    def fuzz(name: str, value: Any) -> None:
+        _check(client, PROFILE_CREATE, world, name, value)
+
+    fuzz()
