@@ -4,7 +4,8 @@ The command blocks of the guides run on a fresh server in ``test_guide_commands.
 default suite: every command block of a page is either run by that test or marked with why it is not
 (``<!-- guide-test: skip: why -->``), and every ``manage.py``, ``make`` and ``python -m`` command written
 anywhere in the docs (blocks and inline code) names a command, option, target or module that exists,
-so a renamed option cannot leave a guide behind.
+so a renamed option cannot leave a guide behind; every file of the repository the docs' code names is
+there (a test to reproduce a number, a module to read).
 """
 
 from __future__ import annotations
@@ -26,6 +27,9 @@ GUIDES = [DOCS / "getting-started.md", *sorted((DOCS / "guides").glob("*.md"))]
 GUIDES += sorted((DOCS / "operations").glob("*.md"))
 _CODE = re.compile(r"```[a-z]*\n(.*?)```|`([^`\n]+)`", re.S)  # the docs' own text
 _TARGET = re.compile(r"^([a-z][a-z-]*):", re.M)
+_PATH = re.compile(
+    r"(?<![\w/.-])((?:app|bench|core|diagnostics|docs|eval|infra|routing|templates|tests|training)/[\w./-]*\w)"
+)
 
 
 def test_every_command_block_of_a_guide_runs_or_says_why_not() -> None:
@@ -120,3 +124,24 @@ def test_a_running_block_talks_to_the_local_server_only(page: Path) -> None:
         if block.runs:
             hosts = re.findall(r"https?://([^/:\s\"']+)", block.body)
             assert set(hosts) <= {"127.0.0.1", "localhost"}, (page.name, block.line, hosts)
+
+
+def _exists(path: str) -> bool:
+    """``path``, or files it starts the name of (``tests/deploy/test_onebox_*``, ``hw15``-``hw20``), or a
+    migration named the way Django names it (``routing/0009_backend_replicas``)."""
+    app, _, rest = path.partition("/")
+    found = (ROOT / path).exists() or any(ROOT.glob(path + "*")) or any(DOCS.glob(path + "*"))
+    return found or any((ROOT / app / "migrations").glob(rest + ".py"))
+
+
+def test_every_repository_file_the_docs_name_exists() -> None:
+    missing = []
+    named = 0
+    for page in PAGES:
+        for match in _CODE.finditer(page.read_text()):
+            for path in _PATH.findall(match[1] or match[2]):
+                named += 1
+                if "<" not in path and not _exists(path):
+                    missing.append(f"{page.relative_to(DOCS)}: {path}")
+    assert named >= 100
+    assert missing == []
