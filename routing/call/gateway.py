@@ -162,7 +162,9 @@ async def prepare(
         raise ApiError(exc.status, exc.message, type=kind, param="metadata.verifier", code=exc.code) from None
     forced = next((b for b in backends if b.name == request.model), None)
     if request.model == AUTO_MODEL:
-        decision = await build_router(profile).aroute(Call(request, profile, plan.verifier is not None))
+        # the plan dumped the request already: the router's features read that dump
+        call = Call(request, profile, plan.verifier is not None, plan.request_dict)
+        decision = await build_router(profile).aroute(call)
         if decision.route == Invocation.Route.STUDENT and plan.student is None:
             decision = Decision(
                 Invocation.Route.TEACHER, decision.score, decision.policy, "no student backend"

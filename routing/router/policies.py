@@ -32,6 +32,9 @@ class Call:
     request: ChatRequest
     profile: TaskProfile
     has_verifier: bool
+    # ``request.model_dump(exclude_none=True)`` when the caller made it already (the call's plan's
+    # ``request_dict``): the router's features read its messages and tools instead of dumping again.
+    dumped: dict[str, Any] | None = None
 
     @property
     def turn_index(self) -> int:

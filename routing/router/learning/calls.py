@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 import re
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+import cachetools
+import orjson
 
 from routing.router.learning.records import ReplayRecord
 
@@ -24,6 +30,7 @@ class CallInput:
     skillbook_matched: bool = False
     response_format: dict[str, Any] | None = None
     _texts: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
+    _tool_texts: list[str] = field(default_factory=list, compare=False, repr=False)
 
     @classmethod
     def from_record(cls, record: ReplayRecord) -> CallInput:
@@ -43,9 +50,12 @@ class CallInput:
         """From a ``routing.router.policies.Call`` (the gateway's view of a request and its profile)."""
         request = call.request
         matched = bool(call.profile.skillbook_text) if skillbook_matched is None else skillbook_matched
+        dumped = call.dumped  # the request as its plan dumped it (exclude_none), when the caller has it
+        if dumped is None:
+            dumped = request.model_dump(include={"messages", "tools"}, exclude_none=True)
         return cls(
-            messages=[m.model_dump(exclude_none=True) for m in request.messages],
-            tools=[t.model_dump(exclude_none=True) for t in request.tools or []],
+            messages=dumped["messages"],
+            tools=dumped.get("tools") or [],
             profile=call.profile.name,
             has_verifier=call.has_verifier,
             turn_index=call.turn_index,
@@ -57,6 +67,13 @@ class CallInput:
         if name not in self._texts:
             self._texts.update(_render(self))
         return self._texts[name]
+
+    @property
+    def tool_texts(self) -> list[str]:
+        """Each tool's JSON (``tool_json``), once per call: the key of every per-tool cache."""
+        if len(self._tool_texts) != len(self.tools):
+            self._tool_texts[:] = [tool_json(t) for t in self.tools]
+        return self._tool_texts
 
     @property
     def head(self) -> str:
@@ -299,15 +316,49 @@ def response_schema(response_format: dict[str, Any] | None) -> Any:
     return inner.get("schema") if isinstance(inner, dict) else None
 
 
+def tool_json(tool: Any) -> str:
+    """The tool's JSON, its keys in the caller's order (a schema's properties are outlined in that order):
+    the key of its cached line, words and shape. orjson (in C); json for what orjson refuses (a lone
+    surrogate, an integer beyond 64 bits)."""
+    try:
+        return orjson.dumps(tool).decode()
+    except (orjson.JSONEncodeError, TypeError):
+        return json.dumps(tool)
+
+
+def digest(text: str) -> bytes:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
+
+
+def render_tool(tool: Any) -> str:
+    """A tool as the head shows it: name, parameters' outline, description."""
+    function = tool.get("function") if isinstance(tool, dict) else None
+    if not isinstance(function, dict):
+        function = {}
+    outline = schema_outline(function.get("parameters"))
+    return f"{function.get('name', '')}{outline}: {function.get('description') or ''}".strip()
+
+
+TOOL_LINES_CACHE_CHARS = 8 * 1024 * 1024
+"""Tools are the caller's: their lines are kept by size (each cut to the head's length), not by count."""
+
+
+@cachetools.cached(
+    cache=cachetools.LRUCache(maxsize=TOOL_LINES_CACHE_CHARS, getsizeof=lambda line: 64 + len(line)),
+    key=digest,
+    lock=threading.Lock(),
+)
+def tool_line(text: str) -> str:
+    """``render_tool`` of the tool ``text`` (from ``tool_json``), once per distinct tool: agents send the
+    same tools on every turn, and outlining each schema per call was most of the router's own time."""
+    return render_tool(json.loads(text))[:HEAD_CHARS]
+
+
 def _render(call: CallInput) -> dict[str, str]:
     system = [
         content_text(m.get("content")) for m in call.messages if m.get("role") in ("system", "developer")
     ]
-    tools = []
-    for tool in call.tools:
-        function = tool.get("function") or {}
-        outline = schema_outline(function.get("parameters"))
-        tools.append(f"{function.get('name', '')}{outline}: {function.get('description') or ''}".strip())
+    tools = [tool_line(text) for text in call.tool_texts]
     head = "\n".join(system)
     if tools:
         head += "\ntools: " + "; ".join(tools)

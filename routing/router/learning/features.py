@@ -54,7 +54,7 @@ from routing.router.learning.calls import (
     tool_match,
     tool_text,
 )
-from routing.router.learning.tool_shapes import tool_json, tool_shape, tools_shape
+from routing.router.learning.tool_shapes import tool_shape, tools_shape
 
 __all__ = [
     "CallInput",
@@ -215,7 +215,7 @@ def meta_values(call: CallInput, names: Sequence[str] = META_NAMES) -> list[floa
 def _meta(call: CallInput) -> dict[str, float]:
     lengths = [len(content_text(m.get("content"))) for m in call.messages]
     chars = sum(lengths)
-    texts = [tool_json(t) for t in call.tools]
+    texts = call.tool_texts
     shape = tools_shape(texts, call.response_format)
     last_role = call.messages[-1].get("role") if call.messages else ""
     hits, families = error_signatures(call.conversation)

@@ -22,3 +22,8 @@ def test_call_and_record_give_the_same_features(featurizer: Featurizer):
         from_record = CallInput.from_record(record)
         assert from_call.turn_index == from_record.turn_index
         assert np.allclose(featurizer.transform(from_call), featurizer.transform(from_record))
+        # the gateway hands over its plan's dump of the request (one dump per call, not two): same input
+        dumped = request.model_dump(exclude_none=True)
+        from_dump = CallInput.from_call(Call(request, profile, record.has_verifier, dumped))
+        assert (from_dump.messages, from_dump.tools) == (from_call.messages, from_call.tools)
+        assert (featurizer.transform(from_dump) == featurizer.transform(from_call)).all()

@@ -3,7 +3,17 @@ words of walking every tool on every call."""
 
 from __future__ import annotations
 
-from routing.router.learning.calls import CallInput, content_words, schema_shape, tool_text
+from routing.router.learning.calls import (
+    HEAD_CHARS,
+    CallInput,
+    content_text,
+    content_words,
+    render_tool,
+    response_schema,
+    schema_outline,
+    schema_shape,
+    tool_text,
+)
 from routing.router.learning.features import _tool_words, meta_values
 from routing.router.learning.tool_shapes import tool_json, tool_shape, tools_shape
 
@@ -73,3 +83,33 @@ def test_a_shared_shape_is_not_changed_by_summing():
     before = schema_shape([HOSTILE_TOOLS[1]], None)
     tools_shape([text, text], RESPONSE_FORMAT)
     assert tool_shape(text) == before
+
+
+def _head_walking_every_tool(call: CallInput) -> str:
+    """The head as it was rendered before tool lines were cached: every schema outlined on every call."""
+    system = [
+        content_text(m.get("content")) for m in call.messages if m.get("role") in ("system", "developer")
+    ]
+    head = "\n".join(system)
+    if call.tools:
+        head += "\ntools: " + "; ".join(render_tool(t) for t in call.tools)
+    response = response_schema(call.response_format)
+    if response is not None:
+        head += "\nresponse schema: " + schema_outline(response)
+    return head[:HEAD_CHARS]
+
+
+def test_cached_tool_lines_render_the_head_of_walking_every_tool(mixed_test):
+    tools = HOSTILE_TOOLS[:3] + HOSTILE_TOOLS[4:]
+    call = CallInput(messages=[{"role": "system", "content": "be brief"}], tools=tools)
+    assert call.head == _head_walking_every_tool(call)
+    assert "book{when, who[{n}], rooms, big, odd}" in call.head  # the caller's order of properties
+    # the same tool with its properties in another order is another line, not the cached one
+    swapped = _tool("book", {"type": "object", "properties": {"odd": {}, "when": {}}})
+    assert "book{odd, when}" in CallInput(messages=[], tools=[swapped]).head
+    huge = _tool("huge", {"type": "object", "properties": {f"p{i}": {} for i in range(2000)}})
+    long_call = CallInput(messages=[{"role": "system", "content": "x" * 100}], tools=[huge, huge])
+    assert long_call.head == _head_walking_every_tool(long_call) and len(long_call.head) == HEAD_CHARS
+    for record in mixed_test[:200]:
+        call = CallInput.from_record(record)
+        assert call.head == _head_walking_every_tool(call)
