@@ -3,7 +3,10 @@ connect and every redirect (plain Python, no ORM).
 
 - the scheme is ``http`` or ``https``; no user or password in the URL (credentials go by ``secret_env``);
 - the host is on the operator's allow list when there is one (``SKILLGATE_MCP_URL_ALLOW_HOSTS``) and on
-  no deny list (``SKILLGATE_MCP_URL_DENY_HOSTS``); entries are host names, ``*.example.com`` for a domain;
+  no deny list (``SKILLGATE_MCP_URL_DENY_HOSTS``); entries are host names, ``*.example.com`` for a domain,
+  and on the deny list also addresses or networks (``10.0.0.5``, ``10.0.0.0/8``), matched against every
+  address the host resolves to (so ``167772165`` or ``[::ffff:10.0.0.5]`` is ``10.0.0.5``); a name is
+  compared in its IDNA form, as the resolver sees it (full-width ``ｅｘａｍｐｌｅ.com`` is ``example.com``);
 - the name is resolved and **every** address it resolves to is checked (an IPv4 address inside IPv6,
   6to4, Teredo or NAT64 is unwrapped first): link-local (169.254.0.0/16, fe80::/10), the cloud metadata
   addresses, unspecified, multicast and reserved addresses are always refused; loopback, private and other
@@ -95,8 +98,33 @@ def address_problem(address: IPAddress, policy: UrlPolicy) -> str:
     return ""
 
 
+def canonical_host(host: str) -> str:
+    """The host as the resolver sees it: IDNA (NFKC, lower case) without a trailing dot; raises
+    UnicodeError on a name IDNA refuses."""
+    host = host.strip().rstrip(".")
+    if not host.isascii():
+        host = host.encode("idna").decode("ascii")
+    return host.lower().rstrip(".")
+
+
+def denied_address(address: IPAddress, policy: UrlPolicy) -> str:
+    """The deny-list entry (an address or network) ``address`` falls in, or ''."""
+    inner = _unwrapped(address)
+    for entry in policy.deny_hosts:
+        try:
+            network = ipaddress.ip_network(entry.strip().strip("[]"), strict=False)
+        except ValueError:
+            continue  # a host name entry
+        if address in network or inner in network:
+            return f"{address} is on the deny list (SKILLGATE_MCP_URL_DENY_HOSTS: {entry.strip()})"
+    return ""
+
+
 def host_problem(host: str, policy: UrlPolicy) -> str:
-    host = host.lower().rstrip(".")
+    try:
+        host = canonical_host(host)
+    except UnicodeError:
+        return f"the host {host!r} is not a valid host name"
     if not host:
         return "the URL has no host"
     if _matches(host, policy.deny_hosts):
@@ -144,7 +172,7 @@ def url_problem(url: str, policy: UrlPolicy) -> str:
     except (OSError, UnicodeError, ValueError):
         return f"the host {host!r} does not resolve"
     for address in addresses:
-        if problem := address_problem(address, policy):
+        if problem := address_problem(address, policy) or denied_address(address, policy):
             return f"the host {host!r} resolves to {problem}" if str(address) != host else problem
     return "" if addresses else f"the host {host!r} does not resolve"
 
@@ -172,7 +200,7 @@ class GuardedTransport(httpx2.AsyncBaseTransport):
         if not addresses:
             raise UrlRefused(f"the host {host!r} does not resolve")
         for address in addresses:
-            if problem := address_problem(address, self._policy):
+            if problem := address_problem(address, self._policy) or denied_address(address, self._policy):
                 raise UrlRefused(f"refused by the URL policy: {problem}")
         return addresses[0]
 

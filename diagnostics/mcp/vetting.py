@@ -9,7 +9,8 @@
   it (:func:`clean_text`): ANSI escape sequences, BEL and every other C0/C1 control but tab and newline,
   and the bidirectional overrides and zero-width characters that make text read other than it is.
 - **Write words**: a name or a description that says the tool writes (``purge_cache``, ``purgeCache``,
-  ``deleteAll``, "Permanently deletes ...") while the hints say read makes the tool a write, flagged
+  ``deleteAll``, "Permanently deletes ...", and destructive verbs of other languages: "Löscht ...",
+  "Supprime ...", "Удаляет ...", "删除 ...") while the hints say read makes the tool a write, flagged
   (:func:`write_words`); so does ``readOnlyHint: true`` next to ``destructiveHint: true``.
 - **Look-alikes**: :func:`skeleton` maps a name to what it looks like (case, separators and the ASCII
   confusables of Unicode's confusables.txt folded: ``0``/``o``, ``1``/``l``/``I``, ``rn``/``m``,
@@ -145,6 +146,7 @@ def write_words(name: str, description: str) -> list[str]:
         spelled = name.translate(leet)
         if spelled != name:
             found += [w for w in write_words(spelled, "") if w not in found]
+    foreign = foreign_write_words(clean_text(unicodedata.normalize("NFKC", description)))
     description = folded(description)
     words = tokens(name)
     for word in words:
@@ -166,7 +168,36 @@ def write_words(name: str, description: str) -> list[str]:
             if verb_like and f"description says {verb!r}" not in found:
                 found.append(f"description says {verb!r}")
             previous = word
+    found += [f"description says {stem!r}" for stem in foreign]
     return found[:6]
+
+
+# Destructive verbs in other languages a description may be written in, as stems: a word of the
+# description starting with one counts (Latin and Cyrillic scripts, accents folded); the CJK ones count
+# anywhere in the text (no spaces between words). Conservative on purpose: each stem is a verb that says
+# the tool deletes or destroys, and no English read word starts with one.
+_FOREIGN_STEMS = (
+    "losch", "loesch", "vernicht",  # German ("entfernt" also means remote)
+    "supprim", "efface", "detrui", "detruis",  # French
+    "elimin", "borra", "apaga", "destruir", "destruye", "destroi", "distrugg", "exclui",  # es, pt, it
+    "verwijder", "usuwa", "usun", "smaz", "odstran", "sterg",  # Dutch, Polish, Czech/Slovak, Romanian
+    "удал", "уничтож", "стира", "очища", "видал", "знищ",  # Russian, Ukrainian
+)  # fmt: skip
+_FOREIGN_CJK = ("删除", "刪除", "清除", "销毁", "銷毀", "清空", "削除", "消去", "破棄", "삭제", "제거")
+
+
+def _unaccented(text: str) -> str:
+    return "".join(c for c in unicodedata.normalize("NFKD", text) if not unicodedata.combining(c))
+
+
+def foreign_write_words(description: str) -> list[str]:
+    """The destructive verbs of other languages a (folded) description uses, as their stems."""
+    text = _unaccented(description[:4000].lower()).translate(_LOOKS_ASCII)  # mixed scripts read as one
+    words = "".join(c if c.isalpha() else " " for c in text).split()
+    found = [
+        stem for stem in _FOREIGN_STEMS if any(w.startswith(stem.translate(_LOOKS_ASCII)) for w in words)
+    ]
+    return found + [verb for verb in _FOREIGN_CJK if verb in description]
 
 
 _BEFORE_VERB = frozenset(
