@@ -43,6 +43,9 @@ def _ratio(used: str, hard: str) -> float | None:
     return u / h
 
 
+_KIND_WORD = {"replicaset": "ReplicaSet", "statefulset": "StatefulSet", "daemonset": "DaemonSet"}
+
+
 @register
 class QuotaAnalyzer(Analyzer):
     """'exceeded quota' messages anywhere; ResourceQuota listings and describes at their limits."""
@@ -65,12 +68,21 @@ class QuotaAnalyzer(Analyzer):
             if quota in seen:
                 continue
             seen.add(quota)
+            kind = str(out.params.get("kind") or out.params.get("resource_type") or "")
+            name = str(out.params.get("name") or out.params.get("resource_name") or "")
+            kind = _KIND_WORD.get(kind.lower(), kind.capitalize())
+            who = f"{kind} {name} cannot create pods" if kind and name else "New pods are forbidden"
+            count = (
+                " (an object count: non-terminal pods)"
+                if match["limited"].strip().startswith("pods=")
+                else ""
+            )
             findings.append(
                 Finding(
                     "quota_exceeded",
-                    f"New pods are forbidden because the ResourceQuota {quota} is exceeded: a pod requests "
-                    f"{match['requested'].strip()}, but {match['used'].strip()} is already used of the hard "
-                    f"limit {match['limited'].strip()}.",
+                    f"{who} because the ResourceQuota {quota} is exceeded{count}: a pod requests "
+                    f"{match['requested'].strip()}, but {match['used'].strip()} is already in use of the "
+                    f"hard limit {match['limited'].strip()} the quota allows.",
                     Severity.CRITICAL,
                     f"resourcequota/{namespace}/{quota}" if namespace else f"resourcequota/{quota}",
                     clip(match.group(0)),

@@ -1,13 +1,15 @@
 """``kubectl describe`` of pods, workloads, jobs and PVCs -> findings: pods (pods.py), workloads and jobs
 (workloads.py), PVCs (volumes.py), CronJobs (schedules.py), PodDisruptionBudgets (disruption.py), what
 they share about containers (containers.py), any other object's status conditions and Ingress
-backends (conditions.py), limits a LimitRange defaulted (limits.py) and a stuck rollout chained to its new
+backends (conditions.py), limits a LimitRange defaulted (limits.py), objects read as manifests
+(manifests.py) and a stuck rollout chained to its new
 pods (rollouts.py)."""
 
 from diagnostics.agent.evidence.analyzers.kubernetes import (  # noqa: F401  (registration)
     conditions,
     disruption,
     limits,
+    manifests,
     pods,
     rollouts,
     schedules,

@@ -32,9 +32,10 @@ from diagnostics.agent.evidence.analyzers.base import (
 from diagnostics.agent.findings import Finding, ObjRef, Severity
 
 # Abnormal-true types (Kubernetes' API conventions allow both polarities): failures, pressure, a capped
-# scale (an HPA's ScalingLimited), what a deletion still waits on (a namespace's ...Remaining).
+# scale (an HPA's ScalingLimited), what a deletion still waits on (a namespace's ...Remaining), work still
+# in progress (kstatus' Reconciling, as Flux reports it).
 _NEGATIVE = rx.compile(
-    r"Failure$|^Failed$|Degraded|Stalled|Pressure$|Unavailable$|^Error$|Limited$|Remaining$"
+    r"Failure$|^Failed$|Degraded|Stalled|^Reconciling$|Pressure$|Unavailable$|^Error$|Limited$|Remaining$"
 )
 _OWN_ANALYZERS = {"pod", "deployment", "statefulset", "daemonset", "replicaset", "job", "node", "cronjob"}
 # Type Status [LastHeartbeatTime] [LastTransitionTime] Reason Message (describe prints times for some kinds)

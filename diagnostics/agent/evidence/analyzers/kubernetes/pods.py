@@ -145,8 +145,13 @@ class PodDescribeAnalyzer(Analyzer):
                 meaning = exit_meaning(last_code)
                 exit_part = f"; its last run ended with {last_reason} (exit code {last_code}{meaning})"
                 if last_reason == "Completed" and last_code == "0":
+                    # Exit code 0 is success; the pods of a Deployment (ReplicaSet), StatefulSet or
+                    # DaemonSet have restartPolicy Always, so a process that finishes is started again.
                     exit_part += (
-                        " — the process exits right after starting, so Kubernetes keeps restarting it"
+                        " — the process finished its work and exited successfully, but the pods of "
+                        f"{workload or 'this workload'} always restart their containers (restartPolicy "
+                        "Always): a task that runs once belongs in a Job, not a Deployment or another "
+                        "long-running workload"
                     )
             findings.append(
                 Finding(

@@ -53,6 +53,24 @@ class WorkloadDescribeAnalyzer(Analyzer):
                     30,
                 )
             )
+        if "desired" in counts and desired == 0 and kind != "replicaset":
+            # spec.replicas 0: the controller keeps no pod, so whatever selects its pods (a Service) has
+            # no endpoints; the scaling event says when (and from how many) it was scaled down.
+            scaled = rx.search(r"Scaled down replica set \S+ to 0(?: from (\d+))?", out.text)
+            was = f" (scaled down to 0 from {scaled.group(1)})" if scaled and scaled.group(1) else ""
+            findings.append(
+                Finding(
+                    "scaled_to_zero",
+                    f"{kind.capitalize()} {obj.name} is scaled to 0 replicas (desired 0){was}: it runs no "
+                    "pods, so a Service that selects them has no endpoints and every request or probe to it "
+                    "fails.",
+                    Severity.CRITICAL,
+                    obj.label,
+                    f"Replicas: {replicas}",
+                    76,
+                    f"Scale {kind} {obj.name} back up (spec.replicas), if 0 was not intended.",
+                )
+            )
         conditions = out.text
         if "ProgressDeadlineExceeded" in conditions:
             findings.append(

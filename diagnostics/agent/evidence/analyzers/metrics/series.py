@@ -52,6 +52,7 @@ class MetricsAnalyzer(Analyzer):
         )
         findings += self._errors(samples)
         findings += self._volumes(samples)
+        findings += _filling(samples, query)
         return findings
 
     @staticmethod
@@ -59,7 +60,8 @@ class MetricsAnalyzer(Analyzer):
         """A volume's free share (available / capacity bytes) near zero: writes to it are about to fail."""
         findings = []
         for s in samples:
-            if s.name != "volume_available_ratio" or s.value >= VOLUME_FREE_MIN:
+            # A share is in [0, 1]: a query that is no ratio (a predict_linear in bytes, a rate) is not one.
+            if s.name != "volume_available_ratio" or not 0 <= s.value < VOLUME_FREE_MIN:
                 continue
             claim = s.labels.get("persistentvolumeclaim", "")
             where = f" in namespace {s.labels['namespace']}" if s.labels.get("namespace") else ""
@@ -238,3 +240,58 @@ class MetricsAnalyzer(Analyzer):
                     )
                 )
         return findings
+
+
+_PREDICT = rx.compile(r"predict_linear\(\s*[^\[]*available_bytes[^\[]*\[(\w+)\]\s*,\s*([\d\s*.]+)\)\s*<\s*0")
+
+
+def _seconds(expr: str) -> float | None:
+    """``4 * 24 * 3600`` -> 345600.0 (PromQL's scalar arithmetic, products only)."""
+    try:
+        total = 1.0
+        for factor in expr.split("*"):
+            total *= float(factor)
+    except ValueError:
+        return None
+    return total
+
+
+def _filling(samples: list[Sample], query: str) -> list[Finding]:
+    """A volume predicted to fill: ``predict_linear(available_bytes[W], H) < 0`` (kubelet's volume stats)
+    says that at the rate of the last W the free bytes reach zero within H; the series an ``and`` keeps
+    are the free shares (available / capacity) of the volumes it predicts."""
+    match = _PREDICT.search(query)
+    horizon = _seconds(match.group(2)) if match else None
+    if match is None or not horizon:
+        return []
+    raw: dict[tuple[str, str], dict[str, float]] = defaultdict(dict)
+    for s in samples:
+        if s.name.startswith("kubelet_volume_stats_") and s.labels.get("persistentvolumeclaim"):
+            raw[(s.labels.get("namespace", ""), s.labels["persistentvolumeclaim"])][s.name[21:]] = s.value
+    shares = [s for s in samples if s.name in ("", "volume_available_ratio") and 0 <= s.value <= 1]
+    for (namespace, claim), values in raw.items():
+        if values.get("capacity_bytes") and "available_bytes" in values:
+            share = values["available_bytes"] / values["capacity_bytes"]
+            shares.append(Sample("", {"namespace": namespace, "persistentvolumeclaim": claim}, share))
+    findings: list[Finding] = []
+    reported: set[str] = set()
+    for s in shares:
+        claim = s.labels.get("persistentvolumeclaim", "")
+        if not claim or claim in reported:
+            continue
+        reported.add(claim)
+        days = horizon / 86400
+        findings.append(
+            Finding(
+                "volume_filling",
+                f"The volume of PVC {claim} has {s.value:.1%} free, and at the rate of the last "
+                f"{match.group(1)} predict_linear expects it to fill within {days:g} days ({horizon:g}s): "
+                "writes will fail then.",
+                Severity.WARNING,
+                f"persistentvolumeclaim/{s.labels.get('namespace', '')}/{claim}".replace("//", "/"),
+                f"available/capacity={s.value:g}",
+                60,
+                f"Find what writes to PVC {claim} (retention, logs, a runaway job) or expand it.",
+            )
+        )
+    return findings
