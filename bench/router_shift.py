@@ -23,6 +23,7 @@ The served numbers are what callers got.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from collections import defaultdict
@@ -32,12 +33,25 @@ from pathlib import Path
 import numpy as np
 
 from bench.router_data.synthetic import NOISE, REGIMES, SHARPNESS, Regime, generate
-from routing.router.learning.calibration import PolicyData, Split, Target
+from routing.router.learning.calibration import (
+    PolicyData,
+    Split,
+    Target,
+    one_sided_alpha,
+    paired_difference_lower,
+)
 from routing.router.learning.evaluate import TrainedRouter, featurize, train_and_calibrate
 from routing.router.learning.features import Featurizer, hashing_spec, make_featurizer
 from routing.router.learning.metrics import oracle_metrics, policy_metrics
 from routing.router.learning.records import ReplayRecord
-from routing.router.learning.sequential import cost_sprt, fallback_sprt, share_moved, sprt
+from routing.router.learning.sequential import (
+    PSI_DRIFT,
+    cost_sprt,
+    fallback_sprt,
+    psi_test,
+    share_moved,
+    student_sprt,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
@@ -67,49 +81,100 @@ class Watch:
     share_margin: float = 0.10
 
 
-def flagged_at(
-    sim: dict[str, np.ndarray], to_teacher: np.ndarray, trained: TrainedRouter, watch: Watch, seed: int
-) -> tuple[int | None, str, int | None]:
-    """The call after which the drift watch first flags the stream (None: never) and which tests did,
-    and the call after which correctness drifted (the version stops serving; None: never)."""
+@dataclass(frozen=True)
+class Watched:
+    """What the drift watch did on one stream."""
+
+    first: int | None  # the call count at the first check that found drift (None: never)
+    which: str  # the tests that did
+    stop: int | None  # correctness drifted there: the version stops serving (None: never)
+    student_labels: int  # labelled answers of the student's own (the correctness test's evidence)
+    student_rate: float | None  # their correctness, against calibration's prediction
+    psi: float  # input shift (prompt sizes) at the end of the stream, or at the stop
+
+
+def prompt_tokens(record: ReplayRecord) -> float:
+    """The call's prompt size in tokens as the ledger counts them (4 characters a token here)."""
+    return len(json.dumps(record.request, ensure_ascii=False)) / 4.0
+
+
+def watch_stream(
+    sim: dict[str, np.ndarray],
+    to_teacher: np.ndarray,
+    prompts: list[float],
+    trained: TrainedRouter,
+    trained_on: list[float],
+    watch: Watch,
+    seed: int,
+) -> Watched:
+    """The drift checks of ``routing/router/versions/drift.py`` replayed on one stream, by the same
+    functions (``routing/router/learning/sequential.py``). Correctness: the student's own answers (not
+    routed to the teacher, not fallen back), labelled by a background teacher sample at ``sample_rate``
+    (x ``boost`` while a test leans towards drift), against calibration's ``student_pass_rate``; the
+    teacher's answers are the reference and are not tested."""
     chosen = trained.calibration.chosen
+    q0, share = chosen.student_pass_rate, chosen.student_served_share
+    measured_on = round((share or 0.0) * trained.calibration.n)
     rng = np.random.default_rng(seed)
     labels: list[bool] = []
-    weights: list[float] = []
     suspected = False
     first: tuple[int | None, str] = (None, "")
+    shift = 0.0
     for i in range(len(to_teacher)):
-        if to_teacher[i] or sim["fallback"][i]:
-            labels.append(bool(sim["ok"][i]))  # the teacher served: the reference
-            weights.append(1.0)
-        else:
+        if not (to_teacher[i] or sim["fallback"][i]):
             rate = min(1.0, watch.sample_rate * (watch.boost if suspected else 1.0))
             if rng.random() < rate:
                 labels.append(bool(sim["ok"][i]))
-                weights.append(1.0 / rate)
         n = i + 1
         if n < watch.check_every or n % watch.check_every:
             continue
         tests = {
-            "correctness": sprt(labels, weights, chosen.pass_rate, chosen.pass_rate - watch.pass_margin),
+            "correctness": student_sprt(labels, q0 or 0.0, share or 0.0, watch.pass_margin, measured_on),
             "fallback rate": fallback_sprt(int(sim["fallback"][:n].sum()), n, chosen.fallback_rate),
             "cost per call": cost_sprt([float(c) for c in sim["cost"][:n]], chosen.cost_usd),
         }
         found = [name for name, test in tests.items() if test.decision == "drift"]
         if share_moved(int(to_teacher[:n].sum()), n, chosen.teacher_share, watch.share_margin):
             found.append("teacher share")
+        shift, drift_at = psi_test(trained_on, prompts[:n])
+        if shift >= drift_at:
+            found.append(f"inputs (PSI {shift:.2f})")
         if found and first[0] is None:
             first = (n, ", ".join(found))
         if "correctness" in found:
-            return first[0], first[1], n
-        suspected = any(test.decision == "suspected" for test in tests.values())
-    return first[0], first[1], None
+            return Watched(first[0], first[1], n, len(labels), _rate(labels), shift)
+        # a test leaning towards drift, or drift of cost, fallbacks, teacher share or inputs (the version
+        # keeps serving, retrain queued): its correctness is in doubt, so its answers are sampled more
+        suspected = bool(found) or any(test.decision == "suspected" for test in tests.values())
+    shift = psi_test(trained_on, prompts)[0]
+    return Watched(first[0], first[1], None, len(labels), _rate(labels), shift)
+
+
+def _rate(labels: list[bool]) -> float | None:
+    return sum(labels) / len(labels) if labels else None
+
+
+def served_margin(ok: np.ndarray, t_ok: np.ndarray, target: Target) -> tuple[float, float]:
+    """(served pass rate - required, and the upper confidence bound of it at the target's z): paired
+    with the teacher on the same calls, the MOVER bound calibration uses (``paired_difference_lower``)
+    turned the other way. An upper bound under 0 is a miss beyond the confidence margin; a point under 0
+    with the bound above is a miss the calls cannot tell from chance."""
+    n = len(ok)
+    losses, gains = float(np.sum(t_ok & ~ok)), float(np.sum(~t_ok & ok))
+    teacher = float(t_ok.mean())
+    slack = teacher - target.required(teacher)
+    point = slack + (gains - losses) / n
+    lower_fall = paired_difference_lower(
+        np.asarray([gains]), np.asarray([losses]), np.asarray([float(n)]), one_sided_alpha(target.z)
+    )[0]
+    return point, slack - float(lower_fall)
 
 
 def row(
     name: str,
     records: list[ReplayRecord],
     trained: TrainedRouter,
+    trained_on: list[float],
     featurizer: Featurizer,
     target: Target,
     watch: Watch,
@@ -123,21 +188,31 @@ def row(
     meets = "yes" if learned.pass_rate >= required - 1e-12 else "**no**"
     vs_oracle = learned.cost_usd / oracle.cost_usd - 1 if oracle.cost_usd else float("nan")
     sim = data.simulate(to_teacher)
-    at, which, stop = flagged_at(sim, to_teacher, trained, watch, seed=len(records))
-    ok, cost = sim["ok"].astype(float), sim["cost"].astype(float)
-    if stop is not None:  # correctness drifted: the teacher serves from the next call on
-        ok[stop:], cost[stop:] = data.t_ok[stop:], data.t_cost[stop:]
+    prompts = [prompt_tokens(r) for r in records]
+    seen = watch_stream(sim, to_teacher, prompts, trained, trained_on, watch, seed=len(records))
+    ok, cost = sim["ok"].astype(bool), sim["cost"].astype(float)
+    if seen.stop is not None:  # correctness drifted: the teacher serves from the next call on
+        ok[seen.stop :], cost[seen.stop :] = data.t_ok[seen.stop :], data.t_cost[seen.stop :]
     served_pass, served_cost = float(ok.mean()), float(cost.mean())
-    served_meets = "yes" if served_pass >= required - 1e-12 else "**no**"
+    point, upper = served_margin(ok, data.t_ok, target)
+    served_meets = "yes" if point >= -1e-12 else ("within margin" if upper >= 0 else "**no**")
     served_vs_oracle = served_cost / oracle.cost_usd - 1 if oracle.cost_usd else float("nan")
-    flag = f"{at} ({which})" if at is not None else "—"
-    if stop is not None:
-        flag += f"; stops at {stop}" if stop != at else "; stops"
+    flag = f"{seen.first} ({seen.which})" if seen.first is not None else "—"
+    if seen.stop is not None:
+        flag += f"; stops at {seen.stop}" if seen.stop != seen.first else "; stops"
+    q0 = trained.calibration.chosen.student_pass_rate
+    student = (
+        f"{seen.student_rate:.3f} on {seen.student_labels} vs {q0:.3f}"
+        if seen.student_rate is not None and q0 is not None
+        else f"— on 0 vs {q0:.3f}"
+        if q0 is not None
+        else "—"
+    )
     return (
         f"| {name} | {len(records)} | {learned.pass_rate:.3f} | {required:.3f} | {meets} | "
-        f"{learned.cost_rel:.1%} | {vs_oracle:+.1%} | {learned.fallback_rate:.1%} | {flag} | "
-        f"{served_pass:.3f} | {served_meets} | {served_cost / float(data.t_cost.mean()):.1%} | "
-        f"{served_vs_oracle:+.1%} |"
+        f"{learned.cost_rel:.1%} | {vs_oracle:+.1%} | {learned.fallback_rate:.1%} | {student} | "
+        f"{seen.psi:.2f} | {flag} | {served_pass:.3f} | {point:+.3f} ({upper:+.3f}) | {served_meets} | "
+        f"{served_cost / float(data.t_cost.mean()):.1%} | {served_vs_oracle:+.1%} |"
     )
 
 
@@ -148,9 +223,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--test-n", type=int, default=2500, help="calls in each test set")
     parser.add_argument("--target", type=float, default=0.98)
     parser.add_argument("--noise", type=float, default=NOISE * 3, help="the shifted set's log-odds noise")
+    parser.add_argument(
+        "--harder-sharpness",
+        type=float,
+        default=1.0,
+        help=f"the harder set's (in distribution {SHARPNESS:g})",
+    )
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--sample-rate", type=float, default=0.05, help="background teacher samples")
     parser.add_argument("--check-every", type=int, default=50, help="calls between drift checks")
+    parser.add_argument("--boost", type=float, default=4.0, help="sampling x this while drift is suspected")
     parser.add_argument("--out", default=str(RESULTS))
     args = parser.parse_args(argv)
     started = time.perf_counter()
@@ -172,31 +254,61 @@ def main(argv: list[str] | None = None) -> int:
                 noise=args.noise,
             )
         ),
+        # the shifted mix with a student that is worse where the content said it would do well (the
+        # content decides less of its success): a drop the drift check must catch
+        "shifted, harder": by_profile(
+            generate(
+                args.test_n,
+                regime=shifted_regime,
+                seed=args.seed + 3000,
+                sharpness=args.harder_sharpness,
+                noise=args.noise,
+            )
+        ),
     }
     lines = [
         f"# The router per profile on a shifted mix (`bench/router_shift.py`, regime {base.name})\n",
         f"One version per profile, trained on {args.n} in-distribution calls (hashed n-grams), replayed "
         f"unchanged; target {args.target:g}x always-teacher (z=1). Shifted: profile mix {SHIFTED_MIX}, "
-        f"log-odds noise {args.noise:g} (in distribution {NOISE:g}). 'vs oracle': cost over the router that "
+        f"log-odds noise {args.noise:g} (in distribution {NOISE:g}); 'shifted, harder': the same with the "
+        f"content's weight on the student's success {args.harder_sharpness:g} (in distribution "
+        f"{SHARPNESS:g}), so the student fails where the content says it would succeed, a drop of "
+        "correctness the drift check must catch. 'vs oracle': cost over the router that "
         "knows each call's true odds. A profile that misses its target on the shifted mix is what drift must "
         "catch: once flagged, the profile is served by its safe fixed policy (the teacher: pass rate 1.00x "
         "the teacher's, cost 100%).\n",
-        f"Served: the drift watch replayed on each stream (teacher samples at {args.sample_rate:g}, 4x while "
-        f"suspected; a check every {args.check_every} calls); 'flagged' is the call count at the first check "
-        "that found drift, and which test did; 'stops': correctness drifted there, and the teacher serves "
-        "the rest. Drift of cost, teacher share or fallbacks alone keeps the version serving (and retrains "
-        "it; the retrain is not replayed here).\n",
+        f"Served: the drift watch of `routing/router/versions/drift.py` replayed on each stream by its own "
+        f"tests (`routing/router/learning/sequential.py`), a check every {args.check_every} calls. "
+        "Correctness is tested on the student's own answers (routed to it, not fallen back), labelled by "
+        f"background teacher samples at {args.sample_rate:g} ({args.boost:g}x while a test leans towards "
+        "drift or another test found it), against calibration's prediction for them ('student answers': "
+        "their labelled correctness, on how many labels, vs the prediction); the teacher's answers are "
+        "the reference. 'PSI': input "
+        f"shift of prompt sizes against the calls the version learned from (drift at {PSI_DRIFT:g} plus "
+        "what sampling alone gives, `psi_test`). "
+        "'flagged': the call count at the first check that found drift, and which tests; 'stops': "
+        "correctness drifted there and the teacher serves the rest (the safe fallback, until it is "
+        "measured again; not replayed). Drift of cost, teacher share, fallbacks or inputs alone keeps the "
+        "version serving and queues a retrain (not replayed here).\n",
+        "'served - required (upper bound)': the served pass rate minus the required one, and the upper "
+        f"confidence bound of that difference at z={target.z:g} (paired with the teacher on the same calls, "
+        "the MOVER bound calibration uses). 'within margin': below the target by less than the confidence "
+        "margin, a miss these calls cannot tell from chance; '**no**': below it beyond the margin.\n",
         "| profile / set | calls | pass | required | meets | cost vs teacher | vs oracle | fallbacks "
-        "| flagged | served pass | served meets | served cost | served vs oracle |",
-        "|---|---:|---:|---:|---|---:|---:|---:|---|---:|---|---:|---:|",
+        "| student answers | PSI | flagged | served pass | served - required (upper bound) | served meets "
+        "| served cost | served vs oracle |",
+        "|---|---:|---:|---:|---|---:|---:|---:|---|---:|---|---:|---:|---|---:|---:|",
     ]
-    watch = Watch(sample_rate=args.sample_rate, check_every=args.check_every)
+    watch = Watch(sample_rate=args.sample_rate, boost=args.boost, check_every=args.check_every)
     for profile, records in sorted(train_all.items()):
         train, calib, _ = Split().parts(records)
         trained = train_and_calibrate(train, calib, featurizer=featurizer, target=target, c_grid=(0.03, 0.3))
+        trained_on = [prompt_tokens(r) for r in [*train, *calib]]
         for name, sets in tests.items():
             if sets.get(profile):
-                lines.append(row(f"{profile} / {name}", sets[profile], trained, featurizer, target, watch))
+                lines.append(
+                    row(f"{profile} / {name}", sets[profile], trained, trained_on, featurizer, target, watch)
+                )
     lines.append(f"\n{time.perf_counter() - started:.0f}s\n")
     text = "\n".join(lines)
     print(text)

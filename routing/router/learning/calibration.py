@@ -236,6 +236,10 @@ class CurvePoint:
     p95_bound_ms: float  # upper confidence bound of the P95 (order statistic at z); checked against the bound
     meets_quality: bool
     meets_latency: bool
+    # the calls the student answered itself (routed to it, no fallback) and how often it was right there:
+    # what the drift check's correctness test watches (sequential.student_sprt)
+    student_served_share: float | None = None
+    student_pass_rate: float | None = None
 
     @property
     def meets(self) -> bool:
@@ -313,6 +317,8 @@ def sweep(
             "fb": sp_fb,
             "loss": loss,
             "gain": gain,
+            "served": ~sp_fb,
+            "served_ok": sp_ok & ~sp_fb,
         }.items()
     }
     n, total_teacher = data.n, float(data.t_cost.sum())
@@ -337,6 +343,8 @@ def sweep(
         latency = np.where(ranks < k, t_lat, sp_lat)
         p50, p95, p95_ucb = (float(v) for v in np.percentile(latency, [50, 95, q_ucb]))
         pass_rate = float(ok) / n
+        served = float(c["served"][n] - c["served"][k])
+        served_ok = float(c["served_ok"][n] - c["served_ok"][k])
         points.append(
             CurvePoint(
                 threshold=float(t),
@@ -351,6 +359,8 @@ def sweep(
                 p95_bound_ms=p95_ucb,
                 meets_quality=bool(margin >= -1e-12 and pass_rate >= required - 1e-12),
                 meets_latency=bool(target.max_p95_ms is None or p95_ucb <= target.max_p95_ms),
+                student_served_share=served / n,
+                student_pass_rate=served_ok / served if served else None,
             )
         )
     return points

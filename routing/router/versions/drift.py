@@ -2,22 +2,28 @@
 
 Live numbers come from the calls the version routed since it was activated:
 
-- **correctness** of the answers served, on labelled calls only (``records.Outcome.label``: a teacher
-  sample's comparison, a failed verification, a strong verifier's pass; the teacher's answer is the
-  reference). Unknown is never passed. A call labelled by a background sample at rate r stands for 1/r
-  calls. Judged by a sequential probability ratio test (Wald's SPRT on Bernoulli outcomes, at the
-  weighted sample's effective size): H0 the predicted pass rate p0, H1 p0 - ``DRIFT_PASS_MARGIN`` (the
-  smallest fall worth detecting, not a fixed margin on the estimate); drift when the log-likelihood
-  ratio crosses log((1 - beta) / alpha), holding when it falls under log(beta / (1 - alpha)),
-  *suspected* in between while it leans towards H1 (alpha = beta = 0.05). While suspected, the version's
-  calls are sampled ``DRIFT_SAMPLE_BOOST`` times as often (``Decision.sample_boost``), so the test
+- **correctness** of the answers the student served itself (routed to it, not fallen back), on labelled
+  calls only (``records.Outcome.label``: a teacher sample's comparison, a strong verifier's pass; the
+  teacher's answer is the reference). Unknown is never passed. Judged by a sequential probability
+  ratio test (``sequential.student_sprt``: Wald's SPRT on those answers, unweighted, since a background
+  sample is a uniform draw of them): H0 their predicted rate q0 (calibration's ``student_pass_rate``),
+  H1 the rate at which the whole served pass rate falls ``DRIFT_PASS_MARGIN`` (q0 - margin / their
+  share of calls: the smallest fall worth detecting, not a fixed margin on the estimate); drift when
+  the log-likelihood ratio crosses log((1 - beta) / alpha), holding when it falls under
+  log(beta / (1 - alpha)), *suspected* in between while it leans towards H1 (alpha = beta = 0.05).
+  The teacher's answers are left out (their correctness is the teacher's). A version calibrated
+  before that prediction was stored is judged on every labelled call (a sample at rate r weighted
+  1/r, the SPRT at the weighted sample's effective size). While suspected (or while
+  cost or inputs drifted and it still routes), the version's calls are sampled ``DRIFT_SAMPLE_BOOST``
+  times as often (``Decision.sample_boost``), so the test
   decides sooner; the samples record the rate they were drawn at, so their weights stay right.
 - **cost**, sequentially like correctness: the **fallback rate** by the same SPRT on "no fallback"
   (H1: ``FALLBACK_MARGIN`` more fallbacks than predicted), and the **cost per call** by a normal-mixture
   SPRT on its mean (``cost_sprt``: valid at every look; suspected while ``COST_MARGIN`` above).
 - **teacher share**: more than ``DRIFT_SHARE_MARGIN`` either way, beyond its Clopper-Pearson interval.
 - **inputs**: the population stability index of the calls' prompt sizes (log2 buckets of prompt tokens),
-  live against the calls the version learned from; drift at ``PSI_DRIFT`` and above.
+  live against the calls the version learned from; drift at ``PSI_DRIFT`` plus what sampling alone
+  gives two samples of one population (``sequential.psi_test``).
 
 Drift of correctness flags the version (``drift_flag``): it no longer routes, the learned policy
 serves the profile by its safe fixed fallback (``routing.router.policies``), and the drift task
@@ -47,9 +53,10 @@ from routing.router.learning.sequential import (
     Sprt,
     cost_sprt,
     fallback_sprt,
-    psi,
+    psi_test,
     share_moved,
     sprt,
+    student_sprt,
 )
 
 SUSPECTED = "drift suspected"  # how drift_reason starts while the test leans towards drift
@@ -63,8 +70,10 @@ def is_cost_drift(flag: bool, reason: str) -> bool:
 
 
 def is_suspected(flag: bool, reason: str) -> bool:
-    """Whether a version's last check leaned towards drift without deciding it."""
-    return not flag and reason.startswith(SUSPECTED)
+    """Whether a version's answers are sampled more: its last check leaned towards drift without
+    deciding it, or found drift of cost, teacher share or inputs while it still routes (its correctness
+    is then in doubt until the retrain; ``bench/router_shift.py`` boosts the same way)."""
+    return not flag and (reason.startswith(SUSPECTED) or reason.startswith(COST_DRIFT))
 
 
 def served_label(route_served: str, legs: list[dict[str, Any]]) -> tuple[bool | None, float]:
@@ -89,6 +98,9 @@ class Live:
     weights: list[float] = field(default_factory=list)
     prompt_tokens: list[float] = field(default_factory=list)
     costs: list[float] = field(default_factory=list)
+    # labels of the answers the student served itself (unweighted: samples are uniform draws of them)
+    student_labels: list[bool] = field(default_factory=list)
+    student_served: int = 0
 
     @property
     def pass_rate(self) -> float | None:
@@ -112,14 +124,20 @@ def live_from(rows: QuerySet[Invocation]) -> Live:
         live.fallbacks += bool(fallback)
         live.prompt_tokens.append(float(tokens or 0))
         live.costs.append(float(cost or 0))
+        by_student = served_by == Invocation.Route.STUDENT
+        live.student_served += by_student
         if status != 200:
             live.labels.append(False)
             live.weights.append(1.0)
+            if by_student:
+                live.student_labels.append(False)
             continue
         label, weight = served_label(served_by, [leg for leg in legs or [] if isinstance(leg, dict)])
         if label is not None:
             live.labels.append(label)
             live.weights.append(weight)
+            if by_student:
+                live.student_labels.append(label)
     return live
 
 
@@ -140,6 +158,10 @@ class Predicted:
     teacher_share: float | None = None
     prompt_tokens: tuple[float, ...] = ()
     what: str = "predicted"
+    # the answers the student served itself: their share of calls and how often they were right
+    student_share: float | None = None
+    student_pass_rate: float | None = None
+    student_calls: int | None = None  # the answers ``student_pass_rate`` was measured on
 
 
 @dataclass(frozen=True)
@@ -174,7 +196,12 @@ def judge_live(live: Live, predicted: Predicted) -> Judgement:
             f"(margin {router.drift_share_margin:g})"
         )
     tests: list[tuple[str, Sprt, str]] = []
-    if predicted.pass_rate is not None:
+    q0, share = predicted.student_pass_rate, predicted.student_share
+    labels = live.student_labels if q0 is not None and share else live.labels
+    if q0 is not None and share:
+        test = student_sprt(live.student_labels, q0, share, router.drift_pass_margin, predicted.student_calls)
+        tests.append(("correctness", test, f"{q0:.3f} (the student's own answers, {share:.0%} of calls)"))
+    elif predicted.pass_rate is not None:
         p0 = predicted.pass_rate
         tests.append(
             ("correctness", sprt(live.labels, live.weights, p0, p0 - router.drift_pass_margin), f"{p0:.3f}")
@@ -187,11 +214,11 @@ def judge_live(live: Live, predicted: Predicted) -> Judgement:
         fb = predicted.fallback_rate
         tests.append(("fallback rate", fallback_sprt(live.fallbacks, live.calls, fb), f"{fb:.3f}"))
     for name, test, expected in tests:
-        if name == "correctness" and not live.labels:
+        if name == "correctness" and not labels:
             notes.append("no labelled live calls: correctness unknown (not passed)")
             continue
         value = f"${test.rate:.6f}" if name == "cost per call" else f"{test.rate:.3f}"
-        on = f" on {len(live.labels)} labelled calls" if name == "correctness" else ""
+        on = f" on {len(labels)} labelled calls" if name == "correctness" else ""
         summary = (
             f"{name} {value}{on} vs {expected} {what} (SPRT log-LR {test.llr:+.2f}, drift at "
             f"{test.upper:.2f}: {test.decision})"
@@ -199,8 +226,10 @@ def judge_live(live: Live, predicted: Predicted) -> Judgement:
         (found if test.decision == "drift" else notes).append(summary)
         if test.decision == "suspected":
             leaning.append(name)
-    shift = psi(list(predicted.prompt_tokens), live.prompt_tokens)
-    (found if shift >= PSI_DRIFT else notes).append(f"input shift PSI {shift:.2f} (drift at {PSI_DRIFT:g})")
+    shift, drift_at = psi_test(list(predicted.prompt_tokens), live.prompt_tokens)
+    (found if shift >= drift_at else notes).append(
+        f"input shift PSI {shift:.2f} (drift at {drift_at:.2f}: {PSI_DRIFT:g} plus what sampling alone gives)"
+    )
     if found:
         stop = any(reason.startswith("correctness") for reason in found)
         return Judgement(True, False, found if stop else [f"{COST_DRIFT}: {found[0]}", *found[1:]], stop)
@@ -221,12 +250,17 @@ def _trained_on_prompt_tokens(version: RouterVersion) -> list[float]:
 def predicted_by(version: RouterVersion) -> Predicted:
     chosen = (version.calibration or {}).get("chosen") or {}
     cost, fallback = chosen.get("cost_usd"), chosen.get("fallback_rate")
+    share, student = chosen.get("student_served_share"), chosen.get("student_pass_rate")
+    calibrated = (version.calibration or {}).get("n") or 0
     return Predicted(
         pass_rate=version.predicted_pass_rate,
         cost_usd=float(cost) if isinstance(cost, int | float) and math.isfinite(cost) else None,
         fallback_rate=float(fallback) if isinstance(fallback, int | float) else None,
         teacher_share=version.predicted_teacher_share,
         prompt_tokens=tuple(_trained_on_prompt_tokens(version)),
+        student_share=float(share) if isinstance(share, int | float) else None,
+        student_pass_rate=float(student) if isinstance(student, int | float) else None,
+        student_calls=round(float(share) * int(calibrated)) if isinstance(share, int | float) else None,
     )
 
 

@@ -12,7 +12,9 @@ On drift of correctness, ``since`` is set to now and the baseline dropped: the f
 (``truth.fixed_choice``) is measured again on the calls after ``since`` only, so the teacher serves, with
 sampling raised, until enough of them are labelled to show what the student does on the new traffic; the
 next baseline then clears the flag. On drift of cost or inputs alone the same fallback keeps serving and
-its baseline is measured again (the flag clears with it). While a test leans towards drift without
+its baseline is measured again (the flag clears with it). When the cascade's own measure on the newest
+calls falls under the target (``truth.fixed_choice`` turns to the teacher) before the sequential test has
+decided, that is drift of correctness too. While a test leans towards drift without
 deciding, sampling is raised too (``FixedChoice.suspected``).
 """
 
@@ -76,6 +78,11 @@ def _baseline(profile: TaskProfile, state: ProfileDrift, policy: str) -> tuple[d
         "teacher_share": live.teacher_share,
         "prompt_tokens": prompts,
     }
+    if live.student_served and len(live.student_labels) >= minimum:
+        # the student's own answers, by their labelled (uniformly sampled) ones: the correctness test's
+        numbers["student_share"] = live.student_served / live.calls
+        numbers["student_pass_rate"] = sum(live.student_labels) / len(live.student_labels)
+        numbers["student_calls"] = len(live.student_labels)
     return numbers, (
         f"baseline of the {policy} fallback: correctness {live.pass_rate:.3f} on {len(live.labels)} labelled "
         f"calls, ${numbers['cost_usd']:.6f} per call, fallback rate {numbers['fallback_rate']:.3f}"
@@ -95,6 +102,9 @@ def _predicted(baseline: dict[str, object]) -> Predicted:
         teacher_share=number("teacher_share"),
         prompt_tokens=tuple(float(t) for t in prompts) if isinstance(prompts, list) else (),
         what="baseline",
+        student_share=number("student_share"),
+        student_pass_rate=number("student_pass_rate"),
+        student_calls=int(calls) if isinstance(calls := baseline.get("student_calls"), int) else None,
     )
 
 
@@ -117,7 +127,8 @@ def profile_drift_check(*, profile: TaskProfile) -> ProfileDrift:
             state.flag, state.reason, state.checked_at = False, "routed by an active router version", now
             state.save()
         return state
-    policy = fixed_choice(profile).policy
+    choice = fixed_choice(profile)
+    policy = choice.policy
     baseline = state.baseline or {}
     state.checked_at = now
     if baseline:
@@ -131,6 +142,19 @@ def profile_drift_check(*, profile: TaskProfile) -> ProfileDrift:
             state.save()
             return state
         if baseline.get("policy") == policy:
+            state.save()
+            return state
+        if (
+            baseline.get("policy") == TaskProfile.Policy.STUDENT_WITH_FALLBACK
+            and policy == TaskProfile.Policy.ALWAYS_TEACHER
+            and choice.margin is not None
+        ):
+            # the cascade's own measure on the newest calls fell under the target before the sequential
+            # test decided (it starts from a cautious bound): that is drift of correctness too
+            state.flag, state.baseline, state.baseline_at, state.since = True, {}, None, now
+            state.reason = (
+                f"correctness: the cascade's measured quality fell under the target ({choice.reason})"
+            )
             state.save()
             return state
         # the fallback changed (re-measured on newer calls): its baseline is another policy's

@@ -12,8 +12,9 @@ from routing.call.sampling import boosted, sample_boost
 from routing.models import ApiKey, Invocation, RouterVersion, TaskProfile
 from routing.protocol import ChatRequest
 from routing.router.learning.runtime import forget_routers
+from routing.router.learning.sequential import psi, psi_test, sprt, student_sprt
 from routing.router.policies import Call, _active_version, build_router
-from routing.router.versions.drift import psi, router_version_drift_check, sprt
+from routing.router.versions.drift import router_version_drift_check
 from tests.factories import ApiKeyFactory, InvocationFactory, RouterVersionFactory
 from tests.support.ledger import learned_profile, leg
 
@@ -43,6 +44,32 @@ def test_psi_sees_a_shift_in_prompt_sizes():
     longer = [rng.lognormvariate(7, 0.3) for _ in range(300)]
     assert psi(before, same) < 0.1
     assert psi(before, longer) > 0.25
+
+
+def test_the_student_test_weighs_each_sampled_answer_once_against_a_cautious_prediction():
+    """The student's own answers predicted right 0.997 of the time on 340: one failure in three labelled
+    ones is no proof of drift (the weighted test over every call flagged the shifted code profile at
+    call 250 on exactly that: one 1/0.05-weighted sample among the teacher's answers), while 0.70 on 20
+    is."""
+    one_in_three = student_sprt([True, False, True], 0.997, 0.5, 0.05, calls=340)
+    assert one_in_three.decision != "drift" and one_in_three.n_eff == 3
+    fell = student_sprt([True, True, False] * 7, 0.997, 0.5, 0.05, calls=340)
+    assert fell.decision == "drift"
+    held = student_sprt([True] * 60, 0.95, 0.5, 0.05, calls=340)
+    assert held.decision == "holds"
+    # a small share of calls served by the student: a served fall of 0.05 is a larger fall among them
+    assert student_sprt([True] * 8 + [False] * 2, 0.95, 0.2, 0.05).decision != "drift"
+
+
+def test_psi_allows_for_what_sampling_alone_gives():
+    rng = random.Random(5)
+    before = [rng.lognormvariate(6, 1.2) for _ in range(500)]
+    same = [rng.lognormvariate(6, 1.2) for _ in range(50)]
+    longer = [rng.lognormvariate(8, 1.2) for _ in range(50)]
+    value, drift_at = psi_test(before, same)
+    assert value < drift_at and drift_at > 0.25
+    moved, moved_at = psi_test(before, longer)
+    assert moved >= moved_at
 
 
 def _live_call(profile: TaskProfile, key: ApiKey, version: RouterVersion, *, correct: bool) -> Invocation:
@@ -129,3 +156,53 @@ def test_while_drift_is_suspected_the_version_samples_more(settings):
     assert active.suspected and active.pk == version.pk
     assert boosted(profile, settings.SKILLGATE["ROUTER"].get("DRIFT_SAMPLE_BOOST", 4.0)) == (0.2, 0.05 * 4)
     assert sample_boost(_live_call(profile, key, version, correct=True)) == 4.0
+
+
+@pytest.mark.django_db
+def test_the_teachers_own_misses_are_not_the_routers_drift(settings):
+    """A version calibrated with its student answering 60% of calls right 0.95 of the time: live, the
+    teacher's answers fail their verification now and then (a harder mix for it too), and every sampled
+    student answer is right. Correctness holds: it tests the student's own answers only. Then the
+    student's answers fall to 0.70 and the check, after those 40 right ones, flags it within 40 of them."""
+    settings.SKILLGATE = {
+        **settings.SKILLGATE,
+        "ROUTER": {**settings.SKILLGATE["ROUTER"], "DRIFT_MIN_CALLS": 10},
+    }
+    forget_routers()
+    profile = learned_profile(name="teacher-misses")
+    chosen = {"student_served_share": 0.6, "student_pass_rate": 0.95, "pass_rate": 0.96}
+    version = RouterVersionFactory.create(
+        profile=profile,
+        number=1,
+        status=RouterVersion.Status.ACTIVE,
+        threshold=0.5,
+        predicted_teacher_share=0.4,
+        predicted_pass_rate=0.96,
+        calibration={"chosen": chosen, "n": 500},
+        activated_at=timezone.now(),
+    )
+    key = ApiKeyFactory.create()
+    for i in range(40):
+        InvocationFactory.create(
+            api_key=key,
+            profile=profile,
+            request={"messages": [{"role": "user", "content": "Read the total."}]},
+            legs=[leg("teacher", "fail" if i % 4 == 0 else "pass")],
+            route="teacher",
+            served_by="teacher",
+            router_version=version,
+            prompt_tokens=200,
+        )
+        _live_call(profile, key, version, correct=True)
+    version = router_version_drift_check(version=version)
+    assert not version.drift_flag and "the student's own answers" in version.drift_reason
+    flagged_at = None
+    for calls in range(10, 110, 10):
+        for i in range(10):
+            _live_call(profile, key, version, correct=i % 3 != 2)
+        version = router_version_drift_check(version=version)
+        if version.drift_flag:
+            flagged_at = calls
+            break
+    assert flagged_at is not None and flagged_at <= 40, version.drift_reason
+    assert version.drift_reason.startswith("correctness")
