@@ -27,6 +27,10 @@ TOP = """NAMESPACE   NAME                        CPU(cores)   MEMORY(bytes)
 core        queue-7f9d8c6b5-abcde       210m         733Mi
 core        mailer-5c4b3a2d1-pqrst      3m           41Mi
 """
+DESCRIBE = """Name:                   queue
+Namespace:              core
+Replicas:               3 desired | 3 updated | 3 total | 2 available | 1 unavailable
+"""
 LOGS = """2026-10-01T08:00:00Z INFO consumer attached to 4 partitions
 2026-10-01T08:30:00Z INFO committed offset 88120
 """
@@ -54,6 +58,8 @@ def case(tmp_path: Path) -> Path:
     )
     _write(tmp_path, "all.txt", "kubectl_get_by_kind_in_cluster", {"kind": "pod"}, all_pods)
     _write(tmp_path, "find.txt", "kubectl_find_resource", {"kind": "pod", "keyword": "*"}, all_pods)
+    deployment = {"kind": "deployment", "name": "queue", "namespace": "core"}
+    _write(tmp_path, "describe.txt", "kubectl_describe", deployment, DESCRIBE)
     _write(tmp_path, "top.txt", "kubectl_top_pods", {}, TOP)
     _write(tmp_path, "logs.txt", "fetch_pod_logs", {"pod_name": "*", "namespace": "core"}, LOGS)
     return tmp_path
@@ -122,3 +128,30 @@ def test_an_errors_question_over_clean_logs_answers_zero_errors(case: Path) -> N
 def test_replay_lists_a_namespace_that_only_a_listing_addresses(case: Path) -> None:
     result = ReplayToolset(case).call("kubectl_get_by_kind_in_cluster", {"kind": "namespace"})
     assert "core" in result.output and not result.no_data
+
+
+def test_how_many_replicas_reads_the_controller_s_count_and_the_pods(case: Path) -> None:
+    answer = ask(case, "how many replicas does queue have in core, are they all up?").answer
+    assert "Deployment queue: 2 of 3 replicas available (1 unavailable)." in answer["details"]
+    assert "not ready: queue-7f9d8c6b5-fghij" in " ".join(answer["details"])
+    assert not {"core", "they"} & {m["name"] for m in answer.get("matched", [])}
+
+
+def test_what_changed_falls_back_to_the_revisions_when_no_event_is_left(tmp_path: Path) -> None:
+    replicasets = """NAME               DESIRED   CURRENT   READY   AGE   CONTAINERS   IMAGES
+web-5d9f8c7b6      0         0         0       40d   web          shop/web:1.7.0
+web-6e8a7b6c5      2         2         2       2d    web          shop/web:1.8.0
+cache-77f6d5c4b    1         1         1       90d   redis        redis:7.2
+"""
+    _write(
+        tmp_path,
+        "rs.txt",
+        "kubectl_get_by_kind_in_namespace",
+        {"kind": "replicaset", "namespace": "shop"},
+        replicasets,
+    )
+    answer = ask(tmp_path, "what has changed in namespace shop recently?").answer
+    whats = [e["what"] for e in answer["events"]]
+    assert whats == [
+        "web rolled out image shop/web:1.8.0 (ReplicaSet web-6e8a7b6c5, 2d ago, replacing shop/web:1.7.0)"
+    ]

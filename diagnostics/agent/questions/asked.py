@@ -19,6 +19,9 @@ _HEADER_START = ("NAME", "NAMESPACE")
 _DESCRIBE_NODE = rx.compile(r"(?m)^Node:\s+([^\s/]+)")
 _DESCRIBE_NAME = rx.compile(r"(?m)^Name:\s+(\S+)")
 _DESCRIBE_NAMESPACE = rx.compile(r"(?m)^Namespace:\s+(\S+)")
+_DESCRIBE_REPLICAS = rx.compile(
+    r"(?m)^Replicas:\s+(\d+) desired \| (\d+) updated \| (\d+) total \| (\d+) available \| (\d+) unavailable"
+)
 
 
 @dataclass(frozen=True)
@@ -189,6 +192,21 @@ def _pods(state: AnalysisState, names: list[str], namespace: str) -> list[str]:
     return lines
 
 
+def _replicas(state: AnalysisState, names: list[str]) -> list[str]:
+    """A workload's replicas as its controller counts them (``describe``'s ``Replicas:`` line)."""
+    lines = []
+    for out in state.outputs:
+        name = str(out.params.get("name") or "")
+        match = _DESCRIBE_REPLICAS.search(out.text) if not out.no_data else None
+        if match and name.lower() in names:
+            desired, available, unavailable = match.group(1), match.group(4), match.group(5)
+            kind = str(out.params.get("kind") or "workload").capitalize()
+            lines.append(
+                f"{kind} {name}: {available} of {desired} replicas available ({unavailable} unavailable)."
+            )
+    return list(dict.fromkeys(lines))
+
+
 def asked_details(state: AnalysisState, namespace: str = "") -> list[str]:
     """The lines that answer what the question asks besides a verdict; [] when it asks nothing more."""
     intent = state.intent
@@ -202,6 +220,8 @@ def asked_details(state: AnalysisState, namespace: str = "") -> list[str]:
         lines += _placement(state, names)
     if intent.addresses:
         lines += _addresses(intent, state)
-    if "pods" in intent.asks:
+    if "replicas" in intent.asks:
+        lines += _replicas(state, names)
+    if "pods" in intent.asks or "replicas" in intent.asks:
         lines += _pods(state, names, namespace)
     return lines

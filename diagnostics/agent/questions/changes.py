@@ -14,6 +14,7 @@ from diagnostics.agent.evidence.analyzers import AnalysisState
 from diagnostics.agent.evidence.analyzers.base import parse_events
 from diagnostics.agent.evidence.inventory import Resolution
 from diagnostics.agent.questions.answers import TIMELINE, Answer, confidence_of
+from diagnostics.agent.questions.asked import parse_tables
 from diagnostics.agent.request.intent import Intent
 from diagnostics.agent.request.timewindow import line_time
 
@@ -72,6 +73,9 @@ def changes_answer(intent: Intent, state: AnalysisState, known: list[Resolution]
             }
             if moment not in moments:
                 moments.append(moment)
+    for moment in _rollouts(state, names):
+        if moment not in moments:
+            moments.append(moment)
     moments.sort(key=lambda m: (m["time"] == "", m["time"]))
     where = f" in namespace {namespace}" if namespace else ""
     if names:
@@ -104,3 +108,40 @@ def changes_answer(intent: Intent, state: AnalysisState, known: list[Resolution]
         notes=notes,
         confidence=confidence_of(reads=reads, empty=empty),
     )
+
+
+_AGE_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "y": 31536000}
+
+
+def _age_seconds(age: str) -> int:
+    """kubectl's AGE (``5d``, ``3d4h``, ``41m``) in seconds; a large number when it cannot be read."""
+    parts = rx.findall(r"(\d+)([smhdy])", age or "")
+    return sum(int(n) * _AGE_UNITS[u] for n, u in parts) if parts else 10**12
+
+
+def _rollouts(state: AnalysisState, names: set[str]) -> list[dict[str, str]]:
+    """A Deployment with more than one ReplicaSet rolled out: its youngest revision's images, and the
+    images it replaced (a ReplicaSet listing's AGE and IMAGES columns)."""
+    owners: dict[str, list[tuple[int, str, str, str]]] = {}
+    for out in state.outputs:
+        if out.no_data or str(out.params.get("kind") or "").lower() not in (
+            "replicaset",
+            "replicasets",
+            "rs",
+        ):
+            continue
+        for row in parse_tables(out.text, out.tool, str(out.params.get("namespace") or "")):
+            images, owner = row.get("IMAGES"), row.name.rsplit("-", 1)[0]
+            if images and owner != row.name and (not names or any(n in row.name for n in names)):
+                age = row.get("AGE")
+                owners.setdefault(owner, []).append((_age_seconds(age), row.name, images, age))
+    moments = []
+    for owner, revisions in sorted(owners.items()):
+        if len(revisions) < 2:
+            continue
+        revisions.sort()
+        (_, newest, images, age), before = revisions[0], revisions[1][2]
+        replaced = f", replacing {before}" if before != images else ""
+        what = f"{owner} rolled out image {images} (ReplicaSet {newest}, {age} ago{replaced})"
+        moments.append({"time": "", "source": owner, "what": what})
+    return moments

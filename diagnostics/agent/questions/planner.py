@@ -213,6 +213,14 @@ class QuestionPlanner(RulePlanner):
             self._listings(view, namespace, 85)
         if intent.kind in (COUNT, LIST) and not resolved and not namespace:
             self._listings(view, "", 80)
+        if intent.kind == CHANGES and namespace:
+            # Each ReplicaSet is a revision of its Deployment (its age and images say when and what rolled
+            # out): the next form of "what changed" when the namespace's events are empty or aged out.
+            self._list(view, "replicaset", namespace, 60, f"the revisions (replica sets) in {namespace}")
+        if "replicas" in intent.asks:  # the controller's own count of its replicas
+            for resolution in resolved[:2]:
+                for row in resolution.matches[:2]:
+                    self._inspect_workload(view, row.kind, row.name, row.namespace)
         wants_pods = intent.kind in (LOGS, SEARCH, ERRORS, TIMELINE, CHANGES) or intent.object_kind in (
             "restart",
             "error",
@@ -254,7 +262,8 @@ class QuestionPlanner(RulePlanner):
     def _inspect_workload(self, view: InvestigationView, kind: str, name: str, namespace: str) -> None:
         intent = view.state.intent
         assert intent is not None
-        if intent.kind not in (TIMELINE, ERRORS, CHANGES) or not namespace:
+        replicas = "replicas" in intent.asks and kind not in ("pod", "namespace")
+        if (intent.kind not in (TIMELINE, ERRORS, CHANGES) and not replicas) or not namespace:
             return
         obj = ObjRef(kind, name, namespace)
         describe = _spec(

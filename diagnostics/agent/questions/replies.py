@@ -20,7 +20,7 @@ from diagnostics.agent.questions.answers import DIAGNOSIS, EXPLANATION, LOW, Ans
 from diagnostics.agent.questions.asked import asked_details
 from diagnostics.agent.questions.compose import build_question_answer
 from diagnostics.agent.questions.planner import finding_document, question_namespace, resolutions
-from diagnostics.agent.request.intent import EXPLAIN, STATUS
+from diagnostics.agent.request.intent import COUNT, EXPLAIN, LIST, STATUS
 from diagnostics.agent.request.subject import AlertContext
 from diagnostics.toolsets.registry import Environment
 
@@ -70,6 +70,8 @@ def answer_for(
         return _explanation(state, findings, diagnosis=diagnosis, root_cause=root_cause, reads=reads)
     assert intent is not None
     answer = build_question_answer(intent, state, resolutions(state), question_namespace(state))
+    if intent.kind in (COUNT, LIST):
+        answer.details = asked_details(state, question_namespace(state)) + answer.details
     problems = [f for f in sorted(findings, key=lambda f: -f.rank) if f.is_problem]
     if problems:
         answer.details.append("Also noticed: " + "; ".join(dict.fromkeys(f.summary for f in problems[:4])))

@@ -210,6 +210,7 @@ _OBJECTS = (
 _NAMESPACE = rx.compile(
     r"(?:\bnamespace|\bns|-n)\s+[`'\"]?([a-z0-9][-a-z0-9]*[a-z0-9])[`'\"]?(?:\s+namespace)?\b"
 )
+_IN_PLACE = rx.compile(r"\bin\s+(?:the\s+)?[`'\"]?([a-z0-9][-a-z0-9]*[a-z0-9])[`'\"]?\s*(?:[?,.!]|$)")
 # Verbs a question starts with ("check namespace ingest"): never the namespace's name.
 _VERBS = frozenset({"check", "show", "list", "get", "describe", "inspect", "look", "see", "scan"})
 _NAMESPACE_AFTER = rx.compile(r"\b([a-z0-9][-a-z0-9]*[a-z0-9])\s+(?:namespace|ns)\b")
@@ -245,6 +246,7 @@ _ASKS: tuple[tuple[str, rx.Pattern], ...] = (
             r"\b(?:which|what) node\b|\bnode (?:is|are|does|do)\b|\bwhere (?:is|are|does|do)\b.*\brun"
         ),
     ),
+    ("replicas", rx.compile(r"\breplicas?\b")),
     ("pods", rx.compile(r"\bpods? of\b|\b(?:all|they|them|replicas?|pods?) (?:all )?(?:ready|running|up)\b")),
 )
 _SUMMARY = rx.compile(r"\bsummar\w+|\bsum up\b|\bgist\b|\btl;?dr\b|\boverview\b|\bwhat do the logs say\b")
@@ -340,7 +342,10 @@ def candidate_names(text: str, *, exclude: set[str] = frozenset()) -> list[str]:
         quoted = match.group(0)[:1] in "`'\"" and match.group(0)[-1:] in "`'\""
         score = 0 if quoted else 1 if rx.search(r"[-_.]", word) or word in qualified else 2
         scored.append((score, i, word))
-    best = min((score for score, _, _ in scored), default=2)
+    # A name in the namespace's place ("... in edge-prod") does not crowd out the plain words that name
+    # the object ("how many replicas does gateway have in edge-prod").
+    placed = {m.group(1) for m in _IN_PLACE.finditer(lowered)}
+    best = min((score for score, _, word in scored if word not in placed), default=2)
     seen: dict[str, None] = {}
     for score, _, word in sorted(scored):
         if score < 2 or best == 2:

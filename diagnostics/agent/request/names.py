@@ -108,6 +108,9 @@ STOP_NAMES = (
         "me",
         "us",
         "not",
+        "they",
+        "them",
+        "their",
         # Words around a name that are never one.
         "labelled",
         "labeled",
