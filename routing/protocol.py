@@ -165,15 +165,16 @@ def parse_chat_request(raw: bytes) -> ChatRequest:
     """``raw`` as a chat request; its prompt-cache markers (a part's, a tool call's, a tool's
     ``cache_control``) checked: a malformed one is a 400 naming it."""
     request = parse_body(raw, ChatRequest)
-    if _may_mark(request):
-        cache_markers.check(request.model_dump(include={"messages", "tools"}, exclude_none=True))
+    cache_markers.check(_marker_places(request))
     return request
 
 
-def _may_mark(request: ChatRequest) -> bool:
-    return bool(request.tools) or any(
-        isinstance(m.content, list) or m.tool_calls is not None for m in request.messages
-    )
+def _marker_places(request: ChatRequest) -> dict[str, Any]:
+    """What of ``request`` may hold a prompt-cache marker, in the body's shape (no copy of the rest:
+    a tool's schema can be 64 KB)."""
+    messages = [{"content": m.content, "tool_calls": m.tool_calls} for m in request.messages]
+    tools = [{"cache_control": tool.cache_control} for tool in request.tools or ()]
+    return {"messages": messages, "tools": tools}
 
 
 def parse_body(raw: bytes, model: type[Parsed]) -> Parsed:

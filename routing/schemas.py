@@ -81,7 +81,13 @@ def _no_retrieval(uri: str) -> Any:
 
 
 def schema_problem(schema: Any) -> str | None:
-    """Why ``schema`` cannot be used (see the module's rules), or None."""
+    """Why ``schema`` cannot be used (the module's rules), or None; a worker's finding if one vetted it."""
+    if isinstance(schema, dict):
+        with _cache_lock:
+            text = orjson.dumps(schema, default=str, option=orjson.OPT_NON_STR_KEYS)
+            vetted = _vetted.get(hashlib.sha256(text).digest(), False)
+        if vetted is None or isinstance(vetted, str):
+            return vetted
     try:
         validator(schema)
     except SchemaRefused as refused:

@@ -1,13 +1,16 @@
-"""A caller's schemas with references are costed in a worker process, before the edge parses the body.
+"""A caller's schemas are costed in a worker process, before the edge parses the body.
 
 Counting what a schema costs (routing/schemas.py: the unrolled reference graph, the checks along one
-instance path, the fan-out) is bounded, but for a schema whose references recurse it is tens of
-milliseconds of Python: under the serving process's GIL that is caller-controlled work, repeatable on
-every call. So a /v1 body whose bytes hold a reference keyword has each of its schemas that holds one,
-and that this process has not seen, counted by a verifier worker (the same pool and per-key share as
-verifications, routing/verifiers/pool.py); the worker's finding is kept (byte-bounded, by the schema's
-digest) and the edge's parse then uses it instead of counting again. Schemas without references cost
-at most their own size (5,000 objects) and are counted in the parse, as before.
+instance path, the fan-out) and compiling it are bounded, but not cheap: a schema with recursing
+references is tens of milliseconds of Python, and so is a wide one without any (a 58 KB schema of
+1,000 properties of two ``allOf`` branches is 0.5 s to count and compile; eight of them in one 464 KB
+body froze the process for 4 s). Under the serving process's GIL that is caller-controlled work,
+repeatable on every call with a new schema. So the schemas of a /v1 body that this process has not
+seen are counted by a verifier worker (the same pool and per-key share as verifications,
+routing/verifiers/pool.py) unless together they are tiny (:data:`INLINE_BYTES` of JSON, no reference):
+the worker's finding is kept (byte-bounded, by the schema's digest) and the edge's parse then uses it
+instead of counting or compiling again (``schemas.schema_problem``). A body may hold at most
+:data:`MAX_SCHEMAS` schemas (OpenAI's cap on tools is 128): more is a 400, before any is counted.
 
 A worker that finds a problem: the parse refuses the schema with that reason (a 400 naming it). One
 that passes its deadline: refused, "checking its cost took too long". A saturated pool: a 503, nothing
@@ -31,15 +34,19 @@ _MARKERS = (b'"$ref"', b'"$dynamicRef"', b'"$recursiveRef"')
 _CONTAINERS = ("tools", "functions", "response_format", "text", "output_config", "metadata")
 _SCHEMA_KEYS = ("schema", "parameters", "input_schema")
 _WALK_DEPTH = 6
-_MAX_SCHEMAS = 128  # a body's schemas vetted at most; the rest are counted by the parse, bounded
+MAX_SCHEMAS = 512  # schemas in one body (tools, formats, per-call verifiers); more is a 400
+INLINE_BYTES = 2048  # new schemas without references this small together are counted by the parse
+_KEYS = tuple(f'"{key}"'.encode() for key in _SCHEMA_KEYS)
 _DEADLINE_S = 5.0
 _CONFIG_PROBLEM = "invalid verifier: json_schema.schema is not a valid JSON schema: "
 
 
 def _candidates(data: dict[str, Any]) -> list[bytes]:
+    """The JSON of each schema of ``data`` this process has not seen; a 400 past :data:`MAX_SCHEMAS`."""
     found: list[bytes] = []
     stack: list[tuple[Any, int]] = [(data.get(name), 0) for name in _CONTAINERS]
-    while stack and len(found) < _MAX_SCHEMAS:
+    seen = 0
+    while stack:
         item, depth = stack.pop()
         if depth > _WALK_DEPTH:
             continue
@@ -48,12 +55,26 @@ def _candidates(data: dict[str, Any]) -> list[bytes]:
         elif isinstance(item, dict):
             for key, value in item.items():
                 if key in _SCHEMA_KEYS and isinstance(value, dict):
+                    seen += 1
+                    if seen > MAX_SCHEMAS:
+                        raise ApiError(
+                            400,
+                            f"The request holds more than {MAX_SCHEMAS} JSON schemas (tools, formats and "
+                            "verifiers together); send fewer tools.",
+                            param="tools",
+                            code="too_many_schemas",
+                        )
                     text = orjson.dumps(value)
-                    if any(marker in text for marker in _MARKERS) and not schemas.is_vetted(text):
+                    if not schemas.is_vetted(text):
                         found.append(text)
                 else:
                     stack.append((value, depth + 1))
     return found
+
+
+def _worth_a_worker(texts: list[bytes]) -> bool:
+    """Whether counting ``texts`` here could cost more than a worker's round trip."""
+    return sum(map(len, texts)) > INLINE_BYTES or any(m in text for text in texts for m in _MARKERS)
 
 
 async def _vet(text: bytes, owner: str) -> None:
@@ -80,10 +101,12 @@ async def _vet(text: bytes, owner: str) -> None:
 
 
 async def vet_body_schemas(raw: bytes, *, owner: str) -> None:
-    """Cost every new schema with references of the /v1 body ``raw`` in a worker (module docstring).
-    A body that does not parse is left to the edge's parser, which says why."""
-    if not any(marker in raw for marker in _MARKERS):
+    """Cost every new schema of the /v1 body ``raw`` in a worker (module docstring), unless together
+    they are tiny. A body that does not parse is left to the edge's parser, which says why."""
+    if not any(key in raw for key in _KEYS):
         return
+    if len(raw) <= INLINE_BYTES and not any(marker in raw for marker in _MARKERS):
+        return  # its schemas are tiny together: counted in the parse
     try:
         data = loads_request(raw)
     except JsonBodyError:
@@ -91,5 +114,5 @@ async def vet_body_schemas(raw: bytes, *, owner: str) -> None:
     if not isinstance(data, dict):
         return
     texts = list(dict.fromkeys(_candidates(data)))
-    if texts:
+    if texts and _worth_a_worker(texts):
         await asyncio.gather(*(_vet(text, owner) for text in texts))
