@@ -29,6 +29,7 @@ from diagnostics.mcp.client import UpstreamError, checked_call_async
 from diagnostics.mcp.requests import gateway_request_open, grant_for, request_of_key, request_summary
 from diagnostics.mcp.resync import resync_async
 from diagnostics.mcp.selectors import effective_class, upstream_of
+from diagnostics.mcp.vetting import control_path
 from diagnostics.models import McpGrant, McpTool
 from diagnostics.toolsets.base import validation_error
 from diagnostics.toolsets.mcp import CallRecord, qualified
@@ -151,6 +152,11 @@ async def _call(grant: McpGrant, who: Caller, name: str, arguments: dict[str, An
     server = grant.server
     record = CallRecord(server.name, name, arguments, "ok")
     if klass == classify.WRITE:
+        if hidden := control_path(arguments):
+            return error(
+                f"Refused: {hidden} holds control, zero-width or bidirectional characters; a write's "
+                "arguments must read as they run for the person who approves it."
+            )
         action = await sync_to_async(gateway_request_open)(
             key=who.key, server=server, tool=name, qualified=qualified(server.name, name), args=arguments
         )

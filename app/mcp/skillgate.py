@@ -18,6 +18,7 @@ from core.errors import ServiceError
 from diagnostics import selectors, services
 from diagnostics.mcp.attach import incident_environment
 from diagnostics.mcp.requests import grant_for, key_usage
+from diagnostics.mcp.vetting import clean_text, control_path
 from diagnostics.models import ActionRequest, Incident, Trajectory
 from diagnostics.toolsets.base import validation_error
 from diagnostics.toolsets.mcp import split_qualified
@@ -80,13 +81,13 @@ def _incident_out(incident: Incident, *, who: Caller, steps: bool = False) -> di
 
 
 def _open(who: Caller, args: dict[str, Any]) -> Incident:
-    text = str(args.get("text", "")).strip()
+    text = clean_text(str(args.get("text", ""))).strip()  # shown on the page, in Slack and the API
     if not text:
         raise ServiceError("Say what is wrong in 'text'.", code="invalid_field")
     return services.incident_open(
         title=text.splitlines()[0][:200],
         description=text[:20000],
-        environment=str(args.get("environment", "")),
+        environment=clean_text(str(args.get("environment", ""))),
         created_by=who.owner,
         trigger=Incident.Trigger.KEY,
         trigger_ref=str(who.key.pk),
@@ -187,13 +188,19 @@ def _propose(who: Caller, args: dict[str, Any]) -> ActionRequest:
         raise ServiceError(
             f"{tool!r} is not an action of {incident.environment!r}; known: {known}.", code="unknown_action"
         )
+    if hidden := control_path(tool_args, "args"):
+        raise ServiceError(
+            f"{hidden} holds control, zero-width or bidirectional characters; an action's args must read "
+            "as they run for the person who approves it.",
+            code="invalid_field",
+        )
     if problem := validation_error(allowed[tool].parameters, tool_args):
         raise ServiceError(f"Invalid args for {tool}: {problem}", code="invalid_field")
     return services.action_request_propose(
         trajectory=trajectory,
         tool=tool,
         args=tool_args,
-        reason=str(args.get("reason", ""))[:2000],
+        reason=clean_text(str(args.get("reason", "")))[:2000],
         requested_by=who.owner,  # the proposer asked: they may not approve it, whatever their roles
     )
 

@@ -59,6 +59,37 @@ def clean_json(value: Any, depth: int = 0) -> Any:
     return value
 
 
+_INVISIBLE = frozenset(
+    [chr(c) for c in range(0x200B, 0x2010)]
+    + [chr(c) for c in range(0x202A, 0x202F)]
+    + [chr(c) for c in range(0x2060, 0x2065)]
+    + [chr(c) for c in range(0x2066, 0x206A)]
+    + ["\ufeff"]
+)
+
+
+def _hidden(char: str) -> bool:
+    code = ord(char)
+    return (code < 0x20 and char not in "\t\n\r") or 0x7F <= code <= 0x9F or char in _INVISIBLE
+
+
+def control_path(value: Any, path: str = "arguments", depth: int = 0) -> str:
+    """Where in a JSON value a string (or key) holds a terminal control, BEL, or a zero-width or
+    bidirectional character ('' when none): arguments a person approves must read as they run."""
+    if depth > 64:
+        return path
+    if isinstance(value, str):
+        return path if any(_hidden(c) for c in value) else ""
+    items = enumerate(value) if isinstance(value, list) else value.items() if isinstance(value, dict) else ()
+    for key, item in items:
+        where = f"{path}[{key!r}]" if isinstance(key, str) else f"{path}[{key}]"
+        if isinstance(key, str) and any(_hidden(c) for c in key):
+            return where
+        if found := control_path(item, where, depth + 1):
+            return found
+    return ""
+
+
 def shown_name(name: str) -> str:
     """A refused name as it may be shown: escaped (``\\u0430``), cut to 128 characters."""
     return name.encode("ascii", "backslashreplace").decode("ascii")[:120] or "(empty)"

@@ -6,6 +6,7 @@ host or address. Every attack fails and nothing runs upstream without review and
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 
 import pytest
@@ -13,11 +14,11 @@ import pytest
 from diagnostics.mcp.classify import WRITE
 from diagnostics.mcp.selectors import effective_class, page_servers
 from diagnostics.mcp.servers import mcp_grant_set, mcp_server_accept, mcp_server_register, mcp_server_sync
-from diagnostics.models import McpTool
+from diagnostics.models import ActionRequest, Incident, McpTool
 from routing import scopes
 from tests.api.conftest import role_key
 from tests.factories import make_role_key
-from tests.mcp.conftest import _hostile_http
+from tests.mcp.conftest import _hostile_http, connect
 from tests.mcp.test_first_sight import RO, liar, ran
 from tests.mcp.test_surfaces import call, text
 
@@ -125,3 +126,43 @@ def test_the_deny_list_holds_for_every_spelling_of_a_host_or_address(client, set
     settings.MCP_URL_DENY_HOSTS = ("127.0.0.0/8",)
     report = mcp_server_sync(server=server)
     assert "URL policy" in report.error and McpTool.objects.filter(server=server).count() == 0
+
+
+HIDDEN = ["ok\u202etxt.exe", "\x1b[2Jclear\x07", "zero\u200bwidth", "nul\x00byte"]
+
+
+def test_write_arguments_that_would_show_other_than_they_run_are_refused_on_every_surface(
+    gateway_url, hostile, tmp_path, enqueued
+):
+    connect(hostile)
+    agent = make_role_key("agent", "operator", scopes=[scopes.MCP_GATEWAY])
+    mcp_grant_set(key=agent.key, server=hostile, tools=[], by=None)
+    url = gateway_url + "/mcp/servers/upstream"
+    for line in HIDDEN:
+        refused = call(url, agent.raw, "touch", {"line": line})
+        assert refused.is_error and "bidirectional" in text(refused), line
+    assert ActionRequest.objects.count() == 0 and not (tmp_path / "touch.log").exists()
+    asked = call(url, agent.raw, "touch", {"line": "tab\tand\r\nnewline are fine"})
+    assert asked.is_error and "Approval required" in text(asked)
+    assert ActionRequest.objects.count() == 1
+
+    key = make_role_key(
+        "asker", "operator", scopes=[scopes.INCIDENTS_WRITE, scopes.INCIDENTS_READ, scopes.LLM]
+    )
+    opened = call(
+        gateway_url + "/mcp",
+        key.raw,
+        "open_incident",
+        {"text": "\x1b]0;owned\x07the \x1b[31mapi\x1b[0m is \u202edown", "environment": "fake"},
+    )
+    incident = Incident.objects.get(pk=json.loads(text(opened))["incident"]["id"])
+    assert incident.title == "the api is down" and "\x1b" not in incident.description
+    for service in HIDDEN:
+        proposed = call(
+            gateway_url + "/mcp",
+            key.raw,
+            "propose_action",
+            {"incident_id": incident.pk, "tool": "restart_service", "args": {"service": service}},
+        )
+        assert proposed.is_error and "bidirectional" in text(proposed), service
+    assert ActionRequest.objects.count() == 1
