@@ -8,7 +8,7 @@ import hashlib
 import json
 import uuid
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -120,7 +120,7 @@ def ledger_row(record: CallRecord) -> dict[str, Any]:
     writer inserts (``invocation_of``). Bodies as stored (hashes only without LEDGER_STORE_BODIES)."""
     return {
         "id": str(record.id),
-        "created_at": timezone.now().isoformat(),
+        "created_at": datetime.now(UTC).isoformat(),  # timezone.now() without its settings lookup (USE_TZ)
         "api_key_id": record.api_key_id,
         "profile_id": record.profile_id,
         "requested_model": record.requested_model,
