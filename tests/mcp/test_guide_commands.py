@@ -10,42 +10,21 @@ or is the test suite itself); the skips must say why, and the others must all su
 
 from __future__ import annotations
 
-import os
 import re
-import signal
-import subprocess
-import sys
 from pathlib import Path
 
-import httpx
 import pytest
 
-from bench.support.vllm import free_port
-from tests.support.wait import wait_until
+from tests.support.guides import DONE, ROOT, blocks, fresh_serve
 
-ROOT = Path(__file__).resolve().parents[2]
 GUIDE = ROOT / "docs" / "guides" / "mcp.md"
-BLOCK = re.compile(
-    r"(?:<!-- guide-test: skip: (?P<why>[^>]*?) -->\n)?```(?P<lang>bash|python)\n(?P<body>.*?)```", re.S
-)
 
 pytestmark = pytest.mark.slow
 
 
 def guide_blocks() -> list[tuple[str, str, str]]:
     """(language, body, why skipped or '') of each bash and python block, in order."""
-    return [(m["lang"], m["body"], (m["why"] or "").strip()) for m in BLOCK.finditer(GUIDE.read_text())]
-
-
-def script(port: int) -> str:
-    lines = ["set -euo pipefail", f"cd {ROOT}"]
-    for lang, body, why in guide_blocks():
-        if why:
-            continue
-        body = body.replace("localhost:8000", f"127.0.0.1:{port}")
-        lines.append(body if lang == "bash" else f".venv/bin/python - <<'PY'\n{body}PY")
-        lines.append("echo '--- block done'")
-    return "\n".join(lines) + "\n"
+    return [(b.lang, b.body, b.why) for b in blocks(GUIDE)]
 
 
 def test_the_guide_marks_why_each_block_it_does_not_run() -> None:
@@ -61,54 +40,12 @@ def test_the_guide_marks_why_each_block_it_does_not_run() -> None:
 def test_every_command_of_the_guide_runs_on_a_fresh_serve(tmp_path: Path) -> None:
     if not (ROOT / ".venv" / "bin" / "mcp-server-git").exists():
         pytest.skip("mcp-server-git is not installed (pip install -c constraints.txt -e .[dev])")
-    port = free_port()
-    servers = ("DATABASE_URL", "CELERY_BROKER_URL", "CACHE_URL")
-    env = {
-        **{k: v for k, v in os.environ.items() if k not in servers and not k.startswith("SKILLGATE_")},
-        "SKILLGATE_VAR_DIR": str(tmp_path / "var"),
-        "DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}",
-        "PYTHONUNBUFFERED": "1",
-    }
-    server_env = {**env, "SKILLGATE_MCP_API_STDIO_PROGRAMS": f"{ROOT}/.venv/bin/mcp-server-git"}
-    serve = subprocess.Popen(
-        [sys.executable, "manage.py", "serve", "--no-student", "--no-demo", "--port", str(port)],
-        cwd=ROOT,
-        env=server_env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-
-        def ready() -> bool:
-            try:
-                return httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=1).status_code == 200
-            except httpx.TransportError:
-                return False
-
-        wait_until(
-            ready,
-            timeout=300,  # migrations on a fresh database, on a busy machine
-            interval=0.5,
-            what="serve to be ready",
-            abort=lambda: None if serve.poll() is None else "serve exited",
-        )
-        run = subprocess.run(
-            ["bash", "-c", script(port)],
-            cwd=ROOT,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=400,
-        )
-    finally:
-        serve.send_signal(signal.SIGTERM)
-        try:
-            serve.wait(60)
-        except subprocess.TimeoutExpired:
-            serve.kill()
-    out = run.stdout + run.stderr
+    server_env = {"SKILLGATE_MCP_API_STDIO_PROGRAMS": f"{ROOT}/.venv/bin/mcp-server-git"}
+    with fresh_serve(tmp_path, server_env) as serve:
+        run = serve.run(GUIDE)
+    out = run.stdout
     assert run.returncode == 0, out[-4000:]
     ran = [b for b in guide_blocks() if not b[2]]
-    assert out.count("--- block done") == len(ran), out[-4000:]
+    assert out.count(DONE) == len(ran), out[-4000:]
     assert "server_updated" in out and '"team": "sre"' in out  # the audit and the team grant answered
     assert "is_error=False" in out and "answered" in out  # the SDK's ask answered
