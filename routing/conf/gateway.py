@@ -118,9 +118,12 @@ class Upstream:
     max_keepalive: int = setting(
         "UPSTREAM_MAX_KEEPALIVE",
         env="SKILLGATE_UPSTREAM_MAX_KEEPALIVE",
-        default=100,
+        default=1000,
         ge=0,
-        doc="Idle connections the direct client keeps.",
+        doc="Idle connections the direct client keeps per upstream (default: as many as its pool holds). "
+        "A bound under the calls in flight closes and reopens connections at every peak (at 256 "
+        "concurrent calls, 100 made one call in two open a new connection); an idle one goes after "
+        "UPSTREAM_KEEPALIVE_S anyway.",
     )
     keepalive_s: float = setting(
         "UPSTREAM_KEEPALIVE_S",
