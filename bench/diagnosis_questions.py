@@ -9,6 +9,9 @@ the floor, not a model). LLM sections are shown next to analyzers-only per inten
 writes it to ``bench/results/diagnosis_questions.md`` and puts it into ``docs/guides/diagnosis.md``
 between the ``bench:diagnosis_questions`` markers, so the docs never carry numbers copied by hand.
 
+Issue 39's blind question round (``eval/issue39/questions``, all held-out) is measured apart, analyzers-only,
+in its own section: it is never mixed into the older cases' numbers.
+
     .venv/bin/python -m bench.diagnosis_questions                              # analyzers-only
     .venv/bin/python -m bench.diagnosis_questions --scripted quoter,liar,chaos  # + scripted tool calls
     .venv/bin/python -m bench.diagnosis_questions --llm                        # + LLM mode (gateway)
@@ -36,6 +39,8 @@ from diagnostics.evaluation.replay import evaluate, render_comparison, render_in
 ROOT = Path(__file__).resolve().parent.parent
 RESULT = ROOT / "bench/results/diagnosis_questions.md"
 DOCS = ROOT / "docs/guides/diagnosis.md"
+BLIND_ROUND = ROOT / "eval/issue39/questions"
+ROUND_RESULT = ROOT / "bench/results/diagnosis_questions_issue39.md"
 MARKERS = ("<!-- bench:diagnosis_questions -->", "<!-- /bench:diagnosis_questions -->")
 
 
@@ -57,6 +62,7 @@ def main() -> None:
     args = parser.parse_args()
     roots = [ROOT / "eval/holmesgpt/cases", ROOT / "eval/handwritten/cases"]
     analyzers = evaluate(roots, mode="analyzers", grader="keyword")
+    blind_round = evaluate([BLIND_ROUND], mode="analyzers", grader="keyword")
     llm_sections = []
     if args.llm:
         if not conf.get().agent.llm_configured:
@@ -85,6 +91,20 @@ def main() -> None:
             out += [render_intents(results, label=label), ""]
         else:
             out += [render_comparison(analyzers, results, label=label), ""]
+    round_lines = [
+        f"**issue 39's question round** (`{BLIND_ROUND.relative_to(ROOT)}`, analyzers-only, apart from "
+        "the older cases)",
+        "",
+        "```",
+        summary_line(blind_round, runs=1, label="held-out"),
+        "```",
+        "",
+        render_intents(blind_round, label="analyzers-only"),
+        "",
+        "Not passed: " + (", ".join(r.case for r in blind_round if not r.passed) or "none") + ".",
+        "",
+    ]
+    out += round_lines
     if not args.llm:
         out.append(
             "LLM mode with a real model: not measured in this run (no model capable of native tool calls "
@@ -96,6 +116,7 @@ def main() -> None:
         return
     RESULT.parent.mkdir(parents=True, exist_ok=True)
     RESULT.write_text(text)
+    ROUND_RESULT.write_text(f"{out[0]}\n\n" + "\n".join(round_lines).rstrip() + "\n")
     if DOCS.is_file():
         docs = DOCS.read_text()
         pattern = re.compile(re.escape(MARKERS[0]) + r".*?" + re.escape(MARKERS[1]), re.DOTALL)
