@@ -22,7 +22,7 @@ from routing import budgets
 from routing.budgets import leases
 from routing.ledger import CallRecord, Leg, invocation_of, ledger_row
 from routing.ledger import journal as ledger_journal
-from routing.models import ApiKey, BudgetLease, Invocation
+from routing.models import ApiKey, BudgetLease, Invocation, TaskProfile
 from tests.factories import TaskProfileFactory, make_key
 from tests.routing.test_ledger_rows_fast import a_row, stored
 
@@ -172,3 +172,16 @@ def test_the_keys_are_locked_before_any_lease() -> None:
             committer.join(10)
     assert done == [1]
     assert state(key) == (Decimal("0.01"), Decimal("0.49"))
+
+
+def test_a_row_whose_profile_is_gone_fails_the_statement_and_the_batch_is_written_without_it() -> None:
+    key = make_key(budget_usd=Decimal(1)).key
+    lease = a_lease(key, "0.5")
+    kept, orphan = entry(key, lease, "0.01"), entry(key, lease, "0.02")
+    TaskProfile.objects.filter(pk=orphan.row["profile_id"]).delete()
+
+    assert ledger_journal.commit([kept, orphan]) == 1  # the foreign key refused it at commit: no half
+    assert list(Invocation.objects.values_list("pk", flat=True)) == [kept.id]
+    assert state(key) == (Decimal("0.03"), Decimal("0.47"))  # live: its tokens were spent all the same
+    lease.refresh_from_db()
+    assert lease.spent_usd == Decimal("0.03")
