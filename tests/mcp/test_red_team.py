@@ -10,11 +10,12 @@ import json
 from collections.abc import Iterator
 
 import pytest
+from django.contrib.auth.models import Group
 
 from diagnostics.mcp.classify import WRITE
 from diagnostics.mcp.selectors import effective_class, page_servers
 from diagnostics.mcp.servers import mcp_grant_set, mcp_server_accept, mcp_server_register, mcp_server_sync
-from diagnostics.models import ActionRequest, Incident, McpTool
+from diagnostics.models import ActionRequest, Incident, McpGrant, McpTool
 from routing import scopes
 from tests.api.conftest import role_key
 from tests.factories import make_role_key
@@ -166,3 +167,26 @@ def test_write_arguments_that_would_show_other_than_they_run_are_refused_on_ever
         )
         assert proposed.is_error and "bidirectional" in text(proposed), service
     assert ActionRequest.objects.count() == 1
+
+
+def test_a_team_grant_shares_the_tools_not_each_others_requests(gateway_url, hostile, enqueued):
+    connect(hostile)
+    team = Group.objects.create(name="sre")
+    McpGrant.objects.create(team=team, server=hostile, tools=["status", "touch"])
+    rw = [scopes.MCP_GATEWAY, scopes.INCIDENTS_READ, scopes.INCIDENTS_WRITE]
+    first = make_role_key("first", "operator", scopes=rw)
+    second = make_role_key("second", "operator", scopes=rw)
+    for member in (first, second):
+        member.key.owner.groups.add(team)
+    url = gateway_url + "/mcp/servers/upstream"
+    asked = call(url, first.raw, "touch", {"line": "secret-argument"})
+    assert asked.is_error and "Approval required" in text(asked)
+    action = ActionRequest.objects.get()
+    result = call(url, second.raw, "skillgate_action_result", {"request_id": action.pk})
+    assert result.is_error and "secret-argument" not in text(result)  # a teammate's key: no such request
+    seen = call(gateway_url + "/mcp", second.raw, "get_action", {"action_id": action.pk})
+    assert seen.is_error and "secret-argument" not in text(seen)
+    listed = call(gateway_url + "/mcp", second.raw, "list_incidents", {})
+    assert "secret-argument" not in text(listed)
+    own = call(url, first.raw, "skillgate_action_result", {"request_id": action.pk})
+    assert not own.is_error and json.loads(text(own))["status"] == "pending"
