@@ -213,10 +213,10 @@ class RulePlanner(Observer):
             for spec in view.tools:
                 if not required_of(spec) and "top" in spec.name.lower():
                     self._push(spec.name, {}, 60, "resource use across the cluster")
-        if "cpu" in alert.topics:
+        if alert.topics & {"cpu", "memory"}:
             for spec in view.tools:
                 if not required_of(spec) and "top" in spec.name.lower() and "pod" in spec.name.lower():
-                    self._push(spec.name, {}, 70, "cpu: pod CPU use against limits")
+                    self._push(spec.name, {}, 70, "cpu/memory: pod use against limits")
         if not subject.namespace and any(t in alert.topics for t in CLUSTER_TOPICS):
             self._list(view, "node", "", 70, "capacity: the nodes' allocated resources")
         self._topics(view, subject.namespace)

@@ -11,6 +11,7 @@ from diagnostics.agent.evidence.analyzers import (  # noqa: F401  (registration)
     logs,
     metrics,
     network,
+    node_memory,
     platform,
     resources,
     tables,

@@ -59,6 +59,11 @@ class PodDescribeAnalyzer(Analyzer):
                 healthy = False
             if container.get("Ready") == "False":
                 healthy = False
+        findings += _one_container_holds_the_pod(containers_of(tree, "Containers"), pod)
+        node = tree.get("Node").split("/", 1)[0]
+        if node and node != "<none>" and any(f.kind == "oom_killed" for f in findings):
+            # An OOM kill is the container's limit or the node's memory: the node's events tell which.
+            state.lead(ObjRef("node", node), f"the node of OOM-killed pod {pod.name}", 74)
         volumes = tree.child("Volumes")
         for volume in volumes.children if volumes is not None else []:
             claim = volume.get("ClaimName")
@@ -230,8 +235,36 @@ class PodDescribeAnalyzer(Analyzer):
                 )
             )
         findings += command_findings(c, pod, state)
-        findings += probe_port_findings(c, pod)
+        if current == "Running":
+            # A container that is not running refuses every probe: its crash says why, not the port.
+            findings += probe_port_findings(c, pod)
         return findings
+
+
+def _one_container_holds_the_pod(containers: list[Node], pod: ObjRef) -> list[Finding]:
+    """A pod is Ready only when every container is: one failing container (a sidecar beside the app)
+    keeps the whole pod out of its Services while the others run."""
+    running = [c.key for c in containers if c.get("Ready") == "True"]
+    failing = [c for c in containers if c.get("Ready") == "False"]
+    if not running or len(failing) != 1:
+        return []
+    bad = failing[0]
+    role = "a sidecar beside" if bad is not containers[0] else "beside"
+    state_node = bad.child("State")
+    why = state_node.get("Reason") if state_node else ""
+    return [
+        Finding(
+            "container_blocks_pod",
+            f"Pod {pod.name} is never Ready because one of its containers, {bad.key} ({role} "
+            f"{', '.join(running)}), is not ready{f' ({why})' if why else ''}: a pod is Ready only when all "
+            f"its containers are, so although {', '.join(running)} runs, the pod gets no traffic.",
+            Severity.CRITICAL,
+            pod.label,
+            f"{bad.key}: Ready False{f', {why}' if why else ''}; {', '.join(running)}: Ready True",
+            58,
+            f"Fix container {bad.key} (its logs say why it fails).",
+        )
+    ]
 
 
 def _not_ready(tree: Node, pod: ObjRef) -> list[Finding]:
