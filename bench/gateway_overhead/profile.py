@@ -1,7 +1,12 @@
 """Where Skillgate's time goes: py-spy samples the server while the load generator offers one rate.
 
     .venv/bin/python -m bench.gateway_overhead _profile [--target skillgate-full] [--rate 100]
-        [--stream] [--duration 15] [--database-url postgres://.../skillgate_bench]
+        [--connections N] [--stream] [--duration 15] [--database-url postgres://.../skillgate_bench]
+
+``--connections N`` offers a closed loop of N clients instead of ``--rate`` (as the capacity points do):
+compare 16 with 256 to see where the CPU per call grows with the connections. ``--env NAME=VALUE``
+(repeatable) sets a setting of Skillgate's process, e.g. ``SKILLGATE_UPSTREAM_MAX_KEEPALIVE=100`` to see
+what a value costs.
 
 Prints two tables from the samples of the server thread holding the GIL (Python work, not waits): the
 functions where the time is spent (self) and the share of the samples each step of a call is under
@@ -20,7 +25,7 @@ from collections import Counter
 from pathlib import Path
 
 from bench.gateway_overhead.common import WORK, BenchError, log
-from bench.gateway_overhead.measure import Settings, run_point
+from bench.gateway_overhead.measure import Settings, run_closed, run_point
 from bench.gateway_overhead.servers import managed_children, sanity_check, start_skillgate, start_stub
 
 # Frames that are the event loop or a thread waiting, not work.
@@ -47,6 +52,10 @@ def profile_main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(prog="gateway_overhead _profile")
     parser.add_argument("--target", default="skillgate-full", choices=("skillgate-full", "skillgate-cheap"))
     parser.add_argument("--rate", type=float, default=100.0)
+    parser.add_argument(
+        "--connections", type=int, default=0, help="a closed loop over N connections instead of --rate"
+    )
+    parser.add_argument("--env", action="append", default=[], help="NAME=VALUE for Skillgate's process")
     parser.add_argument("--stream", action="store_true")
     parser.add_argument("--duration", type=float, default=15.0)
     parser.add_argument("--database-url", default=None)
@@ -56,11 +65,13 @@ def profile_main(argv: list[str]) -> None:
     if not Path(py_spy).exists():
         raise BenchError("py-spy is not installed: .venv/bin/pip install py-spy")
     mode = "stream" if args.stream else "json"
-    out = WORK / f"profile-{args.target}-{mode}.txt"
+    load = f"c{args.connections}" if args.connections else f"r{args.rate:g}"
+    out = WORK / f"profile-{args.target}-{mode}-{load}.txt"
     WORK.mkdir(parents=True, exist_ok=True)
     with managed_children() as children:
         stub = start_stub(children)
-        targets, db_label, _ = start_skillgate(children, stub, args.database_url)
+        extra = dict(item.split("=", 1) for item in args.env)
+        targets, db_label, _ = start_skillgate(children, stub, args.database_url, **extra)
         target = next(t for t in targets if t.name == args.target)
         sanity_check(target)
         cfg = Settings(duration=args.duration, warmup=2.0, timeout=10.0)
@@ -68,9 +79,17 @@ def profile_main(argv: list[str]) -> None:
         record += ["--duration", str(int(args.duration)), "--nonblocking", "-o", str(out)]
         spy = threading.Timer(cfg.warmup, lambda: subprocess.run(record, capture_output=True, check=False))
         spy.start()
-        result = run_point(children, target, {target.name: target.pgid}, args.stream, args.rate, cfg)
+        groups = {target.name: target.pgid}
+        if args.connections:
+            result = run_closed(children, target, groups, args.stream, args.connections, cfg)
+        else:
+            result = run_point(children, target, groups, args.stream, args.rate, cfg)
         spy.join()
-    log(f"{args.target} on {db_label}: {result['achieved']:.0f} RPS achieved, stacks in {out}")
+    cpu = result["cpu_s"].get(target.name, 0.0) * 1000 / max(1, result["ok"])
+    log(
+        f"{args.target} on {db_label}: {result['achieved']:.0f} calls/s achieved, {cpu:.3f} ms CPU per "
+        f"call, stacks in {out}"
+    )
     print(summarize(out.read_text(), args.top))
 
 

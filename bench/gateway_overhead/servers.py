@@ -157,9 +157,14 @@ def wait_http_post(url: str, proc: subprocess.Popen[bytes], name: str, timeout_s
 
 
 def start_skillgate(
-    children: Children, stub: Target, database_url: str | None, max_in_flight: int = 0, workers: int = 1
+    children: Children,
+    stub: Target,
+    database_url: str | None,
+    max_in_flight: int = 0,
+    workers: int = 1,
+    **extra_env: str,
 ) -> tuple[list[Target], str, dict[str, Any]]:
-    env, seed, db_label = seed_skillgate(children, stub, database_url, max_in_flight)
+    env, seed, db_label = seed_skillgate(children, stub, database_url, max_in_flight, **extra_env)
     return serve_skillgate(children, env, seed, workers), db_label, seed["router"]
 
 
