@@ -5,7 +5,8 @@ database serves every page; each page's ```bash, ```sh and ```python blocks run 
 (tests/support/guides.py), and the test checks what the page says they print. The teacher and the
 student are a local server speaking the OpenAI protocol (the local vLLM is not started) that answers the
 demo's extract-json prompt as a faithful model would. Blocks marked ``<!-- guide-test: skip: why -->``
-need what this machine lacks (the npm registry, the agent CLIs) or are the benchmark itself;
+need what this machine lacks (the npm registry, the agent CLIs), are the benchmark itself, or are
+`make run` and `make test` (a server until Ctrl-C, the whole suite);
 ``test_guide_pages.py`` checks that every other block is run here. docs/guides/mcp.md has its own test
 (tests/mcp/test_guide_commands.py: its server needs an MCP program allowed).
 """
@@ -34,6 +35,11 @@ EXPECTED = {
     ],
     GUIDES / "learning.md": ['"profile": ?"extract-json"', '"status": ?"(queued|running)"'],
     GUIDES / "diagnosis.md": ["held-out  pass rate", r"\| intent \| split \|"],
+    GUIDES / "diagnosis-agents.md": [
+        r"bad_config \(target api\)",
+        r'"title": ?"the crashpod keeps restarting"',
+        r'"environment": ?"replay"',
+    ],
 }
 RUN = list(EXPECTED)
 _CAPITAL = re.compile(r"(\w+) is the capital of (\w+)\.")  # the demo's own prompt, in a test
