@@ -31,6 +31,7 @@ from django.conf import settings
 import bench.support.django_env  # noqa: F401  sets Django up before the app imports below
 from bench.diagnosis_scripted import POLICIES
 from bench.support.openai_stub import OpenAIStub
+from core.conf import forget
 from diagnostics import conf
 from diagnostics.agent.investigation.llm import GatewayClient
 from diagnostics.agent.runner import MODE_LLM, build_observer_for
@@ -131,6 +132,7 @@ def _scripted(name: str, roots: list[Path]) -> list[Any]:
     if name not in POLICIES:
         raise SystemExit(f"--scripted: {name!r} is not one of {', '.join(POLICIES)}.")
     settings.DIAGNOSTICS_OBSERVER_TOOL_CALLING = True  # the scripted models speak native tool calls
+    forget()  # the typed settings were built (and cached) by the analyzers-only run before this
     with OpenAIStub(responder=POLICIES[name]) as stub:
         client = GatewayClient(
             base_url=stub.base_url,
