@@ -41,11 +41,11 @@ class Call:
         return sum(1 for m in self.request.messages if m.role == "assistant")
 
     def serialized(self) -> str:
+        dumped = self.dumped
+        if dumped is None:
+            dumped = self.request.model_dump(include={"messages", "tools"}, exclude_none=True)
         return json.dumps(
-            {
-                "messages": [m.model_dump(exclude_none=True) for m in self.request.messages],
-                "tools": [t.model_dump(exclude_none=True) for t in self.request.tools or []],
-            },
+            {"messages": dumped["messages"], "tools": dumped.get("tools") or []},
             ensure_ascii=False,
             sort_keys=True,
         )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 
 from bench.router_data.synthetic import generate
@@ -27,3 +29,8 @@ def test_call_and_record_give_the_same_features(featurizer: Featurizer):
         from_dump = CallInput.from_call(Call(request, profile, record.has_verifier, dumped))
         assert (from_dump.messages, from_dump.tools) == (from_call.messages, from_call.tools)
         assert (featurizer.transform(from_dump) == featurizer.transform(from_call)).all()
+        with_dump = Call(request, profile, record.has_verifier, dumped)
+        assert with_dump.serialized() == Call(request, profile, record.has_verifier).serialized()
+        tools = [t.model_dump(exclude_none=True) for t in request.tools or []]
+        messages = [m.model_dump(exclude_none=True) for m in request.messages]
+        assert json.loads(with_dump.serialized()) == {"messages": messages, "tools": tools}
