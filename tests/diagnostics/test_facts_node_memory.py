@@ -101,3 +101,33 @@ Containers:
     assert held and "shuttle (a sidecar beside weave)" in held[0].summary
     # a container that is not running refuses every probe: no port is blamed
     assert not [f for f in found if f.kind == "probe_port_mismatch"]
+
+
+def test_a_probe_that_times_out_at_the_cpu_limit_is_starved_not_broken():
+    state = AnalysisState(AlertContext())
+    found = _read(
+        """Name:             kiln-6c-bb
+Namespace:        glass
+Status:           Running
+Containers:
+  kiln:
+    State:          Running
+    Ready:          True
+    Restart Count:  5
+    Limits:
+      cpu:     150m
+    Liveness:   http-get http://:8080/healthz delay=10s timeout=2s period=10s #success=1 #failure=3
+Events:
+  Type     Reason     Age              From     Message
+  ----     ------     ----             ----     -------
+  Warning  Unhealthy  1m (x9 over 1h)  kubelet  Liveness probe failed: context deadline exceeded
+""",
+        state,
+        params={"kind": "pod", "name": "kiln-6c-bb", "namespace": "glass"},
+    )
+    found += _read(
+        "NAMESPACE   NAME         CPU(cores)   MEMORY(bytes)\nglass   kiln-6c-bb   149m   80Mi\n", state
+    )
+    top = rank_findings(found)[0]
+    assert top.kind == "probe_timeout_throttled", top
+    assert "timeout 2s" in top.summary and "150m" in top.summary

@@ -107,6 +107,7 @@ class RulePlanner(Observer):
         self._relocated: set[ObjRef] = set()
         self._overview_done = False
         self._proposed = False
+        self._top_read = False
 
     # -- queue ---------------------------------------------------------------------------------
 
@@ -352,6 +353,15 @@ class RulePlanner(Observer):
             if lead.obj.namespace:
                 self._topics(view, lead.obj.namespace)
         self._leads_seen = len(view.state.leads)
+        if not self._top_read and any(
+            f.kind == "probe_failed" and rx.search(r"deadline exceeded|timeout", f.summary, rx.IGNORECASE)
+            for f in view.findings
+        ):
+            # A probe that times out: the process answers too slowly; its CPU against the limit says why.
+            self._top_read = True
+            for spec in view.tools:
+                if not required_of(spec) and "top" in spec.name.lower() and "pod" in spec.name.lower():
+                    self._push(spec.name, {}, 72, "a probe times out: pod CPU use against limits")
 
     def _fallbacks(self, view: InvestigationView) -> bool:
         """Push more work when the queue ran dry; False when there is nothing left to try."""

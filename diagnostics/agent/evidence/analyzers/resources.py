@@ -251,6 +251,11 @@ class CpuLimitAnalyzer(Analyzer):
             if cpu:
                 limits[_pod_of(pod)] = cpu
                 limits[_pod_of(container.key)] = cpu
+                probes = state.fact_dict("probe_timeouts")
+                for probe in ("Liveness", "Readiness", "Startup"):
+                    timeout = rx.search(r"timeout=(\d+s)", container.get(probe))
+                    if timeout:
+                        probes[f"{_pod_of(pod)} {probe.lower()}"] = (container.key, timeout.group(1), cpu)
                 # Which container the limit is on (the throttled one when it is the only limited one).
                 owners = state.fact_dict("cpu_limit_containers")
                 owners[_pod_of(pod)] = "" if _pod_of(pod) in owners else container.key
@@ -331,3 +336,52 @@ def failed_creates(state: AnalysisState, findings: list[Finding]) -> list[Findin
                 for kind in ("resourcequota", "limitrange"):
                     state.lead(ObjRef(kind, "*", parts[1]), "quotas and limits that refuse pods", 78)
     return []
+
+
+_TIMED_OUT = rx.compile(
+    r"the (\w+) probe is failing .*(?:deadline exceeded|timeout|timed out)", rx.IGNORECASE
+)
+_CONSEQUENCE = {
+    "liveness": "so the kubelet kills and restarts it",
+    "startup": "so the kubelet kills and restarts it",
+    "readiness": "so the pod is taken out of its Services",
+}
+
+
+@register_correlator
+def probe_timeout_under_throttling(state: AnalysisState, findings: list[Finding]) -> list[Finding]:
+    """A probe that times out while its container runs at its CPU limit: the CFS quota throttles the
+    process, so it answers the probe too late (the probe's timeoutSeconds), not because the endpoint fails."""
+    timed_out = state.fact_dict("probes_timed_out")
+    for finding in findings:
+        match = _TIMED_OUT.search(finding.summary)
+        if finding.kind == "probe_failed" and match and finding.subject.startswith("pod/"):
+            timed_out.setdefault(_pod_of(finding.subject.rsplit("/", 1)[-1]), set()).add(
+                match.group(1).lower()
+            )
+    throttled = state.fact_dict("throttled")
+    reported = state.fact_set("probe_throttling_reported")
+    out: list[Finding] = []
+    for pod, probes in timed_out.items():
+        if pod not in throttled or pod in reported:
+            continue
+        probe = "liveness" if "liveness" in probes else sorted(probes)[0]
+        container, timeout, limit = state.fact_dict("probe_timeouts").get(f"{pod} {probe}", ("", "", ""))
+        if not container:
+            continue
+        reported.add(pod)
+        out.append(
+            Finding(
+                "probe_timeout_throttled",
+                f"The {probe} probe of container {container} (pod {pod}) times out (timeout {timeout}) "
+                f"because the container is CPU throttled at its {limit} limit "
+                f"(it uses {throttled[pod]:.0%} of it), "
+                f"{_CONSEQUENCE.get(probe, '')}: the endpoint is not broken, the process is starved of CPU.",
+                Severity.CRITICAL,
+                f"pod/{pod}",
+                f"{probe} timeout={timeout}; CPU at {throttled[pod]:.0%} of {limit}",
+                86,
+                f"Raise the CPU limit of {container} (now {limit}) or the probe's timeoutSeconds.",
+            )
+        )
+    return out
