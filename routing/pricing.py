@@ -101,10 +101,10 @@ class Usage:
     def from_openai(cls, usage: dict[str, Any] | None, service_tier: Any = None) -> Usage:
         """OpenAI's usage object; ``service_tier``: the response's own (the tier it was billed at)."""
         tier = service_tier if isinstance(service_tier, str) else None
-        if not usage:
+        if not usage or not isinstance(usage, dict):
             return cls(service_tier=tier)
-        details = usage.get("prompt_tokens_details") or {}
-        out_details = usage.get("completion_tokens_details") or {}
+        details = _object(usage.get("prompt_tokens_details"))
+        out_details = _object(usage.get("completion_tokens_details"))
         return cls(
             prompt_tokens=_count(usage.get("prompt_tokens")),
             # Accepted and rejected prediction tokens are in completion_tokens, as OpenAI bills them.
@@ -122,16 +122,25 @@ class Usage:
         )
 
 
+def _object(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+# More tokens than any call can be billed (the output cap is 2^20, a prompt a few million): a usage
+# past it is a lie, and the charge of an attempt is capped at its worst case anyway (call/legs.py).
+MAX_USAGE_TOKENS = 1 << 31
+
+
 def _count(value: Any) -> int:
     """A token count from a provider's usage (an integer, an integral float or a string of digits, as
-    providers send them); 0 for anything else or below 0."""
+    providers send them), at most :data:`MAX_USAGE_TOKENS`; 0 for anything else or below 0."""
     if isinstance(value, bool):
         return 0
     if isinstance(value, str) and value.strip().isdigit():
-        return int(value)
+        value = int(value) if len(value) < 20 else MAX_USAGE_TOKENS
     if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    return value if isinstance(value, int) and value > 0 else 0
+        value = int(min(value, MAX_USAGE_TOKENS))
+    return min(value, MAX_USAGE_TOKENS) if isinstance(value, int) and value > 0 else 0
 
 
 def prices_for(backend: Backend) -> Prices:

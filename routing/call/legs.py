@@ -57,6 +57,8 @@ def price_leg(
     leg.cached_tokens = usage.cached_tokens
     terms = terms_of(body) if body is not None else NO_TERMS
     leg.cost_usd = usage_cost(prices_for(backend), usage, terms)
+    if attempts is not None and attempts.bound > 0:  # a usage past the worst case is a lie: charged that
+        leg.cost_usd = min(leg.cost_usd, attempts.bound)
     charge_attempts(leg, attempts)
 
 
