@@ -1,22 +1,27 @@
 """The learned router per profile on a shifted mix of the same world, next to its in-distribution numbers.
 
 As deployed, one router version per profile: trained and calibrated on that profile's in-distribution
-calls (synthetic, known ground truth), then replayed unchanged on a held-out in-distribution set and on
-a shifted one: another profile mix, and harder calls whose difficulty the features do not show (more
-log-odds noise, the student's success lower). Per profile: the pass rate against the required one, the
-cost relative to always-teacher and to the oracle router (the one that knows each call's true odds), and
-what the safe fallback (the teacher, which a flagged version hands the profile to) costs there.
+calls (synthetic, known ground truth), then replayed unchanged on a held-out in-distribution set, on a
+shifted one (another profile mix, more log-odds noise the features do not show) and on a harder shifted
+one (the content decides less of the student's success). Per profile: the pass rate against the required
+one, the cost relative to always-teacher and to the oracle router (the one that knows each call's true
+odds), and what callers were served.
 
-"Served" replays the drift watch on each stream in its order, as deployed: a background teacher sample
-labels a student-served answer at ``--sample-rate`` (4x while a test leans towards drift), a teacher-served
-one is the reference; every ``--check-every`` calls (from 50) the drift checks' own sequential tests
-(``routing/router/learning/sequential.py``: correctness, fallback rate, cost per call, teacher share) judge
-the calls so far against the version's calibration. Drift of correctness stops the version: the teacher
-serves the rest (the safe fallback, until the fallback is measured again). Drift of cost, teacher share or
-fallbacks alone is alerted and retrained, and the version keeps serving (retraining is not replayed here).
-The served numbers are what callers got.
+"Served" replays the drift watch on each stream in its order with the drift checks' own tests
+(``routing/router/learning/sequential.py``), every ``--check-every`` calls (from 50): correctness of the
+student's own answers, labelled by background teacher samples at ``--sample-rate`` (``--boost`` x while a
+test leans towards drift or another found it), against calibration's prediction; fallback rate, cost per
+call, teacher share and the input shift (PSI of prompt sizes). Drift of correctness stops the version:
+the teacher serves the rest (the safe fallback, until it is measured again; not replayed). Drift of the
+others alone keeps the version serving and queues a retrain, replayed with ``--retrain``
+(``bench/router_shift_retrain.py``). 'served - required (upper bound)' states the confidence margin: a
+miss whose upper bound is above 0 cannot be told from chance on those calls.
 
-    .venv/bin/python -m bench.router_shift                 # ~1 min on 2 cores; bench/results/router_shift.md
+What is driven for real: the project's featurizer, model, calibration, drift tests, shards and sample
+weighting. Simulated: the gateway and the ledger (records, not rows), the hourly schedule (a check every
+``--check-every`` calls), the time a retrain takes, and the answers (synthetic, known ground truth).
+
+    .venv/bin/python -m bench.router_shift --retrain       # ~4 min on 2 cores; bench/results/router_shift.md
     .venv/bin/python -m bench.router_shift --n 2000 --test-n 1500
 """
 
@@ -32,7 +37,9 @@ from pathlib import Path
 
 import numpy as np
 
+import bench.support.django_env  # noqa: F401  sets Django up before the app imports below
 from bench.router_data.synthetic import NOISE, REGIMES, SHARPNESS, Regime, generate
+from bench.router_shift_retrain import logged_stream, retrain, served_after
 from routing.router.learning.calibration import (
     PolicyData,
     Split,
@@ -91,6 +98,7 @@ class Watched:
     student_labels: int  # labelled answers of the student's own (the correctness test's evidence)
     student_rate: float | None  # their correctness, against calibration's prediction
     psi: float  # input shift (prompt sizes) at the end of the stream, or at the stop
+    rates: tuple[float, ...] = ()  # each call's background sampling rate (boosted while suspected)
 
 
 def prompt_tokens(record: ReplayRecord) -> float:
@@ -120,11 +128,12 @@ def watch_stream(
     suspected = False
     first: tuple[int | None, str] = (None, "")
     shift = 0.0
+    rates: list[float] = []
     for i in range(len(to_teacher)):
-        if not (to_teacher[i] or sim["fallback"][i]):
-            rate = min(1.0, watch.sample_rate * (watch.boost if suspected else 1.0))
-            if rng.random() < rate:
-                labels.append(bool(sim["ok"][i]))
+        rate = min(1.0, watch.sample_rate * (watch.boost if suspected else 1.0))
+        rates.append(rate)
+        if not (to_teacher[i] or sim["fallback"][i]) and rng.random() < rate:
+            labels.append(bool(sim["ok"][i]))
         n = i + 1
         if n < watch.check_every or n % watch.check_every:
             continue
@@ -142,12 +151,12 @@ def watch_stream(
         if found and first[0] is None:
             first = (n, ", ".join(found))
         if "correctness" in found:
-            return Watched(first[0], first[1], n, len(labels), _rate(labels), shift)
+            return Watched(first[0], first[1], n, len(labels), _rate(labels), shift, tuple(rates))
         # a test leaning towards drift, or drift of cost, fallbacks, teacher share or inputs (the version
         # keeps serving, retrain queued): its correctness is in doubt, so its answers are sampled more
         suspected = bool(found) or any(test.decision == "suspected" for test in tests.values())
     shift = psi_test(trained_on, prompts)[0]
-    return Watched(first[0], first[1], None, len(labels), _rate(labels), shift)
+    return Watched(first[0], first[1], None, len(labels), _rate(labels), shift, tuple(rates))
 
 
 def _rate(labels: list[bool]) -> float | None:
@@ -178,7 +187,10 @@ def row(
     featurizer: Featurizer,
     target: Target,
     watch: Watch,
-) -> str:
+    old: list[ReplayRecord] | None = None,
+) -> tuple[str, str | None]:
+    """The profile's row on one stream, and (with ``old``, the ledger's in-distribution calls) the row
+    of the retrain its first drift flag queues (``bench/router_shift_retrain.py``; None: not flagged)."""
     data = PolicyData.from_records(records)
     scores = trained.model.score_many(featurize(records, featurizer))
     to_teacher = scores >= trained.threshold
@@ -208,11 +220,26 @@ def row(
         if q0 is not None
         else "—"
     )
-    return (
+    line = (
         f"| {name} | {len(records)} | {learned.pass_rate:.3f} | {required:.3f} | {meets} | "
         f"{learned.cost_rel:.1%} | {vs_oracle:+.1%} | {learned.fallback_rate:.1%} | {student} | "
         f"{seen.psi:.2f} | {flag} | {served_pass:.3f} | {point:+.3f} ({upper:+.3f}) | {served_meets} | "
         f"{served_cost / float(data.t_cost.mean()):.1%} | {served_vs_oracle:+.1%} |"
+    )
+    if old is None or seen.first is None:
+        return line, None
+    at = seen.first
+    logged = logged_stream(records[:at], sim, to_teacher, list(seen.rates[:at]), seed=len(records) + 1)
+    done = retrain(old, logged, records[at:], featurizer=featurizer, target=target)
+    if not done.admitted or done.to_teacher is None:
+        after = "the version serves on" if seen.stop is None else "the teacher serves on"
+        return line, f"| {name} | {at} | {done.new_labelled} | refused: {done.reason} | {after} | | |"
+    ok2, cost2 = served_after(data, sim, at, done.to_teacher)
+    point2, upper2 = served_margin(ok2, data.t_ok, target)
+    vs2 = float(cost2.mean()) / oracle.cost_usd - 1 if oracle.cost_usd else float("nan")
+    return line, (
+        f"| {name} | {at} | {done.new_labelled} | {done.reason} | {float(ok2.mean()):.3f} | "
+        f"{point2:+.3f} ({upper2:+.3f}) | {vs2:+.1%} |"
     )
 
 
@@ -233,6 +260,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sample-rate", type=float, default=0.05, help="background teacher samples")
     parser.add_argument("--check-every", type=int, default=50, help="calls between drift checks")
     parser.add_argument("--boost", type=float, default=4.0, help="sampling x this while drift is suspected")
+    parser.add_argument(
+        "--retrain", action="store_true", help="replay the retrain each first drift flag queues (slower)"
+    )
     parser.add_argument("--out", default=str(RESULTS))
     args = parser.parse_args(argv)
     started = time.perf_counter()
@@ -289,7 +319,7 @@ def main(argv: list[str] | None = None) -> int:
         "'flagged': the call count at the first check that found drift, and which tests; 'stops': "
         "correctness drifted there and the teacher serves the rest (the safe fallback, until it is "
         "measured again; not replayed). Drift of cost, teacher share, fallbacks or inputs alone keeps the "
-        "version serving and queues a retrain (not replayed here).\n",
+        "version serving and queues a retrain (replayed with `--retrain`, below).\n",
         "'served - required (upper bound)': the served pass rate minus the required one, and the upper "
         f"confidence bound of that difference at z={target.z:g} (paired with the teacher on the same calls, "
         "the MOVER bound calibration uses). 'within margin': below the target by less than the confidence "
@@ -300,15 +330,31 @@ def main(argv: list[str] | None = None) -> int:
         "|---|---:|---:|---:|---|---:|---:|---:|---|---:|---|---:|---:|---|---:|---:|",
     ]
     watch = Watch(sample_rate=args.sample_rate, boost=args.boost, check_every=args.check_every)
+    retrained: list[str] = []
     for profile, records in sorted(train_all.items()):
         train, calib, _ = Split().parts(records)
         trained = train_and_calibrate(train, calib, featurizer=featurizer, target=target, c_grid=(0.03, 0.3))
         trained_on = [prompt_tokens(r) for r in [*train, *calib]]
         for name, sets in tests.items():
             if sets.get(profile):
-                lines.append(
-                    row(f"{profile} / {name}", sets[profile], trained, trained_on, featurizer, target, watch)
+                old = [*train, *calib] if args.retrain else None
+                main_row, retrain_row = row(
+                    f"{profile} / {name}", sets[profile], trained, trained_on, featurizer, target, watch, old
                 )
+                lines.append(main_row)
+                if retrain_row:
+                    retrained.append(retrain_row)
+    if args.retrain:
+        lines += [
+            "\n## The retrain a drift flag queues, replayed (`--retrain`, `bench/router_shift_retrain.py`)\n",
+            "At the first flag, a candidate is trained on the in-distribution calls plus the stream's calls "
+            "so far as the ledger knows them (labelled only by samples and failed verifications), admitted "
+            "by `router_version_admit`'s rule on its held-out shard, and routes the rest of the stream.\n",
+            "| profile / set | trained at call | new labelled calls | admission | served pass "
+            "| served - required (upper bound) | served vs oracle |",
+            "|---|---:|---:|---|---:|---:|---:|",
+            *retrained,
+        ]
     lines.append(f"\n{time.perf_counter() - started:.0f}s\n")
     text = "\n".join(lines)
     print(text)
