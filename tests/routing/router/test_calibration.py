@@ -59,6 +59,27 @@ def test_policy_arithmetic_on_hand_made_calls():
     assert sim["fallback"].tolist() == [True, False, False, False]
 
 
+def test_each_point_predicts_the_students_own_answers():
+    """What the drift check's correctness test watches: of the calls left to the student and not
+    fallen back, their share and how often the student was right there."""
+    records = [
+        rec(0, Outcome("fail", False, 1.0, 100), Outcome("pass", True, 10.0, 1000)),  # falls back
+        rec(1, Outcome("pass", False, 1.0, 100), Outcome("pass", True, 10.0, 1000)),  # served, wrong
+        rec(2, Outcome("pass", True, 1.0, 100), Outcome("pass", True, 10.0, 1000)),  # served, right
+        rec(3, Outcome("pass", True, 1.0, 100), Outcome("pass", True, 10.0, 1000)),  # served, right
+    ]
+    data = PolicyData.from_records(records)
+    scores = np.asarray([0.9, 0.1, 0.2, 0.3])
+    by_teachers = {round(p.teacher_share, 2): p for p in sweep(data, scores, Target(0.5, False, None, 0.0))}
+    never = by_teachers[0.0]
+    assert never.student_served_share == pytest.approx(0.75)
+    assert never.student_pass_rate == pytest.approx(2 / 3)
+    one = by_teachers[0.25]  # the fallback call goes to the teacher up front
+    assert one.student_served_share == pytest.approx(0.75) and one.student_pass_rate == pytest.approx(2 / 3)
+    always = by_teachers[1.0]
+    assert always.student_served_share == 0.0 and always.student_pass_rate is None
+
+
 @pytest.mark.parametrize("z", [0.0, 1.0])
 @pytest.mark.parametrize(
     ("value", "relative", "p95_factor"), [(0.97, True, None), (0.9, False, None), (0.97, True, 1.0)]
