@@ -300,7 +300,9 @@ class Environments:
         "MCP_URL_DENY_HOSTS",
         env="SKILLGATE_MCP_URL_DENY_HOSTS",
         default=(),
-        doc="Hosts an HTTP MCP server's URL may never name (comma-separated; *.example.com for a domain).",
+        doc="Hosts an HTTP MCP server's URL may never name or reach (comma-separated): host names "
+        "(*.example.com for a domain, compared in IDNA form), addresses or networks (10.0.0.0/8), "
+        "checked against every address the name resolves to.",
     )
     mcp_url_allow_private: bool = setting(
         "MCP_URL_ALLOW_PRIVATE",
