@@ -164,3 +164,54 @@ def test_a_volume_predict_linear_expects_to_fill_is_reported_with_its_free_share
     assert "within 2 days" in filling[0].summary and "12h" in filling[0].summary
     assert not [f for f in found if f.kind == "volume_full"]  # 8% is not "almost full"
     assert rank_findings(found)[0].kind == "volume_filling"
+
+
+PENDING = """Name:             vault-1
+Namespace:        safe
+Status:           Pending
+Volumes:
+  data:
+    Type:       PersistentVolumeClaim
+    ClaimName:  data-vault-1
+Events:
+  Type     Reason            Age  From               Message
+  ----     ------            ---  ----               -------
+  Warning  FailedScheduling  1m   default-scheduler  1 node(s) had volume node affinity conflict.
+"""
+PV = """apiVersion: v1
+kind: PersistentVolume
+metadata: {name: pv-77}
+spec:
+  claimRef: {name: data-vault-1, namespace: safe}
+  nodeAffinity:
+    required:
+      nodeSelectorTerms:
+      - matchExpressions:
+        - {key: topology.kubernetes.io/zone, operator: In, values: [north-2b]}
+"""
+
+
+def test_a_volume_pinned_where_no_node_can_take_the_pod_names_volume_zone_and_node():
+    state = AnalysisState(AlertContext())
+    found = _read(PENDING, {"kind": "pod", "name": "vault-1", "namespace": "safe"}, state, "kubectl_describe")
+    assert any(lead.obj.kind == "persistentvolumeclaim" for lead in state.leads)
+    found += _read(
+        "NAME           STATUS   VOLUME   CAPACITY   ACCESS MODES   STORAGECLASS   AGE\n"
+        "data-vault-1   Bound    pv-77    5Gi        RWO            zonal          3d\n",
+        {"kind": "persistentvolumeclaim", "namespace": "safe"},
+        state,
+        "kubectl_get_by_kind_in_namespace",
+    )
+    assert any(lead.obj.name == "pv-77" for lead in state.leads)
+    found += _read(PV, {"kind": "persistentvolume", "name": "pv-77"}, state)
+    found += _read(
+        "NAME   STATUS                     ROLES    AGE   VERSION   ZONE\n"
+        "n-a    Ready                      <none>   9d    v1.30.0   north-2a\n"
+        "n-b    Ready,SchedulingDisabled   <none>   9d    v1.30.0   north-2b\n",
+        {"kind": "node"},
+        state,
+        "kubectl_get_by_kind_in_cluster",
+    )
+    top = rank_findings(found)[0]
+    assert top.kind == "volume_topology_unschedulable", top
+    assert all(s in top.summary for s in ("data-vault-1", "pv-77", "north-2b", "n-b", "cordoned"))

@@ -13,6 +13,7 @@ from diagnostics.agent.evidence.analyzers.kubernetes import (  # noqa: F401  (re
     pods,
     rollouts,
     schedules,
+    topology,
     volumes,
     workloads,
 )
