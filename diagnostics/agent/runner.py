@@ -51,7 +51,13 @@ from diagnostics.agent.investigation.tool_agent import (
     call_key,
 )
 from diagnostics.agent.questions.planner import QuestionPlanner
-from diagnostics.agent.questions.replies import NO_DATA, answer_for, no_data_finding, question_anchor
+from diagnostics.agent.questions.replies import (
+    NO_DATA,
+    answer_for,
+    no_data_finding,
+    question_anchor,
+    quoted_key_lines,
+)
 from diagnostics.agent.recorders import MemoryRecorder as MemoryRecorder  # re-exported: its old home
 from diagnostics.agent.request.intent import classify
 from diagnostics.agent.request.subject import AlertContext
@@ -361,8 +367,8 @@ def investigate(
         kept = [line for line in diagnosis_text.splitlines() if not line.startswith(_HEALTHY_CLAIMS)]
         diagnosis_text = "\n".join([answer.headline, *kept, "workload_healthy: unknown (no data)"])
         root_cause = root_cause or answer.headline
-    elif answer.details:  # what a status question asks besides the verdict, answered first
-        diagnosis_text = "\n".join([*answer.details, diagnosis_text])
+    elif answer.details or answer.lines:  # the asked facts first; the root cause's key line as read
+        diagnosis_text = "\n".join([*answer.details, diagnosis_text, *quoted_key_lines(answer)])
     report: dict[str, Any] = {}
     if isinstance(observer, ToolCallingObserver):
         agent = _run_agent(

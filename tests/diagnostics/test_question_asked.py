@@ -155,3 +155,29 @@ cache-77f6d5c4b    1         1         1       90d   redis        redis:7.2
     assert whats == [
         "web rolled out image shop/web:1.8.0 (ReplicaSet web-6e8a7b6c5, 2d ago, replacing shop/web:1.7.0)"
     ]
+
+
+def test_a_root_cause_paraphrased_quotes_its_key_line_as_read(tmp_path: Path) -> None:
+    pods = """NAME                  READY   STATUS             RESTARTS   AGE
+render-6d5c4b3a2-x1y2z   0/1     ImagePullBackOff   0          9m
+"""
+    describe = """Name:             render-6d5c4b3a2-x1y2z
+Namespace:        art
+Status:           Pending
+Containers:
+  render:
+    Image:          quay.io/acme/render:9.9.9
+    State:          Waiting
+      Reason:       ImagePullBackOff
+Events:
+  Type     Reason   Age                From     Message
+  ----     ------   ----               ----     -------
+  Warning  Failed   8m    kubelet  Failed to pull image "quay.io/acme/render:9.9.9": manifest unknown: 9.9.9
+"""
+    _write(
+        tmp_path, "pods.txt", "kubectl_get_by_kind_in_namespace", {"kind": "pod", "namespace": "art"}, pods
+    )
+    pod = {"kind": "pod", "name": "render-6d5c4b3a2-x1y2z", "namespace": "art"}
+    _write(tmp_path, "describe.txt", "kubectl_describe", pod, describe)
+    text = ask(tmp_path, "why is render-6d5c4b3a2-x1y2z in namespace art not starting?").diagnosis
+    assert "Key line" in text and 'render:9.9.9": manifest unknown: 9.9.9' in text

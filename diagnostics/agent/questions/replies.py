@@ -65,7 +65,9 @@ def answer_for(
     empty = sum(1 for got in reads if not got)
     kind = intent.kind if intent is not None else STATUS
     if kind == STATUS:
-        return _status(state, diagnosis=diagnosis, root_cause=root_cause, reads=reads)
+        answer = _status(state, diagnosis=diagnosis, root_cause=root_cause, reads=reads)
+        answer.lines = key_lines(findings, root_cause=root_cause, diagnosis=diagnosis)
+        return answer
     if kind == EXPLAIN:
         return _explanation(state, findings, diagnosis=diagnosis, root_cause=root_cause, reads=reads)
     assert intent is not None
@@ -78,6 +80,25 @@ def answer_for(
     if reads and empty == len(reads):
         answer.no_data, answer.confidence = True, LOW
     return answer
+
+
+def key_lines(findings: list[Finding], *, root_cause: str, diagnosis: str) -> list[dict[str, str]]:
+    """The line the root cause was read from, quoted as read (an event's message, a log line), when the
+    diagnosis paraphrases it rather than quoting it."""
+    root = next((f for f in findings if f.is_problem and root_cause and f.summary in root_cause), None)
+    evidence = " ".join((root.evidence if root is not None else "").split())
+    if not evidence or evidence in " ".join(diagnosis.split()):
+        return []
+    return [{"source": root.subject if root is not None else "", "time": "", "text": evidence[:400]}]
+
+
+def quoted_key_lines(answer: Answer) -> list[str]:
+    """The key lines of a status answer as text lines of its diagnosis."""
+    lines = []
+    for quoted in answer.lines:
+        source = f" ({quoted['source']})" if quoted.get("source") else ""
+        lines.append(f"Key line{source}: {quoted['text']}")
+    return lines
 
 
 def _status(state: AnalysisState, *, diagnosis: str, root_cause: str, reads: list[bool]) -> Answer:
