@@ -26,9 +26,21 @@ async def data_of(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
     pending, done = b"", False
     parts: list[bytes] = []
     size = 0
+    # A line arriving in many pieces is kept as its pieces and joined once its end comes: joining at
+    # each piece copied the line so far every time (a 4 MB line in 1 KB pieces: 10 s of CPU).
+    partial: list[bytes] = []
+    partial_size = 0
     async for piece in chunks:
         if done:
             continue
+        if b"\n" not in piece:
+            partial.append(piece)
+            partial_size += len(piece)
+            if partial_size > MAX_EVENT_BYTES:
+                raise EventTooLarge(f"an event over {MAX_EVENT_BYTES} bytes")
+            continue
+        if partial:
+            piece, partial, partial_size = b"".join([*partial, piece]), [], 0
         lines = (pending + piece).split(b"\n") if pending else piece.split(b"\n")
         pending = lines.pop()
         if len(pending) > MAX_EVENT_BYTES:
@@ -51,6 +63,7 @@ async def data_of(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
                     raise EventTooLarge(f"an event over {MAX_EVENT_BYTES} bytes")
                 parts.append(value)
     if not done:
+        pending = b"".join([pending, *partial])
         if pending.startswith(b"data:"):
             parts.append(_value(pending))
         data = b"\n".join(parts).strip()
