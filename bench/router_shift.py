@@ -86,6 +86,7 @@ class Watch:
     check_every: int = 50
     pass_margin: float = 0.05
     share_margin: float = 0.10
+    training_window: int = 50000  # MAX_TRAINING_CALLS: a retrain reads the profile's newest rows
 
 
 @dataclass(frozen=True)
@@ -230,7 +231,8 @@ def row(
         return line, None
     at = seen.first
     logged = logged_stream(records[:at], sim, to_teacher, list(seen.rates[:at]), seed=len(records) + 1)
-    done = retrain(old, logged, records[at:], featurizer=featurizer, target=target)
+    kept = old[max(0, len(old) - max(0, watch.training_window - at)) :]  # the ledger's newest rows
+    done = retrain(kept, logged, records[at:], featurizer=featurizer, target=target)
     if not done.admitted or done.to_teacher is None:
         after = "the version serves on" if seen.stop is None else "the teacher serves on"
         return line, f"| {name} | {at} | {done.new_labelled} | refused: {done.reason} | {after} | | |"
@@ -262,6 +264,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--boost", type=float, default=4.0, help="sampling x this while drift is suspected")
     parser.add_argument(
         "--retrain", action="store_true", help="replay the retrain each first drift flag queues (slower)"
+    )
+    parser.add_argument(
+        "--training-window", type=int, default=50000, help="a retrain's newest rows (MAX_TRAINING_CALLS)"
     )
     parser.add_argument("--out", default=str(RESULTS))
     args = parser.parse_args(argv)
@@ -329,7 +334,12 @@ def main(argv: list[str] | None = None) -> int:
         "| served cost | served vs oracle |",
         "|---|---:|---:|---:|---|---:|---:|---:|---|---:|---|---:|---:|---|---:|---:|",
     ]
-    watch = Watch(sample_rate=args.sample_rate, boost=args.boost, check_every=args.check_every)
+    watch = Watch(
+        sample_rate=args.sample_rate,
+        boost=args.boost,
+        check_every=args.check_every,
+        training_window=args.training_window,
+    )
     retrained: list[str] = []
     for profile, records in sorted(train_all.items()):
         train, calib, _ = Split().parts(records)
@@ -337,7 +347,7 @@ def main(argv: list[str] | None = None) -> int:
         trained_on = [prompt_tokens(r) for r in [*train, *calib]]
         for name, sets in tests.items():
             if sets.get(profile):
-                old = [*train, *calib] if args.retrain else None
+                old = records if args.retrain else None  # the ledger's old traffic, oldest first
                 main_row, retrain_row = row(
                     f"{profile} / {name}", sets[profile], trained, trained_on, featurizer, target, watch, old
                 )
