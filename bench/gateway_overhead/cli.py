@@ -24,6 +24,7 @@ from bench.gateway_overhead.common import (
     BenchError,
     log,
 )
+from bench.gateway_overhead.counters import counters_main
 from bench.gateway_overhead.load import load_main
 from bench.gateway_overhead.measure import Settings, capacity_search, run_closed, run_point
 from bench.gateway_overhead.profile import profile_main
@@ -217,13 +218,16 @@ def main(argv: list[str]) -> int:
 
 def run(argv: list[str]) -> None:
     """``_load`` runs the load generator's child part, ``_profile`` samples the server under load
-    (bench/gateway_overhead/profile.py); anything else runs the benchmark, and exits. (Skillgate's
+    (bench/gateway_overhead/profile.py), ``_counters`` counts GC and upstream connections per call inside it
+    (counters.py); anything else runs the benchmark, and exits. (Skillgate's
     database is seeded by its own module, ``python -m bench.gateway_overhead.seed``: it sets Django up,
     which this process does not.)"""
     if argv[:1] == ["_load"]:
         load_main(argv[1:])
     elif argv[:1] == ["_profile"]:
         profile_main(argv[1:])
+    elif argv[:1] == ["_counters"]:
+        counters_main(argv[1:])
     else:
         try:
             sys.exit(main(argv))
