@@ -19,6 +19,7 @@ their pinning), ``servers`` (starting the stub, the floors, Skillgate and the Li
 load generator, run as ``python -m bench.gateway_overhead _load``), ``seed`` (Skillgate's database, run as
 ``python -m bench.gateway_overhead.seed``: it sets Django up, the parent does not), ``measure`` (one point,
 the capacity search), ``verdict`` (the closed-loop table and issue 42's checks), ``report`` (the tables and
-the markdown file), ``profile`` (py-spy under load), ``stacks`` (servers x upstream clients, edge probes),
+the markdown file), ``profile`` (py-spy under load), ``counters`` with ``counted`` (GC and upstream
+connections per call, counted inside the server), ``stacks`` (servers x upstream clients, edge probes),
 ``isolation`` (what isolating a verification costs) and ``cli`` (the arguments and the run).
 """
