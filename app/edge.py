@@ -9,7 +9,11 @@ in a view comes too late: a 50 GB upload has been read (and written to disk) by 
   stops (``RequestAborted``) without having buffered more than the limit.
 
 The 413 says ``Connection: close``, so the server drops the connection instead of reading the rest of
-the upload. Its shape is the interface's: an OpenAI error under ``/v1/``, ``{"error": {"message",
+the upload. So does any response sent before its request's body was read to the end (a 401 from the
+headers, ``GET /v1/models`` with a body): uvicorn would otherwise discard the rest as it arrives, and
+each arrival resets its keep-alive timer, so one byte a second held the connection forever (issue 37).
+
+The 413's shape is the interface's: an OpenAI error under ``/v1/``, ``{"error": {"message",
 "code"}}`` under ``/api/``, plain text elsewhere (the dashboard, the Slack endpoint, the probes).
 
 The body has a deadline too (``routing.conf.get().limits.body_read_timeout_s``): a client that has
@@ -46,6 +50,23 @@ TIMEOUT_CODE = "request_timeout"
 
 def max_body_bytes() -> int:
     return conf.get().limits.max_body_bytes
+
+
+def _has_body(scope: Scope) -> bool:
+    """Whether the request announced a body (a nonzero ``Content-Length`` or a ``Transfer-Encoding``)."""
+    for name, value in scope.get("headers", ()):
+        lowered = name.lower()
+        if lowered == b"transfer-encoding" or (
+            lowered == b"content-length" and value.strip() not in (b"0", b"")
+        ):
+            return True
+    return False
+
+
+def _closing(message: Message) -> Message:
+    """``message`` (a response start) with ``Connection: close``: its request's body is left unread."""
+    headers = [(name, value) for name, value in message.get("headers", ()) if name.lower() != b"connection"]
+    return {**message, "headers": [*headers, (b"connection", b"close")]}
 
 
 def _declared_length(scope: Scope) -> int | None:
@@ -116,7 +137,7 @@ def body_limited(app: ASGIApp) -> ASGIApp:
         received = 0
         refused = False
         started = False
-        body_done = False
+        body_done = not _has_body(scope)
 
         async def counted_receive() -> Message:
             nonlocal received, refused, body_done
@@ -148,6 +169,8 @@ def body_limited(app: ASGIApp) -> ASGIApp:
             if refused:
                 return  # the 413 or 408 is the response; anything the app still sends is dropped
             started = True
+            if message["type"] == "http.response.start" and not body_done:
+                message = _closing(message)  # the rest of the body is never read: the connection ends
             await send(message)
 
         await app(scope, counted_receive, guarded_send)
