@@ -14,8 +14,10 @@ test leans towards drift or another found it), against calibration's prediction;
 call, teacher share and the input shift (PSI of prompt sizes). Drift of correctness stops the version:
 the teacher serves the rest (the safe fallback, until it is measured again; not replayed). Drift of the
 others alone keeps the version serving and queues a retrain, replayed with ``--retrain``
-(``bench/router_shift_retrain.py``). 'served - required (upper bound)' states the confidence margin: a
-miss whose upper bound is above 0 cannot be told from chance on those calls.
+(``bench/router_shift_retrain.py``), unless the correctness test leans towards drift undecided at that
+check: then the version is held (``drift.HELD``) and the teacher serves the rest as on a stop.
+'served - required (upper bound)' states the confidence margin: a miss whose upper bound is above 0
+cannot be told from chance on those calls.
 
 What is driven for real: the project's featurizer, model, calibration, drift tests, shards and sample
 weighting. Simulated: the gateway and the ledger (records, not rows), the hourly schedule (a check every
@@ -100,6 +102,7 @@ class Watched:
     student_rate: float | None  # their correctness, against calibration's prediction
     psi: float  # input shift (prompt sizes) at the end of the stream, or at the stop
     rates: tuple[float, ...] = ()  # each call's background sampling rate (boosted while suspected)
+    held: bool = False  # ``stop`` is a hold: correctness suspected while another test found drift
 
 
 def prompt_tokens(record: ReplayRecord) -> float:
@@ -153,6 +156,11 @@ def watch_stream(
             first = (n, ", ".join(found))
         if "correctness" in found:
             return Watched(first[0], first[1], n, len(labels), _rate(labels), shift, tuple(rates))
+        if found and tests["correctness"].decision == "suspected":
+            # held (``drift.HELD``): correctness leans towards drift while another test found drift, so
+            # the safe fixed policy serves; the version's answers are no longer served nor sampled, so
+            # its test stays where it is: the hold lasts until a retrain (``--retrain``)
+            return Watched(first[0], first[1], n, len(labels), _rate(labels), shift, tuple(rates), held=True)
         # a test leaning towards drift, or drift of cost, fallbacks, teacher share or inputs (the version
         # keeps serving, retrain queued): its correctness is in doubt, so its answers are sampled more
         suspected = bool(found) or any(test.decision == "suspected" for test in tests.values())
@@ -212,7 +220,8 @@ def row(
     served_vs_oracle = served_cost / oracle.cost_usd - 1 if oracle.cost_usd else float("nan")
     flag = f"{seen.first} ({seen.which})" if seen.first is not None else "—"
     if seen.stop is not None:
-        flag += f"; stops at {seen.stop}" if seen.stop != seen.first else "; stops"
+        verb = "held" if seen.held else "stops"
+        flag += f"; {verb} at {seen.stop}" if seen.stop != seen.first else f"; {verb}"
     q0 = trained.calibration.chosen.student_pass_rate
     student = (
         f"{seen.student_rate:.3f} on {seen.student_labels} vs {q0:.3f}"
@@ -324,7 +333,10 @@ def main(argv: list[str] | None = None) -> int:
         "'flagged': the call count at the first check that found drift, and which tests; 'stops': "
         "correctness drifted there and the teacher serves the rest (the safe fallback, until it is "
         "measured again; not replayed). Drift of cost, teacher share, fallbacks or inputs alone keeps the "
-        "version serving and queues a retrain (replayed with `--retrain`, below).\n",
+        "version serving and queues a retrain (replayed with `--retrain`, below), unless the correctness "
+        "test leans towards drift undecided at that check ('held': `drift.HELD`, the safe fixed policy, "
+        "here the teacher, serves the rest as on a stop; the version's answers are no longer sampled, so "
+        "only a retrain ends it).\n",
         "'served - required (upper bound)': the served pass rate minus the required one, and the upper "
         f"confidence bound of that difference at z={target.z:g} (paired with the teacher on the same calls, "
         "the MOVER bound calibration uses). 'within margin': below the target by less than the confidence "

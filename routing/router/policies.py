@@ -21,7 +21,7 @@ from routing.models import Invocation, RouterVersion, TaskProfile
 from routing.protocol import ChatRequest
 from routing.router.learning.features import CallInput, FeatureSpecError
 from routing.router.learning.runtime import LoadedRouter, cached_router, loaded_router
-from routing.router.versions.drift import is_suspected
+from routing.router.versions.drift import is_held, is_suspected
 from routing.router.versions.truth import FixedChoice, fixed_choice
 
 
@@ -149,7 +149,9 @@ class ActiveVersion:
     pk: int | None
     number: int = 0
     threshold: float | None = None
-    drift: str = ""  # the drift check flagged it: the profile is served by its safe fixed policy
+    # the drift check flagged it, or holds it (correctness suspected while cost or inputs drifted): the
+    # profile is served by its safe fixed policy
+    drift: str = ""
     suspected: bool = False  # the drift check leans towards drift: sample more
 
 
@@ -161,7 +163,7 @@ def _active_version(profile_id: int) -> ActiveVersion:
     )
     if found is None:
         return ActiveVersion(None)
-    drift = (found[4] or "drift flagged") if found[3] else ""
+    drift = (found[4] or "drift flagged") if found[3] or is_held(found[3], found[4] or "") else ""
     threshold = None if found[2] is None else float(found[2])
     return ActiveVersion(found[0], found[1], threshold, drift, is_suspected(found[3], found[4] or ""))
 

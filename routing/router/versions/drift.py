@@ -28,11 +28,15 @@ Live numbers come from the calls the version routed since it was activated:
 Drift of correctness flags the version (``drift_flag``): it no longer routes, the learned policy
 serves the profile by its safe fixed fallback (``routing.router.policies``), and the drift task
 enqueues a retrain (``routing.tasks``). Drift of cost, teacher share or inputs alone (``COST_DRIFT``)
-enqueues a retrain and is alerted, and the version keeps routing: its answers are still as correct as
-predicted, and the teacher would cost more still. Profiles without an active version are served by the
-fixed policy whose measured quality on labelled calls meets the target (``truth.fixed_choice``), and are
-watched by the same tests against that policy's measured baseline (``profile_drift``). Every newly
-flagged drift is alerted (``routing.router.alerts``).
+enqueues a retrain and is alerted, and the version keeps routing while its correctness test holds or is
+undecided (``ROUTING``): its answers are still as correct as predicted, and the teacher would cost more
+still. While that test leans towards drift undecided (*suspected*), another signal on the same traffic is
+not left to chance (``HELD``, ``Judgement.hold``): the profile is served by its safe fixed policy, as if
+flagged, until the correctness test accepts H0 (labels of calls before the hold still arrive) or a
+retrain is admitted; the decision's reason says so (``routing.router.policies``). Profiles without an
+active version are served by the fixed policy whose measured quality on labelled calls meets the target
+(``truth.fixed_choice``), and are watched by the same tests against that policy's measured baseline
+(``profile_drift``). Every newly flagged drift is alerted (``routing.router.alerts``).
 """
 
 from __future__ import annotations
@@ -60,13 +64,24 @@ from routing.router.learning.sequential import (
 )
 
 SUSPECTED = "drift suspected"  # how drift_reason starts while the test leans towards drift
-# how it starts when cost, teacher share or inputs drifted and correctness holds: still serving, retrained
-COST_DRIFT = "drift on cost or inputs, correctness holds (still routing; retrain queued)"
+# how it starts when cost, teacher share or inputs drifted (retrain queued, alerted)
+COST_DRIFT = "drift on cost or inputs"
+# ... and correctness is not in doubt: the version still routes
+ROUTING = f"{COST_DRIFT}, correctness holds (still routing; retrain queued)"
+# ... and correctness is suspected: the safe fixed policy serves until the test accepts H0 or a retrain
+HELD = f"{COST_DRIFT}, correctness suspected (the safe fixed policy serves; retrain queued)"
 
 
 def is_cost_drift(flag: bool, reason: str) -> bool:
-    """Whether a version's last check found drift on cost or inputs only (it still routes)."""
+    """Whether a version's last check found drift on cost or inputs, not decided on correctness (a
+    retrain is queued; it still routes, or its safe fixed policy serves while correctness is suspected)."""
     return not flag and reason.startswith(COST_DRIFT)
+
+
+def is_held(flag: bool, reason: str) -> bool:
+    """Whether a version's last check found drift of cost, teacher share or inputs while its correctness
+    test leaned towards drift undecided: the profile's safe fixed policy serves instead of it."""
+    return not flag and reason.startswith(HELD)
 
 
 def is_suspected(flag: bool, reason: str) -> bool:
@@ -170,6 +185,9 @@ class Judgement:
     suspected: bool
     reasons: list[str]
     stop: bool = False  # correctness drifted: the version (or the fallback) must stop serving
+    # correctness suspected (its SPRT leaning towards drift, undecided) while another test found drift:
+    # the safe fixed policy serves until the correctness test accepts H0 or a retrain is admitted
+    hold: bool = False
 
     @property
     def reason(self) -> str:
@@ -232,7 +250,11 @@ def judge_live(live: Live, predicted: Predicted) -> Judgement:
     )
     if found:
         stop = any(reason.startswith("correctness") for reason in found)
-        return Judgement(True, False, found if stop else [f"{COST_DRIFT}: {found[0]}", *found[1:]], stop)
+        if stop:
+            return Judgement(True, False, found, True)
+        hold = "correctness" in leaning
+        reasons = [f"{HELD if hold else ROUTING}: {found[0]}", *found[1:], *notes]
+        return Judgement(True, hold, reasons, hold=hold)
     head = [f"{SUSPECTED} ({', '.join(leaning)}), sampling raised"] if leaning else []
     return Judgement(False, bool(leaning), head + notes)
 

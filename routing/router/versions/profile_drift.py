@@ -8,7 +8,8 @@ of prompt sizes). The state is one ``ProfileDrift`` row per profile, shown on th
         ``MIN_LABELLED_CALLS`` labelled ones); else judge the calls since the baseline against it.
     restart(profile, reason)        -> the traffic changed: calls before now are not this traffic.
 
-On drift of correctness, ``since`` is set to now and the baseline dropped: the fixed fallback
+On drift of correctness, or of cost or inputs while the correctness test leans towards drift undecided
+(``drift.Judgement.hold``), ``since`` is set to now and the baseline dropped: the fixed fallback
 (``truth.fixed_choice``) is measured again on the calls after ``since`` only, so the teacher serves, with
 sampling raised, until enough of them are labelled to show what the student does on the new traffic; the
 next baseline then clears the flag. On drift of cost or inputs alone the same fallback keeps serving and
@@ -134,10 +135,11 @@ def profile_drift_check(*, profile: TaskProfile) -> ProfileDrift:
     if baseline:
         judged = _judge(profile, state, baseline)
         if judged is not None and judged.flag:
-            # correctness: the calls before stop vouching for the fallback (the teacher serves until it is
-            # measured again); cost or inputs alone: the same fallback serves, its baseline measured again
+            # correctness, or cost or inputs while correctness is suspected (``Judgement.hold``): the
+            # calls before stop vouching for the fallback (the teacher serves until it is measured
+            # again); cost or inputs alone: the same fallback serves, its baseline measured again
             state.flag, state.baseline, state.baseline_at = True, {}, None
-            state.since = now if judged.stop else state.since
+            state.since = now if judged.stop or judged.hold else state.since
             state.reason = judged.reason
             state.save()
             return state

@@ -14,7 +14,17 @@ from routing.protocol import ChatRequest
 from routing.router.learning.runtime import forget_routers
 from routing.router.learning.sequential import psi, psi_test, sprt, student_sprt
 from routing.router.policies import Call, _active_version, build_router
-from routing.router.versions.drift import router_version_drift_check
+from routing.router.versions.drift import (
+    HELD,
+    ROUTING,
+    Judgement,
+    Live,
+    Predicted,
+    is_cost_drift,
+    is_held,
+    judge_live,
+    router_version_drift_check,
+)
 from tests.factories import ApiKeyFactory, InvocationFactory, RouterVersionFactory
 from tests.support.ledger import learned_profile, leg
 
@@ -206,3 +216,87 @@ def test_the_teachers_own_misses_are_not_the_routers_drift(settings):
             break
     assert flagged_at is not None and flagged_at <= 40, version.drift_reason
     assert version.drift_reason.startswith("correctness")
+
+
+def _teacher_call(profile: TaskProfile, key: ApiKey, version: RouterVersion) -> Invocation:
+    """A call the version sent to the teacher up front; the teacher's answer passed."""
+    return InvocationFactory.create(
+        api_key=key,
+        profile=profile,
+        request={"messages": [{"role": "user", "content": "Read the total."}]},
+        legs=[leg("teacher", "pass")],
+        route="teacher",
+        served_by="teacher",
+        router_version=version,
+        prompt_tokens=200,
+    )
+
+
+@pytest.mark.django_db
+def test_suspected_correctness_with_another_drift_serves_the_safe_policy_until_it_holds(settings):
+    """Calibrated to send no call to the teacher and to answer 0.95 of the student's calls right: live,
+    two calls in three go to the teacher (drift of teacher share) and the student's labelled answers
+    are right 0.8 of the time (10 of them: the correctness test leans towards drift, undecided). Not
+    left to chance: the version is held, the profile's safe fixed policy serves and says why. Once 60
+    more right answers make the test accept H0, the version routes again (drift of teacher share alone)."""
+    settings.SKILLGATE = {
+        **settings.SKILLGATE,
+        "ROUTER": {**settings.SKILLGATE["ROUTER"], "DRIFT_MIN_CALLS": 10},
+    }
+    forget_routers()
+    profile = learned_profile(name="held")
+    chosen = {"student_served_share": 1.0, "student_pass_rate": 0.95, "pass_rate": 0.95}
+    version = RouterVersionFactory.create(
+        profile=profile,
+        number=1,
+        status=RouterVersion.Status.ACTIVE,
+        threshold=0.5,
+        predicted_teacher_share=0.0,
+        predicted_pass_rate=0.95,
+        calibration={"chosen": chosen},
+        activated_at=timezone.now(),
+    )
+    key = ApiKeyFactory.create()
+    for i in range(10):
+        _live_call(profile, key, version, correct=i % 5 != 0)
+        _teacher_call(profile, key, version)
+        _teacher_call(profile, key, version)
+
+    version = router_version_drift_check(version=version)
+
+    assert not version.drift_flag and version.drift_reason.startswith(HELD), version.drift_reason
+    assert is_held(False, version.drift_reason) and is_cost_drift(False, version.drift_reason)
+    assert "teacher share" in version.drift_reason and "suspected" in version.drift_reason
+    request = ChatRequest.model_validate({"model": "auto", "messages": [{"role": "user", "content": "x"}]})
+    decision = build_router(profile).route(Call(request, profile, True))
+    assert decision.version_id is None and decision.route == "teacher"
+    assert "drifting" in decision.reason and "correctness suspected" in decision.reason
+    assert decision.sample_boost > 1.0
+
+    for _ in range(60):
+        _live_call(profile, key, version, correct=True)
+    version = router_version_drift_check(version=version)
+    assert version.drift_reason.startswith(ROUTING), version.drift_reason
+    assert not is_held(version.drift_flag, version.drift_reason)
+    active = _active_version(profile.pk)  # the version routes again (still sampled more: cost drift)
+    assert active.pk == version.pk and not active.drift and active.suspected
+
+
+def test_the_hold_needs_both_a_leaning_correctness_test_and_another_drift():
+    """``judge_live`` on numbers alone: fallbacks far above the prediction with the student's answers
+    right 0.8 of the time (suspected) hold the version; with them right every time it keeps routing;
+    with no other drift, suspected correctness only raises sampling; 0.5 right decides drift (stop)."""
+    predicted = Predicted(fallback_rate=0.05, student_share=1.0, student_pass_rate=0.95)
+
+    def judged(labels: list[bool], fallbacks: int) -> Judgement:
+        live = Live(calls=100, fallbacks=fallbacks, student_labels=labels, student_served=100)
+        return judge_live(live, predicted)
+
+    held = judged([True, True, True, True, False] * 2, 40)
+    assert held.hold and not held.stop and held.reason.startswith(HELD) and "fallback rate" in held.reason
+    routing = judged([True] * 80, 40)
+    assert not routing.hold and not routing.stop and routing.reason.startswith(ROUTING)
+    leaning = judged([True, True, True, True, False] * 2, 5)
+    assert not leaning.flag and not leaning.hold and leaning.suspected
+    stopped = judged([True, False] * 10, 40)
+    assert stopped.stop and not stopped.hold
