@@ -45,6 +45,9 @@ _DEFINES_CHECK = _re2(r"(?m)^def\s+check\s*\(")
 _DETAIL_LINES = 8
 _DETAIL_CHARS = 1500
 MAX_TEST_CHARS = 256 * 1024
+MAX_ENTRY_POINT_CHARS = 256
+"""A longer name is refused: ``_definition`` keeps 256 compiled patterns of the names it saw, and a
+233,000-character name compiles to about 10 MB (256 distinct ones grew a process by 2.5 GB)."""
 MAX_BLOCKS = 1000  # fenced blocks of one answer looked at (a block costs microseconds: bounded)
 _REPORT_BYTES = 8 * 1024 * 1024
 
@@ -113,6 +116,10 @@ class PythonTestsVerifier(Verifier):
         entry_point = config.get("entry_point")
         if entry_point is not None and not (isinstance(entry_point, str) and entry_point.isidentifier()):
             raise VerifierConfigError(f"python_tests.entry_point must be an identifier; got {entry_point!r}")
+        if entry_point is not None and len(entry_point) > MAX_ENTRY_POINT_CHARS:
+            raise VerifierConfigError(
+                f"python_tests.entry_point is longer than {MAX_ENTRY_POINT_CHARS} characters"
+            )
         if entry_point is None and _DEFINES_CHECK.search(test):
             raise VerifierConfigError("python_tests.entry_point is required when test defines check()")
         prompt = config.get("prompt")
