@@ -156,8 +156,9 @@ def watch_stream(
             first = (n, ", ".join(found))
         if "correctness" in found:
             return Watched(first[0], first[1], n, len(labels), _rate(labels), shift, tuple(rates))
-        if found and tests["correctness"].decision == "suspected":
-            # held (``drift.HELD``): correctness leans towards drift while another test found drift, so
+        if first[0] is not None and tests["correctness"].decision == "suspected":
+            # held (``drift.HELD``): correctness leans towards drift while another test found drift (at
+            # this check or an earlier one: it stands until a retrain, ``drift.latched``), so
             # the safe fixed policy serves; the version's answers are no longer served nor sampled, so
             # its test stays where it is: the hold lasts until a retrain (``--retrain``)
             return Watched(first[0], first[1], n, len(labels), _rate(labels), shift, tuple(rates), held=True)

@@ -31,7 +31,8 @@ enqueues a retrain (``routing.tasks``). Drift of cost, teacher share or inputs a
 enqueues a retrain and is alerted, and the version keeps routing while its correctness test holds or is
 undecided (``ROUTING``): its answers are still as correct as predicted, and the teacher would cost more
 still. While that test leans towards drift undecided (*suspected*), another signal on the same traffic is
-not left to chance (``HELD``, ``Judgement.hold``): the profile is served by its safe fixed policy, as if
+not left to chance (``HELD``, ``Judgement.hold``; that drift stands from the check that found it until
+a retrain replaces the version, ``latched``): the profile is served by its safe fixed policy, as if
 flagged, until the correctness test accepts H0 (labels of calls before the hold still arrive) or a
 retrain is admitted; the decision's reason says so (``routing.router.policies``). Profiles without an
 active version are served by the fixed policy whose measured quality on labelled calls meets the target
@@ -194,9 +195,23 @@ class Judgement:
         return "; ".join(self.reasons)[:4000]
 
 
-def judge_live(live: Live, predicted: Predicted) -> Judgement:
+def latched(reason: str) -> str:
+    """The drift of cost, teacher share or inputs a version's last check found ("": none). It stays
+    found until a retrain replaces the version (the retrain it queued is the answer to it), so that a
+    correctness test leaning towards drift later is held against it (``HELD``)."""
+    if not reason.startswith(COST_DRIFT) or ": " not in reason:
+        return ""
+    return reason.split(": ", 1)[1].split("; ")[0].removesuffix(EARLIER)
+
+
+EARLIER = " (found at an earlier check)"
+
+
+def judge_live(live: Live, predicted: Predicted, earlier: str = "", held: bool = False) -> Judgement:
     """Each test of the module docstring on ``live`` against ``predicted``; drift when one decides it,
-    suspected when none does and a sequential test leans towards it."""
+    suspected when none does and a sequential test leans towards it. ``earlier``: a drift of cost,
+    teacher share or inputs an earlier check found (``latched``), still standing; ``held``: the last
+    check held the version."""
     router = conf.get().router
     found: list[str] = []
     notes: list[str] = []
@@ -214,6 +229,7 @@ def judge_live(live: Live, predicted: Predicted) -> Judgement:
             f"(margin {router.drift_share_margin:g})"
         )
     tests: list[tuple[str, Sprt, str]] = []
+    accepted = False  # the correctness test accepted H0
     q0, share = predicted.student_pass_rate, predicted.student_share
     labels = live.student_labels if q0 is not None and share else live.labels
     if q0 is not None and share:
@@ -244,6 +260,8 @@ def judge_live(live: Live, predicted: Predicted) -> Judgement:
         (found if test.decision == "drift" else notes).append(summary)
         if test.decision == "suspected":
             leaning.append(name)
+        if name == "correctness":
+            accepted = test.decision == "holds"
     shift, drift_at = psi_test(list(predicted.prompt_tokens), live.prompt_tokens)
     (found if shift >= drift_at else notes).append(
         f"input shift PSI {shift:.2f} (drift at {drift_at:.2f}: {PSI_DRIFT:g} plus what sampling alone gives)"
@@ -252,9 +270,12 @@ def judge_live(live: Live, predicted: Predicted) -> Judgement:
         stop = any(reason.startswith("correctness") for reason in found)
         if stop:
             return Judgement(True, False, found, True)
-        hold = "correctness" in leaning
+        hold = "correctness" in leaning or (held and not accepted)
         reasons = [f"{HELD if hold else ROUTING}: {found[0]}", *found[1:], *notes]
         return Judgement(True, hold, reasons, hold=hold)
+    if earlier:  # held: until the correctness test accepts H0 (or a retrain replaces the version)
+        hold = "correctness" in leaning or (held and not accepted)
+        return Judgement(True, hold, [f"{HELD if hold else ROUTING}: {earlier}{EARLIER}", *notes], hold=hold)
     head = [f"{SUSPECTED} ({', '.join(leaning)}), sampling raised"] if leaning else []
     return Judgement(False, bool(leaning), head + notes)
 
@@ -296,7 +317,8 @@ def router_version_drift_check(*, version: RouterVersion) -> RouterVersion:
         f"{live.calls} live calls; drift is judged from {router.drift_min_calls}",
     )
     if live.calls >= router.drift_min_calls:
-        judged = judge_live(live, predicted_by(version))
+        last = version.drift_reason or ""
+        judged = judge_live(live, predicted_by(version), latched(last), is_held(version.drift_flag, last))
         flag, reason = judged.stop, judged.reason
     RouterVersion.objects.filter(pk=version.pk).update(
         drift_checked_at=timezone.now(),

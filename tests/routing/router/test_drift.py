@@ -15,6 +15,7 @@ from routing.router.learning.runtime import forget_routers
 from routing.router.learning.sequential import psi, psi_test, sprt, student_sprt
 from routing.router.policies import Call, _active_version, build_router
 from routing.router.versions.drift import (
+    EARLIER,
     HELD,
     ROUTING,
     Judgement,
@@ -23,6 +24,7 @@ from routing.router.versions.drift import (
     is_cost_drift,
     is_held,
     judge_live,
+    latched,
     router_version_drift_check,
 )
 from tests.factories import ApiKeyFactory, InvocationFactory, RouterVersionFactory
@@ -237,7 +239,7 @@ def test_suspected_correctness_with_another_drift_serves_the_safe_policy_until_i
     """Calibrated to send no call to the teacher and to answer 0.95 of the student's calls right: live,
     two calls in three go to the teacher (drift of teacher share) and the student's labelled answers
     are right 0.8 of the time (10 of them: the correctness test leans towards drift, undecided). Not
-    left to chance: the version is held, the profile's safe fixed policy serves and says why. Once 60
+    left to chance: the version is held, the profile's safe fixed policy serves and says why. Once 100
     more right answers make the test accept H0, the version routes again (drift of teacher share alone)."""
     settings.SKILLGATE = {
         **settings.SKILLGATE,
@@ -273,7 +275,7 @@ def test_suspected_correctness_with_another_drift_serves_the_safe_policy_until_i
     assert "drifting" in decision.reason and "correctness suspected" in decision.reason
     assert decision.sample_boost > 1.0
 
-    for _ in range(60):
+    for _ in range(100):
         _live_call(profile, key, version, correct=True)
     version = router_version_drift_check(version=version)
     assert version.drift_reason.startswith(ROUTING), version.drift_reason
@@ -300,3 +302,26 @@ def test_the_hold_needs_both_a_leaning_correctness_test_and_another_drift():
     assert not leaning.flag and not leaning.hold and leaning.suspected
     stopped = judged([True, False] * 10, 40)
     assert stopped.stop and not stopped.hold
+
+
+def test_another_drift_stands_until_a_retrain_and_a_hold_until_the_test_accepts_h0():
+    """The fallbacks drifted at an earlier check and are back to normal now: that drift still stands
+    (its retrain is queued), so correctness leaning towards drift later holds the version; once held,
+    an undecided test keeps it held, and only accepting H0 lets the version route again."""
+    predicted = Predicted(fallback_rate=0.05, student_share=1.0, student_pass_rate=0.95)
+    earlier = judge_live(
+        Live(calls=100, fallbacks=40, student_labels=[True] * 3, student_served=100), predicted
+    )
+    assert earlier.reason.startswith(ROUTING)
+    standing = latched(earlier.reason)
+    assert standing.startswith("fallback rate") and latched(f"{ROUTING}: {standing}{EARLIER}") == standing
+
+    def judged(labels: list[bool], held: bool = False) -> Judgement:
+        live = Live(calls=200, fallbacks=10, student_labels=labels, student_served=200)
+        return judge_live(live, predicted, standing, held)
+
+    held = judged([True, True, True, True, False] * 2)
+    assert held.hold and held.reason.startswith(HELD) and standing in held.reason
+    assert judged([True] * 3).reason.startswith(ROUTING)  # undecided, not held before: routes
+    assert judged([True] * 3, held=True).hold  # undecided, held before: still held
+    assert not judged([True] * 80, held=True).hold  # accepted H0: routes again
