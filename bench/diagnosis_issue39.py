@@ -123,11 +123,26 @@ corrected after (Completed pods do not count against a pods quota). Tests: `test
 Disclosure: n47's recorded `predict_linear` value does not agree with its `deriv` (a defect of the case,
 left as written)."""
 
+ROUND_SIX = """\
+16 faults from Kubernetes' and Prometheus' own semantics, none shown by an earlier case: a DaemonSet whose
+nodeSelector excludes new nodes, an egress default-deny NetworkPolicy seen in the pod's lineage, a
+Multi-Attach error of a ReadWriteOnce volume in a rolling update, an Ingress serving a stale TLS Secret whose
+certificate expired, a ConfigMap change that pods older than it never read, priority preemption, a node's
+full conntrack table, a StatefulSet rollout held by its partition, a Helm chart on a removed apiVersion, a
+failing postStart hook (exit 137), GOMAXPROCS above the CPU limit, a scrape on the wrong metrics port, a
+volume filled by failed log rotation, a healed fault followed by a different one (stale evidence with
+timestamps in the outputs), a startup probe shorter than the start, PodSecurity `restricted` refusing pods.
+Alert shapes: labels only, prose, JSON object references, Slack threads with user ids; outputs: `-o yaml`,
+`-o json`, wide tables, events newest first, Prometheus HTTP API JSON (vectors, targets).
+
+Not yet worked on: the blind score is the only one so far."""
+
 ROUNDS = (
     Round("one", 1, 21, "f8d2e4f", ROUND_ONE),
     Round("three", 22, 28, "7b4b16a", ROUND_THREE),
     Round("four", 29, 36, "c8ea5fb", ROUND_FOUR),
     Round("five", 37, 52, "c794956", ROUND_FIVE),
+    Round("six", 53, 68, "71760eb", ROUND_SIX),
 )
 
 
