@@ -4,6 +4,7 @@ their own ``conf``)."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -68,7 +69,8 @@ class LocalStudent:
 
 @dataclass(frozen=True)
 class McpEdge:
-    """The ``/mcp`` endpoints' sessions and their OAuth 2.1 resource-server side (app/mcp/)."""
+    """The ``/mcp`` endpoints' sessions, event streams and their OAuth 2.1 resource-server side
+    (app/mcp/)."""
 
     SECTION: ClassVar[str] = "SKILLGATE.MCP_EDGE"
     session_idle_s: float = setting(
@@ -132,6 +134,86 @@ class McpEdge:
         doc="A token acts through its user's active API key of this name (its budget, rate limit, grants "
         "and scopes, narrowed to the token's scope claim); a user without one is refused.",
     )
+    oauth_introspection_url: str = setting(
+        "OAUTH_INTROSPECTION_URL",
+        env="SKILLGATE_MCP_OAUTH_INTROSPECTION_URL",
+        default="",
+        doc="The issuer's token introspection endpoint (RFC 7662): a bearer that is not a JWT (an opaque "
+        "token), or any token while no JWKS URL is set, is checked there. Under the URL policy of "
+        "registered MCP servers (SKILLGATE_MCP_URL_*). Empty: JWTs only.",
+    )
+    oauth_client_id: str = setting(
+        "OAUTH_CLIENT_ID",
+        env="SKILLGATE_MCP_OAUTH_CLIENT_ID",
+        default="",
+        doc="Skillgate's client id at the introspection endpoint (HTTP Basic); required with it.",
+    )
+    oauth_client_secret_env: str = setting(
+        "OAUTH_CLIENT_SECRET_ENV",
+        env="SKILLGATE_MCP_OAUTH_CLIENT_SECRET_ENV",
+        default="SKILLGATE_MCP_OAUTH_CLIENT_SECRET",
+        nonempty=True,
+        doc="The name of the environment variable holding that client's secret (never the secret "
+        "itself); read at each introspection, required to be set with an introspection URL.",
+    )
+    oauth_introspection_cache_s: float = setting(
+        "OAUTH_INTROSPECTION_CACHE_S",
+        env="SKILLGATE_MCP_OAUTH_INTROSPECTION_CACHE_S",
+        default=60.0,
+        ge=0,
+        le=3600,
+        doc="An introspection answer is reused for at most this long, and never past the token's exp "
+        "(0: every request asks). A revoked token keeps working until then.",
+    )
+    oauth_introspection_timeout_s: float = setting(
+        "OAUTH_INTROSPECTION_TIMEOUT_S",
+        env="SKILLGATE_MCP_OAUTH_INTROSPECTION_TIMEOUT_S",
+        default=5.0,
+        gt=0,
+        le=60,
+        doc="The introspection request gives up after this (the token is then refused, a 401).",
+    )
+    stream_max_s: float = setting(
+        "STREAM_MAX_S",
+        env="SKILLGATE_MCP_STREAM_MAX_S",
+        default=300.0,
+        gt=0,
+        le=86400,
+        doc="A GET /mcp event stream closes cleanly after this long (the client may open the next).",
+    )
+    stream_heartbeat_s: float = setting(
+        "STREAM_HEARTBEAT_S",
+        env="SKILLGATE_MCP_STREAM_HEARTBEAT_S",
+        default=15.0,
+        gt=0,
+        le=3600,
+        doc="A comment line is sent this often on an event stream (and the session and grant checked).",
+    )
+    streams_per_key: int = setting(
+        "STREAMS_PER_KEY",
+        env="SKILLGATE_MCP_STREAMS_PER_KEY",
+        default=2,
+        ge=1,
+        le=1000,
+        doc="Open event streams one key (or OAuth subject) may hold across the /mcp endpoints and "
+        "processes; one more is a 429.",
+    )
+    stream_max_bytes: int = setting(
+        "STREAM_MAX_BYTES",
+        env="SKILLGATE_MCP_STREAM_MAX_BYTES",
+        default=1_048_576,
+        ge=1024,
+        le=1_073_741_824,
+        doc="An event stream closes cleanly once it has sent this many bytes.",
+    )
+    stream_retry_ms: int = setting(
+        "STREAM_RETRY_MS",
+        env="SKILLGATE_MCP_STREAM_RETRY_MS",
+        default=5000,
+        ge=0,
+        le=3_600_000,
+        doc="The retry delay a stream's first event names (how long a client waits to open the next).",
+    )
 
 
 GROUPS: tuple[type, ...] = (Metrics, LocalStudent, McpEdge)
@@ -145,20 +227,46 @@ class Service:
 
 
 def _oauth_checked(edge: McpEdge) -> McpEdge:
-    """An OAuth issuer needs its JWKS and this resource's URL, each an http(s) URL."""
+    """An OAuth issuer needs this resource's URL and its JWKS or introspection endpoint, each an http(s)
+    URL; introspection needs a client id and the secret's variable set."""
     if not edge.oauth_issuer:
+        if edge.oauth_introspection_url:
+            raise ImproperlyConfigured(
+                "SKILLGATE_MCP_OAUTH_INTROSPECTION_URL needs SKILLGATE_MCP_OAUTH_ISSUER (the tokens' iss)."
+            )
         return edge
-    for variable, value in (
-        ("SKILLGATE_MCP_OAUTH_ISSUER", edge.oauth_issuer),
-        ("SKILLGATE_MCP_OAUTH_JWKS_URL", edge.oauth_jwks_url),
-        ("SKILLGATE_MCP_OAUTH_RESOURCE", edge.oauth_resource),
-    ):
+    urls = [("SKILLGATE_MCP_OAUTH_ISSUER", edge.oauth_issuer)]
+    if edge.oauth_jwks_url or not edge.oauth_introspection_url:
+        urls.append(("SKILLGATE_MCP_OAUTH_JWKS_URL", edge.oauth_jwks_url))
+    urls.append(("SKILLGATE_MCP_OAUTH_RESOURCE", edge.oauth_resource))
+    if edge.oauth_introspection_url:
+        urls.append(("SKILLGATE_MCP_OAUTH_INTROSPECTION_URL", edge.oauth_introspection_url))
+    for variable, value in urls:
         if not value.lower().startswith(("https://", "http://")):
             raise ImproperlyConfigured(
                 f"{variable}: an http(s) URL is required when SKILLGATE_MCP_OAUTH_ISSUER is set "
                 f"(got {value!r})."
             )
+    if edge.oauth_introspection_url:
+        _introspection_client_checked(edge)
     return edge
+
+
+def _introspection_client_checked(edge: McpEdge) -> None:
+    if not edge.oauth_client_id:
+        raise ImproperlyConfigured(
+            "SKILLGATE_MCP_OAUTH_CLIENT_ID: required with SKILLGATE_MCP_OAUTH_INTROSPECTION_URL."
+        )
+    variable = edge.oauth_client_secret_env
+    if not (variable.isascii() and variable.replace("_", "a").isalnum() and not variable[0].isdigit()):
+        raise ImproperlyConfigured(
+            f"SKILLGATE_MCP_OAUTH_CLIENT_SECRET_ENV: the name of an environment variable (got {variable!r})."
+        )
+    if not os.environ.get(variable):
+        raise ImproperlyConfigured(
+            f"{variable}: the introspection client's secret (named by SKILLGATE_MCP_OAUTH_CLIENT_SECRET_ENV) "
+            "is not set."
+        )
 
 
 def build() -> Service:

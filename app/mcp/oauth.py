@@ -19,7 +19,11 @@
 
 API keys keep working unchanged (a bearer that is a Skillgate key is a key). What this is not: an
 authorization server (no ``/authorize``, ``/token`` or client registration here: the operator's identity
-provider is that), token introspection (RFC 7662) for opaque tokens, or OAuth on ``/v1``.
+provider is that), or OAuth on ``/v1``.
+
+**Opaque tokens** (RFC 7662): where ``SKILLGATE_MCP_OAUTH_INTROSPECTION_URL`` is set, a bearer that is not
+a JWT (or any bearer, while no JWKS URL is set) is asked about at the issuer's introspection endpoint
+(app/mcp/introspection.py) and, once admitted there, acts as a JWT's claims would.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from django.db import close_old_connections
 from django.utils import timezone
 
 from app import conf
+from app.mcp import introspection
 from app.mcp.tools import Caller
 from routing import scopes
 from routing.models import ApiKey
@@ -55,6 +60,11 @@ class Settings:
     resource: str
     user_claim: str
     key_name: str
+    introspection_url: str = ""
+    client_id: str = ""
+    client_secret_env: str = ""
+    cache_s: float = 0.0
+    timeout_s: float = 5.0
 
 
 def settings() -> Settings | None:
@@ -68,6 +78,11 @@ def settings() -> Settings | None:
         resource=edge.oauth_resource.rstrip("/"),
         user_claim=edge.oauth_user_claim,
         key_name=edge.oauth_key_name,
+        introspection_url=edge.oauth_introspection_url,
+        client_id=edge.oauth_client_id,
+        client_secret_env=edge.oauth_client_secret_env,
+        cache_s=edge.oauth_introspection_cache_s,
+        timeout_s=edge.oauth_introspection_timeout_s,
     )
 
 
@@ -156,14 +171,11 @@ def _key_of(claims: dict[str, Any], found: Settings) -> ApiKey | None:
     return narrowed
 
 
-def _principal(token: str, found: Settings) -> tuple[ApiKey, str] | None:
-    claims = _claims(token, found)
-    if claims is None:
-        return None
+def _principal(claims: dict[str, Any], found: Settings) -> tuple[ApiKey, str] | None:
     key = _key_of(claims, found)
     if key is None:
         return None
-    subject = json.dumps([claims.get("iss"), claims.get(found.user_claim)])
+    subject = json.dumps([claims.get("iss", found.issuer), claims.get(found.user_claim)])
     return key, f"oauth:{key.pk}:{subject}"
 
 
@@ -172,19 +184,27 @@ def looks_like_jwt(token: str) -> bool:
 
 
 async def caller_of(token: str) -> tuple[Caller, str] | None:
-    """The caller an access token stands for and its session principal, or None (not valid here)."""
+    """The caller an access token stands for and its session principal, or None (not valid here): a JWT
+    checked against the JWKS, else (opaque, or no JWKS set) the introspection endpoint's answer."""
     found = settings()
-    if found is None or not looks_like_jwt(token):
+    if found is None:
         return None
     loop = asyncio.get_running_loop()
-    resolved = await loop.run_in_executor(_POOL, _resolve, token, found)
-    return resolved
+    if found.jwks_url and looks_like_jwt(token):
+        return await loop.run_in_executor(_POOL, _resolve, token, None, found)
+    if not found.introspection_url:
+        return None
+    claims = await introspection.claims_of(token, found)
+    if claims is None:
+        return None
+    return await loop.run_in_executor(_POOL, _resolve, "", claims, found)
 
 
-def _resolve(token: str, found: Settings) -> tuple[Caller, str] | None:
+def _resolve(token: str, claims: dict[str, Any] | None, found: Settings) -> tuple[Caller, str] | None:
     close_old_connections()
     try:
-        principal = _principal(token, found)
+        claims = claims if claims is not None else _claims(token, found)
+        principal = _principal(claims, found) if claims is not None else None
         if principal is None:
             return None
         key, who = principal

@@ -2,19 +2,21 @@
 ``/mcp/servers/<name>``, in a live session of the caller (the Streamable HTTP transport's optional
 stream), as the MCP specification allows a server to offer it:
 
-- a stream lasts at most ``LIMITS.max_s`` and then closes cleanly (its first event names a ``retry``
-  delay, after which a client may open the next); one key (or OAuth subject) holds at most
-  ``LIMITS.per_key`` open streams across the endpoints and the server processes (places in the shared
-  cache, as sessions hold theirs: app/mcp/sessions.py); one more is a 429;
-- a comment line every ``LIMITS.heartbeat_s`` keeps proxies from cutting it, and each beat checks that
-  the session is still live and, on the gateway, that the key's grant still stands (else it closes);
+- a stream lasts at most ``SKILLGATE_MCP_STREAM_MAX_S`` and sends at most ``SKILLGATE_MCP_STREAM_MAX_BYTES``,
+  then closes cleanly (its first event names a ``retry`` delay, ``SKILLGATE_MCP_STREAM_RETRY_MS``, after
+  which a client may open the next); one key (or OAuth subject) holds at most
+  ``SKILLGATE_MCP_STREAMS_PER_KEY`` open streams across the endpoints and the server processes (places in
+  the shared cache, as sessions hold theirs: app/mcp/sessions.py); one more is a 429;
+- a comment line every ``SKILLGATE_MCP_STREAM_HEARTBEAT_S`` keeps proxies from cutting it, and each beat
+  checks that the session is still live and, on the gateway, that the key's grant still stands (else it
+  closes);
 - on the gateway, ``notifications/tools/list_changed`` is sent when the tools the key sees change (an
   operator accepted, held, disabled or reclassified one, or the grant changed its tools): the client
   lists again. Nothing else is sent: every answer still comes on its ``POST``.
 
 A ``GET`` without a session is a 400, without ``text/event-stream`` in ``Accept`` a 406. A stream holds no
 thread: it waits on the event loop, and its checks read the cache and the database on a pool of two
-threads of its own.
+threads of its own. The limits are the MCP edge's settings (app/conf.py), read when a stream opens.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
+from app import conf
 from app.mcp import sessions
 
 # What a watch returns: something compared between beats (a change sends list_changed), or None when
@@ -38,13 +41,25 @@ LIST_CHANGED = {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}
 
 @dataclass(frozen=True)
 class Limits:
-    max_s: float = 300.0
-    heartbeat_s: float = 15.0
-    per_key: int = 2
-    retry_ms: int = 5000
+    max_s: float
+    heartbeat_s: float
+    per_key: int
+    retry_ms: int
+    max_bytes: int
 
 
-LIMITS = Limits()
+def current() -> Limits:
+    """The stream limits now (the MCP edge's settings)."""
+    edge = conf.get().mcp_edge
+    return Limits(
+        max_s=edge.stream_max_s,
+        heartbeat_s=edge.stream_heartbeat_s,
+        per_key=edge.streams_per_key,
+        retry_ms=edge.stream_retry_ms,
+        max_bytes=edge.stream_max_bytes,
+    )
+
+
 POOL = ThreadPoolExecutor(max_workers=2, thread_name_prefix="mcp-streams")
 
 
@@ -80,7 +95,7 @@ async def serve(
     if await sessions.session_principal(where, session_id) != principal:
         await sessions.refuse(send, 404, "Session not found")
         return
-    limits, holder, owner = LIMITS, f"stream:{uuid.uuid4().hex}", f"streams:{principal}"
+    limits, holder, owner = current(), f"stream:{uuid.uuid4().hex}", f"streams:{principal}"
     place = await on_pool(sessions.claim_place, owner, limits.per_key, holder, limits.max_s + 30)
     if place is None:
         message = f"This key holds {limits.per_key} open MCP event streams; end one first."
@@ -111,10 +126,22 @@ async def _stream(
     deadline = loop.time() + limits.max_s
     seen = await watch() if watch is not None else True
     gone = asyncio.ensure_future(_until_disconnect(receive))
+    sent = 0
+
+    async def chunk(text: str) -> bool:
+        """Sends ``text`` if the stream's bytes allow it; False (send nothing) when they do not."""
+        nonlocal sent
+        data = text.encode()
+        if sent + len(data) > limits.max_bytes:
+            return False
+        sent += len(data)
+        await send({"type": "http.response.body", "body": data, "more_body": True})
+        return True
+
     try:
         await send({"type": "http.response.start", "status": 200, "headers": headers})
         opening = f"retry: {limits.retry_ms}\n: skillgate: this stream closes within {limits.max_s:g} s\n\n"
-        await _chunk(send, opening)
+        await chunk(opening)
         while seen is not GONE:
             left = deadline - loop.time()
             if left <= 0:
@@ -129,15 +156,12 @@ async def _stream(
                 break
             if now != seen:
                 seen = now
-                await _chunk(send, f"event: message\ndata: {json.dumps(LIST_CHANGED)}\n\n")
-            else:
-                await _chunk(send, ": ping\n\n")
+                if not await chunk(f"event: message\ndata: {json.dumps(LIST_CHANGED)}\n\n"):
+                    break  # its bytes are spent: the client opens the next stream and lists again
+            elif not await chunk(": ping\n\n"):
+                break
         await send({"type": "http.response.body", "body": b"", "more_body": False})
     except OSError:
         return  # the client disconnected while a chunk was sent
     finally:
         gone.cancel()
-
-
-async def _chunk(send: Any, text: str) -> None:
-    await send({"type": "http.response.body", "body": text.encode(), "more_body": True})

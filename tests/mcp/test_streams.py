@@ -13,6 +13,7 @@ from typing import Any
 import anyio
 import httpx2
 import pytest
+from django.core.exceptions import ImproperlyConfigured
 from mcp.client import Client
 from mcp.client.streamable_http import streamable_http_client
 
@@ -26,13 +27,18 @@ from tests.mcp.test_sessions import LIST, open_session, post
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-FAST = streams.Limits(max_s=2.0, heartbeat_s=0.25, per_key=1, retry_ms=100)
+
+def lowered(settings: Any, **values: Any) -> streams.Limits:
+    """The stream limits set lower through the MCP edge's settings (as SKILLGATE_MCP_STREAM_* would)."""
+    settings.SKILLGATE = {**settings.SKILLGATE, "MCP_EDGE": {**settings.SKILLGATE["MCP_EDGE"], **values}}
+    return streams.current()
 
 
 @pytest.fixture
-def fast(monkeypatch: pytest.MonkeyPatch) -> streams.Limits:
-    monkeypatch.setattr(streams, "LIMITS", FAST)
-    return FAST
+def fast(settings: Any) -> streams.Limits:
+    return lowered(
+        settings, STREAM_MAX_S=2.0, STREAM_HEARTBEAT_S=0.25, STREAMS_PER_KEY=1, STREAM_RETRY_MS=100
+    )
 
 
 def _get(url: str, key: str, session: str | None, accept: str = "text/event-stream") -> httpx2.Response:
@@ -105,8 +111,8 @@ def test_a_stream_beats_closes_within_its_bound_and_one_key_holds_one(gateway_ur
     again.join(10)
 
 
-def test_ending_the_session_closes_its_stream(gateway_url, monkeypatch):
-    monkeypatch.setattr(streams, "LIMITS", streams.Limits(max_s=30, heartbeat_s=0.2, per_key=1))
+def test_ending_the_session_closes_its_stream(gateway_url, settings):
+    lowered(settings, STREAM_MAX_S=30, STREAM_HEARTBEAT_S=0.2, STREAMS_PER_KEY=1)
     url = gateway_url + "/mcp"
     key = make_role_key("reader", "operator", scopes=[scopes.INCIDENTS_READ])
     session = open_session(url, key.raw)
@@ -130,8 +136,8 @@ def _gated(name: str) -> tuple[Any, Any]:
     return server, agent
 
 
-def test_an_acceptance_sends_list_changed_and_a_revoked_grant_closes_the_stream(gateway_url, monkeypatch):
-    monkeypatch.setattr(streams, "LIMITS", streams.Limits(max_s=30, heartbeat_s=0.2, per_key=1))
+def test_an_acceptance_sends_list_changed_and_a_revoked_grant_closes_the_stream(gateway_url, settings):
+    lowered(settings, STREAM_MAX_S=30, STREAM_HEARTBEAT_S=0.2, STREAMS_PER_KEY=1)
     server, agent = _gated("streamed")
     url = gateway_url + "/mcp/servers/streamed"
     session = open_session(url, agent.raw)
@@ -153,8 +159,8 @@ def test_an_acceptance_sends_list_changed_and_a_revoked_grant_closes_the_stream(
     assert not reader.is_alive()  # the grant went: the stream closed
 
 
-def test_the_sdk_client_receives_list_changed_on_the_stream_it_opens(gateway_url, monkeypatch):
-    monkeypatch.setattr(streams, "LIMITS", streams.Limits(max_s=30, heartbeat_s=0.2, per_key=2))
+def test_the_sdk_client_receives_list_changed_on_the_stream_it_opens(gateway_url, settings):
+    lowered(settings, STREAM_MAX_S=30, STREAM_HEARTBEAT_S=0.2, STREAMS_PER_KEY=2)
     server, agent = _gated("sdkstream")
     url = gateway_url + "/mcp/servers/sdkstream"
     seen: list[str] = []
@@ -188,3 +194,34 @@ def test_the_sdk_client_receives_list_changed_on_the_stream_it_opens(gateway_url
 
 def _accept(server: Any) -> None:
     mcp_server_accept(server=server, by=None, note="accepted by the test")
+
+
+def test_the_defaults_are_the_documented_ones_and_bad_values_stop_start_up(settings):
+    assert streams.current() == streams.Limits(
+        max_s=300.0, heartbeat_s=15.0, per_key=2, retry_ms=5000, max_bytes=1_048_576
+    )
+    original = settings.SKILLGATE
+    for name, bad in (
+        ("STREAM_MAX_S", 0),
+        ("STREAM_HEARTBEAT_S", -1),
+        ("STREAMS_PER_KEY", 0),
+        ("STREAM_MAX_BYTES", 10),
+    ):
+        with pytest.raises(ImproperlyConfigured, match=f"SKILLGATE_MCP_{name}"):
+            lowered(settings, **{name: bad})
+        settings.SKILLGATE = original
+
+
+def test_a_lowered_byte_bound_closes_the_stream_cleanly_within_it(gateway_url, settings):
+    limits = lowered(settings, STREAM_MAX_S=30, STREAM_HEARTBEAT_S=0.01, STREAM_MAX_BYTES=1024)
+    url = gateway_url + "/mcp"
+    key = make_role_key("reader", "operator", scopes=[scopes.INCIDENTS_READ])
+    session = open_session(url, key.raw)
+    reader = Reader(url, key.raw, session)
+    reader.start()
+    assert reader.opened.wait(10) and reader.status == 200
+    reader.join(10)
+    assert not reader.is_alive()  # closed by its bytes, long before its 30 s
+    sent = sum(len(line) + 1 for _, line in reader.lines)
+    assert limits.max_bytes - 16 <= sent <= limits.max_bytes, sent
+    assert reader.lines[-1][0] < 10 and ": ping" in reader.text()
