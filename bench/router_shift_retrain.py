@@ -9,8 +9,10 @@ served is labelled only by a background teacher sample (at the watch's rate, boo
 the same way); a call the teacher served carries the student's answer only when a background student
 sample ran it; a failed verification labels the student's answer wrong. Everything else is unknown and
 does not train. Admission's rule is ``router_version_admit``'s (at least ``MIN_HELDOUT_CALLS`` labelled
-held-out calls, their pass rate at least the required one), applied here to the replayed shard rather
-than to a database row. An admitted candidate routes the rest of the stream.
+held-out calls, their pass rate at least the required one; and, the drift having been found, as many
+labelled held-out calls of the stream's, whose confidence bound meets the target:
+``routing.router.versions.admission``), applied here to the replayed shard rather than to a database
+row. An admitted candidate routes the rest of the stream.
 
 Simulated: the ledger (records, not rows), the time a retrain takes (none: the candidate routes from
 the next call), and the old traffic's labels (every in-distribution call is complete, as in the
@@ -28,6 +30,7 @@ from routing.router.learning.evaluate import TrainedRouter, featurize, train_and
 from routing.router.learning.features import Featurizer
 from routing.router.learning.metrics import policy_metrics
 from routing.router.learning.records import Outcome, ReplayRecord
+from routing.router.versions.admission import recent_numbers, refusal
 from routing.router.versions.data import sample_weighted, split
 
 MIN_HELDOUT_CALLS = 20  # routing.conf's default
@@ -110,8 +113,24 @@ def retrain(
     required = target.required(float(data.t_ok.mean()))
     if held.pass_rate < required - 1e-12:
         return Retrained(at, new_labelled, False, f"held-out pass {held.pass_rate:.3f} < {required:.3f}")
+    new = {id(r) for r in logged}
+    recent_records = [r for r in heldout if r.complete and id(r) in new]
+    routed_recent = np.zeros(len(recent_records), dtype=bool)
+    if recent_records:
+        routed_recent = trained.model.score_many(featurize(recent_records, featurizer)) >= trained.threshold
+    recent = recent_numbers(recent_records, routed_recent, target)
+    why = refusal(recent, MIN_HELDOUT_CALLS, f"call {at}")
+    if why:
+        return Retrained(at, new_labelled, False, why.split(" (the safe")[0])
     routed = trained.model.score_many(featurize(rest, featurizer)) >= trained.threshold if rest else None
-    return Retrained(at, new_labelled, True, f"admitted (held-out pass {held.pass_rate:.3f})", routed)
+    return Retrained(
+        at,
+        new_labelled,
+        True,
+        f"admitted (held-out pass {held.pass_rate:.3f}; {recent.calls} of the stream's at "
+        f"{recent.pass_rate:.3f}, bound {recent.margin:+.3f})",
+        routed,
+    )
 
 
 def served_after(

@@ -110,6 +110,7 @@ def router_drift_check(version_id: int) -> bool:
         router_retrain.delay(version.profile_id)
     elif is_cost_drift(version.drift_flag, version.drift_reason) and not (was_on_cost or was_flagged):
         alerts.notify(alerts.version_alert(version))  # it still routes: correct, but dearer than predicted
+        profile_drift.shifted(version.profile)  # the retrain is admitted on the traffic from now on
         router_retrain.delay(version.profile_id)
     return version.drift_flag
 

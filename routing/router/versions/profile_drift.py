@@ -7,6 +7,7 @@ of prompt sizes). The state is one ``ProfileDrift`` row per profile, shown on th
         no baseline yet: measure it on the newest calls the current fixed policy served (from
         ``MIN_LABELLED_CALLS`` labelled ones); else judge the calls since the baseline against it.
     restart(profile, reason)        -> the traffic changed: calls before now are not this traffic.
+    shifted(profile)                -> the same, for a version that may still route (drift of cost or inputs).
 
 On drift of correctness, or of cost or inputs while the correctness test leans towards drift undecided
 (``drift.Judgement.hold``), ``since`` is set to now and the baseline dropped: the fixed fallback
@@ -190,6 +191,15 @@ def _judge(profile: TaskProfile, state: ProfileDrift, baseline: dict[str, Any]) 
     judged = judge_live(live, _predicted(baseline))
     state.reason = judged.reason
     return judged
+
+
+def shifted(profile: TaskProfile) -> ProfileDrift:
+    """A version's cost or inputs drifted (it may still route): the calls from now on are the new traffic
+    a retrain is admitted on (``admission``), and the fixed fallback is measured on them, should it serve."""
+    state, _ = ProfileDrift.objects.get_or_create(profile=profile)
+    state.since = timezone.now()
+    state.save(update_fields=["since"])
+    return state
 
 
 def restart(profile: TaskProfile, reason: str) -> ProfileDrift:

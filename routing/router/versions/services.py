@@ -6,6 +6,7 @@ import datetime as dt
 from datetime import timedelta
 from typing import Any
 
+import numpy as np
 from django.db import IntegrityError, transaction
 from django.db.models import Max
 from django.utils import timezone
@@ -20,8 +21,10 @@ from routing.router.learning.features import FeatureSpec, FeatureSpecError
 from routing.router.learning.metrics import oracle_metrics, policy_metrics
 from routing.router.learning.model import LearnedRouterModel
 from routing.router.learning.runtime import featurizer_for
+from routing.router.versions.admission import Recent, recent_numbers, refusal
 from routing.router.versions.config import profile_target
 from routing.router.versions.data import configured_spec, ledger_records, sample_weighted, split
+from routing.router.versions.profile_drift import since_of
 
 Status = RouterVersion.Status
 
@@ -111,11 +114,20 @@ def router_version_train(
     return version
 
 
-def heldout_replay(version: RouterVersion) -> dict[str, Any]:
-    """The version's policy replayed on the held-out shard of the data it was trained up to."""
+def heldout_replay(version: RouterVersion, since: dt.datetime | None = None) -> dict[str, Any]:
+    """The version's policy replayed on the held-out shard of the data it was trained up to; with
+    ``since`` (drift was found then), also on its labelled calls from then on (``admission.Recent``)."""
     records = ledger_records(profile=version.profile, until=version.data_until)
     _, _, heldout = split(records)
     distinct = [r for r in heldout if r.complete]  # labelled: an unknown student answer is not complete
+    model = LearnedRouterModel.from_json(version.model)
+    featurizer = featurizer_for(model.feature_spec, build=True)
+    target = Target(
+        version.target_pass_rate,
+        version.target_relative,
+        version.max_p95_ms,
+        profile_target(version.profile).z,
+    )
     weighted = sample_weighted(distinct)
     unlabelled = sum(1 for r in heldout if r.student is not None and r.student.label is None)
     numbers: dict[str, Any] = {
@@ -123,15 +135,20 @@ def heldout_replay(version: RouterVersion) -> dict[str, Any]:
         "weighted_calls": len(weighted),
         "unlabelled": unlabelled,
     }
+    threshold = float(version.threshold or 0.0)
+    if since is not None:
+        recent = [r for r in distinct if dt.datetime.fromisoformat(r.meta["created_at"]) >= since]
+        routed = np.zeros(len(recent), dtype=bool)
+        if recent:
+            routed = model.score_many(featurize(recent, featurizer)) >= threshold
+        numbers["since"] = since.isoformat()
+        numbers["recent"] = recent_numbers(recent, routed, target).to_json()
     if not weighted:
         return numbers
-    model = LearnedRouterModel.from_json(version.model)
-    featurizer = featurizer_for(model.feature_spec, build=True)
     scores = model.score_many(featurize(weighted, featurizer))
     data = PolicyData.from_records(weighted)
-    learned = policy_metrics("learned", data, scores >= float(version.threshold or 0.0))
+    learned = policy_metrics("learned", data, scores >= threshold)
     oracle = oracle_metrics(data)
-    target = Target(version.target_pass_rate, version.target_relative, version.max_p95_ms, 0.0)
     teacher_pass = float(data.t_ok.mean())
     numbers.update(
         pass_rate=learned.pass_rate,
@@ -151,11 +168,13 @@ def router_version_admit(*, version: RouterVersion) -> RouterVersion:
     """Activates a candidate only when replaying it on the held-out shard meets its target
     (pass rate, and the P95 bound when it has one); otherwise marks it rejected with the reason.
     Only labelled held-out calls count (an answer of unknown correctness is never a pass), and at least
-    ``MIN_HELDOUT_CALLS`` of them. The held-out numbers are stored on the version
-    either way."""
+    ``MIN_HELDOUT_CALLS`` of them. After drift was found for the profile (``ProfileDrift.since``), as many
+    of them must be from the new traffic, and the confidence bound of the pass rate there must meet the
+    target (``admission``). The held-out numbers are stored on the version either way."""
     if version.status != Status.CANDIDATE:
         raise RouterVersionError(f"only a candidate can be admitted; v{version.number} is {version.status}")
-    numbers = heldout_replay(version)
+    since = since_of(version.profile_id)
+    numbers = heldout_replay(version, since)
     minimum = conf.get().router.min_heldout_calls
     reason = ""
     if not (version.calibration or {}).get("met"):
@@ -172,6 +191,8 @@ def router_version_admit(*, version: RouterVersion) -> RouterVersion:
         )
     elif version.max_p95_ms is not None and numbers["p95_ms"] > version.max_p95_ms:
         reason = f"held-out P95 {numbers['p95_ms']:.0f} ms is above the bound {version.max_p95_ms:.0f} ms"
+    elif since is not None:
+        reason = refusal(Recent(**numbers["recent"]), minimum, f"{since:%Y-%m-%d %H:%M} UTC")
     numbers["met"] = not reason
     RouterVersion.objects.filter(pk=version.pk).update(admission=numbers)
     if reason:
