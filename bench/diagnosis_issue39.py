@@ -19,6 +19,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -172,21 +173,27 @@ class Blind:
 
 def blind_run(rnd: Round) -> Blind:
     """The replay of ``rnd``'s cases (its own only) in a temporary worktree of its blind commit."""
-    tree = Path(tempfile.gettempdir()) / f"wt39-{rnd.blind}"
-    cases = Path(tempfile.mkdtemp(prefix=f"wt39-{rnd.blind}-cases-"))
+    return blind_replay(rnd.blind, f"eval/issue39/cases/{KIND}", KIND, rnd.holds)
+
+
+def blind_replay(commit: str, source_rel: str, kind: str, keep: Callable[[str], bool]) -> Blind:
+    """The replay of the case folders under ``source_rel`` that ``keep`` accepts (by folder name), as the
+    code of ``commit`` runs them, in a temporary worktree of it (removed after), replayed as ``kind``."""
+    tree = Path(tempfile.gettempdir()) / f"wt39-{commit}"
+    cases = Path(tempfile.mkdtemp(prefix=f"wt39-{commit}-cases-"))
     git = ["git", "-C", str(ROOT)]
     try:
         if tree.exists():
             subprocess.run([*git, "worktree", "remove", "--force", str(tree)], capture_output=True)
         added = subprocess.run(
-            [*git, "worktree", "add", "--detach", str(tree), rnd.blind], capture_output=True, text=True
+            [*git, "worktree", "add", "--detach", str(tree), commit], capture_output=True, text=True
         )
         if added.returncode:
             return Blind(failure=f"`git worktree add` failed: {added.stderr.strip()[-300:]}")
-        source = tree / "eval/issue39/cases" / KIND
+        source = tree / source_rel
         for folder in sorted(source.iterdir()) if source.is_dir() else []:
-            if folder.is_dir() and rnd.holds(folder.name):
-                shutil.copytree(folder, cases / KIND / folder.name)
+            if folder.is_dir() and keep(folder.name):
+                shutil.copytree(folder, cases / kind / folder.name)
         env = {**os.environ, "DJANGO_SETTINGS_MODULE": "app.settings", "PYTHONPATH": str(tree)}
         argv = [sys.executable, "manage.py", "diagnose_replay", "--cases", str(cases), "--no-llm"]
         done = subprocess.run(
@@ -200,7 +207,7 @@ def blind_run(rnd: Round) -> Blind:
         if done.returncode:
             tail = (done.stderr.strip() or done.stdout.strip()).splitlines()[-3:]
             return Blind(failure=f"the replay exited {done.returncode}: " + " / ".join(tail))
-        return _parse(done.stdout)
+        return _parse(done.stdout, kind)
     except (OSError, subprocess.SubprocessError) as exc:
         return Blind(failure=f"{type(exc).__name__}: {exc}")
     finally:
@@ -208,14 +215,14 @@ def blind_run(rnd: Round) -> Blind:
         shutil.rmtree(cases, ignore_errors=True)
 
 
-def _parse(stdout: str) -> Blind:
+def _parse(stdout: str, kind: str) -> Blind:
     """The command's table (from its ``case`` header on) and the passed/graded count of its rows."""
     lines = stdout.splitlines()
     start = next((i for i, line in enumerate(lines) if line.startswith("case ")), None)
     if start is None:
         return Blind(failure="the replay printed no table")
     table = [line for line in lines[start:] if not line.startswith("wrote ")]
-    rows = [line.split() for line in table if line.startswith(f"{KIND}/")]
+    rows = [line.split() for line in table if line.startswith(f"{kind}/")]
     shown = [row[2].split("/") for row in rows if len(row) > 2 and "/" in row[2]]
     return Blind(
         passed=sum(int(p) for p, _ in shown),

@@ -9,10 +9,12 @@ the floor, not a model). LLM sections are shown next to analyzers-only per inten
 writes it to ``bench/results/diagnosis_questions.md`` and puts it into ``docs/guides/diagnosis.md``
 between the ``bench:diagnosis_questions`` markers, so the docs never carry numbers copied by hand.
 
-Issue 39's blind question round (``eval/issue39/questions``, all held-out) is measured apart, analyzers-only,
-in its own section: it is never mixed into the older cases' numbers.
+Issue 39's blind question rounds (``eval/issue39/questions``, all held-out: round one in ``test_ask_blind``,
+round two in ``test_ask_blind2``) are measured apart, analyzers-only, one section per round with the commit
+that added its cases: they are never mixed into the older cases' numbers.
 
     .venv/bin/python -m bench.diagnosis_questions                              # analyzers-only
+    .venv/bin/python -m bench.diagnosis_questions --skip-blind                 # no blind reruns of issue 39
     .venv/bin/python -m bench.diagnosis_questions --scripted quoter,liar,chaos  # + scripted tool calls
     .venv/bin/python -m bench.diagnosis_questions --llm                        # + LLM mode (gateway)
 """
@@ -29,6 +31,7 @@ from typing import Any
 from django.conf import settings
 
 import bench.support.django_env  # noqa: F401  sets Django up before the app imports below
+from bench.diagnosis_issue39 import Blind, blind_replay
 from bench.diagnosis_scripted import POLICIES
 from bench.support.openai_stub import OpenAIStub
 from core.conf import forget
@@ -40,8 +43,15 @@ from diagnostics.evaluation.replay import evaluate, render_comparison, render_in
 ROOT = Path(__file__).resolve().parent.parent
 RESULT = ROOT / "bench/results/diagnosis_questions.md"
 DOCS = ROOT / "docs/guides/diagnosis.md"
-BLIND_ROUND = ROOT / "eval/issue39/questions"
+QUESTIONS_REL = "eval/issue39/questions"
+BLIND_ROUND = ROOT / QUESTIONS_REL
 ROUND_RESULT = ROOT / "bench/results/diagnosis_questions_issue39.md"
+# Issue 39's question rounds: (name, case folder under BLIND_ROUND, the commit that added the cases before any
+# code change for them).
+QUESTION_ROUNDS = (
+    ("one (39b)", "test_ask_blind", "5c24afb"),
+    ("two (39c)", "test_ask_blind2", "f84c28c"),
+)
 MARKERS = ("<!-- bench:diagnosis_questions -->", "<!-- /bench:diagnosis_questions -->")
 
 
@@ -54,6 +64,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--llm", action="store_true", help="also run LLM mode (needs an agent key)")
     parser.add_argument("--no-write", action="store_true", help="print only")
+    parser.add_argument(
+        "--skip-blind", action="store_true", help="no worktrees: issue 39's question rounds at this tree only"
+    )
     parser.add_argument(
         "--scripted",
         default="",
@@ -73,6 +86,7 @@ def main() -> None:
     for name in [n.strip() for n in args.scripted.split(",") if n.strip()]:
         llm_sections.append((f"scripted {name}", _scripted(name, roots)))
     flags = (" --llm" if args.llm else "") + (f" --scripted {args.scripted}" if args.scripted else "")
+    flags += " --skip-blind" if args.skip_blind else ""
     out = [
         f"Measured {datetime.now(tz=UTC):%Y-%m-%d} at commit {_commit()} with "
         f"`.venv/bin/python -m bench.diagnosis_questions{flags}` "
@@ -93,18 +107,30 @@ def main() -> None:
         else:
             out += [render_comparison(analyzers, results, label=label), ""]
     round_lines = [
-        f"**issue 39's question round** (`{BLIND_ROUND.relative_to(ROOT)}`, analyzers-only, apart from "
-        "the older cases)",
-        "",
-        "```",
-        summary_line(blind_round, runs=1, label="held-out"),
-        "```",
-        "",
-        render_intents(blind_round, label="analyzers-only"),
-        "",
-        "Not passed: " + (", ".join(r.case for r in blind_round if not r.passed) or "none") + ".",
+        f"**issue 39's question rounds** (`{BLIND_ROUND.relative_to(ROOT)}`, analyzers-only, apart from "
+        "the older cases, one section per round)",
         "",
     ]
+    for name, folder, blind in QUESTION_ROUNDS:
+        mine = [r for r in blind_round if r.case.startswith(f"{folder}/")]
+        before = None if args.skip_blind else blind_replay(blind, f"{QUESTIONS_REL}/{folder}", folder, _all)
+        round_lines += [
+            f"Round {name}: `{folder}`, {len(mine)} cases, added at {blind} before any code change for them. "
+            f"Blind (the code of {blind}, replayed in a temporary worktree): {_blind_score(before)}.",
+            "",
+            "```",
+            summary_line(mine, runs=1, label="held-out (now)"),
+            "```",
+            "",
+            render_intents(mine, label="analyzers-only"),
+            "",
+            "Not passed: " + (", ".join(r.case for r in mine if not r.passed) or "none") + ".",
+            "",
+        ]
+    folders = tuple(f"{folder}/" for _, folder, _ in QUESTION_ROUNDS)
+    unplaced = [r.case for r in blind_round if not r.case.startswith(folders)]
+    if unplaced:
+        raise SystemExit(f"question cases in no round (add them to QUESTION_ROUNDS): {', '.join(unplaced)}")
     out += round_lines
     if not args.llm:
         out.append(
@@ -125,6 +151,16 @@ def main() -> None:
         if pattern.search(docs):
             DOCS.write_text(pattern.sub(lambda _: block, docs))
     print(f"wrote {RESULT.relative_to(ROOT)}")
+
+
+def _all(_: str) -> bool:
+    return True
+
+
+def _blind_score(blind: Blind | None) -> str:
+    if blind is None:
+        return "not run (--skip-blind)"
+    return f"could not run ({blind.failure})" if blind.failure else f"**{blind.passed}/{blind.total}**"
 
 
 def _scripted(name: str, roots: list[Path]) -> list[Any]:
