@@ -161,10 +161,11 @@ def _param_name(loc: tuple[int | str, ...]) -> str:
 Parsed = TypeVar("Parsed", bound=BaseModel)
 
 
-def parse_chat_request(raw: bytes) -> ChatRequest:
-    """``raw`` as a chat request; its prompt-cache markers (a part's, a tool call's, a tool's
+def parse_chat_request(raw: bytes, data: Any = None) -> ChatRequest:
+    """``raw`` as a chat request (``data``: its JSON where the edge parsed it already, see
+    ``vet_body_schemas``); its prompt-cache markers (a part's, a tool call's, a tool's
     ``cache_control``) checked: a malformed one is a 400 naming it."""
-    request = parse_body(raw, ChatRequest)
+    request = parse_body(raw, ChatRequest, data)
     cache_markers.check(_marker_places(request))
     return request
 
@@ -177,13 +178,15 @@ def _marker_places(request: ChatRequest) -> dict[str, Any]:
     return {"messages": messages, "tools": tools}
 
 
-def parse_body(raw: bytes, model: type[Parsed]) -> Parsed:
+def parse_body(raw: bytes, model: type[Parsed], data: Any = None) -> Parsed:
     """``raw`` as a JSON object validated by ``model``: a 400 in OpenAI's words naming the first bad
-    or unknown field (chat completions, embeddings)."""
-    try:
-        data = loads_request(raw)  # bounded size and nesting depth (SKILLGATE_MAX_JSON_DEPTH)
-    except JsonBodyError as exc:
-        raise bad_request(exc.message, param=exc.param, code=exc.code) from None
+    or unknown field (chat completions, embeddings). ``data``: ``raw`` already parsed by
+    :func:`routing.json_body.loads_request` (the body is parsed once), or None."""
+    if data is None:
+        try:
+            data = loads_request(raw)  # bounded size, elements and nesting depth
+        except JsonBodyError as exc:
+            raise bad_request(exc.message, param=exc.param, code=exc.code) from None
     if not isinstance(data, dict):
         raise bad_request("Request body must be a JSON object.", code="invalid_json")
     try:

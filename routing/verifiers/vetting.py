@@ -78,8 +78,8 @@ def _worth_a_worker(texts: list[bytes]) -> bool:
 
 
 async def _vet(text: bytes, owner: str) -> None:
-    task = {
-        "config": {"kind": "json_schema", "schema": orjson.loads(text)},
+    task = {  # the schema's own bytes go into the frame: not parsed again in this process
+        "config": {"kind": "json_schema", "schema": orjson.Fragment(text)},
         "request": {},
         "message": {"role": "assistant", "content": "{}"},
     }
@@ -100,19 +100,22 @@ async def _vet(text: bytes, owner: str) -> None:
         schemas.record_vetted(text, f"checking its cost took too long ({verdict.detail})")
 
 
-async def vet_body_schemas(raw: bytes, *, owner: str) -> None:
+async def vet_body_schemas(raw: bytes, *, owner: str) -> Any:
     """Cost every new schema of the /v1 body ``raw`` in a worker (module docstring), unless together
-    they are tiny. A body that does not parse is left to the edge's parser, which says why."""
+    they are tiny. Returns the body as parsed here (the protocol's parser takes it: a body is parsed
+    once), or None where this did not parse it: no schema key, tiny, or not JSON (the edge's parser
+    then says why)."""
     if not any(key in raw for key in _KEYS):
-        return
+        return None
     if len(raw) <= INLINE_BYTES and not any(marker in raw for marker in _MARKERS):
-        return  # its schemas are tiny together: counted in the parse
+        return None  # its schemas are tiny together: counted in the parse
     try:
         data = loads_request(raw)
     except JsonBodyError:
-        return
+        return None
     if not isinstance(data, dict):
-        return
+        return None
     texts = list(dict.fromkeys(_candidates(data)))
     if texts and _worth_a_worker(texts):
         await asyncio.gather(*(_vet(text, owner) for text in texts))
+    return data

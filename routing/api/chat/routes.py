@@ -20,8 +20,8 @@ from routing.verifiers.vetting import vet_body_schemas
 
 async def create(request: Request) -> Response:
     api_key = await api_key_of(request)
-    await vet_body_schemas(request.body, owner=str(api_key.pk))  # costed off the loop
-    chat = parse_chat_request(request.body)
+    data = await vet_body_schemas(request.body, owner=str(api_key.pk))  # costed off the loop
+    chat = parse_chat_request(request.body, data)
     await check_rate(api_key_id=api_key.pk, limit=api_key.rpm_limit)
     prep = await gateway.prepare(
         api_key=api_key, request=chat, task_header=request.header("x-skillgate-task")

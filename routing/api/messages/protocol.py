@@ -140,11 +140,14 @@ def _param(loc: tuple[int | str, ...]) -> str:
     return ".".join(str(part) for part in loc)
 
 
-def parse(raw: bytes, model: type[M]) -> M:
-    try:
-        data = loads_request(raw)
-    except JsonBodyError as exc:
-        raise ApiError(400, exc.message, code=exc.code) from None
+def parse(raw: bytes, model: type[M], data: Any = None) -> M:
+    """``raw`` as ``model``; ``data``: ``raw`` already parsed by ``loads_request`` (see
+    ``vet_body_schemas``: a body is parsed once), or None."""
+    if data is None:
+        try:
+            data = loads_request(raw)
+        except JsonBodyError as exc:
+            raise ApiError(400, exc.message, code=exc.code) from None
     if not isinstance(data, dict):
         raise ApiError(400, "Request body must be a JSON object.", code="invalid_json")
     try:

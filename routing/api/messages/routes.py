@@ -21,8 +21,8 @@ from routing.verifiers.vetting import vet_body_schemas
 
 async def create(request: Request) -> Response:
     api_key = await api_key_of(request, anthropic=True)
-    await vet_body_schemas(request.body, owner=str(api_key.pk))  # costed off the loop
-    parsed = anthropic.parse(request.body, anthropic.MessagesRequest)
+    data = await vet_body_schemas(request.body, owner=str(api_key.pk))  # costed off the loop
+    parsed = anthropic.parse(request.body, anthropic.MessagesRequest, data)
     origins = Origins()
     chat = anthropic.to_chat(parsed, origins)
     await check_rate(api_key_id=api_key.pk, limit=api_key.rpm_limit)

@@ -247,11 +247,14 @@ def param_of(loc: tuple[int | str, ...]) -> str:
     return name
 
 
-def parse(raw: bytes) -> ResponsesRequest:
-    try:
-        data = loads_request(raw)
-    except JsonBodyError as exc:
-        raise bad_request(exc.message, param=exc.param, code=exc.code) from None
+def parse(raw: bytes, data: Any = None) -> ResponsesRequest:
+    """``raw`` as a Responses request; ``data``: ``raw`` already parsed by ``loads_request`` (see
+    ``vet_body_schemas``: a body is parsed once), or None."""
+    if data is None:
+        try:
+            data = loads_request(raw)
+        except JsonBodyError as exc:
+            raise bad_request(exc.message, param=exc.param, code=exc.code) from None
     if not isinstance(data, dict):
         raise bad_request("Request body must be a JSON object.", code="invalid_json")
     try:

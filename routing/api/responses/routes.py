@@ -37,8 +37,8 @@ async def _find(response_id: str, api_key_id: int, *, param: str | None = None) 
 
 async def create(request: Request) -> Response:
     api_key = await api_key_of(request)
-    await vet_body_schemas(request.body, owner=str(api_key.pk))  # costed off the loop
-    parsed = responses.parse(request.body)
+    data = await vet_body_schemas(request.body, owner=str(api_key.pk))  # costed off the loop
+    parsed = responses.parse(request.body, data)
     history = None
     if parsed.previous_response_id is not None:
         previous = await _find(parsed.previous_response_id, api_key.pk, param="previous_response_id")

@@ -1,0 +1,84 @@
+"""Large bodies of wide schemas leave the serving process live (issue 37, class 1; round three, part two).
+
+After the schemas of a body went to verifier workers (test_wide_schemas.py), three 464 KB bodies of
+eight 1,000-property schemas arriving together still held ``GET /v1/models`` for 1.1-1.6 s on the shared
+development machine. What was left under the serving process's GIL, per body: the body parsed twice (once
+to find its schemas, once by the protocol's parser), and each new schema parsed a third time only to be
+serialized again into the worker's task; each parse allocates the body's tens of thousands of containers
+again, and the cyclic GC walks them (one collection took 0.13 s). Now a body is parsed once (the vetting's
+parse is handed to the protocol's parser) and a schema's own bytes go into the worker's frame
+(routing/verifiers/vetting.py). Through the running server, on all three protocols: three such bodies at
+once leave ``GET /v1/models`` answering within a second, each body is parsed once, and each call reaches
+the upstream once.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import httpx
+import pytest
+
+from routing import json_body
+from tests.support.liveness import models_keep_answering
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+HELLO = [{"role": "user", "content": "hi"}]
+BODIES = 3
+
+
+def _wide(variant: str, width: int = 1000) -> dict[str, Any]:
+    branch = {"allOf": [{"type": "integer"}, {"minimum": 1}]}
+    return {"type": "object", "description": variant, "properties": {f"p{j}": branch for j in range(width)}}
+
+
+def _body(path: str, variant: str) -> bytes:
+    """Eight tools of 1,000 properties of two ``allOf`` branches each (464 KB), new to the server."""
+    schemas = [_wide(f"{variant}-{i}") for i in range(8)]
+    if path == "/v1/chat/completions":
+        functions = [{"name": f"f{i}", "parameters": s} for i, s in enumerate(schemas)]
+        tools: list[dict[str, Any]] = [{"type": "function", "function": f} for f in functions]
+        body: dict[str, Any] = {"messages": HELLO, "max_tokens": 5}
+    elif path == "/v1/messages":
+        tools = [{"name": f"f{i}", "input_schema": s} for i, s in enumerate(schemas)]
+        body = {"messages": HELLO, "max_tokens": 5}
+    else:
+        tools = [{"type": "function", "name": f"f{i}", "parameters": s} for i, s in enumerate(schemas)]
+        body = {"input": "hi", "max_output_tokens": 5}
+    return json.dumps({"model": "auto", **body, "tools": tools}).encode()  # serialized before the clock
+
+
+def _post(url: str, key: str, path: str, body: bytes) -> httpx.Response:
+    headers = {"Authorization": f"Bearer {key}", "x-api-key": key, "anthropic-version": "2023-06-01"}
+    return httpx.post(url + path, content=body, headers=headers, timeout=60)
+
+
+@pytest.fixture
+def parses(monkeypatch) -> list[int]:  # type: ignore[no-untyped-def]
+    """The size of each body the serving process parses (``loads_request`` -> ``loads_bounded``)."""
+    sizes: list[int] = []
+    real = json_body.loads_bounded
+
+    def counting(raw: Any, **limits: Any) -> Any:
+        sizes.append(len(raw))
+        return real(raw, **limits)
+
+    monkeypatch.setattr(json_body, "loads_bounded", counting)
+    return sizes
+
+
+@pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/messages", "/v1/responses"])
+def test_large_schema_bodies_arriving_together_stall_no_one_and_are_parsed_once(
+    gateway_url, backends, api_key, stub, parses, path
+):
+    bodies = [_body(path, f"{path}-{n}-{uuid.uuid4()}") for n in range(BODIES)]
+    assert all(len(body) > 450_000 for body in bodies)
+    with models_keep_answering(gateway_url, api_key.raw), ThreadPoolExecutor(BODIES) as threads:
+        responses = list(threads.map(lambda body: _post(gateway_url, api_key.raw, path, body), bodies))
+    assert [r.status_code for r in responses] == [200] * BODIES, responses[0].text
+    assert sorted(size for size in parses if size > 450_000) == sorted(map(len, bodies))  # once each
+    assert len(stub.requests) == BODIES
