@@ -4,7 +4,12 @@ One `manage.py serve` (what `make run` runs, without the local vLLM and the demo
 database serves every page; each page's ```bash, ```sh and ```python blocks run in order in one shell
 (tests/support/guides.py), and the test checks what the page says they print. The teacher and the
 student are a local server speaking the OpenAI protocol (the local vLLM is not started) that answers the
-demo's extract-json prompt as a faithful model would. Blocks marked ``<!-- guide-test: skip: why -->``
+demo's extract-json prompt as a faithful model would. Slack's Web API is a local server speaking its
+protocol (tests/support/slack_stub.py, the only other stand-in); the server runs with
+docs/guides/slack.md's own ``export SLACK_...`` settings, so that page's signed requests are checked
+with the secret it gives, and the test sees what the bot posts. docs/guides/diagnosis-agents.md's walk
+starts the lab (in the server's folder, on free ports), breaks it, has the fix approved by a second user
+and checks the heal. Blocks marked ``<!-- guide-test: skip: why -->``
 need what this machine lacks (the npm registry, the agent CLIs), are the benchmark itself, or are
 `make run` and `make test` (a server until Ctrl-C, the whole suite);
 ``test_guide_pages.py`` checks that every other block is run here. docs/guides/mcp.md has its own test
@@ -22,6 +27,8 @@ import pytest
 
 from bench.support.openai_stub import OpenAIStub, Reply
 from tests.support.guides import DOCS, DONE, Serve, blocks, fresh_serve
+from tests.support.slack_stub import SlackStub
+from tests.support.wait import wait_until
 
 GUIDES = DOCS / "guides"
 # Each page whose blocks run, and what its output must show (patterns; the page says so next to the block).
@@ -36,12 +43,27 @@ EXPECTED = {
     GUIDES / "learning.md": ['"profile": ?"extract-json"', '"status": ?"(queued|running)"'],
     GUIDES / "diagnosis.md": ["held-out  pass rate", r"\| intent \| split \|"],
     GUIDES / "diagnosis-agents.md": [
+        r"\[BAD\] api",  # the lab's walk: the fault shows, is diagnosed, approved by another user, healed
+        r"request_timeout_s",
+        r"\('patch_config', \{'service': 'api', 'key': 'request_timeout_s', 'value': 30\}\)",
+        r'"status": ?"approved".*"decided_by": ?"demo-approver"',
+        r"resolved \[\('executed', 'cleared'\)\]",
+        r"(\s*\[ok \] (store|api|web|worker|loadgen): [^\n]*\n){5}",
         r"bad_config \(target api\)",
         r'"title": ?"the crashpod keeps restarting"',
         r'"environment": ?"replay"',
     ],
+    GUIDES / "slack.md": [
+        r"U012AB3CD acts as demo; (can|cannot) approve",
+        r"^Opening an incident: checkout returns 502$",
+        "wrong signature: 401",
+        r'"source": ?"slack".*"created_by": ?"demo".*"ref": ?"U012AB3CD"',
+    ],
 }
+# What must not follow a line of the output: once the incident is resolved, no service of the lab is bad.
+ABSENT_AFTER = {GUIDES / "diagnosis-agents.md": ("resolved [('executed', ", "[BAD]")}
 RUN = list(EXPECTED)
+_SETTING = re.compile(r"^export (.+)$", re.M)  # the page's own text
 _CAPITAL = re.compile(r"(\w+) is the capital of (\w+)\.")  # the demo's own prompt, in a test
 
 
@@ -54,21 +76,55 @@ def faithful(body: dict[str, Any]) -> Reply:
     return Reply(content=json.dumps({"city": found[1], "country": found[2]}))
 
 
+def slack_settings() -> dict[str, str]:
+    """The ``export SLACK_...=...`` settings docs/guides/slack.md gives, as the server's environment."""
+    found: dict[str, str] = {}
+    for block in blocks(GUIDES / "slack.md"):
+        for line in _SETTING.findall(block.body):
+            found.update(pair.split("=", 1) for pair in line.split() if pair.startswith("SLACK_"))
+    assert set(found) == {"SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET"}, found
+    return found
+
+
 @pytest.fixture(scope="module")
-def serve(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Serve]:
+def slack() -> Iterator[SlackStub]:
+    with SlackStub() as stub:
+        yield stub
+
+
+@pytest.fixture(scope="module")
+def serve(tmp_path_factory: pytest.TempPathFactory, slack: SlackStub) -> Iterator[Serve]:
     with OpenAIStub(responder=faithful) as upstream:
         base = f"http://127.0.0.1:{upstream.port}/v1"
         server_env = {"SKILLGATE_TEACHER_API_BASE": base, "SKILLGATE_STUDENT_API_BASE": base}
+        server_env |= {**slack_settings(), "SLACK_API_URL": slack.base_url}
         with fresh_serve(tmp_path_factory.mktemp("guides"), server_env) as started:
             yield started
 
 
+def _slack_thread(slack: SlackStub, token: str) -> list[dict[str, Any]]:
+    """The incident's root message in the page's channel and the bot's messages in its thread, once the
+    diagnosis has posted there; [] before."""
+    posted = slack.posted()
+    roots = [m for m in posted if m["channel"] == "C0INCIDENTS" and "checkout returns 502" in m["text"]]
+    thread = [m for m in posted if roots and m.get("thread_ts") == roots[0]["ts"]]
+    tokens = {call.token for call in slack.calls}
+    return [*roots, *thread] if roots and thread and tokens == {token} else []
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("page", RUN, ids=lambda page: page.name)
-def test_every_command_of_the_page_runs_on_a_fresh_serve(serve: Serve, page: Any) -> None:
+def test_every_command_of_the_page_runs_on_a_fresh_serve(serve: Serve, slack: SlackStub, page: Any) -> None:
     run = serve.run(page)
     out = run.stdout
+    print(out)  # shown when the test fails
     assert run.returncode == 0, out[-4000:]
     assert out.count(DONE) == sum(block.runs for block in blocks(page)), out[-4000:]
     for expected in EXPECTED[page]:
-        assert re.search(expected, out, re.I), (expected, out[-4000:])
+        assert re.search(expected, out, re.I | re.M), (expected, out[-4000:])
+    if page in ABSENT_AFTER:
+        after, absent = ABSENT_AFTER[page]
+        assert absent not in out.split(after, 1)[1], out[-4000:]
+    if page.name == "slack.md":  # what Slack receives: the incident in the channel, its diagnosis threaded
+        token = slack_settings()["SLACK_BOT_TOKEN"]
+        wait_until(lambda: _slack_thread(slack, token), timeout=120, interval=0.5, what="the bot's thread")

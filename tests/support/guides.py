@@ -27,6 +27,7 @@ from pathlib import Path
 import httpx
 
 from bench.support.vllm import free_port
+from tests.support.lab import free_port_base
 from tests.support.wait import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -79,13 +80,28 @@ def script(page: Path, port: int) -> str:
 
 
 def clean_env(tmp_path: Path) -> dict[str, str]:
-    """The environment of a fresh `make run` in a new folder: no SKILLGATE_* setting, SQLite, its own var/."""
+    """The environment of a fresh `make run` in a new folder: no SKILLGATE_* setting, SQLite, its own var/
+    and its own lab (var/lab in that folder, on ports no other test's lab holds)."""
     return {
         **{k: v for k, v in os.environ.items() if k not in _SERVERS and not k.startswith("SKILLGATE_")},
         "SKILLGATE_VAR_DIR": str(tmp_path / "var"),
+        "SKILLGATE_LAB_DIR": str(tmp_path / "var" / "lab"),
+        "SKILLGATE_LAB_PORT_BASE": str(free_port_base()),
         "DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}",
         "PYTHONUNBUFFERED": "1",
     }
+
+
+def lab_down(env: Mapping[str, str]) -> None:
+    """`manage.py lab down` for a guide that started the lab and stopped before its own `lab down`."""
+    if Path(env["SKILLGATE_LAB_DIR"]).is_dir():
+        subprocess.run(
+            [sys.executable, "manage.py", "lab", "down"],
+            cwd=ROOT,
+            env=dict(env),
+            capture_output=True,
+            timeout=120,
+        )
 
 
 @dataclass(frozen=True)
@@ -142,6 +158,7 @@ def fresh_serve(tmp_path: Path, server_env: Mapping[str, str] | None = None) -> 
         )
         yield Serve(port=port, env=env, log=log)
     finally:
+        lab_down(env)
         with contextlib.suppress(ProcessLookupError):
             os.killpg(serve.pid, signal.SIGTERM)
         try:
