@@ -4,7 +4,8 @@ Shapes: ``number`` (a count and what was counted, with the rows counted), ``tabl
 ``log_lines`` (quoted lines with their timestamps and sources), ``error_groups`` (errors grouped by
 signature with counts and first/last seen), ``timeline`` (moments in order), ``explanation`` (a finding
 and what it means), ``diagnosis`` (a root-cause investigation), ``question`` (a name that matched
-nothing or several things: what matched, and what to say next).
+nothing or several things: what matched, and what to say next), ``metric`` (a value Prometheus computed: the
+number with its unit and time, and the query).
 
 Every answer says what it could not see (``notes``) and how sure it is (``confidence``). An answer
 built on empty reads is ``no_data``: it says so and never calls anything healthy.
@@ -25,6 +26,7 @@ NUMBER, TABLE, LOG_LINES, ERROR_GROUPS, TIMELINE, EXPLANATION, DIAGNOSIS, QUESTI
     "diagnosis",
     "question",
 )
+METRIC = "metric"
 HIGH, MEDIUM, LOW = "high", "medium", "low"
 TEXT_ROWS = 25
 

@@ -27,6 +27,14 @@ from diagnostics.agent.findings import ObjRef, normalize_kind
 from diagnostics.agent.investigation.observer import PROBE, SUBMIT, Decision, InvestigationView
 from diagnostics.agent.investigation.params import props_of, required_of
 from diagnostics.agent.investigation.planner import RulePlanner, _key
+from diagnostics.agent.questions.metric_answers import (
+    asks_of,
+    has_query_tool,
+    metric_diagnosis,
+    metric_reads,
+    next_metric_read,
+)
+from diagnostics.agent.questions.promql import predictions
 from diagnostics.agent.request.intent import (
     CHANGES,
     COUNT,
@@ -107,9 +115,16 @@ class QuestionPlanner(RulePlanner):
         self._phase = ""
         self._read_pods: set[tuple[str, str]] = set()
         self._listed_for_pods: set[str] = set()
+        self._queries: set[str] = set()
+        self._predicted = False
 
     def decide(self, view: InvestigationView) -> Decision:
         intent = view.state.intent
+        if self._phase != "status" and (metric := self._metric(view)) is not None:
+            return metric
+        if view.alert.queries and not self._predicted:
+            self._predicted = True
+            self._prediction_reads(view)
         if intent is not None and intent.kind == STATUS and (asked := self._asked_read(view)) is not None:
             return asked
         if intent is None or intent.kind == STATUS or self._phase == "status":
@@ -126,6 +141,39 @@ class QuestionPlanner(RulePlanner):
             if not self._read(view):
                 break
         return Decision(SUBMIT, reason="the question's plan is done")
+
+    def _metric(self, view: InvestigationView) -> Decision | None:
+        """A question only a metrics query answers: the PromQL written from it, each measure's forms in
+        turn; submitted when one answered, else the question's own plan goes on (it says what was tried)."""
+        if not asks_of(view.state) or not has_query_tool(view):
+            return None
+        decision = next_metric_read(view, self._queries)
+        if decision is not None:
+            return decision
+        if any(read.answered for read in metric_reads(view.state)):
+            diagnosis, root_cause = metric_diagnosis(view.state)
+            return Decision(
+                SUBMIT, reason="the metric reads answered", diagnosis=diagnosis, root_cause=root_cause
+            )
+        return None
+
+    def _prediction_reads(self, view: InvestigationView) -> None:
+        """An alert's ``predict_linear(M[W], H)``: M's range over W (with a range tool), else M now and
+        ``deriv(M[W])``, narrowed by the alert's labels, after the alert's own expression."""
+        ranged = _spec(view, lambda s: "range" in s.name.lower() and "query" in required_of(s))
+        instant = _spec(view, lambda s: required_of(s) == ["query"] and "range" not in s.name.lower())
+        for prediction in predictions(view.alert)[:2]:
+            reason = f"how fast {prediction.metric} moves (the alert predicts it)"
+            if ranged is not None and "start" in props_of(ranged):
+                params: dict[str, Any] = {"query": prediction.series, "start": f"-{prediction.window}"}
+                if "step" in props_of(ranged):  # about 60 points over the window
+                    params["step"] = max(1, prediction.seconds // 60)
+                self._push(ranged.name, params, 83, reason)
+            elif instant is not None:
+                self._push(instant.name, {"query": prediction.series}, 84, f"{prediction.metric} now")
+                self._push(instant.name, {"query": prediction.deriv}, 83, reason)
+            if instant is not None and prediction.capacity:
+                self._push(instant.name, {"query": prediction.capacity}, 84, "what it is out of (capacity)")
 
     def _asked_read(self, view: InvestigationView) -> Decision | None:
         """The read a status question's asked fact needs before the root-cause plan: the wide listing of

@@ -19,6 +19,7 @@ from diagnostics.agent.findings import Finding, Severity
 from diagnostics.agent.questions.answers import DIAGNOSIS, EXPLANATION, LOW, Answer, confidence_of
 from diagnostics.agent.questions.asked import asked_details
 from diagnostics.agent.questions.compose import build_question_answer
+from diagnostics.agent.questions.metric_answers import metric_answer, metric_lines
 from diagnostics.agent.questions.planner import finding_document, question_namespace, resolutions
 from diagnostics.agent.request.intent import COUNT, EXPLAIN, LIST, STATUS
 from diagnostics.agent.request.subject import AlertContext
@@ -64,6 +65,8 @@ def answer_for(
     intent = state.intent
     empty = sum(1 for got in reads if not got)
     kind = intent.kind if intent is not None else STATUS
+    if intent is not None and (metric := metric_answer(state, reads)) is not None:
+        return metric
     if kind == STATUS:
         answer = _status(state, diagnosis=diagnosis, root_cause=root_cause, reads=reads)
         answer.lines = key_lines(findings, root_cause=root_cause, diagnosis=diagnosis)
@@ -117,8 +120,9 @@ def _status(state: AnalysisState, *, diagnosis: str, root_cause: str, reads: lis
         intent=STATUS,
         shape=DIAGNOSIS,
         headline=root_cause or diagnosis.split("\n", 1)[0],
-        # What the question asks besides a verdict (memory, node, IP, its pods' states) comes first.
-        details=asked_details(state, question_namespace(state)),
+        # What the question asks besides a verdict (memory, node, IP, its pods' states, a metric no query
+        # answered) comes first.
+        details=metric_lines(state) + asked_details(state, question_namespace(state)),
         confidence=confidence_of(reads=len(reads), empty=sum(1 for got in reads if not got)),
     )
 

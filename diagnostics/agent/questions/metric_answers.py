@@ -1,0 +1,243 @@
+"""The reads of a metric question (``promql``) and its answer: the number, its unit and its time.
+
+Each measure's forms are read in order until one returns a series about the subject (its label's value,
+a pod by its name's prefix); a form that returned nothing, or only other objects' series, is followed by
+the next. The answer says the value with its unit (per second, a share, seconds, bytes, cores, restarts),
+when Prometheus evaluated it (and, for a range, its lowest and highest), and the query it came from. A
+share outside [0, 1] is no share and is not reported as one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from diagnostics.agent.evidence.analyzers import AnalysisState, ToolOutput
+from diagnostics.agent.evidence.analyzers.metrics.results import Series, number, parse_result, size, stamp
+from diagnostics.agent.investigation.observer import PROBE, Decision, InvestigationView
+from diagnostics.agent.investigation.params import props_of, required_of
+from diagnostics.agent.questions.answers import METRIC, Answer, confidence_of
+from diagnostics.agent.questions.promql import (
+    CPU,
+    ERROR_RATIO,
+    ERRORS,
+    LATENCY,
+    MEMORY,
+    RATE,
+    REQUESTS,
+    RESTARTS,
+    MetricAsk,
+    metric_asks,
+    query_for,
+    query_forms,
+    restart_window,
+)
+from diagnostics.agent.request.timewindow import window_params
+from diagnostics.toolsets.base import ToolSpec
+
+# A series answers a measure's query when it comes from a query of that kind (a recording that merges
+# several queries' results marks each series with its own).
+_SIGNATURE = {
+    ERRORS: "rate(",
+    ERROR_RATIO: "rate(",
+    REQUESTS: "rate(",
+    LATENCY: "histogram_quantile",
+    RESTARTS: "increase(",
+    MEMORY: "memory",
+    CPU: "cpu",
+}
+SHOWN = 5
+
+
+@dataclass
+class MetricRead:
+    """Where the reads of one measure stand: the next query to send, or the series that answered."""
+
+    ask: MetricAsk
+    tried: list[str]
+    pending: str = ""  # the next form's query, not read yet
+    label: str = ""
+    query: str = ""
+    output: ToolOutput | None = None
+    series: list[Series] | None = None
+
+    @property
+    def answered(self) -> bool:
+        return bool(self.series)
+
+
+def asks_of(state: AnalysisState) -> list[MetricAsk]:
+    return metric_asks(state.alert.text or state.alert.title, state.intent)
+
+
+def _about(series: Series, ask: MetricAsk, label: str) -> bool:
+    value = series.labels.get(label, "").lower()
+    subject = ask.subject.lower()
+    if series.query and _SIGNATURE[ask.measure] not in series.query:
+        return False
+    if ask.namespace and series.labels.get("namespace", ask.namespace).lower() != ask.namespace.lower():
+        return False
+    return value == subject or (label == "pod" and value.startswith(subject + "-"))
+
+
+def _output(state: AnalysisState, query: str) -> ToolOutput | None:
+    return next((o for o in reversed(state.outputs) if o.params.get("query") == query), None)
+
+
+def read_measure(state: AnalysisState, ask: MetricAsk) -> MetricRead:
+    """The reads of ``ask`` so far: the series of the first form that answered, else the next form."""
+    forms = query_forms(ask, restart_window(state.intent))
+    read = MetricRead(ask, [])
+    for label, query in forms:
+        out = _output(state, query)
+        if out is None:
+            read.pending = query
+            return read
+        read.tried.append(query)
+        mine = [s for s in parse_result(out.text).series if _about(s, ask, label)] if out.ok else []
+        if mine:
+            read.label, read.query, read.output, read.series = label, query, out, mine
+            return read
+    return read
+
+
+def metric_reads(state: AnalysisState) -> list[MetricRead]:
+    """Every measure the question asks, with the 5xx share after the 5xx rate answered."""
+    reads = []
+    for ask in asks_of(state):
+        read = read_measure(state, ask)
+        reads.append(read)
+        if ask.measure == ERRORS and read.answered:
+            ratio = replace(ask, measure=ERROR_RATIO)
+            query = query_for(ratio, read.label)
+            out = _output(state, query)
+            share = MetricRead(ratio, [query], pending="" if out else query, label=read.label, query=query)
+            if out is not None and out.ok:
+                found = [s for s in parse_result(out.text).series if _about(s, ratio, read.label)]
+                share.output, share.series = out, [s for s in found if 0 <= s.value <= 1] or None
+            reads.append(share)
+    return reads
+
+
+def _tools(view: InvestigationView) -> tuple[ToolSpec | None, ToolSpec | None]:
+    instant = next(
+        (s for s in view.tools if required_of(s) == ["query"] and "range" not in s.name.lower()), None
+    )
+    ranged = next((s for s in view.tools if "range" in s.name.lower() and "query" in required_of(s)), None)
+    return instant, ranged
+
+
+def has_query_tool(view: InvestigationView) -> bool:
+    return any(_tools(view))
+
+
+def next_metric_read(view: InvestigationView, sent: set[str]) -> Decision | None:
+    """The next read of the metric plan: the pending form of the first measure not answered yet.
+    ``sent``: the queries already sent (a form is sent once)."""
+    instant, ranged = _tools(view)
+    intent = view.state.intent
+    window = intent.window if intent is not None else None
+    for read in metric_reads(view.state):
+        if not read.pending or read.pending in sent:
+            continue
+        sent.add(read.pending)
+        params: dict[str, Any] = {"query": read.pending}
+        tool = instant
+        if ranged is not None and (window is not None or instant is None):
+            tool = ranged
+            params.update(window_params(props_of(ranged), window))
+        if tool is None:
+            return None
+        measure = read.ask.measure.replace("_", " ")
+        reason = f"the {measure} of {read.ask.subject}: PromQL written from the question"
+        if read.tried:
+            reason += f" (form {len(read.tried) + 1}: the earlier ones returned no series about it)"
+        return Decision(PROBE, reason=reason, tool=tool.name, params=params)
+    return None
+
+
+def _who(series: Series, read: MetricRead) -> str:
+    name = series.labels.get(read.label) or read.ask.subject
+    namespace = series.labels.get("namespace")
+    return f"{name} (namespace {namespace})" if namespace else name
+
+
+def _when(series: Series, measure: str) -> str:
+    rate = f"rate over {RATE}, " if measure in (ERRORS, ERROR_RATIO, REQUESTS, LATENCY, CPU) else ""
+    if series.is_range:
+        first, last = stamp(series.points[0][0]), stamp(series.at)
+        return (
+            f" ({rate}at {last}; from {first} to {last}: lowest {number(series.minimum())}, "
+            f"highest {number(series.maximum())})"
+        )
+    return f" ({rate}at {stamp(series.at)})"
+
+
+def _seconds(value: float) -> str:
+    return f"{number(value)} s ({value * 1000:.0f} ms)" if value < 10 else f"{number(value)} s"
+
+
+def _sentence(read: MetricRead, series: Series, window: str) -> str:
+    who, v, measure = _who(series, read), series.value, read.ask.measure
+    when = _when(series, measure)
+    if measure == ERRORS:
+        return f"{who} returns 5xx at {number(v)} per second{when}."
+    if measure == ERROR_RATIO:
+        return f"That is {v:.1%} of the requests to {who} answered with a 5xx{when}."
+    if measure == REQUESTS:
+        return f"{who} serves {number(v)} requests per second{when}."
+    if measure == LATENCY:
+        return f"The p{read.ask.quantile * 100:g} latency of {who} is {_seconds(v)}{when}."
+    if measure == RESTARTS:
+        return f"{who} restarted {round(v)} times in the last {window}{when}."
+    if measure == MEMORY:
+        return f"{who} uses {size(v)} of memory (working set){when}."
+    return f"{who} uses {number(v)} CPU cores ({v * 1000:.0f}m){when}."
+
+
+def metric_lines(state: AnalysisState) -> list[str]:
+    """The answer's lines: each answered measure's values, then the query it came from; a measure no form
+    answered says what was tried."""
+    lines: list[str] = []
+    window = restart_window(state.intent)
+    for read in metric_reads(state):
+        if read.answered and read.series:
+            lines += [_sentence(read, s, window) for s in read.series[:SHOWN]]
+            lines.append(f"Query: {read.query}")
+        elif read.tried and not read.pending and read.ask.measure != ERROR_RATIO:
+            lines.append(
+                f"Prometheus returned no series about {read.ask.subject} for its "
+                f"{read.ask.measure.replace('_', ' ')} ({len(read.tried)} forms of the query tried)."
+            )
+    return lines
+
+
+def metric_answer(state: AnalysisState, reads: list[bool]) -> Answer | None:
+    """The answer of a metric question when at least one measure was answered; None otherwise."""
+    answered = [r for r in metric_reads(state) if r.answered and r.series]
+    if not answered:
+        return None
+    lines = metric_lines(state)
+    intent = state.intent
+    rows = [
+        [r.ask.measure, _who(s, r), number(s.value), stamp(s.at), r.query]
+        for r in answered
+        for s in (r.series or [])[:SHOWN]
+    ]
+    return Answer(
+        intent=intent.kind if intent is not None else "status",
+        shape=METRIC,
+        headline=lines[0],
+        columns=["measure", "object", "value", "time", "query"],
+        rows=rows,
+        # A status answer's text is the plan's diagnosis (these lines); a count's is the answer's own text.
+        details=lines[1:] if intent is not None and intent.kind != "status" else [],
+        confidence=confidence_of(reads=len(reads), empty=sum(1 for got in reads if not got)),
+        sources=list(dict.fromkeys(r.output.tool for r in answered if r.output is not None)),
+    )
+
+
+def metric_diagnosis(state: AnalysisState) -> tuple[str, str]:
+    """(diagnosis text, root cause) of a status question the metric reads answered."""
+    lines = metric_lines(state)
+    return "\n".join(lines), (lines[0] if lines else "")
