@@ -295,3 +295,38 @@ def test_a_filesystem_predicted_to_fill_says_how_fast_and_when(tmp_path: Path) -
         "2027-02-05T21:46:40Z; predict_linear expects it to fill within 1 day."
     )
     assert filling.subject == "node-7:9100" and filling.is_problem
+
+
+def test_several_subjects_and_a_namespace_alone() -> None:
+    compared = _asks("compare the p95 latency of orders-api and payments-api")
+    assert [(a.measure, a.subject) for a in compared] == [(LATENCY, "orders-api"), (LATENCY, "payments-api")]
+    [whole] = _asks("what is the 5xx rate in namespace warehouse?")
+    assert (whole.subject, whole.label) == ("warehouse", "namespace")
+    query = query_for(whole, "namespace")
+    assert query.startswith(
+        'sum by (namespace) (rate({__name__=~".+_requests_total", namespace="warehouse", '
+    )
+    assert query.count('namespace="warehouse"') == 3  # one matcher in each status-label form
+
+
+def test_a_namespace_s_pods_are_answered_highest_first(tmp_path: Path) -> None:
+    query = (
+        'sum by (namespace, pod) (container_memory_working_set_bytes{container!="", container!="POD", '
+        'namespace="warehouse"})'
+    )
+    _record(
+        tmp_path,
+        "memory.txt",
+        "execute_prometheus_instant_query",
+        {"query": query},
+        _vector(
+            ({"namespace": "warehouse", "pod": "picker-0"}, 64 * 2**20),
+            ({"namespace": "warehouse", "pod": "packer-7c9d-2xq"}, 1.5 * 2**30),
+        ),
+    )
+    outcome = _ask(
+        tmp_path, "how much memory do the pods in namespace warehouse use according to prometheus?"
+    )
+    first, second = outcome.diagnosis.splitlines()[:2]
+    assert first.startswith("packer-7c9d-2xq (namespace warehouse) uses 1.5Gi of memory (working set)")
+    assert second.startswith("picker-0 (namespace warehouse) uses 64Mi of memory")

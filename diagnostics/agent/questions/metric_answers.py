@@ -157,8 +157,11 @@ def next_metric_read(view: InvestigationView, sent: set[str]) -> Decision | None
 
 
 def _who(series: Series, read: MetricRead) -> str:
-    name = series.labels.get(read.label) or read.ask.subject
+    per_pod = read.ask.measure in (RESTARTS, MEMORY, CPU)
+    name = (series.labels.get("pod") if per_pod else "") or series.labels.get(read.label) or read.ask.subject
     namespace = series.labels.get("namespace")
+    if read.label == "namespace" and not per_pod:
+        return f"namespace {namespace or name}"
     return f"{name} (namespace {namespace})" if namespace else name
 
 
@@ -202,7 +205,8 @@ def metric_lines(state: AnalysisState) -> list[str]:
     window = restart_window(state.intent)
     for read in metric_reads(state):
         if read.answered and read.series:
-            lines += [_sentence(read, s, window) for s in read.series[:SHOWN]]
+            ranked = sorted(read.series, key=lambda s: -s.value)  # the highest first (a namespace's pods)
+            lines += [_sentence(read, s, window) for s in ranked[:SHOWN]]
             lines.append(f"Query: {read.query}")
         elif read.tried and not read.pending and read.ask.measure != ERROR_RATIO:
             lines.append(

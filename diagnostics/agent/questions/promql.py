@@ -40,6 +40,7 @@ ERRORS, ERROR_RATIO, REQUESTS, LATENCY, RESTARTS, MEMORY, CPU = (
 CONTAINER_MEASURES = (RESTARTS, MEMORY, CPU)
 RATE = "5m"
 MAX_FORMS = 4
+MAX_SUBJECTS = 3
 
 _LOGS = rx.compile(r"\blogs?\b|\blog lines?\b")
 _PROMETHEUS = rx.compile(r"\b(?:prometheus|promql|metrics?|grafana|dashboards?|graphs?)\b")
@@ -77,9 +78,10 @@ _QUANTILE = rx.compile(r"\bp(\d{2,3})\b|\b(\d{2})(?:th|st|nd|rd)? percentile\b|\
 # Words of a metric question that name no object.
 _NOT_SUBJECTS = rx.compile(
     r"^(?:prometheus|promql|metrics?|grafana|dashboards?|graphs?|rate|ratio|latenc\w*|p\d{2,3}|5xx|\d+|"
-    r"requests?|seconds?|minutes?|serves?|serving|handles?|memory|cpu|usage|using|uses|errors?|restarts?|"
+    r"requests?|seconds?|minutes?|serves?|serving|handles?|memory|cpu|usage|use|used|using|uses|errors?|restarts?|"
     r"restarted|throughput|traffic|percentile|median|response|times?|durations?|according|currently|now|"
-    r"current|right|returns?|returning|http|server|much|many|high|low|slow|fast|per|rps|qps)$"
+    r"current|right|returns?|returning|http|server|much|many|high|low|slow|fast|per|rps|qps|pods?|containers?|"
+    r"services?|deployments?|workloads?|apps?|jobs?|nodes?|compare|compared|versus|vs)$"
 )
 _LABEL_WORDS = (
     ("service", rx.compile(r"\b(?:service|svc)\b")),
@@ -118,11 +120,10 @@ def _regex_literal(value: str) -> str:
     return _quoted(escaped)
 
 
-def _subject(intent: Intent) -> str:
-    for name in intent.names:
-        if name != intent.namespace and not _NOT_SUBJECTS.match(name.lower()):
-            return name
-    return ""
+def _subjects(intent: Intent) -> list[str]:
+    """The objects asked about ("compare the p99 of api and worker": both), at most MAX_SUBJECTS."""
+    names = [n for n in intent.names if n != intent.namespace and not _NOT_SUBJECTS.match(n.lower())]
+    return names[:MAX_SUBJECTS]
 
 
 def _label_word(text: str, subject: str) -> str:
@@ -153,21 +154,28 @@ def metric_asks(text: str, intent: Intent | None) -> list[MetricAsk]:
     lowered = " ".join(text.lower().split())
     if _LOGS.search(lowered):
         return []  # "5xx in the logs of X" is a search of its logs
-    subject = _subject(intent)
-    if not subject:
+    subjects = _subjects(intent)
+    if not subjects and not intent.namespace:
         return []
     measures = [m for m, pattern in _MEASURES if pattern.search(lowered)]
     if _PROMETHEUS.search(lowered):
         measures += [m for m, pattern in _CONTAINER if pattern.search(lowered)]
     if intent.kind != STATUS and not set(measures) & {ERRORS, REQUESTS}:
         return []  # "how many pods ...", "what errors is X throwing" stay a count and a grouping of errors
-    label = _label_word(lowered, subject)
     quantile = _quantile(lowered)
-    return [MetricAsk(m, subject, intent.namespace, label, quantile) for m in dict.fromkeys(measures)]
+    if not subjects:  # "the 5xx rate in namespace shop": the namespace is the subject
+        return [MetricAsk(m, intent.namespace, intent.namespace, "namespace", quantile) for m in measures]
+    return [
+        MetricAsk(m, subject, intent.namespace, _label_word(lowered, subject), quantile)
+        for m in dict.fromkeys(measures)
+        for subject in subjects
+    ]
 
 
 def _matchers(ask: MetricAsk, label: str) -> str:
     """The subject's label matchers: the label's value (a ``pod`` by its name's prefix), the namespace."""
+    if label == "namespace":
+        return f'namespace="{_quoted(ask.subject)}"'
     if label == "pod":
         literal = _regex_literal(ask.subject)
         matcher = f'pod=~"{literal}|{literal}-.+"'
@@ -177,14 +185,20 @@ def _matchers(ask: MetricAsk, label: str) -> str:
 
 
 def _labels_tried(ask: MetricAsk) -> list[str]:
+    if ask.label == "namespace":
+        return ["namespace"]
     if ask.measure in CONTAINER_MEASURES:
         return ["pod", "container"]
     return list(dict.fromkeys([*([ask.label] if ask.label in _APP_LABELS else []), *_APP_LABELS]))[:MAX_FORMS]
 
 
+def _by(label: str) -> str:
+    return "namespace" if label == "namespace" else f"namespace, {label}"
+
+
 def _errors(matchers: str, label: str) -> str:
     forms = [
-        f'sum by (namespace, {label}) (rate({{{_REQUESTS_TOTAL}, {matchers}, {code}=~"5.."}}[{RATE}]))'
+        f'sum by ({_by(label)}) (rate({{{_REQUESTS_TOTAL}, {matchers}, {code}=~"5.."}}[{RATE}]))'
         for code in _STATUS_LABELS
     ]
     return " or ".join(forms)
@@ -196,16 +210,17 @@ def query_for(ask: MetricAsk, label: str, window: str = "1h") -> str:
     if ask.measure == ERRORS:
         return _errors(m, label)
     if ask.measure == ERROR_RATIO:
-        total = f"sum by (namespace, {label}) (rate({{{_REQUESTS_TOTAL}, {m}}}[{RATE}]))"
+        total = f"sum by ({_by(label)}) (rate({{{_REQUESTS_TOTAL}, {m}}}[{RATE}]))"
         return f"({_errors(m, label)}) / {total}"
     if ask.measure == REQUESTS:
-        return f"sum by (namespace, {label}) (rate({{{_REQUESTS_TOTAL}, {m}}}[{RATE}]))"
+        return f"sum by ({_by(label)}) (rate({{{_REQUESTS_TOTAL}, {m}}}[{RATE}]))"
     if ask.measure == LATENCY:
         return (
-            f"histogram_quantile({ask.quantile:g}, sum by (le, namespace, {label}) "
+            f"histogram_quantile({ask.quantile:g}, sum by (le, {_by(label)}) "
             f"(rate({{{_BUCKETS}, {m}}}[{RATE}])))"
         )
-    container = 'container!="", container!="POD", ' if label == "pod" else ""
+    # cAdvisor's per-pod total (container="") and pause container ("POD") would count twice
+    container = 'container!="", container!="POD", ' if label != "container" else ""
     if ask.measure == RESTARTS:
         return (
             f"sum by (namespace, pod) (increase(kube_pod_container_status_restarts_total{{{m}}}[{window}]))"

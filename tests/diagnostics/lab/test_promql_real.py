@@ -192,3 +192,10 @@ def test_predict_linear_alert_reads_the_range_and_says_when(
     per_day = summary.split("grows about ", 1)[1].split("Gi a day")[0]
     assert float(per_day) == pytest.approx(8 * 86400 / 1024, rel=0.3)  # 8Mi a second
     assert "full in about" in summary and "predict_linear expects it to fill within 4 hours" in summary
+
+
+def test_a_namespace_alone_is_the_subject(prometheus: PrometheusServer, settings: Any) -> None:
+    outcome = _ask(prometheus, settings, "what is the 5xx rate in namespace bank?")
+    line = outcome.diagnosis.splitlines()[0]
+    assert line.startswith("namespace bank returns 5xx at "), outcome.diagnosis
+    assert outcome.tool_calls[0]["params"]["query"].startswith("sum by (namespace) (rate(")
