@@ -46,8 +46,9 @@ def vetted_class(
     *, name: str, description: str, annotations: dict[str, Any] | None
 ) -> tuple[str, str, list[str]]:
     """(class, why, flags): the annotations' class, made write when they contradict themselves or when
-    the tool's name or description says it writes (diagnostics/mcp/vetting.py). Hints can only make a
-    tool look safer than it is, so a read claim needs the hints and the words to agree."""
+    the tool's name, description or title (``annotations.title``) says it writes
+    (diagnostics/mcp/vetting.py). Hints can only make a tool look safer than it is, so a read claim needs
+    the hints and the words to agree."""
     klass, reason = declared_class(annotations)
     flags: list[str] = []
     if klass != READ:
@@ -55,7 +56,9 @@ def vetted_class(
     assert annotations is not None
     if annotations.get("destructiveHint") is True:
         flags.append("contradictory hints: readOnlyHint and destructiveHint are both true")
-    flags += [f"says write while the hints say read: {w}" for w in write_words(name, description)]
+    title = annotations.get("title")  # shown by clients in place of the name: vetted as the description is
+    said = f"{title}.\n{description}" if isinstance(title, str) and title else description
+    flags += [f"says write while the hints say read: {w}" for w in write_words(name, said)]
     if flags:
         return WRITE, f"readOnlyHint: true, but {flags[0]}: classified write", flags
     return READ, reason, flags

@@ -25,12 +25,19 @@ from diagnostics.mcp.kinds import OUTPUT_KINDS
 from diagnostics.mcp.presets import preset_problem
 from diagnostics.mcp.selectors import standing, upstream_of, url_policy
 from diagnostics.mcp.urls import url_problem
-from diagnostics.mcp.vetting import name_problem, shown_name
+from diagnostics.mcp.vetting import name_problem, shown_name, skeleton
 from diagnostics.models import McpGrant, McpServer, McpTool, McpToolChange
 from routing.models import ApiKey
 
 MANAGE_PERMISSION = "diagnostics.change_mcpserver"
 RESERVED_NAMES = frozenset({"skillgate_action_result"})  # app/mcp/gateway.py's own tool
+# The tools Skillgate's own /mcp serves (app/mcp/skillgate.py; tests/mcp/test_red_team_two.py keeps the
+# two lists equal): an upstream tool named like one is flagged, as a look-alike of another server's is.
+SKILLGATE_TOOLS = frozenset(
+    {"open_incident", "ask", "list_incidents", "get_incident", "get_action", "propose_action", "usage"}
+)
+_RESERVED_SHAPES = {skeleton(name): name for name in RESERVED_NAMES}
+_SKILLGATE_SHAPES = {skeleton(name): name for name in SKILLGATE_TOOLS}
 RESERVED_SERVER_NAMES = frozenset({"new"})  # /mcp-servers/new/ is the dashboard's registration form
 ENV_NAME = r"^[A-Z_][A-Z0-9_]{0,99}\Z"
 TARGET_NAME = r"^[A-Za-z_][A-Za-z0-9_-]{0,99}\Z"  # a child's variable or a header name
@@ -157,6 +164,18 @@ def _trusted(server: McpServer, name: str) -> bool:
     return f"{server.name}/{name}" in conf.get().environments.mcp_trusted_tools
 
 
+def _shapes_elsewhere(server: McpServer, names: list[str]) -> dict[str, set[tuple[str, str]]]:
+    """Skeleton -> (server, tool) of every present tool of the other servers and of this listing: a tool
+    that looks like another (selectors.look_alikes, flagged on the page) is never accepted by policy."""
+    shapes: dict[str, set[tuple[str, str]]] = {}
+    others = McpTool.objects.filter(present=True, refused="").exclude(server=server)
+    for server_name, name in others.values_list("server__name", "name"):
+        shapes.setdefault(skeleton(name), set()).add((server_name, name))
+    for name in names:
+        shapes.setdefault(skeleton(name), set()).add((server.name, name))
+    return shapes
+
+
 def _vetted(infos: list[ToolInfo]) -> list[tuple[str, ToolInfo, str]]:
     """(stored name, tool, refusal) per listed tool: names outside the spec's rules, and names listed twice,
     are refused (stored escaped, never run)."""
@@ -167,8 +186,9 @@ def _vetted(infos: list[ToolInfo]) -> list[tuple[str, ToolInfo, str]]:
     seen: set[str] = set()
     for info in infos:
         problem = name_problem(info.name)
-        if not problem and info.name in RESERVED_NAMES:
-            problem = f"the name {info.name!r} is Skillgate's own (the gateway lists a tool of that name)"
+        if not problem and skeleton(info.name) in _RESERVED_SHAPES:
+            own = _RESERVED_SHAPES[skeleton(info.name)]
+            problem = f"the name {info.name!r} is (or looks like) Skillgate's own gateway tool {own!r}"
         if not problem and counts[info.name] > 1:
             problem = f"the server lists {counts[info.name]} tools named {info.name!r}"
         stored = info.name if not problem else shown_name(info.name)
@@ -192,7 +212,9 @@ def _apply_listing(server: McpServer, server_info: dict[str, str], tools: list[T
     first_sync = server.synced_at is None
     existing = {tool.name: tool for tool in McpTool.objects.select_for_update().filter(server=server)}
     now = timezone.now()
-    for name, info, refusal in _vetted(tools):
+    vetted = _vetted(tools)
+    shapes = _shapes_elsewhere(server, [name for name, _, refusal in vetted if not refusal])
+    for name, info, refusal in vetted:
         live, reason, flags = classify.vetted_class(
             name=name, description=info.description, annotations=info.annotations
         )
@@ -211,11 +233,14 @@ def _apply_listing(server: McpServer, server_info: dict[str, str], tools: list[T
         row.annotations = info.annotations
         row.fingerprint = printed
         row.declared, row.pending, row.declared_reason = new.declared, new.pending, reason[:200]
+        if (own := _SKILLGATE_SHAPES.get(skeleton(name))) is not None and not refusal:
+            flags = [*flags, f"looks like Skillgate's own /mcp tool {own!r}"]
         row.flags, row.refused = flags, refusal[:300]
         if not new.reviewed:
             row.reviewed_at, row.reviewed_by = None, None
         row.present, row.seen_at = True, now
-        policy = not new.reviewed and not refusal and not flags and _trusted(server, name)
+        alike = shapes.get(skeleton(name), set()) - {(server.name, name)}  # flagged on the page
+        policy = not new.reviewed and not refusal and not flags and not alike and _trusted(server, name)
         if policy:
             row.reviewed_at = now
         row.save()

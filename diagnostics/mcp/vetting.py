@@ -7,11 +7,13 @@
 - **Text** a server sends (descriptions, schema and annotation strings, results, error messages, its
   name and version) loses its terminal and layout controls before any page, Slack message or model sees
   it (:func:`clean_text`): ANSI escape sequences, BEL and every other C0/C1 control but tab and newline,
-  and the bidirectional overrides and zero-width characters that make text read other than it is.
+  and every invisible character that makes text read other than it is (bidi overrides, zero-width and
+  other format characters, the tag letters, variation selectors, fillers: :func:`_invisible_codes`).
 - **Write words**: a name or a description that says the tool writes (``purge_cache``, ``purgeCache``,
   ``deleteAll``, "Permanently deletes ...", and destructive verbs of other languages: "Löscht ...",
-  "Supprime ...", "Удаляет ...", "删除 ...") while the hints say read makes the tool a write, flagged
-  (:func:`write_words`); so does ``readOnlyHint: true`` next to ``destructiveHint: true``.
+  "Supprime ...", "Удаляет ...", "删除 ...", "يحذف ..."), read as a person reads it (accents, enclosed
+  letters and letters spelled one by one folded), while the hints say read makes the tool a write,
+  flagged (:func:`write_words`); so does ``readOnlyHint: true`` next to ``destructiveHint: true``.
 - **Look-alikes**: :func:`skeleton` maps a name to what it looks like (case, separators and the ASCII
   confusables of Unicode's confusables.txt folded: ``0``/``o``, ``1``/``l``/``I``, ``rn``/``m``,
   ``vv``/``w``, ``cl``/``d``); two tools of different servers with one skeleton are flagged on the MCP
@@ -40,10 +42,29 @@ _CONTROLS = re.compile(
 )
 
 
+def _invisible_codes() -> frozenset[int]:
+    """Characters that show nothing yet change how text reads to a program or a model: every format
+    character (Unicode category Cf: zero-width, bidi, soft hyphen, the invisible tag letters U+E0020 to
+    U+E007F that can spell a hidden instruction), the variation selectors, the combining grapheme joiner,
+    and the blank fillers (Hangul, Khmer, Mongolian)."""
+    bmp = [c for c in range(0x10000) if unicodedata.category(chr(c)) == "Cf"]
+    others = [0x034F, 0x115F, 0x1160, 0x17B4, 0x17B5, 0x3164, 0xFFA0, 0x110BD, 0x110CD, 0xE0001]
+    for start, end in ((0x180B, 0x1810), (0xFE00, 0xFE10), (0x13430, 0x13440), (0x1BCA0, 0x1BCA4)):
+        others += range(start, end)
+    for start, end in ((0x1D173, 0x1D17B), (0xE0020, 0xE0080), (0xE0100, 0xE01F0)):
+        others += range(start, end)
+    return frozenset(bmp + others)
+
+
+_INVISIBLE_CODES = _invisible_codes()
+_DROP_INVISIBLE = dict.fromkeys(_INVISIBLE_CODES)
+
+
 def clean_text(text: str) -> str:
-    """``text`` without terminal escapes, BEL and other controls (tab and newline kept; CR as newline)."""
+    """``text`` without terminal escapes, BEL and other controls (tab and newline kept; CR as newline),
+    and without invisible characters (:func:`_invisible_codes`)."""
     text = text.replace("\r\n", "\n").replace("\r", "\n")
-    return _CONTROLS.sub("", _ANSI.sub("", text))
+    return _CONTROLS.sub("", _ANSI.sub("", text)).translate(_DROP_INVISIBLE)
 
 
 def clean_json(value: Any, depth: int = 0) -> Any:
@@ -59,13 +80,7 @@ def clean_json(value: Any, depth: int = 0) -> Any:
     return value
 
 
-_INVISIBLE = frozenset(
-    [chr(c) for c in range(0x200B, 0x2010)]
-    + [chr(c) for c in range(0x202A, 0x202F)]
-    + [chr(c) for c in range(0x2060, 0x2065)]
-    + [chr(c) for c in range(0x2066, 0x206A)]
-    + ["\ufeff"]
-)
+_INVISIBLE = frozenset(chr(c) for c in _INVISIBLE_CODES)
 
 
 def _hidden(char: str) -> bool:
@@ -163,10 +178,41 @@ _LOOKS_ASCII = str.maketrans(
 _LEET = (str.maketrans("013457@$", "oleastas"), str.maketrans("013457@$", "oieastas"))
 
 
+# Letters NFKC leaves alone: squared, negative circled and negative squared Latin capitals (🅳🅴🅻),
+# and the regional indicator letters (🇩🇪 is D E).
+_ENCLOSED = {
+    start + n: chr(ord("A") + n) for start in (0x1F130, 0x1F150, 0x1F170, 0x1F1E6) for n in range(26)
+}
+
+
 def folded(text: str) -> str:
-    """``text`` as it reads: compatibility forms (full-width letters, ligatures) and look-alike letters
-    folded to ASCII, zero-width and control characters gone."""
-    return clean_text(unicodedata.normalize("NFKC", text)).translate(_LOOKS_ASCII)
+    """``text`` as it reads: compatibility forms (full-width letters, ligatures, enclosed letters),
+    accents and look-alike letters folded to ASCII, zero-width and control characters gone."""
+    return _unaccented(clean_text(text)).translate(_ENCLOSED).translate(_LOOKS_ASCII)
+
+
+def _dotted(text: str) -> list[str]:
+    """Words written as single letters with dots or dashes between (``D.E.L.E.T.E.S``), joined."""
+    out = []
+    for chunk in text.split():
+        parts = [p for p in chunk.replace("-", ".").replace("_", ".").replace("·", ".").split(".") if p]
+        if len(parts) >= 3 and all(len(p) == 1 and p.isalpha() for p in parts):
+            out.append("".join(parts).lower())
+    return out
+
+
+def _spelled_out(words: list[str]) -> list[str]:
+    """Runs of three or more single letters read as the word they spell (``d e l e t e s``)."""
+    joined: list[str] = []
+    run: list[str] = []
+    for word in [*words, ""]:
+        if len(word) == 1:
+            run.append(word)
+            continue
+        if len(run) >= 3:
+            joined.append("".join(run))
+        run = []
+    return joined
 
 
 def write_words(name: str, description: str) -> list[str]:
@@ -191,7 +237,8 @@ def write_words(name: str, description: str) -> list[str]:
                 break
     for sentence in re.split(r"[.;:!?\n]+", description[:4000]):
         previous = ""
-        for n, word in enumerate(tokens(sentence)):
+        words = tokens(sentence)
+        for n, word in enumerate(words + _spelled_out(words)):
             verb = _STRONG_FORMS.get(word)
             # "deletes", "purging": a verb anywhere; the bare form ("restart") is also a noun ("the
             # restart count"), so it counts where a verb goes: first in a sentence, or after "to", "and"...
@@ -199,6 +246,10 @@ def write_words(name: str, description: str) -> list[str]:
             if verb_like and f"description says {verb!r}" not in found:
                 found.append(f"description says {verb!r}")
             previous = word
+    for word in _dotted(description[:4000]):
+        verb = _STRONG_FORMS.get(word)
+        if verb is not None and f"description says {verb!r}" not in found:
+            found.append(f"description says {verb!r}")
     found += [f"description says {stem!r}" for stem in foreign]
     return found[:6]
 
@@ -213,11 +264,20 @@ _FOREIGN_STEMS = (
     "elimin", "borra", "apaga", "destruir", "destruye", "destroi", "distrugg", "exclui",  # es, pt, it
     "verwijder", "usuwa", "usun", "smaz", "odstran", "sterg",  # Dutch, Polish, Czech/Slovak, Romanian
     "удал", "уничтож", "стира", "очища", "видал", "знищ",  # Russian, Ukrainian
+    "διαγραφ", "σβην", "καταστρεφ",  # Greek (accents folded)
+    "radera", "slett", "poista", "torol", "menghapus", "hapus",  # sv, da/no, fi, hu, id/ms
 )  # fmt: skip
-_FOREIGN_CJK = ("删除", "刪除", "清除", "销毁", "銷毀", "清空", "削除", "消去", "破棄", "삭제", "제거")
+# Whole words only: as stems they would start English words ("cancellation", "silent").
+_FOREIGN_WORDS = frozenset("cancella cancellare cancellano elimina siler silinir siliyor xoa sletter".split())
+# Scripts written without spaces between words, or whose words take prefixes: matched anywhere.
+_FOREIGN_CJK = (
+    "删除", "刪除", "清除", "销毁", "銷毀", "清空", "削除", "消去", "破棄", "삭제", "제거",  # zh, ja, ko
+    "حذف", "يمسح", "מחק", "מוחק", "हटा", "मिटा", "डिलीट", "ลบ",  # ar, he, hi, th
+)  # fmt: skip
 
 
 def _unaccented(text: str) -> str:
+    """Compatibility forms folded (NFKD) and combining marks dropped: ``Dé́letes`` reads ``Deletes``."""
     return "".join(c for c in unicodedata.normalize("NFKD", text) if not unicodedata.combining(c))
 
 
@@ -228,6 +288,7 @@ def foreign_write_words(description: str) -> list[str]:
     found = [
         stem for stem in _FOREIGN_STEMS if any(w.startswith(stem.translate(_LOOKS_ASCII)) for w in words)
     ]
+    found += sorted({w for w in words if w in _FOREIGN_WORDS})
     return found + [verb for verb in _FOREIGN_CJK if verb in description]
 
 

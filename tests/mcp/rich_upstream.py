@@ -3,7 +3,7 @@ older HTTP+SSE transport (``python -m tests.mcp.rich_upstream sse PORT``: the ev
 or Streamable HTTP (``... http PORT``: at ``/mcp``). Its text carries terminal controls (ANSI, BEL) and a
 bidi override, which Skillgate must strip; ``notes://big`` is 200 KB (over an output bound), and every
 read of a resource or prompt appends a line to ``$UPSTREAM_LOG`` when that is set (so a test sees what
-reached the server).
+reached the server). ``$UPSTREAM_DELAY_S`` delays every resource read and prompt (a slow upstream).
 
 Also a tool pair: ``echo`` (read-only) and ``wipe`` (no annotations: a write).
 """
@@ -12,14 +12,22 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 
 from mcp.server.mcpserver import MCPServer
 from mcp_types import ToolAnnotations
 
-DIRTY = "\x1b[31mred\x1b[0m alarm\x07 and \u202eesrever"
+DIRTY = (
+    "\x1b[31mred\x1b[0m alarm\x07 and \u202eesrever \x9b1mbold\x9b0m hid\U000e0041\U000e0042den"
+    " sof\u00adt fill\u3164er"
+)
 BIG_BYTES = 200_000
 
 server = MCPServer("rich-upstream", version="1")
+
+
+def _slow() -> None:
+    time.sleep(float(os.environ.get("UPSTREAM_DELAY_S") or 0))
 
 
 def _log(line: str) -> None:
@@ -45,6 +53,7 @@ def wipe(target: str) -> str:
 @server.resource("notes://runbook", name="runbook", description=f"Runbook {DIRTY}", mime_type="text/plain")
 def runbook() -> str:
     _log("read notes://runbook")
+    _slow()
     return f"Step 1: restart the api. {DIRTY}"
 
 
@@ -57,6 +66,7 @@ def big() -> str:
 @server.prompt(description=f"Triage a service {DIRTY}")
 def triage(service: str) -> str:
     _log(f"prompt triage {service}")
+    _slow()
     return f"Look at the logs of {service} first. {DIRTY}"
 
 

@@ -32,7 +32,7 @@ from tests.mcp.rich_upstream import BIG_BYTES
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
-CONTROLS = ("\x1b", "\x07", "\u202e")
+CONTROLS = ("\x1b", "\x07", "\u202e", "\x9b", "\U000e0041", "\u00ad", "\u3164")
 
 
 @pytest.fixture
@@ -121,6 +121,7 @@ def test_resources_and_prompts_pass_through_cleaned_bounded_and_on_the_ledger(ga
     shown += [runbook.contents[0].text, prompt.messages[0].content.text]
     assert not any(c in text for text in shown for c in CONTROLS)
     assert "red alarm" in runbook.contents[0].text and "Step 1" in runbook.contents[0].text
+    assert "bold hidden soft filler" in runbook.contents[0].text
     assert len(big.contents[0].text) < 4200 and f"{BIG_BYTES} bytes in all" in big.contents[0].text
     assert [p.name for p in prompts] == ["triage"] and "logs of api" in prompt.messages[0].content.text
     assert missing is not None and "Unknown resource" in missing and "127.0.0.1" not in missing
