@@ -12,6 +12,10 @@ the worker's finding is kept (byte-bounded, by the schema's digest) and the edge
 instead of counting or compiling again (``schemas.schema_problem``). A body may hold at most
 :data:`MAX_SCHEMAS` schemas (OpenAI's cap on tools is 128): more is a 400, before any is counted.
 
+The byte searches that let a body skip all this (no schema key; tiny and no reference) only hold for a
+body without ``\\u`` escapes: a key spelled ``"\\u0070arameters"`` or ``"\\u0024ref"`` is the same key to
+the parser, so such a body is parsed here and its schemas found by their parsed keys.
+
 A worker that finds a problem: the parse refuses the schema with that reason (a 400 naming it). One
 that passes its deadline: refused, "checking its cost took too long". A saturated pool: a 503, nothing
 kept.
@@ -105,10 +109,11 @@ async def vet_body_schemas(raw: bytes, *, owner: str) -> Any:
     they are tiny. Returns the body as parsed here (the protocol's parser takes it: a body is parsed
     once), or None where this did not parse it: no schema key, tiny, or not JSON (the edge's parser
     then says why)."""
-    if not any(key in raw for key in _KEYS):
-        return None
-    if len(raw) <= INLINE_BYTES and not any(marker in raw for marker in _MARKERS):
-        return None  # its schemas are tiny together: counted in the parse
+    if b"\\u" not in raw:  # else a key may be spelled with escapes ("\\u0024ref"): parsed to be seen
+        if not any(key in raw for key in _KEYS):
+            return None
+        if len(raw) <= INLINE_BYTES and not any(marker in raw for marker in _MARKERS):
+            return None  # its schemas are tiny together: counted in the parse
     try:
         data = loads_request(raw)
     except JsonBodyError:

@@ -23,7 +23,7 @@ from typing import Any
 import httpx
 import pytest
 
-from routing import json_body
+from routing import json_body, schemas
 from routing.protocol import GATEWAY_ONLY, ChatRequest
 from tests.support.liveness import models_keep_answering
 
@@ -73,7 +73,24 @@ def parses(monkeypatch) -> list[int]:  # type: ignore[no-untyped-def]
     return sizes
 
 
-@pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/messages", "/v1/responses"])
+@pytest.fixture
+def counted(monkeypatch) -> list[int]:  # type: ignore[no-untyped-def]
+    """Each time the serving process counts a schema's cost itself."""
+    calls: list[int] = []
+    real = schemas.schema_cost
+
+    def counting(schema: dict[str, Any]) -> tuple[int, int, int]:
+        calls.append(1)
+        return real(schema)
+
+    monkeypatch.setattr(schemas, "schema_cost", counting)
+    return calls
+
+
+PATHS = ["/v1/chat/completions", "/v1/messages", "/v1/responses"]
+
+
+@pytest.mark.parametrize("path", PATHS)
 def test_large_schema_bodies_arriving_together_stall_no_one_and_are_parsed_once(
     gateway_url, backends, api_key, stub, parses, path
 ):
@@ -84,6 +101,57 @@ def test_large_schema_bodies_arriving_together_stall_no_one_and_are_parsed_once(
     assert [r.status_code for r in responses] == [200] * BODIES, responses[0].text
     assert sorted(size for size in parses if size > 450_000) == sorted(map(len, bodies))  # once each
     assert len(stub.requests) == BODIES
+
+
+def _escaped(raw: bytes, *keys: str) -> bytes:
+    """``raw`` with each of ``keys`` spelled with a JSON escape (``"\\u0070arameters"``): the same JSON."""
+    for key in keys:
+        raw = raw.replace(f'"{key}"'.encode(), f'"\\u{ord(key[0]):04x}{key[1:]}"'.encode())
+    return raw
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_schema_keys_spelled_with_escapes_are_still_costed_in_a_worker(
+    gateway_url, backends, api_key, stub, counted, path
+):
+    """The schema finder looked for ``"parameters"``, ``"input_schema"``, ``"schema"`` in the body's
+    bytes: spelled ``"\\u0070arameters"`` (the same key to every JSON parser) a 464 KB body of tools went
+    past it, and the serving process counted its eight wide schemas itself (seconds, under the GIL)."""
+    body = _escaped(_body(path, f"escaped-{uuid.uuid4()}"), "parameters", "input_schema")
+    assert b'"parameters"' not in body and b'"input_schema"' not in body
+    with models_keep_answering(gateway_url, api_key.raw):
+        response = _post(gateway_url, api_key.raw, path, body)
+    assert response.status_code == 200, response.text
+    assert counted == [] and len(stub.requests) == 1
+
+
+def _ring(links: int) -> dict[str, Any]:
+    """A small ring of references, doubling at each level: refused by its count."""
+    defs: dict[str, Any] = {
+        f"d{i}": {
+            "properties": {"a": {"$ref": f"#/$defs/d{i + 1}"}},
+            "allOf": [{"$ref": f"#/$defs/d{i + 1}"}],
+        }
+        for i in range(links)
+    }
+    defs[f"d{links}"] = {"type": "array", "items": {"$ref": "#"}, "description": str(uuid.uuid4())}
+    return {"$defs": defs, "$ref": "#/$defs/d0"}
+
+
+def test_a_small_ring_whose_references_are_spelled_with_escapes_is_counted_in_a_worker(
+    gateway_url, backends, api_key, stub, counted
+):
+    """A body under 2 KiB with no ``"$ref"`` in its bytes was counted by the parse, in the serving
+    process: ``"\\u0024ref"`` hid a ring that costs 15-20 ms to count, on every call (a refusal is not
+    kept), before the key's rate limit is even checked."""
+    tools = [{"type": "function", "function": {"name": "f", "parameters": _ring(12)}}]
+    raw = json.dumps({"model": "auto", "messages": HELLO, "tools": tools}, separators=(",", ":")).encode()
+    body = _escaped(raw, "$ref")
+    assert len(body) <= 2048 and b'"$ref"' not in body
+    response = _post(gateway_url, api_key.raw, "/v1/chat/completions", body)
+    assert response.status_code == 400, response.text
+    assert "100000" in response.json()["error"]["message"]
+    assert counted == [] and stub.requests == []
 
 
 MARK = {"type": "ephemeral"}
