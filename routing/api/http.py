@@ -15,6 +15,7 @@ from typing import Any
 
 import orjson
 
+from routing.call.pieces import Last, Whole
 from routing.errors import ApiError
 from routing.ledger import CallRecord
 
@@ -125,11 +126,30 @@ async def send_error(send: Send, error: ApiError) -> None:
     await send_json(send, error.status, error.body(), error.headers)
 
 
+# The head every stream has, encoded once.
+_STREAM_HEAD = [
+    (b"content-type", b"text/event-stream"),
+    (b"cache-control", b"no-cache"),
+    (b"x-accel-buffering", b"no"),
+]
+
+
 async def send_stream(send: Send, receive: Receive, response: StreamResponse) -> None:
-    """Sends the events as they come. A client that hangs up cancels the sending at once (a watcher
+    """Sends the events as they come, each piece of the body in one write; a :class:`Last` piece ends
+    the response in its own write. A client that hangs up cancels the sending at once (a watcher
     reads the disconnect), and the body generator is closed, so its clean-up (hanging up on the
-    upstream, writing the ledger row) runs now, not when the garbage collector finds it."""
-    headers = {"cache-control": "no-cache", "x-accel-buffering": "no", **response.headers}
+    upstream, writing the ledger row) runs now, not when the garbage collector finds it. A
+    :class:`Whole` body is the head and one write, with nothing to watch or close."""
+    head = _STREAM_HEAD + [
+        (name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in response.headers.items()
+    ]
+    body = response.body
+    if isinstance(body, Whole):
+        head.append((b"content-length", b"%d" % len(body.piece)))
+        with contextlib.suppress(OSError):  # the transport broke under a send: the client is gone
+            await send({"type": "http.response.start", "status": response.status, "headers": head})
+            await send({"type": "http.response.body", "body": body.piece})
+        return
     sender = asyncio.current_task()
     assert sender is not None
     gone = False
@@ -142,18 +162,15 @@ async def send_stream(send: Send, receive: Receive, response: StreamResponse) ->
         sender.cancel()
 
     watcher = asyncio.create_task(watch())
-    body = response.body
     try:
-        await send(
-            {
-                "type": "http.response.start",
-                "status": response.status,
-                "headers": _header_list(b"text/event-stream", headers),
-            }
-        )
+        await send({"type": "http.response.start", "status": response.status, "headers": head})
         async for event in body:
+            if type(event) is Last:
+                await send({"type": "http.response.body", "body": event})
+                break
             await send({"type": "http.response.body", "body": event, "more_body": True})
-        await send({"type": "http.response.body", "body": b""})
+        else:
+            await send({"type": "http.response.body", "body": b""})
     except asyncio.CancelledError:
         if not gone:
             raise  # the server is shutting down, not a client hang-up

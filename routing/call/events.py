@@ -1,8 +1,9 @@
 """A streamed answer as the gateway reads it, whatever called the upstream (the direct client or litellm).
 
 :class:`UpstreamStream` gives chunk dicts, or ``(chunk, data)`` events where ``data`` is the event's JSON
-as the upstream sent it; :class:`IdSwap` puts the gateway's completion id into such bytes when that is
-safe, so a chunk passed through need not be rebuilt (routing/call/streaming.py).
+as the upstream sent it, one at a time or in the batches they arrived in; :class:`IdSwap` puts the
+gateway's completion id into such bytes when that is safe, so a chunk passed through need not be
+rebuilt (routing/call/streaming.py).
 """
 
 from __future__ import annotations
@@ -14,34 +15,43 @@ from typing import Any
 import orjson
 
 Event = tuple[dict[str, Any], bytes | None]
+Batch = list[Event]
 _PLAIN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,199}")
 
 
 class UpstreamStream:
-    """A streamed answer being received: iterate it for chunk dicts, or :meth:`events` for
-    ``(chunk, data)`` where ``data`` is the event's JSON as the upstream sent it (None when the chunk
-    was rebuilt, by litellm). :meth:`aclose` hangs up on the upstream, which stops generating."""
+    """A streamed answer being received: iterate it for chunk dicts, :meth:`events` for ``(chunk,
+    data)`` where ``data`` is the event's JSON as the upstream sent it (None when the chunk was rebuilt,
+    by litellm), or :meth:`batches` for the events in lists, one for each read of the upstream's body
+    that completed any (what arrived together, to send on together). :meth:`aclose` hangs up on the
+    upstream, which stops generating."""
 
-    def __init__(self, events: AsyncIterator[Event], close: Callable[[], Awaitable[None]]) -> None:
-        self._events = events
+    def __init__(self, batches: AsyncIterator[Batch], close: Callable[[], Awaitable[None]]) -> None:
+        self._batches = batches
         self._close = close
 
-    def events(self) -> AsyncIterator[Event]:
-        return self._events
+    def batches(self) -> AsyncIterator[Batch]:
+        return self._batches
+
+    async def events(self) -> AsyncIterator[Event]:
+        async for batch in self._batches:
+            for event in batch:
+                yield event
 
     def __aiter__(self) -> AsyncIterator[dict[str, Any]]:
         return self._chunks()
 
     async def _chunks(self) -> AsyncIterator[dict[str, Any]]:
         try:
-            async for chunk, _ in self._events:
-                yield chunk
+            async for batch in self._batches:
+                for chunk, _ in batch:
+                    yield chunk
         finally:
             await self.aclose()
 
     async def aclose(self) -> None:
         try:
-            aclose = getattr(self._events, "aclose", None)
+            aclose = getattr(self._batches, "aclose", None)
             if aclose is not None:
                 await aclose()
         finally:

@@ -39,11 +39,11 @@ import orjson
 
 from routing import conf
 from routing.call.attempts import Attempts, billed_status
-from routing.call.events import Event, IdSwap, UpstreamStream
+from routing.call.events import Batch, Event, IdSwap, UpstreamStream
 from routing.call.http import exchange, pool
 from routing.call.http.exchange import Answer
 from routing.call.http.failures import TransportFailure
-from routing.call.sse import EventTooLarge, data_of
+from routing.call.sse import EventTooLarge, batches_of
 from routing.errors import UpstreamError, too_long
 from routing.models import Backend
 
@@ -301,23 +301,37 @@ async def open_stream(
     while iterating. Closing the stream before its end hangs up on the upstream."""
     answer = await send(backend, target, body, stream=True, attempts=attempts)
 
-    async def events() -> AsyncIterator[Event]:
+    def event_of(data: bytes) -> Event | None:
         try:
-            async for data in data_of(answer.chunks()):
-                try:
-                    chunk = orjson.loads(data)
-                except orjson.JSONDecodeError:
-                    raise status_error(backend, answer.status, "sent an event that is not JSON") from None
-                if not isinstance(chunk, dict):
-                    continue
-                error = chunk.get("error")
-                if error and "choices" not in chunk:
-                    # vLLM and others report a failure mid-stream as an event: {"error": {...}}
-                    message = error.get("message") if isinstance(error, dict) else error
-                    code = error.get("code") if isinstance(error, dict) else None
-                    status = code if isinstance(code, int) and 400 <= code < 600 else 500
-                    raise status_error(backend, status, _first_line(str(message)))
-                yield chunk, data
+            chunk = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            raise status_error(backend, answer.status, "sent an event that is not JSON") from None
+        if not isinstance(chunk, dict):
+            return None
+        error = chunk.get("error")
+        if error and "choices" not in chunk:
+            # vLLM and others report a failure mid-stream as an event: {"error": {...}}
+            message = error.get("message") if isinstance(error, dict) else error
+            code = error.get("code") if isinstance(error, dict) else None
+            status = code if isinstance(code, int) and 400 <= code < 600 else 500
+            raise status_error(backend, status, _first_line(str(message)))
+        return chunk, data
+
+    async def batches() -> AsyncIterator[Batch]:
+        try:
+            async for datas in batches_of(answer.chunks()):
+                batch: Batch = []
+                for data in datas:
+                    try:
+                        event = event_of(data)
+                    except UpstreamError:
+                        if batch:  # the events before the failure are passed on first
+                            yield batch
+                        raise
+                    if event is not None:
+                        batch.append(event)
+                if batch:
+                    yield batch
         except TransportFailure as exc:
             raise transport_error(backend, exc) from exc
         except EventTooLarge as exc:
@@ -328,4 +342,4 @@ async def open_stream(
     async def close() -> None:
         answer.close()
 
-    return UpstreamStream(events(), close)
+    return UpstreamStream(batches(), close)

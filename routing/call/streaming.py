@@ -37,12 +37,14 @@ from routing.call.gateway import (
     save,
 )
 from routing.call.legs import charge_attempts, charge_bound, leg_attempts, new_leg, price_leg, run_leg, verify
+from routing.call.pieces import Last, Whole
 from routing.errors import ApiError, UpstreamError
 from routing.ledger import CallRecord
 from routing.models import Backend, Invocation
 from routing.pricing import Usage
 
 DONE = b"data: [DONE]\n\n"
+_LAST_DONE = Last(DONE)
 
 
 def sse(data: dict[str, Any]) -> bytes:
@@ -155,9 +157,9 @@ async def stream_call(prep: Prepared) -> StreamPlan:
             assert prep.student is not None
             done = await run_leg(prep.plan, record, prep.student, extend=extender(prep, hold))
             if done is not None and record.legs[-1].verdict == Invocation.Verdict.PASS:
-                return _replay_verified(prep, record, hold, done, completion_id, want_usage)
+                return await _replay_verified(prep, record, hold, done, completion_id, want_usage)
             if prep.decision.policy == "forced":
-                return _replay_unverified_or_fail(prep, record, hold, done, completion_id, want_usage)
+                return await _replay_unverified_or_fail(prep, record, hold, done, completion_id, want_usage)
             backends = [prep.teacher]
         elif prep.decision.route == Invocation.Route.STUDENT:
             assert prep.student is not None
@@ -175,7 +177,7 @@ async def stream_call(prep: Prepared) -> StreamPlan:
         raise
 
 
-def _replay_verified(
+async def _replay_verified(
     prep: Prepared,
     record: CallRecord,
     hold: Hold | None,
@@ -191,15 +193,11 @@ def _replay_verified(
     finish(record, prep, leg.latency_ms)
     usage = done.raw.get("usage") if want_usage else None
     chunks = completion_chunks(completion_id, leg.model, done.message, done.finish_reason, usage)
-
-    async def body() -> AsyncIterator[bytes]:
-        # The answer is whole: recorded first (a client that saw the end finds its row), then sent in
-        # one write, not one per chunk (each a send through the server and a syscall).
-        events = replayed(chunks)
-        await save(record, hold)
-        yield events
-
-    return StreamPlan(_headers(record, leg.role, leg.verdict, record.overhead_ms), body())
+    # The answer is whole: recorded first (a client that saw the end finds its row), then sent in
+    # one write after the head, not one per chunk (each a send through the server and a syscall).
+    events = replayed(chunks)
+    await save(record, hold)
+    return StreamPlan(_headers(record, leg.role, leg.verdict, record.overhead_ms), Whole(events))
 
 
 def _replay_result(prep: Prepared, result: Result) -> StreamPlan:
@@ -211,14 +209,12 @@ def _replay_result(prep: Prepared, result: Result) -> StreamPlan:
     more = result.completion.choices[1:] if prep.request.choice_count > 1 else []
     completion_id = f"chatcmpl-{record.id.hex}"
     chunks = completion_chunks(completion_id, served.model, message, finish_reason, usage, more=more)
-
-    async def body() -> AsyncIterator[bytes]:
-        yield replayed(chunks)
-
-    return StreamPlan(_headers(record, served.role, served.verdict, record.overhead_ms), body())
+    return StreamPlan(
+        _headers(record, served.role, served.verdict, record.overhead_ms), Whole(replayed(chunks))
+    )
 
 
-def _replay_unverified_or_fail(
+async def _replay_unverified_or_fail(
     prep: Prepared,
     record: CallRecord,
     hold: Hold | None,
@@ -230,7 +226,7 @@ def _replay_unverified_or_fail(
     if done is None:
         leg = record.legs[-1]
         raise UpstreamError.of_leg(leg.error, leg.error_status)
-    return _replay_verified(prep, record, hold, done, completion_id, want_usage)
+    return await _replay_verified(prep, record, hold, done, completion_id, want_usage)
 
 
 async def _stream_through(
@@ -297,19 +293,25 @@ async def _stream_through(
         acc = Accumulator()
         ids = IdSwap(completion_id)
         try:
-            async for chunk, data in chunks.events():
-                acc.add(chunk)
-                if chunk.get("usage") is not None and not chunk.get("choices") and not want_usage:
-                    continue
-                if data is not None and (want_usage or "usage" not in chunk):
-                    swapped = ids.swap(data, chunk.get("id"))
-                    if swapped is not None:
-                        yield b"data: " + swapped + b"\n\n"
+            # The events of one read of the upstream go out in one write (the first read's at once):
+            # a send through the server and a syscall per read, not per event.
+            async for batch in chunks.batches():
+                out: list[bytes] = []
+                for chunk, data in batch:
+                    acc.add(chunk)
+                    if chunk.get("usage") is not None and not chunk.get("choices") and not want_usage:
                         continue
-                chunk["id"] = completion_id
-                if not want_usage:
-                    chunk.pop("usage", None)
-                yield sse(chunk)
+                    if data is not None and (want_usage or "usage" not in chunk):
+                        swapped = ids.swap(data, chunk.get("id"))
+                        if swapped is not None:
+                            out += (b"data: ", swapped, b"\n\n")
+                            continue
+                    chunk["id"] = completion_id
+                    if not want_usage:
+                        chunk.pop("usage", None)
+                    out.append(sse(chunk))
+                if out:
+                    yield b"".join(out)
         except UpstreamError as exc:
             leg.error, leg.error_status = exc.message, exc.status
             record.status_code, record.error = exc.status, exc.message
@@ -324,7 +326,7 @@ async def _stream_through(
                 pass
             finally:
                 await settle(acc)
-        yield DONE
+        yield _LAST_DONE
 
     headers = _headers(record, backend.role, Invocation.Verdict.UNVERIFIED, max(0.0, first_byte_overhead))
     return StreamPlan(headers, body())

@@ -16,7 +16,7 @@ from typing import Any
 
 from routing.call import openai_client, replicas
 from routing.call.attempts import Attempts, billed_status
-from routing.call.events import Event, UpstreamStream
+from routing.call.events import Batch, UpstreamStream
 from routing.errors import UpstreamError, too_long
 from routing.models import Backend
 from routing.pricing import Usage, completion_token_bound, prompt_token_bound
@@ -249,10 +249,10 @@ async def open_stream(
         chosen.release()
         raise
 
-    async def events() -> AsyncIterator[Event]:
+    async def batches() -> AsyncIterator[Batch]:
         try:
-            async for event in stream.events():
-                yield event
+            async for batch in stream.batches():
+                yield batch
         finally:
             chosen.release()
 
@@ -262,7 +262,7 @@ async def open_stream(
         finally:
             chosen.release()
 
-    return UpstreamStream(events(), close)
+    return UpstreamStream(batches(), close)
 
 
 async def _open_stream(backend: Backend, body: dict[str, Any], attempts: Attempts) -> UpstreamStream:
@@ -275,14 +275,14 @@ async def _open_stream(backend: Backend, body: dict[str, Any], attempts: Attempt
     kwargs.update(stream=True, stream_options={"include_usage": True})
     stream = await _with_retries(backend, attempts, lambda: litellm.acompletion(**kwargs))
 
-    async def events() -> AsyncIterator[Event]:
+    async def batches() -> AsyncIterator[Batch]:
         try:
             async for chunk in stream:
-                yield chunk.model_dump(exclude_none=True), None
+                yield [(chunk.model_dump(exclude_none=True), None)]
         except Exception as exc:
             raise _upstream_error(backend, exc) from exc
 
     async def close() -> None:
         await stream.aclose()
 
-    return UpstreamStream(events(), close)
+    return UpstreamStream(batches(), close)
