@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from routing import conf
 from routing.ledger import HAS_BODY
@@ -17,6 +17,7 @@ from routing.router.versions.truth import verifier_precision
 # for admission. A task's calls never straddle two parts.
 VERSION_SPLIT: Split = EVAL_SPLIT
 MAX_COPIES = 100
+MAX_RECENCY_WEIGHT = 10  # a labelled call of the new traffic trains as at most this many of the old
 
 
 def ledger_records(
@@ -47,6 +48,27 @@ def sample_weighted(records: Sequence[ReplayRecord]) -> list[ReplayRecord]:
         rate = record.meta.get("sample_rate")
         copies = max(1, min(MAX_COPIES, round(1 / rate))) if rate else 1
         out.extend([record] * copies)
+    return out
+
+
+def shift_weighted(
+    records: Sequence[ReplayRecord],
+    is_recent: Callable[[ReplayRecord], bool],
+    max_weight: int = MAX_RECENCY_WEIGHT,
+) -> list[ReplayRecord]:
+    """Training records after a shift: each labelled call of the new traffic (``is_recent``) repeated so
+    that the new traffic weighs about as much as the old (old / new labelled calls, 1 to ``max_weight``
+    copies), so the model learns the new odds from the few calls the samples have labelled so far
+    without forgetting what the old ones still teach. Copies share their task id: grouped
+    cross-validation never splits them."""
+    labelled = [r for r in records if r.needs_teacher is not None]
+    new = sum(1 for r in labelled if is_recent(r))
+    if not new:
+        return list(records)
+    weight = max(1, min(max_weight, round((len(labelled) - new) / new)))
+    out: list[ReplayRecord] = []
+    for record in records:
+        out.extend([record] * (weight if record.needs_teacher is not None and is_recent(record) else 1))
     return out
 
 

@@ -34,7 +34,9 @@ still. While that test leans towards drift undecided (*suspected*), another sign
 not left to chance (``HELD``, ``Judgement.hold``; that drift stands from the check that found it until
 a retrain replaces the version, ``latched``): the profile is served by its safe fixed policy, as if
 flagged, until the correctness test accepts H0 (labels of calls before the hold still arrive) or a
-retrain is admitted; the decision's reason says so (``routing.router.policies``). Profiles without an
+retrain is admitted; the decision's reason says so (``routing.router.policies``). While held, the
+version is measured again on the student answers background samples label on the calls the safe policy
+serves (sampling raised), those it would have served itself (``held_labels``). Profiles without an
 active version are served by the fixed policy whose measured quality on labelled calls meets the target
 (``truth.fixed_choice``), and are watched by the same tests against that policy's measured baseline
 (``profile_drift``). Every newly flagged drift is alerted (``routing.router.alerts``).
@@ -51,8 +53,12 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 from routing import conf
+from routing.ledger import HAS_BODY
 from routing.models import Invocation, RouterVersion
-from routing.router.learning.records import outcome_from_leg
+from routing.router.learning.evaluate import featurize
+from routing.router.learning.model import LearnedRouterModel
+from routing.router.learning.records import outcome_from_leg, record_from_invocation
+from routing.router.learning.runtime import featurizer_for
 from routing.router.learning.sequential import (
     PSI_DRIFT,
     Sprt,
@@ -307,6 +313,35 @@ def predicted_by(version: RouterVersion) -> Predicted:
     )
 
 
+def held_labels(version: RouterVersion) -> list[bool]:
+    """A held version serves nothing, so its own answers are no longer labelled. The safe fixed policy's
+    calls since it was activated (no version routed them) whose student answer a background sample
+    labelled are scored by the version: of those it would have left to the student, the answers that
+    passed their verifier are the ones it would have served, and their labels measure it again (the
+    hold ends when its correctness test accepts H0, not only by a retrain)."""
+    rows = Invocation.objects.filter(HAS_BODY, profile_id=version.profile_id, router_version__isnull=True)
+    if version.activated_at is not None:
+        rows = rows.filter(created_at__gte=version.activated_at)
+    window = conf.get().router.quality_window_calls
+    records = [record_from_invocation(row) for row in rows.select_related("profile").order_by("-pk")[:window]]
+    records = [
+        r
+        for r in records
+        if r.student is not None
+        and r.student.label is not None
+        and r.student.verdict not in ("fail", "error")
+    ]
+    if not records or not version.model or version.threshold is None:
+        return []
+    model = LearnedRouterModel.from_json(version.model)
+    scores = model.score_many(featurize(records, featurizer_for(model.feature_spec, build=True)))
+    return [
+        bool(r.student.label)
+        for r, s in zip(records, scores, strict=True)
+        if r.student and s < float(version.threshold)
+    ]
+
+
 def router_version_drift_check(*, version: RouterVersion) -> RouterVersion:
     """Stores the live numbers on the version and sets or clears ``drift_flag`` (left as it was while
     there are too few live calls to judge). ``drift_reason`` says what moved, or what was judged."""
@@ -318,7 +353,10 @@ def router_version_drift_check(*, version: RouterVersion) -> RouterVersion:
     )
     if live.calls >= router.drift_min_calls:
         last = version.drift_reason or ""
-        judged = judge_live(live, predicted_by(version), latched(last), is_held(version.drift_flag, last))
+        held = is_held(version.drift_flag, last)
+        if held:  # measured again on the labelled answers it would have served meanwhile
+            live.student_labels += held_labels(version)
+        judged = judge_live(live, predicted_by(version), latched(last), held)
         flag, reason = judged.stop, judged.reason
     RouterVersion.objects.filter(pk=version.pk).update(
         drift_checked_at=timezone.now(),

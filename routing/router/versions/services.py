@@ -23,7 +23,13 @@ from routing.router.learning.model import LearnedRouterModel
 from routing.router.learning.runtime import featurizer_for
 from routing.router.versions.admission import Recent, recent_numbers, refusal
 from routing.router.versions.config import profile_target
-from routing.router.versions.data import configured_spec, ledger_records, sample_weighted, split
+from routing.router.versions.data import (
+    configured_spec,
+    ledger_records,
+    sample_weighted,
+    shift_weighted,
+    split,
+)
 from routing.router.versions.profile_drift import since_of
 
 Status = RouterVersion.Status
@@ -76,7 +82,8 @@ def router_version_train(
     until: dt.datetime | None = None,
 ) -> RouterVersion:
     """Trains and calibrates a candidate on the profile's ledger (shards 0-2 train, 3 calibrates;
-    4 is kept for admission). Raises RouterTrainingError, leaving a 'failed' row with the reason,
+    4 is kept for admission; after drift, the new traffic's labelled calls train at about the old's
+    weight, ``data.shift_weighted``). Raises RouterTrainingError, leaving a 'failed' row with the reason,
     when it cannot; a candidate whose calibration found no threshold meeting the target is still
     saved (admission rejects it, with the curve there to show why)."""
     target = target or profile_target(profile)
@@ -84,6 +91,9 @@ def router_version_train(
     try:
         records = ledger_records(profile=profile, until=until)
         train, calibrate, heldout = split(records)
+        since = since_of(profile.pk)
+        if since is not None:  # the new traffic since drift was found weighs as much as the old
+            train = shift_weighted(train, lambda r: dt.datetime.fromisoformat(r.meta["created_at"]) >= since)
         featurizer = featurizer_for(spec or configured_spec(), build=True)
         trained = train_and_calibrate(train, sample_weighted(calibrate), featurizer=featurizer, target=target)
     except (ValueError, FeatureSpecError, RuntimeError) as exc:
@@ -105,7 +115,7 @@ def router_version_train(
         predicted_teacher_share=chosen.teacher_share,
         predicted_pass_rate=chosen.pass_rate,
         predicted_cost_rel=chosen.cost_rel,
-        training_records=sum(1 for r in train if r.needs_teacher is not None),
+        training_records=len({id(r) for r in train if r.needs_teacher is not None}),  # copies once
         calibration_records=sum(1 for r in calibrate if r.complete),
         heldout_records=sum(1 for r in heldout if r.complete),
         data_until=dt.datetime.fromisoformat(newest) if newest else None,

@@ -14,6 +14,7 @@ from routing.router.learning.features import hashing_spec
 from routing.router.learning.records import Outcome, ReplayRecord
 from routing.router.learning.runtime import forget_routers
 from routing.router.versions.admission import recent_numbers, refusal
+from routing.router.versions.data import MAX_RECENCY_WEIGHT, shift_weighted
 from routing.router.versions.services import router_version_admit, router_version_train
 from tests.factories import ApiKeyFactory
 from tests.support.ledger import call_row, easy, fill, learned_profile, text_of
@@ -87,3 +88,14 @@ def test_after_drift_a_candidate_needs_labelled_held_out_calls_of_the_new_traffi
     assert version.status == RouterVersion.Status.ACTIVE, version.status_reason
     recent = version.admission["recent"]
     assert recent["calls"] >= 20 and recent["margin"] >= 0
+
+
+def test_after_a_shift_the_new_labelled_calls_train_at_about_the_old_weight():
+    old = [record(i, True) for i in range(100)]
+    new = [record(1000 + i, False) for i in range(10)]
+    weighted = shift_weighted([*old, *new], lambda r: int(r.id) >= 1000)
+    assert len(weighted) == 100 + 10 * 10 and sum(r.id == "1000" for r in weighted) == 10
+    assert len(shift_weighted([*old[:20], *new], lambda r: int(r.id) >= 1000)) == 20 + 10 * 2
+    capped = shift_weighted([*old, new[0]], lambda r: int(r.id) >= 1000)
+    assert sum(r.id == "1000" for r in capped) == MAX_RECENCY_WEIGHT
+    assert shift_weighted(old, lambda r: False) == old
