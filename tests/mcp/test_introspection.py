@@ -22,11 +22,14 @@ from django.core.exceptions import ImproperlyConfigured
 
 from app import conf
 from app.mcp import introspection
+from core.errors import ServiceError
+from diagnostics import services
 from diagnostics.mcp.servers import mcp_grant_set
+from diagnostics.models import ActionRequest
 from routing import scopes
 from tests.factories import make_key, make_role_key
 from tests.mcp.conftest import connect
-from tests.mcp.test_sessions import INITIALIZE
+from tests.mcp.test_sessions import INITIALIZE, LIST, open_session, post
 from tests.mcp.test_surfaces import call, text
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -266,3 +269,48 @@ def test_introspection_settings_are_checked_at_start_up(settings, monkeypatch):
     monkeypatch.setenv("TEST_IDP_SECRET", "x")
     _edge(settings, **cases[3][0])
     assert conf.get().mcp_edge.oauth_jwks_url == ""  # introspection alone needs no JWKS
+
+
+def test_an_opaque_token_proposer_cannot_approve_their_own_write_anywhere_nor_share_a_session(
+    gateway_url, idp, hostile, tmp_path, client, enqueued
+):
+    connect(hostile)
+    alice = make_role_key("alice", "operator", "approver", scopes=list(scopes.ALL))
+    oauth_key = make_key(name="mcp-oauth", owner=alice.key.owner, scopes=list(scopes.ALL))
+    mcp_grant_set(key=oauth_key.key, server=hostile, tools=["touch"], by=None)
+    token = idp.active("t-alice", scope=f"{scopes.MCP_GATEWAY} {scopes.INCIDENTS_READ}")
+    url = gateway_url + "/mcp/servers/upstream"
+    asked = call(url, token, "touch", {"line": "x"})
+    assert asked.is_error and "Approval required" in text(asked)
+    action = ActionRequest.objects.get()
+    assert action.requested_by == alice.key.owner  # the token's user, through its key
+
+    # The same person, holding the approver role, on each surface that approves:
+    api = client.post(
+        f"/api/actions/{action.pk}/approve",
+        {},
+        content_type="application/json",
+        HTTP_AUTHORIZATION=f"Bearer {alice.raw}",
+    )
+    assert api.status_code in (400, 403, 409), api.content
+    client.force_login(alice.key.owner)
+    page = client.post(
+        f"/incidents/{action.trajectory.incident_id}/actions/{action.pk}/approve",
+        {"confirm": "yes", "plan_hash": action.plan_hash},
+    )
+    assert page.status_code == 403
+    with pytest.raises(ServiceError, match="requested this action"):
+        services.action_request_approve(action_request_id=action.pk, user=alice.key.owner)
+    action.refresh_from_db()
+    assert action.status == "pending" and enqueued == []
+    assert not (tmp_path / "touch.log").exists()  # nothing ran upstream
+
+    # A session belongs to the principal that opened it: the same user's key, or another token, gets a 404.
+    session = open_session(url, token)
+    assert post(url, token, LIST, session).status_code == 200
+    assert post(url, oauth_key.raw, LIST, session).status_code == 404
+    make_key(
+        name="mcp-oauth", owner=make_role_key("bob", "operator", scopes=[]).key.owner, scopes=list(scopes.ALL)
+    )
+    bob = idp.active("t-bob", sub="bob", scope=scopes.MCP_GATEWAY)
+    assert post(url, bob, LIST, session).status_code in (404, 401)
