@@ -330,3 +330,34 @@ def test_a_namespace_s_pods_are_answered_highest_first(tmp_path: Path) -> None:
     first, second = outcome.diagnosis.splitlines()[:2]
     assert first.startswith("packer-7c9d-2xq (namespace warehouse) uses 1.5Gi of memory (working set)")
     assert second.startswith("picker-0 (namespace warehouse) uses 64Mi of memory")
+
+
+def test_a_count_over_a_window_is_the_counter_s_increase(tmp_path: Path) -> None:
+    counted = (
+        'sum by (namespace, service) (increase({__name__=~".+_requests_total", service="checkout", '
+        'code=~"5.."}[2h]))'
+    )
+    _record(
+        tmp_path,
+        "count.txt",
+        "execute_prometheus_instant_query",
+        {"query": "*"},
+        _vector(({"service": "checkout", "namespace": "till"}, 283.4)),
+    )
+    _record(  # a range tool is there, but a count over a window is one value at its end
+        tmp_path,
+        "range.txt",
+        "execute_prometheus_range_query",
+        {"query": "*", "start": "*", "end": "*"},
+        _vector(({"service": "checkout", "namespace": "till"}, 1.0)),
+    )
+    outcome = _ask(tmp_path, "how many 5xx did the checkout service return in the last 2 hours?")
+    first = outcome.tool_calls[0]
+    assert first["tool"] == "execute_prometheus_instant_query"
+    assert first["params"]["query"].startswith(counted + " or ")
+    assert outcome.diagnosis.startswith(
+        "checkout (namespace till) returned 283 5xx responses in the last 2h (at 2027-01-26T21:46:40Z)."
+    )
+    [requests] = _asks("how many requests did job ingest-worker serve in the last hour?")
+    assert (requests.measure, requests.total) == (REQUESTS, True)
+    assert not _asks("how many requests per second does job ingest-worker serve?")[0].total

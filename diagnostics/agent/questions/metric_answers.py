@@ -27,10 +27,10 @@ from diagnostics.agent.questions.promql import (
     REQUESTS,
     RESTARTS,
     MetricAsk,
+    count_window,
     metric_asks,
     query_for,
     query_forms,
-    restart_window,
 )
 from diagnostics.agent.request.timewindow import window_params
 from diagnostics.toolsets.base import ToolSpec
@@ -86,7 +86,7 @@ def _output(state: AnalysisState, query: str) -> ToolOutput | None:
 
 def read_measure(state: AnalysisState, ask: MetricAsk) -> MetricRead:
     """The reads of ``ask`` so far: the series of the first form that answered, else the next form."""
-    forms = query_forms(ask, restart_window(state.intent))
+    forms = query_forms(ask, count_window(state.intent))
     read = MetricRead(ask, [])
     for label, query in forms:
         out = _output(state, query)
@@ -143,9 +143,12 @@ def next_metric_read(view: InvestigationView, sent: set[str]) -> Decision | None
         sent.add(read.pending)
         params: dict[str, Any] = {"query": read.pending}
         tool = instant
-        if ranged is not None and (window is not None or instant is None):
+        # A window asks how the value went over it (a range); a count over a window is one value at its end.
+        if ranged is not None and ((window is not None and not read.ask.total) or instant is None):
             tool = ranged
             params.update(window_params(props_of(ranged), window))
+        elif instant is not None and window is not None and window.end and "time" in props_of(instant):
+            params["time"] = window.end.strftime("%Y-%m-%dT%H:%M:%SZ")
         if tool is None:
             return None
         measure = read.ask.measure.replace("_", " ")
@@ -165,8 +168,10 @@ def _who(series: Series, read: MetricRead) -> str:
     return f"{name} (namespace {namespace})" if namespace else name
 
 
-def _when(series: Series, measure: str) -> str:
-    rate = f"rate over {RATE}, " if measure in (ERRORS, ERROR_RATIO, REQUESTS, LATENCY, CPU) else ""
+def _when(series: Series, ask: MetricAsk) -> str:
+    counted = ask.total and ask.measure in (ERRORS, REQUESTS)
+    rated = ask.measure in (ERRORS, ERROR_RATIO, REQUESTS, LATENCY, CPU) and not counted
+    rate = f"rate over {RATE}, " if rated else ""
     if series.is_range:
         first, last = stamp(series.points[0][0]), stamp(series.at)
         return (
@@ -182,7 +187,11 @@ def _seconds(value: float) -> str:
 
 def _sentence(read: MetricRead, series: Series, window: str) -> str:
     who, v, measure = _who(series, read), series.value, read.ask.measure
-    when = _when(series, measure)
+    when = _when(series, read.ask)
+    if measure == ERRORS and read.ask.total:
+        return f"{who} returned {round(v)} 5xx responses in the last {window}{when}."
+    if measure == REQUESTS and read.ask.total:
+        return f"{who} served {round(v)} requests in the last {window}{when}."
     if measure == ERRORS:
         return f"{who} returns 5xx at {number(v)} per second{when}."
     if measure == ERROR_RATIO:
@@ -202,7 +211,7 @@ def metric_lines(state: AnalysisState) -> list[str]:
     """The answer's lines: each answered measure's values, then the query it came from; a measure no form
     answered says what was tried."""
     lines: list[str] = []
-    window = restart_window(state.intent)
+    window = count_window(state.intent)
     for read in metric_reads(state):
         if read.answered and read.series:
             ranked = sorted(read.series, key=lambda s: -s.value)  # the highest first (a namespace's pods)

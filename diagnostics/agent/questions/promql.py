@@ -42,6 +42,7 @@ RATE = "5m"
 MAX_FORMS = 4
 MAX_SUBJECTS = 3
 
+_PER = rx.compile(r"\bper (?:second|sec|minute|min)\b|\b(?:rps|qps|rate|ratio)\b|/s\b")
 _LOGS = rx.compile(r"\blogs?\b|\blog lines?\b")
 _PROMETHEUS = rx.compile(r"\b(?:prometheus|promql|metrics?|grafana|dashboards?|graphs?)\b")
 _MEASURES: tuple[tuple[str, rx.Pattern], ...] = (
@@ -63,7 +64,7 @@ _MEASURES: tuple[tuple[str, rx.Pattern], ...] = (
         REQUESTS,
         rx.compile(
             r"\brequests? (?:per|a|/) ?(?:second|sec|s|minute|min)\b|\b(?:rps|qps)\b|\bthroughput\b|"
-            r"\b(?:request|traffic) rate\b|\brate of requests\b"
+            r"\b(?:request|traffic) rate\b|\brate of requests\b|\bhow many (?:http |api )?requests\b"
         ),
     ),
 )
@@ -108,6 +109,8 @@ class MetricAsk:
     namespace: str = ""
     label: str = ""  # the label the question's word for the subject implies ("" : none)
     quantile: float = 0.95
+    # "how many 5xx did X return in the last hour": a counter's increase over the window, not its rate
+    total: bool = False
 
 
 def _quoted(value: str) -> str:
@@ -163,10 +166,12 @@ def metric_asks(text: str, intent: Intent | None) -> list[MetricAsk]:
     if intent.kind != STATUS and not set(measures) & {ERRORS, REQUESTS}:
         return []  # "how many pods ...", "what errors is X throwing" stay a count and a grouping of errors
     quantile = _quantile(lowered)
+    total = intent.kind == COUNT and not _PER.search(lowered)
     if not subjects:  # "the 5xx rate in namespace shop": the namespace is the subject
-        return [MetricAsk(m, intent.namespace, intent.namespace, "namespace", quantile) for m in measures]
+        whole = intent.namespace
+        return [MetricAsk(m, whole, whole, "namespace", quantile, total) for m in measures]
     return [
-        MetricAsk(m, subject, intent.namespace, _label_word(lowered, subject), quantile)
+        MetricAsk(m, subject, intent.namespace, _label_word(lowered, subject), quantile, total)
         for m in dict.fromkeys(measures)
         for subject in subjects
     ]
@@ -196,24 +201,23 @@ def _by(label: str) -> str:
     return "namespace" if label == "namespace" else f"namespace, {label}"
 
 
-def _errors(matchers: str, label: str) -> str:
-    forms = [
-        f'sum by ({_by(label)}) (rate({{{_REQUESTS_TOTAL}, {matchers}, {code}=~"5.."}}[{RATE}]))'
-        for code in _STATUS_LABELS
-    ]
+def _errors(matchers: str, label: str, over: str = f"rate(%s[{RATE}])") -> str:
+    selectors = [f'{{{_REQUESTS_TOTAL}, {matchers}, {code}=~"5.."}}' for code in _STATUS_LABELS]
+    forms = [f"sum by ({_by(label)}) ({over % selector})" for selector in selectors]
     return " or ".join(forms)
 
 
 def query_for(ask: MetricAsk, label: str, window: str = "1h") -> str:
     """The PromQL of ``ask`` with the subject under ``label``; ``window``: what restarts are counted over."""
     m = _matchers(ask, label)
+    over = f"increase(%s[{window}])" if ask.total else f"rate(%s[{RATE}])"
     if ask.measure == ERRORS:
-        return _errors(m, label)
+        return _errors(m, label, over)
     if ask.measure == ERROR_RATIO:
         total = f"sum by ({_by(label)}) (rate({{{_REQUESTS_TOTAL}, {m}}}[{RATE}]))"
         return f"({_errors(m, label)}) / {total}"
     if ask.measure == REQUESTS:
-        return f"sum by ({_by(label)}) (rate({{{_REQUESTS_TOTAL}, {m}}}[{RATE}]))"
+        return f"sum by ({_by(label)}) ({over % f'{{{_REQUESTS_TOTAL}, {m}}}'})"
     if ask.measure == LATENCY:
         return (
             f"histogram_quantile({ask.quantile:g}, sum by (le, {_by(label)}) "
@@ -235,12 +239,16 @@ def query_forms(ask: MetricAsk, window: str = "1h") -> list[tuple[str, str]]:
     return [(label, query_for(ask, label, window)) for label in _labels_tried(ask)]
 
 
-def restart_window(intent: Intent | None) -> str:
-    """The span restarts are counted over: the question's window in whole minutes, else the last hour."""
+def count_window(intent: Intent | None) -> str:
+    """The span restarts (and a count of requests) are counted over: the question's window in whole
+    minutes, else the last hour."""
     window = intent.window if intent is not None else None
     if window is None or window.start is None or window.end is None:
         return "1h"
     minutes = max(1, int((window.end - window.start).total_seconds() // 60))
+    for unit, size in (("d", 1440), ("h", 60)):
+        if minutes % size == 0:
+            return f"{minutes // size}{unit}"
     return f"{minutes}m"
 
 

@@ -199,3 +199,12 @@ def test_a_namespace_alone_is_the_subject(prometheus: PrometheusServer, settings
     line = outcome.diagnosis.splitlines()[0]
     assert line.startswith("namespace bank returns 5xx at "), outcome.diagnosis
     assert outcome.tool_calls[0]["params"]["query"].startswith("sum by (namespace) (rate(")
+
+
+def test_a_count_over_a_window_uses_increase(prometheus: PrometheusServer, settings: Any) -> None:
+    outcome = _ask(
+        prometheus, settings, "how many 5xx did the checkout service return in the last 5 minutes?"
+    )
+    assert "(increase({" in outcome.tool_calls[0]["params"]["query"]
+    assert outcome.diagnosis.startswith("checkout (namespace payments) returned "), outcome.diagnosis
+    assert " 5xx responses in the last 5m " in outcome.diagnosis.splitlines()[0]
