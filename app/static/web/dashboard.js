@@ -2,6 +2,35 @@
 (function () {
   "use strict";
 
+  // A field the browser cannot read (a date and time typed in part) is sent as nothing, which the server
+  // takes for "empty" (a key's expiry: never; a filter: none): such a form is not sent, and the field
+  // says why (server-side messages sit in the same place). Runs before the confirmation and htmx.
+  document.addEventListener("submit", function (event) {
+    var form = event.target;
+    if (!(form instanceof HTMLFormElement)) return;
+    form.querySelectorAll("[data-client-check]").forEach(function (old) { old.remove(); });
+    var bad = Array.prototype.filter.call(form.elements, function (field) {
+      return field.validity && field.validity.badInput;
+    });
+    if (!bad.length) return;
+    event.preventDefault();
+    event.stopPropagation();
+    bad.forEach(function (field) {
+      var note = document.createElement("ul");
+      note.className = "errorlist";
+      note.setAttribute("role", "alert");
+      note.setAttribute("data-client-check", "");
+      note.setAttribute("data-field-errors", field.name);
+      var item = document.createElement("li");
+      item.textContent = /date|time/.test(field.type)
+        ? "This date and time is incomplete: fill in every part, or clear it."
+        : "This value cannot be read: correct it, or clear it.";
+      note.appendChild(item);
+      field.insertAdjacentElement("afterend", note);
+    });
+    bad[0].focus();
+  }, true);
+
   // A plain form with data-confirm asks before it is sent (htmx forms use hx-confirm, with
   // hx-vals confirm=yes); a yes is sent as confirm=yes. Without JavaScript no confirm is sent and the
   // server answers with its own confirmation step (app/web/forms/confirm.py).

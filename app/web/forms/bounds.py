@@ -20,6 +20,24 @@ from django.db.backends.base.operations import BaseDatabaseOperations
 TEXT_MAX = 20_000
 
 
+class TypedNumber(forms.TextInput):
+    """A number typed as text (``inputmode`` brings up a number keypad): the browser sends what was
+    typed and the form answers it next to the field. An ``<input type=number>`` drops what it cannot
+    parse before sending: in chromium a budget typed ``12,5`` was sent as ``125`` and ``1e`` or ``5-``
+    as nothing, so the key was saved with a budget ten times larger, or unlimited."""
+
+    def __init__(self, attrs: dict[str, Any] | None = None, *, whole: bool = False) -> None:
+        super().__init__({"inputmode": "numeric" if whole else "decimal", **(attrs or {})})
+
+
+def whole_number(**kwargs: Any) -> forms.IntegerField:
+    return forms.IntegerField(widget=TypedNumber(whole=True), **kwargs)
+
+
+def number(**kwargs: Any) -> forms.FloatField:
+    return forms.FloatField(widget=TypedNumber(), **kwargs)
+
+
 def _field(model: type[models.Model], name: str) -> Any:
     return model._meta.get_field(name)
 
@@ -32,9 +50,7 @@ def int_range(model: type[models.Model], name: str) -> tuple[int, int]:
 
 def bounded_int(model: type[models.Model], name: str, *, min_value: int | None = None, **kwargs: Any) -> Any:
     lo, hi = int_range(model, name)
-    return forms.IntegerField(
-        min_value=max(lo, min_value if min_value is not None else lo), max_value=hi, **kwargs
-    )
+    return whole_number(min_value=max(lo, min_value if min_value is not None else lo), max_value=hi, **kwargs)
 
 
 def money_max(model: type[models.Model], name: str) -> Decimal:
@@ -53,6 +69,7 @@ def bounded_money(
         max_value=money_max(model, name),
         max_digits=field.max_digits,
         decimal_places=field.decimal_places,
+        widget=TypedNumber(),
         **kwargs,
     )
 

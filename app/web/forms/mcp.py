@@ -15,7 +15,7 @@ from typing import Any
 
 from django import forms
 
-from app.web.forms.bounds import bounded_text
+from app.web.forms.bounds import bounded_text, number, whole_number
 from core.errors import ServiceError
 from diagnostics import conf as diagnostics_conf
 from diagnostics.mcp.servers import RESERVED_SERVER_NAMES, check_shape
@@ -52,8 +52,8 @@ class McpServerEditForm(forms.Form):
     allow_list = forms.CharField(
         max_length=20_000, required=False, help_text="Tool names, separated by commas; empty: every tool."
     )
-    timeout_s = forms.FloatField(min_value=0.1, max_value=300, initial=20.0, label="Timeout (s)")
-    max_output_bytes = forms.IntegerField(min_value=1000, max_value=4_000_000, initial=64_000)
+    timeout_s = number(min_value=0.1, max_value=300, initial=20.0, label="Timeout (s)")
+    max_output_bytes = whole_number(min_value=1000, max_value=4_000_000, initial=64_000)
 
     def clean_command(self) -> list[str]:
         text = self.cleaned_data.get("command") or ""

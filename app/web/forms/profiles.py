@@ -11,7 +11,7 @@ from typing import Any
 
 from django import forms
 
-from app.web.forms.bounds import TEXT_MAX, bounded_int
+from app.web.forms.bounds import TEXT_MAX, bounded_int, number, whole_number
 from routing.json_body import DEFAULT_MAX_DEPTH, JsonBodyError, loads_bounded, nul_character
 from routing.models import Backend, TaskProfile
 from routing.verifiers.base import VerifierConfigError, build_verifier, verifier_kinds
@@ -70,7 +70,7 @@ class TaskProfileForm(forms.Form):
         widget=forms.Textarea(attrs={"rows": 2}), required=False, max_length=TEXT_MAX
     )
     policy = forms.ChoiceField(choices=TaskProfile.Policy.choices, help_text=POLICY_HELP)
-    target = forms.FloatField(
+    target = number(
         required=False,
         min_value=0.01,
         max_value=1.0,
@@ -98,10 +98,10 @@ class TaskProfileForm(forms.Form):
     allow_call_verifier = forms.BooleanField(
         required=False, help_text=TaskProfile._meta.get_field("allow_call_verifier").help_text
     )
-    verifier_max_timeout_s = forms.FloatField(
+    verifier_max_timeout_s = number(
         min_value=0.1, max_value=MAX_TIMEOUT_S, initial=10.0, label="Code verifier time limit (s)"
     )
-    verifier_max_memory_mb = forms.IntegerField(
+    verifier_max_memory_mb = whole_number(
         min_value=16, max_value=MAX_MEMORY_MB, initial=512, label="Code verifier memory limit (MiB)"
     )
 
