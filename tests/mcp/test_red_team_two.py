@@ -3,12 +3,14 @@ servers of our own (tests/support/mcp_upstream.py over stdio, tests/mcp/rich_ups
 descriptions and titles that say delete through invisible characters, combining marks, enclosed letters,
 spaced or dotted letters and more languages; names shaped like the gateway's own tool or Skillgate's
 ``/mcp`` tools, or another tool's by case; hints changed between list calls within one client session;
-and control characters and a slow upstream on resources and prompts. Each: the attack fails, nothing
-runs upstream without review and approval, and a concurrent ordinary ``/v1`` call answers in under 1 s."""
+a slow upstream on resources and prompts; and a name that resolves elsewhere after it was checked.
+Each: the attack fails, nothing runs upstream without review and approval, and a concurrent ordinary
+``/v1`` call answers in under 1 s."""
 
 from __future__ import annotations
 
 import json
+import socket
 import sys
 import threading
 import time
@@ -282,3 +284,55 @@ def test_control_and_invisible_characters_never_leave_clean_text():
     dirty = "a\x1b[31mb\x9b1mc\x07d\u202ee\u00adf\U000e0041g\u3164h\ufe0fi\u034fj\x1b]0;x\x07k"
     assert clean_text(dirty) == "abcdefghijk"
     assert clean_text(TAGS) == ""
+
+
+def test_a_name_that_resolves_elsewhere_after_it_was_checked_reaches_no_refused_address(
+    gateway_url, hostile_http, monkeypatch, settings, tmp_path, backends
+):
+    """DNS rebinding: the name answers the upstream's loopback address when it is registered (checked),
+    then the metadata address. The resolver is the edge of the world here (replaced); every
+    connection goes to an address the policy checked, so nothing reaches 169.254.169.254."""
+    port = int(hostile_http.rsplit(":", 1)[1].split("/")[0])
+    real = socket.getaddrinfo
+    answer = {"address": "127.0.0.1"}
+    asked: list[str] = []
+    connected: list[str] = []
+
+    def resolve(host: Any, *args: Any, **kwargs: Any) -> Any:
+        if host in ("rebind.example", b"rebind.example"):  # anyio hands the name over IDNA-encoded
+            asked.append(answer["address"])
+            return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (answer["address"], port))]
+        return real(host, *args, **kwargs)
+
+    real_connect = socket.socket.connect
+
+    def connect_spy(self: socket.socket, address: Any) -> Any:
+        connected.append(str(address[0]) if isinstance(address, tuple) else str(address))
+        return real_connect(self, address)
+
+    monkeypatch.setattr(socket, "getaddrinfo", resolve)
+    monkeypatch.setattr(socket.socket, "connect", connect_spy)
+    monkeypatch.setenv("MCP_TEST_TOKEN", "Bearer tok-upstream-secret")
+    server = mcp_server_register(  # checked now: the name answers the loopback address (allowed here)
+        by=None,
+        name="rebind",
+        environment="fake",
+        transport="http",
+        url=f"http://rebind.example:{port}/mcp",
+        secret_env={"Authorization": "MCP_TEST_TOKEN"},
+    )
+    assert asked == ["127.0.0.1"]
+    answer["address"] = "169.254.169.254"  # the name now points at the cloud metadata service
+    agent = make_key(name="agent", scopes=[scopes.MCP_GATEWAY])
+    mcp_grant_set(key=agent.key, server=server, tools=[], by=None)
+    url = gateway_url + "/mcp/servers/rebind"
+
+    def attack() -> tuple[str, str]:
+        synced = mcp_server_sync(server=server).error
+        return text(call(url, agent.raw, "status", {})), synced
+
+    (answered, synced), latencies = beside(gateway_url, attack)
+    assert "URL policy" in synced and "not available" in answered, (answered, synced)
+    assert "169.254.169.254" in asked and "169.254.169.254" not in connected
+    assert not McpTool.objects.filter(server=server).exists()  # nothing listed, nothing can run
+    assert max(latencies) < 1.0, latencies
