@@ -109,7 +109,13 @@ def beside(gateway_url: str, work: Callable[[], Any]) -> tuple[Any, list[float]]
 def test_write_words_hidden_by_invisible_marks_or_other_scripts_make_a_write_and_nothing_runs(
     gateway_url, tmp_path, monkeypatch, settings, backends
 ):
-    hidden = [*HIDDEN, {"name": "smuggler", "description": "Shows status." + TAGS, "annotations": RO}]
+    smuggler_tool = {
+        "name": "smuggler",
+        "description": "Shows status." + TAGS,
+        "annotations": RO,
+        "reply": "ok" + TAGS,
+    }
+    hidden = [*HIDDEN, smuggler_tool]
     settings.MCP_TRUSTED_TOOLS = [f"hidden/{t['name']}" for t in hidden]
     server = liar(tmp_path, monkeypatch, "hidden", hidden)
     report = mcp_server_sync(server=server)
@@ -119,7 +125,7 @@ def test_write_words_hidden_by_invisible_marks_or_other_scripts_make_a_write_and
         tool = tools[lie["name"]]
         assert tool.declared == WRITE and effective_class(tool) == "off", (lie, tool.flags)
         assert "says write while the hints say read" in " ".join(tool.flags or []), lie
-    smuggler = tools["smuggler"]
+    smuggler = tools["smuggler"]  # accepted by policy: a read, its description cleaned
     assert smuggler.description == "Shows status." and "Ignore" not in json.dumps(smuggler.annotations)
     mcp_server_accept(server=server, by=None, note="an operator accepts the classification as shown")
     agent = make_key(name="agent", scopes=[scopes.MCP_GATEWAY])
@@ -136,6 +142,7 @@ def test_write_words_hidden_by_invisible_marks_or_other_scripts_make_a_write_and
     shown = json.dumps([t.model_dump(mode="json") for t in listed], ensure_ascii=False)
     assert not any(c in shown for c in INVISIBLE)
     assert ran(tmp_path, "hidden") == []  # nothing ran upstream
+    assert text(call(url, agent.raw, "smuggler", {})) == "ok"  # a read's output: the tag letters gone
     assert max(latencies) < 1.0, latencies
 
 
@@ -232,21 +239,24 @@ def test_hints_changed_between_list_calls_in_one_session_never_reach_an_unreview
     assert max(latencies) < 1.0, latencies
 
 
-@pytest.fixture
-def slow_rich(tmp_path: Path) -> Iterator[str]:
-    """tests/mcp/rich_upstream.py over Streamable HTTP, every resource read and prompt taking 4 s."""
+@pytest.fixture(params=["http", "sse"])
+def slow_rich(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, str]]:
+    """tests/mcp/rich_upstream.py over Streamable HTTP or the older HTTP+SSE transport, every resource
+    read and prompt taking 4 s: (transport, URL)."""
     port = free_port()
     env = {"UPSTREAM_LOG": str(tmp_path / "rich.log"), "UPSTREAM_DELAY_S": "4"}
-    command = [sys.executable, "-m", "tests.mcp.rich_upstream", "http", str(port)]
-    yield from (u + "/mcp" for u in serve(command, env, port))
+    command = [sys.executable, "-m", "tests.mcp.rich_upstream", request.param, str(port)]
+    path = "/mcp" if request.param == "http" else "/sse"
+    yield from ((request.param, u + path) for u in serve(command, env, port))
 
 
 @pytest.mark.slow
 def test_a_slow_upstream_on_resources_and_prompts_is_cut_at_its_timeout_beside_fast_chat_calls(
     gateway_url, slow_rich, backends, tmp_path
 ):
+    transport, upstream_url = slow_rich
     server = mcp_server_register(
-        by=None, name="slowrich", environment="fake", transport="http", url=slow_rich, timeout_s=2
+        by=None, name="slowrich", environment="fake", transport=transport, url=upstream_url, timeout_s=2
     )
     connect(server)
     agent = make_key(name="agent", scopes=[scopes.MCP_GATEWAY])
