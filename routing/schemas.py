@@ -1,19 +1,13 @@
 """JSON Schemas from callers, treated as data: bounded, self-contained, with linear-time patterns.
 
-A caller's schema (``response_format``, Responses' ``text.format``, Anthropic's ``output_config.format``,
-a tool's ``parameters`` / ``input_schema``, a per-call verifier) is checked once at the edge, where a
-refusal is a 400 in the caller's protocol naming the field, and every verifier validates answers with
-the same compiled validator. The rules:
+A caller's schema (formats, tools, a per-call verifier) is checked once at the edge (a refusal is a 400
+naming the field); the verifiers validate answers with the same compiled validator. The rules:
 
-- **No references leave the schema.** ``$ref`` / ``$dynamicRef`` / ``$recursiveRef`` must be local
-  (``#...``), and the validator's retriever refuses every URI, so no URL is fetched and no file is read
-  whatever ``$id`` says; a reference that does not resolve is refused at the edge, never a 500 later.
-- **Patterns run in linear time.** Validation is jsonschema-rs (Rust) with its ``regex`` engine
-  (RE2-like: no backtracking, so no catastrophic pattern; lookaround and backreferences are refused as
-  "not a regex"), each pattern at most :data:`MAX_PATTERN_CHARS` characters and its compiled program
-  capped by :data:`REGEX_SIZE_LIMIT` bytes.
-- **Size is bounded before any work.** At most :data:`MAX_SCHEMA_BYTES` bytes of JSON and
-  :data:`MAX_SUBSCHEMAS` objects; the meta-schema check and compilation then take milliseconds.
+- **No references leave the schema.** References must be local (``#...``); the retriever refuses every
+  URI (nothing fetched or read, whatever ``$id`` says); one that does not resolve is a 400.
+- **Patterns run in linear time**: jsonschema-rs's ``regex`` engine (no backtracking; lookaround and
+  backreferences refused), at most :data:`MAX_PATTERN_CHARS` characters, :data:`REGEX_SIZE_LIMIT` bytes.
+- **Size first**: at most :data:`MAX_SCHEMA_BYTES` bytes of JSON and :data:`MAX_SUBSCHEMAS` objects.
 - **Cost is bounded, not only size** (issue 37: 2 KB of ``$defs`` that refer to each other twice per
   level make a validator do 2^levels checks). Before compiling, the schema's reference graph is
   counted (:func:`schema_cost`): its nodes are the subschemas, its edges every applicator and
@@ -27,30 +21,28 @@ the same compiled validator. The rules:
   1. *expansion*: the schema unrolled into a tree, references followed, each node's count memoised
      (``1 + the sum of its children's``); an edge back into the path being unrolled (recursion)
      counts 1 here, its cost is number 2's. At most :data:`MAX_SCHEMA_COST`.
-  2. *checks along one instance path*: recursion is legitimate (a tree whose nodes refer to the tree)
-     and bounded by the instance's depth, which the answer parser bounds (:data:`MAX_INSTANCE_DEPTH`,
-     routing/json_body.py's ``ANSWER_MAX_DEPTH``). So the nodes evaluated at one instance location
-     are counted level by level down to that depth: at each level the same-location closure (walks
-     counted with multiplicity), then the children one level down, taking of each node the largest
-     group of edges that can reach one child (``properties.left`` and ``properties.right`` reach two
-     different children and do not compound; two ``allOf`` branches that both descend into ``x``
-     do). A tree schema costs its size times the depth; a schema that doubles per level is refused.
-     At most :data:`MAX_SCHEMA_COST`; counting it evaluates each (subschema, level) pair once, and a
-     schema that needs more than :data:`MAX_COUNTED_PAIRS` of them is refused as too costly.
+  2. *checks along one instance path*: recursion is legitimate and bounded by the instance's depth,
+     which the answer parser bounds (:data:`MAX_INSTANCE_DEPTH`). So the nodes evaluated at one
+     instance location are counted level by level down to that depth: the same-location closure
+     (walks counted with multiplicity), then of each node the largest group of edges that can reach
+     one child (``properties.left`` and ``.right`` do not compound; two ``allOf`` branches that both
+     descend into ``x`` do). A tree costs its size times the depth; one that doubles per level is
+     refused. At most :data:`MAX_SCHEMA_COST`, evaluating at most :data:`MAX_COUNTED_PAIRS`
+     (subschema, level) pairs.
   3. *fan-out*: the product of ``anyOf`` / ``oneOf`` alternatives along any path of the unrolled
      schema, at most :data:`MAX_FANOUT`.
 
   A reference cycle that never descends into the instance (``a`` -> ``allOf`` -> ``a``) would never
   end and is refused. A refusal names the limit; the edge answers it with a 400.
 
-Compiled validators are cached by the schema's JSON (the edge check and the verifier share one), the
-least recently used dropped past :data:`CACHE_BYTES` (an estimate from the schema's size: a count of
-entries would let a few large schemas hold hundreds of megabytes).
+Compiled validators are cached by the schema's JSON, the least recently used dropped past
+:data:`CACHE_BYTES`, each weighed from its size and :data:`PATTERN_BYTES` per pattern.
 """
 
 from __future__ import annotations
 
 import hashlib
+import sys
 import threading
 from collections import defaultdict
 from typing import Any
@@ -63,6 +55,7 @@ MAX_SCHEMA_BYTES = 64 * 1024
 MAX_SUBSCHEMAS = 5000  # OpenAI's structured outputs allow 5,000 object properties in all
 MAX_PATTERN_CHARS = 1000
 REGEX_SIZE_LIMIT = 1 << 20  # bytes of one compiled pattern (and of its lazy DFA)
+PATTERN_BYTES = 2 * REGEX_SIZE_LIMIT  # what one compiled pattern may hold, in the cache's count
 MAX_SCHEMA_COST = 100_000  # checks: of the unrolled schema, and along one instance path
 MAX_FANOUT = 4096  # the product of anyOf / oneOf alternatives along one path
 MAX_COUNTED_PAIRS = 10_000  # (subschema, instance level) pairs counting number 2 may evaluate
@@ -125,9 +118,7 @@ def validator(schema: Any) -> jsonschema_rs.Validator:
     return _compiled(text)
 
 
-_cache: LRUCache[bytes, tuple[jsonschema_rs.Validator, int]] = LRUCache(
-    maxsize=CACHE_BYTES, getsizeof=lambda entry: entry[1]
-)
+_cache: LRUCache[bytes, tuple[jsonschema_rs.Validator, int]] = LRUCache(CACHE_BYTES, lambda entry: entry[1])
 _cache_lock = threading.Lock()
 
 
@@ -136,8 +127,10 @@ def _compiled(text: bytes) -> jsonschema_rs.Validator:
         found = _cache.get(text)
     if found is not None:
         return found[0]
-    compiled = _compile(text)
-    weight = 16 * 1024 + 64 * len(text)  # a compiled validator's size, roughly, from its schema's
+    compiled, patterns = _compile(text)
+    # A compiled validator's size, roughly, from its schema's; and each pattern at its caps (program and
+    # lazy DFA): 20 distinct patterns in a 1 KB schema held 7 MB, 40 times what its size said.
+    weight = 16 * 1024 + 64 * len(text) + patterns * PATTERN_BYTES
     if weight <= CACHE_BYTES // 8:
         with _cache_lock:
             _cache[text] = (compiled, weight)
@@ -145,9 +138,8 @@ def _compiled(text: bytes) -> jsonschema_rs.Validator:
 
 
 # Cost checks a worker process made (routing/verifiers/vetting.py): schema text -> its problem or None.
-_vetted: LRUCache[bytes, str | None] = LRUCache(
-    maxsize=CACHE_BYTES // 4, getsizeof=lambda p: 64 + len(p or "")
-)
+_ENTRY_BYTES = 256  # a digest, its slot and the LRU's bookkeeping: about 200 bytes (tracemalloc)
+_vetted: LRUCache[bytes, str | None] = LRUCache(CACHE_BYTES // 4, lambda p: _ENTRY_BYTES + sys.getsizeof(p))
 
 
 def record_vetted(text: bytes, problem: str | None) -> None:
@@ -161,9 +153,10 @@ def is_vetted(text: bytes) -> bool:
         return hashlib.sha256(text).digest() in _vetted or text in _cache
 
 
-def _compile(text: bytes) -> jsonschema_rs.Validator:
+def _compile(text: bytes) -> tuple[jsonschema_rs.Validator, int]:
+    """The validator of the schema ``text``, and how many patterns it compiled."""
     schema = orjson.loads(text)
-    _check_shape(schema)
+    patterns = _check_shape(schema)
     with _cache_lock:
         vetted = _vetted.get(hashlib.sha256(text).digest(), False)
     if isinstance(vetted, str):
@@ -171,7 +164,7 @@ def _compile(text: bytes) -> jsonschema_rs.Validator:
     if isinstance(schema, dict) and vetted is False:
         _check_cost(schema)
     try:
-        return jsonschema_rs.validator_for(
+        compiled = jsonschema_rs.validator_for(
             schema, retriever=_no_retrieval, pattern_options=_PATTERNS, validate_formats=True
         )
     except jsonschema_rs.ValidationError as exc:  # the meta-schema, a pattern, a reference
@@ -179,12 +172,13 @@ def _compile(text: bytes) -> jsonschema_rs.Validator:
         raise SchemaRefused(f"{exc.message.splitlines()[0]} (at {where})") from None
     except (ValueError, TypeError) as exc:
         raise SchemaRefused(str(exc).splitlines()[0]) from None
+    return compiled, patterns
 
 
-def _check_shape(schema: Any) -> None:
+def _check_shape(schema: Any) -> int:
     """The bounds compilation itself cannot keep: object count, reference targets, pattern sizes
-    (one pass over the schema, no recursion)."""
-    stack, objects = [schema], 0
+    (one pass over the schema, no recursion). Returns how many patterns it holds."""
+    stack, objects, patterns = [schema], 0, 0
     while stack:
         item = stack.pop()
         if isinstance(item, list):
@@ -200,12 +194,17 @@ def _check_shape(schema: Any) -> None:
             if isinstance(target, str) and not target.startswith("#"):
                 raise SchemaRefused(f"{key} must point inside the schema ('#...'), not to {target[:100]!r}")
         pattern = item.get("pattern")
-        if isinstance(pattern, str) and len(pattern) > MAX_PATTERN_CHARS:
-            raise SchemaRefused(f"a pattern is {len(pattern)} characters; at most {MAX_PATTERN_CHARS}")
+        if isinstance(pattern, str):
+            patterns += 1
+            if len(pattern) > MAX_PATTERN_CHARS:
+                raise SchemaRefused(f"a pattern is {len(pattern)} characters; at most {MAX_PATTERN_CHARS}")
         properties = item.get("patternProperties")
-        if isinstance(properties, dict) and any(len(p) > MAX_PATTERN_CHARS for p in properties):
-            raise SchemaRefused(f"a patternProperties pattern is longer than {MAX_PATTERN_CHARS} characters")
+        if isinstance(properties, dict):
+            patterns += len(properties)
+            if any(len(p) > MAX_PATTERN_CHARS for p in properties):
+                raise SchemaRefused(f"a patternProperties pattern is over {MAX_PATTERN_CHARS} characters")
         stack.extend(item.values())
+    return patterns
 
 
 # --- the cost of a schema (the module's rule "cost is bounded") ----------------------------------

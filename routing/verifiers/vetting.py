@@ -7,14 +7,15 @@ references is tens of milliseconds of Python, and so is a wide one without any (
 body froze the process for 4 s). Under the serving process's GIL that is caller-controlled work,
 repeatable on every call with a new schema. So the schemas of a /v1 body that this process has not
 seen are counted by a verifier worker (the same pool and per-key share as verifications,
-routing/verifiers/pool.py) unless together they are tiny (:data:`INLINE_BYTES` of JSON, no reference):
-the worker's finding is kept (byte-bounded, by the schema's digest) and the edge's parse then uses it
-instead of counting or compiling again (``schemas.schema_problem``). A body may hold at most
-:data:`MAX_SCHEMAS` schemas (OpenAI's cap on tools is 128): more is a 400, before any is counted.
+routing/verifiers/pool.py) unless together they are tiny (:data:`INLINE_BYTES` of JSON, no reference
+and no pattern): the worker's finding is kept (byte-bounded, by the schema's digest) and the edge's
+parse then uses it instead of counting or compiling again (``schemas.schema_problem``). A body may
+hold at most :data:`MAX_SCHEMAS` schemas (OpenAI's cap on tools is 128): more is a 400, before any is
+counted.
 
-The byte searches that let a body skip all this (no schema key; tiny and no reference) only hold for a
-body without ``\\u`` escapes: a key spelled ``"\\u0070arameters"`` or ``"\\u0024ref"`` is the same key to
-the parser, so such a body is parsed here and its schemas found by their parsed keys.
+The byte searches that let a body skip all this (no schema key; tiny, no reference or pattern) only
+hold for a body without ``\\u`` escapes: a key spelled ``"\\u0070arameters"`` or ``"\\u0024ref"`` is the
+same key to the parser, so such a body is parsed here and its schemas found by their parsed keys.
 
 A worker that finds a problem: the parse refuses the schema with that reason (a 400 naming it). One
 that passes its deadline: refused, "checking its cost took too long". A saturated pool: a 503, nothing
@@ -33,13 +34,15 @@ from routing.errors import ApiError
 from routing.json_body import JsonBodyError, loads_request
 from routing.verifiers.pool import run_task
 
-_MARKERS = (b'"$ref"', b'"$dynamicRef"', b'"$recursiveRef"')
+# What makes even a small schema costly to count or compile: references, and patterns (a 1 KB schema of
+# 20 distinct patterns took 20-45 ms to compile and held 7-13 MB).
+_MARKERS = (b'"$ref"', b'"$dynamicRef"', b'"$recursiveRef"', b'"pattern"', b'"patternProperties"')
 # Where a caller's schemas sit in the three protocols' bodies, and the keys that hold one.
 _CONTAINERS = ("tools", "functions", "response_format", "text", "output_config", "metadata")
 _SCHEMA_KEYS = ("schema", "parameters", "input_schema")
 _WALK_DEPTH = 6
 MAX_SCHEMAS = 512  # schemas in one body (tools, formats, per-call verifiers); more is a 400
-INLINE_BYTES = 2048  # new schemas without references this small together are counted by the parse
+INLINE_BYTES = 2048  # new schemas without references or patterns this small together: counted in the parse
 _KEYS = tuple(f'"{key}"'.encode() for key in _SCHEMA_KEYS)
 _DEADLINE_S = 5.0
 _CONFIG_PROBLEM = "invalid verifier: json_schema.schema is not a valid JSON schema: "
