@@ -196,3 +196,13 @@ def test_the_incident_page_queries_are_bounded(
     with django_assert_max_num_queries(12):
         response = client.get(url, HTTP_HX_REQUEST="true", HTTP_HX_TARGET="incident-live")
     assert response.content.count(b"data-step=") == 41
+
+
+def test_the_mode_is_written_llm_not_llm_capitalized(login, proposed: ActionRequest) -> None:
+    """The model's label for "llm" is Django's default "Llm": the pages write "LLM"."""
+    incident = proposed.trajectory.incident
+    Trajectory.objects.filter(pk=proposed.trajectory_id).update(mode=Trajectory.Mode.LLM)
+    detail = login("operator").get(reverse("web:incident", args=[incident.pk])).content.decode()
+    assert "LLM · " in detail and "Llm" not in detail
+    listing = login("operator").get(reverse("web:incidents")).content.decode()
+    assert '<option value="llm">LLM</option>' in listing and "Llm" not in listing

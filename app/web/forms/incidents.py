@@ -12,6 +12,8 @@ from diagnostics.toolsets.registry import environment_names
 from diagnostics.toolsets.replay import replay_root
 
 CASE_MAX = 300
+# The model's own label for "llm" is Django's default, "Llm".
+MODES = [("", "LLM when configured"), (Trajectory.Mode.LLM.value, "LLM"), *Trajectory.Mode.choices[1:]]
 
 
 def _environment_choices() -> list[tuple[str, str]]:
@@ -44,7 +46,7 @@ class IncidentOpenForm(forms.Form):
         max_length=CASE_MAX,
         help_text="Replay only: the recorded case under the replay root, e.g. test_ask_holmes/09_crashpod.",
     )
-    mode = forms.ChoiceField(choices=[("", "LLM when configured"), *Trajectory.Mode.choices], required=False)
+    mode = forms.ChoiceField(choices=MODES, required=False)
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
@@ -67,4 +69,4 @@ class IncidentOpenForm(forms.Form):
 class RediagnoseForm(forms.Form):
     """Diagnose again: another trajectory of the same incident, in a mode of the operator's choice."""
 
-    mode = forms.ChoiceField(choices=[("", "LLM when configured"), *Trajectory.Mode.choices], required=False)
+    mode = forms.ChoiceField(choices=MODES, required=False)
