@@ -224,9 +224,9 @@ def test_a_count_of_requests_per_second_over_a_window_reads_the_range(tmp_path: 
     start, end = (datetime.fromisoformat(params[k].replace("Z", "+00:00")) for k in ("start", "end"))
     assert end - start == timedelta(hours=2)
     assert outcome.diagnosis.splitlines()[0] == (
-        "ingest-worker (namespace etl) serves 95.5 requests per second "
-        "(rate over 5m, at 2027-01-26T21:46:40Z; "
-        "from 2027-01-26T19:46:40Z to 2027-01-26T21:46:40Z: lowest 95.5, highest 310)."
+        "ingest-worker (namespace etl) serves 95.5 requests per second now (rate over 5m, at "
+        "2027-01-26T21:46:40Z). Over the last 2 hours it peaked at 310 requests per second at "
+        "2027-01-26T20:46:40Z, lowest 95.5 requests per second."
     )
 
 
@@ -361,3 +361,50 @@ def test_a_count_over_a_window_is_the_counter_s_increase(tmp_path: Path) -> None
     [requests] = _asks("how many requests did job ingest-worker serve in the last hour?")
     assert (requests.measure, requests.total) == (REQUESTS, True)
     assert not _asks("how many requests per second does job ingest-worker serve?")[0].total
+
+
+ACCESS_LOG = "\n".join(
+    json.dumps({"time": f"2027-03-02T08:{minute:02d}:00Z", "path": path, "status": status})
+    for minute, path, status in (
+        (10, "/pay", 200),
+        (41, "/pay", 503),
+        (44, "/refund", 200),
+        (47, "/pay", 500),
+        (52, "/pay", 201),
+        (58, "/refund", 502),
+    )
+)
+
+
+def _logs_case(case: Path) -> None:
+    pods = (
+        "NAMESPACE   NAME                     READY   STATUS    RESTARTS   AGE\n"
+        "billing     payd-5b7c9d8f6-qq2lm     1/1     Running   0          2d"
+    )
+    header = {"toolset_name": "kubernetes/core", "tool_name": "kubectl_find_resource"}
+    for name, tool, params, out in (
+        ("find.txt", "kubectl_find_resource", {"kind": "pod", "keyword": "payd"}, pods),
+        (
+            "logs.txt",
+            "fetch_pod_logs",
+            {"pod_name": "payd-5b7c9d8f6-qq2lm", "namespace": "billing"},
+            ACCESS_LOG,
+        ),
+    ):
+        meta = {"status": "success", "params": params}
+        head = {**header, "tool_name": tool, "match_params": params}
+        (case / name).write_text(f"{json.dumps(head)}\n{json.dumps(meta)}\nstdout:\n\n{out}\nstderr:\n")
+
+
+def test_without_prometheus_a_5xx_count_is_read_from_the_access_log(tmp_path: Path) -> None:
+    """JSON access lines; the window ends at the log's own last time (08:38 to 08:58)."""
+    _logs_case(tmp_path)
+    outcome = _ask(tmp_path, "how many 5xx did payd return in the last 20 minutes?")
+    assert outcome.answer["value"] == 3, outcome.diagnosis
+    assert outcome.diagnosis.startswith(
+        "3 responses with a 5xx status in the last 20 minutes in the access log of payd-5b7c9d8f6-qq2lm "
+        "(of 5 responses logged there in that window)."
+    )
+    assert "08:10:00" not in outcome.diagnosis  # outside the window
+    counted = _ask(tmp_path, "how many requests did payd serve in the last 20 minutes?").answer
+    assert counted["value"] == 5 and counted["counted"] == "responses"

@@ -12,11 +12,12 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
+from diagnostics.agent import rx
 from diagnostics.agent.evidence.analyzers import AnalysisState, ToolOutput
 from diagnostics.agent.evidence.analyzers.metrics.results import Series, number, parse_result, size, stamp
 from diagnostics.agent.investigation.observer import PROBE, Decision, InvestigationView
 from diagnostics.agent.investigation.params import props_of, required_of
-from diagnostics.agent.questions.answers import METRIC, Answer, confidence_of
+from diagnostics.agent.questions.answers import METRIC, NUMBER, Answer, confidence_of
 from diagnostics.agent.questions.promql import (
     CPU,
     ERROR_RATIO,
@@ -32,7 +33,8 @@ from diagnostics.agent.questions.promql import (
     query_for,
     query_forms,
 )
-from diagnostics.agent.request.timewindow import window_params
+from diagnostics.agent.questions.reads import has_data, in_window, log_lines
+from diagnostics.agent.request.timewindow import line_time, window_params
 from diagnostics.toolsets.base import ToolSpec
 
 # A series answers a measure's query when it comes from a query of that kind (a recording that merges
@@ -172,12 +174,6 @@ def _when(series: Series, ask: MetricAsk) -> str:
     counted = ask.total and ask.measure in (ERRORS, REQUESTS)
     rated = ask.measure in (ERRORS, ERROR_RATIO, REQUESTS, LATENCY, CPU) and not counted
     rate = f"rate over {RATE}, " if rated else ""
-    if series.is_range:
-        first, last = stamp(series.points[0][0]), stamp(series.at)
-        return (
-            f" ({rate}at {last}; from {first} to {last}: lowest {number(series.minimum())}, "
-            f"highest {number(series.maximum())})"
-        )
     return f" ({rate}at {stamp(series.at)})"
 
 
@@ -185,26 +181,62 @@ def _seconds(value: float) -> str:
     return f"{number(value)} s ({value * 1000:.0f} ms)" if value < 10 else f"{number(value)} s"
 
 
-def _sentence(read: MetricRead, series: Series, window: str) -> str:
-    who, v, measure = _who(series, read), series.value, read.ask.measure
-    when = _when(series, read.ask)
-    if measure == ERRORS and read.ask.total:
-        return f"{who} returned {round(v)} 5xx responses in the last {window}{when}."
-    if measure == REQUESTS and read.ask.total:
-        return f"{who} served {round(v)} requests in the last {window}{when}."
+def _amount(measure: str, value: float) -> str:
+    """A value of ``measure`` with its unit."""
     if measure == ERRORS:
-        return f"{who} returns 5xx at {number(v)} per second{when}."
+        return f"{number(value)} per second"
     if measure == ERROR_RATIO:
-        return f"That is {v:.1%} of the requests to {who} answered with a 5xx{when}."
+        return f"{value:.1%}"
     if measure == REQUESTS:
-        return f"{who} serves {number(v)} requests per second{when}."
+        return f"{number(value)} requests per second"
     if measure == LATENCY:
-        return f"The p{read.ask.quantile * 100:g} latency of {who} is {_seconds(v)}{when}."
-    if measure == RESTARTS:
-        return f"{who} restarted {round(v)} times in the last {window}{when}."
+        return _seconds(value)
     if measure == MEMORY:
-        return f"{who} uses {size(v)} of memory (working set){when}."
-    return f"{who} uses {number(v)} CPU cores ({v * 1000:.0f}m){when}."
+        return size(value)
+    if measure == CPU:
+        return f"{number(value)} cores"
+    return number(value)
+
+
+def _over_range(read: MetricRead, series: Series, phrase: str) -> str:
+    """How a range went: its highest value and when, its lowest."""
+    if not series.is_range or read.ask.total:
+        return ""
+    high, low, measure = series.maximum(), series.minimum(), read.ask.measure
+    at = next((t for t, v in series.points if v == high), None)
+    when = f" at {stamp(at)}" if at is not None else ""
+    span = rx.sub(r"^(?:over|in|during|for|within)\s+", "", phrase)
+    if not span:
+        span = f"Over {stamp(series.points[0][0])} to {stamp(series.at)}"
+    elif rx.match(r"(?:since|between|from|after|before|on|yesterday|today)\b", span):
+        span = span[:1].upper() + span[1:]
+    else:
+        span = f"Over {span}"
+    return f" {span} it peaked at {_amount(measure, high)}{when}, lowest {_amount(measure, low)}."
+
+
+def _sentence(read: MetricRead, series: Series, window: str, phrase: str = "") -> str:
+    who, v, measure = _who(series, read), series.value, read.ask.measure
+    # a range that ends now (a window "in the last hour"): its last value is the value now
+    now = " now" if series.is_range and rx.search(r"\b(?:last|past|since|today|this)\b", phrase) else ""
+    when = _when(series, read.ask) + "." + _over_range(read, series, phrase)
+    if measure == ERRORS and read.ask.total:
+        return f"{who} returned {round(v)} 5xx responses in the last {window}{when}"
+    if measure == REQUESTS and read.ask.total:
+        return f"{who} served {round(v)} requests in the last {window}{when}"
+    if measure == ERRORS:
+        return f"{who} returns 5xx at {_amount(measure, v)}{now}{when}"
+    if measure == ERROR_RATIO:
+        return f"That is {v:.1%} of the requests to {who} answered with a 5xx{now}{when}"
+    if measure == REQUESTS:
+        return f"{who} serves {_amount(measure, v)}{now}{when}"
+    if measure == LATENCY:
+        return f"The p{read.ask.quantile * 100:g} latency of {who} is {_seconds(v)}{now}{when}"
+    if measure == RESTARTS:
+        return f"{who} restarted {round(v)} times in the last {window}{when}"
+    if measure == MEMORY:
+        return f"{who} uses {size(v)} of memory (working set){now}{when}"
+    return f"{who} uses {number(v)} CPU cores ({v * 1000:.0f}m){now}{when}"
 
 
 def metric_lines(state: AnalysisState) -> list[str]:
@@ -212,10 +244,11 @@ def metric_lines(state: AnalysisState) -> list[str]:
     answered says what was tried."""
     lines: list[str] = []
     window = count_window(state.intent)
+    phrase = state.intent.window.phrase.rstrip("?.!") if state.intent and state.intent.window else ""
     for read in metric_reads(state):
         if read.answered and read.series:
             ranked = sorted(read.series, key=lambda s: -s.value)  # the highest first (a namespace's pods)
-            lines += [_sentence(read, s, window) for s in ranked[:SHOWN]]
+            lines += [_sentence(read, s, window, phrase) for s in ranked[:SHOWN]]
             lines.append(f"Query: {read.query}")
         elif read.tried and not read.pending and read.ask.measure != ERROR_RATIO:
             lines.append(
@@ -254,3 +287,57 @@ def metric_diagnosis(state: AnalysisState) -> tuple[str, str]:
     """(diagnosis text, root cause) of a status question the metric reads answered."""
     lines = metric_lines(state)
     return "\n".join(lines), (lines[0] if lines else "")
+
+
+# An HTTP status in an access log line: after the quoted request ("GET /x HTTP/1.1" 502), or as a field
+# (status=503, "status": 500, code=504).
+_STATUS = rx.compile(
+    r"\"\s+([1-5]\d\d)\b|\b(?:status|status_code|code|http_status)[\"']?\s*[=:]\s*[\"']?([1-5]\d\d)\b"
+)
+
+
+def counts_in_logs(state: AnalysisState, has_query_tool: bool) -> bool:
+    """A count of 5xx or of requests where no metrics query can be made: the access logs are read."""
+    return not has_query_tool and any(a.measure in (ERRORS, REQUESTS) for a in asks_of(state))
+
+
+def log_status_answer(state: AnalysisState) -> Answer | None:
+    """The responses the logs read record in the asked window, counted by their HTTP status: those with a
+    5xx for an errors measure, all for a requests measure. None when no log line carries a status."""
+    asks = [a for a in asks_of(state) if a.measure in (ERRORS, REQUESTS)]
+    intent = state.intent
+    if not asks or intent is None:
+        return None
+    errors_only = any(a.measure == ERRORS for a in asks)
+    seen, matched, sources = 0, [], []
+    for out in state.outputs:
+        if not out.is_log or not has_data(out):
+            continue
+        source = str(out.params.get("pod_name") or out.tool)
+        for line in log_lines(out.text):
+            match = _STATUS.search(line)
+            if match is None or not in_window(line, intent):
+                continue
+            seen += 1
+            status = match.group(1) or match.group(2)
+            if not errors_only or status.startswith("5"):
+                moment = line_time(line)
+                when = moment.strftime("%Y-%m-%dT%H:%M:%SZ") if moment else ""
+                matched.append({"source": source, "time": when, "text": line})
+                sources.append(source)
+    if not seen:
+        return None
+    what = "responses with a 5xx status" if errors_only else "responses"
+    phrase = f" {intent.window.phrase.rstrip('?.!')}" if intent.window else ""
+    where = ", ".join(dict.fromkeys(sources)) or ", ".join(a.subject for a in asks)
+    return Answer(
+        intent=intent.kind,
+        shape=NUMBER,
+        headline=f"{len(matched)} {what}{phrase} in the access log of {where} (of {seen} responses logged "
+        "there in that window).",
+        value=len(matched),
+        counted=what,
+        lines=matched[:200],
+        window=intent.window.to_json() if intent.window else None,
+        sources=list(dict.fromkeys(sources)),
+    )

@@ -29,6 +29,7 @@ from diagnostics.agent.investigation.params import props_of, required_of
 from diagnostics.agent.investigation.planner import RulePlanner, _key
 from diagnostics.agent.questions.metric_answers import (
     asks_of,
+    counts_in_logs,
     has_query_tool,
     metric_diagnosis,
     metric_reads,
@@ -269,7 +270,9 @@ class QuestionPlanner(RulePlanner):
             for resolution in resolved[:2]:
                 for row in resolution.matches[:2]:
                     self._inspect_workload(view, row.kind, row.name, row.namespace)
-        wants_pods = intent.kind in (LOGS, SEARCH, ERRORS, TIMELINE, CHANGES) or intent.object_kind in (
+        in_logs = counts_in_logs(view.state, has_query_tool(view))
+        wants_pods = in_logs or intent.kind in (LOGS, SEARCH, ERRORS, TIMELINE, CHANGES)
+        wants_pods = wants_pods or intent.object_kind in (
             "restart",
             "error",
             "event",
@@ -349,7 +352,7 @@ class QuestionPlanner(RulePlanner):
                 params = {"resource_type": "pod", "resource_name": pod, "namespace": namespace}
                 params.update(window_params(props_of(events), intent.window))
                 self._push(events.name, params, 55, f"events of pod {pod}")
-        if count_only and intent.object_kind not in ("error",):
+        if count_only and intent.object_kind not in ("error",) and not counts_in_logs(view.state, False):
             return
         for previous in (False, True):
             spec = _spec(view, lambda s, p=previous: _log_tool(s, previous=p))

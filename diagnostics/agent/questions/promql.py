@@ -123,9 +123,25 @@ def _regex_literal(value: str) -> str:
     return _quoted(escaped)
 
 
-def _subjects(intent: Intent) -> list[str]:
-    """The objects asked about ("compare the p99 of api and worker": both), at most MAX_SUBJECTS."""
-    names = [n for n in intent.names if n != intent.namespace and not _NOT_SUBJECTS.match(n.lower())]
+_KIND = r"(?:service|svc|job|deployment|app|application|workload|pod)"
+_BESIDE_KIND = rx.compile(
+    rf"\b(?:the|of|for|from|on)\s+([a-z0-9][\w.-]*)\s+{_KIND}\b|\b{_KIND}\s+[`'\"]?([a-z0-9][\w.-]*)"
+)
+_ARTICLES = set(
+    "the a an this that each every which what my our its of in on at for to with and or is are was were has "
+    "have had does do did named called running".split()
+)
+
+
+def _subjects(text: str, intent: Intent) -> list[str]:
+    """The objects asked about ("compare the p99 of api and worker": both), at most MAX_SUBJECTS: a word
+    a kind word qualifies ("the search service", whatever the word means elsewhere) first."""
+    beside = [m.group(1) or m.group(2) for m in _BESIDE_KIND.finditer(text)]
+    names = [
+        n
+        for n in dict.fromkeys([*beside, *intent.names])
+        if n != intent.namespace and n not in _ARTICLES and not _NOT_SUBJECTS.match(n.lower())
+    ]
     return names[:MAX_SUBJECTS]
 
 
@@ -157,7 +173,7 @@ def metric_asks(text: str, intent: Intent | None) -> list[MetricAsk]:
     lowered = " ".join(text.lower().split())
     if _LOGS.search(lowered):
         return []  # "5xx in the logs of X" is a search of its logs
-    subjects = _subjects(intent)
+    subjects = _subjects(lowered, intent)
     if not subjects and not intent.namespace:
         return []
     measures = [m for m, pattern in _MEASURES if pattern.search(lowered)]

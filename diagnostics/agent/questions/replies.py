@@ -19,7 +19,7 @@ from diagnostics.agent.findings import Finding, Severity
 from diagnostics.agent.questions.answers import DIAGNOSIS, EXPLANATION, LOW, Answer, confidence_of
 from diagnostics.agent.questions.asked import asked_details
 from diagnostics.agent.questions.compose import build_question_answer
-from diagnostics.agent.questions.metric_answers import metric_answer, metric_lines
+from diagnostics.agent.questions.metric_answers import log_status_answer, metric_answer, metric_lines
 from diagnostics.agent.questions.planner import finding_document, question_namespace, resolutions
 from diagnostics.agent.request.intent import COUNT, EXPLAIN, LIST, STATUS
 from diagnostics.agent.request.subject import AlertContext
@@ -65,7 +65,7 @@ def answer_for(
     intent = state.intent
     empty = sum(1 for got in reads if not got)
     kind = intent.kind if intent is not None else STATUS
-    if intent is not None and (metric := metric_answer(state, reads)) is not None:
+    if intent is not None and (metric := metric_answer(state, reads) or log_status_answer(state)) is not None:
         return metric
     if kind == STATUS:
         answer = _status(state, diagnosis=diagnosis, root_cause=root_cause, reads=reads)
