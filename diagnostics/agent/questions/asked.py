@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from diagnostics.agent import rx
 from diagnostics.agent.evidence.analyzers import AnalysisState
 from diagnostics.agent.evidence.inventory import Row
+from diagnostics.agent.questions.workload_facts import top_lines, workload_details
 from diagnostics.agent.request.intent import Intent
 
 _HEADER_START = ("NAME", "NAMESPACE")
@@ -215,7 +216,11 @@ def asked_details(state: AnalysisState, namespace: str = "") -> list[str]:
     names = asked_names(state)
     lines: list[str] = []
     if "usage" in intent.asks:
-        lines += _usage(intent, state, names, namespace)
+        text = " ".join((state.alert.text or "").lower().split())
+        top_rows = [r.values for r in _tables(state) if r.get("MEMORY(bytes)", "CPU(cores)")]
+        top = top_lines(state, top_rows, text, namespace)
+        lines += top or _usage(intent, state, names, namespace)
+    lines += workload_details(state, names)
     if "node" in intent.asks:
         lines += _placement(state, names)
     if intent.addresses:

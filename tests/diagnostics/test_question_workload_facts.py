@@ -1,0 +1,107 @@
+"""A workload's images, whether its rollout is complete, and the top pods by CPU or memory (issue 39,
+blind round two's classes), read from kubectl describe / top as Kubernetes prints them; names, namespaces
+and shapes differ from the eval cases (a Pod's describe, a StatefulSet, a rollout stuck on its deadline)."""
+
+from __future__ import annotations
+
+from diagnostics.agent.evidence.analyzers import AnalysisState, ToolOutput
+from diagnostics.agent.questions.asked import asked_details
+from diagnostics.agent.questions.workload_facts import images, workload_details
+from diagnostics.agent.request.intent import classify
+from diagnostics.agent.request.subject import from_text
+
+POD = """Name:             ledger-0
+Namespace:        books
+Init Containers:
+  migrate:
+    Image:          ghcr.io/acme/ledger-migrate:2.0.1
+Containers:
+  ledger:
+    Image:          ghcr.io/acme/ledger:2.0.1
+  sidecar:
+    Image:          envoyproxy/envoy:v1.31.0
+Conditions:
+  Type              Status
+"""
+STUCK = """Name:                   billing
+Namespace:              money
+Replicas:               6 desired | 3 updated | 7 total | 4 available | 3 unavailable
+Conditions:
+  Type           Status  Reason
+  ----           ------  ------
+  Available      True    MinimumReplicasAvailable
+  Progressing    False   ProgressDeadlineExceeded
+OldReplicaSets:  billing-58c4d (4/4 replicas created)
+NewReplicaSet:   billing-6d7f9 (3/3 replicas created)
+"""
+DONE = (
+    STUCK.replace(
+        "6 desired | 3 updated | 7 total | 4 available | 3 unavailable",
+        "6 desired | 6 updated | 6 total | 6 available | 0 unavailable",
+    )
+    .replace(
+        "Progressing    False   ProgressDeadlineExceeded", "Progressing    True    NewReplicaSetAvailable"
+    )
+    .replace("OldReplicaSets:  billing-58c4d (4/4 replicas created)", "OldReplicaSets:  <none>")
+)
+TOP = """NAMESPACE   NAME            CPU(cores)   MEMORY(bytes)
+books       ledger-0        120m         3Gi
+books       ledger-1        90m          3500Mi
+books       reports-7c9     1              800Mi
+money       billing-6d7f9   2              9Gi
+"""
+
+
+def _state(question: str, *outputs: tuple[str, dict[str, str], str]) -> AnalysisState:
+    state = AnalysisState(from_text(question))
+    state.intent = classify(question)
+    for tool, params, text in outputs:
+        state.record(ToolOutput(tool, params, text))
+    return state
+
+
+def test_images_by_container_and_init_container() -> None:
+    out = ToolOutput("kubectl_describe", {"kind": "pod", "name": "ledger-0"}, POD)
+    assert images(out) == [
+        ("migrate", "ghcr.io/acme/ledger-migrate:2.0.1", True),
+        ("ledger", "ghcr.io/acme/ledger:2.0.1", False),
+        ("sidecar", "envoyproxy/envoy:v1.31.0", False),
+    ]
+    state = _state("which image version does ledger-0 run?", ("kubectl_describe", {"kind": "pod"}, POD))
+    [line] = workload_details(state, ["ledger-0"])
+    assert line == (
+        "pod ledger-0 (namespace books) runs image ghcr.io/acme/ledger:2.0.1 (container ledger); "
+        "envoyproxy/envoy:v1.31.0 (container sidecar); and ghcr.io/acme/ledger-migrate:2.0.1 "
+        "(init container migrate)."
+    )
+    assert (
+        workload_details(_state("is ledger-0 ok?", ("kubectl_describe", {"kind": "pod"}, POD)), ["ledger-0"])
+        == []
+    )
+
+
+def test_a_rollout_stuck_on_its_deadline_and_one_complete() -> None:
+    params = {"kind": "deployment", "name": "billing"}
+    stuck = _state("is the billing rollout done?", ("kubectl_describe", params, STUCK))
+    assert workload_details(stuck, ["billing"]) == [
+        "No: the rollout of deployment billing (namespace money) is not complete and has stopped "
+        "progressing (ProgressDeadlineExceeded): 3 of 6 replicas are updated to the new ReplicaSet "
+        "billing-6d7f9 (7 total, 4 available; old ReplicaSets: billing-58c4d (4/4 replicas created))."
+    ]
+    for question in ("has the rollout of billing completed?", "did billing finish rolling out?"):
+        done = _state(question, ("kubectl_describe", params, DONE))
+        assert workload_details(done, ["billing"]) == [
+            "Yes: the rollout of deployment billing (namespace money) is complete: all 6 replicas are "
+            "updated to the new ReplicaSet billing-6d7f9 and available (NewReplicaSetAvailable)."
+        ]
+
+
+def test_top_pods_by_memory_in_a_namespace_highest_first() -> None:
+    state = _state("top 2 pods by memory in books", ("kubectl_top_pods", {}, TOP))
+    assert asked_details(state) == [
+        "Top 2 pods by memory in namespace books (kubectl top): ledger-1 3500Mi; ledger-0 3Gi."
+    ]
+    everywhere = _state("which pods use the most cpu?", ("kubectl_top_pods", {}, TOP))
+    assert asked_details(everywhere)[0].startswith(
+        "Top 4 pods by CPU (kubectl top): billing-6d7f9 2; reports-7c9 1;"
+    )
