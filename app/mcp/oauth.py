@@ -10,8 +10,9 @@
   (``SKILLGATE_MCP_OAUTH_JWKS_URL``, the operator's setting: no caller names a URL), with an asymmetric
   algorithm (RS/PS/ES/EdDSA: never ``none`` nor a shared secret), ``iss`` the issuer, ``aud`` this
   resource (RFC 8707: a token minted for another resource is refused), ``exp`` in the future (30 s of
-  leeway) and a subject. The JWKS is fetched, cached five minutes and verified on a pool of two threads
-  of its own with a 5 s timeout, so a slow issuer stalls no other caller's request.
+  leeway) and a subject. The JWKS is fetched (no redirect followed, its URL under the URL policy of
+  registered MCP servers), cached five minutes and verified on a pool of two threads of its own with a
+  5 s timeout, so a slow issuer stalls no other caller's request.
 - **Who a token acts as**: the Skillgate user named by its ``SKILLGATE_MCP_OAUTH_USER_CLAIM`` claim
   (``sub``), through that user's active API key named ``SKILLGATE_MCP_OAUTH_KEY_NAME`` (its budget, rate
   limit, grants, ledger), with the key's scopes narrowed to the token's ``scope`` (or ``scp``) claim: a
@@ -43,6 +44,8 @@ from django.utils import timezone
 from app import conf
 from app.mcp import introspection
 from app.mcp.tools import Caller
+from diagnostics.mcp.selectors import url_policy
+from diagnostics.mcp.urls import url_problem
 from routing import scopes
 from routing.models import ApiKey
 
@@ -115,9 +118,20 @@ def challenge(*, token_sent: bool) -> bytes:
     return ", ".join(parts).encode()
 
 
+class _CheckedJwks(jwt.PyJWKClient):
+    """PyJWT's client (no redirect followed) with the JWKS URL checked against the URL policy of
+    registered MCP servers before each fetch: its host resolved and every address checked (a metadata or
+    link-local address never, loopback and private ones only where the operator allows them)."""
+
+    def fetch_data(self) -> Any:
+        if problem := url_problem(self.uri, url_policy()):
+            raise jwt.PyJWKClientConnectionError(f"the JWKS URL is refused by the URL policy: {problem}")
+        return super().fetch_data()
+
+
 @lru_cache(maxsize=4)
 def _jwks(url: str) -> jwt.PyJWKClient:
-    return jwt.PyJWKClient(url, cache_keys=True, lifespan=300, timeout=JWKS_TIMEOUT_S)
+    return _CheckedJwks(url, cache_keys=True, lifespan=300, timeout=JWKS_TIMEOUT_S)
 
 
 def _claims(token: str, found: Settings) -> dict[str, Any] | None:

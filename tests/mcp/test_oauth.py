@@ -241,3 +241,16 @@ def test_an_issuer_without_its_jwks_or_resource_stops_start_up_naming_the_variab
     }
     with pytest.raises(ImproperlyConfigured, match="SKILLGATE_MCP_OAUTH_RESOURCE"):
         conf.get()
+
+
+def test_the_jwks_url_is_under_the_url_policy(gateway_url, oauth_on, jwks, settings):
+    alice = make_role_key("alice", "operator", scopes=[scopes.INCIDENTS_READ])
+    make_key(name="mcp-oauth", owner=alice.key.owner, scopes=[scopes.INCIDENTS_READ])
+    token = jwks[0].token(oauth_on, scope=scopes.INCIDENTS_READ)
+    settings.MCP_URL_ALLOW_PRIVATE = False  # the JWKS on 127.0.0.1: refused, as a registered server is
+    headers = {"Authorization": f"Bearer {token}", "Accept": "application/json, text/event-stream"}
+    refused = httpx2.post(gateway_url + "/mcp", json=INITIALIZE, headers=headers)
+    assert refused.status_code == 401 and jwks[0].fetches == 0  # never fetched
+    settings.MCP_URL_ALLOW_PRIVATE = True
+    assert httpx2.post(gateway_url + "/mcp", json=INITIALIZE, headers=headers).status_code == 200
+    assert jwks[0].fetches == 1
