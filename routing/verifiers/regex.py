@@ -29,6 +29,13 @@ def _options() -> Any:
     return options
 
 
+def _uncached(pattern: str) -> Any:
+    """``re2.compile`` without the re2 module's own cache: it keeps the last 128 patterns compiled, each
+    up to its ``max_mem``, out of the byte-bounded verifier cache's sight (100 distinct callers' patterns
+    grew the server by 161 MB; round three's probe). The verifier cache is the one that keeps them."""
+    return re2._Regexp(pattern, _options())  # re2.compile's own constructor (pinned version)
+
+
 INLINE_TEXT_CHARS = 16 * 1024
 
 
@@ -57,7 +64,7 @@ class RegexVerifier(Verifier):
         inline = "".join(sorted({_FLAGS[name.upper()] for name in names}))
         self.source = pattern
         try:
-            self.pattern = re2.compile(f"(?{inline}){pattern}" if inline else pattern, _options())
+            self.pattern = _uncached(f"(?{inline}){pattern}" if inline else pattern)
         except re2.error as exc:
             reason = exc.args[0].decode() if exc.args and isinstance(exc.args[0], bytes) else str(exc)
             raise VerifierConfigError(f"regex.pattern does not compile (RE2 syntax): {reason}") from None
