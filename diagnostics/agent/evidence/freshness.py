@@ -71,6 +71,46 @@ def evidence_time(text: str, finding: Finding) -> tuple[bool, datetime | None]:
     return matched, latest
 
 
+_RECOVERED = rx.compile(
+    r"\b(?:re-?connected|connected to|connection (?:re-?established|restored|recovered)|recovered|"
+    r"reconnect(?:ion)? succeeded|back online)\b",
+    rx.IGNORECASE,
+)
+_FAILING = rx.compile(r"\b(?:ERROR|FATAL|CRITICAL|PANIC|fail\w*|refused|denied|timed? ?out)\b", rx.IGNORECASE)
+
+
+def recovered_after(text: str, finding: Finding) -> tuple[datetime, datetime, str] | None:
+    """(last evidence line's time, recovery's time, the recovery line) when a log's lines under a problem
+    ``finding`` stop and a later, timed line says the connection came back (and is itself no failure):
+    what those lines say ended, whatever failed after it is another fault."""
+    needles = _needles(finding)
+    if not needles or not finding.is_problem:
+        return None
+    lines = text.splitlines()
+    last = max((i for i, line in enumerate(lines) if any(n in _fold(line) for n in needles)), default=-1)
+    ended = line_time(lines[last]) if last >= 0 else None
+    if ended is None:
+        return None
+    for line in lines[last + 1 :]:
+        moment = line_time(line)
+        if moment is not None and moment >= ended and _RECOVERED.search(line) and not _FAILING.search(line):
+            return ended, moment, line.strip()
+    return None
+
+
+def _superseded(finding: Finding, ended: datetime, back: datetime, line: str) -> Finding:
+    summary = (
+        f"{finding.summary.rstrip('.')}. These failures ended at {iso(ended)} and the connection was "
+        f"restored at {iso(back)} ('{clip_line(line)}'): history, not the current cause."
+    )
+    return dataclasses.replace(finding, summary=summary, history=True, at=iso(ended))
+
+
+def clip_line(line: str, limit: int = 120) -> str:
+    line = " ".join(line.split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
 def stamp(out: ToolOutput, findings: list[Finding], read_at: datetime) -> list[Finding]:
     """``findings`` of ``out`` with ``at`` set: the time of the lines that carry them; else, when no line
     carries them (a state read now, a count, what a correlator drew from several reads), the read's time;
@@ -79,6 +119,9 @@ def stamp(out: ToolOutput, findings: list[Finding], read_at: datetime) -> list[F
     for finding in findings:
         if finding.at or out.tool == "alert":
             stamped.append(finding)
+            continue
+        if out.is_log and (recovered := recovered_after(out.text, finding)) is not None:
+            stamped.append(_superseded(finding, *recovered))
             continue
         matched, moment = evidence_time(out.text, finding)
         if moment is None and not (matched and out.is_log):

@@ -4,6 +4,7 @@ from diagnostics.agent.evidence.analyzers import (  # noqa: F401  (registration)
     chains,
     changes,
     commands,
+    dependency_chain,
     events,
     kubernetes,
     log_causes,
@@ -14,6 +15,7 @@ from diagnostics.agent.evidence.analyzers import (  # noqa: F401  (registration)
     node_memory,
     platform,
     resources,
+    runtime_limits,
     tables,
     traces,
 )

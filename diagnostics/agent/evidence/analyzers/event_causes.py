@@ -13,7 +13,7 @@
 from __future__ import annotations
 
 from diagnostics.agent import rx
-from diagnostics.agent.evidence.analyzers.base import AnalysisState, clip, field_value
+from diagnostics.agent.evidence.analyzers.base import AnalysisState, clip, field_value, register_correlator
 from diagnostics.agent.findings import Finding, ObjRef, Severity
 
 KIND_NAMES = {
@@ -178,3 +178,138 @@ def taint_reason(message: str) -> str:
         f"{lacking}; the other {count} node(s) carry the taint {taints}, which the pod does not tolerate "
         "(the scheduler rejects them on the taint before it checks their room)"
     )
+
+
+# --- container lifecycle hooks and volume attachment -------------------------------------------------
+
+_HOOK = rx.compile(r"(?:Exec|HTTP) lifecycle hook \(\[?([^\])]*)\]?\) for Container \"([^\"]+)\"")
+_HOOK_ERROR = rx.compile(r"failed - error: (.*?)(?:, message: .*)?$")
+
+
+def lifecycle_hook_finding(who: str, obj: ObjRef, reason: str, message: str) -> Finding | None:
+    """``FailedPostStartHook`` / ``FailedPreStopHook``: the kubelet kills a container whose postStart hook
+    fails (the container was started; the kill, not the application, ends it: exit code 137 after the
+    SIGKILL, or 143 when it stops on SIGTERM), and restarts it by the pod's restartPolicy. A failing
+    preStop hook only delays the stop. Either way the hook's own error is the cause."""
+    if reason not in ("FailedPostStartHook", "FailedPreStopHook"):
+        return None
+    hook = _HOOK.search(message)
+    command = " ".join(hook.group(1).replace(",", " ").split()) if hook else ""
+    container = hook.group(2) if hook else "its container"
+    error = _HOOK_ERROR.search(message)
+    why = clip(error.group(1), 220) if error else clip(message, 220)
+    script = command.rsplit(" ", 1)[-1] if command else ""
+    if reason == "FailedPreStopHook":
+        return Finding(
+            "prestop_hook_failed",
+            f"{who}: the preStop hook {script or command} of container {container} fails ({why}); the "
+            "container is stopped without it after the grace period.",
+            Severity.WARNING,
+            obj.label,
+            clip(message),
+            45,
+            f"Fix the preStop hook {script or command}.",
+        )
+    return Finding(
+        "poststart_hook_failed",
+        f"{who}: container {container} is killed (exit code 137, or 143 on SIGTERM) because its postStart "
+        f"hook {script or command} fails: {why}. The kubelet kills a container whose postStart hook fails, "
+        "so it restarts in a loop although the application itself starts; the exit code is the kill, not "
+        "memory.",
+        Severity.CRITICAL,
+        obj.label,
+        clip(message),
+        91,
+        f"Fix the postStart hook ({command or 'its command'}): {why}.",
+    )
+
+
+_MULTI_ATTACH = rx.compile(
+    r"Multi-Attach error for volume \"([^\"]+)\"\s*Volume is already "
+    r"(?:used by pod\(s\)|exclusively attached to (?:one|node)\S*)\s*([-a-z0-9., ]*)"
+)
+
+
+def multi_attach_finding(who: str, obj: ObjRef, message: str, state: AnalysisState) -> Finding | None:
+    """``FailedAttachVolume`` with a Multi-Attach error: a ReadWriteOnce volume attaches to one node at a
+    time, and another pod on another node still holds it (in a rolling update, the old pod: the new one
+    waits in ContainerCreating until the old one is gone). The other pod and the claim are kept for
+    ``multi_attach_chain``, which names the claim and the other pod's node once they are read."""
+    match = _MULTI_ATTACH.search(message)
+    if match is None:
+        return None
+    volume = match.group(1)
+    users = [u for u in rx.split(r"[\s,]+", match.group(2).strip()) if u]
+    state.fact_dict("multi_attach")[obj.label] = (who, obj, volume, users)
+    if obj.namespace:
+        state.lead(ObjRef("pod", "*", obj.namespace), "where the pod holding the volume runs", 70)
+    held = f"still in use by pod(s) {', '.join(users)}" if users else "still attached to another node"
+    return Finding(
+        "multi_attach",
+        f"{who} is stuck in ContainerCreating: a Multi-Attach error, its ReadWriteOnce volume {volume} is "
+        f"{held} (a ReadWriteOnce volume attaches to one node at a time).",
+        Severity.CRITICAL,
+        obj.label,
+        clip(message),
+        89,
+        "Let the other pod go first (delete it, or use the Recreate strategy for a Deployment with a "
+        "ReadWriteOnce volume), or use a ReadWriteMany volume.",
+    )
+
+
+def _claim_of(state: AnalysisState, volume: str) -> str:
+    for out in state.outputs:
+        if field_value(out.text, "Volume") == volume and field_value(out.text, "Name"):
+            return field_value(out.text, "Name")
+    return ""
+
+
+def pod_node(state: AnalysisState, namespace: str, pod: str) -> str:
+    """The node a pod listing with a NODE column (``-o wide``) puts ``pod`` on; "" when none read says.
+    kubectl aligns a table's cells under their headers (some headers are two words: NOMINATED NODE), so
+    a cell is read at its header's offset."""
+    for out in state.outputs:
+        lines = out.text.splitlines()
+        for i, line in enumerate(lines):
+            node_at = rx.search(r"(?:^|\s)(NODE)(?:\s|$)", line)
+            if node_at is None or not line.lstrip().startswith(("NAME", "NAMESPACE")):
+                continue
+            column = node_at.start(1)
+            for row in lines[i + 1 :]:
+                cells = row.split()
+                if pod not in cells or (namespace and "NAMESPACE" in line and namespace not in cells):
+                    continue
+                node = row[column:].split()[:1] if len(row) > column and row[column - 1] == " " else []
+                if node and node[0] not in ("<none>", ""):
+                    return node[0]
+    return ""
+
+
+@register_correlator
+def multi_attach_chain(state: AnalysisState, findings: list[Finding]) -> list[Finding]:
+    """The Multi-Attach finding again, naming the claim and the node of the pod that holds the volume."""
+    reported = state.fact_set("multi_attach_reported")
+    out: list[Finding] = []
+    for label, (who, obj, volume, users) in state.fact_dict("multi_attach").items():
+        claim = _claim_of(state, volume)
+        nodes = {u: pod_node(state, obj.namespace, u) for u in users}
+        if label in reported or not claim or not all(nodes.values()):
+            continue
+        reported.add(label)
+        holders = ", ".join(f"the pod {u} on {n}" for u, n in nodes.items())
+        out.append(
+            Finding(
+                "multi_attach",
+                f"{who} is stuck in ContainerCreating: a Multi-Attach error, the ReadWriteOnce volume of PVC "
+                f"{claim} ({volume}) is still in use by {holders}; a ReadWriteOnce volume attaches to one "
+                "node at a time, so the new pod waits until the old one lets go (a rolling update's old pod "
+                "keeps it).",
+                Severity.CRITICAL,
+                label,
+                f"Multi-Attach error for volume {volume}; claim {claim}; held by {holders}",
+                92,
+                f"Delete the old pod ({', '.join(users)}) or use the Recreate strategy for a workload with "
+                "a ReadWriteOnce volume, or a ReadWriteMany volume.",
+            )
+        )
+    return out

@@ -218,6 +218,12 @@ def event_findings(
                     "Security) or change the policy.",
                 )
             )
+        elif hooked := event_causes.lifecycle_hook_finding(who, obj, event.reason, message):
+            findings.append(hooked)
+        elif event.reason == "FailedAttachVolume" and (
+            attach := event_causes.multi_attach_finding(who, obj, message, state)
+        ):
+            findings.append(attach)
         elif (key := _MISSING_KEY.search(message)) is not None:
             findings.append(
                 Finding(

@@ -7,10 +7,13 @@ pods (rollouts.py)."""
 
 from diagnostics.agent.evidence.analyzers.kubernetes import (  # noqa: F401  (registration)
     conditions,
+    config_refs,
+    controllers,
     disruption,
     limits,
     manifests,
     pods,
+    probes,
     rollouts,
     schedules,
     topology,

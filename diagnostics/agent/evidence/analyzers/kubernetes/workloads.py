@@ -40,7 +40,11 @@ class WorkloadDescribeAnalyzer(Analyzer):
             (v, int(n))
             for n, v in rx.findall(r"(\d+) (desired|updated|total|available|unavailable)", replicas)
         )
-        desired, available = counts.get("desired", 0), counts.get("available", 0)
+        desired = counts.get("desired", 0)
+        # A StatefulSet's describe prints no "available" count ("3 desired | 3 total"): its pods' states
+        # ("Pods Status: 3 Running / ...") say how many run.
+        running = rx.search(r"(\d+) Running", tree.get("Pods Status"))
+        available = counts.get("available", int(running.group(1)) if running else 0)
         if desired and available < desired:
             findings.append(
                 Finding(
@@ -94,7 +98,10 @@ class WorkloadDescribeAnalyzer(Analyzer):
         new_rs = rx.search(r"NewReplicaSet:\s+(\S+)", out.text)
         if new_rs and new_rs.group(1) != "<none>":
             state.related.add(new_rs.group(1).lower())
-            if desired and available < desired and obj.namespace:
+            after = out.text[new_rs.end() : new_rs.end() + 40]
+            created = rx.search(r"\((\d+)/(\d+) replicas created\)", after)
+            short = created is not None and int(created.group(1)) < int(created.group(2))
+            if ((desired and available < desired) or short) and obj.namespace:
                 # The replica set's events say why pods are missing (quota, admission, limits).
                 state.lead(ObjRef("replicaset", new_rs.group(1), obj.namespace), "the new replica set", 80)
         if rx.search(r"ReplicaFailure\s+True\s+FailedCreate", out.text) and obj.namespace:
