@@ -4,6 +4,8 @@ and shapes differ from the eval cases (a Pod's describe, a StatefulSet, a rollou
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 from diagnostics.agent.evidence.analyzers import AnalysisState, ToolOutput
 from diagnostics.agent.questions.asked import asked_details
 from diagnostics.agent.questions.workload_facts import images, workload_details
@@ -105,3 +107,31 @@ def test_top_pods_by_memory_in_a_namespace_highest_first() -> None:
     assert asked_details(everywhere)[0].startswith(
         "Top 4 pods by CPU (kubectl top): billing-6d7f9 2; reports-7c9 1;"
     )
+
+
+DESCRIBED_EVENTS = """Name:         mq-2
+Namespace:    queues
+Events:
+  Type     Reason            Age    From               Message
+  ----     ------            ----   ----               -------
+  Warning  FailedScheduling  2h5m   default-scheduler  0/5 nodes are available: 5 Insufficient memory.
+  Normal   Scheduled         2h     default-scheduler  Successfully assigned queues/mq-2 to node-4
+  Warning  BackOff           12m    kubelet            Back-off restarting failed container broker in pod mq-2
+"""
+EVENTS_TABLE = """LAST SEEN   TYPE      REASON      OBJECT          MESSAGE
+3m          Warning   Unhealthy   pod/mq-2        Liveness probe failed: connection refused
+9m          Warning   Unhealthy   pod/mqtt-gw-1   Readiness probe failed: 503
+"""
+
+
+def test_warning_events_of_the_object_in_the_window_newest_first() -> None:
+    question = "list the warnings for mq-2 in namespace queues in the last hour"
+    state = AnalysisState(from_text(question))
+    state.intent = classify(question, anchor=datetime(2027, 5, 1, 12, tzinfo=UTC))
+    state.record(ToolOutput("kubectl_describe", {"kind": "pod", "name": "mq-2"}, DESCRIBED_EVENTS))
+    state.record(ToolOutput("kubectl_get_by_kind_in_namespace", {"kind": "event"}, EVENTS_TABLE))
+    assert workload_details(state, ["mq-2", "queues"]) == [
+        "Warning events of mq-2 in the last hour (newest first):",
+        "Warning Unhealthy on pod/mq-2 3m ago: Liveness probe failed: connection refused",
+        "Warning BackOff on pod/mq-2 12m ago: Back-off restarting failed container broker in pod mq-2",
+    ]  # FailedScheduling is 2h5m old; mqtt-gw-1 is another object

@@ -153,4 +153,67 @@ def workload_details(state: AnalysisState, names: list[str]) -> list[str]:
         lines += _image_lines(state, names)
     if _ASKS_ROLLOUT.search(text):
         lines += _rollout_lines(state, names)
-    return lines
+    return lines + warning_lines(state, names)
+
+
+_ASKS_WARNINGS = rx.compile(r"\b(?:show|list|any|what|which|get)\b.*\bwarn(?:ing)?s?\b|\bwarning events?\b")
+# kubectl get events: LAST SEEN, TYPE, REASON, OBJECT, MESSAGE; a describe's Events: Type, Reason, Age,
+# From, Message
+_EVENT_ROW = rx.compile(r"^(\S+)\s+(Warning|Normal)\s+(\w+)\s+(\S+/\S+)\s+(.+)$")
+_DESCRIBED_EVENT = rx.compile(r"^\s+(Warning|Normal)\s+(\w+)\s+(\S+)\s+\S+\s+(.+)$")
+_AGE_PART = rx.compile(r"(\d+)([dhms])")
+_AGE_UNITS = {"d": 86400, "h": 3600, "m": 60, "s": 1}
+
+
+def _age(text: str) -> int | None:
+    """kubectl's age (``3h12m``, ``48m``, ``2d``) in seconds; None for ``<unknown>`` and the like."""
+    parts = _AGE_PART.findall(text)
+    if not parts or "".join(n + u for n, u in parts) != text:
+        return None
+    return sum(int(n) * _AGE_UNITS[u] for n, u in parts)
+
+
+def warning_lines(state: AnalysisState, names: list[str]) -> list[str]:
+    """The Warning events of the named objects a question asks to see, newest first; with a window ("in the
+    last hour") those older than it are left out."""
+    text = " ".join((state.alert.text or "").lower().split())
+    if not _ASKS_WARNINGS.search(text):
+        return []
+    namespaces = set(state.inventory.namespaces) | {state.intent.namespace if state.intent else ""}
+    names = [n for n in names if n not in namespaces] or names
+    window = state.intent.window if state.intent is not None else None
+    span = (window.end - window.start).total_seconds() if window and window.start and window.end else None
+    found: dict[tuple[str, str, str], int] = {}
+    for out in state.outputs:
+        if not out.ok or out.no_data:
+            continue
+        described = str(out.params.get("name") or out.params.get("resource_name") or "")
+        for line in out.text.splitlines():
+            if match := _EVENT_ROW.match(line):
+                age, kind, reason, obj, message = match.groups()
+            elif (match := _DESCRIBED_EVENT.match(line)) and described:
+                kind, reason, age, message = match.groups()
+                obj = f"{str(out.params.get('kind') or 'object').lower()}/{described}"
+            else:
+                continue
+            seconds = _age(age)
+            name = obj.split("/", 1)[-1].lower()
+            if kind != "Warning" or not any(name == n or name.startswith(n + "-") for n in names):
+                continue
+            if span is not None and seconds is not None and seconds > span:
+                continue
+            found.setdefault((reason, obj, message.strip()), seconds if seconds is not None else 10**9)
+    ordered = sorted(found.items(), key=lambda item: item[1])
+    phrase = f" {window.phrase.rstrip('?.!')}" if window else ""
+    lines = [
+        f"Warning {reason} on {obj}" + (f" {_ago(seconds)}" if seconds < 10**9 else "") + f": {message[:300]}"
+        for (reason, obj, message), seconds in ordered[:15]
+    ]
+    if lines:
+        return [f"Warning events of {', '.join(names[:2])}{phrase} (newest first):", *lines]
+    return [f"No Warning event of {', '.join(names[:2])}{phrase} in the events read."]
+
+
+def _ago(seconds: int) -> str:
+    hours, rest = divmod(seconds, 3600)
+    return f"{hours}h{rest // 60}m ago" if hours else f"{rest // 60}m ago" if rest >= 60 else f"{rest}s ago"
