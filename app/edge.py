@@ -178,6 +178,14 @@ def body_limited(app: ASGIApp) -> ASGIApp:
     return limited
 
 
+def socket_client(request: Any) -> str | None:
+    """The client address django-axes locks out by (``AXES_CLIENT_IP_CALLABLE``): ``REMOTE_ADDR``, the
+    socket's peer, or the forwarded client :func:`trusted_forwarding` put there. Never a request header:
+    axes would read ``X-Real-IP`` and the like through django-ipware if that were ever installed."""
+    address = request.META.get("REMOTE_ADDR")
+    return address if isinstance(address, str) else None
+
+
 def trusted_forwarding(app: ASGIApp) -> ASGIApp:
     """``app`` with the client address (and scheme) taken from ``X-Forwarded-For`` (and
     ``X-Forwarded-Proto``) only when the socket's peer is in ``SKILLGATE_TRUSTED_PROXIES`` (uvicorn's

@@ -21,6 +21,7 @@ from pathlib import Path
 import httpx
 import pytest
 import requests
+from axes.helpers import get_client_ip_address
 from django.conf import settings as django_settings
 from django.contrib.auth.models import User
 
@@ -133,3 +134,17 @@ def test_a_configured_trusted_proxy_names_the_client(backends, settings):
             attempt(url, f"guess-{n}", forwarded_for=f"10.9.9.{n}, 192.0.2.50")
         locked = attempt(url, PASSWORD, forwarded_for="10.9.9.99, 192.0.2.50")
         assert locked.status_code == 429
+
+
+def test_lockouts_key_on_the_socket_peer_even_where_ipware_would_read_headers(rf):
+    """axes asks django-ipware (when installed) before REMOTE_ADDR, and ipware believes X-Real-IP and
+    the like; the configured callable answers first, with the socket's peer, so installing ipware later
+    cannot hand the lockout key to the client."""
+    request = rf.get(
+        "/accounts/login/",
+        REMOTE_ADDR="192.0.2.10",
+        HTTP_X_REAL_IP="203.0.113.99",
+        HTTP_X_FORWARDED_FOR="203.0.113.98",
+        HTTP_CF_CONNECTING_IP="203.0.113.97",
+    )
+    assert get_client_ip_address(request, use_ipware=True) == "192.0.2.10"
