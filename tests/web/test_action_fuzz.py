@@ -87,7 +87,7 @@ ACTIONS = [
         "admin",
         lambda w: reverse("web:adapter-rollback", args=[w["profile"].pk]),
         ("confirm",),
-        (302,),
+        (200, 302),  # the confirmation step, or done
     ),
     Action(
         "key-revoke", "admin", lambda w: reverse("web:key-revoke", args=[w["key"].pk]), ("confirm",), (302,)

@@ -71,3 +71,19 @@ def test_runs_skillbooks_and_admissions_are_shown(login) -> None:
     assert '<div class="del">-Be brief.</div>' in html and '<div class="add">+Reply with JSON.</div>' in html
     assert "0.81" in html and "0.9" in html and "1 / 7" in html
     assert 'hx-trigger="every 2s"' in html  # the run is still going
+
+
+def test_rolling_an_adapter_back_asks_first(login) -> None:
+    """Without JavaScript the first post is the confirmation step and changes nothing; the step's
+    confirmed post acts (here: nothing to roll back to, said on the page it redirects to)."""
+    profile = TaskProfileFactory.create(name="extract")
+    active = AdapterFactory.create(profile=profile, status="active")
+    url = reverse("web:adapter-rollback", args=[profile.pk])
+    client = login("admin")
+    asked = client.post(url)
+    assert asked.status_code == 200 and b"data-confirm-step" in asked.content
+    assert b"Roll the student of extract back" in asked.content
+    active.refresh_from_db()
+    assert active.status == "active"
+    done = client.post(url, {"confirm": "yes"})
+    assert done.status_code == 302 and done["Location"].endswith(f"?profile={profile.pk}")

@@ -50,12 +50,17 @@ def test_the_router_page_shows_the_active_version_curve_and_drift(login, version
 def test_an_admin_rolls_back_to_an_earlier_version(login, versions) -> None:
     client = login("admin")
     assert b"Roll back to v1" in client.get(reverse("web:router")).content
-    response = client.post(reverse("web:router-rollback", args=[versions["old"].pk]))
+    url = reverse("web:router-rollback", args=[versions["old"].pk])
+    asked = client.post(url)  # without JavaScript: the confirmation step, nothing changed yet
+    assert asked.status_code == 200 and b"data-confirm-step" in asked.content
+    assert b"Make v1 the active router" in asked.content
+    assert RouterVersion.objects.get(number=3).status == RouterVersion.Status.ACTIVE
+    response = client.post(url, {"confirm": "yes"})
     assert response.status_code == 302
     statuses = dict(RouterVersion.objects.values_list("number", "status"))
     assert statuses == {1: "active", 2: "rejected", 3: "retired"}
 
-    refused = client.post(reverse("web:router-rollback", args=[versions["rejected"].pk]))
+    refused = client.post(reverse("web:router-rollback", args=[versions["rejected"].pk]), {"confirm": "yes"})
     assert refused.status_code == 409 and b"only a retired" in refused.content
 
 

@@ -140,6 +140,14 @@ def adapter_roll_back(request: HttpRequest, profile_id: int) -> HttpResponse:
     if not can(request, ROLLBACK_ADAPTER):
         raise PermissionDenied("Only admins may roll adapters back.")
     profile = get_object_or_404(TaskProfile, pk=profile_id)
+    if not confirmed(request):  # it changes the model serving the profile's calls: a second look first
+        return confirm_step(
+            request,
+            question=f"Roll the student of {profile.name} back to its previous adapter? Its calls are "
+            "served by that adapter from the next call.",
+            verb="Roll back",
+            back=f"{reverse('web:learning')}?profile={profile.pk}",
+        )
     try:
         now_active = adapter_rollback(profile_id=profile.pk)
     except ServiceError as exc:

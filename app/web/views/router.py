@@ -16,6 +16,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from app.web import charts
+from app.web.forms.confirm import confirm_step, confirmed
 from app.web.pages import can, page, render_page
 from core.errors import ServiceError
 from routing.models import ProfileDrift, RouterVersion, TaskProfile
@@ -96,6 +97,14 @@ def router_rollback(request: HttpRequest, version_id: int) -> HttpResponse:
     version = RouterVersion.objects.select_related("profile").filter(pk=version_id).first()
     if version is None:
         raise Http404(f"No router version {version_id}.")
+    if not confirmed(request):  # it changes how the profile's calls are routed: a second look first
+        return confirm_step(
+            request,
+            question=f"Make v{version.number} the active router of {version.profile.name}? Its calls are "
+            "routed by it from the next call.",
+            verb=f"Roll back to v{version.number}",
+            back=f"{reverse('web:router')}?profile={version.profile_id}",
+        )
     try:
         router_version_rollback(profile=version.profile, to_version=version)
     except ServiceError as exc:
