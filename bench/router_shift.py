@@ -41,7 +41,7 @@ import numpy as np
 
 import bench.support.django_env  # noqa: F401  sets Django up before the app imports below
 from bench.router_data.synthetic import NOISE, REGIMES, SHARPNESS, Regime, generate
-from bench.router_shift_retrain import logged_stream, retrain, served_after
+from bench.router_shift_retrain import logged_stream, retrain_until_admitted, served_after
 from routing.router.learning.calibration import (
     PolicyData,
     Split,
@@ -89,6 +89,7 @@ class Watch:
     pass_margin: float = 0.05
     share_margin: float = 0.10
     training_window: int = 50000  # MAX_TRAINING_CALLS: a retrain reads the profile's newest rows
+    retrain_every: int = 100  # calls between retrains while refused (the beat's router_retrain_due)
 
 
 @dataclass(frozen=True)
@@ -239,19 +240,32 @@ def row(
     )
     if old is None or seen.first is None:
         return line, None
+    # the stream as served: the version, then (stopped or held) the teacher, its calls sampled for the
+    # student's answer at the boosted rate (the fallback is unmeasured since the drift: sampling raised)
+    actual = to_teacher.copy()
+    rates = list(seen.rates)
+    if seen.stop is not None:
+        actual[seen.stop :] = True
+        boosted = min(1.0, watch.sample_rate * watch.boost)
+        rates = rates[: seen.stop] + [boosted] * (len(records) - seen.stop)
+    rates += [rates[-1]] * (len(records) - len(rates))
+    served_sim = data.simulate(actual)
+    logged = logged_stream(records, served_sim, actual, rates, seed=len(records) + 1)
     at = seen.first
-    logged = logged_stream(records[:at], sim, to_teacher, list(seen.rates[:at]), seed=len(records) + 1)
     kept = old[max(0, len(old) - max(0, watch.training_window - at)) :]  # the ledger's newest rows
-    done = retrain(kept, logged, records[at:], featurizer=featurizer, target=target)
+    done, attempts = retrain_until_admitted(
+        kept, logged, records, at, watch.retrain_every, featurizer=featurizer, target=target
+    )
+    tried = f"{at}" if attempts == 1 else f"{at}, then every {watch.retrain_every} ({attempts} tries)"
     if not done.admitted or done.to_teacher is None:
         after = "the version serves on" if seen.stop is None else "the teacher serves on"
-        return line, f"| {name} | {at} | {done.new_labelled} | refused: {done.reason} | {after} | | |"
-    ok2, cost2 = served_after(data, sim, at, done.to_teacher)
+        return line, f"| {name} | {tried} | {done.new_labelled} | refused: {done.reason} | {after} | | |"
+    ok2, cost2 = served_after(data, served_sim, done.at, done.to_teacher)
     point2, upper2 = served_margin(ok2, data.t_ok, target)
     vs2 = float(cost2.mean()) / oracle.cost_usd - 1 if oracle.cost_usd else float("nan")
     return line, (
-        f"| {name} | {at} | {done.new_labelled} | {done.reason} | {float(ok2.mean()):.3f} | "
-        f"{point2:+.3f} ({upper2:+.3f}) | {vs2:+.1%} |"
+        f"| {name} | {tried}: admitted at {done.at} | {done.new_labelled} | {done.reason} | "
+        f"{float(ok2.mean()):.3f} | {point2:+.3f} ({upper2:+.3f}) | {vs2:+.1%} |"
     )
 
 
@@ -277,6 +291,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--training-window", type=int, default=50000, help="a retrain's newest rows (MAX_TRAINING_CALLS)"
+    )
+    parser.add_argument(
+        "--retrain-every", type=int, default=100, help="calls between retrains while one is refused"
     )
     parser.add_argument("--out", default=str(RESULTS))
     args = parser.parse_args(argv)
@@ -337,7 +354,8 @@ def main(argv: list[str] | None = None) -> int:
         "version serving and queues a retrain (replayed with `--retrain`, below), unless the correctness "
         "test leans towards drift undecided at that check ('held': `drift.HELD`, the safe fixed policy, "
         "here the teacher, serves the rest as on a stop; the version's answers are no longer sampled, so "
-        "only a retrain ends it).\n",
+        "only a retrain ends it here; the project also measures a held version again on the student "
+        "samples of the safe policy's calls, `drift.held_labels`, which is not replayed).\n",
         "'served - required (upper bound)': the served pass rate minus the required one, and the upper "
         f"confidence bound of that difference at z={target.z:g} (paired with the teacher on the same calls, "
         "the MOVER bound calibration uses). 'within margin': below the target by less than the confidence "
@@ -352,6 +370,7 @@ def main(argv: list[str] | None = None) -> int:
         boost=args.boost,
         check_every=args.check_every,
         training_window=args.training_window,
+        retrain_every=args.retrain_every,
     )
     retrained: list[str] = []
     for profile, records in sorted(train_all.items()):
@@ -370,9 +389,18 @@ def main(argv: list[str] | None = None) -> int:
     if args.retrain:
         lines += [
             "\n## The retrain a drift flag queues, replayed (`--retrain`, `bench/router_shift_retrain.py`)\n",
-            "At the first flag, a candidate is trained on the in-distribution calls plus the stream's calls "
-            "so far as the ledger knows them (labelled only by samples and failed verifications), admitted "
-            "by `router_version_admit`'s rule on its held-out shard, and routes the rest of the stream.\n",
+            "At the first flag, and then every "
+            f"{args.retrain_every} calls while refused (the beat's `router_retrain_due`), a candidate is "
+            "trained on the in-distribution calls plus the stream's calls so far as the ledger knows them "
+            "(labelled only by samples and failed verifications; the stream as served: the version, then "
+            "once stopped or held the teacher, its calls sampled for the student's answer at "
+            f"{min(1.0, args.sample_rate * args.boost):g}, the rate while the fallback is unmeasured), the "
+            "labelled calls since the flag weighted to about the old traffic's weight "
+            "(`data.shift_weighted`), admitted by `router_version_admit`'s rule (at least "
+            "20 labelled held-out calls since the flag, the confidence bound of their pass rate meeting "
+            "the target: `routing/router/versions/admission.py`; a try that cannot reach 20 is refused "
+            "before training), and routes the rest of the stream. 'new labelled calls': labelled since "
+            "the flag, at the last try.\n",
             "| profile / set | trained at call | new labelled calls | admission | served pass "
             "| served - required (upper bound) | served vs oracle |",
             "|---|---:|---:|---|---:|---:|---:|",

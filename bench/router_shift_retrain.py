@@ -30,8 +30,8 @@ from routing.router.learning.evaluate import TrainedRouter, featurize, train_and
 from routing.router.learning.features import Featurizer
 from routing.router.learning.metrics import policy_metrics
 from routing.router.learning.records import Outcome, ReplayRecord
-from routing.router.versions.admission import recent_numbers, refusal
-from routing.router.versions.data import sample_weighted, split
+from routing.router.versions.admission import Recent, recent_numbers, refusal
+from routing.router.versions.data import sample_weighted, shift_weighted, split
 
 MIN_HELDOUT_CALLS = 20  # routing.conf's default
 
@@ -88,12 +88,19 @@ def retrain(
     *,
     featurizer: Featurizer,
     target: Target,
+    since: int = 0,
 ) -> Retrained:
     """Train on ``old`` + ``logged`` (the ledger at the flag), admit on its held-out shard, and route
     ``rest`` with the candidate when admitted."""
     at = len(logged)
-    new_labelled = sum(1 for r in logged if r.complete)
+    new_labelled = sum(1 for r in logged[since:] if r.complete)
+    new = {id(r) for r in logged[since:]}  # the calls since the drift was found (ProfileDrift.since)
     train, calib, heldout = split([*old, *logged])
+    recent_records = [r for r in heldout if r.complete and id(r) in new]
+    if len(recent_records) < MIN_HELDOUT_CALLS:  # admission would refuse: checked before training
+        why = refusal(Recent(len(recent_records)), MIN_HELDOUT_CALLS, f"call {since}")
+        return Retrained(at, new_labelled, False, why.split(" (the safe")[0])
+    train = shift_weighted(train, lambda r: id(r) in new)  # as router_version_train after drift
     try:
         trained = train_and_calibrate(
             train, sample_weighted(calib), featurizer=featurizer, target=target, c_grid=(0.03, 0.3)
@@ -113,13 +120,11 @@ def retrain(
     required = target.required(float(data.t_ok.mean()))
     if held.pass_rate < required - 1e-12:
         return Retrained(at, new_labelled, False, f"held-out pass {held.pass_rate:.3f} < {required:.3f}")
-    new = {id(r) for r in logged}
-    recent_records = [r for r in heldout if r.complete and id(r) in new]
     routed_recent = np.zeros(len(recent_records), dtype=bool)
     if recent_records:
         routed_recent = trained.model.score_many(featurize(recent_records, featurizer)) >= trained.threshold
     recent = recent_numbers(recent_records, routed_recent, target)
-    why = refusal(recent, MIN_HELDOUT_CALLS, f"call {at}")
+    why = refusal(recent, MIN_HELDOUT_CALLS, f"call {since}")
     if why:
         return Retrained(at, new_labelled, False, why.split(" (the safe")[0])
     routed = trained.model.score_many(featurize(rest, featurizer)) >= trained.threshold if rest else None
@@ -133,6 +138,31 @@ def retrain(
     )
 
 
+def retrain_until_admitted(
+    old: list[ReplayRecord],
+    logged: list[ReplayRecord],
+    records: list[ReplayRecord],
+    first: int,
+    every: int,
+    *,
+    featurizer: Featurizer,
+    target: Target,
+) -> tuple[Retrained, int]:
+    """The retrain the first flag queues at call ``first``, then one every ``every`` calls (the beat's
+    ``router_retrain_due``: the profile has newer calls) while refused, each on the ledger as it stands
+    (``logged``: the whole stream as served and sampled, read up to the attempt). Returns the last
+    attempt and how many were made."""
+    attempts, at = 0, first
+    done = Retrained(first, 0, False, "not tried")
+    while at < len(records):
+        attempts += 1
+        done = retrain(old, logged[:at], records[at:], featurizer=featurizer, target=target, since=first)
+        if done.admitted:
+            break
+        at += every
+    return done, attempts
+
+
 def served_after(
     data: PolicyData, sim: dict[str, np.ndarray], at: int, to_teacher: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -143,4 +173,11 @@ def served_after(
     return ok, cost
 
 
-__all__ = ["Retrained", "TrainedRouter", "logged_stream", "retrain", "served_after"]
+__all__ = [
+    "Retrained",
+    "TrainedRouter",
+    "logged_stream",
+    "retrain",
+    "retrain_until_admitted",
+    "served_after",
+]
