@@ -22,6 +22,9 @@ Why uvicorn and not a compiled server (issue 42): ``python -m bench.gateway_over
 granian against this server, the same apps pinned to one core. Its ASGI path was not consistently cheaper
 per call (a Python app keeps paying its Python), and it keeps neither head rule: a head that never ends
 is closed with no 408, and a head past the bound is served (bench/results/gateway_overhead_stacks.md).
+
+One more difference from uvicorn (issue 42): a response's head goes out in the same socket write as its
+first body (:class:`HeadWithBody`), so a JSON answer costs one write, not two.
 """
 
 from __future__ import annotations
@@ -29,16 +32,87 @@ from __future__ import annotations
 import argparse
 import asyncio
 import socket
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import uvicorn
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+from uvicorn._types import ASGI3Application
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
 
 from app.edge import error_response, response_head
 from routing import conf
 
 MAX_HEADER_BYTES = 64 * 1024
+
+
+class HeadWithBody(asyncio.Transport):
+    """A connection's transport as its requests' cycles see it: the first write of each response (the
+    head that uvicorn's ``RequestResponseCycle`` writes on ``http.response.start``) is held and goes out
+    with the next write (the first body: one ``writelines``, one ``writev`` on uvloop), or alone at the
+    event loop's next turn (``loop.call_soon``) when no write follows before control returns to the loop.
+
+    So an application that sends its head and body in one go (Django's handler, a replayed stream)
+    pays one socket write instead of two, and one that sends its head and then waits (a stream waiting
+    on its upstream) has its head on the wire at once, before the wait: holding is bounded by the
+    current turn of the loop, never by the application. Everything else is uvicorn's own cycle over
+    this transport, unchanged: Content-Length and chunked framing, HEAD (no body write: the head goes
+    alone), an empty first body (written as the head alone), ``Connection: close`` and the close at the
+    end (``close`` writes what is held first), flow control (the cycle waits on the connection's flow
+    before each send; what is held is one head), and a send after a disconnect (the cycle writes
+    nothing; a held head is dropped if the connection is closing). A ``100 Continue`` that ``receive``
+    writes is then the first write: it is held to the next turn (or goes with the head), and the head
+    follows it unheld. Writes keep their order: each goes after what is held, and the protocol flushes
+    a held head before it writes anything of its own (a 400, 408 or 431), so the wire sees uvicorn's.
+    """
+
+    __slots__ = ("_held", "_hold", "_loop", "_transport")
+
+    def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
+        super().__init__()
+        self._transport = transport
+        self._loop = loop
+        self._held: bytes | None = None
+        self._hold = False
+
+    def hold_next(self) -> None:
+        """A response starts (its cycle's task is created): hold its first write."""
+        self._hold = True
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        held = self._held
+        if held is not None:
+            self._held = None
+            self._transport.writelines((held, data))
+        elif self._hold:
+            self._hold = False
+            self._held = bytes(data)
+            self._loop.call_soon(self.flush)
+        else:
+            self._transport.write(data)
+
+    def flush(self) -> None:
+        held = self._held
+        if held is not None:
+            self._held = None
+            if not self._transport.is_closing():
+                self._transport.write(held)
+
+    def close(self) -> None:
+        self.flush()
+        self._transport.close()
+
+    def abort(self) -> None:
+        self._held = None
+        self._transport.abort()
+
+    def is_closing(self) -> bool:
+        return self._transport.is_closing()
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return self._transport.get_extra_info(name, default)
+
+    def get_write_buffer_size(self) -> int:
+        return self._transport.get_write_buffer_size()
 
 
 def header_timeout_s() -> float:
@@ -51,15 +125,18 @@ class HeadTooLarge(Exception):
 
 
 class DeadlineHttpToolsProtocol(HttpToolsProtocol):
-    """uvicorn's httptools protocol with a deadline and a size bound on each request's headers."""
+    """uvicorn's httptools protocol with a deadline and a size bound on each request's headers, whose
+    responses write their head with their first body (:class:`HeadWithBody`)."""
 
     _header_timer: asyncio.TimerHandle | None = None
     _header_bytes = 0
     _wire_bytes = 0
     _headers_pending = False
+    _out: HeadWithBody
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
+        self._out = HeadWithBody(transport, self.loop)
         self._await_headers()
 
     def data_received(self, data: bytes) -> None:
@@ -83,6 +160,7 @@ class DeadlineHttpToolsProtocol(HttpToolsProtocol):
     def send_400_response(self, msg: str) -> None:
         if self.transport.is_closing():
             return  # the 431 (or 408) answered already; the parser's stop is not a second answer
+        self._flush_head()
         super().send_400_response(msg)
 
     def _count_head(self, size: int) -> None:
@@ -104,7 +182,19 @@ class DeadlineHttpToolsProtocol(HttpToolsProtocol):
         if self._header_timer is not None:
             self._header_timer.cancel()
             self._header_timer = None
+        cycle = self.cycle
         super().on_headers_complete()
+        if self.cycle is not cycle:  # a new request (not an upgrade): its task has not run yet
+            self.cycle.transport = self._out
+
+    def _start_asgi_task(self, cycle: RequestResponseCycle, app: ASGI3Application) -> None:
+        # Every response's task starts here: at once, or, pipelined, when the one before it completed.
+        self._out.hold_next()
+        super()._start_asgi_task(cycle, app)
+
+    def _flush_head(self) -> None:
+        """Writes a response head still held (this turn of the loop) before the protocol writes."""
+        self._out.flush()
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self._header_timer is not None:
@@ -132,6 +222,7 @@ class DeadlineHttpToolsProtocol(HttpToolsProtocol):
         path = url.split(b"?", 1)[0].decode("latin-1")
         code = "request_timeout" if status == 408 else "headers_too_large"
         content_type, body = error_response(path, f"The request headers were {why}.", code)
+        self._flush_head()
         head = [f"HTTP/1.1 {status} {reason}".encode()]
         head += [name + b": " + value for name, value in response_head(content_type, body)]
         self.transport.write(b"\r\n".join(head) + b"\r\n\r\n" + body)
@@ -152,9 +243,15 @@ APP = "app.asgi:application"
 
 
 def config(
-    *, app: str = APP, backlog: int = 2048, timeout_graceful_shutdown: int = 25, **extra: Any
+    *,
+    app: str | Callable[..., Any] = APP,
+    backlog: int = 2048,
+    timeout_graceful_shutdown: int = 25,
+    http: type[DeadlineHttpToolsProtocol] = DeadlineHttpToolsProtocol,
+    **extra: Any,
 ) -> uvicorn.Config:
-    """The uvicorn configuration every web process runs with (tests start it the same way)."""
+    """The uvicorn configuration every web process runs with (tests start it the same way; ``http``: a
+    subclass of the protocol, for a test that watches it)."""
     return uvicorn.Config(
         app,
         loop="uvloop",
@@ -162,7 +259,7 @@ def config(
         backlog=backlog,
         timeout_graceful_shutdown=timeout_graceful_shutdown,
         proxy_headers=False,  # forwarded headers: app/edge.py, from SKILLGATE_TRUSTED_PROXIES only
-        http=DeadlineHttpToolsProtocol,
+        http=http,
         **extra,
     )
 
