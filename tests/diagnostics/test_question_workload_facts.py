@@ -4,13 +4,17 @@ and shapes differ from the eval cases (a Pod's describe, a StatefulSet, a rollou
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
+from pathlib import Path
 
 from diagnostics.agent.evidence.analyzers import AnalysisState, ToolOutput
 from diagnostics.agent.questions.asked import asked_details
 from diagnostics.agent.questions.workload_facts import images, workload_details
 from diagnostics.agent.request.intent import classify
 from diagnostics.agent.request.subject import from_text
+from diagnostics.agent.runner import MemoryRecorder, investigate
+from diagnostics.toolsets.replay import ReplayEnvironment
 
 POD = """Name:             ledger-0
 Namespace:        books
@@ -135,3 +139,43 @@ def test_warning_events_of_the_object_in_the_window_newest_first() -> None:
         "Warning Unhealthy on pod/mq-2 3m ago: Liveness probe failed: connection refused",
         "Warning BackOff on pod/mq-2 12m ago: Back-off restarting failed container broker in pod mq-2",
     ]  # FailedScheduling is 2h5m old; mqtt-gw-1 is another object
+
+
+_T = "  LastHeartbeatTime                 LastTransitionTime              "
+NODE = "\n".join(
+    [
+        "Name:               gpu-worker-7",
+        "Conditions:",
+        f"  Type             Status{_T}  Reason                       Message",
+        "  MemoryPressure   False   Tue, 04 May 2027 09:10:00 +0000   Mon, 01 Mar 2027 08:00:00 +0000   "
+        "KubeletHasSufficientMemory   kubelet has sufficient memory available",
+        "  Ready            False   Tue, 04 May 2027 09:10:00 +0000   Tue, 04 May 2027 08:52:14 +0000   "
+        "KubeletNotReady              PLEG is not healthy: pleg was last seen active 3m0s ago",
+    ]
+)
+
+
+def test_when_a_node_went_not_ready_is_its_ready_condition_s_transition(tmp_path: Path) -> None:
+    for name, tool, params, out in (
+        ("node.txt", "kubectl_describe", {"kind": "node", "name": "gpu-worker-7"}, NODE),
+        (
+            "nodes.txt",
+            "kubectl_get_by_kind_in_cluster",
+            {"kind": "node"},
+            "NAME   STATUS\ngpu-worker-7   NotReady",
+        ),
+    ):
+        header = {"toolset_name": "kubernetes/core", "tool_name": tool, "match_params": params}
+        meta = {"status": "success", "params": params}
+        (tmp_path / name).write_text(f"{json.dumps(header)}\n{json.dumps(meta)}\nstdout:\n\n{out}\nstderr:\n")
+    outcome = investigate(
+        alert=from_text("when did node gpu-worker-7 go NotReady?"),
+        environment=ReplayEnvironment({"case_dir": str(tmp_path)}),
+        recorder=MemoryRecorder(),
+        mode="analyzers",
+    )
+    assert outcome.diagnosis.startswith(
+        "The first sign of trouble for gpu-worker-7: 2027-05-04T08:52:14+00:00 (gpu-worker-7: NotReady since "
+        "2027-05-04T08:52:14+00:00 (Ready False: KubeletNotReady: PLEG is not healthy"
+    ), outcome.diagnosis
+    assert "MemoryPressure became False" in outcome.diagnosis  # 2027-03-01, earlier and no trouble

@@ -227,10 +227,25 @@ class QuestionPlanner(RulePlanner):
                 if "kind" in props_of(finder):
                     params["kind"] = kind
                 self._push(finder.name, params, 95 - 10 * n - i, f"look up {name!r} as a {kind}")
+        self._nodes(view)
         if intent.namespace:
             self._listings(view, intent.namespace, 90)
         elif intent.kind in (COUNT, LIST, CHANGES) and not intent.names:
             self._listings(view, "", 90)
+
+    def _nodes(self, view: InvestigationView) -> None:
+        """A name the question calls a node ("node pool-b-3"): the nodes' listing and its describe (nodes are
+        cluster-scoped: no finder by namespace finds them)."""
+        intent = view.state.intent
+        assert intent is not None
+        lowered = (view.alert.text or "").lower()
+        describe = _spec(
+            view, lambda s: "describe" in s.name.lower() and {"kind", "name"} <= set(required_of(s))
+        )
+        for name in intent.names[:MAX_NAMES]:
+            if describe is not None and rx.search(rf"\bnodes?\s+[`'\"]?{rx.escape(name)}\b", lowered):
+                self._list(view, "node", "", 93, "the nodes")
+                self._push(describe.name, {"kind": "node", "name": name}, 92, f"describe node {name}")
 
     def _listings(self, view: InvestigationView, namespace: str, priority: int) -> None:
         intent = view.state.intent

@@ -22,6 +22,26 @@ _DESCRIBE_TIMES = rx.compile(
     rx.MULTILINE,
 )
 _STATE = rx.compile(r"^\s*(State|Last State):\s+(\w+)", rx.MULTILINE)
+# A describe's Conditions row with its times (a Node's): type, status, last heartbeat, last transition.
+_RFC1123 = r"\w{3}, \d{2} \w{3} \d{4} \d{2}:\d{2}:\d{2} [+-]\d{4}"
+_CONDITION = rx.compile(
+    rf"^\s+(\w+)\s+(True|False|Unknown)\s+{_RFC1123}\s+({_RFC1123})\s+(\w+)\s+(.*)$", rx.MULTILINE
+)
+
+
+def _transitions(text: str, source: str) -> list[tuple[datetime, str, str]]:
+    """When each condition took its status (``LastTransitionTime``): Ready not True is "NotReady since"."""
+    moments = []
+    for kind, status, when, reason, message in _CONDITION.findall(text):
+        moment = _parse_time(when)
+        if moment is None:
+            continue
+        if kind == "Ready" and status != "True":
+            what = f"NotReady since {moment.isoformat()} (Ready {status}: {reason}: {message.strip()[:160]})"
+        else:
+            what = f"{kind} became {status} ({reason}: {message.strip()[:160]})"
+        moments.append((moment, source, what))
+    return moments
 
 
 def _parse_time(text: str) -> datetime | None:
@@ -69,6 +89,7 @@ def timeline_answer(intent: Intent, state: AnalysisState, known: list[Resolution
             continue
         state_word = ""
         text = normalize(out.text)
+        moments += _transitions(text, source)
         for label, value in _DESCRIBE_TIMES.findall(text):
             moment = _parse_time(value)
             if moment is not None:
@@ -84,7 +105,7 @@ def timeline_answer(intent: Intent, state: AnalysisState, known: list[Resolution
             relative.append(
                 {"time": "", "source": source, "what": f"{event.type} {event.reason}: {event.message[:200]}"}
             )
-    moments = sorted(set(moments), key=lambda m: m[0])
+    moments = sorted(set(moments), key=lambda m: (m[0], "NotReady since" not in m[2]))
     if intent.window is not None:
         moments = [m for m in moments if intent.window.contains(m[0])]
     events = [{"time": t.isoformat(), "source": s, "what": w} for t, s, w in moments] + relative
@@ -102,7 +123,7 @@ def timeline_answer(intent: Intent, state: AnalysisState, known: list[Resolution
             m
             for m in moments
             if rx.search(
-                r"error|fail|timeout|terminated|exception|refused|panic|deadline|sigterm|sigkill|killed|stopp|oom|evict|backoff|unhealthy",
+                r"error|fail|timeout|terminated|exception|refused|panic|deadline|sigterm|sigkill|killed|stopp|oom|evict|backoff|unhealthy|notready",
                 m[2],
                 rx.I,
             )
