@@ -12,6 +12,7 @@ from diagnostics.agent.evidence.analyzers.base import (
     register,
     rows_of,
 )
+from diagnostics.agent.evidence.analyzers.removed_apis import removed_version
 from diagnostics.agent.findings import Finding, ObjRef, Severity, normalize_kind
 
 BAD_POD_STATUSES = {
@@ -277,6 +278,8 @@ class MissingResourceTypeAnalyzer(Analyzer):
         match = _MISSING_TYPE.search(out.text)
         assert match is not None
         rtype = match.group(1) or match.group(2)
+        if removed_version(out.text) is not None:
+            return []  # a built-in version a Kubernetes upgrade removed, not a CRD (removed_apis.py)
         product = _PRODUCTS.get(rtype.lower())
         subject = state.alert.subject.name
         if product:

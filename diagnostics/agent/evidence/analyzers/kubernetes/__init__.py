@@ -16,6 +16,7 @@ from diagnostics.agent.evidence.analyzers.kubernetes import (  # noqa: F401  (re
     probes,
     rollouts,
     schedules,
+    scrape,
     topology,
     volumes,
     workloads,
