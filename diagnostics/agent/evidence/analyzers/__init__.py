@@ -4,6 +4,7 @@ from diagnostics.agent.evidence.analyzers import (  # noqa: F401  (registration)
     chains,
     changes,
     commands,
+    conntrack,
     dependency_chain,
     events,
     kubernetes,
