@@ -189,8 +189,14 @@ _TARGET_LABELS = frozenset({"pod", "container", "service", "job", "instance", "e
 _NODE_LABELS = ("node", "nodename", "kubernetes_node", "hostname")
 
 
-def _exporter_label(label: str, value: str) -> bool:
-    return label in _TARGET_LABELS and bool(_EXPORTER.search(value.lower()))
+def _exporter_label(label: str, value: str, alertname: str = "") -> bool:
+    """A scrape target label of an exporter, unless the alert is about that exporter itself (its
+    alertname spells the exporter's name: NodeExporterMissing on ``job="node-exporter"``)."""
+    if label not in _TARGET_LABELS or not _EXPORTER.search(value.lower()):
+        return False
+    spelled = camel_words(alertname).lower().split()
+    words = [w for w in rx.split(r"[-_.]", value.lower()) if w]
+    return not (words and f" {' '.join(words)} " in f" {' '.join(spelled)} ")
 
 
 def _node_of(labels: dict[str, str]) -> str:
@@ -216,7 +222,8 @@ def subject_from_labels(labels: dict[str, str]) -> Subject:
         labels.get(label)
         for label in ("container", "resourcequota", "customresource_kind", "name", *_NAME_LABELS)
     )
-    labels = {k: v for k, v in labels.items() if not _exporter_label(k, v)}
+    alertname = labels.get("alertname", "")
+    labels = {k: v for k, v in labels.items() if not _exporter_label(k, v, alertname)}
     node = _node_of(labels)
     if node and not labels.get("node"):
         labels["node"] = node
