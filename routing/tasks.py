@@ -9,7 +9,7 @@ from routing.ledger import journal
 from routing.models import ProfileDrift, RouterVersion, TaskProfile
 from routing.router import alerts
 from routing.router.versions import profile_drift
-from routing.router.versions.drift import is_cost_drift, router_version_drift_check
+from routing.router.versions.drift import is_cost_drift, is_held, router_version_drift_check
 from routing.router.versions.services import RouterTrainingError, router_version_admit, router_version_train
 
 
@@ -67,7 +67,7 @@ def router_retrain(profile_id: int) -> str:
     if profile is None:
         return "no such profile"
     try:
-        version = router_version_train(profile=profile)
+        version = router_version_train(profile=profile, check_first=True)  # refused before it spends
     except RouterTrainingError as exc:
         return f"not trained: {exc}"
     version = router_version_admit(version=version)
@@ -102,6 +102,7 @@ def router_drift_check(version_id: int) -> bool:
     if version is None:
         return False
     was_flagged, was_on_cost = version.drift_flag, is_cost_drift(version.drift_flag, version.drift_reason)
+    was_held = is_held(version.drift_flag, version.drift_reason)
     version = router_version_drift_check(version=version)
     if version.drift_flag and not was_flagged:
         # the fixed fallback that now serves is measured again on the new traffic (the teacher meanwhile)
@@ -112,6 +113,12 @@ def router_drift_check(version_id: int) -> bool:
         alerts.notify(alerts.version_alert(version))  # it still routes: correct, but dearer than predicted
         profile_drift.shifted(version.profile)  # the retrain is admitted on the traffic from now on
         router_retrain.delay(version.profile_id)
+    elif was_held and not version.drift_flag and not is_held(version.drift_flag, version.drift_reason):
+        # released: its correctness came back on the answers it would have served; the drift episode ends
+        since = profile_drift.since_of(version.profile_id)
+        if since is not None:
+            why = f"router v{version.number} released from its hold"
+            profile_drift.resolved(version.profile_id, since, why)
     return version.drift_flag
 
 

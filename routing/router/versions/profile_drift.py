@@ -8,6 +8,11 @@ of prompt sizes). The state is one ``ProfileDrift`` row per profile, shown on th
         ``MIN_LABELLED_CALLS`` labelled ones); else judge the calls since the baseline against it.
     restart(profile, reason)        -> the traffic changed: calls before now are not this traffic.
     shifted(profile)                -> the same, for a version that may still route (drift of cost or inputs).
+    resolved(profile_id, since, why) -> the drift episode found at ``since`` ended: ``since`` cleared.
+
+A drift episode ends when a version is admitted on the traffic since the shift (the new normal) or a held
+version is released (its correctness test accepted H0 on the answers it would have served): ``since`` is
+cleared, so later admissions count from the next shift only, not from one that is over.
 
 On drift of correctness, or of cost or inputs while the correctness test leans towards drift undecided
 (``drift.Judgement.hold``), ``since`` is set to now and the baseline dropped: the fixed fallback
@@ -210,3 +215,14 @@ def restart(profile: TaskProfile, reason: str) -> ProfileDrift:
     state.reason = reason[:4000]
     state.save()
     return state
+
+
+def resolved(profile_id: int, since: datetime, why: str) -> bool:
+    """The drift episode found at ``since`` ended (a version admitted on the traffic since then, or a held
+    version released): ``since`` is cleared and the reason says so. A newer shift found meanwhile stands
+    (False: nothing cleared)."""
+    ended = f"the drift found at {since:%Y-%m-%d %H:%M:%S} UTC ended: {why}"
+    done = ProfileDrift.objects.filter(profile_id=profile_id, since=since).update(
+        since=None, flag=False, reason=f"routed by an active router version; {ended}"[:4000]
+    )
+    return bool(done)

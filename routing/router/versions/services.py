@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -20,6 +21,7 @@ from routing.router.learning.evaluate import featurize, train_and_calibrate
 from routing.router.learning.features import FeatureSpec, FeatureSpecError
 from routing.router.learning.metrics import oracle_metrics, policy_metrics
 from routing.router.learning.model import LearnedRouterModel
+from routing.router.learning.records import ReplayRecord
 from routing.router.learning.runtime import featurizer_for
 from routing.router.versions.admission import Recent, recent_numbers, refusal
 from routing.router.versions.config import profile_target
@@ -30,7 +32,7 @@ from routing.router.versions.data import (
     shift_weighted,
     split,
 )
-from routing.router.versions.profile_drift import since_of
+from routing.router.versions.profile_drift import resolved, since_of
 
 Status = RouterVersion.Status
 
@@ -74,28 +76,82 @@ def _fail(version: RouterVersion, reason: str) -> None:
     RouterVersion.objects.filter(pk=version.pk).update(status=Status.FAILED, status_reason=reason[:4000])
 
 
+def _labelled_since(heldout: Sequence[ReplayRecord], since: dt.datetime | None) -> list[ReplayRecord]:
+    """The labelled held-out calls (``since``: from then on), each once, as ``heldout_replay`` counts."""
+    distinct = [r for r in heldout if r.complete]
+    if since is None:
+        return distinct
+    return [r for r in distinct if dt.datetime.fromisoformat(r.meta["created_at"]) >= since]
+
+
+def refused_before_training(heldout: Sequence[ReplayRecord], since: dt.datetime | None) -> str:
+    """Why admission could not pass on this held-out shard whatever is trained ("": it could): after
+    drift (``since``), fewer labelled held-out calls since the shift than ``MIN_HELDOUT_CALLS``. (Too
+    little data overall is found by training itself: 'failed', "cannot train".)"""
+    if since is None:
+        return ""
+    minimum = conf.get().router.min_heldout_calls
+    recent = Recent(len(_labelled_since(heldout, since)))
+    if recent.calls >= minimum:
+        return ""  # the count could pass: the bound is judged on the trained candidate
+    return refusal(recent, minimum, f"{since:%Y-%m-%d %H:%M} UTC")
+
+
+def _refuse(
+    version: RouterVersion,
+    why: str,
+    heldout: Sequence[ReplayRecord],
+    since: dt.datetime | None,
+    records: Sequence[ReplayRecord],
+) -> None:
+    """The retrain's row when admission could not pass: 'rejected', nothing trained, the count kept."""
+    numbers: dict[str, Any] = {"calls": len(_labelled_since(heldout, None)), "met": False, "trained": False}
+    if since is not None:
+        numbers["since"] = since.isoformat()
+        numbers["recent"] = Recent(len(_labelled_since(heldout, since))).to_json()
+    newest = max((r.meta.get("created_at", "") for r in records), default="")
+    RouterVersion.objects.filter(pk=version.pk).update(
+        status=Status.REJECTED,
+        status_reason=f"refused before training: {why}"[:4000],
+        admission=numbers,
+        heldout_records=numbers["calls"],
+        # the beat retrains again once newer calls arrive (the raised sampling labels them)
+        data_until=dt.datetime.fromisoformat(newest) if newest else None,
+    )
+
+
 def router_version_train(
     *,
     profile: TaskProfile,
     target: Target | None = None,
     spec: FeatureSpec | None = None,
     until: dt.datetime | None = None,
+    check_first: bool = False,
 ) -> RouterVersion:
     """Trains and calibrates a candidate on the profile's ledger (shards 0-2 train, 3 calibrates;
     4 is kept for admission; after drift, the new traffic's labelled calls train at about the old's
     weight, ``data.shift_weighted``). Raises RouterTrainingError, leaving a 'failed' row with the reason,
     when it cannot; a candidate whose calibration found no threshold meeting the target is still
-    saved (admission rejects it, with the curve there to show why)."""
+    saved (admission rejects it, with the curve there to show why). ``check_first`` (the retrain task):
+    the held-out shard is counted before anything is trained, and when admission could not pass on it
+    (``refused_before_training``) the row is 'rejected', "refused before training: why", and
+    RouterTrainingError raised."""
     target = target or profile_target(profile)
     version = _claim(profile=profile, target=target)
     try:
         records = ledger_records(profile=profile, until=until)
         train, calibrate, heldout = split(records)
         since = since_of(profile.pk)
+        why = refused_before_training(heldout, since) if check_first else ""
+        if why:
+            _refuse(version, why, heldout, since, records)
+            raise RouterTrainingError(f"not training a router for {profile.name!r}: {why}")
         if since is not None:  # the new traffic since drift was found weighs as much as the old
             train = shift_weighted(train, lambda r: dt.datetime.fromisoformat(r.meta["created_at"]) >= since)
         featurizer = featurizer_for(spec or configured_spec(), build=True)
         trained = train_and_calibrate(train, sample_weighted(calibrate), featurizer=featurizer, target=target)
+    except RouterTrainingError:
+        raise
     except (ValueError, FeatureSpecError, RuntimeError) as exc:
         _fail(version, f"cannot train: {exc}")
         raise RouterTrainingError(f"cannot train a router for {profile.name!r}: {exc}") from exc
@@ -209,7 +265,10 @@ def router_version_admit(*, version: RouterVersion) -> RouterVersion:
         RouterVersion.objects.filter(pk=version.pk).update(status=Status.REJECTED, status_reason=reason)
         version.refresh_from_db()
         return version
-    return router_version_activate(version=version)
+    version = router_version_activate(version=version)
+    if since is not None:  # admitted on the traffic since the shift: that drift episode is over
+        resolved(version.profile_id, since, f"router v{version.number} admitted on the new traffic")
+    return version
 
 
 @transaction.atomic
