@@ -206,12 +206,14 @@ def _adapter(cycle: Cycle) -> str | None:
 
 def _router(cycle: Cycle) -> str | None:
     """A learned-policy profile gets a new router version, trained and calibrated on the ledger and
-    admitted or rejected by routing's own held-out replay (its numbers stay on the version)."""
+    admitted or rejected by routing's own held-out replay (its numbers stay on the version). As the
+    retrain task does, it counts first: after drift, too few labelled held-out calls of the new traffic
+    leave a 'rejected' row ("refused before training") and nothing is trained."""
     if cycle.profile.policy != TaskProfile.Policy.LEARNED:
         cycle.stats["router"] = {"skipped": f"policy {cycle.profile.policy} uses no learned router"}
         return None
     try:
-        version = router_version_train(profile=cycle.profile)
+        version = router_version_train(profile=cycle.profile, check_first=True)
     except RouterTrainingError as exc:
         cycle.stats["router"] = {"error": str(exc)[:500]}
         return None
