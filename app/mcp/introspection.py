@@ -6,8 +6,8 @@ no JWKS is configured) is checked, by asking the issuer's introspection endpoint
   by HTTP Basic (``SKILLGATE_MCP_OAUTH_CLIENT_ID`` and the secret read from the environment variable
   that ``SKILLGATE_MCP_OAUTH_CLIENT_SECRET_ENV`` names, each form-encoded first as RFC 6749 section
   2.3.1 says). It is awaited on the event loop (no thread), through the URL policy of registered MCP
-  servers (:class:`~diagnostics.mcp.urls.GuardedTransport`: the configured origin only, no redirect
-  followed, every resolved address checked and the connection pinned to it), within
+  servers (app/mcp/fetch.py: the configured origin only, no redirect followed, the host resolved once
+  and every address checked, the connection pinned to the address checked), within
   ``SKILLGATE_MCP_OAUTH_INTROSPECTION_TIMEOUT_S`` for the whole exchange, and reads at most 64 KiB.
 - **The answer is believed only when** ``active`` is ``true``, ``exp`` (when given) is in the future (no
   leeway: the endpoint's own clock already judged it active) and ``nbf`` (when given, 30 s leeway) is
@@ -23,7 +23,6 @@ no JWKS is configured) is checked, by asking the issuer's introspection endpoint
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import hashlib
 import json
@@ -35,11 +34,9 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 from urllib.parse import quote_plus
 
-import httpx2
 from cachetools import TLRUCache
 
-from diagnostics.mcp.selectors import url_policy
-from diagnostics.mcp.urls import GuardedTransport
+from app.mcp import fetch
 
 log = logging.getLogger(__name__)
 
@@ -124,28 +121,22 @@ def _basic(found: Found) -> str:
 
 async def _ask(token: str, found: Found) -> dict[str, Any]:
     global asked
-    transport = GuardedTransport(httpx2.AsyncHTTPTransport(), found.introspection_url, url_policy())
     headers = {"Authorization": _basic(found), "Accept": "application/json"}
     form = {"token": token, "token_type_hint": "access_token"}
+    asked += 1
     try:
-        async with asyncio.timeout(found.timeout_s):
-            async with httpx2.AsyncClient(transport=transport, timeout=found.timeout_s) as client:
-                asked += 1
-                request = client.stream("POST", found.introspection_url, data=form, headers=headers)
-                async with request as response:
-                    if response.status_code != 200:
-                        raise Unavailable(f"the introspection endpoint answered {response.status_code}")
-                    body = bytearray()
-                    async for piece in response.aiter_bytes():
-                        body += piece
-                        if len(body) > MAX_ANSWER_BYTES:
-                            raise Unavailable(f"its answer is over {MAX_ANSWER_BYTES} bytes")
-    except TimeoutError as exc:
-        raise Unavailable(f"no answer within {found.timeout_s:g} s") from exc
-    except httpx2.HTTPError as exc:
-        raise Unavailable(str(exc) or type(exc).__name__) from exc
+        body = await fetch.fetched(
+            "POST",
+            found.introspection_url,
+            timeout_s=found.timeout_s,
+            max_bytes=MAX_ANSWER_BYTES,
+            headers=headers,
+            form=form,
+        )
+    except fetch.Unavailable as exc:
+        raise Unavailable(f"the introspection endpoint: {exc}") from exc
     try:
-        answer = json.loads(bytes(body))
+        answer = json.loads(body)
     except ValueError as exc:
         raise Unavailable("its answer is not JSON") from exc
     if not isinstance(answer, dict):

@@ -10,8 +10,9 @@
   (``SKILLGATE_MCP_OAUTH_JWKS_URL``, the operator's setting: no caller names a URL), with an asymmetric
   algorithm (RS/PS/ES/EdDSA: never ``none`` nor a shared secret), ``iss`` the issuer, ``aud`` this
   resource (RFC 8707: a token minted for another resource is refused), ``exp`` in the future (30 s of
-  leeway) and a subject. The JWKS is fetched (no redirect followed, its URL under the URL policy of
-  registered MCP servers), cached five minutes and verified on a pool of two threads of its own with a
+  leeway) and a subject. The JWKS is fetched (no redirect followed, at most 256 KiB, under the URL
+  policy of registered MCP servers with the connection pinned to the address checked: app/mcp/fetch.py),
+  cached five minutes and verified on a pool of two threads of its own with a
   5 s timeout, so a slow issuer stalls no other caller's request.
 - **Who a token acts as**: the Skillgate user named by its ``SKILLGATE_MCP_OAUTH_USER_CLAIM`` claim
   (``sub``), through that user's active API key named ``SKILLGATE_MCP_OAUTH_KEY_NAME`` (its budget, rate
@@ -42,10 +43,8 @@ from django.db import close_old_connections
 from django.utils import timezone
 
 from app import conf
-from app.mcp import introspection
+from app.mcp import fetch, introspection
 from app.mcp.tools import Caller
-from diagnostics.mcp.selectors import url_policy
-from diagnostics.mcp.urls import url_problem
 from routing import scopes
 from routing.models import ApiKey
 
@@ -53,6 +52,7 @@ METADATA_PATH = "/.well-known/oauth-protected-resource"
 ALGORITHMS = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA")
 LEEWAY_S = 30
 JWKS_TIMEOUT_S = 5.0
+MAX_JWKS_BYTES = 256 * 1024
 _POOL = ThreadPoolExecutor(max_workers=2, thread_name_prefix="mcp-oauth")
 
 
@@ -119,14 +119,21 @@ def challenge(*, token_sent: bool) -> bytes:
 
 
 class _CheckedJwks(jwt.PyJWKClient):
-    """PyJWT's client (no redirect followed) with the JWKS URL checked against the URL policy of
-    registered MCP servers before each fetch: its host resolved and every address checked (a metadata or
-    link-local address never, loopback and private ones only where the operator allows them)."""
+    """PyJWT's client (its caches, its refresh on an unknown ``kid``) whose fetch goes through the URL
+    policy of registered MCP servers (app/mcp/fetch.py): no redirect followed, the host resolved once and
+    every address checked (a metadata or link-local address never, loopback and private ones only where
+    the operator allows them), and the connection pinned to the address checked, so DNS that answers
+    differently between the check and the connect (rebinding) reaches no refused address. It runs on
+    this module's pool (a thread with no event loop of its own)."""
 
     def fetch_data(self) -> Any:
-        if problem := url_problem(self.uri, url_policy()):
-            raise jwt.PyJWKClientConnectionError(f"the JWKS URL is refused by the URL policy: {problem}")
-        return super().fetch_data()
+        try:
+            body = fetch.fetched_blocking(self.uri, timeout_s=self.timeout, max_bytes=MAX_JWKS_BYTES)
+            return json.loads(body)
+        except fetch.Unavailable as exc:
+            raise jwt.PyJWKClientConnectionError(f"the JWKS could not be fetched: {exc}") from exc
+        except ValueError as exc:
+            raise jwt.PyJWKClientError("the JWKS is not JSON") from exc
 
 
 @lru_cache(maxsize=4)
