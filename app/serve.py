@@ -17,6 +17,10 @@ because of two edge rules (issue 37) that live in the server, not the app:
   connection, for its first request) and within :data:`MAX_HEADER_BYTES`: a slower or bigger head gets a
   408 or 431 and the connection is closed (:class:`DeadlineHttpToolsProtocol`). The body's own deadline
   is app/edge.py's.
+- a client must take its answer: while more is waiting to be sent than the socket holds, a client that
+  takes less than :data:`MIN_SEND_BYTES` of it in ``SKILLGATE_SEND_TIMEOUT_S`` has its connection
+  aborted (uvicorn's sends would wait on it for ever, the call holding its place, its upstream and its
+  buffers). The application sees a disconnect: a stream is closed and billed as cut.
 
 Why uvicorn and not a compiled server (issue 42): ``python -m bench.gateway_overhead.stacks`` measured
 granian against this server, the same apps pinned to one core. Its ASGI path was not consistently cheaper
@@ -31,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import socket
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -43,6 +48,11 @@ from app.edge import error_response, response_head
 from routing import conf
 
 MAX_HEADER_BYTES = 64 * 1024
+# What a client paused on must take of its answer in each SKILLGATE_SEND_TIMEOUT_S (uvloop's low-water
+# mark: what resumes writing), or its connection is aborted.
+MIN_SEND_BYTES = 16 * 1024
+
+log = logging.getLogger(__name__)
 
 
 class HeadWithBody(asyncio.Transport):
@@ -120,15 +130,22 @@ def header_timeout_s() -> float:
     return conf.get().limits.body_read_timeout_s
 
 
+def send_timeout_s() -> float:
+    return conf.get().limits.send_timeout_s
+
+
 class HeadTooLarge(Exception):
     """Raised in a parser callback: the head passed MAX_HEADER_BYTES (answered 431 already)."""
 
 
 class DeadlineHttpToolsProtocol(HttpToolsProtocol):
-    """uvicorn's httptools protocol with a deadline and a size bound on each request's headers, whose
-    responses write their head with their first body (:class:`HeadWithBody`)."""
+    """uvicorn's httptools protocol with a deadline and a size bound on each request's headers, a
+    deadline on a client that does not take its answer, and responses that write their head with their
+    first body (:class:`HeadWithBody`)."""
 
     _header_timer: asyncio.TimerHandle | None = None
+    _send_timer: asyncio.TimerHandle | None = None
+    _send_left = 0  # bytes waiting to be sent at the last look, while writing is paused
     _header_bytes = 0
     _wire_bytes = 0
     _headers_pending = False
@@ -200,7 +217,43 @@ class DeadlineHttpToolsProtocol(HttpToolsProtocol):
         if self._header_timer is not None:
             self._header_timer.cancel()
             self._header_timer = None
+        self._stop_send_watch()
         super().connection_lost(exc)
+
+    def pause_writing(self) -> None:
+        """More is waiting than the socket takes (the transport's high-water mark): the client has
+        SKILLGATE_SEND_TIMEOUT_S to take each MIN_SEND_BYTES of it."""
+        super().pause_writing()
+        if self._send_timer is None:
+            self._watch_send()
+
+    def resume_writing(self) -> None:
+        super().resume_writing()
+        self._stop_send_watch()
+
+    def _watch_send(self) -> None:
+        self._send_left = self.transport.get_write_buffer_size()
+        self._send_timer = self.loop.call_later(send_timeout_s(), self._send_due)
+
+    def _stop_send_watch(self) -> None:
+        if self._send_timer is not None:
+            self._send_timer.cancel()
+            self._send_timer = None
+
+    def _send_due(self) -> None:
+        self._send_timer = None
+        left = self.transport.get_write_buffer_size()
+        if self._send_left - left >= MIN_SEND_BYTES:
+            self._watch_send()  # the client is taking it: another period
+            return
+        log.info(
+            "a client took %d bytes of its answer in %g s: connection aborted",
+            self._send_left - left,
+            send_timeout_s(),
+        )
+        # Also when closing already (Connection: close, the keep-alive timeout): close() waits for the
+        # buffer to drain, which is what never happens.
+        self._out.abort()
 
     def _await_headers(self) -> None:
         self._headers_pending = True

@@ -72,6 +72,15 @@ class Limits:
         "connection, for its first request), and its body within as long again after them; a slower "
         "client gets a 408 (app/serve.py, app/edge.py).",
     )
+    send_timeout_s: float = setting(
+        "SEND_TIMEOUT_S",
+        env="SKILLGATE_SEND_TIMEOUT_S",
+        default=30.0,
+        gt=0,
+        doc="A client that takes less than 16 KiB of its answer in this many seconds, while the server "
+        "has more to send than the socket holds, has its connection aborted: the call gives its place "
+        "back and a stream is billed as cut (app/serve.py).",
+    )
     trusted_proxies: tuple[str, ...] = setting(
         "TRUSTED_PROXIES",
         env="SKILLGATE_TRUSTED_PROXIES",
