@@ -138,12 +138,34 @@ Alert shapes: labels only, prose, JSON object references, Slack threads with use
 
 Not yet worked on: the blind score is the only one so far."""
 
+ROUND_SEVEN = """\
+16 faults from Kubernetes', Prometheus' and the applications' own semantics, none shown by an earlier case,
+in layers the earlier rounds barely touched: Redis at maxmemory with `noeviction`, Kafka consumers over
+`max.poll.interval.ms`, a RabbitMQ memory alarm blocking publishers, an inactive PostgreSQL replication slot
+retaining WAL, a rotated internal CA missing from a client's trust bundle, a CoreDNS stub zone whose
+forwarder does not answer, a cluster autoscaler blocked by a cloud vCPU quota, a node under PIDPressure from
+a process leak, a Service selecting a leftover canary, an ExternalSecret whose key is not in its store, a
+recording rule emptied by a metric rename, a Rails connection pool smaller than Puma's threads, a privileged
+port under a user other than root, `FileSystemResizePending`, a MySQL replica SQL thread stopped on a
+duplicate key, an ingress body size limit (413). Alert shapes: labels only, prose (PagerDuty, Jira), JSON
+finding references, Slack threads with user ids, a node alert, `generatorURL`s; distractors in the outputs
+(older healed faults with timestamps, noisy harmless warnings, recent unrelated changes). Written blind to
+`diagnostics/` (only `replay.py`'s file conventions read).
+
+The blind commit is f7ceb72: it corrected the wording of four expected facts of 0508a34 (which added the
+cases) before any analyzer was written, after one look at the keyword grader's missing words and n76's
+report (n76's `PIDs` is split into `pi`/`ds`; n71/n72 dates as the logs write them; n81 dropped a remedy
+clause with a port number). Both commits score 0/16.
+
+Not yet worked on: the blind score is the only one so far."""
+
 ROUNDS = (
     Round("one", 1, 21, "f8d2e4f", ROUND_ONE),
     Round("three", 22, 28, "7b4b16a", ROUND_THREE),
     Round("four", 29, 36, "c8ea5fb", ROUND_FOUR),
     Round("five", 37, 52, "c794956", ROUND_FIVE),
     Round("six", 53, 68, "71760eb", ROUND_SIX),
+    Round("seven", 69, 84, "f7ceb72", ROUND_SEVEN),
 )
 
 
