@@ -5,7 +5,9 @@ status, and the MCP writes waiting for approval. Promotions of writing tools to 
 
 An operator with ``diagnostics.change_mcpserver`` accepts a new tool's classification here (one tool, or
 every new tool of a server), and turns a server off or on: a POST to the same page, audited as an
-``McpToolChange`` of each tool, then a redirect. Registering, testing, connecting, editing and deleting
+``McpToolChange`` of each tool, then a redirect. An acceptance covers the tools as the page showed them
+(each form names their fingerprints): a tool the server changed, or listed, after the page was drawn is
+left waiting and the page says so. Registering, testing, connecting, editing and deleting
 a server are app/mcp/server_pages.py.
 
 The audit (each tool's changes, and the calls ledger) is browsable at the foot of the page, newest first,
@@ -27,7 +29,7 @@ from diagnostics.mcp.servers import (
     mcp_server_enable,
     mcp_tool_accept,
 )
-from diagnostics.models import McpServer
+from diagnostics.models import McpServer, McpTool
 
 AUDIT_PAGE = 50
 
@@ -44,16 +46,41 @@ def _accept(request: HttpRequest) -> str:
     action = str(request.POST.get("action", "accept"))
     if action not in ("accept", "disable", "enable"):
         return "Unknown action: accept, disable or enable."
+    note = "accepted on the MCP page"
     try:
         if action != "accept":
             mcp_server_enable(server=server, enabled=action == "enable", by=user, note="on the MCP page")
         elif tool:
-            mcp_tool_accept(server=server, tool=tool, by=user, note="accepted on the MCP page")
+            printed = str(request.POST.get("fingerprint", ""))[:64]
+            if not printed:
+                return "Reload the page: an acceptance names the tool as it was shown (its fingerprint)."
+            mcp_tool_accept(server=server, tool=tool, by=user, note=note, fingerprint=printed)
         else:
-            mcp_server_accept(server=server, by=user, note="accepted on the MCP page")
+            shown = _seen(request.POST.getlist("seen"))
+            accepted = mcp_server_accept(server=server, by=user, note=note, seen=shown)
+            if left := _waiting(server):  # the shown ones were accepted: these changed or are newer
+                return (
+                    f"Accepted {len(accepted)}; {left} new tool{'s' if left != 1 else ''} changed or "
+                    "appeared since the page was shown and still wait: look at them again."
+                )
     except ServiceError as exc:
         return str(exc)
     return ""
+
+
+def _seen(values: list[str]) -> dict[str, str]:
+    """The page's ``seen`` fields (``<fingerprint>:<name>`` of each new tool it showed) as name -> print."""
+    seen: dict[str, str] = {}
+    for value in values[:1000]:
+        printed, colon, name = str(value).partition(":")
+        if colon and len(printed) == 64:
+            seen[name[:128]] = printed
+    return seen
+
+
+def _waiting(server: McpServer) -> int:
+    """New tools of ``server`` still waiting for review."""
+    return McpTool.objects.filter(server=server, reviewed_at__isnull=True, refused="", present=True).count()
 
 
 @page(roles.VIEW_INCIDENTS)

@@ -111,6 +111,7 @@ class OverrideIn(Schema):
 
 class NoteIn(Schema):
     note: str = Field("", max_length=2000)
+    fingerprint: str = Field("", max_length=64, description="One tool's accept: the tool as you saw it.")
 
 
 class AllowListIn(Schema):
@@ -164,6 +165,7 @@ class ToolOut(Schema):
     refused: str = Field(description="Why it never runs here ('' when it may).")
     present: bool
     annotations: dict[str, Any] | None
+    fingerprint: str = Field(description="sha256 of the tool as listed; a changed tool is not accepted.")
 
     @staticmethod
     def resolve_klass(tool: McpTool) -> str:
@@ -384,8 +386,10 @@ def tool_override(request: HttpRequest, server: str, tool: str, body: OverrideIn
     summary="Accept a new tool's classification (first sight), or a change toward read held for review",
 )
 def tool_accept(request: HttpRequest, server: str, tool: str, body: NoteIn | None = None) -> dict[str, Any]:
-    note = body.note if body is not None else ""
-    row = servers.mcp_tool_accept(server=server_named(server), tool=tool, by=caller(request).user, note=note)
+    note, seen = (body.note, body.fingerprint or None) if body is not None else ("", None)
+    row = servers.mcp_tool_accept(
+        server=server_named(server), tool=tool, by=caller(request).user, note=note, fingerprint=seen
+    )
     return {"tool": row}
 
 

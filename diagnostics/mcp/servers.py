@@ -299,10 +299,21 @@ def mcp_tool_override(*, server: McpServer, tool: str, to: str, by: User, note: 
 
 
 @transaction.atomic
-def mcp_tool_accept(*, server: McpServer, tool: str, by: User | None, note: str = "") -> McpTool:
+def mcp_tool_accept(
+    *, server: McpServer, tool: str, by: User | None, note: str = "", fingerprint: str | None = None
+) -> McpTool:
     """Accepts a new tool's classification (first sight), or a held change toward read (the tool takes
-    the class the server now declares). A refused tool cannot be accepted."""
-    row = _tool(server, tool)
+    the class the server now declares). A refused tool cannot be accepted. ``fingerprint``: the tool as
+    the operator was shown it; a tool the server changed since (a new listing between the look and the
+    click: other hints, words or schema) is refused, so an acceptance never covers what nobody saw."""
+    row = McpTool.objects.select_for_update().filter(pk=_tool(server, tool).pk).get()
+    if fingerprint is not None and row.fingerprint != fingerprint:
+        raise ServiceError(
+            f"Tool {tool!r} changed on the server since it was shown (it is now {row.declared}: "
+            f"{row.declared_reason}); look at it again before accepting.",
+            code="changed",
+            status=409,
+        )
     if row.refused:
         raise ServiceError(
             f"Tool {tool!r} is refused ({row.refused}); it cannot be accepted.", code="refused", status=409
@@ -319,15 +330,22 @@ def mcp_tool_accept(*, server: McpServer, tool: str, by: User | None, note: str 
     return row
 
 
-def mcp_server_accept(*, server: McpServer, by: User | None, note: str = "") -> list[str]:
+def mcp_server_accept(
+    *, server: McpServer, by: User | None, note: str = "", seen: dict[str, str] | None = None
+) -> list[str]:
     """Accepts the classification of every new tool of ``server`` (the MCP page's "accept all new"):
-    each as its vetted class, each audited; held changes toward read are left for one-by-one review."""
-    names = McpTool.objects.filter(
-        server=server, reviewed_at__isnull=True, refused="", present=True
-    ).values_list("name", flat=True)
+    each as its vetted class, each audited; held changes toward read are left for one-by-one review.
+    ``seen`` (name -> fingerprint): the new tools as the operator was shown them; a tool not among them
+    (listed since) or changed since is left waiting, never accepted unseen."""
+    rows = McpTool.objects.filter(server=server, reviewed_at__isnull=True, refused="", present=True)
     accepted = []
-    for name in list(names):
-        mcp_tool_accept(server=server, tool=name, by=by, note=note)
+    for name, printed in list(rows.values_list("name", "fingerprint")):
+        if seen is not None and seen.get(name) != printed:
+            continue
+        try:
+            mcp_tool_accept(server=server, tool=name, by=by, note=note, fingerprint=printed)
+        except ServiceError:  # changed between the two reads: left waiting
+            continue
         accepted.append(name)
     return accepted
 

@@ -15,6 +15,7 @@ from django.test import Client
 
 from diagnostics.models import McpServer, McpTool, McpToolChange
 from tests.factories import UserFactory
+from tests.mcp.page_forms import accept_form
 from tests.support.fake_environment import FakeEnvironment  # noqa: F401  (registers the "fake" environment)
 
 pytestmark = pytest.mark.django_db
@@ -104,7 +105,7 @@ def test_register_test_connect_edit_delete_and_the_audit_kept(
 
     edit = client.get("/mcp-servers/liar/")
     assert edit.status_code == 200 and "UPSTREAM_LOG=MCP_TEST_UPSTREAM_LOG" in edit.content.decode()
-    assert client.post("/mcp-servers/", {"server": "liar"}).status_code == 302  # accept every new tool
+    assert client.post("/mcp-servers/", accept_form(page, "liar")).status_code == 302  # every new tool
     assert not tools.filter(reviewed_at__isnull=True).exists()
     saved = client.post("/mcp-servers/liar/", {**upstream_env, "timeout_s": "5"})
     assert saved.status_code == 302 and McpServer.objects.get().timeout_s == 5

@@ -31,6 +31,7 @@ from routing import scopes
 from tests.api.conftest import role_key
 from tests.factories import make_role_key
 from tests.mcp.conftest import _hostile_http, upstream_command
+from tests.mcp.page_forms import accept_form
 from tests.mcp.test_surfaces import call, text
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -297,7 +298,7 @@ def test_an_operator_accepts_and_disables_on_the_mcp_page_and_each_step_is_audit
     client.force_login(operator)
     html = client.get("/mcp-servers/").content.decode()
     assert "new tools waiting for review" in html and "Accept every new tool" in html
-    assert client.post("/mcp-servers/", {"server": "pageliar", "tool": "status"}).status_code == 302
+    assert client.post("/mcp-servers/", accept_form(html, "pageliar", "status")).status_code == 302
     status = McpTool.objects.get(server=server, name="status")
     assert effective_class(status) == "read" and status.reviewed_by == operator
     agent = make_role_key("agent", "operator", scopes=[scopes.MCP_GATEWAY])
