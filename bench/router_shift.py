@@ -4,8 +4,9 @@ As deployed, one router version per profile: trained and calibrated on that prof
 calls (synthetic, known ground truth), then replayed unchanged on a held-out in-distribution set, on a
 shifted one (another profile mix, more log-odds noise the features do not show) and on a harder shifted
 one (the content decides less of the student's success). Per profile: the pass rate against the required
-one, the cost relative to always-teacher and to the oracle router (the one that knows each call's true
-odds), and what callers were served.
+one, the cost relative to always-teacher, to the oracle (the one that knows each call's outcome) and to
+the router that knows each call's true odds (``router_shift_watch.odds_router_cost``), and what callers
+were served.
 
 "Served" replays the drift watch on each stream in its order with the drift checks' own tests
 (``routing/router/learning/sequential.py``), every ``--check-every`` calls (from 50): correctness of the
@@ -15,7 +16,8 @@ call, teacher share and the input shift (PSI of prompt sizes). Drift of correctn
 the teacher serves the rest (the safe fallback, until it is measured again; not replayed). Drift of the
 others alone keeps the version serving and queues a retrain, replayed with ``--retrain``
 (``bench/router_shift_retrain.py``), unless the correctness test leans towards drift undecided at that
-check: then the version is held (``drift.HELD``) and the teacher serves the rest as on a stop.
+check: then the version is held (``drift.HELD``) and the teacher serves until the version, measured again
+on the safe policy's samples, is released or stopped (``bench/router_shift_watch.py``).
 'served - required (upper bound)' states the confidence margin: a miss whose upper bound is above 0
 cannot be told from chance on those calls.
 
@@ -30,11 +32,9 @@ weighting. Simulated: the gateway and the ledger (records, not rows), the hourly
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from collections import defaultdict
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -42,6 +42,7 @@ import numpy as np
 import bench.support.django_env  # noqa: F401  sets Django up before the app imports below
 from bench.router_data.synthetic import NOISE, REGIMES, SHARPNESS, Regime, generate
 from bench.router_shift_retrain import logged_stream, retrain_until_admitted, served_after
+from bench.router_shift_watch import Watch, odds_router_cost, prompt_tokens, watch_stream
 from routing.router.learning.calibration import (
     PolicyData,
     Split,
@@ -55,11 +56,6 @@ from routing.router.learning.metrics import oracle_metrics, policy_metrics
 from routing.router.learning.records import ReplayRecord
 from routing.router.learning.sequential import (
     PSI_DRIFT,
-    cost_sprt,
-    fallback_sprt,
-    psi_test,
-    share_moved,
-    student_sprt,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -79,99 +75,6 @@ def by_profile(records: list[ReplayRecord]) -> dict[str, list[ReplayRecord]]:
         if record.complete:
             out[record.profile].append(record)
     return out
-
-
-@dataclass(frozen=True)
-class Watch:
-    sample_rate: float = 0.05
-    boost: float = 4.0
-    check_every: int = 50
-    pass_margin: float = 0.05
-    share_margin: float = 0.10
-    training_window: int = 50000  # MAX_TRAINING_CALLS: a retrain reads the profile's newest rows
-    retrain_every: int = 100  # calls between retrains while refused (the beat's router_retrain_due)
-
-
-@dataclass(frozen=True)
-class Watched:
-    """What the drift watch did on one stream."""
-
-    first: int | None  # the call count at the first check that found drift (None: never)
-    which: str  # the tests that did
-    stop: int | None  # correctness drifted there: the version stops serving (None: never)
-    student_labels: int  # labelled answers of the student's own (the correctness test's evidence)
-    student_rate: float | None  # their correctness, against calibration's prediction
-    psi: float  # input shift (prompt sizes) at the end of the stream, or at the stop
-    rates: tuple[float, ...] = ()  # each call's background sampling rate (boosted while suspected)
-    held: bool = False  # ``stop`` is a hold: correctness suspected while another test found drift
-
-
-def prompt_tokens(record: ReplayRecord) -> float:
-    """The call's prompt size in tokens as the ledger counts them (4 characters a token here)."""
-    return len(json.dumps(record.request, ensure_ascii=False)) / 4.0
-
-
-def watch_stream(
-    sim: dict[str, np.ndarray],
-    to_teacher: np.ndarray,
-    prompts: list[float],
-    trained: TrainedRouter,
-    trained_on: list[float],
-    watch: Watch,
-    seed: int,
-) -> Watched:
-    """The drift checks of ``routing/router/versions/drift.py`` replayed on one stream, by the same
-    functions (``routing/router/learning/sequential.py``). Correctness: the student's own answers (not
-    routed to the teacher, not fallen back), labelled by a background teacher sample at ``sample_rate``
-    (x ``boost`` while a test leans towards drift), against calibration's ``student_pass_rate``; the
-    teacher's answers are the reference and are not tested."""
-    chosen = trained.calibration.chosen
-    q0, share = chosen.student_pass_rate, chosen.student_served_share
-    measured_on = round((share or 0.0) * trained.calibration.n)
-    rng = np.random.default_rng(seed)
-    labels: list[bool] = []
-    suspected = False
-    first: tuple[int | None, str] = (None, "")
-    shift = 0.0
-    rates: list[float] = []
-    for i in range(len(to_teacher)):
-        rate = min(1.0, watch.sample_rate * (watch.boost if suspected else 1.0))
-        rates.append(rate)
-        if not (to_teacher[i] or sim["fallback"][i]) and rng.random() < rate:
-            labels.append(bool(sim["ok"][i]))
-        n = i + 1
-        if n < watch.check_every or n % watch.check_every:
-            continue
-        tests = {
-            "correctness": student_sprt(labels, q0 or 0.0, share or 0.0, watch.pass_margin, measured_on),
-            "fallback rate": fallback_sprt(int(sim["fallback"][:n].sum()), n, chosen.fallback_rate),
-            "cost per call": cost_sprt([float(c) for c in sim["cost"][:n]], chosen.cost_usd),
-        }
-        found = [name for name, test in tests.items() if test.decision == "drift"]
-        if share_moved(int(to_teacher[:n].sum()), n, chosen.teacher_share, watch.share_margin):
-            found.append("teacher share")
-        shift, drift_at = psi_test(trained_on, prompts[:n])
-        if shift >= drift_at:
-            found.append(f"inputs (PSI {shift:.2f})")
-        if found and first[0] is None:
-            first = (n, ", ".join(found))
-        if "correctness" in found:
-            return Watched(first[0], first[1], n, len(labels), _rate(labels), shift, tuple(rates))
-        if first[0] is not None and tests["correctness"].decision == "suspected":
-            # held (``drift.HELD``): correctness leans towards drift while another test found drift (at
-            # this check or an earlier one: it stands until a retrain, ``drift.latched``), so
-            # the safe fixed policy serves; the version's answers are no longer served nor sampled, so
-            # its test stays where it is: the hold lasts until a retrain (``--retrain``)
-            return Watched(first[0], first[1], n, len(labels), _rate(labels), shift, tuple(rates), held=True)
-        # a test leaning towards drift, or drift of cost, fallbacks, teacher share or inputs (the version
-        # keeps serving, retrain queued): its correctness is in doubt, so its answers are sampled more
-        suspected = bool(found) or any(test.decision == "suspected" for test in tests.values())
-    shift = psi_test(trained_on, prompts)[0]
-    return Watched(first[0], first[1], None, len(labels), _rate(labels), shift, tuple(rates))
-
-
-def _rate(labels: list[bool]) -> float | None:
-    return sum(labels) / len(labels) if labels else None
 
 
 def served_margin(ok: np.ndarray, t_ok: np.ndarray, target: Target) -> tuple[float, float]:
@@ -213,17 +116,17 @@ def row(
     sim = data.simulate(to_teacher)
     prompts = [prompt_tokens(r) for r in records]
     seen = watch_stream(sim, to_teacher, prompts, trained, trained_on, watch, seed=len(records))
-    ok, cost = sim["ok"].astype(bool), sim["cost"].astype(float)
-    if seen.stop is not None:  # correctness drifted: the teacher serves from the next call on
-        ok[seen.stop :], cost[seen.stop :] = data.t_ok[seen.stop :], data.t_cost[seen.stop :]
+    served = np.asarray(seen.served, dtype=bool)  # else the teacher served it (stopped or held)
+    ok = np.where(served, sim["ok"], data.t_ok).astype(bool)
+    cost = np.where(served, sim["cost"], data.t_cost).astype(float)
     served_pass, served_cost = float(ok.mean()), float(cost.mean())
     point, upper = served_margin(ok, data.t_ok, target)
     served_meets = "yes" if point >= -1e-12 else ("within margin" if upper >= 0 else "**no**")
     served_vs_oracle = served_cost / oracle.cost_usd - 1 if oracle.cost_usd else float("nan")
-    flag = f"{seen.first} ({seen.which})" if seen.first is not None else "—"
-    if seen.stop is not None:
-        verb = "held" if seen.held else "stops"
-        flag += f"; {verb} at {seen.stop}" if seen.stop != seen.first else f"; {verb}"
+    odds = odds_router_cost(records, target)
+    vs_odds = f"{learned.cost_usd / odds - 1:+.1%}" if odds else "—"
+    served_vs_odds = f"{served_cost / odds - 1:+.1%}" if odds else "—"
+    flag = seen.story()
     q0 = trained.calibration.chosen.student_pass_rate
     student = (
         f"{seen.student_rate:.3f} on {seen.student_labels} vs {q0:.3f}"
@@ -234,21 +137,17 @@ def row(
     )
     line = (
         f"| {name} | {len(records)} | {learned.pass_rate:.3f} | {required:.3f} | {meets} | "
-        f"{learned.cost_rel:.1%} | {vs_oracle:+.1%} | {learned.fallback_rate:.1%} | {student} | "
-        f"{seen.psi:.2f} | {flag} | {served_pass:.3f} | {point:+.3f} ({upper:+.3f}) | {served_meets} | "
-        f"{served_cost / float(data.t_cost.mean()):.1%} | {served_vs_oracle:+.1%} |"
+        f"{learned.cost_rel:.1%} | {vs_oracle:+.1%} | {vs_odds} | {learned.fallback_rate:.1%} | "
+        f"{student} | {seen.psi:.2f} | {flag} | {served_pass:.3f} | {point:+.3f} ({upper:+.3f}) | "
+        f"{served_meets} | {served_cost / float(data.t_cost.mean()):.1%} | {served_vs_oracle:+.1%} | "
+        f"{served_vs_odds} |"
     )
     if old is None or seen.first is None:
         return line, None
-    # the stream as served: the version, then (stopped or held) the teacher, its calls sampled for the
-    # student's answer at the boosted rate (the fallback is unmeasured since the drift: sampling raised)
-    actual = to_teacher.copy()
+    # the stream as served: the version, and while stopped or held the teacher, its calls sampled for
+    # the student's answer at the boosted rate (the fallback is unmeasured since the drift: sampling raised)
+    actual = to_teacher | ~served
     rates = list(seen.rates)
-    if seen.stop is not None:
-        actual[seen.stop :] = True
-        boosted = min(1.0, watch.sample_rate * watch.boost)
-        rates = rates[: seen.stop] + [boosted] * (len(records) - seen.stop)
-    rates += [rates[-1]] * (len(records) - len(rates))
     served_sim = data.simulate(actual)
     logged = logged_stream(records, served_sim, actual, rates, seed=len(records) + 1)
     at = seen.first
@@ -258,14 +157,15 @@ def row(
     )
     tried = f"{at}" if attempts == 1 else f"{at}, then every {watch.retrain_every} ({attempts} tries)"
     if not done.admitted or done.to_teacher is None:
-        after = "the version serves on" if seen.stop is None else "the teacher serves on"
-        return line, f"| {name} | {tried} | {done.new_labelled} | refused: {done.reason} | {after} | | |"
+        after = "the version serves on" if seen.out_at is None else "the teacher serves on"
+        return line, f"| {name} | {tried} | {done.new_labelled} | refused: {done.reason} | {after} | | | |"
     ok2, cost2 = served_after(data, served_sim, done.at, done.to_teacher)
     point2, upper2 = served_margin(ok2, data.t_ok, target)
     vs2 = float(cost2.mean()) / oracle.cost_usd - 1 if oracle.cost_usd else float("nan")
+    odds2 = f"{float(cost2.mean()) / odds - 1:+.1%}" if odds else "—"
     return line, (
         f"| {name} | {tried}: admitted at {done.at} | {done.new_labelled} | {done.reason} | "
-        f"{float(ok2.mean()):.3f} | {point2:+.3f} ({upper2:+.3f}) | {vs2:+.1%} |"
+        f"{float(ok2.mean()):.3f} | {point2:+.3f} ({upper2:+.3f}) | {vs2:+.1%} | {odds2} |"
     )
 
 
@@ -294,6 +194,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--retrain-every", type=int, default=100, help="calls between retrains while one is refused"
+    )
+    parser.add_argument(
+        "--no-release",
+        action="store_true",
+        help="a hold lasts to the end of the stream (the watch as replayed before releases were)",
     )
     parser.add_argument("--out", default=str(RESULTS))
     args = parser.parse_args(argv)
@@ -335,8 +240,14 @@ def main(argv: list[str] | None = None) -> int:
         f"log-odds noise {args.noise:g} (in distribution {NOISE:g}); 'shifted, harder': the same with the "
         f"content's weight on the student's success {args.harder_sharpness:g} (in distribution "
         f"{SHARPNESS:g}), so the student fails where the content says it would succeed, a drop of "
-        "correctness the drift check must catch. 'vs oracle': cost over the router that "
-        "knows each call's true odds. A profile that misses its target on the shifted mix is what drift must "
+        "correctness the drift check must catch. 'vs oracle': cost over the oracle that knows each "
+        "call's outcome (the student where its answer is right, else the teacher: it never serves a wrong "
+        "answer, so it is held to more than the target); 'vs odds router': cost over the router that knows "
+        "each call's true odds (the generator's student success probability, the noise no content shows "
+        "included), run as deployed (the teacher above a threshold, else the student with the teacher on a "
+        "failed verification) with the cheapest threshold meeting the target on these very calls, no "
+        "margin: the floor the issue's 10% is measured against. A profile that misses its target on "
+        "the shifted mix is what drift must "
         "catch: once flagged, the profile is served by its safe fixed policy (the teacher: pass rate 1.00x "
         "the teacher's, cost 100%).\n",
         f"Served: the drift watch of `routing/router/versions/drift.py` replayed on each stream by its own "
@@ -348,22 +259,24 @@ def main(argv: list[str] | None = None) -> int:
         "the reference. 'PSI': input "
         f"shift of prompt sizes against the calls the version learned from (drift at {PSI_DRIFT:g} plus "
         "what sampling alone gives, `psi_test`). "
-        "'flagged': the call count at the first check that found drift, and which tests; 'stops': "
-        "correctness drifted there and the teacher serves the rest (the safe fallback, until it is "
-        "measured again; not replayed). Drift of cost, teacher share, fallbacks or inputs alone keeps the "
+        "'flagged': the call count at the first check that found drift, and which tests, then what the "
+        "watch did; 'stops': correctness drifted there and the teacher serves the rest (the safe fallback, "
+        "until it is measured again; not replayed). Drift of cost, teacher share, fallbacks or inputs "
+        "alone keeps the "
         "version serving and queues a retrain (replayed with `--retrain`, below), unless the correctness "
         "test leans towards drift undecided at that check ('held': `drift.HELD`, the safe fixed policy, "
-        "here the teacher, serves the rest as on a stop; the version's answers are no longer sampled, so "
-        "only a retrain ends it here; the project also measures a held version again on the student "
-        "samples of the safe policy's calls, `drift.held_labels`, which is not replayed).\n",
+        "here the teacher, serves; the version is measured again as `drift.held_labels` does, on the "
+        "student answers it would have served that the safe policy's samples label, at the raised rate: "
+        "'released' when its correctness test accepts H0, and it routes again; 'stops' when the test "
+        "decides drift; `--no-release` replays a hold as lasting to the end, as before).\n",
         "'served - required (upper bound)': the served pass rate minus the required one, and the upper "
         f"confidence bound of that difference at z={target.z:g} (paired with the teacher on the same calls, "
         "the MOVER bound calibration uses). 'within margin': below the target by less than the confidence "
         "margin, a miss these calls cannot tell from chance; '**no**': below it beyond the margin.\n",
-        "| profile / set | calls | pass | required | meets | cost vs teacher | vs oracle | fallbacks "
-        "| student answers | PSI | flagged | served pass | served - required (upper bound) | served meets "
-        "| served cost | served vs oracle |",
-        "|---|---:|---:|---:|---|---:|---:|---:|---|---:|---|---:|---:|---|---:|---:|",
+        "| profile / set | calls | pass | required | meets | cost vs teacher | vs oracle | vs odds router "
+        "| fallbacks | student answers | PSI | flagged | served pass | served - required (upper bound) "
+        "| served meets | served cost | served vs oracle | served vs odds router |",
+        "|---|---:|---:|---:|---|---:|---:|---:|---:|---|---:|---|---:|---:|---|---:|---:|---:|",
     ]
     watch = Watch(
         sample_rate=args.sample_rate,
@@ -371,6 +284,7 @@ def main(argv: list[str] | None = None) -> int:
         check_every=args.check_every,
         training_window=args.training_window,
         retrain_every=args.retrain_every,
+        release=not args.no_release,
     )
     retrained: list[str] = []
     for profile, records in sorted(train_all.items()):
@@ -402,8 +316,8 @@ def main(argv: list[str] | None = None) -> int:
             "before training), and routes the rest of the stream. 'new labelled calls': labelled since "
             "the flag, at the last try.\n",
             "| profile / set | trained at call | new labelled calls | admission | served pass "
-            "| served - required (upper bound) | served vs oracle |",
-            "|---|---:|---:|---|---:|---:|---:|",
+            "| served - required (upper bound) | served vs oracle | served vs odds router |",
+            "|---|---:|---:|---|---:|---:|---:|---:|",
             *retrained,
         ]
     lines.append(f"\n{time.perf_counter() - started:.0f}s\n")

@@ -1,0 +1,193 @@
+"""The drift watch replayed on one stream (``bench/router_shift.py``), hold and release included.
+
+The checks of ``routing/router/versions/drift.py`` by the same functions
+(``routing/router/learning/sequential.py``), every ``check_every`` calls. Correctness: the student's own
+answers (not routed to the teacher, not fallen back), labelled by a background teacher sample at
+``sample_rate`` (x ``boost`` while a test leans towards drift), against calibration's
+``student_pass_rate``; the teacher's answers are the reference and are not tested. Fallback rate, cost
+per call, teacher share and inputs are judged on the calls the version routed.
+
+Correctness drifted: the version stops, the teacher serves the rest. Correctness leaning towards drift
+while another test found drift (now or at an earlier check: ``drift.latched``): held (``drift.HELD``), the
+teacher serves. While held, the version is measured again as ``drift.held_labels`` does: the teacher's
+calls are sampled for the student's answer at the raised rate, and of those, the answers the version
+would have served itself (left to the student, passing their verifier) are labelled; the hold ends
+(released, the version routes again) when the correctness test accepts H0, and becomes a stop when it
+decides drift. ``release=False`` replays the watch as it was before the release was replayed: a hold
+lasts to the end of the stream.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import numpy as np
+
+from routing.router.learning.calibration import PolicyData, Target, calibrate
+from routing.router.learning.evaluate import TrainedRouter
+from routing.router.learning.records import ReplayRecord
+from routing.router.learning.sequential import cost_sprt, fallback_sprt, psi_test, share_moved, student_sprt
+
+
+@dataclass(frozen=True)
+class Watch:
+    sample_rate: float = 0.05
+    boost: float = 4.0
+    check_every: int = 50
+    pass_margin: float = 0.05
+    share_margin: float = 0.10
+    training_window: int = 50000  # MAX_TRAINING_CALLS: a retrain reads the profile's newest rows
+    retrain_every: int = 100  # calls between retrains while refused (the beat's router_retrain_due)
+    release: bool = True  # a held version is measured again and released (``drift.held_labels``)
+
+
+@dataclass(frozen=True)
+class Watched:
+    """What the drift watch did on one stream."""
+
+    first: int | None  # the call count at the first check that found drift (None: never)
+    which: str  # the tests that did
+    stop: int | None  # correctness drifted there: the version stops serving (None: never)
+    student_labels: int  # labelled answers of the student's own (the correctness test's evidence)
+    student_rate: float | None  # their correctness, against calibration's prediction
+    psi: float  # input shift (prompt sizes) of the calls the version routed
+    rates: tuple[float, ...] = ()  # each call's background sampling rate (boosted while suspected)
+    served: tuple[bool, ...] = ()  # each call: the version routed it (else the teacher served it)
+    holds: tuple[int, ...] = ()  # the checks that held the version
+    releases: tuple[int, ...] = ()  # the checks that released it (correctness accepted H0)
+
+    @property
+    def held(self) -> bool:
+        """Held at the end of the stream (not stopped, not released since)."""
+        return bool(self.holds) and (not self.releases or self.releases[-1] < self.holds[-1])
+
+    @property
+    def out_at(self) -> int | None:
+        """The call from which the version served nothing to the end (stopped, or held for good)."""
+        return self.stop if self.stop is not None else (self.holds[-1] if self.held else None)
+
+    def story(self) -> str:
+        """'flagged' column: the first check that found drift, and what the watch did after."""
+        if self.first is None:
+            return "—"
+        parts = [f"{self.first} ({self.which})"]
+        events = sorted([(n, "held") for n in self.holds] + [(n, "released") for n in self.releases])
+        if self.stop is not None:
+            events.append((self.stop, "stops"))
+        parts += [f"{verb} at {n}" if n != self.first else verb for n, verb in events]
+        return "; ".join(parts)
+
+
+def prompt_tokens(record: ReplayRecord) -> float:
+    """The call's prompt size in tokens as the ledger counts them (4 characters a token here)."""
+    return len(json.dumps(record.request, ensure_ascii=False)) / 4.0
+
+
+def watch_stream(
+    sim: dict[str, np.ndarray],
+    to_teacher: np.ndarray,
+    prompts: list[float],
+    trained: TrainedRouter,
+    trained_on: list[float],
+    watch: Watch,
+    seed: int,
+) -> Watched:
+    """The module docstring's watch on one stream: ``sim`` is the version's routing ``to_teacher``
+    simulated on every call (what it would have done, served or not)."""
+    chosen = trained.calibration.chosen
+    q0, share = chosen.student_pass_rate, chosen.student_served_share
+    measured_on = round((share or 0.0) * trained.calibration.n)
+    rng = np.random.default_rng(seed)
+    count = len(to_teacher)
+    labels: list[bool] = []
+    suspected = False
+    first: tuple[int | None, str] = (None, "")
+    shift = 0.0
+    rates: list[float] = []
+    mine = np.zeros(count, dtype=bool)
+    raised = min(1.0, watch.sample_rate * watch.boost)
+    own = ~(np.asarray(to_teacher, dtype=bool) | sim["fallback"].astype(bool))  # the student's own answer
+    stop: int | None = None
+    held = False
+    holds: list[int] = []
+    releases: list[int] = []
+    prompt_array = np.asarray(prompts, dtype=float)
+    for i in range(count):
+        if stop is not None or (held and not watch.release):
+            rates.append(raised)  # the teacher serves, unmeasured: its calls sampled at the raised rate
+            continue
+        if held:  # the teacher serves; the student answers it would have served are labelled again
+            rates.append(raised)
+            if own[i] and rng.random() < raised:
+                labels.append(bool(sim["ok"][i]))
+        else:
+            mine[i] = True
+            rate = min(1.0, watch.sample_rate * (watch.boost if suspected else 1.0))
+            rates.append(rate)
+            if own[i] and rng.random() < rate:
+                labels.append(bool(sim["ok"][i]))
+        n = i + 1
+        if n < watch.check_every or n % watch.check_every:
+            continue
+        routed = mine[:n]
+        calls = int(routed.sum())
+        tests = {
+            "correctness": student_sprt(labels, q0 or 0.0, share or 0.0, watch.pass_margin, measured_on),
+            "fallback rate": fallback_sprt(
+                int(sim["fallback"][:n][routed].sum()), calls, chosen.fallback_rate
+            ),
+            "cost per call": cost_sprt([float(c) for c in sim["cost"][:n][routed]], chosen.cost_usd),
+        }
+        found = [name for name, test in tests.items() if test.decision == "drift"]
+        if share_moved(
+            int(np.asarray(to_teacher)[:n][routed].sum()), calls, chosen.teacher_share, watch.share_margin
+        ):
+            found.append("teacher share")
+        shift, drift_at = psi_test(trained_on, list(prompt_array[:n][routed]))
+        if shift >= drift_at:
+            found.append(f"inputs (PSI {shift:.2f})")
+        if found and first[0] is None:
+            first = (n, ", ".join(found))
+        decision = tests["correctness"].decision
+        if "correctness" in found:
+            stop, held = n, False
+        elif held:
+            if decision == "holds":  # measured again and as predicted: it routes again
+                held = False
+                releases.append(n)
+        elif first[0] is not None and decision == "suspected":
+            # held (``drift.HELD``): correctness leans towards drift while another test found drift (at
+            # this check or an earlier one: it stands until a retrain, ``drift.latched``)
+            held = True
+            holds.append(n)
+        else:
+            # a test leaning towards drift, or drift of cost, fallbacks, teacher share or inputs (the
+            # version keeps serving, retrain queued): its correctness is in doubt, so sampled more
+            suspected = bool(found) or any(test.decision == "suspected" for test in tests.values())
+    return Watched(
+        first[0],
+        first[1],
+        stop,
+        len(labels),
+        sum(labels) / len(labels) if labels else None,
+        shift,
+        tuple(rates),
+        tuple(bool(m) for m in mine),
+        tuple(holds),
+        tuple(releases),
+    )
+
+
+def odds_router_cost(records: list[ReplayRecord], target: Target) -> float | None:
+    """Mean cost per call of the router that knows each call's true odds (the generator's
+    ``p_student``, the per-call noise no content shows included): the deployed policy (score >= t: the
+    teacher; else the student, the teacher on a failed verification) on those odds, with the cheapest
+    threshold meeting ``target`` on these very calls, no margin. A floor no router that must learn the
+    odds reaches; None when the records carry no odds (a real replay)."""
+    if not records or not all("p_student" in r.meta for r in records):
+        return None
+    data = PolicyData.from_records(records)
+    scores = np.asarray([1.0 - float(r.meta["p_student"]) for r in records], dtype=np.float64)
+    chosen = calibrate(data, scores, Target(target.pass_rate, target.relative, None, 0.0)).chosen
+    return float(chosen.cost_usd)
