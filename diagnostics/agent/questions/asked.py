@@ -59,15 +59,18 @@ def _cells(line: str, header: list[str], starts: list[int]) -> dict[str, str]:
     return cells
 
 
-def parse_tables(text: str, tool: str = "", namespace: str = "") -> list[TableRow]:
-    """Every row of the kubectl tables in ``text`` (a header line starting NAME or NAMESPACE)."""
+def parse_tables(
+    text: str, tool: str = "", namespace: str = "", first: tuple[str, ...] = _HEADER_START
+) -> list[TableRow]:
+    """Every row of the kubectl tables in ``text`` (a header line starting NAME or NAMESPACE, or a word of
+    ``first``: ``REVISION`` for ``helm history``). Tabs pad columns as runs of spaces do."""
     rows: list[TableRow] = []
     header: list[str] = []
     starts: list[int] = []
-    for line in text.splitlines():
+    for line in text.replace("\t", "  ").splitlines():
         if not line.strip() or line.lstrip().startswith(("stdout:", "stderr:", "{", "#")):
             continue
-        if line.split()[0] in _HEADER_START and len(line.split()) >= 2:
+        if line.split()[0] in first and len(line.split()) >= 2:
             header, starts = [], []
             for match in rx.finditer(r"\S+(?: \S+)*", line):
                 header.append(match.group(0))

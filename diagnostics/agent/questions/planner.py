@@ -35,6 +35,7 @@ from diagnostics.agent.questions.metric_answers import (
     metric_reads,
     next_metric_read,
 )
+from diagnostics.agent.questions.objects import ObjectPlan
 from diagnostics.agent.questions.promql import predictions
 from diagnostics.agent.request.intent import (
     CHANGES,
@@ -118,11 +119,14 @@ class QuestionPlanner(RulePlanner):
         self._listed_for_pods: set[str] = set()
         self._queries: set[str] = set()
         self._predicted = False
+        self._objects = ObjectPlan()  # a certificate or Helm release asked about
 
     def decide(self, view: InvestigationView) -> Decision:
         intent = view.state.intent
         if self._phase != "status" and (metric := self._metric(view)) is not None:
             return metric
+        if self._phase != "status" and (about := self._objects.decide(view)) is not None:
+            return about
         if view.alert.queries and not self._predicted:
             self._predicted = True
             self._prediction_reads(view)

@@ -20,6 +20,7 @@ from diagnostics.agent.questions.answers import DIAGNOSIS, EXPLANATION, LOW, Ans
 from diagnostics.agent.questions.asked import asked_details
 from diagnostics.agent.questions.compose import build_question_answer
 from diagnostics.agent.questions.metric_answers import log_status_answer, metric_answer, metric_lines
+from diagnostics.agent.questions.objects import object_verdict
 from diagnostics.agent.questions.planner import finding_document, question_namespace, resolutions
 from diagnostics.agent.request.intent import COUNT, EXPLAIN, LIST, STATUS
 from diagnostics.agent.request.subject import AlertContext
@@ -67,6 +68,17 @@ def answer_for(
     kind = intent.kind if intent is not None else STATUS
     if intent is not None and (metric := metric_answer(state, reads) or log_status_answer(state)) is not None:
         return metric
+    if (about := object_verdict(state)) is not None:  # a certificate, a Helm release: its own answer
+        headline, lines = about
+        return Answer(
+            intent=kind,
+            shape=DIAGNOSIS,
+            headline=headline,
+            # A status answer's diagnosis already holds these lines (the plan submitted them).
+            details=[] if kind == STATUS else lines,
+            no_data=headline.startswith("No data"),
+            confidence=confidence_of(reads=len(reads), empty=empty),
+        )
     if kind == STATUS:
         answer = _status(state, diagnosis=diagnosis, root_cause=root_cause, reads=reads)
         answer.lines = key_lines(findings, root_cause=root_cause, diagnosis=diagnosis)

@@ -274,6 +274,8 @@ class Intent:
     selector: list[str] = field(default_factory=list)
     addresses: list[str] = field(default_factory=list)
     asks: set[str] = field(default_factory=set)
+    # When the question was asked (the anchor of its relative times; "how long until X expires" is from it).
+    asked_at: datetime | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -361,7 +363,7 @@ def specific_name(name: str) -> bool:
 
 def classify(text: str, *, anchor: datetime | None = None, is_alert: bool = False) -> Intent:
     """The intent of ``text`` with its slots; ``anchor``: when it was asked (for relative times)."""
-    intent = Intent()
+    intent = Intent(asked_at=anchor)
     if match := _ID.search(text):
         intent.finding_ref = match.group(0)
     if is_alert:

@@ -178,12 +178,23 @@ def line_time(line: str) -> datetime | None:
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
+# A line that names a moment still to come (a certificate's ``notAfter``, its ``renewalTime``, an expiry, a
+# CronJob's next run) says when something is due, not when it was seen.
+_SCHEDULED = rx.compile(
+    r"(?i)\b(?:not\s?after|not_after|renewal\s?time|renew_after|expir\w*|valid\s?(?:until|to)|"
+    r"next\s?schedule\w*|enddate)\b"
+)
+
+
 def latest_time(texts: list[str]) -> datetime | None:
-    """The latest timestamp in ``texts`` (e.g. what a replay's recordings saw last); None when none."""
+    """The latest moment ``texts`` saw (e.g. what a replay's recordings saw last); None when none. A line
+    naming a moment to come (an expiry, a renewal, a next run) is not a moment seen."""
     latest: datetime | None = None
     for text in texts:
         for line in text.splitlines():
             moment = line_time(line)
+            if moment is not None and _SCHEDULED.search(line[:200]):
+                continue
             if moment is not None and (latest is None or moment > latest):
                 latest = moment
     return latest
