@@ -181,7 +181,8 @@ class Learned(Router):
     Which version is active is a per-process lookup (routing/access/lookups.py: cleared at once by an
     admission or a rollback in this process, within the lookup TTL in others), so a call makes no
     query; the fitted model is loaded once per process per version id (versions are immutable). The
-    features are computed off the event loop when they need the embedding model. No active version,
+    features are computed off the event loop when they need the embedding model, and not at all for a
+    call the router scored before (routing/router/learning/runtime.py's score cache). No active version,
     or a model whose features this machine cannot compute (FeatureSpecError, e.g. MiniLM missing): the
     profile's fixed fallback decides: the cheapest fixed policy whose measured quality on labelled
     calls meets the target with its confidence bound, else (or with too few labels) the teacher
@@ -208,7 +209,7 @@ class Learned(Router):
             except (FeatureSpecError, ValueError, KeyError, TypeError) as exc:
                 return await self._fallback(call, f"router v{number} is unusable here ({exc})")
         features = CallInput.from_call(call)
-        if router.featurizer.runs_model(features):
+        if router.known_score(features) is None and router.featurizer.runs_model(features):
             decided = await asyncio.to_thread(router.decide, features)
         else:
             decided = router.decide(features)

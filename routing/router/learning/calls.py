@@ -18,6 +18,7 @@ from routing.router.learning.records import ReplayRecord
 
 HEAD_CHARS = 4000
 TAIL_CHARS = 8000
+_DIGEST = "\0digest"  # CallInput._texts' entry for ``digest`` (the rendered texts' names are words)
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,20 @@ class CallInput:
             skillbook_matched=matched,
             response_format=request.response_format,
         )
+
+    def digest(self) -> str | None:
+        """A digest of everything the router's features read from this call (its messages, tools,
+        response schema, profile, verifier, turn, SkillBook match), computed once: equal digests, equal
+        features. None when the request holds something JSON cannot encode (nothing is cached then)."""
+        found = self._texts.get(_DIGEST)
+        if found is None:
+            facts = [self.profile, self.has_verifier, self.turn_index, self.skillbook_matched]
+            try:
+                data = orjson.dumps([*facts, self.messages, self.tools, self.response_format])
+            except TypeError:  # orjson.JSONEncodeError is one
+                return None
+            found = self._texts[_DIGEST] = hashlib.blake2b(data, digest_size=16).hexdigest()
+        return found
 
     def _text(self, name: str) -> str:
         if name not in self._texts:

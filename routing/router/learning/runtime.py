@@ -8,11 +8,18 @@ Routers and featurizers are built on first use and kept per process (the embedde
 onnxruntime session and a cache of context embeddings); nothing is built at import time. The first
 use loads the ONNX session (~0.3 s): warm it at worker start with ``loaded_router(...)`` if that
 matters.
+
+A router remembers the scores of the last ``SCORES_CACHED`` calls it featurized, keyed by a digest of
+everything its features read (``CallInput.digest``): a call sent again (a client's retry, a batch
+that repeats a prompt, a replay) is decided without featurizing it again (tokenizing and embedding a
+long conversation costs milliseconds). A version's model and featurizer never change, so a cached
+score is the score; a new version is a new router with an empty cache.
 """
 
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,6 +28,7 @@ from routing.router.learning.features import CallInput, FeatureSpec, Featurizer,
 from routing.router.learning.model import LearnedRouterModel
 
 TEACHER, STUDENT = "teacher", "student"
+SCORES_CACHED = 4096  # per router: ~0.2 kB each (a 16-byte digest and a float)
 
 
 @dataclass(frozen=True)
@@ -36,6 +44,8 @@ class LoadedRouter:
         self.model = model
         self.threshold = float(threshold)
         self.featurizer = featurizer
+        self._scores: OrderedDict[str, float] = OrderedDict()
+        self._scores_lock = threading.Lock()
 
     @classmethod
     def from_fields(
@@ -47,7 +57,29 @@ class LoadedRouter:
         return cls(parsed, threshold, featurizer_for(parsed.feature_spec, folder=folder, build=build))
 
     def score(self, call: CallInput) -> float:
-        return self.model.score(self.featurizer.transform(call))
+        found = self.known_score(call)
+        if found is not None:
+            return found
+        score = self.model.score(self.featurizer.transform(call))
+        key = call.digest()
+        if key is not None:
+            with self._scores_lock:
+                self._scores[key] = score
+                if len(self._scores) > SCORES_CACHED:
+                    self._scores.popitem(last=False)
+        return score
+
+    def known_score(self, call: CallInput) -> float | None:
+        """The score of a call featurized before (the same inputs), without featurizing it: None if not
+        cached (then ``score`` computes it, on a worker thread when ``featurizer.runs_model``)."""
+        key = call.digest()
+        if key is None:
+            return None
+        with self._scores_lock:
+            found = self._scores.get(key)
+            if found is not None:
+                self._scores.move_to_end(key)
+        return found
 
     def decide(self, call: CallInput) -> RouteDecision:
         score = self.score(call)
