@@ -35,6 +35,7 @@ from diagnostics.agent.questions.asked import selected
 from diagnostics.agent.questions.changes import changes_answer
 from diagnostics.agent.questions.clarify import ask_back
 from diagnostics.agent.questions.events import events_answer
+from diagnostics.agent.questions.listed_states import listed_state
 from diagnostics.agent.questions.reads import (
     has_data,
     in_window,
@@ -192,8 +193,10 @@ def _count_or_list(intent: Intent, state: AnalysisState, known: list[Resolution]
     if by_labels is not None:
         rows = by_labels
     state_test = state_filter(intent.state)
-    counted_rows = [r for r in rows if state_test(r)] if state_test else rows
     label = intent.state.split(":", 1)[-1]
+    if state_test is None and (named := listed_state(state, kind, state.alert.text or "")) is not None:
+        state_test, label = named  # a state named by the listing's own values ("not bound", "suspended")
+    counted_rows = [r for r in rows if state_test(r)] if state_test else rows
     what = f"{label + ' ' if label else ''}{kind}s"
     where = (
         f" in namespace {namespace}"

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from diagnostics.agent import rx
 from diagnostics.agent.evidence.analyzers import AnalysisState
-from diagnostics.agent.evidence.analyzers.base import parse_events
+from diagnostics.agent.evidence.analyzers.base import Event, parse_events
 from diagnostics.agent.evidence.inventory import Resolution
 from diagnostics.agent.questions.answers import NUMBER, TABLE, Answer, confidence_of
+from diagnostics.agent.questions.workload_facts import age_seconds
 from diagnostics.agent.request.intent import COUNT, Intent
 
 COLUMNS = ["TYPE", "REASON", "OBJECT", "COUNT", "MESSAGE"]
@@ -23,28 +24,38 @@ def events_answer(intent: Intent, state: AnalysisState, known: list[Resolution],
     warnings_only = bool(rx.search(r"\bwarn(?:ing)?s?\b", state.alert.text.lower()))
     rows: list[list[str]] = []
     reads = 0
+    window = intent.window
+    span = (window.end - window.start).total_seconds() if window and window.start and window.end else None
+    older = 0
     for out in state.outputs:
         if out.tool == "alert" or not out.ok or out.no_data:
             continue
-        events = parse_events(out.text)
+        events = aged_events(out.text)
         if not events and "event" not in out.tool.lower() and out.params.get("kind") != "event":
             continue
         reads += 1
         described = str(
             out.params.get("name") or out.params.get("resource_name") or out.params.get("pod_name") or ""
         )
-        for event in events:
+        mine: list[list[str]] = []  # one read's rows: two alike are two events; alike across reads, one
+        for event, age in events:
             obj = event.obj or described
             if names and not any(n in obj for n in names) and described not in names:
                 continue
             if warnings_only and event.type != "Warning":
                 continue
+            if span is not None and age is not None and age > span:
+                older += 1  # seen last before the question's window
+                continue
             row = [event.type, event.reason, obj, str(event.count), event.message]
             if row not in rows:
-                rows.append(row)
+                mine.append(row)
+        rows += mine
     where = f" in namespace {namespace}" if namespace else ""
     if names:
         where += f" of {', '.join(sorted(names)[:4])}"
+    if span is not None and window is not None:
+        where += f" {window.phrase.rstrip('?.!')}"
     what = f"{'warning ' if warnings_only else ''}events{where}"
     if not reads:
         return Answer(
@@ -58,6 +69,7 @@ def events_answer(intent: Intent, state: AnalysisState, known: list[Resolution],
             notes=[f"no events read for {what}."],
         )
     warnings = sum(1 for r in rows if r[0] == "Warning")
+    notes = [f"{older} older events (last seen before the window) are left out."] if older else []
     if intent.kind == COUNT:
         headline = f"{len(rows)} {what} ({warnings} warnings)."
     elif rows:
@@ -73,5 +85,22 @@ def events_answer(intent: Intent, state: AnalysisState, known: list[Resolution],
         counted=what,
         columns=COLUMNS,
         rows=rows,
+        notes=notes,
         confidence=confidence_of(reads=reads, empty=0),
     )
+
+
+# The age kubectl prints beside an event: a table's LAST SEEN (first column), a describe's Age (after the
+# reason).
+_TABLE_AGE = rx.compile(r"^\s*(\S+)\s+(?:Normal|Warning)\s")
+_DESCRIBE_AGE = rx.compile(r"^\s*(?:Normal|Warning)\s+\w+\s+(\S+)")
+
+
+def aged_events(text: str) -> list[tuple[Event, int | None]]:
+    """Each event of ``text`` with how long ago it was last seen (seconds; None when not printed)."""
+    found: list[tuple[Event, int | None]] = []
+    for line in text.splitlines():
+        for event in parse_events(line):
+            match = _TABLE_AGE.match(line) or _DESCRIBE_AGE.match(line)
+            found.append((event, age_seconds(match.group(1)) if match else None))
+    return found

@@ -165,7 +165,7 @@ _AGE_PART = rx.compile(r"(\d+)([dhms])")
 _AGE_UNITS = {"d": 86400, "h": 3600, "m": 60, "s": 1}
 
 
-def _age(text: str) -> int | None:
+def age_seconds(text: str) -> int | None:
     """kubectl's age (``3h12m``, ``48m``, ``2d``) in seconds; None for ``<unknown>`` and the like."""
     parts = _AGE_PART.findall(text)
     if not parts or "".join(n + u for n, u in parts) != text:
@@ -177,10 +177,12 @@ def warning_lines(state: AnalysisState, names: list[str]) -> list[str]:
     """The Warning events of the named objects a question asks to see, newest first; with a window ("in the
     last hour") those older than it are left out."""
     text = " ".join((state.alert.text or "").lower().split())
-    if not _ASKS_WARNINGS.search(text):
-        return []
+    if not _ASKS_WARNINGS.search(text) or (state.intent is not None and state.intent.object_kind == "event"):
+        return []  # a listing or count of events is answered as events (``events``)
     namespaces = set(state.inventory.namespaces) | {state.intent.namespace if state.intent else ""}
-    names = [n for n in names if n not in namespaces] or names
+    named = [n for n in names if n not in namespaces]
+    # Only a namespace named: its events are the namespace's, whatever object they are about.
+    scope, names = (names, named) if named else (names, [""])
     window = state.intent.window if state.intent is not None else None
     span = (window.end - window.start).total_seconds() if window and window.start and window.end else None
     found: dict[tuple[str, str, str], int] = {}
@@ -196,9 +198,9 @@ def warning_lines(state: AnalysisState, names: list[str]) -> list[str]:
                 obj = f"{str(out.params.get('kind') or 'object').lower()}/{described}"
             else:
                 continue
-            seconds = _age(age)
+            seconds = age_seconds(age)
             name = obj.split("/", 1)[-1].lower()
-            if kind != "Warning" or not any(name == n or name.startswith(n + "-") for n in names):
+            if kind != "Warning" or not any(not n or name == n or name.startswith(n + "-") for n in names):
                 continue
             if span is not None and seconds is not None and seconds > span:
                 continue
@@ -209,9 +211,10 @@ def warning_lines(state: AnalysisState, names: list[str]) -> list[str]:
         f"Warning {reason} on {obj}" + (f" {_ago(seconds)}" if seconds < 10**9 else "") + f": {message[:300]}"
         for (reason, obj, message), seconds in ordered[:15]
     ]
+    about = ", ".join(n for n in (named or scope)[:2] if n)
     if lines:
-        return [f"Warning events of {', '.join(names[:2])}{phrase} (newest first):", *lines]
-    return [f"No Warning event of {', '.join(names[:2])}{phrase} in the events read."]
+        return [f"Warning events of {about}{phrase} (newest first):", *lines]
+    return [f"No Warning event of {about}{phrase} in the events read."]
 
 
 def _ago(seconds: int) -> str:
