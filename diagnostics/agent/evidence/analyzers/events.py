@@ -366,8 +366,16 @@ class EventsAnalyzer(Analyzer):
         name = str(
             out.params.get("resource_name") or out.params.get("name") or out.params.get("pod_name") or ""
         )
-        obj = ObjRef(kind, name, str(out.params.get("namespace") or ""))
-        return event_findings(events, obj, state)
+        namespace = str(out.params.get("namespace") or "")
+        if name or not any(e.obj for e in events):
+            return event_findings(events, ObjRef(kind, name, namespace), state)
+        # A namespace's event listing: each event is about the object in its OBJECT column.
+        findings: list[Finding] = []
+        for about in dict.fromkeys(e.obj for e in events if e.obj):
+            obj_kind, _, obj_name = about.rpartition("/")
+            same = [e for e in events if e.obj == about]
+            findings += event_findings(same, ObjRef(obj_kind or "pod", obj_name, namespace), state)
+        return findings
 
 
 _ALERT_EVENT = rx.compile(r"\d+/\d+ nodes are available:[^\"\]\n]*")

@@ -3,16 +3,22 @@
 they share about containers (containers.py), any other object's status conditions and Ingress
 backends (conditions.py), limits a LimitRange defaulted (limits.py), objects read as manifests
 (manifests.py) and a stuck rollout chained to its new
-pods (rollouts.py)."""
+pods (rollouts.py); a DaemonSet's node coverage (daemonsets.py), NetworkPolicies that isolate a failing
+pod's egress (netpolicy.py), an Ingress's TLS Secret (ingress_tls.py) and pods preempted by higher
+priority (preemption.py)."""
 
 from diagnostics.agent.evidence.analyzers.kubernetes import (  # noqa: F401  (registration)
     conditions,
     config_refs,
     controllers,
+    daemonsets,
     disruption,
+    ingress_tls,
     limits,
     manifests,
+    netpolicy,
     pods,
+    preemption,
     probes,
     rollouts,
     schedules,
