@@ -263,8 +263,8 @@ def content_words(text: str) -> frozenset[str]:
     """The distinct content words of ``text``, cut to their first ``STEM`` letters: identifiers split
     at underscores and case changes (``get_weatherForecast`` -> get, weathe, foreca), stop words and
     words under 3 letters dropped. Crude on purpose: a call is featurized in the gateway's hot path."""
-    words = (w.lower() for w in _WORD.findall(text))
-    return frozenset(w[:STEM] for w in words if len(w) > 2 and w not in _STOP)
+    words = {w.lower() for w in set(_WORD.findall(text)) if len(w) > 2}  # each distinct word once
+    return frozenset(w[:STEM] for w in words if w not in _STOP)
 
 
 @dataclass(frozen=True)
@@ -283,8 +283,10 @@ class ToolMatch:
 
 def tool_match(request: str, tool_words: Sequence[frozenset[str]]) -> ToolMatch:
     """``tool_words``: each offered tool's ``content_words(tool_text(tool))``."""
+    if not tool_words:  # no tools: the request's words are not read (a long last message costs ms)
+        return ToolMatch()
     asked = content_words(request)
-    if not asked or not tool_words:
+    if not asked:
         return ToolMatch()
     counts = [len(asked & words) for words in tool_words]
     shared = sorted(counts, reverse=True)
