@@ -22,7 +22,7 @@ from typing import Any, Protocol
 from diagnostics import conf
 from diagnostics.agent.evidence.analyzers import AnalysisState, ToolOutput, analyze, normalize
 from diagnostics.agent.evidence.compressor import Compressor
-from diagnostics.agent.evidence.freshness import mark_history, stamp
+from diagnostics.agent.evidence.freshness import change_times, mark_history, settle, stamp
 from diagnostics.agent.execution.proposals import invalid_proposal
 from diagnostics.agent.findings import Finding
 from diagnostics.agent.investigation import adapt
@@ -215,6 +215,9 @@ def investigate(
     def timed(out: ToolOutput, new: list[Finding]) -> list[Finding]:
         return mark_history(stamp(out, new, datetime.now(UTC)), window)
 
+    def settled() -> list[Finding]:  # failures that later reads show over are history
+        return settle(findings, state.outputs, change_times(state))
+
     alert_text = normalize(alert.as_text())
     alert_out = ToolOutput("alert", {}, alert_text)
     fresh = add(timed(alert_out, analyze(alert_out, state)))
@@ -284,7 +287,7 @@ def investigate(
             alert,
             tools,
             actions,
-            list(findings),
+            settled(),
             list(steps),
             state,
             iteration,
@@ -337,9 +340,10 @@ def investigate(
             submit_invocation = decision.invocation_id
             exhausted = False
             break
+    current = settled()  # what the report ranks; ``findings`` stays what was read
     fallback = build_diagnosis(
         alert,
-        findings,
+        current,
         state,
         calls=len(tool_calls),
         no_data=probe.no_data_calls,
@@ -355,7 +359,7 @@ def investigate(
         root_cause = fallback.root_cause
     answer = answer_for(
         state,
-        findings,
+        current,
         diagnosis=diagnosis_text or fallback.text,
         root_cause=root_cause or fallback.root_cause,
         reads=[(c["ok"] and not c["no_data"]) for c in tool_calls],
@@ -372,7 +376,7 @@ def investigate(
     report: dict[str, Any] = {}
     if isinstance(observer, ToolCallingObserver):
         agent = _run_agent(
-            observer, alert, state, findings, steps, tools, actions, diagnosis_text, answer.no_data, read
+            observer, alert, state, current, steps, tools, actions, diagnosis_text, answer.no_data, read
         )
         report = agent.to_json()
         if agent.kept:
@@ -387,7 +391,7 @@ def investigate(
             arguments={"answer": answer.to_json()},
             summary=root_cause or diagnosis_text[:300],
             result=diagnosis_text,
-            findings=[f.to_json() for f in rank_findings(findings) if f.is_problem][:10],
+            findings=[f.to_json() for f in rank_findings(current) if f.is_problem][:10],
             invocation_id=submit_invocation,
         )
     )
@@ -395,7 +399,7 @@ def investigate(
         mode=mode,
         diagnosis=diagnosis_text,
         root_cause=root_cause or fallback.root_cause,
-        findings=rank_findings(findings),
+        findings=rank_findings(current),
         tool_calls=tool_calls,
         no_data_calls=probe.no_data_calls,
         proposals=proposals,

@@ -67,6 +67,7 @@ _CONN_REASON = rx.compile(
 DB_WORDS = rx.compile(
     r"\b(db|database|sql|postgres\w*|mysql|mongo\w*|redis|jdbc|query|cassandra|oracle)\b", rx.IGNORECASE
 )
+_REFUSED = rx.compile(r"connection refused|ECONNREFUSED", rx.IGNORECASE)
 _DB_PORTS = {"5432", "3306", "27017", "6379", "1521", "1433", "9042", "3333"}
 _DNS_PATTERNS = (
     rx.compile(r"Could not resolve host:?\s*([\w.-]+)"),
@@ -381,18 +382,20 @@ class LogAnalyzer(Analyzer):
                     ),
                 )
             )
-        if not findings and rx.search(r"connection refused|ECONNREFUSED", text, rx.IGNORECASE):
-            line = next(
-                li for li in text.splitlines() if rx.search(r"connection refused|ECONNREFUSED", li, rx.I)
-            )
+        refusals = [li for li in text.splitlines() if _REFUSED.search(li)] if not findings else []
+        if refusals:
+            line = refusals[0]
+            # A few refusals in a long log are a restart's moment (the dependency came back), not an outage.
+            transient = total > 200 and len(refusals) / total < 0.01
             findings.append(
                 Finding(
                     "connection_failure",
-                    f"Connections are refused{where}: '{clip(line, 140)}'.",
-                    Severity.CRITICAL,
+                    f"Connections are refused{where}: '{clip(line, 140)}'"
+                    + (f"; only {len(refusals)} of {total} log lines (transient)." if transient else "."),
+                    Severity.WARNING if transient else Severity.CRITICAL,
                     subject,
                     clip(line),
-                    75,
+                    30 if transient else 75,
                 )
             )
         return findings[:3]
