@@ -55,6 +55,9 @@ CUSTOM_KINDS = frozenset(
         "scaledobject",
         "kustomization",
         "helmrelease",
+        "externalsecret",
+        "secretstore",
+        "clustersecretstore",
     }
 )
 _WORD = rx.compile(r"[A-Z][a-z]+|[A-Z]+|[a-z]+|\d+")
