@@ -1,10 +1,12 @@
 """Analyzers: deterministic functions from raw tool output to findings (a small ABC + registry)."""
 
 from diagnostics.agent.evidence.analyzers import (  # noqa: F401  (registration)
+    brokers,
     chains,
     changes,
     commands,
     conntrack,
+    datastores,
     dependency_chain,
     events,
     kubernetes,
@@ -14,13 +16,18 @@ from diagnostics.agent.evidence.analyzers import (  # noqa: F401  (registration)
     metrics,
     network,
     node_memory,
+    node_pids,
     platform,
+    pools,
     removed_apis,
     resources,
     rotation,
     runtime_limits,
+    secret_sources,
+    server_clients,
     tables,
     traces,
+    volume_resize,
 )
 from diagnostics.agent.evidence.analyzers.base import (
     AnalysisState,
