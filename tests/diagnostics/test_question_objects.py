@@ -64,6 +64,7 @@ def test_the_names_a_certificate_or_release_question_asks_about() -> None:
     assert releases.asked_names("is the loki helm release healthy?") == ["loki"]
     assert releases.asked_names("how is helm chart kafka-ui doing") == ["kafka-ui"]
     assert releases.asked_names("restart the api pod") == []
+    assert releases.asked_names("did the helm rollback of search-api work?") == ["search-api"]
 
 
 def test_a_crash_that_mentions_x509_is_no_certificate_question() -> None:
@@ -191,6 +192,54 @@ def test_a_release_question_end_to_end_finds_the_namespace_from_the_pods(tmp_pat
         mode="analyzers",
     )
     assert outcome.diagnosis.startswith(
-        "No: Helm release kafka-ui is not ok: kafka-ui-5d8f7c6b9-r2k7m is in Pending"
+        "No: Helm release kafka-ui is not ok: kafka-ui is in Pending (pod kafka-ui-5d8f7c6b9-r2k7m, 0/1 ready"
     ), outcome.diagnosis
     assert "appears healthy" not in outcome.diagnosis
+
+
+# Helm pads its tables with spaces and a tab between columns.
+HISTORY = "\n".join(
+    "  \t".join(row)
+    for row in (
+        ("REVISION", "UPDATED", "STATUS", "CHART", "APP VERSION", "DESCRIPTION"),
+        ("3", "Fri Feb 26 10:00:00 2027", "deployed", "search-api-1.2", "1.2", "Upgrade complete"),
+        (
+            "4",
+            "Mon Mar  1 08:00:00 2027",
+            "failed",
+            "search-api-1.3",
+            "1.3",
+            "Upgrade failed: context deadline exceeded",
+        ),
+    )
+)
+HELM_LIST = "\n".join(
+    " \t".join(row)
+    for row in (
+        ("NAME ", "NAMESPACE", "REVISION", "UPDATED", "STATUS", "CHART", "APP VERSION"),
+        ("redis", "cache", "12", "2027-02-01 10:00:00.1 +0000 UTC", "deployed", "redis-19.0.1", "7.2.4"),
+        ("minio", "store", "3", "2027-03-01 07:00:00.2 +0000 UTC", "pending-install", "minio-5.2.0", "2024"),
+    )
+)
+
+
+def test_a_failed_upgrade_leaves_the_last_deployed_revision_running() -> None:
+    out = ("helm_history", {"release": "search-api", "namespace": "find"}, HISTORY)
+    verdict = object_verdict(_state("did the helm rollback of search-api work?", out))
+    assert verdict is not None
+    assert verdict[0] == "No: Helm release search-api is not ok: its last revision 4 is failed."
+    assert "revision 3 is still deployed" in verdict[1][0]
+    assert "context deadline exceeded" in verdict[1][0]
+
+
+def test_which_releases_are_not_deployed_from_helm_list_or_every_release() -> None:
+    out: tuple[str, dict[str, str], str] = ("helm_list", {}, HELM_LIST)
+    bad = object_verdict(_state("list the helm releases that are failing or stuck", out))
+    assert bad is not None
+    assert bad[0] == (
+        "1 Helm releases not deployed (of 2 listed): minio (namespace store) pending-install at revision 3."
+    )
+    every = object_verdict(_state("show all helm releases", out))
+    assert every is not None and every[0].startswith(
+        "2 Helm releases (of 2 listed): redis (namespace cache) deployed"
+    )

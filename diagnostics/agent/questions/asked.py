@@ -67,7 +67,8 @@ def parse_tables(
     rows: list[TableRow] = []
     header: list[str] = []
     starts: list[int] = []
-    for line in text.replace("\t", "  ").splitlines():
+    for raw in text.splitlines():
+        line = raw.replace("\t", "  ")
         if not line.strip() or line.lstrip().startswith(("stdout:", "stderr:", "{", "#")):
             continue
         if line.split()[0] in first and len(line.split()) >= 2:
@@ -76,7 +77,10 @@ def parse_tables(
                 header.append(match.group(0))
                 starts.append(match.start())
             continue
-        if header:
+        tabbed = [cell.strip() for cell in raw.split("\t")]
+        if header and len(tabbed) == len(header):  # tab-separated (helm): a tab ends each cell
+            rows.append(TableRow(tool, dict(zip(header, tabbed, strict=True)), namespace))
+        elif header:
             rows.append(TableRow(tool, _cells(line, header, starts), namespace))
     return rows
 

@@ -19,7 +19,7 @@ from diagnostics.agent.investigation.params import props_of, required_of
 from diagnostics.agent.investigation.planner import _key
 from diagnostics.agent.questions import certificates, releases
 from diagnostics.agent.questions.asked import parse_tables
-from diagnostics.agent.request.intent import STATUS, TIMELINE
+from diagnostics.agent.request.intent import COUNT, LIST, STATUS, TIMELINE
 from diagnostics.toolsets.base import ToolSpec
 
 Read = tuple[str, dict[str, Any], str]
@@ -60,11 +60,17 @@ def _filled(spec: ToolSpec, values: dict[str, str]) -> dict[str, Any] | None:
 def asked(state: AnalysisState) -> tuple[str, list[str]]:
     """("release" | "certificate" | "", the names) the question asks about."""
     intent = state.intent
-    if intent is None or intent.kind not in KINDS or state.alert.is_alert:
+    if intent is None or state.alert.is_alert:
         return "", []
     text = state.alert.text or ""
-    if names := releases.asked_names(text):
+    if intent.kind in KINDS and (names := releases.asked_names(text)):
         return "release", names
+    if intent.kind in (*KINDS, LIST, COUNT) and rx.search(
+        r"\bhelm\b.*\breleases\b|\breleases\b.*\bhelm\b", text.lower()
+    ):
+        return "releases", []  # which releases: no one named
+    if intent.kind not in KINDS:
+        return "", []
     lowered = " ".join(text.lower().split())
     if _ASKS_CERT_STATE.search(lowered) and (names := certificates.asked_names(text)):
         return "certificate", names
@@ -116,6 +122,18 @@ def release_reads(view: InvestigationView, release: str) -> list[Read]:
     return reads
 
 
+def every_release_reads(view: InvestigationView) -> list[Read]:
+    """Helm's own listing (a helm tool that needs no release), else every release Secret."""
+    reads: list[Read] = []
+    for spec in view.tools:
+        if "helm" in spec.name.lower() and (params := _filled(spec, {})) is not None:
+            reads.append((spec.name, params, "Helm's list of releases"))
+    cluster = _lister(view, namespaced=False)
+    if cluster is not None and not releases.all_releases(view.state):
+        reads.append((cluster.name, {"kind": "secret"}, "the release Secrets (sh.helm.release.v1.*)"))
+    return reads
+
+
 def certificate_reads(view: InvestigationView, names: list[str]) -> list[Read]:
     reads: list[Read] = []
     finder, cluster = _finder(view), _lister(view, namespaced=False)
@@ -152,7 +170,10 @@ class ObjectPlan:
         what, names = asked(view.state)
         if not what:
             return None
-        wanted = release_reads(view, names[0]) if what == "release" else certificate_reads(view, names)
+        if what == "releases":
+            wanted = every_release_reads(view)
+        else:
+            wanted = release_reads(view, names[0]) if what == "release" else certificate_reads(view, names)
         made = {_key(step.tool, step.params) for step in view.steps}
         for tool, params, why in wanted:
             key = _key(tool, params)
@@ -160,13 +181,15 @@ class ObjectPlan:
                 self._done.add(key)
                 return Decision(PROBE, reason=why, tool=tool, params=params)
         first, lines = object_verdict(view.state) or ("", [])
-        if what == "release":
+        if what == "releases":
+            subject = ("helmrelease", "*", "")
+        elif what == "release":
             subject = ("helmrelease", names[0], release_namespace(view.state, names[0]))
         else:
             found = certificates.found(view.state)
             subject = ("certificate", found[0][1], found[0][0]) if found else ("certificate", names[0], "")
         view.alert.subject.kind, view.alert.subject.name, view.alert.subject.namespace = subject
-        view.alert.subject.names = list(dict.fromkeys([subject[1], *names]))
+        view.alert.subject.names = list(dict.fromkeys([subject[1], *names])) if names else []
         return Decision(
             SUBMIT,
             reason=f"the {what}'s reads are done",
@@ -179,6 +202,8 @@ def object_verdict(state: AnalysisState) -> tuple[str, list[str]] | None:
     """(the answer, the facts under it) of a question about a certificate or a Helm release; None when the
     question is about neither."""
     what, names = asked(state)
+    if what == "releases":
+        return releases.releases_lines(state)
     if what == "release":
         return releases.release_lines(state, names[0])
     if what == "certificate":
