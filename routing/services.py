@@ -17,6 +17,7 @@ from routing.access import lookups
 from routing.access.keys import generate_key
 from routing.budgets.periods import budget_period_start
 from routing.models import ApiKey, Backend, TaskProfile, validate_replica_urls
+from routing.router.policy_params import params_problem
 from routing.scopes import default_scopes, unknown_scopes
 
 
@@ -192,6 +193,8 @@ def task_profile_save(*, profile: TaskProfile | None, fields: dict[str, Any]) ->
     target = profile if profile is not None else TaskProfile()
     for name, value in fields.items():
         setattr(target, name, value)
+    if problem := params_problem(target.policy_params or {}):
+        raise ServiceError(f"policy_params: {problem}.", code="invalid_profile")
     try:
         target.full_clean(exclude=["skillbook_text", "student_adapter"])
     except ValidationError as exc:

@@ -14,6 +14,7 @@ from django import forms
 from app.web.forms.bounds import TEXT_MAX, bounded_int, number, whole_number
 from routing.json_body import DEFAULT_MAX_DEPTH, JsonBodyError, loads_bounded, nul_character
 from routing.models import Backend, TaskProfile
+from routing.router.policy_params import params_problem
 from routing.verifiers.base import VerifierConfigError, build_verifier, verifier_kinds
 from routing.verifiers.sandbox import MAX_MEMORY_MB, MAX_TIMEOUT_S
 
@@ -146,6 +147,8 @@ class TaskProfileForm(forms.Form):
         params = data.get("policy_params")
         if isinstance(params, dict) and "target" in params:
             self.add_error("policy_params", "Set the target in its own field.")
+        elif isinstance(params, dict) and (problem := params_problem(params)):
+            self.add_error("policy_params", f"The gateway could not use these parameters: {problem}.")
         return data
 
     def profile_fields(self) -> dict[str, Any]:
