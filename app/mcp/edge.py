@@ -12,6 +12,8 @@ and number per key, heartbeats, the gateway's ``tools/list_changed``). Every req
 grant is looked up on every request and put in ``GRANT``. An OAuth access token stands for a user's key
 where an issuer is configured (app/mcp/oauth.py, which also serves the protected-resource metadata). A
 missing or wrong bearer is a 401 JSON error, with ``WWW-Authenticate``, before the SDK sees the request.
+A POST's message is then held to the ``/v1`` bounds on JSON elements and depth, and a caller's POSTs
+in flight are bounded (app/mcp/limits.py).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from django.contrib.auth.models import User
 
-from app.mcp import gateway, oauth, sessions, skillgate, streams
+from app.mcp import gateway, limits, oauth, sessions, skillgate, streams
 from app.mcp.tools import CALLER, GRANT, Caller
 from routing.access.keys import authenticate
 from routing.models import ApiKey
@@ -116,6 +118,26 @@ async def application(scope: dict[str, Any], receive: Any, send: Any) -> None:
         )
         return
     caller, principal = found
+    if method == "POST":  # bounded like a /v1 body, and in flight per caller (app/mcp/limits.py)
+
+        async def serve(bounded: Any) -> None:
+            await _serve(scope, bounded, send, caller, principal, gateway_match)
+
+        await limits.serve_bounded(principal, receive, send, serve)
+        return
+    await _serve(scope, receive, send, caller, principal, gateway_match)
+
+
+async def _serve(
+    scope: dict[str, Any],
+    receive: Any,
+    send: Any,
+    caller: Caller,
+    principal: str,
+    gateway_match: re.Match[str] | None,
+) -> None:
+    """An authenticated request on ``/mcp`` or a registered server's gate (``gateway_match``)."""
+    method = scope.get("method", "POST")
     token = CALLER.set(caller)
     try:
         if gateway_match is None:
