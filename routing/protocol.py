@@ -10,6 +10,7 @@ messages, tools and stream options accept only their documented fields.
 
 from __future__ import annotations
 
+from collections.abc import Set as AbstractSet
 from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -141,17 +142,27 @@ class ChatRequest(Strict):
         ``response_format``) are shared, not copied: pydantic copies every container of them, 20 ms
         for a 464 KB body of tools, under the GIL (issue 37). Whoever changes the body copies what it
         changes (``prompt_cache``, ``with_skillbook``), as for the legs that share it already."""
-        if self.tools is None and self.functions is None and self.response_format is None:
-            body = self.model_dump(exclude_none=True, exclude=_UPSTREAM_EXCLUDED)
-        else:
-            body = self.model_dump(exclude_none=True, exclude=_UPSTREAM_EXCLUDED_SHARED)
-            for name in _SHARED:
-                if (value := getattr(self, name)) is not None:
-                    body[name] = value if isinstance(value, dict) else [_shallow_dump(v) for v in value]
-            body = {name: body[name] for name in sorted(body, key=_FIELD_RANK.__getitem__)}  # dump's order
+        body = self._dump_sharing(_UPSTREAM_EXCLUDED, _UPSTREAM_EXCLUDED_SHARED)
         body.pop("max_completion_tokens", None)
         body["max_tokens"] = max_tokens
         return body
+
+    def dump(self) -> dict[str, Any]:
+        """``model_dump(exclude_none=True)``'s value with the caller's schemas shared as in
+        :meth:`upstream_body`: the request the verifiers and the router read and the ledger stores
+        (routing/call/plans.py). Copying them cost 10-20 ms of the serving process for a 464 KB body
+        of tools, before the call was sent (issue 37, round three); the row is written from it as
+        before, whole."""
+        return self._dump_sharing(frozenset(), frozenset(_SHARED))
+
+    def _dump_sharing(self, exclude: AbstractSet[str], exclude_shared: AbstractSet[str]) -> dict[str, Any]:
+        if self.tools is None and self.functions is None and self.response_format is None:
+            return self.model_dump(exclude_none=True, exclude=set(exclude))
+        body = self.model_dump(exclude_none=True, exclude=set(exclude_shared))
+        for name in _SHARED:
+            if (value := getattr(self, name)) is not None:
+                body[name] = value if isinstance(value, dict) else [_shallow_dump(v) for v in value]
+        return {name: body[name] for name in sorted(body, key=_FIELD_RANK.__getitem__)}  # dump's order
 
 
 def _shallow_dump(model: BaseModel) -> dict[str, Any]:

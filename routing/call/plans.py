@@ -173,7 +173,7 @@ def plan_call(
     and pydantic's ``ValidationError`` (a ``ValueError``) for a stored request that does not parse.
     """
     parsed = parse(request)
-    request_dict = request if isinstance(request, dict) else parsed.model_dump(exclude_none=True)
+    request_dict = request if isinstance(request, dict) else parsed.dump()  # schemas shared, not copied
     resolved = resolve(profile, request_dict, api_key=api_key, enforce=enforce)
     return CallPlan(
         profile=profile,
