@@ -9,8 +9,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from diagnostics.agent.evidence.analyzers import AnalysisState, ToolOutput
+from diagnostics.agent.investigation.observer import SUBMIT, Decision
 from diagnostics.agent.questions.asked import asked_details
-from diagnostics.agent.questions.workload_facts import images, workload_details
+from diagnostics.agent.questions.workload_facts import answered_first, images, workload_details
 from diagnostics.agent.request.intent import classify
 from diagnostics.agent.request.subject import from_text
 from diagnostics.agent.runner import MemoryRecorder, investigate
@@ -179,3 +180,19 @@ def test_when_a_node_went_not_ready_is_its_ready_condition_s_transition(tmp_path
         "2027-05-04T08:52:14+00:00 (Ready False: KubeletNotReady: PLEG is not healthy"
     ), outcome.diagnosis
     assert "MemoryPressure became False" in outcome.diagnosis  # 2027-03-01, earlier and no trouble
+
+
+def test_a_yes_or_no_asked_fact_comes_first_and_the_clean_report_is_not_a_second_answer() -> None:
+    question = "is the billing rollout done?"
+    state = _state(question, ("kubectl_describe", {"kind": "deployment", "name": "billing"}, STUCK))
+    report = "No problem found: billing appears healthy.\n- Deployment billing has 4 replicas available."
+    decision = answered_first(state, Decision(SUBMIT, diagnosis=report), ["billing"])
+    assert decision.diagnosis.splitlines()[0] == (
+        "Apart from the answer above, the checks found no other problem: billing appears healthy."
+    )
+    unasked = _state("is billing ok?", ("kubectl_describe", {"kind": "deployment", "name": "billing"}, STUCK))
+    assert answered_first(unasked, Decision(SUBMIT, diagnosis=report), ["billing"]).diagnosis == report
+
+
+def test_a_preposition_after_a_kind_word_is_no_subject() -> None:
+    assert from_text("top 5 pods by memory in the ledger namespace").subject.name != "by"

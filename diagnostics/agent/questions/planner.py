@@ -27,6 +27,7 @@ from diagnostics.agent.findings import ObjRef, normalize_kind
 from diagnostics.agent.investigation.observer import PROBE, SUBMIT, Decision, InvestigationView
 from diagnostics.agent.investigation.params import props_of, required_of
 from diagnostics.agent.investigation.planner import RulePlanner, _key
+from diagnostics.agent.questions.asked import asked_names
 from diagnostics.agent.questions.metric_answers import (
     asks_of,
     counts_in_logs,
@@ -37,6 +38,7 @@ from diagnostics.agent.questions.metric_answers import (
 )
 from diagnostics.agent.questions.objects import ObjectPlan
 from diagnostics.agent.questions.promql import predictions
+from diagnostics.agent.questions.workload_facts import answered_first
 from diagnostics.agent.request.intent import (
     CHANGES,
     COUNT,
@@ -133,7 +135,7 @@ class QuestionPlanner(RulePlanner):
         if intent is not None and intent.kind == STATUS and (asked := self._asked_read(view)) is not None:
             return asked
         if intent is None or intent.kind == STATUS or self._phase == "status":
-            return super().decide(view)
+            return answered_first(view.state, super().decide(view), asked_names(view.state))
         if intent.kind == EXPLAIN:
             return self._explain(view)
         if not self._phase:

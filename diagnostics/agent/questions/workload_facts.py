@@ -7,8 +7,11 @@ rollout of X finished"), and the pods that use the most CPU or memory ("top 3 po
 
 from __future__ import annotations
 
+import dataclasses
+
 from diagnostics.agent import rx
 from diagnostics.agent.evidence.analyzers import AnalysisState, ToolOutput
+from diagnostics.agent.investigation.observer import SUBMIT, Decision
 
 _ASKS_IMAGE = rx.compile(r"\b(?:images?|image tags?|which version|what version)\b")
 _ASKS_ROLLOUT = rx.compile(
@@ -220,3 +223,24 @@ def warning_lines(state: AnalysisState, names: list[str]) -> list[str]:
 def _ago(seconds: int) -> str:
     hours, rest = divmod(seconds, 3600)
     return f"{hours}h{rest // 60}m ago" if hours else f"{rest // 60}m ago" if rest >= 60 else f"{rest}s ago"
+
+
+def answered_first(state: AnalysisState, decision: Decision, names: list[str]) -> Decision:
+    """A status question the asked facts answer yes or no ("has the rollout finished?" "No: ..."): the
+    root-cause plan's report follows that answer, so its clean verdict is said as what it is (nothing else
+    wrong), never as a second answer to the question, and a "could not find" about a word that was no
+    object is left out (the asked object was read)."""
+    intent = state.intent
+    if decision.kind != SUBMIT or not decision.diagnosis or intent is None or intent.kind != "status":
+        return decision
+    direct = [line for line in workload_details(state, names) if line.startswith(("Yes", "No:", "No "))]
+    if not direct:
+        return decision
+    kept = []
+    for line in decision.diagnosis.splitlines():
+        if line.startswith("Could not find "):
+            continue
+        if line.startswith("No problem found: "):
+            line = "Apart from the answer above, the checks found no other problem: " + line.split(": ", 1)[1]
+        kept.append(line)
+    return dataclasses.replace(decision, diagnosis="\n".join(kept))

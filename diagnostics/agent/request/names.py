@@ -66,6 +66,7 @@ STOP_NAMES = (
         "cluster",
         "in",
         "on",
+        "by",
         "is",
         "are",
         "was",
