@@ -173,10 +173,18 @@ class ActionOut(Schema):
         description="The check after the fix: '' (none), pending, checking, cleared, not_cleared or worse."
     )
     verification: Any = Field(description="What that check observed (target, system, inverse, verdict).")
+    slack: dict[str, str] | None = Field(
+        None, description="Its Slack message with the Approve / Deny buttons (channel, ts), once posted."
+    )
 
     @staticmethod
     def resolve_requested_by(action: Any) -> str | None:
         return _username(action.requested_by)
+
+    @staticmethod
+    def resolve_slack(action: Any) -> dict[str, str] | None:
+        message = getattr(action, "slack_message", None)  # the reverse one-to-one: absent, no message
+        return {"channel": message.channel, "ts": message.ts} if message is not None and message.ts else None
 
     @staticmethod
     def resolve_decided_by(action: Any) -> str | None:

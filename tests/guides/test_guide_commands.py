@@ -7,7 +7,9 @@ student are a local server speaking the OpenAI protocol (the local vLLM is not s
 demo's extract-json prompt as a faithful model would. Slack's Web API is a local server speaking its
 protocol (tests/support/slack_stub.py, the only other stand-in); the server runs with
 docs/guides/slack.md's own ``export SLACK_...`` settings, so that page's signed requests are checked
-with the secret it gives, and the test sees what the bot posts. docs/guides/diagnosis-agents.md's walk
+with the secret it gives, and the test sees what the bot posts; the page's Approve and Deny clicks
+(``block_actions`` payloads it builds and signs) must reach Slack as the proposal's message updated in
+place and the opener's refusal sent to that member alone. docs/guides/diagnosis-agents.md's walk
 starts the lab (in the server's folder, on free ports), breaks it, has the fix approved by a second user
 and checks the heal. Blocks marked ``<!-- guide-test: skip: why -->``
 need what this machine lacks (the npm registry, the agent CLIs), are the benchmark itself, or are
@@ -58,6 +60,11 @@ EXPECTED = {
         r"^Opening an incident: checkout returns 502$",
         "wrong signature: 401",
         r'"source": ?"slack".*"created_by": ?"demo".*"ref": ?"U012AB3CD"',
+        r"U0APPROVER acts as demo-approver; can approve",  # the Approve / Deny walk
+        r"\('(restart_service|patch_config)', \{'service': 'api'[^)]*\}, 'pending'\)",
+        r"^approve_action by U0APPROVER: 200$",
+        r"^deny_action by U012AB3CD: 200$",
+        r"\[\('(approved|executing|executed)', 'demo-approver'\)\]",
     ],
 }
 # What must not follow a line of the output: once the incident is resolved, no service of the lab is bad.
@@ -128,3 +135,35 @@ def test_every_command_of_the_page_runs_on_a_fresh_serve(serve: Serve, slack: Sl
     if page.name == "slack.md":  # what Slack receives: the incident in the channel, its diagnosis threaded
         token = slack_settings()["SLACK_BOT_TOKEN"]
         wait_until(lambda: _slack_thread(slack, token), timeout=120, interval=0.5, what="the bot's thread")
+        _the_clicks_reached_slack(slack)
+
+
+def _the_clicks_reached_slack(slack: SlackStub) -> None:
+    """The guide's Approve / Deny clicks, as Slack sees them: the proposal's message (the one with the
+    buttons, in the incident's thread) updated in place to say who approved it, without buttons; the
+    requester's Deny refused to that member alone (an ephemeral message) with the two-person rule's
+    reason."""
+    proposals = {  # the messages with buttons in a thread, by their ts (the check after a fix that did
+        m["ts"]: m  # not clear may diagnose again and propose another)
+        for m in slack.posted()
+        if m.get("thread_ts") and any(b.get("type") == "actions" for b in m.get("blocks") or [])
+    }
+    assert proposals
+
+    def updated() -> list[dict[str, Any]]:
+        return [u for u in slack.of("chat.update") if u["ts"] in proposals and "demo-approver" in str(u)]
+
+    final = wait_until(updated, timeout=60, interval=0.5, what="the proposal's message updated")[-1]
+    proposal = proposals[final["ts"]]
+    value = json.loads(proposal["blocks"][-1]["elements"][0]["value"])
+    assert final["channel"] == proposal["channel"] and f"Proposed action {value['action']}" in final["text"]
+    assert not any(b.get("type") == "actions" for b in final["blocks"])  # the buttons are gone
+    assert "Approved by demo-approver" in json.dumps(final["blocks"])
+
+    def refused() -> list[dict[str, Any]]:
+        return [e for e in slack.of("chat.postEphemeral") if e["user"] == "U012AB3CD"]
+
+    refusal = wait_until(refused, timeout=60, interval=0.5, what="the opener's Deny refused")[-1]
+    assert "You requested this action" in refusal["text"] and "someone else must" in refusal["text"]
+    assert refusal["thread_ts"] == proposal["thread_ts"]
+    assert not [e for e in slack.of("chat.postEphemeral") if e["user"] == "U0APPROVER"]  # nothing refused
