@@ -6,6 +6,7 @@ The gateway's legs (routing/call/gateway.py, routing/call/streaming.py) and back
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
@@ -19,8 +20,14 @@ from routing.call.votes import answer_key
 from routing.errors import UpstreamError
 from routing.ledger import CallRecord, Leg
 from routing.models import Backend, Invocation
-from routing.pricing import NO_TERMS, attempt_bound, prices_for, terms_of, usage_cost
+from routing.pricing import NO_TERMS, attempt_bound, completion_token_bound, prices_for, terms_of, usage_cost
 from routing.verifiers.pool import run_verifier
+
+
+def _answer_text(message: dict[str, Any]) -> str:
+    """What an answer holds that the provider bills as output: its text and its tool calls."""
+    calls = message.get("tool_calls")
+    return str(message.get("content") or "") + (json.dumps(calls) if calls else "")
 
 
 def new_leg(backend: Backend) -> Leg:
@@ -223,7 +230,9 @@ async def run_leg(
         return None
     leg.latency_ms = completion.latency_ms
     if not isinstance(completion.raw.get("usage"), dict):  # answered, and billed, but no usage said
+        # Charged its worst case; the tokens are counted here from what was sent and received.
         leg.prompt_tokens = upstream.prompt_token_bound(body)
+        leg.completion_tokens = sum(completion_token_bound(_answer_text(m)) for m, _ in completion.choices)
         charge_bound(leg, attempts)
     else:
         price_leg(leg, backend, completion.usage, body=body, attempts=attempts)

@@ -10,22 +10,24 @@ ledger row against what the stub was sent, and that a concurrent ``GET /v1/model
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import json
+from collections.abc import Callable, Iterator
 from decimal import Decimal
 from typing import Any
 
 import httpx
 import openai
 import pytest
+from aiohttp import web
 
-from bench.support.openai_stub import Reply
+from bench.support.openai_stub import OpenAIStub, Reply
 from routing.budgets import to_cents
 from routing.ledger import writer
 from routing.models import ApiKey, Backend, Invocation, TaskProfile
 from routing.pricing import attempt_bound, prices_for
 from routing.protocol import ChatRequest
-from tests.factories import TaskProfileFactory, make_key
-from tests.support.gateway import client
+from tests.factories import BackendFactory, TaskProfileFactory, make_key
+from tests.support.gateway import STUDENT_PRICES, TEACHER_PRICES, client
 from tests.support.liveness import models_keep_answering
 from tests.support.wait import wait_until
 
@@ -234,5 +236,65 @@ def test_a_non_streamed_call_the_client_abandons_is_billed(gateway_url, backends
     assert (
         call.cost_usd == usage_cost(backends["teacher"], leg["prompt_tokens"], leg["completion_tokens"]) > 0
     )
+    writer.drain()
+    assert ApiKey.objects.get(pk=pair.key.pk).spent_usd == call.cost_usd
+
+
+class UsageFreeStub(OpenAIStub):
+    """A provider that answers, and so bills, but says no usage (some self-hosted servers, some
+    proxies): its JSON answers carry no ``usage``."""
+
+    async def _chat(self, request: web.Request) -> web.StreamResponse:
+        response = await super()._chat(request)
+        if isinstance(response, web.Response) and response.status == 200 and response.body is not None:
+            data = json.loads(bytes(response.body))  # type: ignore[arg-type]
+            data.pop("usage", None)
+            response.body = json.dumps(data).encode()
+        return response
+
+
+@pytest.fixture
+def usage_free(transactional_db: None) -> Iterator[tuple[UsageFreeStub, dict[str, Backend]]]:
+    with UsageFreeStub() as stub:
+        made = {
+            role: BackendFactory.create(
+                name=role,
+                role=role,
+                model=f"openai/{role}-model",
+                api_base=stub.base_url,
+                input_cost_per_token=prices[0],
+                output_cost_per_token=prices[1],
+            )
+            for role, prices in (("teacher", TEACHER_PRICES), ("student", STUDENT_PRICES))
+        }
+        yield stub, made
+
+
+def test_answers_without_usage_are_charged_their_bound_and_counted_locally(gateway_url, usage_free):
+    """The student answers without usage and fails its verifier, then the teacher answers without
+    usage: both attempts reached the provider, both are charged their worst case, and the tokens of
+    what was sent and received are counted here."""
+    stub, made = usage_free
+    checked_profile()
+    stub.responder = by_role(student=Reply(content="not ok"), teacher=Reply(content="ok"))
+    pair = make_key()
+    answer = client(gateway_url, pair.raw).chat.completions.create(
+        model="auto",
+        messages=HELLO,  # type: ignore[arg-type]
+        max_tokens=MAX_TOKENS,
+        metadata={"task": PROFILE},
+    )
+    assert answer.choices[0].message.content == "ok" and answer.usage is None
+    call = row()
+    student_leg, teacher_leg = call.legs
+    assert student_leg["verdict"] == "fail" and call.fallback and call.cost_basis == "bound"
+    for leg, backend, text in (
+        (student_leg, made["student"], "not ok"),
+        (teacher_leg, made["teacher"], "ok"),
+    ):
+        assert leg["cost_basis"] == "bound" and leg["usage_estimated"]
+        assert Decimal(leg["cost_usd"]) == to_cents(bound(backend, task=PROFILE)) > 0
+        assert leg["prompt_tokens"] > 0 and leg["completion_tokens"] >= len(text)  # a token per byte at most
+    assert call.cost_usd == Decimal(student_leg["cost_usd"]) + Decimal(teacher_leg["cost_usd"])
     writer.drain()
     assert ApiKey.objects.get(pk=pair.key.pk).spent_usd == call.cost_usd
