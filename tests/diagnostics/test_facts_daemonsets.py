@@ -147,3 +147,42 @@ def test_nodes_without_a_pod_of_the_daemonset_are_read_and_their_taint_named():
     assert "1 of 4 nodes (gpu-x: it does not tolerate their taint nvidia.com/gpu=present:NoSchedule)" in (
         finding.summary
     )
+
+
+DS_YAML = """apiVersion: apps/v1
+kind: DaemonSet
+metadata:
+  name: log-shipper
+  namespace: obs
+spec:
+  template:
+    spec:
+      affinity:
+        nodeAffinity:
+          requiredDuringSchedulingIgnoredDuringExecution:
+            nodeSelectorTerms:
+            - matchExpressions:
+              - key: tier
+                operator: In
+                values: [web, gpu]
+status:
+  desiredNumberScheduled: 3
+  currentNumberScheduled: 3
+  numberReady: 3
+"""
+DS_TABLE = """NAME          DESIRED   CURRENT   READY   UP-TO-DATE   AVAILABLE   NODE SELECTOR   AGE
+log-shipper   3         3         3       3            3           tier=gpu        20d
+"""
+
+
+def test_a_manifests_required_affinity_and_a_listings_node_selector_are_compared_too():
+    found = _run(
+        _state(), ("kubectl_get_yaml", {"kind": "daemonset", "namespace": "obs"}, DS_YAML), NODES_OUT
+    )
+    (finding,) = _excluded(found)
+    assert "gpu-y: its affinity wants tier In web,gpu, the node has tier=(none)" in finding.summary
+    listed = ("kubectl_get_by_kind_in_namespace", {"kind": "daemonset", "namespace": "obs"}, DS_TABLE)
+    (by_table,) = _excluded(_run(_state(), listed, NODES_OUT))
+    assert (
+        "3 of 4 nodes" in by_table.summary and "cpu-a, cpu-b: its nodeSelector tier=gpu" in by_table.summary
+    )

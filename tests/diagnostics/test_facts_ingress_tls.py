@@ -4,6 +4,7 @@ while the renewed certificate sits in another Secret. Names, hosts and dates app
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 
 from diagnostics.agent.evidence.analyzers import AnalysisState, ToolOutput, analyze
 from diagnostics.agent.evidence.analyzers.kubernetes.ingress_tls import covers
@@ -141,3 +142,44 @@ def test_an_alert_about_something_else_reads_no_ingress():
 def test_wildcards_cover_one_label():
     assert covers("*.corp.test", "app.corp.test") and not covers("*.corp.test", "a.b.corp.test")
     assert covers("App.Corp.Test", "app.corp.test") and not covers("corp.test", "app.corp.test")
+
+
+def test_seconds_left_below_zero_from_the_alerts_own_expression_mean_expired():
+    result = [
+        {"metric": {"instance": "https://app.corp.test", "job": "probe"}, "value": [1_800_000_000, "-86400"]}
+    ]
+    text = json.dumps({"status": "success", "data": {"resultType": "vector", "result": result}})
+    query = "probe_ssl_earliest_cert_expiry - time() < 0"
+    (finding,) = _run(
+        _state(),
+        ("prometheus_query", {"query": query}, text),
+        _yaml("ingress", INGRESS_YAML.format(secret="s1")),
+    )
+    assert "whose certificate has expired (probe_ssl_earliest_cert_expiry 2027-01-14" in finding.summary
+
+
+def test_a_certificate_past_its_not_after_expires_the_secret_it_writes():
+    state = _state()
+    state.alert.asked_at = datetime(2032, 1, 1, tzinfo=UTC)
+    state.alert.subject.namespace = "web"
+    _run(state, ("kubectl_get_by_kind_in_cluster", {"kind": "namespace"}, "NAME   STATUS\nweb    Active\n"))
+    assert any(lead.obj.kind == "ingress" and lead.obj.namespace == "web" for lead in state.leads)
+    cert = _yaml("certificate", CERT_YAML)
+    (finding,) = _run(state, cert, _yaml("ingress", INGRESS_YAML.format(secret="portal-cert-v2")))
+    assert "still serves the TLS Secret portal-cert-v2" in finding.summary
+    assert "(Certificate portal-cert notAfter 2031-05-01T00:00:00Z)" in finding.summary
+    assert "renewed" not in finding.summary  # the Certificate writes the Secret the Ingress serves
+
+
+def test_a_routed_host_no_tls_entry_covers_gets_the_default_certificate():
+    yaml_text = INGRESS_YAML.format(secret="portal-cert-v2").replace(
+        "- host: app.corp.test", "- host: shop.other.test"
+    )
+    state = _state("TLS handshake for https://shop.other.test fails: certificate not valid for the host")
+    (finding,) = _run(state, _yaml("ingress", yaml_text))
+    assert (
+        finding.kind == "ingress_tls_host_uncovered" and "routes shop.other.test but none" in finding.summary
+    )
+    covered = _state("TLS handshake for https://app.corp.test fails")
+    routed = INGRESS_YAML.format(secret="portal-cert-v2")
+    assert [f.kind for f in _run(covered, _yaml("ingress", routed))] == []

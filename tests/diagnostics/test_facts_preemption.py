@@ -126,3 +126,19 @@ def test_events_without_preemption_say_nothing():
     state = _state()
     out = ("kubectl_get_by_kind_in_namespace", {"kind": "event", "namespace": "search"}, "\n".join(quiet))
     assert _run(state, out) == []
+
+
+def test_an_all_namespaces_listing_groups_victims_by_their_namespace():
+    rows = [
+        "NAMESPACE   LAST SEEN   TYPE     REASON      OBJECT                          MESSAGE",
+        "search      12m         Normal   Preempted   pod/indexer-6c8f7d9b5-zz999     Preempted by "
+        "etl/etl-runner-7b9f6c5d4-q1w2e on node pool-b-2",
+        "billing     5m          Normal   Preempted   pod/invoicer-5d4c3b2a1-pp000   Preempted by "
+        + UID
+        + " on node pool-c-1",
+    ]
+    state = _state()
+    found = _run(state, ("kubectl_get_by_kind_in_cluster", {"kind": "event"}, "\n".join(rows)))
+    assert sorted(f.subject for f in found) == ["deployment/billing/invoicer", "deployment/search/indexer"]
+    assert any("on node pool-c-1 (5m ago)" in f.summary for f in found)
+    assert any(lead.obj.kind == "pod" and lead.obj.namespace == "etl" for lead in state.leads)

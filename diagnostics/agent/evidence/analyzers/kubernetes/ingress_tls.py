@@ -60,21 +60,34 @@ def _when(seconds: float) -> str:
     return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _expiry(text: str, state: AnalysisState) -> None:
+def _expiry(text: str, query: str, state: AnalysisState) -> None:
+    """Hosts whose probed certificate expired: ``probe_ssl_earliest_cert_expiry`` before the sample's time,
+    or (a query of it ``- time()``) seconds left below zero."""
     expired = state.fact_dict("tls_expired_hosts")
+    left_query = _EXPIRY in query and "time()" in query
     for payload in json_payloads(text):
         data = payload.get("data") if isinstance(payload, dict) else None
         for series in (data or {}).get("result") or [] if isinstance(data, dict) else []:
             metric, value = series.get("metric") or {}, series.get("value") or []
-            if metric.get("__name__") != _EXPIRY or len(value) != 2:
+            name = metric.get("__name__")
+            if (name != _EXPIRY and not (left_query and not name)) or len(value) != 2:
                 continue
             try:
-                now, until = float(value[0]), float(value[1])
+                now, number = float(value[0]), float(value[1])
             except (TypeError, ValueError):
                 continue
+            until = number if name == _EXPIRY else now + number
             for host in _HOST.findall(str(metric.get("instance") or "")):
                 if until < now:
                     expired[host.lower()] = f"{_EXPIRY} {_when(until)}, before the probe's {_when(now)}"
+
+
+def _moment(text: str) -> datetime | None:
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
 def _keep_ingress(obj: dict[str, Any], namespace: str, state: AnalysisState) -> None:
@@ -85,6 +98,12 @@ def _keep_ingress(obj: dict[str, Any], namespace: str, state: AnalysisState) -> 
         for entry in _part(obj, "spec").get("tls") or []
         if isinstance(entry, dict)
     ]
+    rules = [
+        str(r.get("host"))
+        for r in _part(obj, "spec").get("rules") or []
+        if isinstance(r, dict) and r.get("host")
+    ]
+    state.fact_dict("ingress_rule_hosts")[f"{ns}/{meta.get('name') or ''}"] = rules
     _tls(state, ns, str(meta.get("name") or ""), entries)
 
 
@@ -105,6 +124,12 @@ def _keep_certificate(obj: dict[str, Any], namespace: str, state: AnalysisState)
         ),
         "",
     )
+    not_after = _moment(str(status.get("notAfter") or ""))
+    if not_after is not None and state.alert.asked_at is not None and not_after < state.alert.asked_at:
+        for host in spec.get("dnsNames") or []:
+            state.fact_dict("tls_expired_hosts").setdefault(
+                str(host).lower(), f"Certificate {meta.get('name')} notAfter {status.get('notAfter')}"
+            )
     state.fact_dict("certificates")[f"{meta.get('namespace') or namespace}/{meta.get('name')}"] = {
         "secret": str(spec.get("secretName") or ""),
         "hosts": [str(h) for h in spec.get("dnsNames") or []],
@@ -122,6 +147,7 @@ class IngressTlsAnalyzer(Analyzer):
         kind = str(out.params.get("kind") or "").lower()
         return (
             _EXPIRY in out.text
+            or _EXPIRY in str(out.params.get("query") or "")
             or "HOSTS" in head
             or "kubernetes.io/tls" in out.text
             or "kind: Ingress" in head
@@ -134,8 +160,8 @@ class IngressTlsAnalyzer(Analyzer):
     def analyze(self, out: ToolOutput, state: AnalysisState) -> list[Finding]:
         namespace = str(out.params.get("namespace") or "")
         kind = str(out.params.get("kind") or "").lower()
-        if _EXPIRY in out.text:
-            _expiry(out.text, state)
+        if _EXPIRY in out.text or _EXPIRY in str(out.params.get("query") or ""):
+            _expiry(out.text, str(out.params.get("query") or ""), state)
         obj = manifest_of(out.text)
         if obj is not None and obj.get("kind") == "Ingress":
             _keep_ingress(obj, namespace, state)
@@ -174,7 +200,11 @@ def ingress_serves_stale_secret(state: AnalysisState, findings: list[Finding]) -
     expired = state.fact_dict("tls_expired_hosts")
     if not hosts and not expired:
         return []
-    if hosts and not state.alert.subject.namespace and not state.fact_dict("ingress_tls"):
+    if hosts and state.alert.subject.namespace:
+        state.lead(
+            ObjRef("ingress", "*", state.alert.subject.namespace), "Ingresses that may serve the host", 82
+        )
+    elif hosts and not state.fact_dict("ingress_tls"):
         state.lead(ObjRef("ingress", "*"), "the Ingresses that serve the alert's host", 84)
         state.lead(ObjRef("namespace", "*"), "the namespaces whose Ingresses may serve the host", 83)
         listed = state.fact_set("tls_namespaces_listed")
@@ -187,13 +217,49 @@ def ingress_serves_stale_secret(state: AnalysisState, findings: list[Finding]) -
     for label, entries in state.fact_dict("ingress_tls").items():
         namespace, name = label.split("/", 1)
         for tls_hosts, secret in entries:
-            served = [h for h in tls_hosts if h.lower() in hosts | set(expired)]
+            wanted = hosts | set(expired)
+            served = [h for h in tls_hosts if any(covers(p, h) or covers(h, p) for p in wanted)]
             if not served or not secret:
                 continue
             finding = _finding(state, namespace, name, served, secret, expired)
             if finding is not None and finding.summary not in reported:
                 reported.add(finding.summary)
                 out.append(finding)
+        out += _uncovered(state, label, entries, hosts, reported)
+    return out
+
+
+def _uncovered(
+    state: AnalysisState,
+    label: str,
+    entries: list[tuple[list[str], str]],
+    hosts: set[str],
+    reported: set[str],
+) -> list[Finding]:
+    """An alert host the Ingress routes (a rule's host) that no tls entry covers: no certificate for it."""
+    namespace, name = label.split("/", 1)
+    covered = [h for tls_hosts, _ in entries for h in tls_hosts]
+    out = []
+    for host in state.fact_dict("ingress_rule_hosts").get(label) or []:
+        if host.lower() not in hosts or any(covers(c, host) for c in covered):
+            continue
+        summary = (
+            f"The Ingress {name} routes {host} but none of its tls entries covers that host, so HTTPS for it "
+            "is answered with the ingress controller's default (self-signed) certificate."
+        )
+        if summary not in reported:
+            reported.add(summary)
+            out.append(
+                Finding(
+                    "ingress_tls_host_uncovered",
+                    summary,
+                    Severity.CRITICAL,
+                    ObjRef("ingress", name, namespace).label,
+                    f"tls hosts: {', '.join(covered) or 'none'}",
+                    90,
+                    f"Add {host} to a tls entry of Ingress {name} (its Secret's certificate must cover it).",
+                )
+            )
     return out
 
 
@@ -228,11 +294,12 @@ def _finding(
             92,
             fix + ".",
         )
-    if host.lower() not in expired:
+    why = next((reason for pattern, reason in sorted(expired.items()) if covers(pattern, host)), "")
+    if not why:
         return None
     summary = (
         f"The Ingress {name} still serves the TLS Secret {secret} for {', '.join(served)}, whose certificate "
-        f"has expired ({expired[host.lower()]})"
+        f"has expired ({why})"
     )
     rank = 88
     if renewed:

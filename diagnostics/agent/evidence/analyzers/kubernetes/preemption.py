@@ -52,11 +52,14 @@ def _preemptions(state: AnalysisState) -> dict[str, dict[str, Any]]:
 
 
 def _record_events(out: ToolOutput, state: AnalysisState) -> list[Finding]:
-    namespace = str(out.params.get("namespace") or "")
     groups = _preemptions(state)
     short = state.fact_dict("unschedulable_for")
     new: list[str] = []
-    for line in out.text.splitlines():
+    all_namespaces = out.text.lstrip().startswith("NAMESPACE")  # kubectl get events -A
+    for raw in out.text.splitlines():
+        line, namespace = raw, str(out.params.get("namespace") or "")
+        if all_namespaces and len(raw.split(None, 1)) == 2:
+            namespace, line = raw.split(None, 1)
         events = parse_events(line)
         if not events:
             continue
