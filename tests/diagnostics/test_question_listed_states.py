@@ -62,3 +62,11 @@ def test_events_counted_in_a_relative_window_each_row_an_event() -> None:
     assert "No Warning event" not in hour.text()
     ten = _answer("how many warning events in pottery in the last 10 minutes?", "event", EVENTS)
     assert ten.value == 2
+
+
+def test_events_named_by_their_reason_keep_that_reason_only() -> None:
+    backoffs = _answer("show the BackOff events in pottery", "event", EVENTS)
+    assert [row[1] for row in backoffs.rows] == ["BackOff"]
+    assert backoffs.headline.startswith("1 BackOff events")
+    every = _answer("show the events in pottery", "event", EVENTS)
+    assert len(every.rows) == 4

@@ -80,7 +80,7 @@ def changes_answer(intent: Intent, state: AnalysisState, known: list[Resolution]
     where = f" in namespace {namespace}" if namespace else ""
     if names:
         where += f" to {', '.join(sorted(names)[:4])}"
-    window = f" ({intent.window.phrase})" if intent.window else ""
+    window = f" ({intent.window.phrase.rstrip('?.!')})" if intent.window else ""
     if reads == 0 or empty >= reads:
         return Answer(
             intent=intent.kind,

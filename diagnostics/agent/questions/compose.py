@@ -260,9 +260,8 @@ def _read_logs(
     for pod, out in _logs(state, resolved_pods(known, state)):
         kind = "previous logs" if "previous" in out.tool.lower() else "logs"
         if not has_data(out):
-            notes.append(
-                f"no {kind} of pod {pod}{' (' + intent.window.phrase + ')' if intent.window else ''}."
-            )
+            phrase = f" ({intent.window.phrase.rstrip('?.!')})" if intent.window else ""
+            notes.append(f"no {kind} of pod {pod}{phrase}.")
             continue
         lines = [line for line in log_lines(out.text) if in_window(line, intent)]
         if not lines:

@@ -24,6 +24,12 @@ def events_answer(intent: Intent, state: AnalysisState, known: list[Resolution],
     warnings_only = bool(rx.search(r"\bwarn(?:ing)?s?\b", state.alert.text.lower()))
     rows: list[list[str]] = []
     reads = 0
+    question = " ".join(state.alert.text.lower().split())
+    # "the FailedScheduling events": a reason the reads hold, named in the question, keeps its events only.
+    reasons = {
+        e.reason for out in state.outputs if out.ok and not out.no_data for e in parse_events(out.text)
+    }
+    named = {r for r in reasons if len(r) > 3 and rx.search(rf"\b{rx.escape(r.lower())}\b", question)}
     window = intent.window
     span = (window.end - window.start).total_seconds() if window and window.start and window.end else None
     older = 0
@@ -42,7 +48,7 @@ def events_answer(intent: Intent, state: AnalysisState, known: list[Resolution],
             obj = event.obj or described
             if names and not any(n in obj for n in names) and described not in names:
                 continue
-            if warnings_only and event.type != "Warning":
+            if (warnings_only and event.type != "Warning") or (named and event.reason not in named):
                 continue
             if span is not None and age is not None and age > span:
                 older += 1  # seen last before the question's window
@@ -56,7 +62,9 @@ def events_answer(intent: Intent, state: AnalysisState, known: list[Resolution],
         where += f" of {', '.join(sorted(names)[:4])}"
     if span is not None and window is not None:
         where += f" {window.phrase.rstrip('?.!')}"
-    what = f"{'warning ' if warnings_only else ''}events{where}"
+    what = (
+        f"{'warning ' if warnings_only else ''}{' '.join(sorted(named)) + ' ' if named else ''}events{where}"
+    )
     if not reads:
         return Answer(
             intent=intent.kind,

@@ -57,5 +57,5 @@ def scope_phrase(intent: Intent, resolved: list[Resolution], namespace: str) -> 
     """What was asked about, in words: the names, the namespace and the window."""
     names = ", ".join(r.name for r in resolved) or ""
     where = f" in namespace {namespace}" if namespace else ""
-    window = f" ({intent.window.phrase})" if intent.window else ""
+    window = f" ({intent.window.phrase.rstrip('?.!')})" if intent.window else ""
     return f"{names}{where}{window}".strip()
