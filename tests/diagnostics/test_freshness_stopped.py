@@ -170,6 +170,20 @@ def test_refusals_after_the_listener_came_up_or_with_no_listener_since_stay_curr
     assert "10.4.0.7:7311" in outcome.root_cause, outcome.diagnosis
 
 
+def test_the_failing_clients_own_listener_on_the_same_port_is_no_recovery() -> None:
+    """The client restarted and listens on 0.0.0.0:7311 itself: its dependency on 7311 is still unknown."""
+    storefront = "\n".join(
+        [
+            _refused(50, "/cart"),
+            _refused(40, "/"),
+            f"{_at(30)} INFO storefront[42] listening on 0.0.0.0:7311",
+        ]
+    )
+    outcome = _diagnose({"storefront": storefront, "mailer": MAILER_NOW})
+    refusals = _refusals(outcome)
+    assert refusals and not any(f.history for f in refusals), refusals
+
+
 def _log_findings(text: str) -> list[Any]:
     state = AnalysisState(AlertContext(text="storefront errors"))
     out = ToolOutput("tail_log", {"service": "storefront"}, text)

@@ -276,9 +276,9 @@ def stopped(
     finding: Finding, logs: list[_Timed], listeners: list[_Listener], change: datetime | None
 ) -> tuple[datetime, str] | None:
     """(when its lines stopped, what shows they do not recur) for a log failure that is over: the address
-    it could not reach listens after its last line, or its lines stopped before the latest change
-    (``change``) and a log that carried them goes on past the change, for longer than the failure's own
-    longest quiet spell, without them. None while it goes on, or when its lines carry no time."""
+    it could not reach listens after its last line (in another log), or its lines stopped before the latest
+    change (``change``) and a log that carried them goes on past the change, for longer than the failure's
+    own longest quiet spell, without them. None while it goes on, or when its lines carry no time."""
     carrier = _Carrier.of(finding)
     if not carrier or not finding.is_problem:
         return None
@@ -296,7 +296,12 @@ def stopped(
     if ended is None:
         return None
     if any(_UNREACHED.search(lines[last][1]) for lines, last in holders):
-        back = next((li for li in listeners if li.at > ended and li.serves(carrier.addresses)), None)
+        # The failing log's own "listening on" is the client's own address, never its dependency's.
+        own = {line.strip() for lines, _ in holders for _, line in lines}
+        back = next(
+            (li for li in listeners if li.at > ended and li.line not in own and li.serves(carrier.addresses)),
+            None,
+        )
         if back is not None:
             return ended, f"what they could not reach listens since {iso(back.at)} ('{clip_line(back.line)}')"
     if change is None or ended >= change:
