@@ -65,14 +65,17 @@ class CallInput:
         )
 
     def digest(self) -> str | None:
-        """A digest of everything the router's features read from this call (its messages, tools,
-        response schema, profile, verifier, turn, SkillBook match), computed once: equal digests, equal
-        features. None when the request holds something JSON cannot encode (nothing is cached then)."""
+        """A digest of everything the router's features read from this call, computed once: equal
+        digests, equal features. Of a message that is its role, its ``content_text`` (a media part is
+        its type: an image's megabytes are not hashed) and its tool calls' names and arguments; then
+        the tools, the response schema, the profile, the verifier, the turn and the SkillBook match.
+        None when one of them is something JSON cannot encode (nothing is cached then)."""
         found = self._texts.get(_DIGEST)
         if found is None:
             facts = [self.profile, self.has_verifier, self.turn_index, self.skillbook_matched]
+            messages = [_read_of(m) for m in self.messages]
             try:
-                data = orjson.dumps([*facts, self.messages, self.tools, self.response_format])
+                data = orjson.dumps([*facts, messages, self.tools, self.response_format])
             except TypeError:  # orjson.JSONEncodeError is one
                 return None
             found = self._texts[_DIGEST] = hashlib.blake2b(data, digest_size=16).hexdigest()
@@ -116,6 +119,14 @@ def content_text(content: Any) -> str:
         ]
         return " ".join(str(p) for p in parts)
     return ""
+
+
+def _read_of(message: dict[str, Any]) -> list[Any]:
+    """What the features read of ``message`` (``_message_text``, ``_meta``): the key of ``digest``."""
+    calls = message.get("tool_calls") or []
+    functions = [(c.get("function") or {}) if isinstance(c, dict) else {} for c in calls]
+    named = [[f.get("name", ""), f.get("arguments", "")] for f in functions]
+    return [message.get("role"), content_text(message.get("content")), len(calls), named]
 
 
 def _message_text(message: dict[str, Any]) -> str:

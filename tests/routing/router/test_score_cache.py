@@ -94,8 +94,37 @@ def test_the_cache_is_bounded_and_keeps_the_recent(counted, mixed_test, monkeypa
 
 def test_a_call_json_cannot_encode_is_scored_uncached(counted, mixed_report, featurizer):
     router, seen = counted
-    call = CallInput(messages=[{"role": "user", "content": "hello", "extra": {1, 2}}], profile="p")
+    odd = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": {1, 2}}}  # a set
+    messages = [{"role": "user", "content": "hello"}, {"role": "assistant", "tool_calls": [odd]}]
+    call = CallInput(messages=messages, profile="p")
     assert call.digest() is None
     score = router.score(call)
     assert router.score(call) == score == _reference(mixed_report, featurizer, call)
     assert len(seen) == 2 and len(router._scores) == 0
+
+
+def test_media_bytes_are_not_hashed_but_what_the_features_read_is(counted, mixed_report, featurizer):
+    """An image's data URL is not read by the features (a media part is its type), so two calls that
+    differ only in it share the key, and their features: the key of a 4 MB image is not 4 MB hashed.
+    A text part, a tool call's arguments or a media part's type are read, and change the key."""
+    router, seen = counted
+
+    def call(url: str, text: str = "what is in it?", kind: str = "image_url", args: str = "{}") -> CallInput:
+        parts = [{"type": "text", "text": text}, {"type": kind, kind: {"url": url}}]
+        turn = {"id": "c1", "type": "function", "function": {"name": "look", "arguments": args}}
+        return CallInput(
+            messages=[
+                {"role": "user", "content": parts},
+                {"role": "assistant", "content": None, "tool_calls": [turn]},
+                {"role": "tool", "tool_call_id": "c1", "content": "seen"},
+            ],
+            profile="vision",
+        )
+
+    one, two = call("data:image/png;base64," + "A" * 4096), call("data:image/png;base64," + "B" * 4096)
+    assert one.digest() == two.digest()
+    assert (Featurizer.transform(featurizer, one) == Featurizer.transform(featurizer, two)).all()
+    assert router.score(one) == router.score(two) == _reference(mixed_report, featurizer, two)
+    assert len(seen) == 1
+    others = [call("x", text="what is in that?"), call("x", kind="input_audio"), call("x", args='{"a": 1}')]
+    assert len({c.digest() for c in others} | {one.digest()}) == 4
