@@ -29,6 +29,11 @@ def _iso(seconds_ago: float) -> str:
     return (NOW - timedelta(seconds=seconds_ago)).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def _exact(seconds_ago: float) -> str:
+    """A log line's time as the report states when failures stopped or a listener came up."""
+    return (NOW - timedelta(seconds=seconds_ago)).strftime("%Y-%m-%dT%H:%M:%S.250Z")
+
+
 def _refused(seconds_ago: float, path: str) -> str:
     return (
         f"{_at(seconds_ago)} ERROR storefront[41] upstream unreachable for {path}: [Errno 111] Connection "
@@ -119,7 +124,7 @@ def test_refusals_that_stopped_before_the_change_while_the_log_goes_on_are_histo
     outcome = _diagnose({"storefront": storefront, "mailer": MAILER_NOW}, CHANGE)
     refusals = _refusals(outcome)
     assert refusals and all(f.history and not f.is_problem for f in refusals), outcome.findings
-    assert f"stopped at {_iso(260)}" in refusals[0].summary
+    assert f"stopped at {_exact(260)}" in refusals[0].summary
     assert f"before the latest recorded change ({_iso(200)})" in refusals[0].summary
     assert "permission denied" in outcome.root_cause.lower(), outcome.diagnosis
     assert "History" in outcome.diagnosis and "10.4.0.7:7311" in outcome.diagnosis.split("History", 1)[1]
@@ -156,7 +161,7 @@ def test_refusals_end_when_the_address_they_failed_against_listens_again() -> No
     outcome = _diagnose({"storefront": storefront, "checkout": checkout, "mailer": MAILER_NOW})
     refusals = _refusals(outcome)
     assert refusals and all(f.history for f in refusals), outcome.findings
-    assert f"listens since {_iso(48)}" in refusals[0].summary
+    assert f"listens since {_exact(48)}" in refusals[0].summary
     assert "permission denied" in outcome.root_cause.lower(), outcome.diagnosis
 
 

@@ -247,6 +247,13 @@ class _Listener:
         )
 
 
+def _exact(moment: datetime) -> str:
+    """``moment`` in UTC to the millisecond when it has one (a failure and its end can share a second)."""
+    if not moment.microsecond:
+        return iso(moment)
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
+
 def change_times(state: AnalysisState) -> list[datetime]:
     """When each recorded change (``changes``' change log) was made."""
     times = (parse_iso(str(getattr(change, "at", ""))) for change in state.fact_dict("changes").values())
@@ -303,7 +310,10 @@ def stopped(
             None,
         )
         if back is not None:
-            return ended, f"what they could not reach listens since {iso(back.at)} ('{clip_line(back.line)}')"
+            return (
+                ended,
+                f"what they could not reach listens since {_exact(back.at)} ('{clip_line(back.line)}')",
+            )
     if change is None or ended >= change:
         return None
     for lines, last in holders:
@@ -338,7 +348,7 @@ def settle(
         if over is not None:
             ended, why = over
             summary = (
-                f"{finding.summary.rstrip('.')}. These failures stopped at {iso(ended)}: {why}; not seen "
+                f"{finding.summary.rstrip('.')}. These failures stopped at {_exact(ended)}: {why}; not seen "
                 "since: history, not the current cause."
             )
             finding = dataclasses.replace(finding, summary=summary, history=True, at=iso(ended))
