@@ -9,9 +9,12 @@ place (issue 37); app/edge.py now also gives every body a deadline (a 408). The 
 handler in the scope (``routing/api/http.py``'s ``Request.api_key``), so it is not looked up twice.
 
 Past the limit a call gets an immediate 503 with ``Retry-After`` (the openai SDK retries it with backoff)
-and nothing is written for it. A call counts from the moment its key is known until the edge has sent its
-last byte (streams included) or the client went away. Everything here runs on the process's event loop,
-so the count needs no lock.
+and nothing is written for it. A call counts from the moment its key is known and its body has arrived
+until the edge has sent its last byte (streams included) or the client went away: a keyed client that
+trickles its body (up to app/edge.py's deadline) holds no place meanwhile (issue 37, round three: one
+key's slow bodies held every place for the deadline's 30 s, again and again). The limit is checked
+before the body is read too, so a call refused for capacity still costs almost nothing. Everything here
+runs on the process's event loop, so the count needs no lock.
 """
 
 from __future__ import annotations
@@ -74,11 +77,44 @@ async def guarded(app: ASGIApp, scope: dict[str, Any], receive: Any, send: Any) 
     if limit and _in_flight >= limit:
         await _refuse(send, path, _overloaded(limit), close=True)
         return
+    if limit:  # the body first, holding no place (app/edge.py bounds its size and its time)
+        body = await _whole_body(receive)
+        if body is None:
+            return  # the client went away, or the edge answered its 408 or 413
+        if _in_flight >= limit:
+            await _refuse(send, path, _overloaded(limit), close=False)
+            return
+        receive = _replay(body, receive)
     _in_flight += 1
     try:
         await app({**scope, API_KEY: key}, receive, send)
     finally:
         _in_flight -= 1
+
+
+async def _whole_body(receive: Any) -> bytes | None:
+    chunks: list[bytes] = []
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return None
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body", False):
+            return b"".join(chunks)
+
+
+def _replay(body: bytes, receive: Any) -> Any:
+    """A ``receive`` that gives the body read already, then what the connection says next."""
+    given = False
+
+    async def again() -> dict[str, Any]:
+        nonlocal given
+        if not given:
+            given = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return dict(await receive())
+
+    return again
 
 
 def _database_unavailable() -> ApiError:

@@ -93,7 +93,7 @@ def test_a_head_trickled_byte_by_byte_is_cut_at_the_deadline(served_url, backend
         assert closed(sock)
 
 
-def test_a_body_trickled_byte_by_byte_is_cut_and_gives_its_place_back(
+def test_a_body_trickled_byte_by_byte_holds_no_place_and_is_cut_at_the_deadline(
     served_url, backends, api_key, stub, tight
 ):
     body = b'{"model": "auto", "messages": [{"role": "user", "content": "' + b"a" * 500 + b'"}]}'
@@ -107,13 +107,17 @@ def test_a_body_trickled_byte_by_byte_is_cut_and_gives_its_place_back(
                 f"Content-Length: {len(body)}",
             )
         )
-        wait_until(lambda: inflight.in_flight() == 1, timeout=5, what="the trickled call to take its place")
-        cut, took = trickle(sock, body, every_s=0.05, until_s=TIMEOUT_S + 3)
+        started = time.monotonic()
+        cut, _ = trickle(sock, body[:8], every_s=0.05, until_s=TIMEOUT_S + 3)
+        assert not cut and inflight.in_flight() == 0  # its body has not arrived: it holds no place
+        assert chat(served_url, api_key.raw).status_code == 200  # so the one place serves another caller
+        cut, _ = trickle(sock, body[8:], every_s=0.05, until_s=TIMEOUT_S + 3)
+        took = time.monotonic() - started
         assert cut and took < TIMEOUT_S + 1.5, took
         response = read_response(sock)
         assert response[0] == 408 and openai_error(response)["code"] == "request_timeout"
-    wait_until(lambda: inflight.in_flight() == 0, timeout=5, what="the place to be given back")
-    assert not stub.requests  # nothing of it reached the upstream
+    wait_until(lambda: inflight.in_flight() == 0, timeout=5, what="no place held")
+    assert len(stub.requests) == 1  # the ordinary call's: nothing of the trickled one reached the upstream
     assert chat(served_url, api_key.raw).status_code == 200
 
 
