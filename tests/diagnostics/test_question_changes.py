@@ -69,3 +69,23 @@ def test_nothing_read_is_no_data_not_nothing_changed():
     )
     answer = _answer("what changed in namespace weaving yesterday?", empty)
     assert answer.no_data and "not the same as nothing changed" in answer.headline
+
+
+REVISIONS = """NAME            DESIRED   CURRENT   READY   AGE   CONTAINERS   IMAGES      SELECTOR
+loom-5f6        3         3         3       2d    loom         loom:4      app=loom
+loom-4c1        0         0         0       30d   loom         loom:3      app=loom
+"""
+
+
+def test_a_rollout_dated_by_its_age_is_in_or_outside_the_date_asked_about():
+    revisions = ToolOutput(
+        "kubectl_get_by_kind_in_namespace", {"kind": "replicaset", "namespace": "weaving"}, REVISIONS
+    )
+    # Asked 2030-03-14 12:00; "2d" is 2 to 3 days before: 2030-03-11 12:00 .. 2030-03-12 12:00.
+    on = _answer("what changed in namespace weaving on 2030-03-12?", revisions)
+    assert on.value == 1 and "loom rolled out image loom:4" in on.headline
+    assert "between 2030-03-11 and 2030-03-12" in on.headline
+    off = _answer("what changed in namespace weaving on 2030-03-05?", revisions)
+    assert off.value == 0
+    assert off.headline.startswith("No change seen in namespace weaving (on 2030-03-05)")
+    assert "The nearest, outside it: loom rolled out image loom:4" in off.headline

@@ -9,6 +9,8 @@ data; reads with no change in them answer "no change seen", naming what was read
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
+
 from diagnostics.agent import rx
 from diagnostics.agent.evidence.analyzers import AnalysisState
 from diagnostics.agent.evidence.analyzers.base import parse_events
@@ -16,7 +18,7 @@ from diagnostics.agent.evidence.inventory import Resolution
 from diagnostics.agent.questions.answers import TIMELINE, Answer, confidence_of
 from diagnostics.agent.questions.asked import parse_tables
 from diagnostics.agent.request.intent import Intent
-from diagnostics.agent.request.timewindow import line_time
+from diagnostics.agent.request.timewindow import TimeWindow, line_time
 
 CHANGE_REASONS = frozenset(
     {
@@ -73,8 +75,11 @@ def changes_answer(intent: Intent, state: AnalysisState, known: list[Resolution]
             }
             if moment not in moments:
                 moments.append(moment)
-    for moment in _rollouts(state, names):
-        if moment not in moments:
+    outside: list[dict[str, str]] = []
+    for moment, span in _rollouts(state, names, intent):
+        if span is not None and intent.window is not None and not _overlaps(span, intent.window):
+            outside.append(moment)  # its age dates it outside the window asked about
+        elif moment not in moments:
             moments.append(moment)
     moments.sort(key=lambda m: (m["time"] == "", m["time"]))
     where = f" in namespace {namespace}" if namespace else ""
@@ -98,6 +103,8 @@ def changes_answer(intent: Intent, state: AnalysisState, known: list[Resolution]
         headline = f"{len(moments)} changes{where}{window}: {shown}."
     else:
         headline = f"No change seen{where}{window} in the {reads - empty} reads that returned data."
+        if outside:
+            headline += f" The nearest, outside it: {'; '.join(m['what'] for m in outside[:3])}."
     return Answer(
         intent=intent.kind,
         shape=TIMELINE,
@@ -119,9 +126,23 @@ def _age_seconds(age: str) -> int:
     return sum(int(n) * _AGE_UNITS[u] for n, u in parts) if parts else 10**12
 
 
-def _rollouts(state: AnalysisState, names: set[str]) -> list[dict[str, str]]:
+def _unit(age: str) -> int:
+    """The smallest unit kubectl printed in an age: it rounds down to it (``5d`` is 5 to 6 days)."""
+    units = rx.findall(r"\d+([smhdy])", age or "")
+    return min((_AGE_UNITS[u] for u in units), default=0)
+
+
+def _overlaps(span: tuple[datetime, datetime], window: TimeWindow) -> bool:
+    start, end = span
+    return (window.end is None or start <= window.end) and (window.start is None or end >= window.start)
+
+
+def _rollouts(
+    state: AnalysisState, names: set[str], intent: Intent
+) -> list[tuple[dict[str, str], tuple[datetime, datetime] | None]]:
     """A Deployment with more than one ReplicaSet rolled out: its youngest revision's images, and the
-    images it replaced (a ReplicaSet listing's AGE and IMAGES columns)."""
+    images it replaced (a ReplicaSet listing's AGE and IMAGES columns); with when the question was asked,
+    the span its age dates it to."""
     owners: dict[str, list[tuple[int, str, str, str]]] = {}
     for out in state.outputs:
         if out.no_data or str(out.params.get("kind") or "").lower() not in (
@@ -135,13 +156,21 @@ def _rollouts(state: AnalysisState, names: set[str]) -> list[dict[str, str]]:
             if images and owner != row.name and (not names or any(n in row.name for n in names)):
                 age = row.get("AGE")
                 owners.setdefault(owner, []).append((_age_seconds(age), row.name, images, age))
-    moments = []
+    moments: list[tuple[dict[str, str], tuple[datetime, datetime] | None]] = []
     for owner, revisions in sorted(owners.items()):
         if len(revisions) < 2:
             continue
         revisions.sort()
-        (_, newest, images, age), before = revisions[0], revisions[1][2]
+        (seconds, newest, images, age), before = revisions[0], revisions[1][2]
         replaced = f", replacing {before}" if before != images else ""
-        what = f"{owner} rolled out image {images} (ReplicaSet {newest}, {age} ago{replaced})"
-        moments.append({"time": "", "source": owner, "what": what})
+        span = None
+        if intent.asked_at is not None and seconds < 10**12:
+            latest = intent.asked_at - timedelta(seconds=seconds)
+            span = (latest - timedelta(seconds=_unit(age)), latest)
+        about = ""
+        if span is not None:
+            first, last = (moment.strftime("%Y-%m-%d") for moment in span)
+            about = f", on {last}" if first == last else f", between {first} and {last}"
+        what = f"{owner} rolled out image {images} (ReplicaSet {newest}, {age} ago{about}{replaced})"
+        moments.append(({"time": "", "source": owner, "what": what}, span))
     return moments
