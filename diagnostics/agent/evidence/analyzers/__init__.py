@@ -1,6 +1,7 @@
 """Analyzers: deterministic functions from raw tool output to findings (a small ABC + registry)."""
 
 from diagnostics.agent.evidence.analyzers import (  # noqa: F401  (registration)
+    absent_series,
     brokers,
     chains,
     changes,
@@ -9,6 +10,7 @@ from diagnostics.agent.evidence.analyzers import (  # noqa: F401  (registration)
     datastores,
     dependency_chain,
     events,
+    ingress_limits,
     kubernetes,
     log_causes,
     log_signals,
@@ -23,8 +25,10 @@ from diagnostics.agent.evidence.analyzers import (  # noqa: F401  (registration)
     resources,
     rotation,
     runtime_limits,
+    scale_up_quota,
     secret_sources,
     server_clients,
+    service_mix,
     tables,
     traces,
     volume_resize,
