@@ -43,6 +43,7 @@ import bench.support.django_env  # noqa: F401  sets Django up before the app imp
 from bench.router_data.synthetic import NOISE, REGIMES, SHARPNESS, Regime, generate
 from bench.router_shift_retrain import logged_stream, retrain_until_admitted, served_after
 from bench.router_shift_watch import Watch, odds_router_cost, prompt_tokens, watch_stream
+from routing import conf
 from routing.router.learning.calibration import (
     PolicyData,
     Split,
@@ -185,7 +186,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--sample-rate", type=float, default=0.05, help="background teacher samples")
     parser.add_argument("--check-every", type=int, default=50, help="calls between drift checks")
-    parser.add_argument("--boost", type=float, default=4.0, help="sampling x this while drift is suspected")
+    router = conf.get().router  # the deployed defaults
+    parser.add_argument(
+        "--boost",
+        type=float,
+        default=router.drift_sample_boost,
+        help="sampling x this while drift is suspected or labels are wanted (DRIFT_SAMPLE_BOOST)",
+    )
+    parser.add_argument(
+        "--wanted-student-rate",
+        type=float,
+        default=router.labels_wanted_student_rate,
+        help="student samples of the teacher's calls while it serves instead (LABELS_WANTED_STUDENT_RATE)",
+    )
+    parser.add_argument(
+        "--label-budget",
+        type=int,
+        default=router.label_budget,
+        help="a version is sampled x --boost until this many student answers are labelled (LABEL_BUDGET)",
+    )
     parser.add_argument(
         "--retrain", action="store_true", help="replay the retrain each first drift flag queues (slower)"
     )
@@ -254,7 +273,8 @@ def main(argv: list[str] | None = None) -> int:
         f"tests (`routing/router/learning/sequential.py`), a check every {args.check_every} calls. "
         "Correctness is tested on the student's own answers (routed to it, not fallen back), labelled by "
         f"background teacher samples at {args.sample_rate:g} ({args.boost:g}x while a test leans towards "
-        "drift or another test found it), against calibration's prediction for them ('student answers': "
+        f"drift or another test found it, and while fewer than {args.label_budget} of the student's answers "
+        "are labelled: `LABEL_BUDGET`), against calibration's prediction for them ('student answers': "
         "their labelled correctness, on how many labels, vs the prediction); the teacher's answers are "
         "the reference. 'PSI': input "
         f"shift of prompt sizes against the calls the version learned from (drift at {PSI_DRIFT:g} plus "
@@ -266,7 +286,9 @@ def main(argv: list[str] | None = None) -> int:
         "version serving and queues a retrain (replayed with `--retrain`, below), unless the correctness "
         "test leans towards drift undecided at that check ('held': `drift.HELD`, the safe fixed policy, "
         "here the teacher, serves; the version is measured again as `drift.held_labels` does, on the "
-        "student answers it would have served that the safe policy's samples label, at the raised rate: "
+        "student answers it would have served that the safe policy's samples label, its calls sampled for "
+        f"the student's answer at {max(min(1.0, args.sample_rate * args.boost), args.wanted_student_rate):g} "
+        "(`LABELS_WANTED_STUDENT_RATE`): "
         "'released' when its correctness test accepts H0, and it routes again; 'stops' when the test "
         "decides drift; `--no-release` replays a hold as lasting to the end, as before).\n",
         "'served - required (upper bound)': the served pass rate minus the required one, and the upper "
@@ -285,6 +307,8 @@ def main(argv: list[str] | None = None) -> int:
         training_window=args.training_window,
         retrain_every=args.retrain_every,
         release=not args.no_release,
+        wanted_student_rate=args.wanted_student_rate,
+        label_budget=args.label_budget,
     )
     retrained: list[str] = []
     for profile, records in sorted(train_all.items()):
@@ -308,7 +332,8 @@ def main(argv: list[str] | None = None) -> int:
             "trained on the in-distribution calls plus the stream's calls so far as the ledger knows them "
             "(labelled only by samples and failed verifications; the stream as served: the version, then "
             "once stopped or held the teacher, its calls sampled for the student's answer at "
-            f"{min(1.0, args.sample_rate * args.boost):g}, the rate while the fallback is unmeasured), the "
+            f"{max(min(1.0, args.sample_rate * args.boost), args.wanted_student_rate):g}, the rate while the "
+            "teacher serves in the version's place), the "
             "labelled calls since the flag weighted to about the old traffic's weight "
             "(`data.shift_weighted`), admitted by `router_version_admit`'s rule (at least "
             "20 labelled held-out calls since the flag, the confidence bound of their pass rate meeting "

@@ -3,14 +3,16 @@
 The checks of ``routing/router/versions/drift.py`` by the same functions
 (``routing/router/learning/sequential.py``), every ``check_every`` calls. Correctness: the student's own
 answers (not routed to the teacher, not fallen back), labelled by a background teacher sample at
-``sample_rate`` (x ``boost`` while a test leans towards drift), against calibration's
+``sample_rate`` (x ``boost`` while a test leans towards drift, and while fewer than ``label_budget`` are
+labelled, as ``drift.LABELS_WANTED`` does), against calibration's
 ``student_pass_rate``; the teacher's answers are the reference and are not tested. Fallback rate, cost
 per call, teacher share and inputs are judged on the calls the version routed.
 
 Correctness drifted: the version stops, the teacher serves the rest. Correctness leaning towards drift
 while another test found drift (now or at an earlier check: ``drift.latched``): held (``drift.HELD``), the
 teacher serves. While held, the version is measured again as ``drift.held_labels`` does: the teacher's
-calls are sampled for the student's answer at the raised rate, and of those, the answers the version
+calls are sampled for the student's answer at the raised rate (at least ``wanted_student_rate``,
+``LABELS_WANTED_STUDENT_RATE``), and of those, the answers the version
 would have served itself (left to the student, passing their verifier) are labelled; the hold ends
 (released, the version routes again) when the correctness test accepts H0, and becomes a stop when it
 decides drift. ``release=False`` replays the watch as it was before the release was replayed: a hold
@@ -40,6 +42,11 @@ class Watch:
     training_window: int = 50000  # MAX_TRAINING_CALLS: a retrain reads the profile's newest rows
     retrain_every: int = 100  # calls between retrains while refused (the beat's router_retrain_due)
     release: bool = True  # a held version is measured again and released (``drift.held_labels``)
+    # while the teacher serves in the version's place (held or stopped), its calls are sampled for the
+    # student's answer at least at this rate (``LABELS_WANTED_STUDENT_RATE``)
+    wanted_student_rate: float = 0.5
+    # the version is sampled as if suspected while its student answers have fewer labels (``LABEL_BUDGET``)
+    label_budget: int = 30
 
 
 @dataclass(frozen=True)
@@ -107,6 +114,8 @@ def watch_stream(
     rates: list[float] = []
     mine = np.zeros(count, dtype=bool)
     raised = min(1.0, watch.sample_rate * watch.boost)
+    replaced = max(raised, watch.wanted_student_rate)  # the student's leg while the teacher serves instead
+    wanted = watch.label_budget > 0  # activated with no labels (``drift.LABELS_WANTED``), until a check
     own = ~(np.asarray(to_teacher, dtype=bool) | sim["fallback"].astype(bool))  # the student's own answer
     stop: int | None = None
     held = False
@@ -115,15 +124,15 @@ def watch_stream(
     prompt_array = np.asarray(prompts, dtype=float)
     for i in range(count):
         if stop is not None or (held and not watch.release):
-            rates.append(raised)  # the teacher serves, unmeasured: its calls sampled at the raised rate
+            rates.append(replaced)  # the teacher serves, unmeasured: its calls sampled for the student
             continue
         if held:  # the teacher serves; the student answers it would have served are labelled again
-            rates.append(raised)
-            if own[i] and rng.random() < raised:
+            rates.append(replaced)
+            if own[i] and rng.random() < replaced:
                 labels.append(bool(sim["ok"][i]))
         else:
             mine[i] = True
-            rate = min(1.0, watch.sample_rate * (watch.boost if suspected else 1.0))
+            rate = min(1.0, watch.sample_rate * (watch.boost if suspected or wanted else 1.0))
             rates.append(rate)
             if own[i] and rng.random() < rate:
                 labels.append(bool(sim["ok"][i]))
@@ -165,6 +174,7 @@ def watch_stream(
             # a test leaning towards drift, or drift of cost, fallbacks, teacher share or inputs (the
             # version keeps serving, retrain queued): its correctness is in doubt, so sampled more
             suspected = bool(found) or any(test.decision == "suspected" for test in tests.values())
+        wanted = len(labels) < watch.label_budget  # the check's ``LABEL_BUDGET`` (drift.LABELS_WANTED)
     return Watched(
         first[0],
         first[1],

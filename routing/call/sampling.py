@@ -79,10 +79,19 @@ def rates(profile: TaskProfile) -> tuple[float, float]:
     )
 
 
-def boosted(profile: TaskProfile, boost: float) -> tuple[float, float]:
-    """``rates(profile)`` times ``boost`` (the decision's: drift suspected, too few labels), at most 1."""
+def boosted(profile: TaskProfile, boost: float, policy: str = "") -> tuple[float, float]:
+    """``rates(profile)`` times ``boost`` (the decision's: drift suspected, too few labels), at most 1.
+    Where a fixed ``policy`` serves a learned profile while labels are wanted (boost above 1: its version
+    flagged, held or stopped, or too few labels to measure the fallback), the student's leg is drawn at
+    least at ``LABELS_WANTED_STUDENT_RATE``: the student costs a fraction of the teacher, and its answers
+    on the calls the teacher serves are what re-measures the version and admits a retrain. The rate
+    drawn is the rate recorded (``_sample`` calls this with the same boost and policy)."""
     teacher_rate, student_rate = rates(profile)
-    return min(1.0, teacher_rate * boost), min(1.0, student_rate * boost)
+    teacher_rate, student_rate = min(1.0, teacher_rate * boost), min(1.0, student_rate * boost)
+    fixed = profile.policy == TaskProfile.Policy.LEARNED and policy not in ("", TaskProfile.Policy.LEARNED)
+    if boost > 1.0 and fixed and student_rate > 0:
+        student_rate = max(student_rate, conf.get().router.labels_wanted_student_rate)
+    return teacher_rate, student_rate
 
 
 def draw(*, profile: TaskProfile, route: str, policy: str, has_student: bool, boost: float = 1.0) -> str:
@@ -90,7 +99,7 @@ def draw(*, profile: TaskProfile, route: str, policy: str, has_student: bool, bo
     ``boost``: the routing decision's sample boost (``Decision.sample_boost``)."""
     if policy == "forced" or not has_student:
         return ""
-    teacher_rate, student_rate = boosted(profile, boost)
+    teacher_rate, student_rate = boosted(profile, boost, policy)
     rate = teacher_rate if route == STUDENT else student_rate
     if rate > 0 and random.random() < rate:
         return TEACHER if route == STUDENT else STUDENT
@@ -273,7 +282,7 @@ def _sample(invocation_id: uuid.UUID | str) -> str:
     leg = scratch.legs[-1].as_json() if scratch.legs else None
     if leg is None:
         return _finish(inv, Invocation.SampleState.FAILED)
-    teacher_rate, student_rate = boosted(profile, sample_boost(inv))
+    teacher_rate, student_rate = boosted(profile, sample_boost(inv), inv.policy)
     leg.update(background=True, sample_rate=teacher_rate if role == TEACHER else student_rate)
     sampled_message = completion.message if completion is not None else None
     # Prose that no comparator labels: the teacher judges the pair, before the row is locked.

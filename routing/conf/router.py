@@ -150,6 +150,26 @@ class Router:
         doc="Background sampling rates are multiplied by this (at most 1) while drift is suspected or a "
         "profile has too few labelled calls to measure its fallback.",
     )
+    labels_wanted_student_rate: float = setting(
+        "LABELS_WANTED_STUDENT_RATE",
+        env="SKILLGATE_ROUTER_LABELS_WANTED_STUDENT_RATE",
+        default=0.5,
+        ge=0,
+        le=1,
+        doc="While labels are wanted (drift suspected; a version flagged, held or stopped, the fixed policy "
+        "serving in its place; a version or fallback too few labels measure), teacher-served calls are "
+        "re-run on the student at least at this rate: the student costs a fraction of the teacher, so "
+        "re-measurement and admission get labels fast.",
+    )
+    label_budget: int = setting(
+        "LABEL_BUDGET",
+        env="SKILLGATE_ROUTER_LABEL_BUDGET",
+        default=30,
+        ge=0,
+        doc="An active version whose student answers have fewer labels than this since it was activated "
+        "is sampled as if drift were suspected (DRIFT_SAMPLE_BOOST), so that its correctness is never "
+        "judged on a handful of labels; 0: off.",
+    )
     teacher_sample_rate: float = setting(
         "TEACHER_SAMPLE_RATE",
         env="SKILLGATE_TEACHER_SAMPLE_RATE",

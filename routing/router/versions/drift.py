@@ -77,6 +77,14 @@ COST_DRIFT = "drift on cost or inputs"
 ROUTING = f"{COST_DRIFT}, correctness holds (still routing; retrain queued)"
 # ... and correctness is suspected: the safe fixed policy serves until the test accepts H0 or a retrain
 HELD = f"{COST_DRIFT}, correctness suspected (the safe fixed policy serves; retrain queued)"
+# how it starts while the version's student answers have fewer labels than ``LABEL_BUDGET`` since it was
+# activated, and nothing else is in doubt: sampled as if suspected, so the correctness test gets evidence
+LABELS_WANTED = "labels wanted"
+
+
+def labels_wanted(labelled: int, budget: int) -> str:
+    """The reason of a version whose student answers carry ``labelled`` labels, fewer than ``budget``."""
+    return f"{LABELS_WANTED} ({labelled} of {budget} student answers labelled), sampling raised"
 
 
 def is_cost_drift(flag: bool, reason: str) -> bool:
@@ -94,8 +102,9 @@ def is_held(flag: bool, reason: str) -> bool:
 def is_suspected(flag: bool, reason: str) -> bool:
     """Whether a version's answers are sampled more: its last check leaned towards drift without
     deciding it, or found drift of cost, teacher share or inputs while it still routes (its correctness
-    is then in doubt until the retrain; ``bench/router_shift.py`` boosts the same way)."""
-    return not flag and (reason.startswith(SUSPECTED) or reason.startswith(COST_DRIFT))
+    is then in doubt until the retrain; ``bench/router_shift.py`` boosts the same way), or too few of its
+    student answers are labelled yet (``LABELS_WANTED``, the ``LABEL_BUDGET``)."""
+    return not flag and reason.startswith((SUSPECTED, COST_DRIFT, LABELS_WANTED))
 
 
 def served_label(route_served: str, legs: list[dict[str, Any]]) -> tuple[bool | None, float]:
@@ -358,6 +367,9 @@ def router_version_drift_check(*, version: RouterVersion) -> RouterVersion:
             live.student_labels += held_labels(version)
         judged = judge_live(live, predicted_by(version), latched(last), held)
         flag, reason = judged.stop, judged.reason
+    budget, labelled = router.label_budget, len(live.student_labels)
+    if not flag and not is_suspected(flag, reason) and labelled < budget:
+        reason = f"{labels_wanted(labelled, budget)}; {reason}"
     RouterVersion.objects.filter(pk=version.pk).update(
         drift_checked_at=timezone.now(),
         live_calls=live.calls,

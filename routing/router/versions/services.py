@@ -32,6 +32,7 @@ from routing.router.versions.data import (
     shift_weighted,
     split,
 )
+from routing.router.versions.drift import labels_wanted
 from routing.router.versions.profile_drift import resolved, since_of
 
 Status = RouterVersion.Status
@@ -277,6 +278,7 @@ def router_version_activate(*, version: RouterVersion) -> RouterVersion:
     (the profile row is locked; a partial unique constraint allows one active version)."""
     TaskProfile.objects.select_for_update().filter(pk=version.profile_id).first()
     now = timezone.now()
+    budget = conf.get().router.label_budget  # no labels yet: sampled more until it has its budget
     RouterVersion.objects.filter(profile_id=version.profile_id, status=Status.ACTIVE).exclude(
         pk=version.pk
     ).update(status=Status.RETIRED, retired_at=now)
@@ -285,7 +287,7 @@ def router_version_activate(*, version: RouterVersion) -> RouterVersion:
         activated_at=now,
         retired_at=None,
         drift_flag=False,
-        drift_reason="",
+        drift_reason=labels_wanted(0, budget) if budget else "",
         drift_checked_at=None,
         live_calls=0,
         live_teacher_share=None,

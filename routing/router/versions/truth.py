@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from routing import conf
-from routing.models import Invocation, TaskProfile
+from routing.models import Invocation, RouterVersion, TaskProfile
 from routing.router.learning.calibration import (
     PolicyData,
     Target,
@@ -31,6 +31,7 @@ from routing.router.learning.calibration import (
 from routing.router.learning.records import Outcome, ReplayRecord, outcome_from_leg
 from routing.router.versions import profile_drift
 from routing.router.versions.config import profile_target
+from routing.router.versions.drift import is_held
 
 STUDENT_WITH_FALLBACK = TaskProfile.Policy.STUDENT_WITH_FALLBACK
 ALWAYS_TEACHER = TaskProfile.Policy.ALWAYS_TEACHER
@@ -147,11 +148,15 @@ class FixedChoice:
     cost_rel: float | None = None
     unmeasured: bool = False  # too few labelled calls to know: sample more until there are enough
     suspected: bool = False  # the profile's drift watch leans towards drift: sample more
+    # it serves in place of the profile's active version, flagged or held: that version's re-measurement
+    # (``drift.held_labels``) and a retrain's admission need the student's answers labelled: sample more
+    replacing: bool = False
 
     @property
     def sample_more(self) -> bool:
-        """Background sampling is raised (``DRIFT_SAMPLE_BOOST``) for the calls this fallback serves."""
-        return self.unmeasured or self.suspected
+        """Background sampling is raised (``DRIFT_SAMPLE_BOOST``; the student's leg at least
+        ``LABELS_WANTED_STUDENT_RATE``, ``routing.call.sampling.boosted``) for the calls it serves."""
+        return self.unmeasured or self.suspected or self.replacing
 
     def as_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -254,5 +259,18 @@ def fixed_choice(profile: TaskProfile, *, rows: list[list[dict[str, Any]]] | Non
         rows = _rows(profile, state.since)
     choice = choose_fixed(profile, rows, precision=precision, target=profile_target(profile))
     if profile_drift.suspected(state) and choice.policy != ALWAYS_TEACHER:
-        return replace(choice, suspected=True, reason=f"{choice.reason}; drift suspected: sampling more")
+        choice = replace(choice, suspected=True, reason=f"{choice.reason}; drift suspected: sampling more")
+    if _version_out(profile):
+        choice = replace(
+            choice, replacing=True, reason=f"{choice.reason}; in the drifting version's place: sampling more"
+        )
     return choice
+
+
+def _version_out(profile: TaskProfile) -> bool:
+    """Whether the profile's active version is flagged or held (the fixed policy serves in its place)."""
+    found = RouterVersion.objects.filter(profile_id=profile.pk, status=RouterVersion.Status.ACTIVE)
+    return any(
+        flag or is_held(flag, reason or "")
+        for flag, reason in found.values_list("drift_flag", "drift_reason")
+    )
