@@ -109,6 +109,14 @@ TOPIC_QUERIES = {
 CLUSTER_TOPICS = ("quota", "memory", "cpu")
 
 
+# A pod's lineage (kube-lineage): the Services that select it, the Ingresses routing to those, the
+# NetworkPolicies and PodDisruptionBudgets that select it, its events. Read after the pod's describe and
+# logs (its own evidence), before its previous logs and events: a policy or an ingress that only the
+# lineage shows is otherwise reached only through a namespace listing. A Service's lineage shows the
+# Ingresses routing to it.
+LINEAGE_WEIGHTS = {"pod": 62, "service": 50}
+
+
 def props_of(spec: ToolSpec) -> dict[str, Any]:
     props = spec.parameters.get("properties") or {}
     return props if isinstance(props, dict) else {}
@@ -127,7 +135,7 @@ def tool_weight(tool: str, kind: str) -> int:
     if "log" in name:
         return 92
     if "lineage" in name or "children" in name:
-        return 88 if kind in WORKLOAD_KINDS else 0
+        return LINEAGE_WEIGHTS.get(kind, 88 if kind in WORKLOAD_KINDS else 0)
     if "trace" in name or "app_get" in name:
         return 88
     if "diff" in name or "manifest" in name:

@@ -5,7 +5,8 @@ backends (conditions.py), limits a LimitRange defaulted (limits.py), objects rea
 (manifests.py) and a stuck rollout chained to its new
 pods (rollouts.py); a DaemonSet's node coverage (daemonsets.py), NetworkPolicies that isolate a failing
 pod's egress (netpolicy.py), an Ingress's TLS Secret (ingress_tls.py) and pods preempted by higher
-priority (preemption.py)."""
+priority (preemption.py); what a pod's lineage relates to it (lineage_refs.py) and the NetworkPolicy
+that does not admit a failing client (netpolicy_ingress.py)."""
 
 from diagnostics.agent.evidence.analyzers.kubernetes import (  # noqa: F401  (registration)
     conditions,
@@ -15,6 +16,7 @@ from diagnostics.agent.evidence.analyzers.kubernetes import (  # noqa: F401  (re
     disruption,
     ingress_tls,
     limits,
+    lineage_refs,
     manifests,
     netpolicy,
     pods,

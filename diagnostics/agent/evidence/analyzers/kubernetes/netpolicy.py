@@ -8,7 +8,9 @@ policy's rules allow, the union of them. An egress rule without ``ports`` allows
 kube-dns in kube-system) included, so every lookup by name times out.
 
 Reads: the policies (``kubectl describe networkpolicy``, a manifest), a pod's labels and readiness
-(describe), a lineage tree or a listing naming policies (each is then read). A pod whose logs show DNS
+(describe), a lineage tree or a listing naming policies (each is then read). The ingress direction
+(a policy on the destination's pods that admits not the failing client) is netpolicy_ingress.py.
+A pod whose logs show DNS
 lookups or connections timing out leads to the policies of its namespace; a policy that selects it,
 isolates its egress and allows neither DNS nor the failing port is named as the cause.
 """
@@ -30,6 +32,10 @@ from diagnostics.agent.evidence.analyzers.base import (
 )
 from diagnostics.agent.evidence.analyzers.kubernetes.containers import workload_of
 from diagnostics.agent.evidence.analyzers.kubernetes.manifests import _part, manifest_of
+from diagnostics.agent.evidence.analyzers.kubernetes.netpolicy_ingress import (
+    ingress_of_describe,
+    ingress_of_manifest,
+)
 from diagnostics.agent.evidence.analyzers.network import parse_selector
 from diagnostics.agent.findings import Finding, ObjRef, Severity
 
@@ -99,6 +105,7 @@ def parse_policy_describe(text: str) -> dict[str, Any]:
         else parse_selector(selector_text.split(" (")[0]),
         "types": {t for t in types if t},
         "egress": _section(text, "Allowing egress traffic:"),
+        "ingress": ingress_of_describe(text),
     }
 
 
@@ -133,6 +140,7 @@ def parse_policy_manifest(obj: dict[str, Any]) -> dict[str, Any]:
         "selector": {str(k): str(v) for k, v in match_labels.items()} or None,
         "types": types,
         "egress": rules if "Egress" in types else None,
+        "ingress": ingress_of_manifest(spec),
     }
 
 
