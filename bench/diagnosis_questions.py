@@ -51,6 +51,7 @@ ROUND_RESULT = ROOT / "bench/results/diagnosis_questions_issue39.md"
 QUESTION_ROUNDS = (
     ("one (39b)", "test_ask_blind", "5c24afb"),
     ("two (39c)", "test_ask_blind2", "f84c28c"),
+    ("three (39d)", "test_ask_blind3", "ccc3382"),
 )
 MARKERS = ("<!-- bench:diagnosis_questions -->", "<!-- /bench:diagnosis_questions -->")
 
