@@ -8,6 +8,7 @@ from diagnostics.agent.evidence.analyzers import (  # noqa: F401  (registration)
     commands,
     conntrack,
     datastores,
+    dns_forwarding,
     dependency_chain,
     events,
     ingress_limits,

@@ -91,7 +91,7 @@ class IngressBodyLimitAnalyzer(Analyzer):
             if "nginx" in cls:
                 facts["controller_ns"] = CONTROLLER_NS
                 state.lead(ObjRef("pod", "*", CONTROLLER_NS), "the ingress controller", 60)
-                state.lead(ObjRef("configmap", CONTROLLER_CM, CONTROLLER_NS), "the controller's defaults", 60)
+                state.lead(ObjRef("configmap", CONTROLLER_CM, CONTROLLER_NS), "the controller's defaults", 95)
             return []
         if obj.get("kind") == "ConfigMap" and "ingress" in name and facts.get("ingress"):
             data = obj.get("data") if isinstance(obj.get("data"), dict) else {}
