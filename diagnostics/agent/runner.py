@@ -1,13 +1,11 @@
 """One investigation: wire the roles and loop decide -> probe -> analyze -> compress -> record.
 
-The runner gives the Probe the environment's read toolsets and the Observer only the *specs* of
-the write actions (plain data). Write toolsets are not kept: proposals go to the Recorder, and only
-the Executor (after approval) ever holds a WriteToolset.
+The Probe gets the environment's read toolsets, the Observer only the *specs* of the write actions (plain
+data): proposals go to the Recorder, and only the Executor (after approval) ever holds a WriteToolset.
 
-Plain Python, no ORM: the outside world is the ``Recorder`` the caller hands in (every step as it
-happens, each proposal, the outcome at the end) and plain values (the alert, the environment, the
-admitted diagnostic skills). The incidents app's ``diagnostics.recording`` persists them; the replay
-evaluation keeps them in a ``MemoryRecorder``.
+Plain Python, no ORM: the outside world is the ``Recorder`` the caller hands in (each step, each
+proposal, the outcome) and plain values (the alert, the environment, the admitted diagnostic skills),
+persisted by the incidents app's ``diagnostics.recording``, kept in a ``MemoryRecorder`` by the replays.
 """
 
 from __future__ import annotations
@@ -21,8 +19,9 @@ from typing import Any, Protocol
 
 from diagnostics import conf
 from diagnostics.agent.evidence.analyzers import AnalysisState, ToolOutput, analyze, normalize
+from diagnostics.agent.evidence.analyzers.changes import blame_current
 from diagnostics.agent.evidence.compressor import Compressor
-from diagnostics.agent.evidence.freshness import change_times, mark_history, settle, stamp
+from diagnostics.agent.evidence.freshness import began_in, change_times, mark_history, settle, stamp
 from diagnostics.agent.execution.proposals import invalid_proposal
 from diagnostics.agent.findings import Finding
 from diagnostics.agent.investigation import adapt
@@ -215,8 +214,9 @@ def investigate(
     def timed(out: ToolOutput, new: list[Finding]) -> list[Finding]:
         return mark_history(stamp(out, new, datetime.now(UTC)), window)
 
-    def settled() -> list[Finding]:  # failures that later reads show over are history
-        return settle(findings, state.outputs, change_times(state))
+    def settled() -> list[Finding]:  # failures later reads show over are history; changes blamed on the rest
+        outs = state.outputs
+        return blame_current(settle(findings, outs, change_times(state)), state, began_in(outs))
 
     alert_text = normalize(alert.as_text())
     alert_out = ToolOutput("alert", {}, alert_text)

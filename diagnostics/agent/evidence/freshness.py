@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 
 from diagnostics.agent import rx
@@ -132,6 +132,24 @@ def evidence_time(text: str, finding: Finding) -> tuple[bool, datetime | None]:
         if moment is not None and (latest is None or moment > latest):
             latest = moment
     return matched, latest
+
+
+def began_in(outputs: Sequence[ToolOutput]) -> Callable[[Finding], datetime | None]:
+    """When a log finding began: the earliest timed line, in any log of ``outputs``, that carries it. None
+    when no timed log line carries it (a state read now, what a correlator drew): when is unknown."""
+    logs = [normalize(out.text).splitlines() for out in outputs if out.is_log]
+
+    def began(finding: Finding) -> datetime | None:
+        carrier = _Carrier.of(finding)
+        times = [
+            moment
+            for lines in (logs if carrier else [])
+            for line in lines
+            if carrier.carries(line) and (moment := line_time(line)) is not None
+        ]
+        return min(times, default=None)
+
+    return began
 
 
 def recovered_after(text: str, finding: Finding) -> tuple[datetime, datetime, str] | None:

@@ -9,12 +9,16 @@ regression that ties a problem of a service to a recent change of that service.
   finding whose remedy reverts the change (restore the old value, or scale back to the old count).
   Reverting the change that introduced a regression is the first mitigation an SRE reaches for: it
   restores a state known to work, where a restart would only replay the fault.
+- ``blame_current`` judges each regression again once freshness has settled what is history: a change is
+  blamed only for a current problem of its service that began after it.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
 from typing import Any
 
 from diagnostics import conf as diagnostics_conf
@@ -209,6 +213,14 @@ def _revert(change: Change) -> Remedy | None:
     )
 
 
+def _blamed(change: Change, problem: str) -> str:
+    return (
+        f"The trouble of {change.service} follows a change: {change.label} was changed from "
+        f"{_shown(change.old)} to {_shown(change.new)} at {change.at} by {change.by} "
+        f"(then: {clip(problem, 160)})."
+    )
+
+
 @register_correlator
 def regressions(state: AnalysisState, findings: list[Finding]) -> list[Finding]:
     """A problem on a service that has a recorded change: the change is the suspect; revert it."""
@@ -227,9 +239,7 @@ def regressions(state: AnalysisState, findings: list[Finding]) -> list[Finding]:
         out.append(
             Finding(
                 "config_regression",
-                f"The trouble of {change.service} follows a change: {change.label} was changed from "
-                f"{_shown(change.old)} to {_shown(change.new)} at {change.at} by {change.by} "
-                f"(then: {clip(seen[0], 160)}).",
+                _blamed(change, seen[0]),
                 Severity.CRITICAL,
                 change.service,
                 f"changed {change.label}: {_shown(change.old)} -> {_shown(change.new)}",
@@ -240,3 +250,62 @@ def regressions(state: AnalysisState, findings: list[Finding]) -> list[Finding]:
             )
         )
     return out
+
+
+def _change_at(change: Change) -> datetime | None:
+    try:
+        moment = datetime.fromisoformat(str(change.at).replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def blame_current(
+    findings: list[Finding], state: AnalysisState, began: Callable[[Finding], datetime | None]
+) -> list[Finding]:
+    """``findings`` with each ``config_regression`` judged again on what is current (after ``settle``):
+    a change is blamed only for a current problem of its service that began after it (``began``: when a
+    problem began; None, unknown, counts). A change whose service's problems are all history, or all began
+    before it, is no suspect: kept as information (history when they were), with no remedy."""
+    by_label = {change.label: change for change in state.fact_dict("changes").values()}
+    since = state.window.since if state.window is not None else None
+    judged = []
+    for finding in findings:
+        label = finding.evidence.removeprefix("changed ").split(": ", 1)[0]
+        change = by_label.get(label)
+        made = _change_at(change) if change is not None else None
+        if (
+            finding.kind != "config_regression"
+            or change is None
+            or (finding.history and since and made and made < since)
+        ):
+            judged.append(finding)  # not a regression, or a change older than the evidence window
+            continue
+        own = [f for f in findings if f.kind not in NOT_PROBLEMS and service_of(f.subject) == change.service]
+        current = [f for f in own if f.is_problem]
+        after = [f for f in current if made is None or (start := began(f)) is None or start >= made]
+        if after:  # blamed on what is current (settle may have read the stale problem it first cited)
+            judged.append(replace(finding, summary=_blamed(change, after[0].summary), history=False))
+            continue
+        if current:
+            first = min((t for f in current if (t := began(f)) is not None), default=made)
+            why = f"its current problems began before it (first seen {_stamp(first)})"
+        else:
+            why = "its problems seen are history (they stopped)"
+        judged.append(
+            replace(
+                finding,
+                summary=f"{change.label} was changed from {_shown(change.old)} to {_shown(change.new)} at "
+                f"{change.at} by {change.by}, but {why}: the change is not blamed.",
+                severity=Severity.INFO,
+                rank=20,
+                fix="",
+                remedy=None,
+                history=not current and any(f.history and f.severity >= Severity.WARNING for f in own),
+            )
+        )
+    return judged
+
+
+def _stamp(moment: datetime | None) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ") if moment else "unknown"
