@@ -5,10 +5,14 @@ Names, labels and ports appear in no case."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
 from diagnostics.agent.evidence.analyzers import AnalysisState, ToolOutput, analyze
 from diagnostics.agent.evidence.analyzers.kubernetes.netpolicy_ingress import (
+    dialled_service,
     ingress_of_describe,
     ingress_of_manifest,
     parse_label_selector,
@@ -17,6 +21,8 @@ from diagnostics.agent.evidence.analyzers.kubernetes.netpolicy_ingress import (
 from diagnostics.agent.findings import Finding, ObjRef
 from diagnostics.agent.request.names import Subject
 from diagnostics.agent.request.subject import AlertContext
+from diagnostics.evaluation.cases import load_case
+from diagnostics.evaluation.replay import run_case
 
 CLIENT = "tallyman-6d5f7c8b9-zx4kp"
 CLIENT_POD = f"""Name:             {CLIENT}
@@ -189,3 +195,50 @@ def test_describe_rules_are_read_peer_by_peer():
     }
     assert second == {"ports": None, "peers": None}
     assert parse_label_selector("<none> (all)") == {} and parse_label_selector("k!=v") is None
+
+
+def _record(folder: Path, name: str, tool: str, match: dict[str, str], body: str) -> None:
+    header = {"toolset_name": "kubernetes/core", "tool_name": tool, "match_params": match}
+    meta = {"status": "success", "error": None, "params": match}
+    (folder / name).write_text(f"{json.dumps(header)}\n{json.dumps(meta)}\nstdout:\n{body}\nstderr:\n")
+
+
+def test_the_planner_reads_the_dialled_service_and_the_destinations_policies(tmp_path):
+    case = tmp_path / "ingress_case"
+    case.mkdir()
+    (case / "test_case.yaml").write_text(
+        f"user_prompt: 'Pod {CLIENT} in namespace orchard keeps failing its sync. Why?'\n"
+        "expected_output:\n- cellar-gate\n"
+    )
+    pod = {"kind": "pod", "name": CLIENT, "namespace": "orchard"}
+    _record(case, "pod.txt", "kubectl_describe", pod, CLIENT_POD)
+    _record(case, "logs.txt", "fetch_pod_logs", {"pod_name": CLIENT, "namespace": "orchard"}, LOG)
+    service = {"kind": "service", "name": "quince-ledger", "namespace": "cellar"}
+    _record(case, "svc.txt", "kubectl_describe", service, SERVICE.format(target="7443"))
+    listing = "NAME          POD-SELECTOR        AGE\ncellar-gate   app=quince-ledger   3h\n"
+    nps = {"kind": "networkpolicy", "namespace": "cellar"}
+    _record(case, "nps.txt", "kubectl_get_by_kind_in_namespace", nps, listing)
+    rules = FROM_NS.format(port=7443, ns="kubernetes.io/metadata.name=pressroom")
+    _record(case, "np.txt", "kubectl_describe", {**nps, "name": "cellar-gate"}, _policy(rules))
+    run = run_case(load_case(case, tmp_path), run=1, mode="analyzers")
+    calls = [(c["tool"], c["params"].get("kind"), c["params"].get("name")) for c in run.tool_calls]
+    assert ("kubectl_describe", "service", "quince-ledger") in calls
+    assert ("kubectl_describe", "networkpolicy", "cellar-gate") in calls
+    assert any("cellar-gate" in f and "admits" in f for f in run.findings)
+    assert "cellar-gate" in run.diagnosis
+
+
+@pytest.mark.parametrize(
+    ("host", "service"),
+    [
+        ("quince-ledger", ("quince-ledger", "orchard")),
+        ("quince-ledger.cellar.svc", ("quince-ledger", "cellar")),
+        ("quince-ledger.cellar", ("quince-ledger", "cellar")),  # cellar is a namespace the reads showed
+        ("quince-ledger.elsewhere", None),
+        ("billing.example.org", None),
+    ],
+)
+def test_a_dialled_host_is_a_service_only_in_the_forms_cluster_dns_gives(host: str, service: object):
+    state = _state()
+    state.fact_set("namespaces").add("cellar")
+    assert dialled_service(host, "orchard", state) == service

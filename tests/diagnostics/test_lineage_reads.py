@@ -77,6 +77,11 @@ def test_the_owner_chain_is_read_up_from_a_pod_that_is_not_ready():
     params = {"kind": "pod", "name": POD, "namespace": "kiln"}
     not_ready = _leads(ToolOutput("kubectl_describe", params, DESCRIBE.format(ready="False")))
     assert ObjRef("replicaset", "glazier-7b8c9d6f5", "kiln") in not_ready
+    # The pod-template-hash label says the ReplicaSet is a Deployment's: that Deployment, without the hop.
+    hashed = DESCRIBE.replace("app=glazier\n", "app=glazier\n                  pod-template-hash=7b8c9d6f5\n")
+    direct = _leads(ToolOutput("kubectl_describe", params, hashed.format(ready="False")))
+    assert ObjRef("deployment", "glazier", "kiln") in direct
+    assert ObjRef("replicaset", "glazier-7b8c9d6f5", "kiln") not in direct
     ready = _leads(ToolOutput("kubectl_describe", params, DESCRIBE.format(ready="True")))
     assert ObjRef("replicaset", "glazier-7b8c9d6f5", "kiln") not in ready
     replicaset = (

@@ -3,9 +3,11 @@
 A pod's lineage lists the objects that depend on it: the Services whose selector matches it (and under
 each, its EndpointSlices and the Ingresses routing to it), the NetworkPolicies and PodDisruptionBudgets
 that select it, the HorizontalPodAutoscalers of its workload, its events. A pod's describe names its
-owner (``Controlled By: ReplicaSet/x``), a ReplicaSet's its Deployment: the chain up is read from there
-when the pod is not ready. Each related object is led to at a priority below the pod's own evidence;
-NetworkPolicies are netpolicy.py's (they are read by their rules).
+owner (``Controlled By: ReplicaSet/x``), a ReplicaSet's its Deployment (a ReplicaSet named
+``<deployment>-<pod-template-hash>`` is a Deployment's: that Deployment is read at once): the chain up
+is read from there when the pod is not ready (after the rest: its reads are many). Each related object
+is led to at a priority below the pod's own evidence; NetworkPolicies are netpolicy.py's (read by their
+rules).
 """
 
 from __future__ import annotations
@@ -26,10 +28,11 @@ _RELATED = rx.compile(
     r"(?m)^[│ ]*[├└]──\s+(Service|Ingress|PodDisruptionBudget|HorizontalPodAutoscaler)/([a-z0-9][-a-z0-9.]*)"
 )
 _OWNER = rx.compile(r"(?m)^Controlled By:\s+(ReplicaSet|Deployment|StatefulSet|DaemonSet|Job|CronJob)/(\S+)")
+_TEMPLATE_HASH = rx.compile(r"\bpod-template-hash=([a-z0-9]+)")
 _NOT_READY = rx.compile(r"(?m)^\s+Ready\s+False\b")
 # Priority of a lead to each related kind: the Service first (its endpoints), then what routes to it.
 PRIORITY = {"Service": 66, "Ingress": 64, "HorizontalPodAutoscaler": 56, "PodDisruptionBudget": 52}
-OWNER_PRIORITY = 58
+OWNER_PRIORITY = 40
 
 
 @register
@@ -48,8 +51,12 @@ class LineageRefsAnalyzer(Analyzer):
             ns = field_value(out.text, "Namespace") or namespace
             is_pod = "Containers:" in out.text
             if owner and ns and (_NOT_READY.search(out.text) if is_pod else owner.group(1) == "Deployment"):
-                kind = owner.group(1).lower()
-                state.lead(ObjRef(kind, owner.group(2), ns), "the owner of an unhealthy pod", OWNER_PRIORITY)
+                kind, name = owner.group(1).lower(), owner.group(2)
+                hashed = _TEMPLATE_HASH.search(out.text) if kind == "replicaset" else None
+                if hashed and name.endswith(f"-{hashed.group(1)}"):
+                    # The Deployment controller names its ReplicaSets <deployment>-<pod-template-hash>.
+                    kind, name = "deployment", name[: -len(hashed.group(1)) - 1]
+                state.lead(ObjRef(kind, name, ns), "the owner of an unhealthy pod", OWNER_PRIORITY)
             return []
         if not namespace:
             return []

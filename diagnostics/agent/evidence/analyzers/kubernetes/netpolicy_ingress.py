@@ -239,7 +239,7 @@ def _text(selector: Selector) -> str:
     return "(set-based)" if selector is None else ",".join(f"{k}={v}" for k, v in selector.items())
 
 
-def _service_of(host: str, client_ns: str, state: AnalysisState) -> tuple[str, str] | None:
+def dialled_service(host: str, client_ns: str, state: AnalysisState) -> tuple[str, str] | None:
     """The Service a dialled host names (``svc``, ``svc.ns``, ``svc.ns.svc...``); None for other hosts."""
     labels = host.split(".")
     if len(labels) == 1:
@@ -302,7 +302,7 @@ def ingress_blocked_by_policy(state: AnalysisState, findings: list[Finding]) -> 
         target = _TARGET.search(finding.summary)
         if finding.kind != "connection_failure" or len(parts) != 3 or parts[0] != "pod" or not target:
             continue
-        dialled = _service_of(target.group(1), parts[1], state)
+        dialled = dialled_service(target.group(1), parts[1], state)
         if dialled is None:
             continue
         key = f"{parts[1]}/{parts[2]}>{dialled[1]}/{dialled[0]}"
