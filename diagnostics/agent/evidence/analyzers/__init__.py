@@ -22,6 +22,7 @@ from diagnostics.agent.evidence.analyzers import (  # noqa: F401  (registration)
     node_pids,
     platform,
     pools,
+    privileged_ports,
     removed_apis,
     resources,
     rotation,
