@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import resource
 import sys
@@ -39,16 +40,35 @@ def log(message: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
-def request_body(model: str, stream: bool) -> dict[str, Any]:
+def request_body(model: str, stream: bool, prompt: str = PROMPT) -> dict[str, Any]:
     body: dict[str, Any] = {
         "model": model,
-        "messages": [{"role": "user", "content": PROMPT}],
+        "messages": [{"role": "user", "content": prompt}],
         "max_tokens": MAX_TOKENS,
     }
     if stream:
         body["stream"] = True
         body["stream_options"] = {"include_usage": True}
     return body
+
+
+_CALL = "__CALL__"
+
+
+class NumberedBodies:
+    """The load's request bodies, each call's prompt numbered ("Reply with the word ok. Call 17."), so no
+    call repeats an earlier one: a gateway that remembers what it decided for a repeated call (Skillgate's
+    router score cache) pays on every call here what a new call costs. The bytes around the number are
+    encoded once; a call's body is the two halves and its number."""
+
+    def __init__(self, model: str, stream: bool) -> None:
+        raw = json.dumps(request_body(model, stream, prompt=f"{PROMPT} Call {_CALL}.")).encode()
+        self._head, self._tail = raw.split(_CALL.encode())
+        self._count = 0
+
+    def __call__(self) -> bytes:
+        self._count += 1
+        return self._head + str(self._count).encode() + self._tail
 
 
 # --- CPU accounting from /proc ------------------------------------------------------------------

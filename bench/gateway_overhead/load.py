@@ -13,7 +13,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from bench.gateway_overhead.common import CLK_TCK, DONE, EXPECTED, cpu_snapshot, request_body
+from bench.gateway_overhead.common import CLK_TCK, DONE, EXPECTED, NumberedBodies, cpu_snapshot
 
 
 def percentiles(values: list[float]) -> dict[str, float] | None:
@@ -85,7 +85,7 @@ async def _generate(args: argparse.Namespace) -> dict[str, Any]:
 
     stream = bool(args.stream)
     url = args.url.rstrip("/") + "/chat/completions"
-    body = json.dumps(request_body(args.model, stream)).encode()
+    body = NumberedBodies(args.model, stream)
     headers = {"Content-Type": "application/json"}
     if os.environ.get("BENCH_AUTH"):
         headers["Authorization"] = f"Bearer {os.environ['BENCH_AUTH']}"
@@ -114,7 +114,7 @@ async def _generate(args: argparse.Namespace) -> dict[str, Any]:
             delay = intended - clock()
             if delay > 0:
                 await asyncio.sleep(delay)
-            tasks.append(asyncio.create_task(_one(session, url, body, headers, stream, intended)))
+            tasks.append(asyncio.create_task(_one(session, url, body(), headers, stream, intended)))
         samples = await asyncio.gather(*tasks)
         before, after = await first_snap, await last_snap
     usage = resource.getrusage(resource.RUSAGE_SELF)
@@ -160,7 +160,7 @@ async def _generate_closed(args: argparse.Namespace) -> dict[str, Any]:
 
     stream = bool(args.stream)
     url = args.url.rstrip("/") + "/chat/completions"
-    body = json.dumps(request_body(args.model, stream)).encode()
+    body = NumberedBodies(args.model, stream)
     headers = {"Content-Type": "application/json"}
     if os.environ.get("BENCH_AUTH"):
         headers["Authorization"] = f"Bearer {os.environ['BENCH_AUTH']}"
@@ -176,7 +176,7 @@ async def _generate_closed(args: argparse.Namespace) -> dict[str, Any]:
 
         async def client() -> None:
             while (now := clock()) < window[1]:
-                samples.append(await _one(session, url, body, headers, stream, now))
+                samples.append(await _one(session, url, body(), headers, stream, now))
 
         async def snapshot_at(moment: float) -> dict[str, Any]:
             await asyncio.sleep(max(0.0, moment - clock()))
