@@ -311,12 +311,24 @@ class Environments:
         doc="On: an MCP server's URL may resolve to loopback or private addresses (link-local and cloud "
         "metadata addresses stay refused).",
     )
+    mcp_secret_env_allow: tuple[str, ...] = setting(
+        "MCP_SECRET_ENV_ALLOW",
+        env="SKILLGATE_MCP_SECRET_ENV_ALLOW",
+        default=("MCP_*", "SKILLGATE_GH_TOKEN", "SKILLGATE_UPSTREAM_AUTH"),
+        doc="Host environment variables an MCP server's secret_env may name (comma-separated; * as a "
+        "wildcard). Skillgate's own variables (its settings, database, Django, Celery, Slack, cloud and "
+        "provider keys, each backend's api_key_env) are refused even when listed. Checked at "
+        "registration and at every connect.",
+    )
     mcp_trusted_tools: tuple[str, ...] = setting(
         "MCP_TRUSTED_TOOLS",
         env="SKILLGATE_MCP_TRUSTED_TOOLS",
         default=(),
         doc="MCP tools whose first classification is accepted without an operator (comma-separated "
-        "server/tool); a flagged tool (contradictory hints, write words) still waits for one.",
+        "name@origin/tool, e.g. deploy@https://mcp.example.com/status, or name@stdio:<command line>/tool: "
+        "bound to the server's endpoint, so a server re-pointed elsewhere waits again; the old "
+        "server/tool form trusts nothing and is warned about); a flagged tool (contradictory hints, write "
+        "words) still waits for one.",
     )
 
 

@@ -99,6 +99,7 @@ MCP_URL_ALLOW_HOSTS = _environments["MCP_URL_ALLOW_HOSTS"]
 MCP_URL_DENY_HOSTS = _environments["MCP_URL_DENY_HOSTS"]
 MCP_URL_ALLOW_PRIVATE = _environments["MCP_URL_ALLOW_PRIVATE"]
 MCP_TRUSTED_TOOLS = _environments["MCP_TRUSTED_TOOLS"]
+MCP_SECRET_ENV_ALLOW = _environments["MCP_SECRET_ENV_ALLOW"]
 
 # `local`: the lab (a development and demo tool, lab/): its folder, ports, store, workers, load and what
 # its health check calls healthy. Declared, typed and checked in lab/conf.py; flat here, as DIAGNOSTICS_LAB_*.

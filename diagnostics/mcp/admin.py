@@ -5,11 +5,14 @@ grant keys. Promotion of a writing tool to read needs a note and goes through
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from django.contrib import admin, messages
+from django.contrib.admin import helpers
 from django.db.models import QuerySet
 from django.http import HttpRequest
+from django.template.response import TemplateResponse
 
 from core.errors import ServiceError
 from diagnostics.mcp import lifecycle, servers
@@ -116,12 +119,52 @@ class McpToolAdmin(admin.ModelAdmin):
             lambda t: servers.mcp_tool_override(server=t.server, tool=t.name, to="clear", by=user),
         )
 
-    @admin.action(description="Accept the change held for review")
-    def accept_held(self, request: HttpRequest, queryset: QuerySet[McpTool]) -> None:
+    @admin.action(description="Accept the change held for review (shown first, then confirmed)")
+    def accept_held(self, request: HttpRequest, queryset: QuerySet[McpTool]) -> TemplateResponse | None:
+        """Two steps, as the MCP page's forms: the first click shows each selected tool as it is now and
+        accepts nothing; the confirmation names each tool's fingerprint, and a tool the server changed
+        since (other hints, words or schema) is refused by ``mcp_tool_accept``, never accepted unseen."""
+        tools = list(queryset.select_related("server"))
+        if request.POST.get("confirmed") != "yes":
+            rows = [
+                {
+                    "tool": t,
+                    "klass": effective_class(t),
+                    "why": tool_reason(t),
+                    "annotations": json.dumps(t.annotations, sort_keys=True),
+                }
+                for t in tools
+            ]
+            context = {
+                **self.admin_site.each_context(request),
+                "title": "Accept the change held for review",
+                "opts": self.model._meta,
+                "rows": rows,
+                "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
+                "back": request.get_full_path(),
+            }
+            return TemplateResponse(request, "admin/diagnostics/mcptool/accept_held.html", context)
         user: Any = request.user
-        self._each(
-            request, queryset, lambda t: servers.mcp_tool_accept(server=t.server, tool=t.name, by=user)
-        )
+        for tool in tools:
+            printed = str(request.POST.get(f"fingerprint-{tool.pk}", ""))[:64]
+            if not printed:
+                self.message_user(
+                    request, f"{tool}: not shown before the click; nothing accepted.", messages.ERROR
+                )
+                continue
+            try:
+                servers.mcp_tool_accept(
+                    server=tool.server,
+                    tool=tool.name,
+                    by=user,
+                    note="accepted in the admin",
+                    fingerprint=printed,
+                )
+            except ServiceError as exc:
+                self.message_user(request, f"{tool}: {exc}", messages.ERROR)
+            else:
+                self.message_user(request, f"{tool}: accepted as shown.", messages.SUCCESS)
+        return None
 
 
 @admin.register(McpGrant)

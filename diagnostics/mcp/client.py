@@ -36,6 +36,7 @@ from mcp import Client, MCPError
 
 from diagnostics.mcp.classify import fingerprint
 from diagnostics.mcp.errors import UpstreamError as UpstreamError
+from diagnostics.mcp.secret_env import SecretEnvPolicy
 from diagnostics.mcp.transports import SSE, StreamsTransport, legacy_sse_hint
 from diagnostics.mcp.transports import relayed as relayed
 from diagnostics.mcp.urls import UrlPolicy, UrlRefused
@@ -62,8 +63,15 @@ class Upstream:
     cwd: str | None = None
     read_cap_bytes: int = HARD_CAP_BYTES
     url_policy: UrlPolicy = field(default_factory=UrlPolicy)
+    secret_policy: SecretEnvPolicy = field(default_factory=SecretEnvPolicy)
 
     def secrets(self) -> dict[str, str]:
+        """The credential values to send; a variable the policy refuses (a row written before the rule,
+        or edited around it) fails the connect before anything is sent (secret_env.py)."""
+        if problem := self.secret_policy.first_problem(list(self.secret_env.values())):
+            raise UpstreamError(
+                f"MCP server {self.name!r} was refused its credentials: {problem}.", kind="refused"
+            )
         missing = [host for host in self.secret_env.values() if not os.environ.get(host)]
         if missing:
             raise UpstreamError(

@@ -3,19 +3,27 @@ covers, and the figures of the dashboard's MCP page."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
+import sys
+from collections.abc import Iterator, Mapping
 from typing import Any
 
+from django.apps import apps
+from django.conf import settings
 from django.db.models import Count, QuerySet
 
+from core.conf import declared
 from diagnostics import conf
 from diagnostics.mcp import classify
 from diagnostics.mcp.client import Upstream
+from diagnostics.mcp.secret_env import SecretEnvPolicy
 from diagnostics.mcp.urls import UrlPolicy
 from diagnostics.mcp.vetting import skeleton
 from diagnostics.models import ActionRequest, McpCall, McpServer, McpTool
 from diagnostics.toolsets.mcp import McpServerView, McpToolView, split_qualified
+from routing.models import Backend
 
 
 def url_policy() -> UrlPolicy:
@@ -27,9 +35,63 @@ def url_policy() -> UrlPolicy:
     )
 
 
+PRODUCT_PACKAGES = ("app", "core", "diagnostics", "routing", "training", "lab")
+
+
+def _setting_groups() -> Iterator[type]:
+    """Every typed settings group of the loaded apps' conf modules (each app's ``ready()`` loads its own;
+    read from ``sys.modules`` because diagnostics may not import the layers above it)."""
+    for name, module in list(sys.modules.items()):
+        if name.split(".")[0] in PRODUCT_PACKAGES and "conf" in name.split(".")[-1]:
+            yield from getattr(module, "GROUPS", ())
+
+
+@functools.cache
+def _declared_variables() -> tuple[frozenset[str], tuple[tuple[str, ...], ...]]:
+    """The variables Skillgate's settings read, and where the settings that name a variable (``*_env``)
+    live; once per process, after the apps are ready (a connect runs on the event loop: no walk there)."""
+    names: set[str] = set()
+    paths: list[tuple[str, ...]] = []
+    for group in _setting_groups():
+        for item in declared(group):
+            if item.spec.env:
+                names.add(item.spec.env)
+            if item.name.endswith("_env"):
+                paths.append(item.path)
+    return frozenset(names), tuple(paths)
+
+
+def _setting_value(path: tuple[str, ...]) -> Any:
+    value: Any = getattr(settings, path[0], None)
+    for part in path[1:]:
+        value = value.get(part) if isinstance(value, Mapping) else None
+    return value
+
+
+def own_variables(*, backends: bool = False) -> frozenset[str]:
+    """Skillgate's own environment variables: each a setting reads, each a setting names as holding a
+    secret (``*_env`` settings, such as the OAuth client's secret); with ``backends`` (a query: sync code
+    only, i.e. at registration) each backend's ``api_key_env`` too. At connect, provider keys are refused
+    by their families (``secret_env.DENIED``) without a query, since connects run on the event loop."""
+    names, paths = _declared_variables() if apps.ready else (frozenset(), ())
+    found = set(names)
+    found.update(value for path in paths if isinstance(value := _setting_value(path), str) and value)
+    if backends:
+        found.update(v for v in Backend.objects.values_list("api_key_env", flat=True) if v)
+    return frozenset(found)
+
+
+def secret_policy(*, backends: bool = False) -> SecretEnvPolicy:
+    """What ``secret_env`` may name (diagnostics/mcp/secret_env.py): the operator's allow-list, less
+    the service's own variables."""
+    allow = conf.get().environments.mcp_secret_env_allow
+    return SecretEnvPolicy(allow=tuple(allow), own=own_variables(backends=backends))
+
+
 def upstream_of(server: McpServer) -> Upstream:
     return Upstream(
         url_policy=url_policy(),
+        secret_policy=secret_policy(),
         name=server.name,
         transport=server.transport,
         command=tuple(server.command or ()),

@@ -19,11 +19,11 @@ from django.utils import timezone
 
 from core.errors import ServiceError
 from diagnostics import conf
-from diagnostics.mcp import classify
+from diagnostics.mcp import classify, trust
 from diagnostics.mcp.client import ServerListing, ToolInfo, UpstreamError, list_tools, tool_fingerprint
 from diagnostics.mcp.kinds import OUTPUT_KINDS
 from diagnostics.mcp.presets import preset_problem
-from diagnostics.mcp.selectors import standing, upstream_of, url_policy
+from diagnostics.mcp.selectors import secret_policy, standing, upstream_of, url_policy
 from diagnostics.mcp.urls import url_problem
 from diagnostics.mcp.vetting import name_problem, shown_name, skeleton
 from diagnostics.models import McpGrant, McpServer, McpTool, McpToolChange
@@ -80,6 +80,8 @@ def check_shape(server: McpServer) -> None:
             "secret_env: map each target to the NAME of an environment variable (A-Z, 0-9, _), not a value.",
             code="invalid_field",
         )
+    if problem := secret_policy(backends=True).first_problem(list(server.secret_env.values())):
+        raise ServiceError(f"secret_env: {problem}.", code="invalid_field")
     if not isinstance(server.allow_list, list) or not all(isinstance(t, str) for t in server.allow_list):
         raise ServiceError("allow_list: a list of tool names.", code="invalid_field")
     if not 0 < server.timeout_s <= 300 or not 1000 <= server.max_output_bytes <= 4_000_000:
@@ -161,7 +163,10 @@ def mcp_server_sync_failed(*, server: McpServer, error: str) -> None:
 
 
 def _trusted(server: McpServer, name: str) -> bool:
-    return f"{server.name}/{name}" in conf.get().environments.mcp_trusted_tools
+    """An entry of SKILLGATE_MCP_TRUSTED_TOOLS names this tool of this server at its endpoint (trust.py)."""
+    where = trust.endpoint(transport=server.transport, url=server.url, command=server.command or [])
+    entries = tuple(conf.get().environments.mcp_trusted_tools)
+    return trust.trusted(entries, server=server.name, where=where, tool=name)
 
 
 def _shapes_elsewhere(server: McpServer, names: list[str]) -> dict[str, set[tuple[str, str]]]:

@@ -5,6 +5,7 @@ without an operator's review or a person's approval."""
 from __future__ import annotations
 
 import json
+import shlex
 import threading
 import time
 from collections.abc import Iterator
@@ -66,6 +67,12 @@ def liar(tmp_path: Path, monkeypatch: Any, name: str, tools: list[dict[str, Any]
         secret_env={"UPSTREAM_EXTRA": "MCP_TEST_EXTRA", "UPSTREAM_LOG": "MCP_TEST_LOG"},
         timeout_s=8,
     )
+
+
+def trusted_entries(server: str, tools: list[str]) -> list[str]:
+    """SKILLGATE_MCP_TRUSTED_TOOLS entries for ``liar``'s tools, bound to its command line (trust.py)."""
+    where = "stdio:" + shlex.join(upstream_command())
+    return [f"{server}@{where}/{tool}" for tool in tools]
 
 
 def ran(tmp_path: Path, name: str) -> list[str]:
@@ -279,7 +286,7 @@ def test_over_the_api_a_new_servers_tools_wait_until_accepted(client, settings, 
 
 
 def test_the_trusted_tools_policy_accepts_listed_tools_never_a_flagged_one(tmp_path, monkeypatch, settings):
-    settings.MCP_TRUSTED_TOOLS = ["policy/status", "policy/purge_cache"]
+    settings.MCP_TRUSTED_TOOLS = trusted_entries("policy", ["status", "purge_cache"])
     server = liar(tmp_path, monkeypatch, "policy", LIES[:1])
     report = mcp_server_sync(server=server)
     assert report.accepted == ["status"]

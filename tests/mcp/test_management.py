@@ -72,11 +72,11 @@ def test_an_update_is_checked_like_a_registration_and_a_new_endpoint_makes_every
         "POST",
         path,
         admin,
-        {"url": "http://127.0.0.1:10/mcp", "secret_env": {"Authorization": "TOK"}},
+        {"url": "http://127.0.0.1:10/mcp", "secret_env": {"Authorization": "MCP_TOK"}},
     )
     assert moved.status_code == 200
     server = moved.json()["server"]
-    assert server["secret_env"] == {"Authorization": "TOK"} and server["synced_at"] is None
+    assert server["secret_env"] == {"Authorization": "MCP_TOK"} and server["synced_at"] is None
     tool.refresh_from_db()
     assert not tool.present and tool.reviewed_at is None  # nothing runs it until its next listing is accepted
     kinds = list(McpToolChange.objects.filter(server_name="web").values_list("kind", flat=True))

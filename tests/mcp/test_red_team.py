@@ -20,7 +20,7 @@ from routing import scopes
 from tests.api.conftest import role_key
 from tests.factories import make_role_key
 from tests.mcp.conftest import _hostile_http, connect
-from tests.mcp.test_first_sight import RO, liar, ran
+from tests.mcp.test_first_sight import RO, liar, ran, trusted_entries
 from tests.mcp.test_surfaces import call, text
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -38,7 +38,7 @@ POLYGLOT = [
 def test_a_description_that_says_delete_in_another_language_is_a_write_even_for_a_trusted_name(
     gateway_url, tmp_path, monkeypatch, settings
 ):
-    settings.MCP_TRUSTED_TOOLS = [f"polyglot/{t['name']}" for t in POLYGLOT] + ["polyglot/status"]
+    settings.MCP_TRUSTED_TOOLS = trusted_entries("polyglot", [t["name"] for t in POLYGLOT] + ["status"])
     server = liar(tmp_path, monkeypatch, "polyglot", POLYGLOT)
     report = mcp_server_sync(server=server)
     assert report.error == "" and report.accepted == ["status"]  # the policy accepts no flagged tool

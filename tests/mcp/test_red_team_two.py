@@ -40,7 +40,7 @@ from diagnostics.models import McpCall, McpTool
 from routing import scopes
 from tests.factories import make_key
 from tests.mcp.conftest import connect, serve
-from tests.mcp.test_first_sight import RO, liar, ran
+from tests.mcp.test_first_sight import RO, liar, ran, trusted_entries
 from tests.mcp.test_surfaces import call, text
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -116,7 +116,7 @@ def test_write_words_hidden_by_invisible_marks_or_other_scripts_make_a_write_and
         "reply": "ok" + TAGS,
     }
     hidden = [*HIDDEN, smuggler_tool]
-    settings.MCP_TRUSTED_TOOLS = [f"hidden/{t['name']}" for t in hidden]
+    settings.MCP_TRUSTED_TOOLS = trusted_entries("hidden", [t["name"] for t in hidden])
     server = liar(tmp_path, monkeypatch, "hidden", hidden)
     report = mcp_server_sync(server=server)
     assert report.error == "" and report.accepted == ["smuggler"], report  # the policy takes no flagged one
@@ -162,7 +162,7 @@ def test_names_shaped_like_skillgates_own_tools_are_refused_or_flagged_and_never
     gateway_url, tmp_path, monkeypatch, settings, backends
 ):
     assert {tool.name for tool in skillgate.TOOLS} == SKILLGATE_TOOLS  # the two lists stay one
-    settings.MCP_TRUSTED_TOOLS = [f"names/{t['name']}" for t in NAMES]
+    settings.MCP_TRUSTED_TOOLS = trusted_entries("names", [t["name"] for t in NAMES])
     server = liar(tmp_path, monkeypatch, "names", NAMES)
     report = mcp_server_sync(server=server)
     assert report.error == "" and report.accepted == [], report
