@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from datetime import UTC, datetime
 
 from diagnostics import conf as diagnostics_conf
 from diagnostics.agent import rx
 from diagnostics.agent.evidence.analyzers.base import AnalysisState, Analyzer, ToolOutput, clip, register
 from diagnostics.agent.evidence.analyzers.logs import DB_WORDS, log_subject
+from diagnostics.agent.evidence.analyzers.metrics.baselines import risen, shown
 from diagnostics.agent.findings import Finding, Severity
+from diagnostics.agent.request.timewindow import iso, line_time
 
 _DURATION = rx.compile(
     r"(?P<what>[A-Za-z][\w .'-]{2,60}?)\s+"
@@ -34,6 +37,23 @@ _RECURSION = " — the stack trace repeats the same frames: unbounded recursive 
 _FRAME = rx.compile(r"^\s*(?:\\t)?at\s+([\w.$<>]+)\(", rx.MULTILINE)
 
 
+# How many requests a log shows: access lines ('"GET /x HTTP/1.1" 200'), or the counts of periodic
+# summaries a service logs ('last 10s: 38 requests, 0 errors (5xx), p50 4 ms').
+_ACCESS = rx.compile(r"\b(?:GET|POST|PUT|PATCH|DELETE|HEAD|OPTIONS) \S+ HTTP/[\d.]+\"?\s+\d{3}\b")
+_COUNTED = rx.compile(r"\b(\d+) requests?\b")
+SLOW_SHARE = 0.1  # slow lines as a share of the log's requests that make a latency problem
+# A periodic latency summary's quantile: 'p50 156 ms', 'p95=0.4s', 'median 12ms'.
+_LOGGED_QUANTILE = rx.compile(r"\b(p\d{2}|median)[ =:]+(\d+(?:\.\d+)?)\s*(ms|s)\b", rx.IGNORECASE)
+
+
+def _requests(text: str) -> int:
+    access = len(_ACCESS.findall(text))
+    counted = sum(
+        int(n) for line in text.splitlines() if _LOGGED_QUANTILE.search(line) for n in _COUNTED.findall(line)
+    )
+    return max(access, counted)
+
+
 def _seconds(value: str, unit: str) -> float:
     number = float(value)
     return number / 1000 if unit.lower().startswith("m") else number
@@ -56,6 +76,7 @@ class LogSignalAnalyzer(Analyzer):
         durations = self._durations(text, subject, source)
         return (
             (durations or self._flagged_slow(text, subject, source))
+            + _logged_rise(text, subject, source)
             + self._exceptions(text, subject, where)
             + self._http_errors(text, subject, source)
         )
@@ -113,16 +134,22 @@ class LogSignalAnalyzer(Analyzer):
         return findings
 
     def _flagged_slow(self, text: str, subject: str, source: str) -> list[Finding]:
-        """Operations the service logs as slow by its own threshold (under the global one)."""
+        """Operations the service logs as slow by its own threshold (under the global one): a steady
+        stream of them (3 or more), or, where the log counts its requests (access lines, periodic 'N
+        requests' summaries), 2 or more that are a tenth of its requests or more."""
         matches = list(_SLOW_LINE.finditer(text))
-        if len(matches) < 3:  # one slow request is noise; a steady stream is a latency problem
-            return []
+        requests = _requests(text)
+        share = f" of {requests} requests" if requests else ""
+        if len(matches) < 2 or (
+            len(matches) < 3 and not (requests and len(matches) >= SLOW_SHARE * requests)
+        ):
+            return []  # one slow request is noise; a steady stream, or a share of the requests, is not
         values = [_seconds(m.group(2), m.group(3)) for m in matches]
         what = matches[-1].group(1).lower()
         return [
             Finding(
                 "high_latency",
-                f"High latency in {source or 'the service'}: it logs {len(matches)} slow {what}s "
+                f"High latency in {source or 'the service'}: it logs {len(matches)} slow {what}s{share} "
                 f"(up to {max(values) * 1000:.0f} ms, e.g. '{clip(matches[-1].group(0), 80)}').",
                 Severity.WARNING,
                 subject,
@@ -194,3 +221,38 @@ class LogSignalAnalyzer(Analyzer):
                 65,
             )
         ]
+
+
+def _logged_rise(text: str, subject: str, source: str) -> list[Finding]:
+    """A latency quantile the service logs periodically ('last 10s: ... p50 156 ms') risen well above its
+    own earlier level in the same log (``risen``), with when it started."""
+    series: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    last: dict[str, str] = {}
+    for line in text.splitlines():
+        moment = line_time(line) if _LOGGED_QUANTILE.search(line) else None
+        if moment is None:
+            continue
+        for label, value, unit in _LOGGED_QUANTILE.findall(line):
+            series[label.lower()].append((moment.timestamp(), _seconds(value, unit)))
+            last[label.lower()] = line.strip()
+    for label, points in series.items():
+        rise = risen(points)
+        if rise is None:
+            continue
+        started = iso(datetime.fromtimestamp(rise.started, UTC))
+        ratio = f" ({rise.level / rise.baseline:.0f}x)" if rise.baseline > 0 else ""
+        return [
+            Finding(
+                "high_latency",
+                f"High latency in {source or 'the service'}: the {label} latency it logs rose from "
+                f"{shown(rise.baseline)} to {shown(rise.level)}{ratio} from {started} (now "
+                f"{shown(points[-1][1])}: '{clip(last[label], 100)}').",
+                Severity.WARNING,
+                subject,
+                clip(last[label]),
+                60,
+                f"Find what changed in {source or 'the service'} at {started} (a deploy, a config change, a "
+                "slower dependency).",
+            )
+        ]
+    return []

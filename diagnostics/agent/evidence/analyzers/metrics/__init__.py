@@ -1,9 +1,10 @@
 """Metrics -> CPU throttling, latency, error rate, memory pressure, full volumes and disks: the samples
 (samples.py), the analyzers of metric series (series.py) and of plain-text summaries (summaries.py), and the
 correlator that ties a busy process to slow requests (correlation.py); a query's result with its times
-(results.py) and how fast a predicted metric moves (trends.py)."""
+(results.py), how fast a predicted metric moves (trends.py), and latency against its own earlier level or
+the alert's objective (baselines.py)."""
 
-from diagnostics.agent.evidence.analyzers.metrics import correlation, series, summaries, trends  # noqa: F401  (registration)
+from diagnostics.agent.evidence.analyzers.metrics import baselines, correlation, series, summaries, trends  # noqa: F401  (registration)
 from diagnostics.agent.evidence.analyzers.metrics.correlation import LATENCY_KINDS, cpu_bound_latency
 from diagnostics.agent.evidence.analyzers.metrics.samples import (
     ENDPOINT_LABELS,

@@ -6,10 +6,22 @@ from __future__ import annotations
 from diagnostics import conf as diagnostics_conf
 from diagnostics.agent import rx
 from diagnostics.agent.evidence.analyzers.base import AnalysisState, Analyzer, ToolOutput, register
+from diagnostics.agent.evidence.analyzers.metrics.baselines import objective_s
 from diagnostics.agent.findings import Finding, Remedy, Severity
 
 _SECTION = rx.compile(r"^==\s*([\w.-]+)\s*:?", rx.MULTILINE)
-_KV = rx.compile(r"\b(error_ratio|p95_ms|p99_ms|errors_5xx|requests)=([\d.]+)")
+_KV = rx.compile(r"\b(error_ratio|p50_ms|p95_ms|p99_ms|errors_5xx|requests)=([\d.]+)")
+
+
+def _over_objective(values: dict[str, float], objective: float | None) -> str:
+    """The lowest quantile of a summary over the alert's latency objective (seconds), said, or ''."""
+    for key in ("p50_ms", "p95_ms", "p99_ms"):
+        if objective is not None and key in values and values[key] / 1000 >= objective:
+            return (
+                f"{key.removesuffix('_ms')} {values[key]:.0f} ms is over the alert's objective of "
+                f"{objective * 1000:.0f} ms"
+            )
+    return ""
 
 
 @register
@@ -24,6 +36,7 @@ class MetricsSummaryAnalyzer(Analyzer):
     def analyze(self, out: ToolOutput, state: AnalysisState) -> list[Finding]:
         error_threshold = diagnostics_conf.get().analyzers.error_rate
         latency_ms = diagnostics_conf.get().analyzers.latency_s * 1000
+        objective = objective_s(state)
         findings = []
         default = str(out.params.get("service") or out.params.get("name") or "")
         for line in out.text.splitlines():
@@ -47,7 +60,20 @@ class MetricsSummaryAnalyzer(Analyzer):
                     )
                 )
             p95 = values.get("p99_ms") or values.get("p95_ms")
-            if p95 is not None and p95 >= latency_ms:
+            over = _over_objective(values, objective)
+            if over:
+                findings.append(
+                    Finding(
+                        "high_latency",
+                        f"High latency in {target or 'the service'}: {over}.",
+                        Severity.WARNING,
+                        target,
+                        line.strip()[:200],
+                        60,
+                        remedy=Remedy(("rollback", "restart"), target, {}, f"roll back or restart {target}"),
+                    )
+                )
+            elif p95 is not None and p95 >= latency_ms:
                 findings.append(
                     Finding(
                         "high_latency",
