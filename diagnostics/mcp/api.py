@@ -66,8 +66,8 @@ class ServerIn(Schema):
     )
     secret_env: dict[str, str] = Field(
         {},
-        description="Credentials by environment variable NAME: stdio {child variable: host variable}, "
-        "http {header: host variable holding the whole header value}.",
+        description="Credentials by environment variable NAME: stdio {child variable: host variable}, http "
+        "{header: host variable}; on SKILLGATE_MCP_SECRET_ENV_ALLOW, never one of Skillgate's own.",
     )
     allow_list: list[str] = Field([], max_length=500, description="Tool names; empty: every tool.")
     timeout_s: float = Field(20.0, gt=0, le=300, allow_inf_nan=False)

@@ -42,7 +42,7 @@ class ServerUpdateIn(Schema):
     command: list[str] | None = Field(None, max_length=64, description="stdio: the program and arguments.")
     url: str | None = Field(None, max_length=500, description="http: the endpoint (the URL policy applies).")
     secret_env: dict[str, str] | None = Field(
-        None, description="Credentials by environment variable NAME (never a value); replaces the map."
+        None, description="Credentials by variable NAME (the allow-list applies); replaces the map."
     )
     allow_list: list[str] | None = Field(None, max_length=500)
     timeout_s: float | None = Field(None, gt=0, le=300, allow_inf_nan=False)
