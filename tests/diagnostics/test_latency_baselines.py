@@ -101,3 +101,26 @@ def test_two_slow_requests_count_against_the_requests_the_log_shows() -> None:
     assert not _log(many)  # 2 of 115: a few outliers
     assert not _log([_slow(12), _slow(14)])  # no request count: two lines alone are not a stream
     assert _log([_slow(12), _slow(13), _slow(14)])  # a steady stream, as before
+
+
+def _slow_of(pid: int, seconds: float) -> str:
+    return _line(seconds, f"WARNING quotes[{pid}] slow request GET /v1/quote/3 took 158 ms")
+
+
+def _both(log: list[str], requests: int) -> list[Any]:
+    """The log, then the metrics summary (counted since the process started), in one investigation."""
+    state = AnalysisState(AlertContext(text="users report the quotes page fails"))
+    found = analyze(ToolOutput("tail_log", {"service": "quotes"}, "\n".join(log)), state)
+    summary = f"== quotes: requests={requests} errors_5xx=0 error_ratio=0.000 p50_ms=156 p95_ms=160"
+    return _latency(found + analyze(ToolOutput("read_metrics", {"service": "quotes"}, summary), state))
+
+
+def test_slow_lines_of_the_current_process_count_against_the_requests_counted_since_it_started() -> None:
+    # Two slow lines since a restart, 9 requests counted since: no absolute stream, yet 22% of them.
+    log = [_line(1, "INFO quotes[40] last 10s: 12 requests"), _slow_of(41, 60), _slow_of(41, 61)]
+    found = _both(log, 9)
+    assert len(found) == 1 and "2 of the 9 requests its metrics counted" in found[0].summary, found
+    assert "median 156 ms" in found[0].summary
+    assert not _both(log, 400)  # 2 of 400: outliers
+    # The earlier process's warm-up line is not one of the current process's requests.
+    assert not _both([_slow_of(40, 1), _slow_of(41, 60)], 3)

@@ -74,6 +74,7 @@ class LogSignalAnalyzer(Analyzer):
         source, subject, where = log_subject(out, state)
         text = out.text
         durations = self._durations(text, subject, source)
+        _record_slow(text, subject, state)
         return (
             (durations or self._flagged_slow(text, subject, source))
             + _logged_rise(text, subject, source)
@@ -256,3 +257,17 @@ def _logged_rise(text: str, subject: str, source: str) -> list[Finding]:
             )
         ]
     return []
+
+
+_PID = rx.compile(r"\b[\w.-]+\[(\d+)\]")
+
+
+def _record_slow(text: str, subject: str, state: AnalysisState) -> None:
+    """The slow lines of the process that logs now (the pid of the last one, when lines carry one), for
+    ``metrics.correlation.slow_share``: a request counter counts since that process started."""
+    lines = [(line, pid.group(1) if (pid := _PID.search(line)) else "") for line in text.splitlines()]
+    slow = [(line, pid) for line, pid in lines if _SLOW_LINE.search(line)]
+    if not slow or not subject:
+        return
+    own = [line for line, pid in slow if pid == slow[-1][1]]
+    state.fact_dict("slow_lines")[subject] = (len(own), clip(own[-1].strip(), 100))

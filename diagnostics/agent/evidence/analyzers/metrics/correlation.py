@@ -1,4 +1,5 @@
-"""Across outputs: a process busy on CPU while requests are slow is the cause of the latency."""
+"""Across outputs: a process busy on CPU while requests are slow is the cause of the latency; a service
+whose own 'slow request' lines are a share of the requests its counter saw is slow (``slow_share``)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from diagnostics.agent.evidence.analyzers.base import AnalysisState, clip, regis
 from diagnostics.agent.findings import Finding, Remedy, Severity
 
 LATENCY_KINDS = ("slow_endpoint", "high_latency")
+SLOW_SHARE = 0.1  # of the requests, flagged slow by the service itself: a latency problem
 
 
 @register_correlator
@@ -37,6 +39,49 @@ def cpu_bound_latency(state: AnalysisState, findings: list[Finding]) -> list[Fin
                 80,
                 f"Find what {service} is busy with (a busy loop, a runaway thread); restart it if stuck.",
                 Remedy(("restart",), service, {}, f"restart {service}"),
+            )
+        )
+    return out
+
+
+@register_correlator
+def slow_share(state: AnalysisState, findings: list[Finding]) -> list[Finding]:
+    """Requests the service itself logs as slow (by its own threshold), counted against the requests its
+    metrics counted: a request counter counts since its process started, and the slow lines of that same
+    process cover the same span. Two or more that are a tenth of the requests are a latency problem, however
+    few lines the log holds; a service already found slow is left as found."""
+    slow_lines = state.fact_dict("slow_lines")  # subject -> (slow lines of the current process, example)
+    counts = state.fact_dict("request_counts")  # service -> (requests since process start, p50 ms)
+    slow = state.fact_dict("slow_services")
+    for finding in findings:
+        if finding.kind in LATENCY_KINDS:
+            slow.setdefault(service_of(finding.subject) or "the service", finding.summary)
+    reported = state.fact_set("slow_share")
+    out = []
+    for subject, (lines, example) in slow_lines.items():
+        service = service_of(subject)
+        requests, p50 = counts.get(service, (0.0, None))
+        if (
+            service in slow
+            or service in reported
+            or lines < 2
+            or not requests
+            or lines < SLOW_SHARE * requests
+        ):
+            continue
+        reported.add(service)
+        median = f", median {p50:.0f} ms" if p50 is not None else ""
+        out.append(
+            Finding(
+                "high_latency",
+                f"High latency in {service}: {lines} of the {requests:.0f} requests its metrics counted "
+                f"since its process started are logged as slow by its own threshold "
+                f"({lines / requests:.0%}{median}; '{clip(example, 100)}').",
+                Severity.WARNING,
+                subject,
+                example,
+                58,
+                f"Find what makes {service} slow (a dependency, a cache, a recent change).",
             )
         )
     return out

@@ -45,6 +45,8 @@ class MetricsSummaryAnalyzer(Analyzer):
                 continue
             section = _SECTION.match(line)
             target = section.group(1) if section else default
+            if "requests" in values and target:  # counted since the process started (a counter)
+                state.fact_dict("request_counts")[target] = (values["requests"], values.get("p50_ms"))
             ratio = values.get("error_ratio")
             if ratio is not None and ratio >= error_threshold and values.get("requests", 10) >= 10:
                 findings.append(
