@@ -51,6 +51,14 @@ QUESTION_WORDS = frozenset(
     previous prior before stuck""".split()
 )
 
+# English function words and chat words that a kind word or a preposition may stand next to ("the deploy
+# AT 13:30", "rollback is READY if WE need it"): never an object's name.
+CHAT_WORDS = frozenset(
+    """at to as if so we i you he she it's into via up out off here yes no ok okay need needs needed
+    ready rollback rolled roll back see saw thread channel attached attachment file files screenshot
+    crashlooping crashloop oomkilled looping deploy deployed deploying release released""".split()
+)
+
 STOP_NAMES = (
     {
         "the",
@@ -126,6 +134,7 @@ STOP_NAMES = (
     }
     | TIME_WORDS
     | QUESTION_WORDS
+    | CHAT_WORDS
 )
 
 _NAME = r"[a-z0-9](?:[-a-z0-9.]*[a-z0-9])?"
@@ -139,7 +148,27 @@ _QUOTED = rx.compile(r"[`'\"]([A-Za-z0-9][-A-Za-z0-9._/]*)[`'\"]")
 _NAMESPACE = (
     rx.compile(rf"\bnamespace[s]?\s*[:=]?\s*[`'\"]?({_NAME})[`'\"]?", rx.IGNORECASE),
     rx.compile(rf"\b[`'\"]?({_NAME})[`'\"]?\s+namespace\b", rx.IGNORECASE),
+    # Chat shorthand and kubectl's flags: "in ns ledger", "ns: ledger", "-n ledger", "--namespace=ledger".
+    rx.compile(
+        rf"(?:\b(?:in|from|of|across)\s+(?:the\s+)?ns\s+|\bns\s*[:=/]\s*|(?:^|\s)(?:-n|--namespace)[\s=]+)"
+        rf"[`'\"]?({_NAME})[`'\"]?",
+        rx.IGNORECASE,
+    ),
 )
+# What chat and tickets wrap around their words, never an object's name: Slack's markup for a user,
+# channel or special mention (<@U04TR8N1X>, <#C01ABC|ops>, <!here>), bare Slack/Teams user ids, file names
+# (an attachment "ledger-ui-crash.txt") and links (their host is kept when it is a cluster address).
+_CHAT_MARKUP = rx.compile(r"<[@#!][^<>\s]*>")
+_USER_ID = rx.compile(r"\b[UW][A-Z0-9]{7,11}\b")
+_SLACK_LINK = rx.compile(r"<(https?://[^<>|\s]+)\|([^<>]*)>")
+_FILE_NAME = rx.compile(
+    r"\b[\w.-]+\.(?:txt|log|logs|png|jpe?g|gif|pdf|csv|tsv|zip|gz|tgz|tar|har|md|out|err|html?|docx?|xlsx?|"
+    r"pcap|dump|heapsnapshot|hprof|trace)\b",
+    rx.IGNORECASE,
+)
+_URL = rx.compile(r"\bhttps?://([^\s/:<>|\"'`]+)[^\s<>|\"'`]*", rx.IGNORECASE)
+# A version or a number ("3.0.0", "v1.28", "13:30"), never an object's name.
+_VERSION = rx.compile(r"v?\d+(?:[.:]\d+)*")
 _KIND_THEN_NAME = rx.compile(rf"\b({'|'.join(KIND_WORDS)})\s+[`'\"]?({_NAME})[`'\"]?", rx.IGNORECASE)
 _NAME_THEN_KIND = rx.compile(rf"[`'\"]?({_NAME})[`'\"]?\s+({'|'.join(KIND_WORDS)})\b", rx.IGNORECASE)
 # How alert texts name an object: "Pod shop/web-7d9c-x2k", "Deployment billing/api", "Job reports/nightly".
@@ -173,7 +202,7 @@ def parse_free_text(text: str) -> Subject:
     """The subject the words of ``text`` name (JSON documents are read before this, by
     ``subject.text_subject``)."""
     subject = Subject()
-    text = NOT_OBJECTS.sub(" ", text)
+    text = NOT_OBJECTS.sub(" ", strip_chat(text))
     lowered = text.lower()
     for qualified_match in _KIND_NAMESPACED.finditer(lowered):
         kind, namespace, name = (
@@ -186,9 +215,9 @@ def parse_free_text(text: str) -> Subject:
             subject.names = [name]
             return subject
     for pattern in _NAMESPACE:
-        match = pattern.search(lowered)
-        if match and match.group(1) not in STOP_NAMES:
-            subject.namespace = match.group(1)
+        found = next((m.group(1) for m in pattern.finditer(lowered) if m.group(1) not in STOP_NAMES), "")
+        if found:
+            subject.namespace = found
             break
     candidates: list[tuple[int, str, str]] = []  # (priority, name, kind)
     for match in _QUOTED.finditer(text):
@@ -205,7 +234,7 @@ def parse_free_text(text: str) -> Subject:
     kinds: dict[str, str] = {}
     for _, name, kind in sorted(candidates, key=lambda c: c[0]):
         key = name.lower()
-        if key in STOP_NAMES or key == subject.namespace or len(key) < 2:
+        if key in STOP_NAMES or key == subject.namespace or len(key) < 2 or _VERSION.fullmatch(key):
             continue
         if kind and key not in kinds:
             kinds[key] = kind
@@ -220,3 +249,34 @@ def parse_free_text(text: str) -> Subject:
         subject.name = subject.names[0]
         subject.kind = kinds.get(subject.name.lower(), "")
     return subject
+
+
+def _cluster_host(match: Any) -> str:
+    """A link as the in-cluster name it addresses (``http://card-vault.payments.svc:8443/x`` ->
+    ``card-vault.payments.svc``), else nothing: a dashboard's or a ticket's URL names no object."""
+    host = str(match.group(1)).lower()
+    if "." not in host or host.endswith((".svc", ".cluster.local")) or ".svc." in host:
+        return f" {host} "
+    return " "
+
+
+def strip_chat(text: str) -> str:
+    """``text`` without chat markup, user ids, file names and links that are not cluster addresses."""
+    text = _SLACK_LINK.sub(lambda m: f" {m.group(1)} {m.group(2)} ", text)
+    text = _CHAT_MARKUP.sub(" ", text)
+    text = _USER_ID.sub(lambda m: " " if rx.search(r"\d", m.group(0)) else m.group(0), text)
+    text = _URL.sub(_cluster_host, text)
+    return _FILE_NAME.sub(" ", text)
+
+
+def attachment_names(*sources: dict[str, Any]) -> list[str]:
+    """The names of the files a chat thread or ticket carries (Slack's ``attachments`` / ``files``)."""
+    names: list[str] = []
+    for source in sources:
+        for key in ("attachments", "files"):
+            items = source.get(key)
+            for item in items if isinstance(items, list) else []:
+                name = item.get("name") or item.get("title") if isinstance(item, dict) else None
+                if isinstance(name, str) and len(name) > 2:
+                    names.append(name)
+    return names

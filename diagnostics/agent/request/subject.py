@@ -16,7 +16,7 @@ from urllib.parse import parse_qs, urlsplit
 from diagnostics.agent import rx
 from diagnostics.agent.findings import normalize_kind
 from diagnostics.agent.request.alert_kinds import kind_from_alertname
-from diagnostics.agent.request.names import STOP_NAMES, Subject, parse_free_text
+from diagnostics.agent.request.names import STOP_NAMES, Subject, attachment_names, parse_free_text
 from diagnostics.agent.request.structured import structure_of
 
 TOPIC_WORDS: dict[str, tuple[str, ...]] = {
@@ -386,7 +386,10 @@ def from_investigation(request: dict[str, Any], issue: dict[str, Any] | None = N
     if not ctx.subject.name:
         # Nothing structured names it: the alert's words do ("Pod app-1/web-0 has been Pending ...").
         described = annotations.get("description") or annotations.get("message") or ""
-        ctx.subject = _merge_subject(text_subject(f"{title}\n{text}\n{described}"), ctx.subject)
+        worded = f"{title}\n{text}\n{described}"
+        for attached in attachment_names(request, issue):
+            worded = worded.replace(attached, " ")  # a file the thread attached is no object
+        ctx.subject = _merge_subject(text_subject(worded), ctx.subject)
     ctx.queries = alert_queries(*_alert_urls(request, issue, raw))
     ctx.asked_at = _moment(issue.get("starts_at") or raw.get("startsAt") or raw.get("starts_at"))
     return _finish(ctx)

@@ -31,6 +31,8 @@ BAD_POD_STATUSES = {
     "Pending",
 }
 _READY = rx.compile(r"^(\d+)/(\d+)$")
+# A token that can be an object's name (or kind/name): no prose punctuation ("data:", "found.").
+_OBJECT_NAME = rx.compile(r"[A-Za-z0-9](?:[-A-Za-z0-9._/]*[A-Za-z0-9])?")
 _AGE = rx.compile(r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
 
 
@@ -109,18 +111,29 @@ class FindAnalyzer(Analyzer):
     def analyze(self, out: ToolOutput, state: AnalysisState) -> list[Finding]:
         keyword = str(out.params.get("keyword") or "").lower()
         kind = normalize_kind(str(out.params.get("kind") or ""))
-        rows = [
+        # A search that found nothing says so in words ("No data: ..."); none of them is an object.
+        rows = (
+            []
+            if out.no_data or not out.ok
+            else [
+                r
+                for r in rows_of(out.text)
+                if not r[0].startswith(("Command", "NAME", "stderr", "error", "Error"))
+            ]
+        )
+        hits = [
             r
-            for r in rows_of(out.text)
-            if not r[0].startswith(("Command", "NAME", "stderr", "error", "Error"))
+            for r in rows
+            if any(keyword and keyword in token.lower() and _OBJECT_NAME.fullmatch(token) for token in r[:3])
         ]
-        hits = [r for r in rows if any(keyword and keyword in token.lower() for token in r[:3])]
         if not hits:
             state.fact_set("not_found").add(f"{kind}:{keyword}")
             return []
         findings: list[Finding] = []
         for row in hits:
-            index = next(i for i, token in enumerate(row) if keyword in token.lower())
+            index = next(
+                i for i, token in enumerate(row) if keyword in token.lower() and _OBJECT_NAME.fullmatch(token)
+            )
             name = row[index]
             namespace = row[index - 1] if index > 0 and kind != "namespace" else ""
             obj = ObjRef(kind or "pod", name, namespace)

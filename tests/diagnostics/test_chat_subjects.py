@@ -1,0 +1,88 @@
+"""Issue 39 class 4, subjects from structure first: a chat thread's markup, user ids, attached file
+names, links, versions and function words are never an object's name; a search that found nothing
+names no object."""
+
+from __future__ import annotations
+
+from diagnostics.agent.evidence.analyzers import AnalysisState, ToolOutput, analyze
+from diagnostics.agent.request.names import parse_free_text
+from diagnostics.agent.request.subject import from_investigation, from_text
+
+
+def test_a_slack_thread_is_about_the_workload_it_names_not_its_markup() -> None:
+    thread = (
+        "<@U02QW7ERT9> checkout-api in ns shop keeps restarting after the 2.4.1 rollout at 09:10\n"
+        "<@W0LK55AB2C> No, the 2.4.1 deploy at noon only bumped the base image, see checkout-api-oom.log\n"
+        "<#C01ABCDE|incidents> <https://grafana.example.com/d/abc-xyz/pod-health|dashboard> U09ZX8YV7Q"
+    )
+    subject = parse_free_text(thread)
+    assert (subject.name, subject.namespace) == ("checkout-api", "shop")
+    for noise in (
+        "at",
+        "no",
+        "2.4.1",
+        "checkout-api-oom",
+        "u02qw7ert9",
+        "u09zx8yv7q",
+        "abc-xyz",
+        "pod-health",
+    ):
+        assert noise not in [n.lower() for n in subject.names]
+
+
+def test_kubectl_flags_and_chat_shorthand_name_the_namespace() -> None:
+    assert parse_free_text("kubectl logs -n payments card-vault-0 shows errors").namespace == "payments"
+    assert parse_free_text("ns: billing, invoicer keeps failing").namespace == "billing"
+    # A duration's unit is no namespace.
+    assert parse_free_text("p99 went to 900 ns today for router-7").namespace == ""
+
+
+def test_a_cluster_address_in_a_link_is_kept_a_dashboard_link_is_not() -> None:
+    subject = parse_free_text("calls to http://card-vault.payments.svc:8443/health time out")
+    assert subject.name == "card-vault"
+    assert "example" not in " ".join(parse_free_text("see https://status.example.com/page-one").names)
+
+
+def test_an_upper_case_word_is_not_mistaken_for_a_user_id() -> None:
+    assert from_text("UNHEALTHY: 'WEBAPP1' pod report-gen failing").subject.name == "WEBAPP1"
+
+
+def test_a_thread_request_with_an_attachment_reads_the_named_workload() -> None:
+    request = {
+        "source": "slack",
+        "title": "Slack thread in #payments",
+        "description": "<@U0A1B2C3D4> billing-worker in ns money is oomkilled since the v3 deploy at 08:00, "
+        "heap dump in billing-worker-heap.hprof",
+        "subject": {"name": None, "namespace": None, "kind": None},
+    }
+    issue = {"attachments": [{"name": "billing-worker-heap.hprof"}], "description": request["description"]}
+    subject = from_investigation(request, issue).subject
+    assert (subject.name, subject.namespace) == ("billing-worker", "money")
+    assert "billing-worker-heap" not in subject.names
+    # An attachment without a file extension is still the thread's file, not an object.
+    request["description"] = "<@U0A1B2C3D4> see rollout-notes-q3, billing-worker in ns money is down"
+    issue = {"attachments": [{"name": "rollout-notes-q3"}]}
+    subject = from_investigation(request, issue).subject
+    assert (subject.name, subject.namespace) == ("billing-worker", "money")
+    assert "rollout-notes-q3" not in subject.names
+
+
+def test_a_search_that_found_nothing_names_no_object() -> None:
+    state = AnalysisState(from_text("is at ok?"))
+    analyze(
+        ToolOutput(
+            "kubectl_find_resource",
+            {"keyword": "at", "kind": "deployment"},
+            "No data: nothing matched 'at'",
+            no_data=True,
+        ),
+        state,
+    )
+    analyze(
+        ToolOutput(
+            "kubectl_find_resource", {"keyword": "at", "kind": "pod"}, "NAMESPACE NAME\nNo data: here"
+        ),
+        state,
+    )
+    assert not state.leads
+    assert "deployment:at" in state.fact_set("not_found")
