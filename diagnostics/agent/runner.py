@@ -241,7 +241,7 @@ def investigate(
         first = read_once(tool, params, invocation_id)
         if tool_calls[-1]["ok"] and not tool_calls[-1]["no_data"]:
             return first
-        for form in next_forms(tool, params, tools)[: adapt.PER_READ]:
+        for form in next_forms(tool, params, tools, tool_calls)[: adapt.PER_READ]:
             if adapted[0] >= adapt.BUDGET:
                 break
             adapted[0] += 1

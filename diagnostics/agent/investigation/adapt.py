@@ -7,7 +7,9 @@ A read is tried another way, up to a budget per investigation, and each attempt 
    (``search_empty``), not "cannot tell";
 2. with a wider window: a log or event read without its time bounds, or with ten times its line count
    (within the schema's maximum);
-3. another tool with the same subject: a pod's previous container's logs when its current logs are empty.
+3. another tool with the same subject: a pod's previous container's logs when its current logs are empty;
+   one object's manifest (``get -o yaml``) when its description (or a plain get) is empty, and its
+   description when the manifest is.
 
 Plain functions of the tool specs and the parameters; the runner makes the calls.
 """
@@ -27,6 +29,9 @@ WITHOUT_FILTER = "without the filter"
 FILTER_KEYS = ("grep", "match", "filter", "pattern", "search", "contains", "label_selector", "field_selector")
 WINDOW_KEYS = ("start_time", "end_time", "since", "until", "since_seconds", "start", "end")
 COUNT_KEYS = ("lines", "tail", "tail_lines", "limit")
+# The words of a tool that reads one object's manifest, and of one that reads one object by name.
+MANIFEST_WORDS = ("yaml", "manifest", "json")
+OBJECT_READ_WORDS = ("describe", "get", "read", "show", "inspect")
 
 
 @dataclass(frozen=True)
@@ -46,8 +51,14 @@ def _required(spec: ToolSpec) -> set[str]:
     return set(required) if isinstance(required, list) else set()
 
 
-def next_forms(tool: str, params: dict[str, Any], tools: list[ToolSpec]) -> list[Form]:
-    """The other forms of ``tool(params)``, best first (none that was the same call)."""
+def next_forms(
+    tool: str,
+    params: dict[str, Any],
+    tools: list[ToolSpec],
+    done: list[dict[str, Any]] = (),  # type: ignore[assignment]
+) -> list[Form]:
+    """The other forms of ``tool(params)``, best first (none that was the same call, nor one of the
+    calls ``done`` already made: ``{"tool": ..., "params": ...}``)."""
     by_name = {spec.name: spec for spec in tools}
     spec = by_name.get(tool)
     if spec is None:
@@ -84,7 +95,28 @@ def next_forms(tool: str, params: dict[str, Any], tools: list[ToolSpec]) -> list
                 keep = {k: v for k, v in params.items() if k in _props(other) or k in _required(other)}
                 forms.append(Form(other.name, keep, "the previous container's logs"))
                 break
-    return [f for f in forms if (f.tool, f.params) != (tool, params)]
+    forms += _object_forms(tool, params, tools)
+    made = [(call.get("tool"), call.get("params")) for call in done]
+    return [f for f in forms if (f.tool, f.params) != (tool, params) and (f.tool, f.params) not in made]
+
+
+def _object_forms(tool: str, params: dict[str, Any], tools: list[ToolSpec]) -> list[Form]:
+    """One named object read another way: its manifest after an empty description or get, its
+    description after an empty manifest (a tool that takes the same object and nothing more)."""
+    lowered = tool.lower()
+    if not {"kind", "name"} <= set(params) or not any(w in lowered for w in OBJECT_READ_WORDS):
+        return []
+    manifest = any(w in lowered for w in MANIFEST_WORDS)
+    wants = ("describe",) if manifest else MANIFEST_WORDS
+    for other in tools:
+        name = other.name.lower()
+        props = _props(other)
+        if other.name == tool or not any(w in name for w in wants) or "name" not in props:
+            continue
+        keep = {k: v for k, v in params.items() if k in props}
+        if {"kind", "name"} <= set(keep) and _required(other) <= set(keep):
+            return [Form(other.name, keep, "its description" if manifest else "the object's manifest")]
+    return []
 
 
 def search_empty_finding(tool: str, params: dict[str, Any], form: Form) -> Finding:

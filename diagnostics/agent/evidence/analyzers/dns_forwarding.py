@@ -74,13 +74,17 @@ class DnsForwardingAnalyzer(Analyzer):
     def _clients(out: ToolOutput, state: AnalysisState) -> None:
         facts = _facts(state)
         failing: dict[str, str] = facts.setdefault("unresolved", {})
+        # A continuation line ("Caused by: ...UnknownHostException", a stack frame) happened when the
+        # timed line it continues did.
+        moment = ""
         for line in out.text.splitlines():
+            moment = line_time(line) or moment
             match = _UNRESOLVED.search(line)
             name = next((g for g in match.groups() if g), "").rstrip(".") if match else ""
             if not name or name.endswith(_CLUSTER) or "." not in name:
                 continue
             if name not in failing:
-                failing[name] = line_time(line)
+                failing[name] = moment
                 facts.setdefault("clients", {})[name] = str(out.params.get("pod_name") or "")
                 state.lead(ObjRef("configmap", "coredns", "kube-system"), f"who forwards {name}", 95)
                 state.lead(ObjRef("pod", "*", "kube-system"), "the cluster DNS", 76)
