@@ -28,9 +28,12 @@ def _kinds(findings: list[Finding], kind: str) -> list[Finding]:
 def test_a_disk_alarm_still_set_blocks_publishers_and_a_cleared_memory_alarm_is_history():
     state = AnalysisState(AlertContext())
     log = (
-        "2027-04-01 01:00:00.000000+00:00 [warning] <0.1.0> memory resource limit alarm set on node 'rabbit@mq-2'.\n"
-        "2027-04-01 01:20:00.000000+00:00 [warning] <0.1.0> memory resource limit alarm cleared on node 'rabbit@mq-2'.\n"
-        "2027-04-05 17:42:10.000000+00:00 [warning] <0.2.0> disk resource limit alarm set on node 'rabbit@mq-2'.\n"
+        "2027-04-01 01:00:00.000000+00:00 [warning] <0.1.0> memory resource limit alarm "
+        "set on node 'rabbit@mq-2'.\n"
+        "2027-04-01 01:20:00.000000+00:00 [warning] <0.1.0> memory resource limit alarm "
+        "cleared on node 'rabbit@mq-2'.\n"
+        "2027-04-05 17:42:10.000000+00:00 [warning] <0.2.0> disk resource limit alarm "
+        "set on node 'rabbit@mq-2'.\n"
     )
     (alarm,) = _kinds(analyze(_log("mq-2", log), state), "broker_resource_alarm")
     assert "RabbitMQ mq-2 has raised its disk alarm at 2027-04-05 17:42:10" in alarm.summary
@@ -73,11 +76,16 @@ def test_a_consumer_slower_than_max_poll_interval_rebalances_in_a_loop():
         ),
         state,
     )
-    env = "Name: geo\nNamespace: q\n    Environment:\n      MAX_POLL_INTERVAL_MS: 60000\n      MAX_POLL_RECORDS: 200\n"
+    env = (
+        "Name: geo\nNamespace: q\n    Environment:\n      MAX_POLL_INTERVAL_MS: 60000\n  "
+        "    MAX_POLL_RECORDS: 200\n"
+    )
     analyze(ToolOutput("kubectl_describe", {}, env), state)
     log = (
-        "%4|1700000000.000|MAXPOLL|rdkafka#consumer-1| [thrd:main]: Application maximum poll interval (60000ms) "
-        "exceeded by 4210ms (adjust max.poll.interval.ms for long-running message processing): leaving group\n"
+        "%4|1700000000.000|MAXPOLL|rdkafka#consumer-1| [thrd:main]: Application maximum "
+        "poll interval (60000ms) "
+        "exceeded by 4210ms (adjust max.poll.interval.ms for long-running message "
+        "processing): leaving group\n"
         "2027-05-05T05:05:05Z indexed batch in 64210 ms group_id=geo-indexer\n"
         "2027-05-05T05:05:06Z rebalancing: partitions revoked\n"
     )
@@ -97,7 +105,10 @@ def test_a_consumer_slower_than_max_poll_interval_rebalances_in_a_loop():
 
 def test_a_pool_smaller_than_the_threads_with_a_database_that_has_room():
     state = AnalysisState(AlertContext())
-    env = "Name: api\nNamespace: p\n    Environment:\n      GUNICORN_THREADS:  16\n      SQLALCHEMY_POOL_SIZE:  4\n"
+    env = (
+        "Name: api\nNamespace: p\n    Environment:\n      GUNICORN_THREADS:  16\n      "
+        "SQLALCHEMY_POOL_SIZE:  4\n"
+    )
     analyze(ToolOutput("kubectl_describe", {}, env), state)
     analyze(
         _prom(
@@ -108,7 +119,8 @@ def test_a_pool_smaller_than_the_threads_with_a_database_that_has_room():
     )
     log = (
         "[2027-06-06 06:06:06 +0000] [8] [INFO] Booting worker with pid: 8 (Gunicorn 22.0)\n"
-        "2027-06-06T06:07:00Z ERROR sqlalchemy.exc.TimeoutError: QueuePool limit of size 4 overflow 0 reached, "
+        "2027-06-06T06:07:00Z ERROR sqlalchemy.exc.TimeoutError: QueuePool limit of size "
+        "4 overflow 0 reached, "
         "connection timed out, timeout 30.00\n"
     )
     (pool,) = _kinds(analyze(_log("api-5d-x1y2z", log), state), "connection_pool_exhausted")

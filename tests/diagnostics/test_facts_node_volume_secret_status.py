@@ -41,7 +41,8 @@ status:
 
 
 def test_an_expanded_claim_whose_file_system_waits_for_its_pod():
-    state = AnalysisState(AlertContext(subject=Subject(name="ledger-db-2", namespace="books", names=["ledger-db-2"])))
+    subject = Subject(name="ledger-db-2", namespace="books", names=["ledger-db-2"])
+    state = AnalysisState(AlertContext(subject=subject))
     analyze(
         _prom(
             ("kubelet_volume_stats_capacity_bytes", {"persistentvolumeclaim": "wal-ledger-db-2"}, 20e9),
@@ -99,7 +100,8 @@ status:
   - type: Ready
     status: "False"
     reason: SecretSyncedError
-    message: "could not get secret data from provider: ResourceNotFoundException: Secrets Manager can't find the specified secret notify/smtp"
+    message: "could not get secret data from provider: ResourceNotFoundException: Secrets Manager can't find
+      the specified secret notify/smtp"
 """
 
 _STORE = """apiVersion: external-secrets.io/v1beta1

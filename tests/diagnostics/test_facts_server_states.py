@@ -78,7 +78,8 @@ def test_an_inactive_replication_slot_retains_wal_and_fills_the_volume():
     state = _state()
     log = (
         '2027-03-01 10:00:00.000 UTC [512] LOG:  starting logical decoding for slot "search_sync"\n'
-        "2027-03-04 22:10:09.101 UTC [512] LOG:  could not receive data from client: Connection reset by peer\n"
+        "2027-03-04 22:10:09.101 UTC [512] LOG:  could not receive data from client: "
+        "Connection reset by peer\n"
         "2027-03-09 08:00:00.000 UTC [90] LOG:  checkpoint complete: wrote 10 buffers\n"
     )
     analyze(_log("orders-pg-1", log), state)
@@ -113,7 +114,10 @@ def test_a_replica_whose_sql_thread_stopped_and_the_client_that_wrote_to_it():
     analyze(ToolOutput("kubectl_get_by_kind_in_namespace", {"kind": "pod", "namespace": "shop"}, pods), state)
     assert any(lead.obj.name == "cleanup-28811220-abcde" for lead in state.leads)
     assert not any(lead.obj.name == "db-replica-2" and "client" in lead.reason for lead in state.leads)
-    job = "2027-02-02T09:14:10Z connected to db-replica-2.db:3306\n2027-02-02T09:14:11Z DELETE FROM shop.carts WHERE age > 30; 88 rows affected\n"
+    job = (
+        "2027-02-02T09:14:10Z connected to db-replica-2.db:3306\n2027-02-02T09:14:11Z "
+        "DELETE FROM shop.carts WHERE age > 30; 88 rows affected\n"
+    )
     (wrote,) = _kinds(
         analyze(_log("cleanup-28811220-abcde", job, "shop"), state), "replica_written_by_client"
     )
