@@ -12,7 +12,7 @@ from diagnostics.agent.request.subject import AlertContext
 
 
 def _prom(*series: tuple[str, dict[str, str], float]) -> ToolOutput:
-    result = [{"metric": {"__name__": n, **labels}, "value": [1, str(v)]} for n, labels, v in series]
+    result = [{"metric": dict(labels, __name__=n), "value": [1, str(v)]} for n, labels, v in series]
     text = json.dumps({"status": "success", "data": {"resultType": "vector", "result": result}})
     return ToolOutput("execute_prometheus_instant_query", {"query": "x"}, text)
 
