@@ -86,3 +86,11 @@ def test_a_search_that_found_nothing_names_no_object() -> None:
     )
     assert not state.leads
     assert "deployment:at" in state.fact_set("not_found")
+
+
+def test_the_object_a_sentence_places_in_a_namespace_wins_over_a_peer_it_mentions() -> None:
+    text = "Since noon inventory in namespace stock cannot reach order-db; the order-db owners see no errors."
+    subject = parse_free_text(text)
+    assert (subject.name, subject.namespace) == ("inventory", "stock")
+    assert "order-db" in subject.names
+    assert parse_free_text("search-api in the ns search keeps timing out").name == "search-api"

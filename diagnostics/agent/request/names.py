@@ -175,6 +175,8 @@ _NAME_THEN_KIND = rx.compile(rf"[`'\"]?({_NAME})[`'\"]?\s+({'|'.join(KIND_WORDS)
 _KIND_NAMESPACED = rx.compile(
     rf"\b({'|'.join(KIND_WORDS)})\s+[`'\"]?({_NAME})/({_NAME})[`'\"]?", rx.IGNORECASE
 )
+# The object a sentence places in a namespace: "checkout in namespace shop", "ledger-ui in ns ledger".
+_NAME_IN_NAMESPACE = rx.compile(rf"\b({_NAME})\s+in\s+(?:the\s+)?(?:namespace|ns)\b", rx.IGNORECASE)
 _HYPHENATED = rx.compile(r"\b[a-z0-9]+(?:[-_][a-z0-9]+)+\b")
 _AFTER_PREPOSITION = rx.compile(
     r"\b(?:with|about|is|of|for|check|on)\s+(?:the\s+)?([a-z][a-z0-9]{2,})(?:[^-_.a-z0-9]|$)"
@@ -226,6 +228,8 @@ def parse_free_text(text: str) -> Subject:
         candidates.append((1, match.group(2), KIND_WORDS[match.group(1)]))
     for match in _NAME_THEN_KIND.finditer(lowered):
         candidates.append((1, match.group(1), KIND_WORDS[match.group(2)]))
+    for match in _NAME_IN_NAMESPACE.finditer(lowered):
+        candidates.append((1, match.group(1), ""))
     for match in _HYPHENATED.finditer(lowered):
         candidates.append((2, match.group(0), ""))
     for match in _AFTER_PREPOSITION.finditer(lowered):
