@@ -13,7 +13,14 @@ from diagnostics.toolsets.base import ToolSpec
 
 DEFAULT_KINDS = ("pod", "deployment", "job", "statefulset", "daemonset")
 WORKLOAD_KINDS = {"deployment", "statefulset", "daemonset", "job", "cronjob", "replicaset"}
-CLUSTER_KINDS = {"node", "namespace", "persistentvolume", "storageclass"}
+CLUSTER_KINDS = {
+    "node",
+    "namespace",
+    "persistentvolume",
+    "storageclass",
+    "clusterissuer",
+    "clustersecretstore",
+}
 K8S_KINDS = (
     WORKLOAD_KINDS
     | CLUSTER_KINDS

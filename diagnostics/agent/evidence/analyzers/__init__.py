@@ -3,6 +3,7 @@
 from diagnostics.agent.evidence.analyzers import (  # noqa: F401  (registration)
     absent_series,
     brokers,
+    ca_rotation,
     chains,
     changes,
     commands,
