@@ -64,7 +64,7 @@ async def _caller(token: str) -> tuple[Caller, str] | None:
     an OAuth access token (app/mcp/oauth.py) when an issuer is configured."""
     key = await authenticate(token)
     if key is not None:
-        return Caller(key=key, owner=await sync_to_async(_owner)(key)), f"key:{key.pk}"
+        return Caller(key=key, owner=await sync_to_async(_owner)(key)), f"key:{key.pk}:{key.prefix}"
     return await oauth.caller_of(token)
 
 

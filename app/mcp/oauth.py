@@ -197,7 +197,7 @@ def _principal(claims: dict[str, Any], found: Settings) -> tuple[ApiKey, str] | 
     if key is None:
         return None
     subject = json.dumps([claims.get("iss", found.issuer), claims.get(found.user_claim)])
-    return key, f"oauth:{key.pk}:{subject}"
+    return key, f"oauth:{key.pk}:{key.prefix}:{subject}"
 
 
 def looks_like_jwt(token: str) -> bool:

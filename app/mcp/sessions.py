@@ -208,7 +208,8 @@ async def _in_session(
 
 
 async def serve(where: Endpoint, principal: str, scope: dict[str, Any], receive: Any, send: Any) -> None:
-    """One POST or DELETE of ``principal`` (``key:<id>``, ``oauth:<key id>:<subject>``) on ``where``."""
+    """One POST or DELETE of ``principal`` (``key:<id>:<prefix>``, ``oauth:<key id>:<prefix>:<subject>``; the
+    key's random prefix too, so a key given a deleted key's id never inherits its sessions) on ``where``."""
     session_id = next((v.decode("latin-1") for k, v in scope.get("headers", ()) if k == SESSION_HEADER), None)
     if session_id is not None:
         if not 1 <= len(session_id) <= 128:
@@ -233,13 +234,15 @@ async def serve(where: Endpoint, principal: str, scope: dict[str, Any], receive:
     opened: list[str] = []
 
     async def watch(message: MutableMapping[str, Any]) -> None:
-        if message["type"] == "http.response.start" and message["status"] < 400:
-            headers = message.get("headers", ())
+        if message["type"] == "http.response.start":
+            headers = message.get("headers", ()) if message["status"] < 400 else ()
             new = next((v.decode("latin-1") for k, v in headers if k == SESSION_HEADER), None)
             if new is not None:
                 where.owners[new] = principal
                 opened.append(new)
                 await _store(_opened, where, new, principal, place, claim, idle)  # before the client has it
+            else:  # refused: the place is free again before the client reads the refusal and retries
+                await _store(release_place, principal, place, claim)
         await send(message)
 
     try:

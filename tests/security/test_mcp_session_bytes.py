@@ -166,7 +166,7 @@ def test_a_callers_requests_in_flight_are_bounded_and_end_with_their_client(
     (a 429 past the bound, other keys unaffected), and one ends as soon as its client goes away."""
     url = gateway_url + "/mcp"
     key = make_role_key("asker", "operator", scopes=[scopes.INCIDENTS_WRITE, scopes.INCIDENTS_READ])
-    principal = f"key:{key.key.pk}"
+    principal = f"key:{key.key.pk}:{key.key.prefix}"
     session = open_session(url, key.raw)
     arguments = {"question": "why is the api failing?", "environment": "fake", "wait_s": 30}
     ask = json.dumps(
