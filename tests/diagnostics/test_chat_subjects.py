@@ -4,6 +4,8 @@ names no object."""
 
 from __future__ import annotations
 
+import pytest
+
 from diagnostics.agent.evidence.analyzers import AnalysisState, ToolOutput, analyze
 from diagnostics.agent.request.names import parse_free_text
 from diagnostics.agent.request.subject import from_investigation, from_text
@@ -94,3 +96,32 @@ def test_the_object_a_sentence_places_in_a_namespace_wins_over_a_peer_it_mention
     assert (subject.name, subject.namespace) == ("inventory", "stock")
     assert "order-db" in subject.names
     assert parse_free_text("search-api in the ns search keeps timing out").name == "search-api"
+
+
+@pytest.mark.parametrize(
+    ("text", "kind", "namespace", "name"),
+    [
+        (
+            "is https://console.acme.io/#/pods/billing/invoicer-5f7c9-k2j4d?ns=billing ok?",
+            "pod",
+            "billing",
+            "invoicer-5f7c9-k2j4d",
+        ),
+        (
+            "look at https://lens.acme.io/c/prod/deployments/checkout?namespace=shop",
+            "deployment",
+            "shop",
+            "checkout",
+        ),
+        ("https://grafana.acme.io/d/abc/overview?namespace=media&var-statefulset=x broke", "", "media", ""),
+    ],
+)
+def test_a_console_link_names_the_object_its_path_addresses(text, kind, namespace, name):
+    subject = parse_free_text(text)
+    assert (subject.kind, subject.namespace) == (kind, namespace)
+    assert subject.name == name
+
+
+def test_a_ticket_link_that_addresses_no_object_names_nothing():
+    subject = parse_free_text("see https://tracker.acme.io/browse/OPS-4411 for the thread")
+    assert subject.names == [] and subject.namespace == ""

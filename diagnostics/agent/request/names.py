@@ -166,6 +166,9 @@ _FILE_NAME = rx.compile(
     r"pcap|dump|heapsnapshot|hprof|trace)\b",
     rx.IGNORECASE,
 )
+# An object in a console's link: ".../pod/<namespace>/<name>", ".../deployments/<name>", "?namespace=<ns>".
+_URL_OBJECT = rx.compile(rf"/({'|'.join(KIND_WORDS)})/({_NAME})(?:/({_NAME}))?(?:[/?#&]|$)")
+_URL_NAMESPACE = rx.compile(rf"[?&#](?:namespace|ns)=({_NAME})")
 _URL = rx.compile(r"\bhttps?://([^\s/:<>|\"'`]+)[^\s<>|\"'`]*", rx.IGNORECASE)
 # A version or a number ("3.0.0", "v1.28", "13:30"), never an object's name.
 _VERSION = rx.compile(r"v?\d+(?:[.:]\d+)*")
@@ -257,11 +260,18 @@ def parse_free_text(text: str) -> Subject:
 
 def _cluster_host(match: Any) -> str:
     """A link as the in-cluster name it addresses (``http://card-vault.payments.svc:8443/x`` ->
-    ``card-vault.payments.svc``), else nothing: a dashboard's or a ticket's URL names no object."""
+    ``card-vault.payments.svc``); else the objects its path names, as a console addresses them
+    (``https://dash.example/#/pod/payments/refund-1?namespace=payments`` -> ``pod payments/refund-1``,
+    ``namespace payments``); a ticket's or a dashboard's link that names no object gives nothing."""
     host = str(match.group(1)).lower()
     if "." not in host or host.endswith((".svc", ".cluster.local")) or ".svc." in host:
         return f" {host} "
-    return " "
+    link = str(match.group(0)).lower()
+    said = [f" namespace {m.group(1)} " for m in _URL_NAMESPACE.finditer(link)]
+    for found in _URL_OBJECT.finditer(link):
+        kind, first, second = found.group(1), found.group(2), found.group(3)
+        said.append(f" {kind} {first}/{second} " if second else f" {kind} {first} ")
+    return "".join(said) or " "
 
 
 def strip_chat(text: str) -> str:
