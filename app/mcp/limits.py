@@ -35,6 +35,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from routing.api.http import whole_body
 from routing.json_body import limits, scan
 
 Message = dict[str, Any]
@@ -108,18 +109,6 @@ def problem(body: bytes) -> str | None:
     return None
 
 
-async def read(receive: Receive) -> bytes | None:
-    """The whole body, or None when the client went away (or app/edge.py refused it: 413, 408)."""
-    chunks: list[bytes] = []
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            return None
-        chunks.append(message.get("body", b""))
-        if not message.get("more_body", False):
-            return b"".join(chunks)
-
-
 def replay(body: bytes, gone: asyncio.Event) -> Receive:
     """A ``receive`` that gives ``body`` whole, then the disconnect once the watcher saw it."""
     given = False
@@ -149,7 +138,7 @@ async def serve_bounded(
 ) -> None:
     """Reads the POST's body, refuses it past the bounds (400 JSON, 429 in flight), else runs
     ``serve`` with a ``receive`` that replays it, and stops ``serve`` if the client disconnects."""
-    body = await read(receive)
+    body = await whole_body(receive)
     if body is None:
         return
     why = problem(body)

@@ -71,6 +71,18 @@ async def read_body(receive: Receive, limit: int) -> bytes:
             return b"".join(chunks)
 
 
+async def whole_body(receive: Receive) -> bytes | None:
+    """The whole request body, or None when the client went away (or app/edge.py refused it: 413, 408)."""
+    chunks: list[bytes] = []
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return None
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body", False):
+            return b"".join(chunks)
+
+
 class ClientGone(Exception):
     """The client disconnected before its request was read."""
 

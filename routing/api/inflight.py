@@ -28,7 +28,7 @@ from routing import conf
 from routing.api import endpoints
 from routing.api.app import error_body_for
 from routing.api.auth import api_key_of
-from routing.api.http import API_KEY, Request, send_json
+from routing.api.http import API_KEY, Request, send_json, whole_body
 from routing.errors import ApiError
 
 log = logging.getLogger(__name__)
@@ -78,7 +78,7 @@ async def guarded(app: ASGIApp, scope: dict[str, Any], receive: Any, send: Any) 
         await _refuse(send, path, _overloaded(limit), close=True)
         return
     if limit:  # the body first, holding no place (app/edge.py bounds its size and its time)
-        body = await _whole_body(receive)
+        body = await whole_body(receive)
         if body is None:
             return  # the client went away, or the edge answered its 408 or 413
         if _in_flight >= limit:
@@ -90,17 +90,6 @@ async def guarded(app: ASGIApp, scope: dict[str, Any], receive: Any, send: Any) 
         await app({**scope, API_KEY: key}, receive, send)
     finally:
         _in_flight -= 1
-
-
-async def _whole_body(receive: Any) -> bytes | None:
-    chunks: list[bytes] = []
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            return None
-        chunks.append(message.get("body", b""))
-        if not message.get("more_body", False):
-            return b"".join(chunks)
 
 
 def _replay(body: bytes, receive: Any) -> Any:
