@@ -214,6 +214,22 @@ class McpEdge:
         le=3_600_000,
         doc="The retry delay a stream's first event names (how long a client waits to open the next).",
     )
+    max_in_flight: int = setting(
+        "MAX_IN_FLIGHT",
+        env="SKILLGATE_MCP_MAX_IN_FLIGHT",
+        default=32,
+        ge=1,
+        doc="POSTs one caller (a key, an OAuth subject) may have being answered at once on the /mcp "
+        "endpoints, per process; one more is a 429 JSON-RPC error naming this setting (app/mcp/limits.py).",
+    )
+    max_in_flight_bytes: int = setting(
+        "MAX_IN_FLIGHT_BYTES",
+        env="SKILLGATE_MCP_MAX_IN_FLIGHT_BYTES",
+        default=16 * 1024 * 1024,
+        ge=1,
+        doc="Bytes of the bodies of one caller's POSTs being answered at once on the /mcp endpoints, per "
+        "process; a POST that would pass it (while another is being answered) is a 429 JSON-RPC error.",
+    )
 
 
 GROUPS: tuple[type, ...] = (Metrics, LocalStudent, McpEdge)

@@ -18,9 +18,10 @@ answer with its JSON-RPC id comes back; two requests with the same id in one ses
 waiting until the session ends (ten minutes idle, renewed by every request), holding its coroutine
 and its body, even after its client went away. So:
 
-- one caller (a key, an OAuth subject) has at most :data:`MAX_REQUESTS_IN_FLIGHT` POSTs and
-  :data:`MAX_BYTES_IN_FLIGHT` bytes of their bodies being answered at once in a process; past either
-  a POST is a 429 JSON-RPC error naming the bound;
+- one caller (a key, an OAuth subject) has at most ``SKILLGATE_MCP_MAX_IN_FLIGHT`` (32) POSTs and
+  ``SKILLGATE_MCP_MAX_IN_FLIGHT_BYTES`` (16 MiB) of their bodies being answered at once in a process
+  (app/conf.py ``McpEdge``, read at each POST); past either a POST is a 429 JSON-RPC error naming the
+  setting;
 - a POST whose client disconnects is stopped at once (its handler cancelled), so what it held is
   given back.
 """
@@ -35,6 +36,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from app import conf
 from routing.api.http import whole_body
 from routing.json_body import limits, scan
 
@@ -43,8 +45,6 @@ Receive = Callable[[], Awaitable[Message]]
 
 # JSON-RPC's "Invalid Request": the message is refused before it is read as one.
 INVALID_REQUEST = -32600
-MAX_REQUESTS_IN_FLIGHT = 32  # POSTs of one caller being answered at once, per process
-MAX_BYTES_IN_FLIGHT = 16 * 1024 * 1024  # their bodies' bytes
 
 
 @dataclass
@@ -59,12 +59,20 @@ _LOCK = threading.Lock()  # each server thread of a process (tests run several) 
 
 def _admit(principal: str, size: int) -> str | None:
     """Takes a place for a POST of ``size`` bytes, or says which bound it is over."""
+    edge = conf.get().mcp_edge
+    max_requests, max_bytes = edge.max_in_flight, edge.max_in_flight_bytes
     with _LOCK:
         load = _LOADS.setdefault(principal, _Load())
-        if load.requests >= MAX_REQUESTS_IN_FLIGHT:
-            why = f"{MAX_REQUESTS_IN_FLIGHT} MCP requests of this caller are being answered already"
-        elif load.requests and load.bytes + size > MAX_BYTES_IN_FLIGHT:
-            why = f"this caller's MCP requests being answered hold {MAX_BYTES_IN_FLIGHT} bytes already"
+        if load.requests >= max_requests:
+            why = (
+                f"{load.requests} MCP requests of this caller are being answered already, the most "
+                f"allowed (SKILLGATE_MCP_MAX_IN_FLIGHT: {max_requests})"
+            )
+        elif load.requests and load.bytes + size > max_bytes:
+            why = (
+                f"this caller's MCP requests being answered hold {load.bytes} bytes; {size} more would "
+                f"pass SKILLGATE_MCP_MAX_IN_FLIGHT_BYTES ({max_bytes})"
+            )
         else:
             load.requests += 1
             load.bytes += size

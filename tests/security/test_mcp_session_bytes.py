@@ -158,7 +158,7 @@ def test_many_sessions_of_one_key_are_bounded(gateway_url, backends, api_key, se
 
 
 def test_a_callers_requests_in_flight_are_bounded_and_end_with_their_client(
-    gateway_url, backends, api_key, monkeypatch
+    gateway_url, backends, api_key, settings
 ):
     """A request the server is still answering holds its body and its handler: ``ask`` waits for a
     diagnosis (no worker here, so for all of ``wait_s``), as a request left waiting by a duplicate
@@ -184,7 +184,10 @@ def test_a_callers_requests_in_flight_are_bounded_and_end_with_their_client(
     started = time.monotonic()
     waiting.start()
     wait_until(lambda: limits.in_flight(principal) == (1, len(ask)), timeout=5, what="the ask in flight")
-    monkeypatch.setattr(limits, "MAX_REQUESTS_IN_FLIGHT", 1)
+    settings.SKILLGATE = {
+        **settings.SKILLGATE,
+        "MCP_EDGE": {**settings.SKILLGATE["MCP_EDGE"], "MAX_IN_FLIGHT": 1},
+    }
     listing = json.dumps({"jsonrpc": "2.0", "id": 9, "method": "tools/list"}).encode()
     refused = post(url, key.raw, listing, session)
     assert refused.status_code == 429, refused.text
