@@ -159,6 +159,22 @@ clause with a port number). Both commits score 0/16.
 
 Not yet worked on: the blind score is the only one so far."""
 
+ROUND_EIGHT = """\
+8 faults from Kubernetes', etcd's and the applications' own semantics, none shown by an earlier case: Docker
+Hub's anonymous pull rate limit on nodes the autoscaler just added, etcd's NOSPACE alarm with a database
+never defragmented (every API write refused), a Role without `endpointslices` after a controller upgrade, a
+zone topology spread constraint whose only allowed zone is full, a shell as PID 1 that does not pass SIGTERM
+on (pods killed at the grace period, messages redelivered), a Kyverno mutation setting
+`readOnlyRootFilesystem`, Elasticsearch's `vm.max_map_count` bootstrap check on a new node pool, a fluent-bit
+sidecar OOMKilled buffering chunks Loki refuses with 429. Alert shapes: labels only, `generatorURL`, prose
+(PagerDuty, Jira), a JSON finding reference, a Slack thread. Written blind to `diagnostics/` and
+`tests/diagnostics/` (only `eval/issue39`'s case format read).
+
+The blind commit is 7ab3a14 (the cases and the README only). Its score, 0/8 (no expected fact matched in any
+case), was the same in the shared working tree with other engineers' uncommitted analyzer changes.
+
+Not yet worked on: the blind score is the only one so far."""
+
 ROUNDS = (
     Round("one", 1, 21, "f8d2e4f", ROUND_ONE),
     Round("three", 22, 28, "7b4b16a", ROUND_THREE),
@@ -166,6 +182,7 @@ ROUNDS = (
     Round("five", 37, 52, "c794956", ROUND_FIVE),
     Round("six", 53, 68, "71760eb", ROUND_SIX),
     Round("seven", 69, 84, "f7ceb72", ROUND_SEVEN),
+    Round("eight", 85, 92, "7ab3a14", ROUND_EIGHT),
 )
 
 
