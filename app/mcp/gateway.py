@@ -28,7 +28,7 @@ from diagnostics.mcp.attach import record_call
 from diagnostics.mcp.client import UpstreamError, checked_call_async
 from diagnostics.mcp.requests import gateway_request_open, grant_for, request_of_key, request_summary
 from diagnostics.mcp.resync import resync_async
-from diagnostics.mcp.selectors import effective_class, upstream_of
+from diagnostics.mcp.selectors import effective_class, upstream_of_async
 from diagnostics.mcp.vetting import control_path
 from diagnostics.models import McpGrant, McpTool
 from diagnostics.toolsets.base import validation_error
@@ -172,7 +172,7 @@ async def _call(grant: McpGrant, who: Caller, name: str, arguments: dict[str, An
             f"{action.pk} for its status and result."
         )
     try:
-        output = await checked_call_async(upstream_of(server), name, arguments, tool.fingerprint)
+        output = await checked_call_async(await upstream_of_async(server), name, arguments, tool.fingerprint)
     except UpstreamError as exc:
         await sync_to_async(record_call)(
             CallRecord(**{**record.__dict__, "status": exc.kind, "error": str(exc)}),

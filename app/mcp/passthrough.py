@@ -26,7 +26,7 @@ from app.mcp.tools import Caller, caller, current_grant
 from diagnostics.mcp import content
 from diagnostics.mcp.attach import record_call
 from diagnostics.mcp.client import Upstream, UpstreamError
-from diagnostics.mcp.selectors import upstream_of
+from diagnostics.mcp.selectors import upstream_of_async
 from diagnostics.models import McpGrant
 from diagnostics.toolsets.mcp import CallRecord
 from routing.access.ratelimit import check_rate
@@ -78,7 +78,7 @@ async def _metered(
     return result
 
 
-def _reach() -> tuple[McpGrant, Upstream]:
+async def _reach() -> tuple[McpGrant, Upstream]:
     """The request's grant and its server, or the refusal when the grant names tools."""
     grant = current_grant()
     if not reaches_all(grant):
@@ -86,7 +86,7 @@ def _reach() -> tuple[McpGrant, Upstream]:
             "This key's grant names tools: resources and prompts need a grant for the whole server.",
             METHOD_NOT_FOUND,
         )
-    return grant, upstream_of(grant.server)
+    return grant, await upstream_of_async(grant.server)
 
 
 def handlers() -> dict[str, Any]:
@@ -96,14 +96,14 @@ def handlers() -> dict[str, Any]:
         return _refuse(str(exc))
 
     async def list_resources(ctx: Any, params: Any) -> types.ListResourcesResult:
-        _, upstream = _reach()
+        _, upstream = await _reach()
         try:
             return types.ListResourcesResult(resources=await content.list_resources_async(upstream))
         except UpstreamError as exc:
             raise listing_failed(exc) from None
 
     async def list_templates(ctx: Any, params: Any) -> types.ListResourceTemplatesResult:
-        _, upstream = _reach()
+        _, upstream = await _reach()
         try:
             templates = await content.list_resource_templates_async(upstream)
         except UpstreamError as exc:
@@ -111,7 +111,7 @@ def handlers() -> dict[str, Any]:
         return types.ListResourceTemplatesResult(resource_templates=templates)
 
     async def read_resource(ctx: Any, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
-        grant, upstream = _reach()
+        grant, upstream = await _reach()
         uri = str(params.uri)
         if len(uri) > MAX_URI:
             raise _refuse(f"A resource URI is at most {MAX_URI} characters.", INVALID_PARAMS)
@@ -120,14 +120,14 @@ def handlers() -> dict[str, Any]:
         )
 
     async def list_prompts(ctx: Any, params: Any) -> types.ListPromptsResult:
-        _, upstream = _reach()
+        _, upstream = await _reach()
         try:
             return types.ListPromptsResult(prompts=await content.list_prompts_async(upstream))
         except UpstreamError as exc:
             raise listing_failed(exc) from None
 
     async def get_prompt(ctx: Any, params: types.GetPromptRequestParams) -> types.GetPromptResult:
-        grant, upstream = _reach()
+        grant, upstream = await _reach()
         arguments = dict(params.arguments or {})
         if len(params.name) > 200 or len(arguments) > MAX_ARGUMENTS:
             raise _refuse(

@@ -26,7 +26,7 @@ from app.web.pages import can
 from core.errors import ServiceError
 from diagnostics.mcp import classify, lifecycle
 from diagnostics.mcp.client import ServerListing, UpstreamError, list_tools_async
-from diagnostics.mcp.selectors import upstream_of
+from diagnostics.mcp.selectors import upstream_of_async
 from diagnostics.mcp.servers import mcp_server_apply, mcp_server_register, mcp_server_sync_failed
 from diagnostics.mcp.vetting import name_problem, shown_name
 from diagnostics.models import McpServer
@@ -91,7 +91,7 @@ async def mcp_server_new(request: HttpRequest) -> HttpResponse:
     if request.POST.get("action") == "test":
         candidate = McpServer(name=form.cleaned_data["name"], **fields)
         try:
-            listing = await list_tools_async(upstream_of(candidate))
+            listing = await list_tools_async(await upstream_of_async(candidate))
         except UpstreamError as exc:
             context = {"form": form, "new": True, "test_error": str(exc)}
             return await sync_to_async(_render)(request, context)
@@ -121,7 +121,7 @@ async def mcp_server_connect(request: HttpRequest, name: str) -> HttpResponse:
         return HttpResponseRedirect(reverse("web:mcp"))
     server = await sync_to_async(_server)(name)
     try:
-        listing = await list_tools_async(upstream_of(server))
+        listing = await list_tools_async(await upstream_of_async(server))
     except UpstreamError as exc:
         await sync_to_async(mcp_server_sync_failed)(server=server, error=str(exc))
     else:

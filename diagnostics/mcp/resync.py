@@ -20,7 +20,7 @@ from asgiref.sync import sync_to_async
 from django.db import connection
 
 from diagnostics.mcp.client import UpstreamError, list_tools_async
-from diagnostics.mcp.selectors import upstream_of
+from diagnostics.mcp.selectors import upstream_of_async
 from diagnostics.mcp.servers import SyncReport, mcp_server_apply, mcp_server_sync, mcp_server_sync_failed
 from diagnostics.models import McpServer
 
@@ -81,7 +81,7 @@ async def sync_async(server: McpServer) -> SyncReport:
     """An operator's sync (``POST /api/mcp/servers/{server}/sync``): the listing awaited on the event loop
     (bounded by the server's ``timeout_s``), the writes on this module's pool; never skipped."""
     try:
-        listing = await list_tools_async(upstream_of(server))
+        listing = await list_tools_async(await upstream_of_async(server))
     except UpstreamError as exc:
         error = str(exc)
         await on_pool(lambda: mcp_server_sync_failed(server=server, error=error))
@@ -96,7 +96,7 @@ async def resync_async(server: McpServer) -> bool:
         return False
     try:
         try:
-            listing = await list_tools_async(upstream_of(server))
+            listing = await list_tools_async(await upstream_of_async(server))
         except UpstreamError as exc:
             error = str(exc)
             failed = _closing(lambda: mcp_server_sync_failed(server=server, error=error))

@@ -10,6 +10,7 @@ import sys
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from asgiref.sync import sync_to_async
 from django.apps import apps
 from django.conf import settings
 from django.db.models import Count, QuerySet
@@ -70,9 +71,11 @@ def _setting_value(path: tuple[str, ...]) -> Any:
 
 def own_variables(*, backends: bool = False) -> frozenset[str]:
     """Skillgate's own environment variables: each a setting reads, each a setting names as holding a
-    secret (``*_env`` settings, such as the OAuth client's secret); with ``backends`` (a query: sync code
-    only, i.e. at registration) each backend's ``api_key_env`` too. At connect, provider keys are refused
-    by their families (``secret_env.DENIED``) without a query, since connects run on the event loop."""
+    secret (``*_env`` settings, such as the OAuth client's secret, the teacher's and student's
+    ``API_KEY_ENV``); with ``backends`` (a query: sync code only) each backend's ``api_key_env`` too,
+    whatever its name and whether or not it is active. Registration and every connect ask with
+    ``backends`` (:func:`upstream_of`, :func:`upstream_of_async`), so a backend added after a server was
+    registered is refused at that server's next connect."""
     names, paths = _declared_variables() if apps.ready else (frozenset(), ())
     found = set(names)
     found.update(value for path in paths if isinstance(value := _setting_value(path), str) and value)
@@ -88,10 +91,13 @@ def secret_policy(*, backends: bool = False) -> SecretEnvPolicy:
     return SecretEnvPolicy(allow=tuple(allow), own=own_variables(backends=backends))
 
 
-def upstream_of(server: McpServer) -> Upstream:
+def upstream_of(server: McpServer, *, secrets: SecretEnvPolicy | None = None) -> Upstream:
+    """How to reach ``server`` now: the URL policy and the ``secret_env`` policy as they stand (each
+    backend's ``api_key_env`` read from the database: sync code; the event loop calls
+    :func:`upstream_of_async`)."""
     return Upstream(
         url_policy=url_policy(),
-        secret_policy=secret_policy(),
+        secret_policy=secrets if secrets is not None else secret_policy(backends=True),
         name=server.name,
         transport=server.transport,
         command=tuple(server.command or ()),
@@ -100,6 +106,13 @@ def upstream_of(server: McpServer) -> Upstream:
         timeout_s=server.timeout_s,
         max_output_bytes=server.max_output_bytes,
     )
+
+
+async def upstream_of_async(server: McpServer) -> Upstream:
+    """:func:`upstream_of` from the event loop: the backends' ``api_key_env`` names are read on Django's
+    database thread (one small query, as the call's own rows are written), the connect stays on the loop."""
+    policy = await sync_to_async(secret_policy)(backends=True)
+    return upstream_of(server, secrets=policy)
 
 
 def server_identity(server: McpServer) -> str:
