@@ -84,7 +84,9 @@ def trickle(sock: socket.socket, data: bytes, every_s: float, until_s: float) ->
 
 
 def test_a_head_trickled_byte_by_byte_is_cut_at_the_deadline(served_url, backends, api_key, tight):
-    with connect(served_url, timeout=TIMEOUT_S + 5) as sock, models_keep_answering(served_url, api_key.raw):
+    # The probe first: its entry collects the test process's garbage (seconds, deep in a full run), and a
+    # connection opened before it would sit idle past the head's deadline and get its 408 before a byte.
+    with models_keep_answering(served_url, api_key.raw), connect(served_url, timeout=TIMEOUT_S + 5) as sock:
         request = head("GET", "/v1/models", f"Authorization: Bearer {api_key.raw}", "X-Pad: " + "a" * 200)
         line = request.index(b"\r\n") + 2
         started = time.monotonic()
@@ -101,7 +103,9 @@ def test_a_body_trickled_byte_by_byte_holds_no_place_and_is_cut_at_the_deadline(
     served_url, backends, api_key, stub, tight
 ):
     body = b'{"model": "auto", "messages": [{"role": "user", "content": "' + b"a" * 500 + b'"}]}'
-    with connect(served_url, timeout=TIMEOUT_S + 5) as sock, models_keep_answering(served_url, api_key.raw):
+    # The probe first: its entry collects the test process's garbage (seconds, deep in a full run), and a
+    # connection opened before it would sit idle past the head's deadline and get its 408 before a byte.
+    with models_keep_answering(served_url, api_key.raw), connect(served_url, timeout=TIMEOUT_S + 5) as sock:
         sock.sendall(
             head(
                 "POST",
