@@ -1,4 +1,5 @@
-"""Logs (and alert text) -> signals: slow operations (latency), exceptions, HTTP error-rate spikes."""
+"""Logs (and alert text) -> signals: slow requests served (latency; not work done: durations.py), exceptions,
+HTTP error-rate spikes."""
 
 from __future__ import annotations
 
@@ -8,16 +9,23 @@ from datetime import UTC, datetime
 from diagnostics import conf as diagnostics_conf
 from diagnostics.agent import rx
 from diagnostics.agent.evidence.analyzers.base import AnalysisState, Analyzer, ToolOutput, clip, register
+from diagnostics.agent.evidence.analyzers.durations import SERVED, measured
 from diagnostics.agent.evidence.analyzers.logs import DB_WORDS, log_subject
 from diagnostics.agent.evidence.analyzers.metrics.baselines import risen, shown
 from diagnostics.agent.findings import Finding, Severity
 from diagnostics.agent.request.timewindow import iso, line_time
 
 _DURATION = rx.compile(
-    r"(?P<what>[A-Za-z][\w .'-]{2,60}?)\s+"
+    r"(?P<what>[A-Za-z][\w .'/=-]{2,60}?)\s+"
     r"(?:completed|finished|took|done|rendered|executed|responded|processed)"
     r"\s+(?:in\s+|after\s+)?(?P<value>\d+(?:\.\d+)?)\s*(?P<unit>ms|milliseconds?|s|secs?|seconds?)\b",
     rx.IGNORECASE,
+)
+# What precedes the operation's name on a line: a timestamp, a level, a logger ('2026-01-05T10:00:00Z INFO
+# app: ', 'INFO:app:').
+_LEAD = rx.compile(
+    r"^\s*(?:\S*\d\S*\s+)*"
+    r"(?:\[?(?:INFO|DEBUG|WARN\w*|ERROR|NOTICE|TRACE)\]?[:\s]+(?:[\w.-]+:\s*)?|[\w.-]+:\s+)?"
 )
 _JSON_DURATION = rx.compile(
     r"\"(?:responseTime|response_time|duration_ms|latency_ms|elapsed_ms)\"\s*:\s*(\d+(?:\.\d+)?)"
@@ -86,13 +94,21 @@ class LogSignalAnalyzer(Analyzer):
         threshold = _latency_threshold_s()
         groups: dict[str, list[float]] = defaultdict(list)
         samples: dict[str, str] = {}
-        for match in _DURATION.finditer(text):
-            what = rx.sub(r"^(?:INFO|DEBUG|WARN\w*|ERROR)[:\s]+(?:\w+:)?", "", match.group("what").strip())
+        # Only a request served is latency: a job's, step's or batch's own run time ('batch 4471 done in
+        # 29s') is work done, and a line that says neither is not evidence of latency (durations.measured).
+        for line in text.splitlines():
+            match = _DURATION.search(line)
+            json_value = _JSON_DURATION.search(line)
+            if not (match or json_value) or measured(line) != SERVED:
+                continue
+            if json_value:
+                groups["request"].append(float(json_value.group(1)) / 1000)
+                continue
+            what = _LEAD.sub("", line[: match.start()] + match.group("what")).strip()
             what = what.strip(" :.-") or "operation"
-            groups[what].append(_seconds(match.group("value"), match.group("unit")))
-            samples.setdefault(what, match.group(0).strip())
-        for value in _JSON_DURATION.findall(text):
-            groups["request"].append(float(value) / 1000)
+            key = rx.sub(r"\d+", "N", what)  # 'batch 4471' and 'batch 4473' are one operation
+            groups[key].append(_seconds(match.group("value"), match.group("unit")))
+            samples.setdefault(key, _LEAD.sub("", line[: match.end()]).strip())
         findings = []
         for what, values in groups.items():
             slow = [v for v in values if v >= threshold]
