@@ -140,7 +140,18 @@ class Router:
         default=0.05,
         ge=0,
         le=1,
-        doc="Drift: the live pass rate is this far below the predicted one.",
+        doc="Drift: the fall of the live pass rate below the predicted one that the correctness test's "
+        "alternative names, at most; a version admitted with less slack (its lower confidence bound "
+        "minus its target) is tested at its slack, at least DRIFT_PASS_FLOOR.",
+    )
+    drift_pass_floor: float = setting(
+        "DRIFT_PASS_FLOOR",
+        env="SKILLGATE_ROUTER_DRIFT_PASS_FLOOR",
+        default=0.01,
+        gt=0,
+        le=1,
+        doc="Drift: the smallest fall the correctness test's alternative names, however thin a version's "
+        "slack (a smaller one takes more labels to decide at the same error rates).",
     )
     drift_sample_boost: float = setting(
         "DRIFT_SAMPLE_BOOST",

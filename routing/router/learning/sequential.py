@@ -47,6 +47,17 @@ def sprt(outcomes: list[bool], weights: list[float], p0: float, p1: float) -> Sp
     return Sprt(llr, n_eff, rate, _decide(llr))
 
 
+def alternative(margin: float, slack: float | None, floor: float) -> float:
+    """The fall of the whole served pass rate a correctness test's H1 names: ``margin`` (the most worth
+    detecting), or the version's ``slack`` when that is smaller (its lower confidence bound of the pass
+    rate minus the required one, as admitted: a fall of more than that takes it below its target, so an
+    H1 beyond it would let such a fall pass unflagged), but never under ``floor`` (a fall of 0.001 would
+    take tens of thousands of labels to decide). None: no slack is known, ``margin``."""
+    if slack is None or not math.isfinite(slack):
+        return margin
+    return max(floor, min(margin, slack))
+
+
 def student_sprt(
     outcomes: list[bool], predicted: float, served_share: float, margin: float, calls: int | None = None
 ) -> Sprt:
@@ -59,7 +70,8 @@ def student_sprt(
 
     The prediction is itself an estimate: measured on ``calls`` answers, H0 is its Clopper-Pearson lower
     bound at z=1 (a rate of 0.997 on 300 answers is no promise that one failure in three is drift). H1 is
-    the rate at which the whole served pass rate falls ``margin``: H0 - ``margin / served_share``."""
+    the rate at which the whole served pass rate falls ``margin`` (``alternative``: at most the version's
+    slack): H0 - ``margin / served_share``."""
     share = min(max(served_share, 1e-3), 1.0)
     p0 = predicted
     if calls:

@@ -7,8 +7,11 @@ Live numbers come from the calls the version routed since it was activated:
   teacher's answer is the reference). Unknown is never passed. Judged by a sequential probability
   ratio test (``sequential.student_sprt``: Wald's SPRT on those answers, unweighted, since a background
   sample is a uniform draw of them): H0 their predicted rate q0 (calibration's ``student_pass_rate``),
-  H1 the rate at which the whole served pass rate falls ``DRIFT_PASS_MARGIN`` (q0 - margin / their
-  share of calls: the smallest fall worth detecting, not a fixed margin on the estimate); drift when
+  H1 the rate at which the whole served pass rate falls by the alternative d (q0 - d / their share of
+  calls: the smallest fall worth detecting, not a fixed margin on the estimate). d is
+  ``DRIFT_PASS_MARGIN``, or the version's slack when that is smaller (``slack_of``: the lower confidence
+  bound of its pass rate minus the required one it was admitted on; a fall beyond it misses the target),
+  at least ``DRIFT_PASS_FLOOR`` (``sequential.alternative``); drift when
   the log-likelihood ratio crosses log((1 - beta) / alpha), holding when it falls under
   log(beta / (1 - alpha)), *suspected* in between while it leans towards H1 (alpha = beta = 0.05).
   The teacher's answers are left out (their correctness is the teacher's). A version calibrated
@@ -62,6 +65,7 @@ from routing.router.learning.runtime import featurizer_for
 from routing.router.learning.sequential import (
     PSI_DRIFT,
     Sprt,
+    alternative,
     cost_sprt,
     fallback_sprt,
     psi_test,
@@ -193,6 +197,8 @@ class Predicted:
     student_share: float | None = None
     student_pass_rate: float | None = None
     student_calls: int | None = None  # the answers ``student_pass_rate`` was measured on
+    # how far the pass rate may fall before it misses the target (``slack_of``); None: not known
+    slack: float | None = None
 
 
 @dataclass(frozen=True)
@@ -247,14 +253,15 @@ def judge_live(live: Live, predicted: Predicted, earlier: str = "", held: bool =
     accepted = False  # the correctness test accepted H0
     q0, share = predicted.student_pass_rate, predicted.student_share
     labels = live.student_labels if q0 is not None and share else live.labels
+    fall = alternative(router.drift_pass_margin, predicted.slack, router.drift_pass_floor)
+    slack = f" (slack {predicted.slack:+.3f})" if predicted.slack is not None else ""
+    h1 = f", H1 a fall of {fall:.3f}{slack}"
     if q0 is not None and share:
-        test = student_sprt(live.student_labels, q0, share, router.drift_pass_margin, predicted.student_calls)
-        tests.append(("correctness", test, f"{q0:.3f} (the student's own answers, {share:.0%} of calls)"))
+        test = student_sprt(live.student_labels, q0, share, fall, predicted.student_calls)
+        tests.append(("correctness", test, f"{q0:.3f} (the student's own answers, {share:.0%} of calls{h1})"))
     elif predicted.pass_rate is not None:
         p0 = predicted.pass_rate
-        tests.append(
-            ("correctness", sprt(live.labels, live.weights, p0, p0 - router.drift_pass_margin), f"{p0:.3f}")
-        )
+        tests.append(("correctness", sprt(live.labels, live.weights, p0, p0 - fall), f"{p0:.3f} ({h1[2:]})"))
     if predicted.cost_usd is not None and predicted.cost_usd > 0:
         tests.append(
             ("cost per call", cost_sprt(live.costs, predicted.cost_usd), f"${predicted.cost_usd:.6f}")
@@ -305,6 +312,21 @@ def _trained_on_prompt_tokens(version: RouterVersion) -> list[float]:
     ]
 
 
+def slack_of(version: RouterVersion) -> float | None:
+    """How far ``version``'s pass rate may fall before it misses its target: the lower confidence bound
+    of (pass rate - required) it was admitted on, calibration's at its threshold and, admitted on the
+    traffic since a drift, the one on those calls (``admission.Recent.margin``); the smaller of those
+    stored. None: neither is (the correctness test's H1 is then ``DRIFT_PASS_MARGIN``)."""
+    chosen = (version.calibration or {}).get("chosen") or {}
+    recent = (version.admission or {}).get("recent") or {}
+    margins = [
+        float(m)
+        for m in (chosen.get("margin"), recent.get("margin"))
+        if isinstance(m, int | float) and not isinstance(m, bool) and math.isfinite(m)
+    ]
+    return min(margins) if margins else None
+
+
 def predicted_by(version: RouterVersion) -> Predicted:
     chosen = (version.calibration or {}).get("chosen") or {}
     cost, fallback = chosen.get("cost_usd"), chosen.get("fallback_rate")
@@ -319,6 +341,7 @@ def predicted_by(version: RouterVersion) -> Predicted:
         student_share=float(share) if isinstance(share, int | float) else None,
         student_pass_rate=float(student) if isinstance(student, int | float) else None,
         student_calls=round(float(share) * int(calibrated)) if isinstance(share, int | float) else None,
+        slack=slack_of(version),
     )
 
 

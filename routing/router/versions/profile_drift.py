@@ -1,7 +1,9 @@
 """Drift of a learned profile that no router version routes (none admitted, or the active one flagged):
 its fixed policy's live traffic against that policy's measured baseline, by ``drift.judge_live``'s tests
 (correctness of labelled calls, cost per call and fallback rate by sequential tests, teacher share, PSI
-of prompt sizes). The state is one ``ProfileDrift`` row per profile, shown on the router page.
+of prompt sizes). The state is one ``ProfileDrift`` row per profile, shown on the router page. A cascade's
+baseline keeps its measured bound margin over the target (``slack``): its correctness test's H1 names no
+larger fall (``sequential.alternative``).
 
     profile_drift_check(*, profile) -> ProfileDrift
         no baseline yet: measure it on the newest calls the current fixed policy served (from
@@ -112,6 +114,7 @@ def _predicted(baseline: dict[str, object]) -> Predicted:
         student_share=number("student_share"),
         student_pass_rate=number("student_pass_rate"),
         student_calls=int(calls) if isinstance(calls := baseline.get("student_calls"), int) else None,
+        slack=number("slack"),
     )
 
 
@@ -167,6 +170,8 @@ def profile_drift_check(*, profile: TaskProfile) -> ProfileDrift:
             return state
         # the fallback changed (re-measured on newer calls): its baseline is another policy's
     measured, why = _baseline(profile, state, policy)
+    if measured and policy == TaskProfile.Policy.STUDENT_WITH_FALLBACK and choice.margin is not None:
+        measured["slack"] = choice.margin  # its bound's margin over the target: the test's H1 at most
     if measured:
         recovered = "; recovered: measured again after drift" if state.flag else ""
         state.baseline, state.baseline_at, state.flag, state.live_calls = measured, now, False, 0

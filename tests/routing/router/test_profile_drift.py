@@ -145,6 +145,8 @@ def test_a_profile_with_no_version_is_watched_flagged_alerted_and_recovers(
     assert not tasks.router_profile_drift_check(profile.pk)
     state = ProfileDrift.objects.get(profile=profile)
     assert state.baseline["policy"] == CASCADE and state.baseline["pass_rate"] == 1.0, state.reason
+    # the cascade's bound margin over the target: its correctness test's H1 names no larger fall
+    assert state.baseline["slack"] == pytest.approx(fixed_choice(profile).margin)
 
     flagged_at = None
     for calls in range(10, 60, 10):
@@ -173,6 +175,7 @@ def test_a_profile_with_no_version_is_watched_flagged_alerted_and_recovers(
     state.refresh_from_db()
     assert not state.flag and "recovered" in state.reason
     assert state.baseline["policy"] == TEACHER and state.baseline["pass_rate"] == 1.0
+    assert "slack" not in state.baseline  # the teacher is the reference: no slack of its own
     assert fixed_choice(profile).policy == TEACHER  # the cascade misses the target on the new traffic
     assert alerts.flagged() == []
 
