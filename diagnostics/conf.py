@@ -325,10 +325,11 @@ class Environments:
         env="SKILLGATE_MCP_TRUSTED_TOOLS",
         default=(),
         doc="MCP tools whose first classification is accepted without an operator (comma-separated "
-        "name@origin/tool, e.g. deploy@https://mcp.example.com/status, or name@stdio:<command line>/tool: "
-        "bound to the server's endpoint, so a server re-pointed elsewhere waits again; the old "
-        "server/tool form trusts nothing and is warned about); a flagged tool (contradictory hints, write "
-        "words) still waits for one.",
+        "name@origin/tool, e.g. deploy@https://mcp.example.com/status, or name@stdio:<command line>/tool; "
+        'a JSON array of strings instead, ["repo@stdio:srv --tags=a,b/status"], where a command holds a '
+        "comma; an entry is bound to the server's endpoint, so a server re-pointed elsewhere waits "
+        "again; the old server/tool form trusts nothing and is warned about); a flagged tool "
+        "(contradictory hints, write words) still waits for one.",
     )
 
 

@@ -12,6 +12,11 @@ command is the whole command line as ``shlex.join`` writes it (the program and i
 re-pointed elsewhere (another origin or command) is not the one the entry trusted: its tools wait for an
 operator again. An entry of the old form (``server/tool``, no endpoint) trusts nothing: it is named in a
 warning in the log and by ``manage.py check`` (``diagnostics.W040``), so that the operator rewrites it.
+
+The setting is comma-separated, so an entry whose command holds a comma (``srv --tags=a,b``) is written in
+the setting's JSON-array form, which takes any entry as it is (``core.env.env_list``)::
+
+    SKILLGATE_MCP_TRUSTED_TOOLS='["repo@stdio:/opt/srv --tags=a,b/status", "deploy@https://h/status"]'
 """
 
 from __future__ import annotations
