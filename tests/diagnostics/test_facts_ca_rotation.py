@@ -116,3 +116,66 @@ def test_an_outside_peer_is_not_looked_for_in_the_cluster() -> None:
         )
     )
     assert found == [] and not any(lead.obj.kind == "certificate" for lead in state.leads)
+
+
+# What a finding names, it read (issue 39): the peer's Certificate by its dnsNames, the CA by the subject
+# its issuer shows, the bundle the client mounts; where one was not read, the finding says so.
+_OTHER_CERT = _CERT.replace("fx-rates-tls", "ledger-web-tls").replace("pricing", "money")
+_BY_DNS = _CERT.replace("name: fx-rates-tls", "name: gw-serving").replace(
+    "spec:\n", "spec:\n  dnsNames:\n  - fx-rates.pricing.svc\n"
+)
+_LOG_OUT = ToolOutput(
+    "fetch_pod_logs", {"pod_name": "ledger-api-6d5f4c3b2-k8j7h", "namespace": "money"}, _LOG
+)
+
+
+def _yaml(kind: str, text: str) -> ToolOutput:
+    return ToolOutput("kubectl_get_yaml", {"kind": kind}, text)
+
+
+def test_a_certificate_that_is_not_the_peers_is_not_reported_as_its_certificate() -> None:
+    _, found = _run(
+        _LOG_OUT,
+        _yaml("certificate", _OTHER_CERT),
+        _yaml("clusterissuer", _ISSUER),
+        _yaml("configmap", _BUNDLE),
+    )
+    assert [f.kind for f in found] == ["trust_bundle_stale"]
+    assert "ledger-web-tls" not in found[0].summary and "fx-rates-tls" not in found[0].summary
+    assert "its name was not observed" in found[0].summary and "ClusterIssuer corp-root" in found[0].summary
+
+
+def test_the_peers_certificate_is_found_by_its_dns_names_and_named_as_read() -> None:
+    _, found = _run(
+        _LOG_OUT, _yaml("certificate", _BY_DNS), _yaml("clusterissuer", _ISSUER), _yaml("configmap", _BUNDLE)
+    )
+    (peer,) = [f for f in found if f.kind == "peer_ca_rotated"]
+    assert "Certificate pricing/gw-serving" in peer.summary and "fx-rates-tls" not in peer.summary
+    (bundle,) = [f for f in found if f.kind == "trust_bundle_stale"]
+    assert "which now signs fx-rates's certificate gw-serving" in bundle.summary
+
+
+def test_a_ca_whose_subject_was_not_observed_is_named_by_the_secret_the_issuer_names() -> None:
+    unnamed = _ISSUER.replace('  annotations:\n    corp.example/subject: "CN=corp-root-g3"\n', "")
+    _, found = _run(
+        _LOG_OUT, _yaml("certificate", _CERT), _yaml("clusterissuer", unnamed), _yaml("configmap", _BUNDLE)
+    )
+    (peer,) = found  # no bundle finding: a Secret's name cannot be compared with the bundle's subjects
+    assert peer.kind == "peer_ca_rotated"
+    assert "held in Secret corp-root-g3 (its subject was not observed)" in peer.summary
+
+
+def test_a_secret_volume_is_not_taken_for_the_bundle_configmap() -> None:
+    secret_volume = _DESCRIBE.replace(
+        "Type:      ConfigMap (a volume populated by a ConfigMap)\n    Name:      corp-trust-bundle",
+        "Type:        Secret (a volume populated by a Secret)\n    SecretName:  corp-trust-certs",
+    )
+    state, _ = _run(
+        ToolOutput(
+            "kubectl_describe",
+            {"kind": "deployment", "name": "ledger-api", "namespace": "money"},
+            secret_volume,
+        ),
+        _LOG_OUT,
+    )
+    assert not any(lead.obj.kind == "configmap" for lead in state.leads)
