@@ -74,6 +74,25 @@ def test_an_admin_edits_a_key_and_others_may_not(as_role) -> None:
     assert past.status_code == 400 and b'data-field-errors="expires_at"' in past.content
 
 
+def test_an_expired_keys_limits_are_edited_and_its_expiry_kept_to_the_microsecond(as_role) -> None:
+    """The field shows minutes; an expiry with seconds sent back unchanged is the key's own (it was
+    refused as "in the past", so an expired key's budget could not be edited, and a future one was cut
+    to the minute). A changed expiry in the past is still refused."""
+    for expiry in (timedelta(days=-1), timedelta(days=3)):
+        stored = (timezone.now() + expiry).replace(second=41, microsecond=123_456)
+        key = ApiKeyFactory.create(name=f"lapsed{expiry.days}", rpm_limit=5, expires_at=stored)
+        url = reverse("web:key-edit", args=[key.pk])
+        shown = stored.strftime("%Y-%m-%dT%H:%M")
+        saved = as_role("admin").post(url, _edit(key, rpm_limit="9", scopes=["llm"], expires_at=shown))
+        key.refresh_from_db()
+        assert saved.status_code == 302 and (key.rpm_limit, key.expires_at) == (9, stored)
+    earlier = (stored - timedelta(days=5)).strftime("%Y-%m-%dT%H:%M")
+    refused = as_role("admin").post(url, _edit(key, rpm_limit="7", scopes=["llm"], expires_at=earlier))
+    key.refresh_from_db()
+    assert refused.status_code == 400 and b'data-field-errors="expires_at"' in refused.content
+    assert (key.rpm_limit, key.expires_at) == (9, stored)
+
+
 def test_a_revoked_key_is_not_edited(as_role) -> None:
     key = ApiKeyFactory.create(name="old", revoked_at=timezone.now(), rpm_limit=5)
     response = as_role("admin").post(reverse("web:key-edit", args=[key.pk]), _edit(key, rpm_limit="9"))

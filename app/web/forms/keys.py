@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from django import forms
@@ -77,7 +78,18 @@ class ApiKeyEditForm(_KeyLimits):
         return cls(data, initial=initial, prefix=f"key{key.pk}")
 
     def clean_expires_at(self) -> Any:
+        """The expiry typed; the key's own when the field still shows it. The field shows minutes, so
+        a key whose expiry has seconds (set through the API) comes back without them: that is the key's
+        expiry unchanged, kept as stored, and never refused as "in the past" when the key has expired
+        (its budget or rate limit could not be edited otherwise)."""
         value = self.cleaned_data.get("expires_at")
-        if value is not None and value <= timezone.now() and value != self.initial.get("expires_at"):
+        stored = self.initial.get("expires_at")
+        if value is not None and stored is not None and value == _to_minute(stored):
+            return stored
+        if value is not None and value <= timezone.now():
             raise forms.ValidationError("Pick a time in the future (or revoke the key now).")
         return value
+
+
+def _to_minute(moment: datetime) -> datetime:
+    return timezone.localtime(moment).replace(second=0, microsecond=0)
