@@ -56,6 +56,7 @@ from routing.ledger.writer import record_call
 from routing.models import Invocation, RouterVersion, TaskProfile
 from routing.pricing import PricingError, cost_bound, prices_for, prompt_token_bound
 from routing.router.learning import labels
+from routing.router.versions.config import labelling
 from routing.router.versions.drift import is_suspected
 from routing.router.versions.truth import fixed_choice
 from routing.verifiers.policy import VerifierPolicyError
@@ -90,7 +91,7 @@ def boosted(profile: TaskProfile, boost: float, policy: str = "") -> tuple[float
     teacher_rate, student_rate = min(1.0, teacher_rate * boost), min(1.0, student_rate * boost)
     fixed = profile.policy == TaskProfile.Policy.LEARNED and policy not in ("", TaskProfile.Policy.LEARNED)
     if boost > 1.0 and fixed and student_rate > 0:
-        student_rate = max(student_rate, conf.get().router.labels_wanted_student_rate)
+        student_rate = max(student_rate, labelling(profile).wanted_student_rate)
     return teacher_rate, student_rate
 
 
@@ -111,17 +112,16 @@ def sample_boost(inv: Invocation) -> float:
     the leg is weighted by the rate it was drawn at): drift suspected on its router version; or a
     learned profile with no version whose fallback too few labels measure, or whose drift watch leans
     towards drift (``FixedChoice.sample_more``, ``Learned._fallback``)."""
-    router = conf.get().router
     if inv.router_version_id is not None:
         found = RouterVersion.objects.filter(pk=inv.router_version_id).values_list(
             "drift_flag", "drift_reason"
         )
         suspected = any(is_suspected(flag, reason) for flag, reason in found)
-        return router.drift_sample_boost if suspected else 1.0
+        return labelling(inv.profile).boost if suspected else 1.0
     fallbacks = (TaskProfile.Policy.ALWAYS_TEACHER, TaskProfile.Policy.STUDENT_WITH_FALLBACK)
     if inv.profile.policy == TaskProfile.Policy.LEARNED and inv.policy in fallbacks:
         choice = fixed_choice(inv.profile)  # the fallback that served it, raising sampling now
-        return router.drift_sample_boost if choice.sample_more and choice.policy == inv.policy else 1.0
+        return labelling(inv.profile).boost if choice.sample_more and choice.policy == inv.policy else 1.0
     return 1.0
 
 

@@ -13,8 +13,9 @@ from core.conf import setting
 @dataclass(frozen=True)
 class Router:
     """The learned router (routing/router/versions/). A learned profile's ``policy_params`` may override
-    target, target_relative, teacher_sample_rate, student_sample_rate and sample_daily_usd
-    (``core.conf.resolve``)."""
+    target, target_relative, teacher_sample_rate, student_sample_rate, sample_daily_usd and its label
+    budget, label_budget, drift_sample_boost and labels_wanted_student_rate (``core.conf.resolve``;
+    ``routing.router.versions.config``)."""
 
     SECTION: ClassVar[str] = "SKILLGATE.ROUTER"
     features: str = setting(

@@ -15,12 +15,12 @@ from typing import Any, ClassVar
 from asgiref.sync import async_to_sync
 
 from core.db import run_sync
-from routing import conf
 from routing.access import lookups
 from routing.models import Invocation, RouterVersion, TaskProfile
 from routing.protocol import ChatRequest
 from routing.router.learning.features import CallInput, FeatureSpecError
 from routing.router.learning.runtime import LoadedRouter, cached_router, loaded_router
+from routing.router.versions.config import labelling
 from routing.router.versions.drift import is_held, is_suspected
 from routing.router.versions.truth import FixedChoice, fixed_choice
 
@@ -213,7 +213,7 @@ class Learned(Router):
             decided = await asyncio.to_thread(router.decide, features)
         else:
             decided = router.decide(features)
-        boost = conf.get().router.drift_sample_boost if active.suspected else 1.0
+        boost = labelling(call.profile).boost if active.suspected else 1.0
         reason = f"v{number}: {decided.reason}" + (
             "; drift suspected: sampling more" if active.suspected else ""
         )
@@ -233,10 +233,9 @@ class Learned(Router):
             router = fixed_fallback(profile, call.has_verifier)
         decision = router.route(call)
         measured = f"; {choice.reason}" if choice is not None else ""
-        router_conf = conf.get().router
         # Too few labels to measure the fallback, or its drift watch leaning towards drift: sample more,
         # so that labels come sooner.
         sample_more = choice is None or choice.sample_more
-        boost = router_conf.drift_sample_boost if sample_more else 1.0
+        boost = labelling(profile).boost if sample_more else 1.0
         reason = f"{why}{measured}; {decision.reason}"
         return Decision(decision.route, decision.score, decision.policy, reason, None, boost)

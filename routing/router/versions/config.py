@@ -2,12 +2,17 @@
 
 A learned profile may override, in ``TaskProfile.policy_params``: ``target``, ``target_relative``,
 ``max_p95_ms`` (what calibration and admission aim for), ``teacher_sample_rate``,
-``student_sample_rate`` and ``sample_daily_usd`` (background sampling), ``fallback`` (the fixed
-policy used while no version is active). The overrides are laid over the settings by
-``core.conf.resolve`` (one precedence for every per-profile setting).
+``student_sample_rate`` and ``sample_daily_usd`` (background sampling), the label budget
+(``label_budget``, ``labels_wanted_student_rate``, ``drift_sample_boost``: how many labels a new version
+is sampled for, and how much more is sampled while labels are wanted; ``labelling``), ``fallback`` (the
+fixed policy used while no version is active). The overrides are laid over the settings by
+``core.conf.resolve`` (one precedence for every per-profile setting; checked before they are saved,
+``routing.router.policy_params``).
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from core.conf import resolve
 from routing import conf
@@ -24,4 +29,27 @@ def profile_target(profile: TaskProfile) -> Target:
         resolve(router, "target_relative", params),
         float(bound) if bound is not None else None,
         router.target_z,
+    )
+
+
+@dataclass(frozen=True)
+class Labelling:
+    """A profile's label budget: its student answers a newly active version is sampled for (as if drift
+    were suspected) before its correctness is judged, the factor sampling rates are raised by while labels
+    are wanted, and the least share of the teacher's calls re-run on the student while its fixed policy
+    serves in a version's place."""
+
+    budget: int
+    boost: float
+    wanted_student_rate: float
+
+
+def labelling(profile: TaskProfile) -> Labelling:
+    """The profile's ``policy_params`` over ``LABEL_BUDGET``, ``DRIFT_SAMPLE_BOOST`` and
+    ``LABELS_WANTED_STUDENT_RATE``."""
+    router, params = conf.get().router, profile.policy_params or {}
+    return Labelling(
+        resolve(router, "label_budget", params),
+        resolve(router, "drift_sample_boost", params),
+        resolve(router, "labels_wanted_student_rate", params),
     )

@@ -73,6 +73,7 @@ from routing.router.learning.sequential import (
     sprt,
     student_sprt,
 )
+from routing.router.versions.config import labelling
 
 SUSPECTED = "drift suspected"  # how drift_reason starts while the test leans towards drift
 # how it starts when cost, teacher share or inputs drifted (retrain queued, alerted)
@@ -390,7 +391,7 @@ def router_version_drift_check(*, version: RouterVersion) -> RouterVersion:
             live.student_labels += held_labels(version)
         judged = judge_live(live, predicted_by(version), latched(last), held)
         flag, reason = judged.stop, judged.reason
-    budget, labelled = router.label_budget, len(live.student_labels)
+    budget, labelled = labelling(version.profile).budget, len(live.student_labels)
     if not flag and not is_suspected(flag, reason) and labelled < budget:
         reason = f"{labels_wanted(labelled, budget)}; {reason}"
     RouterVersion.objects.filter(pk=version.pk).update(

@@ -24,7 +24,7 @@ from routing.router.learning.model import LearnedRouterModel
 from routing.router.learning.records import ReplayRecord
 from routing.router.learning.runtime import featurizer_for
 from routing.router.versions.admission import Recent, recent_numbers, refusal
-from routing.router.versions.config import profile_target
+from routing.router.versions.config import labelling, profile_target
 from routing.router.versions.data import (
     configured_spec,
     ledger_records,
@@ -278,7 +278,7 @@ def router_version_activate(*, version: RouterVersion) -> RouterVersion:
     (the profile row is locked; a partial unique constraint allows one active version)."""
     TaskProfile.objects.select_for_update().filter(pk=version.profile_id).first()
     now = timezone.now()
-    budget = conf.get().router.label_budget  # no labels yet: sampled more until it has its budget
+    budget = labelling(version.profile).budget  # no labels yet: sampled more until it has its budget
     RouterVersion.objects.filter(profile_id=version.profile_id, status=Status.ACTIVE).exclude(
         pk=version.pk
     ).update(status=Status.RETIRED, retired_at=now)

@@ -25,6 +25,7 @@ from routing.protocol import ChatRequest
 from routing.router.learning.evaluate import TrainedRouter
 from routing.router.learning.runtime import forget_routers
 from routing.router.policies import Call, _active_version, build_router
+from routing.router.policy_params import params_problem
 from routing.router.versions.drift import HELD, LABELS_WANTED, router_version_drift_check
 from routing.router.versions.services import router_version_activate
 from routing.router.versions.truth import fixed_choice
@@ -147,10 +148,57 @@ def test_a_new_version_is_sampled_more_until_its_label_budget_is_met(settings):
     assert sampling.sample_boost(_live_call(profile, key, version, correct=True)) == 1.0
 
 
+@pytest.mark.django_db
+def test_the_label_budget_is_a_setting_per_profile(settings):
+    """A profile's ``policy_params`` set its label budget (``label_budget``), how much more it is sampled
+    while labels are wanted (``drift_sample_boost``) and the least share of the teacher's calls re-run on
+    the student while its fixed policy serves in a version's place (``labels_wanted_student_rate``);
+    before, these keys were checked on save and then ignored (the settings' values served). A value out
+    of [0, 1] (the rate) or below 0 (the budget) is refused, naming the key."""
+    settings.SKILLGATE = {
+        **settings.SKILLGATE,
+        "ROUTER": {**settings.SKILLGATE["ROUTER"], "DRIFT_MIN_CALLS": 10, "LABEL_BUDGET": 30},
+    }
+    forget_routers()
+    own = {"label_budget": 5, "drift_sample_boost": 2.0, "labels_wanted_student_rate": 0.9}
+    profile = learned_profile(name="own-budget", teacher_sample_rate=0.05, student_sample_rate=0.05, **own)
+    assert params_problem(profile.policy_params) == ""
+    version = RouterVersionFactory.create(
+        profile=profile,
+        number=1,
+        status=RouterVersion.Status.CANDIDATE,
+        threshold=0.5,
+        predicted_teacher_share=0.0,
+        predicted_pass_rate=0.95,
+    )
+    version = router_version_activate(version=version)
+    assert version.drift_reason.startswith(f"{LABELS_WANTED} (0 of 5"), version.drift_reason
+    key = ApiKeyFactory.create()
+    assert sampling.sample_boost(_live_call(profile, key, version, correct=True)) == 2.0
+    for _ in range(5):
+        _live_call(profile, key, version, correct=True)
+    version = router_version_drift_check(version=version)  # 6 labels: the profile's budget of 5 is met
+    assert not version.drift_reason.startswith(LABELS_WANTED), version.drift_reason
+    assert sampling.boosted(profile, 2.0, TaskProfile.Policy.LEARNED) == (0.1, 0.1)
+    assert sampling.boosted(profile, 2.0, TEACHER)[1] == 0.9  # the teacher serves in its place
+
+    RouterVersion.objects.filter(pk=version.pk).update(drift_flag=True, drift_reason="correctness 0.7")
+    decision = _decide(profile)  # its fixed policy serves, labels wanted at the profile's boost
+    assert decision.version_id is None and decision.sample_boost == 2.0
+
+    assert params_problem({"labels_wanted_student_rate": 1.5}) == (
+        "labels_wanted_student_rate must be at most 1; got 1.5"
+    )
+    assert params_problem({"labels_wanted_student_rate": -0.1}).startswith("labels_wanted_student_rate")
+    assert params_problem({"label_budget": -1}) == "label_budget must be at least 0; got -1"
+    assert params_problem({"drift_sample_boost": 0.5}).startswith("drift_sample_boost must be at least 1")
+
+
 PREDICTED = SimpleNamespace(
     student_pass_rate=0.97,
     student_served_share=1.0,
     fallback_rate=0.0,
+    margin=None,  # no slack known: the drift test's H1 is the whole pass margin
     cost_usd=0.001,
     teacher_share=0.0,
 )
