@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from routing.models import RouterVersion, TaskProfile
+from routing.models import RouterVersion, SampleSpend, TaskProfile
 from tests.factories import ApiKeyFactory, InvocationFactory, RouterVersionFactory, TaskProfileFactory
 
 pytestmark = pytest.mark.django_db
@@ -104,3 +106,19 @@ def test_a_learned_profile_with_no_version_is_watched_on_the_router_page(login) 
     html = login("viewer").get(reverse("web:router")).content.decode()
     assert "No active version for fresh" in html
     assert "data-fallback>always_teacher<" in html and "0 labelled calls" in html
+
+
+def test_the_router_page_shows_the_labels_spent_and_the_profiles_label_budget(login) -> None:
+    """Background samples bought labels today (12, $0.034) and 3 days ago (5, $0.01); 8 days ago is out
+    of the week. The profile's own label budget (policy_params) is shown, not the setting's."""
+    params = {"label_budget": 5, "drift_sample_boost": 2.0, "labels_wanted_student_rate": 0.9}
+    profile = TaskProfileFactory.create(name="spent", policy=TaskProfile.Policy.LEARNED, policy_params=params)
+    today = timezone.now().date()
+    for days, calls, usd in ((0, 12, "0.034"), (3, 5, "0.01"), (8, 40, "0.5")):
+        SampleSpend.objects.create(
+            profile=profile, day=today - timedelta(days=days), calls=calls, spent_usd=usd
+        )
+    html = login("viewer").get(reverse("web:router"), {"profile": profile.pk}).content.decode()
+    assert "data-labels-spent>12 today<" in html
+    assert "$0.034 of $1.00 today; 17 in 7 days, $0.044" in html, html[html.find("Labels spent") :][:600]
+    assert "5 labelled answers per new version, sampling x2 " in html and "at least 90.0% of" in html

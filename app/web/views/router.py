@@ -1,6 +1,7 @@
 """Router: per profile, the active learned-router version, its cost-quality curve with the chosen
 point, the drift flag, the verifier's measured precision and the fixed fallback's measured choice and its
-drift watch, every version, and rollback to an earlier admitted one; a banner names every drifting
+drift watch, the labels spent (background samples, today and in 7 days, against the day's cap) and the
+profile's label budget, every version, and rollback to an earlier admitted one; a banner names every drifting
 profile."""
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from app.web.pages import can, page, render_page
 from core.errors import ServiceError
 from routing.models import ProfileDrift, RouterVersion, TaskProfile
 from routing.router import alerts
+from routing.router.versions.config import label_spend
 from routing.router.versions.services import router_version_rollback
 from routing.router.versions.truth import profile_truth
 
@@ -75,6 +77,7 @@ def _context(request: HttpRequest, profile_id: str | None, error: str = "") -> d
         "shown": shown,
         "curve": curve_chart(shown) if shown else None,
         "truth": profile_truth(profile) if profile else None,
+        "labels": label_spend(profile) if profile else None,
         "watch": ProfileDrift.objects.filter(profile=profile).first() if profile else None,
         "drift_alerts": alerts.flagged(),
         "can_rollback": can(request, ROLLBACK_ROUTER),

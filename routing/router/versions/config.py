@@ -13,10 +13,14 @@ fixed policy used while no version is active). The overrides are laid over the s
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import timedelta
+from decimal import Decimal
+
+from django.utils import timezone
 
 from core.conf import resolve
 from routing import conf
-from routing.models import TaskProfile
+from routing.models import SampleSpend, TaskProfile
 from routing.router.learning.calibration import Target
 
 
@@ -53,3 +57,31 @@ def labelling(profile: TaskProfile) -> Labelling:
         resolve(router, "drift_sample_boost", params),
         resolve(router, "labels_wanted_student_rate", params),
     )
+
+
+@dataclass(frozen=True)
+class LabelSpend:
+    """What a profile spent on labels (background samples: the teacher's answer compared, or the
+    student's run on a teacher call), from its ``SampleSpend`` rows, and its label budget."""
+
+    labelling: Labelling
+    today_samples: int
+    today_usd: Decimal
+    cap_usd: Decimal  # the day's cap (``sample_daily_usd``)
+    week_samples: int  # the last 7 UTC days, today included
+    week_usd: Decimal
+
+
+def label_spend(profile: TaskProfile) -> LabelSpend:
+    """The router page's "Labels spent"."""
+    today = timezone.now().date()
+    rows = SampleSpend.objects.filter(profile=profile, day__gt=today - timedelta(days=7)).values_list(
+        "day", "calls", "spent_usd"
+    )
+    today_samples, today_usd, week_samples, week_usd = 0, Decimal(0), 0, Decimal(0)
+    for day, calls, spent in rows:
+        week_samples, week_usd = week_samples + calls, week_usd + spent
+        if day == today:
+            today_samples, today_usd = calls, spent
+    cap = resolve(conf.get().router, "sample_daily_usd", profile.policy_params or {})
+    return LabelSpend(labelling(profile), today_samples, today_usd, cap, week_samples, week_usd)
