@@ -317,8 +317,8 @@ class Environments:
         default=("MCP_*", "SKILLGATE_GH_TOKEN", "SKILLGATE_UPSTREAM_AUTH"),
         doc="Host environment variables an MCP server's secret_env may name (comma-separated; * as a "
         "wildcard). Skillgate's own variables (its settings, database, Django, Celery, Slack, cloud and "
-        "provider keys, each backend's api_key_env) are refused even when listed. Checked at "
-        "registration and at every connect.",
+        "provider keys, each backend's api_key_env and its provider's family) are refused even when "
+        "listed. Checked at registration and at every connect.",
     )
     mcp_trusted_tools: tuple[str, ...] = setting(
         "MCP_TRUSTED_TOOLS",

@@ -9,8 +9,10 @@ and have them sent to a URL of their choosing. So a variable must be:
   default ``MCP_*``, ``SKILLGATE_GH_TOKEN``, ``SKILLGATE_UPSTREAM_AUTH``: the names the MCP guide uses);
 - and never one of the service's own: the fixed names and families in :data:`DENIED` (database,
   Django, Celery, Slack, cloud and model-provider credentials), every variable a Skillgate setting
-  reads, every variable a setting names as holding a secret, and every backend's ``api_key_env``
-  (``selectors.secret_policy`` gathers those) -- even when the allow-list would let it through.
+  reads, every variable a setting names as holding a secret, every backend's ``api_key_env``, and the
+  family of each backend's provider (:func:`provider_family`: where a backend names no variable, litellm
+  reads the provider's own, ``CEREBRAS_API_KEY`` for ``cerebras/...``) (``selectors.secret_policy``
+  gathers those) -- even when the allow-list would let it through.
 
 Checked at registration and update (``servers.check_shape``: API, dashboard, admin, code) and again
 when connecting (``client.Upstream.secrets``), so a row written before the rule, or edited around it,
@@ -61,6 +63,18 @@ DENIED = (
 )
 
 
+def provider_family(model: str) -> tuple[str, ...]:
+    """The variables a litellm provider reads its key from when a backend names none, as globs: the
+    model string's provider, upper-cased, then anything (``cerebras/x``: ``CEREBRAS*``, which holds
+    ``CEREBRAS_API_KEY``; ``together_ai/x``: ``TOGETHER_AI*`` and ``TOGETHERAI*``, which holds
+    ``TOGETHERAI_API_KEY``). A provider of under three letters names no family (too wide to deny)."""
+    provider, slash, _ = model.strip().partition("/")
+    name = "".join(c for c in provider.upper() if c.isascii() and (c.isalnum() or c == "_"))
+    if not slash or len(name.replace("_", "")) < 3:
+        return ()
+    return tuple(dict.fromkeys((f"{name}*", f"{name.replace('_', '')}*")))
+
+
 def glob_match(pattern: str, name: str) -> bool:
     """``*`` matches any run of characters (nothing else is special); linear in the name."""
     parts = pattern.split("*")
@@ -80,14 +94,16 @@ def glob_match(pattern: str, name: str) -> bool:
 
 @dataclass(frozen=True)
 class SecretEnvPolicy:
-    """``allow``: the operator's names and globs; ``own``: the service's own variables (exact names)."""
+    """``allow``: the operator's names and globs; ``own``: the service's own variables (exact names);
+    ``own_families``: globs of the service's own too (its backends' providers, :func:`provider_family`)."""
 
     allow: tuple[str, ...] = DEFAULT_ALLOW
     own: frozenset[str] = frozenset()
+    own_families: tuple[str, ...] = ()
 
     def problem(self, variable: str) -> str:
         """Why ``variable`` may not be read for an MCP server ('' when it may)."""
-        if variable in self.own or any(glob_match(p, variable) for p in DENIED):
+        if variable in self.own or any(glob_match(p, variable) for p in (*DENIED, *self.own_families)):
             return (
                 f"{variable} is one of Skillgate's own secrets (its settings, database, Slack, providers); "
                 "an MCP server may never read it"

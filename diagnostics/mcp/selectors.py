@@ -19,7 +19,7 @@ from core.conf import declared
 from diagnostics import conf
 from diagnostics.mcp import classify
 from diagnostics.mcp.client import Upstream
-from diagnostics.mcp.secret_env import SecretEnvPolicy
+from diagnostics.mcp.secret_env import SecretEnvPolicy, provider_family
 from diagnostics.mcp.urls import UrlPolicy
 from diagnostics.mcp.vetting import skeleton
 from diagnostics.models import ActionRequest, McpCall, McpServer, McpTool
@@ -84,11 +84,18 @@ def own_variables(*, backends: bool = False) -> frozenset[str]:
     return frozenset(found)
 
 
+def provider_families() -> tuple[str, ...]:
+    """The key variables' families of the providers the backends use (a query: sync code only)."""
+    models = Backend.objects.values_list("model", flat=True).distinct()
+    return tuple(dict.fromkeys(family for model in models for family in provider_family(model)))
+
+
 def secret_policy(*, backends: bool = False) -> SecretEnvPolicy:
     """What ``secret_env`` may name (diagnostics/mcp/secret_env.py): the operator's allow-list, less
-    the service's own variables."""
+    the service's own variables (with ``backends``, the backends' ``api_key_env`` and providers too)."""
     allow = conf.get().environments.mcp_secret_env_allow
-    return SecretEnvPolicy(allow=tuple(allow), own=own_variables(backends=backends))
+    families = provider_families() if backends else ()
+    return SecretEnvPolicy(allow=tuple(allow), own=own_variables(backends=backends), own_families=families)
 
 
 def upstream_of(server: McpServer, *, secrets: SecretEnvPolicy | None = None) -> Upstream:

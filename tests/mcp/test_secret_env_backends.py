@@ -18,6 +18,7 @@ from django.test import Client
 from mcp import Client as McpClient
 from mcp import MCPError
 
+from diagnostics.mcp.secret_env import provider_family
 from diagnostics.mcp.servers import mcp_grant_set, mcp_server_sync
 from diagnostics.models import McpServer
 from routing import scopes
@@ -128,3 +129,40 @@ def test_a_stdio_child_is_not_started_with_a_backends_key(tmp_path, allowed, mon
     report = mcp_server_sync(server=child)
     assert REFUSED in report.error and VALUE not in report.error
     assert state.read_text() == "1"  # never started again
+
+
+def test_a_backend_that_names_no_variable_makes_its_providers_family_its_own(
+    client: Client,
+    listener,  # noqa: F811  (the fixture imported above)
+    settings,
+    monkeypatch,
+) -> None:
+    """litellm reads a provider's own variable (``ZQXPROV_API_KEY`` for ``zqxprov/...``) when the backend
+    names none: that family is the service's own too, at registration and at every use."""
+    assert provider_family("zqxprov/big-model") == ("ZQXPROV*",)
+    assert provider_family("together_ai/m") == ("TOGETHER_AI*", "TOGETHERAI*")
+    assert provider_family("gpt-4o") == provider_family("ai/m") == ()
+    url, seen = listener
+    settings.MCP_SECRET_ENV_ALLOW = ["MCP_*", "ZQX*"]
+    monkeypatch.setenv("ZQXPROV_API_KEY", VALUE)
+    server = McpServerFactory.create(
+        name="prov",
+        environment="fake",
+        transport="http",
+        command=[],
+        url=url,
+        secret_env={"X-Key": "ZQXPROV_API_KEY"},
+    )
+    mcp_server_sync(server=server)
+    assert _leaked(seen)  # the control: no backend of that provider yet
+    seen.clear()
+    BackendFactory.create(name="zqx", model="zqxprov/big-model", api_key_env="")
+    report = mcp_server_sync(server=server)
+    assert "ZQXPROV_API_KEY is one of Skillgate's own secrets" in report.error and VALUE not in report.error
+    admin = role_key("admin", *scopes.ALL)
+    body = {"name": "prov-two", "environment": "fake", "transport": "http", "url": url}
+    refused = api(
+        client, "POST", "/api/mcp/servers", admin, {**body, "secret_env": {"X-Key": "ZQXPROV_API_KEY"}}
+    )
+    assert refused.status_code == 400 and "ZQXPROV_API_KEY" in refused.json()["error"]["message"]
+    assert seen == []
