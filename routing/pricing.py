@@ -359,16 +359,20 @@ def usage_cost(prices: Prices, usage: Usage, terms: Terms = NO_TERMS) -> Decimal
     return tokens * multiplier + fee
 
 
-def attempt_bound(
-    prices: Prices, body: dict[str, Any], *, max_tokens: int, answers: int = 1, terms: Terms | None = None
-) -> Decimal:
-    """The most one attempt of ``body`` can be billed, whatever happens to it (answered, timed out,
+def attempt_bound(prices: Prices, body: dict[str, Any], *, max_tokens: int, answers: int = 1) -> Decimal:
+    """The most one attempt of ``body`` can be billed (:func:`terms_bound` of its terms and prompt)."""
+    bound = prompt_token_bound(body)
+    return terms_bound(prices, terms_of(body), bound, max_tokens=max_tokens, answers=answers)
+
+
+def terms_bound(prices: Prices, terms: Terms, prompt: int, *, max_tokens: int, answers: int = 1) -> Decimal:
+    """The most one attempt of a body can be billed, whatever happens to it (answered, timed out,
     cut): every prompt token at the dearest input price it may be billed at, ``answers`` times the
     output cap plus the predicted output's size at the dearest output price, the tier's multiplier
     (at least 1: a tier the provider cannot serve falls back to the default), the search fee.
-    ``terms``: ``terms_of(body)`` when the caller has it already (the budget hold reads it once per leg)."""
-    terms = terms_of(body) if terms is None else terms
-    prompt = prompt_token_bound(body) + FILE_TOKEN_BOUND * terms.audio_references
+    ``terms``, ``prompt``: the body's ``terms_of`` and ``prompt_token_bound``, which a call reads once
+    per leg (routing/call/plans.py ``LegPricing``)."""
+    prompt += FILE_TOKEN_BOUND * terms.audio_references
     prices = prices.at_length(prompt)
     in_price = max(prices.input, prices.cached_input)
     if terms.audio_in is not None and prices.audio_input is not None:

@@ -34,6 +34,7 @@ def cache_writes(backend: Backend, body: dict[str, Any]) -> tuple[dict[str, Any]
         prices = pricing.prices_for(backend)
     except pricing.PricingError:
         return body, ""
-    if prices.cache_write_price(pricing.terms_of(body).cache_write_1h) is not None:
+    one_hour = any(isinstance(c, dict) and c.get("ttl") == "1h" for _, c in cache_markers.markers(body))
+    if prices.cache_write_price(one_hour) is not None:  # as pricing.terms_of's cache_write_1h
         return body, FORWARDED
     return cache_markers.unmarked(body), DROPPED

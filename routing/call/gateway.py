@@ -28,7 +28,7 @@ from routing.ledger import CallRecord, Leg
 from routing.ledger import writer as ledger_writer
 from routing.media_urls import remote_url_param
 from routing.models import ApiKey, Backend, Invocation, TaskProfile
-from routing.pricing import PricingError, attempt_bound, prices_for, refuse_unpriced, terms_of
+from routing.pricing import PricingError, refuse_unpriced
 from routing.protocol import ChatRequest
 from routing.router.policies import Call, Decision, build_router
 from routing.verifiers import Verifier
@@ -200,22 +200,20 @@ async def reserve_budget(prep: Prepared) -> budgets.Hold | None:
     (routing/pricing.py ``Terms``): one a leg's backend has no price for is a 400 naming it. A leg's
     retries hold more as they come (routing/call/attempts.py).
     """
-    try:
-        prices = [(backend, prices_for(backend)) for backend in legs_planned(prep)]
+    try:  # read once per leg: the refusal, the bound here, the leg's attempts and its price (plans.py)
+        legs = [(backend, prep.plan.pricing(backend)) for backend in legs_planned(prep)]
     except PricingError as exc:
         raise ApiError(503, str(exc), type="server_error", code="backend_unpriced") from None
-    bodies = [prep.body_for(backend) for backend, _ in prices]
-    terms = [terms_of(body) for body in bodies]  # once per leg: the refusal and the bound both read them
-    for (backend, price), leg_terms in zip(prices, terms, strict=True):
-        refuse_unpriced(backend, price, leg_terms)
+    for backend, pricing in legs:
+        refuse_unpriced(backend, pricing.prices, pricing.terms)
     if prep.api_key.budget_usd is None:
         return None
     total = Decimal(0)
-    for (backend, price), body, leg_terms in zip(prices, bodies, terms, strict=True):
+    for backend, pricing in legs:
         # A best-of-n leg is paid for each of its n answers (the prompt once, as providers bill n), and
         # a call asking for n choices for each choice (routing/call/legs.py asks for choices x samples).
         answers = prep.plan.samples(backend) * prep.request.choice_count
-        total += attempt_bound(price, body, max_tokens=prep.max_tokens, answers=answers, terms=leg_terms)
+        total += pricing.bound(max_tokens=prep.max_tokens, answers=answers)
     return await budgets.hold(api_key=prep.api_key, amount=total)
 
 

@@ -15,12 +15,12 @@ from typing import Any
 
 from routing.call import upstream
 from routing.call.attempts import Attempts
-from routing.call.plans import CallPlan
+from routing.call.plans import CallPlan, LegPricing
 from routing.call.votes import answer_key
 from routing.errors import UpstreamError
 from routing.ledger import CallRecord, Leg
 from routing.models import Backend, Invocation
-from routing.pricing import NO_TERMS, attempt_bound, completion_token_bound, prices_for, terms_of, usage_cost
+from routing.pricing import completion_token_bound, usage_cost
 from routing.verifiers.pool import run_verifier
 
 
@@ -38,32 +38,23 @@ Extend = Callable[[Decimal], Awaitable[bool]]
 
 
 def leg_attempts(
-    plan: CallPlan, backend: Backend, body: dict[str, Any], *, answers: int = 1, extend: Extend | None = None
+    pricing: LegPricing, *, max_tokens: int, answers: int = 1, extend: Extend | None = None
 ) -> Attempts:
-    """The attempts of one leg sending ``body`` (``answers`` answers of at most the plan's max_tokens):
-    the worst case of one, and how a retry holds more (``extend``; None: no budget to hold)."""
-
-    def bound() -> Decimal:
-        return attempt_bound(prices_for(backend), body, max_tokens=plan.max_tokens, answers=answers)
-
-    return Attempts(bound_of=bound, extend=extend)
+    """The attempts of one leg sending the body ``pricing`` read (``answers`` answers of at most
+    ``max_tokens``): the worst case of one, and how a retry holds more (``extend``; None: no budget to
+    hold)."""
+    return Attempts(bound_of=lambda: pricing.bound(max_tokens=max_tokens, answers=answers), extend=extend)
 
 
 def price_leg(
-    leg: Leg,
-    backend: Backend,
-    usage: upstream.Usage,
-    *,
-    body: dict[str, Any] | None = None,
-    attempts: Attempts | None = None,
+    leg: Leg, pricing: LegPricing, usage: upstream.Usage, *, attempts: Attempts | None = None
 ) -> None:
-    """The leg's cost: its answer's ``usage`` at the prices of ``body``'s parameters (service tier,
-    audio, web search), plus the worst case of each earlier attempt billed without usage."""
+    """The leg's cost: its answer's ``usage`` at the prices of its body's parameters (``pricing``: service
+    tier, audio, web search), plus the worst case of each earlier attempt billed without usage."""
     leg.prompt_tokens = usage.prompt_tokens
     leg.completion_tokens = usage.completion_tokens
     leg.cached_tokens = usage.cached_tokens
-    terms = terms_of(body) if body is not None else NO_TERMS
-    leg.cost_usd = usage_cost(prices_for(backend), usage, terms)
+    leg.cost_usd = usage_cost(pricing.prices, usage, pricing.terms)
     if attempts is not None and attempts.bound > 0:  # a usage past the worst case is a lie: charged that
         leg.cost_usd = min(leg.cost_usd, attempts.bound)
     charge_attempts(leg, attempts)
@@ -220,7 +211,8 @@ async def run_leg(
     wanted = plan.request.choice_count
     if wanted > 1:
         body["n"] = wanted * samples  # a best-of-n backend: samples answers for each choice
-    attempts = leg_attempts(plan, backend, body, answers=wanted * samples, extend=extend)
+    pricing = plan.pricing(backend, body)  # the hold's, unless the body asks for n answers
+    attempts = leg_attempts(pricing, max_tokens=plan.max_tokens, answers=wanted * samples, extend=extend)
     try:
         completion = await upstream.complete(backend, body, attempts=attempts)
     except UpstreamError as exc:
@@ -231,11 +223,11 @@ async def run_leg(
     leg.latency_ms = completion.latency_ms
     if not isinstance(completion.raw.get("usage"), dict):  # answered, and billed, but no usage said
         # Charged its worst case; the tokens are counted here from what was sent and received.
-        leg.prompt_tokens = upstream.prompt_token_bound(body)
+        leg.prompt_tokens = pricing.prompt_tokens
         leg.completion_tokens = sum(completion_token_bound(_answer_text(m)) for m, _ in completion.choices)
         charge_bound(leg, attempts)
     else:
-        price_leg(leg, backend, completion.usage, body=body, attempts=attempts)
+        price_leg(leg, pricing, completion.usage, attempts=attempts)
     if wanted > 1:
         return await verify_choices(plan, leg, completion, wanted)
     if samples > 1 and (len(completion.choices) > 1 or backend.min_votes > 1):

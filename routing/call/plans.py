@@ -24,12 +24,14 @@ from __future__ import annotations
 import copy
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from decimal import Decimal
 from functools import cached_property
 from typing import Any
 
 from core import conf as core_conf
 from routing import conf, prompt_cache
 from routing.models import ApiKey, Backend, TaskProfile
+from routing.pricing import Prices, Terms, prices_for, prompt_token_bound, terms_bound, terms_of
 from routing.protocol import ChatRequest
 from routing.verifiers import Verifier
 from routing.verifiers.policy import resolve
@@ -96,6 +98,43 @@ def parse(request: Request) -> ChatRequest:
 
 
 @dataclass(frozen=True)
+class LegPricing:
+    """What pricing reads of one leg's upstream body, read once (issue 42): the backend's prices, the
+    body's price-changing parameters and its prompt's token bound. The budget hold, the attempts' worst
+    case and the answer's price of a call all read the same one (:meth:`CallPlan.pricing`)."""
+
+    prices: Prices
+    terms: Terms
+    prompt_tokens: int  # routing/pricing.py ``prompt_token_bound``
+
+    @classmethod
+    def of(cls, backend: Backend, body: dict[str, Any]) -> LegPricing:
+        """Raises ``routing.pricing.PricingError`` for a backend without prices."""
+        return cls(prices_for(backend), terms_of(body), prompt_token_bound(body))
+
+    def bound(self, *, max_tokens: int, answers: int = 1) -> Decimal:
+        """The worst case of one attempt (routing/pricing.py ``terms_bound``)."""
+        return terms_bound(
+            self.prices, self.terms, self.prompt_tokens, max_tokens=max_tokens, answers=answers
+        )
+
+
+@dataclass
+class _Planned:
+    """One backend's body as the plan sends it, what became of its prompt-cache markers, its pricing."""
+
+    backend: Backend  # held, so that its id() keys no other backend while the plan lives
+    body: dict[str, Any]  # never handed out: callers get a copy of its top level
+    cache_write: str
+    pricing: LegPricing | None = None
+
+
+def _same_body(body: dict[str, Any], planned: dict[str, Any]) -> bool:
+    """Whether ``body`` is a copy of ``planned``'s top level (the same values, not equal ones)."""
+    return len(body) == len(planned) and all(body.get(k, body) is v for k, v in planned.items())
+
+
+@dataclass(frozen=True)
 class CallPlan:
     """How one call is made. ``teacher`` or ``student`` is None where no such backend exists."""
 
@@ -117,17 +156,45 @@ class CallPlan:
         read it); callers get a copy of its top level."""
         return self.request.upstream_body(max_tokens=self.max_tokens)
 
-    def body_for(self, backend: Backend, **overrides: Any) -> dict[str, Any]:
-        """The upstream body for ``backend`` (``overrides`` on top, e.g. a replay's temperature); a
-        student's prompt has the SkillBook in front."""
+    @cached_property
+    def _planned(self) -> dict[int, _Planned]:
+        """Per backend (at most one entry for each backend object this call is sent to)."""
+        return {}
+
+    def _for(self, backend: Backend) -> _Planned:
+        found = self._planned.get(id(backend))
+        if found is None:
+            body, cache_write = self._body(backend)
+            found = self._planned[id(backend)] = _Planned(backend, body, cache_write)
+        return found
+
+    def _body(self, backend: Backend, **overrides: Any) -> tuple[dict[str, Any], str]:
         body = {**self._upstream_body, **overrides}
         if backend.role == Backend.Role.STUDENT and self.skillbook_text:
             body["messages"] = with_skillbook(body["messages"], self.skillbook_text)
-        return prompt_cache.cache_writes(backend, body)[0]  # an unpriced cache marker is dropped
+        return prompt_cache.cache_writes(backend, body)  # an unpriced cache marker is dropped
+
+    def body_for(self, backend: Backend, **overrides: Any) -> dict[str, Any]:
+        """The upstream body for ``backend`` (``overrides`` on top, e.g. a replay's temperature); a
+        student's prompt has the SkillBook in front. Built once per backend (without ``overrides``);
+        each caller gets a copy of its top level."""
+        return self._body(backend, **overrides)[0] if overrides else dict(self._for(backend).body)
 
     def cache_write(self, backend: Backend) -> str:
         """What became of the request's prompt-cache markers on ``backend`` (``x-skillgate-cache-write``)."""
-        return prompt_cache.cache_writes(backend, self._upstream_body)[1]
+        return self._for(backend).cache_write
+
+    def pricing(self, backend: Backend, body: dict[str, Any] | None = None) -> LegPricing:
+        """The pricing of ``body`` sent to ``backend`` (None: :meth:`body_for`'s). Read once per call and
+        backend where ``body`` is a copy of :meth:`body_for`'s (the hold, a leg's attempts and its answer
+        all read it); read from ``body`` itself where a leg changed it (n answers, best-of-n). Raises
+        ``routing.pricing.PricingError`` for a backend without prices."""
+        planned = self._for(backend)
+        if body is not None and not _same_body(body, planned.body):
+            return LegPricing.of(backend, body)
+        if planned.pricing is None:
+            planned.pricing = LegPricing.of(backend, planned.body)
+        return planned.pricing
 
     def samples(self, backend: Backend) -> int:
         """How many answers to ask ``backend`` for: its ``samples`` when there is a verifier to choose."""
@@ -194,6 +261,7 @@ __all__ = [
     "AUTO_MODEL",
     "BEST_OF_TEMPERATURE",
     "CallPlan",
+    "LegPricing",
     "active_backends",
     "best_of_body",
     "output_cap",

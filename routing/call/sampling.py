@@ -54,7 +54,7 @@ from routing.errors import UpstreamError
 from routing.ledger import CallRecord, has_body, learning_spend, stores_bodies
 from routing.ledger.writer import record_call
 from routing.models import Invocation, RouterVersion, TaskProfile
-from routing.pricing import PricingError, cost_bound, prices_for, prompt_token_bound
+from routing.pricing import PricingError, cost_bound
 from routing.router.learning import labels
 from routing.router.versions.config import labelling
 from routing.router.versions.drift import is_suspected
@@ -221,11 +221,10 @@ def _sample(invocation_id: uuid.UUID | str) -> str:
     if backend is None or plan.teacher is None:
         return _finish(inv, Invocation.SampleState.FAILED)
     try:
-        prices = prices_for(backend)
+        pricing = plan.pricing(backend)  # read once: the leg (run_leg) reads the same
     except PricingError:
         return _finish(inv, Invocation.SampleState.FAILED)
-    prompt_bound = prompt_token_bound(plan.body_for(backend))
-    bound = cost_bound(prices, prompt_tokens=prompt_bound, max_tokens=plan.max_tokens)
+    bound = cost_bound(pricing.prices, prompt_tokens=pricing.prompt_tokens, max_tokens=plan.max_tokens)
     cap = resolve(conf.get().router, "sample_daily_usd", profile.policy_params or {})
     day = timezone.now().date()
     if not spend_reserve(profile_id=profile.pk, day=day, amount=bound, cap=cap):

@@ -243,7 +243,8 @@ async def _stream_through(
         record.legs.append(leg)
         opened = time.perf_counter()
         sent = prep.body_for(backend)
-        attempts = leg_attempts(prep.plan, backend, sent, extend=extender(prep, hold))
+        pricing = prep.plan.pricing(backend, sent)  # the hold's: read once per call
+        attempts = leg_attempts(pricing, max_tokens=prep.max_tokens, extend=extender(prep, hold))
         try:
             chunks = await upstream.open_stream(backend, sent, attempts=attempts)
             break
@@ -274,12 +275,12 @@ async def _stream_through(
             # attempt is charged its worst case, the leg marked as estimated.
             calls = message.get("tool_calls")
             text = (message.get("content") or "") + (json.dumps(calls) if calls else "")
-            seen = upstream.cut_off_usage(sent, text)
+            seen = upstream.cut_off_usage(pricing.prompt_tokens, text)
             leg.prompt_tokens, leg.completion_tokens = seen.prompt_tokens, seen.completion_tokens
             charge_bound(leg, attempts)
         else:
             usage = Usage.from_openai(acc.usage, acc.service_tier)
-            price_leg(leg, backend, usage, body=sent, attempts=attempts)
+            price_leg(leg, pricing, usage, attempts=attempts)
         record.response = {"message": message, "finish_reason": acc.finish_reason}
         if not leg.error:
             await verify(prep.plan, leg, message)

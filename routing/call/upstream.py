@@ -19,7 +19,7 @@ from routing.call.attempts import Attempts, billed_status
 from routing.call.events import Batch, UpstreamStream
 from routing.errors import UpstreamError, too_long
 from routing.models import Backend
-from routing.pricing import Usage, completion_token_bound, prompt_token_bound
+from routing.pricing import Usage, completion_token_bound
 from routing.protocol import UPSTREAM_FIELDS
 
 
@@ -163,13 +163,12 @@ def _completion(raw: dict[str, Any], latency_ms: float) -> Completion:
     )
 
 
-def cut_off_usage(body: dict[str, Any], completion_text: str) -> Usage:
+def cut_off_usage(prompt_tokens: int, completion_text: str) -> Usage:
     """The tokens a stream cut off before its usage chunk shows (client hung up, upstream broke): every
-    byte of the upstream body as prompt tokens, every byte of the answer received as completion
-    tokens. Its charge is the attempt's worst case (routing/call/legs.py ``charge_bound``)."""
-    return Usage(
-        prompt_tokens=prompt_token_bound(body), completion_tokens=completion_token_bound(completion_text)
-    )
+    byte of the upstream body as prompt tokens (``prompt_tokens``: its ``prompt_token_bound``, read once
+    per call), every byte of the answer received as completion tokens. Its charge is the attempt's worst
+    case (routing/call/legs.py ``charge_bound``)."""
+    return Usage(prompt_tokens=prompt_tokens, completion_tokens=completion_token_bound(completion_text))
 
 
 def count_prompt_tokens(backend: Backend, body: dict[str, Any]) -> int:
