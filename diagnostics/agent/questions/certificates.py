@@ -10,14 +10,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from diagnostics.agent import rx
 from diagnostics.agent.evidence.analyzers import AnalysisState, ToolOutput
 from diagnostics.agent.questions.asked import parse_tables
-from diagnostics.agent.request.names import QUESTION_WORDS
+from diagnostics.agent.request.names import CHAT_WORDS, QUESTION_WORDS
+
+if TYPE_CHECKING:
+    from diagnostics.agent.request.timewindow import TimeWindow
 
 ASKS = rx.compile(r"\b(?:certificates?|certs?|tls|ssl|x\.?509|https)\b")
 _HOST = rx.compile(r"\b((?:[a-z0-9](?:[-a-z0-9]*[a-z0-9])?\.)+[a-z]{2,})\b")
@@ -30,9 +33,11 @@ _NAMED = (
 _NOT_NAMES = (
     frozenset(
         """the a an my our this that its tls ssl https is are for of which what x509 expire expires
-    expiring expired valid renew renewed renewing about going still healthy ok okay fine good""".split()
+    expiring expired valid renew renewed renewing about going still healthy ok okay fine good due soon lapse
+    lapses lapsing every each there""".split()
     )
     | QUESTION_WORDS
+    | CHAT_WORDS
 )
 _EXPIRY = rx.compile(
     r"(?i)(?:^|[\s\"'{,])(not\s?after|not_after|notafter|expir\w*|valid\s?(?:until|to)|enddate)[\"']?\s*[:=]\s*"
@@ -184,9 +189,11 @@ _ASKS_WHEN = rx.compile(r"\b(?:when|how long|how many days|what date|until when)
 EXPIRED, SOON_, LATER = "expired", "soon", "later"
 
 
-def _prefix(question: str, state: str) -> str:
+def _prefix(question: str, state: str, *, bounded: bool = False) -> str:
     if _ASKS_WHEN.search(question) and not question.startswith(("is ", "has ", "will ", "does ", "are ")):
         return ""
+    if _ASKS_VALID.search(question) and bounded:  # "is it valid for the next 30 days?": not if it expires
+        return {EXPIRED: "No: ", SOON_: "No: ", LATER: "Yes: "}[state]
     if _ASKS_VALID.search(question):
         return {EXPIRED: "No: ", SOON_: "Yes, for now: ", LATER: "Yes: "}[state]
     return {EXPIRED: "Yes: ", SOON_: "Yes: ", LATER: "No: "}[state]
@@ -204,8 +211,11 @@ def _dedupe(certs: list[CertFacts]) -> list[CertFacts]:
     return list(merged.values())
 
 
-def verdict(state: AnalysisState, names: list[str], now: datetime) -> tuple[str, list[str]]:
-    """(the answer's first line, the lines after it) about the certificates the reads describe."""
+def verdict(
+    state: AnalysisState, names: list[str], now: datetime, bound: TimeWindow | None = None
+) -> tuple[str, list[str]]:
+    """(the answer's first line, the lines after it) about the certificates the reads describe; ``bound``:
+    the bound ahead the question puts on the expiry ("within 2 weeks"), else ``SOON`` or a due renewal."""
     certs = _dedupe(
         [f for out in state.outputs if out.ok and not out.no_data and (f := facts_of(out)) is not None]
     )
@@ -217,6 +227,8 @@ def verdict(state: AnalysisState, names: list[str], now: datetime) -> tuple[str,
             [],
         )
     question = " ".join((state.alert.text or "").lower().split())
+    # The certificates the question names first (a read may describe others too).
+    certs.sort(key=lambda c: not any(n in c.label or n in c.hosts for n in names))
     lines: list[str] = []
     for cert in certs[:3]:
         failing = cert.failing or ([f"{cert.attempts} failed issuance attempts"] if cert.attempts else [])
@@ -233,13 +245,22 @@ def verdict(state: AnalysisState, names: list[str], now: datetime) -> tuple[str,
         due = cert.renewal is not None and cert.renewal <= now
         if left.total_seconds() <= 0:
             line = (
-                f"{_prefix(question, EXPIRED)}it has expired: the certificate {cert.label} expired on {day} "
+                f"{_prefix(question, EXPIRED, bounded=bound is not None)}it has expired: the certificate "
+                f"{cert.label} expired on {day} "
             )
             line += f"({at}), {_span(left)} ago{renewal}."
         else:
-            state_ = SOON_ if left <= SOON or due else LATER
-            line = f"{_prefix(question, state_)}the certificate {cert.label} expires on {day} ({at}), "
-            line += f"in {_span(left)}{renewal}."
+            until = bound.end if bound is not None else None
+            if until is not None:
+                state_ = SOON_ if cert.not_after <= until else LATER
+            else:
+                state_ = SOON_ if left <= SOON or due else LATER
+            line = f"{_prefix(question, state_, bounded=until is not None)}the certificate {cert.label} "
+            line += f"expires on {day} ({at}), in {_span(left)}"
+            if until is not None and bound is not None:
+                side = "inside" if state_ == SOON_ else "outside"
+                line += f", {side} the bound asked ({bound.phrase}: by {until:%Y-%m-%d %H:%M UTC})"
+            line += f"{renewal}."
             if due and cert.renewal is not None:
                 line += f" Its renewal was due at {cert.renewal.strftime('%Y-%m-%dT%H:%M:%SZ')}."
             elif cert.renewal is not None:

@@ -1,9 +1,9 @@
 """The plan for a question about an object no workload plan reads: a TLS certificate (when it expires, whether
-its renewal works) and a Helm release (its last revision, the state of its objects). Each read is chosen from
-what the reads before it returned (a certificate looked up by the host, its dashed form, its first label,
-then listed; a release's namespace from the question, else from where its pods are), and the answer is
-submitted from them (``certificates``, ``releases``), never the root-cause plan's verdict about a workload the
-question did not name.
+its renewal works; which certificates expire within a bound, ``cert_expiry``) and a Helm release (its last
+revision, the state of its objects). Each read is chosen from what the reads before it returned (a
+certificate looked up by the host, its dashed form, its first label, then listed; a release's namespace from
+the question, else from where its pods are), and the answer is submitted from them (``certificates``,
+``releases``), never the root-cause plan's verdict about a workload the question did not name.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from diagnostics.agent.evidence.analyzers import AnalysisState
 from diagnostics.agent.investigation.observer import PROBE, SUBMIT, Decision, InvestigationView
 from diagnostics.agent.investigation.params import props_of, required_of
 from diagnostics.agent.investigation.planner import _key
-from diagnostics.agent.questions import certificates, releases
+from diagnostics.agent.questions import cert_expiry, certificates, releases
 from diagnostics.agent.questions.asked import parse_tables
 from diagnostics.agent.request.intent import COUNT, LIST, STATUS, TIMELINE
 from diagnostics.toolsets.base import ToolSpec
@@ -69,9 +69,13 @@ def asked(state: AnalysisState) -> tuple[str, list[str]]:
         r"\bhelm\b.*\breleases\b|\breleases\b.*\bhelm\b", text.lower()
     ):
         return "releases", []  # which releases: no one named
+    lowered = " ".join(text.lower().split())
+    if intent.kind in (*KINDS, LIST, COUNT) and cert_expiry.asks_which(lowered):
+        names = certificates.asked_names(text)
+        # Which of them expire (within a bound): none named, every certificate; else the named ones.
+        return ("certificate", names) if names else ("certificates", [])
     if intent.kind not in KINDS:
         return "", []
-    lowered = " ".join(text.lower().split())
     if _ASKS_CERT_STATE.search(lowered) and (names := certificates.asked_names(text)):
         return "certificate", names
     return "", []
@@ -160,6 +164,32 @@ def certificate_reads(view: InvestigationView, names: list[str]) -> list[Read]:
     return reads
 
 
+def certificate_list_reads(view: InvestigationView, namespace: str) -> list[Read]:
+    """Every certificate (of ``namespace``, when the question names one), then each one's own status (its
+    YAML; its describe when the YAML showed no expiry), up to ``cert_expiry.READ_BUDGET`` of them."""
+    reads: list[Read] = []
+    cluster, namespaced = _lister(view, namespaced=False), _lister(view, namespaced=True)
+    if namespace and namespaced is not None:
+        reads.append((namespaced.name, {"kind": "certificate", "namespace": namespace}, "every certificate"))
+    elif cluster is not None:
+        reads.append((cluster.name, {"kind": "certificate"}, "every certificate"))
+    yaml_tool = _spec(view, lambda s: "yaml" in s.name.lower() and {"kind", "name"} <= set(required_of(s)))
+    describe = _spec(view, lambda s: "describe" in s.name.lower() and {"kind", "name"} <= set(required_of(s)))
+    made = {_key(step.tool, step.params) for step in view.steps}
+    read = cert_expiry.expiries(view.state)
+    listed = [k for k in certificates.found(view.state) if not namespace or k[0] == namespace]
+    for key in listed[: cert_expiry.READ_BUDGET]:
+        if key in read and read[key].not_after is not None:
+            continue
+        obj = {"kind": "certificate", "name": key[1], "namespace": key[0]}
+        why = f"when certificate {key[1]} expires (notAfter)"
+        if yaml_tool is not None:
+            reads.append((yaml_tool.name, obj, why))
+        if describe is not None and (yaml_tool is None or _key(yaml_tool.name, obj) in made):
+            reads.append((describe.name, obj, why))
+    return reads
+
+
 class ObjectPlan:
     """Reads, one at a time, until none is left; then the answer."""
 
@@ -170,8 +200,13 @@ class ObjectPlan:
         what, names = asked(view.state)
         if not what:
             return None
-        if what == "releases":
+        namespace = view.state.intent.namespace if view.state.intent is not None else ""
+        if view.iteration >= view.max_iterations - 2:
+            wanted = []  # the step budget is nearly spent: answer from what was read
+        elif what == "releases":
             wanted = every_release_reads(view)
+        elif what == "certificates":
+            wanted = certificate_list_reads(view, namespace)
         else:
             wanted = release_reads(view, names[0]) if what == "release" else certificate_reads(view, names)
         made = {_key(step.tool, step.params) for step in view.steps}
@@ -183,6 +218,8 @@ class ObjectPlan:
         first, lines = object_verdict(view.state) or ("", [])
         if what == "releases":
             subject = ("helmrelease", "*", "")
+        elif what == "certificates":
+            subject = ("certificate", "*", namespace)
         elif what == "release":
             subject = ("helmrelease", names[0], release_namespace(view.state, names[0]))
         else:
@@ -206,8 +243,11 @@ def object_verdict(state: AnalysisState) -> tuple[str, list[str]] | None:
         return releases.releases_lines(state)
     if what == "release":
         return releases.release_lines(state, names[0])
-    if what == "certificate":
+    if what in ("certificate", "certificates"):
         intent = state.intent
         now = (intent.asked_at if intent is not None else None) or datetime.now(UTC)
-        return certificates.verdict(state, names, now)
+        if what == "certificates":
+            return cert_expiry.listed_verdict(state, now, intent.namespace if intent is not None else "")
+        bound = cert_expiry.expiry_bound(state.alert.text or "", now)
+        return certificates.verdict(state, names, now, bound)
     return None

@@ -24,6 +24,7 @@ from typing import Any
 
 from diagnostics.agent import rx
 from diagnostics.agent.findings import normalize_kind
+from diagnostics.agent.request import names as kind_words
 from diagnostics.agent.request.names import KIND_WORDS, NOT_OBJECTS, STOP_NAMES
 from diagnostics.agent.request.subject import structured_subject
 from diagnostics.agent.request.timewindow import TimeWindow, parse_window
@@ -214,9 +215,6 @@ _IN_PLACE = rx.compile(r"\bin\s+(?:the\s+)?[`'\"]?([a-z0-9][-a-z0-9]*[a-z0-9])[`
 # Verbs a question starts with ("check namespace ingest"): never the namespace's name.
 _VERBS = frozenset({"check", "show", "list", "get", "describe", "inspect", "look", "see", "scan"})
 _NAMESPACE_AFTER = rx.compile(r"\b([a-z0-9][-a-z0-9]*[a-z0-9])\s+(?:namespace|ns)\b")
-_KIND_ALT = "|".join(sorted(KIND_WORDS, key=len, reverse=True))
-_KIND_THEN_NAME = rx.compile(rf"\b(?:{_KIND_ALT})\s+[`'\"]?([a-z0-9][-a-z0-9.]*[a-z0-9])")
-_NAME_THEN_KIND = rx.compile(rf"\b([a-z0-9][-a-z0-9.]*[a-z0-9])[`'\"]?\s+(?:{_KIND_ALT})\b")
 _NAME_TOKEN = rx.compile(r"[`'\"]?([A-Za-z0-9][-A-Za-z0-9_.]*[A-Za-z0-9])[`'\"]?")
 _LIMIT = rx.compile(r"\b(?:last|first|top|latest)\s+(\d{1,4})\s*(?:lines?|entries|messages|errors)?\b")
 _SEARCH_TERM = rx.compile(
@@ -298,9 +296,16 @@ class Intent:
 
 
 def _kind_of(lowered: str) -> str:
-    """The kind a count or list is about: the first object word after the question word."""
-    for word in rx.findall(r"[a-z]+", lowered):
-        if word in OBJECT_WORDS and word not in ("restart", "namespace", "ns"):
+    """The kind a count or list is about: the first object word after the question word (one used as a
+    kind: not "node" in "still on node 18")."""
+    senses = kind_words.other_senses(lowered)
+    for match in rx.finditer(r"[a-z]+", lowered):
+        word = match.group(0)
+        if (
+            word in OBJECT_WORDS
+            and word not in ("restart", "namespace", "ns")
+            and match.start() not in senses
+        ):
             return normalize_kind(OBJECT_WORDS[word])
     if rx.search(r"\bnamespaces\b", lowered):
         return "namespace"
@@ -325,9 +330,7 @@ def candidate_names(text: str, *, exclude: set[str] = frozenset()) -> list[str]:
     that are neither stop words, kind words, question words, times nor numbers. Plain words count only
     when nothing better is named, or when a kind word qualifies them ("the redis pod")."""
     lowered = text.lower()
-    qualified = {m.group(1) for m in _KIND_THEN_NAME.finditer(lowered)} | {
-        m.group(1) for m in _NAME_THEN_KIND.finditer(lowered)
-    }
+    qualified = kind_words.qualified_names(lowered)
     scored: list[tuple[int, int, str]] = []
     for i, match in enumerate(_NAME_TOKEN.finditer(text)):
         raw = match.group(1)
@@ -338,6 +341,7 @@ def candidate_names(text: str, *, exclude: set[str] = frozenset()) -> list[str]:
             or word in _VERBS
             or word in OBJECT_WORDS
             or word in exclude
+            or kind_words.software_token(word)
             or rx.fullmatch(r"[\d.:]+(?:st|nd|rd|th|s|m|h|d)?|\d{4}-\d{2}-\d{2}(?:t[\d:.]+z?)?", word)
         ):
             continue

@@ -35,6 +35,22 @@ KIND_WORDS = {
     "process": "",
 }
 
+# A kind word in another sense names no kind (issue 39): the start of a longer token ("node.js",
+# "pod-identity", "node_modules", "node:20"), the first word of another term ("node pool", "service
+# account", "pod identity webhook", "job queue"), or, for a kind word that also names software (Node.js),
+# that software next to its version or its runtime's words ("node 20", "bumped node to v20", "node version").
+OTHER_TERMS = frozenset(
+    """account accounts pool pools group groups selector selectors affinity identity security mesh monitor
+    monitors exporter exporters webhook webhooks sdk library libraries client clients driver queue queues
+    runner runners""".split()
+)
+SOFTWARE_KINDS = {
+    "node": frozenset("js version versions runtime runtimes modules module package packages lts npm".split())
+}
+_VERSION_TOKEN = rx.compile(r"v?\d+(?:\.(?:\d+|x))*(?:-[a-z0-9]+)*")
+_TOKEN = rx.compile(r"[^\s,;()\[\]{}!?\"'`<>|]+")
+_GLUE = "-_.:@/"
+
 # Words of how people ask, never an object's name ("how MANY pods", "pods AND services", "only ERROR lines").
 QUESTION_WORDS = frozenset(
     """many much and or but also than then from into onto over under between per each every else
@@ -56,7 +72,9 @@ QUESTION_WORDS = frozenset(
 CHAT_WORDS = frozenset(
     """at to as if so we i you he she it's into via up out off here yes no ok okay need needs needed
     ready rollback rolled roll back see saw thread channel attached attachment file files screenshot
-    crashlooping crashloop oomkilled looping deploy deployed deploying release released""".split()
+    crashes crashlooping crashloop oomkilled looping deploy deployed deploying release released run runs ran
+    bump bumped bumping upgrade upgraded upgrading upgrades update updated updating downgrade
+    downgraded""".split()
 )
 
 STOP_NAMES = (
@@ -186,6 +204,79 @@ _AFTER_PREPOSITION = rx.compile(
 )
 
 
+def other_senses(lowered: str) -> set[int]:
+    """The offsets in ``lowered`` where a kind word starts that is used in another sense (``OTHER_TERMS``,
+    ``SOFTWARE_KINDS``): a kind decided there would be a word's, not the text's."""
+    tokens = [(m.start(), m.group(0)) for m in _TOKEN.finditer(lowered)]
+    found: set[int] = set()
+    for i, (start, token) in enumerate(tokens):
+        core = token.rstrip(".:")
+        word = next(
+            (w for w in KIND_WORDS if core.startswith(w) and core[len(w) : len(w) + 1] in tuple(_GLUE)), ""
+        )
+        if word and len(core) > len(word) + 1:
+            found.add(start)  # "node.js", "pod-identity": one token, another thing
+            continue
+        if core not in KIND_WORDS:
+            continue
+        after = [t.rstrip(".:") for _, t in tokens[i + 1 : i + 3]]
+        software = SOFTWARE_KINDS.get(KIND_WORDS[core] or core)
+        if (after and after[0] in OTHER_TERMS) or (
+            software is not None
+            and after
+            and (
+                after[0] in software
+                or _VERSION_TOKEN.fullmatch(after[0])
+                or (
+                    after[0] in ("to", "from", "@", "v")
+                    and len(after) > 1
+                    and _VERSION_TOKEN.fullmatch(after[1])
+                )
+            )
+        ):
+            found.add(start)
+    return found
+
+
+def software_token(word: str) -> bool:
+    """A token that names software by a kind word (``node.js``, ``node:20``, ``node_modules``): no object."""
+    for kind_word, terms in SOFTWARE_KINDS.items():
+        rest = word[len(kind_word) + 1 :] if word.startswith(kind_word) else ""
+        if rest and word[len(kind_word)] in _GLUE and (rest in terms or _VERSION_TOKEN.fullmatch(rest)):
+            return True
+    return False
+
+
+def node_shaped(name: str) -> bool:
+    """A name a node has (``worker-3``, ``ip-10-0-1-5.ec2.internal``, ``node1``): a digit, a dash or a dot.
+    A plain word before the word "node" ("bumped node", "the redis node") names no node."""
+    return bool(rx.search(r"[-.\d]", name))
+
+
+def kind_qualifies(match: Any, kind_group: int, name_group: int, senses: set[int]) -> bool:
+    """Whether a kind word and the name next to it (``match``'s groups) name an object of that kind: the
+    kind word is used as one, and a node's name before the word "node" has a node's shape."""
+    if match.start(kind_group) in senses:
+        return False
+    word = match.group(kind_group).lower()
+    before = match.start(name_group) < match.start(kind_group)
+    return not (KIND_WORDS.get(word) == "node" and before and not node_shaped(match.group(name_group)))
+
+
+_KIND_ALT = "|".join(sorted(KIND_WORDS, key=len, reverse=True))
+_KIND_NAME = rx.compile(rf"\b({_KIND_ALT})\s+[`'\"]?([a-z0-9][-a-z0-9.]*[a-z0-9])")
+_NAME_KIND = rx.compile(rf"\b([a-z0-9][-a-z0-9.]*[a-z0-9])[`'\"]?\s+({_KIND_ALT})\b")
+
+
+def qualified_names(lowered: str) -> set[str]:
+    """The words a kind word qualifies in ``lowered`` ("the redis pod", "node worker-3"), where it is used
+    as a kind (``kind_qualifies``)."""
+    senses = other_senses(lowered)
+    return {m.group(2) for m in _KIND_NAME.finditer(lowered) if kind_qualifies(m, 1, 2, senses)} | {
+        m.group(1) for m in _NAME_KIND.finditer(lowered) if kind_qualifies(m, 2, 1, senses)
+    }
+
+
 @dataclass
 class Subject:
     kind: str = ""
@@ -225,12 +316,17 @@ def parse_free_text(text: str) -> Subject:
             subject.namespace = found
             break
     candidates: list[tuple[int, str, str]] = []  # (priority, name, kind)
+    senses = other_senses(lowered)
     for match in _QUOTED.finditer(text):
         candidates.append((0, match.group(1), ""))
     for match in _KIND_THEN_NAME.finditer(lowered):
-        candidates.append((1, match.group(2), KIND_WORDS[match.group(1)]))
+        if kind_qualifies(match, 1, 2, senses):
+            kind = KIND_WORDS[match.group(1)]  # "node went": a node's name has its shape first
+            shaped = kind != "node" or node_shaped(match.group(2))
+            candidates.append((1 if shaped else 2, match.group(2), kind))
     for match in _NAME_THEN_KIND.finditer(lowered):
-        candidates.append((1, match.group(1), KIND_WORDS[match.group(2)]))
+        if kind_qualifies(match, 2, 1, senses):
+            candidates.append((1, match.group(1), KIND_WORDS[match.group(2)]))
     for match in _NAME_IN_NAMESPACE.finditer(lowered):
         candidates.append((1, match.group(1), ""))
     for match in _HYPHENATED.finditer(lowered):

@@ -128,6 +128,121 @@ def parse_window(text: str, anchor: datetime) -> TimeWindow | None:
     return None
 
 
+# A bound ahead of the question ("expiring in the next 30 days", "within 2 weeks", "in 48h", "this month",
+# "before 2027-01-15", "by Friday"): when something is due, not when it was seen.
+_AHEAD_COUNTS = {
+    **_COUNTS,
+    "four": 4,
+    "five": 5,
+    "six": 6,
+    "seven": 7,
+    "eight": 8,
+    "nine": 9,
+    "ten": 10,
+    "eleven": 11,
+    "twelve": 12,
+    "couple of": 2,
+    "couple": 2,
+    "several": 3,
+}
+_AHEAD_UNIT = {
+    "h": "hour",
+    "hr": "hour",
+    "hrs": "hour",
+    "d": "day",
+    "w": "week",
+    "wk": "week",
+    "wks": "week",
+    "mo": "month",
+    "mos": "month",
+    "y": "year",
+    "yr": "year",
+    "yrs": "year",
+}
+_AHEAD = rx.compile(
+    r"\b(?:(?:in|within|during|over|for|inside)\s+(?:the\s+|a\s+)?(?:next|coming|following|upcoming)?|"
+    r"next|coming)\s*(\d{1,4}|a|an|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|"
+    r"couple(?:\s+of)?|few|several)?\s*"
+    r"(hours?|hrs?|h|days?|d|weeks?|wks?|w|fortnights?|months?|mos?|years?|yrs?|y)\b",
+    rx.IGNORECASE,
+)
+_AHEAD_END_OF = rx.compile(
+    r"\b(?:by|before|until|till|at|in)\s+(?:the\s+)?end\s+of\s+(?:the\s+)?(this\s+|next\s+)?(week|month|year)\b",
+    rx.IGNORECASE,
+)
+_AHEAD_CALENDAR = rx.compile(
+    r"\b(this|next)\s+(week|month|year)\b|\b(today|tonight|tomorrow)\b", rx.IGNORECASE
+)
+_AHEAD_DATE = rx.compile(
+    rf"\b(before|by|until|till|prior to|no later than|ahead of)\s+{_DATE}{_END}", rx.IGNORECASE
+)
+
+
+def _months_after(moment: datetime, months: int) -> datetime:
+    month = moment.month - 1 + months
+    year, month = moment.year + month // 12, month % 12 + 1
+    last = (datetime(year + month // 12, month % 12 + 1, 1, tzinfo=moment.tzinfo) - timedelta(days=1)).day
+    return moment.replace(year=year, month=month, day=min(moment.day, last))
+
+
+def _period_end(anchor: datetime, unit: str, ahead: int) -> datetime:
+    """The end of this (``ahead`` 0) or the next (1) week, month or year after ``anchor``."""
+    day = anchor.replace(hour=0, minute=0, second=0, microsecond=0)
+    if unit == "week":
+        start = day - timedelta(days=day.weekday()) + timedelta(days=7 * (ahead + 1))
+    elif unit == "month":
+        start = _months_after(day.replace(day=1), ahead + 1)
+    else:
+        start = day.replace(month=1, day=1, year=day.year + ahead + 1)
+    return start - timedelta(seconds=1)
+
+
+def horizon(text: str, anchor: datetime) -> TimeWindow | None:
+    """The bound ahead of ``anchor`` that ``text`` asks about ("which certificates expire in the next 30
+    days", "within 2 weeks", "before 2027-01-15", "by the end of the month"), as the window from ``anchor``
+    to it; None when the text names no bound ahead (a window in the past is ``parse_window``'s)."""
+    anchor = anchor if anchor.tzinfo else anchor.replace(tzinfo=UTC)
+    if match := _AHEAD_END_OF.search(text):
+        ahead = 1 if (match.group(1) or "").strip().lower() == "next" else 0
+        return TimeWindow(anchor, _period_end(anchor, match.group(2).lower(), ahead), match.group(0).strip())
+    if match := _AHEAD.search(text):
+        count = (match.group(1) or "1").lower()
+        number = int(count) if count.isdigit() else _AHEAD_COUNTS.get(count.split()[0], 1)
+        unit = match.group(2).lower()
+        unit = _AHEAD_UNIT.get(unit, unit.rstrip("s"))
+        if unit in ("month", "year"):
+            end = _months_after(anchor, number * (12 if unit == "year" else 1))
+        else:
+            end = anchor + timedelta(seconds=number * {"fortnight": 14 * 86400, **_UNITS}[unit])
+        return TimeWindow(anchor, end, match.group(0).strip())
+    if match := _AHEAD_CALENDAR.search(text):
+        which, unit, day = (g.lower() if g else "" for g in match.groups())
+        if day:
+            start = _day(anchor)[0] + timedelta(days=1 if day == "tomorrow" else 0)
+            return TimeWindow(anchor, start + timedelta(days=1) - timedelta(seconds=1), day)
+        return TimeWindow(
+            anchor, _period_end(anchor, unit, 1 if which == "next" else 0), match.group(0).strip()
+        )
+    if match := _AHEAD_DATE.search(text):
+        said = match.group(2).strip().removeprefix("the ").strip()
+        if not said or not rx.search(r"\d|[a-z]{3}", said, rx.IGNORECASE):
+            return None
+        base = {**_SETTINGS, "PREFER_DATES_FROM": "future", "RELATIVE_BASE": anchor.replace(tzinfo=None)}
+        found = dateparser.parse(said, settings=base)
+        if found is None:
+            return None
+        found = found if found.tzinfo else found.replace(tzinfo=UTC)
+        if not rx.search(r"\d:\d", said):  # a day: "before" it is its start, "by" or "until" it its end
+            found = (
+                _day(found)[0]
+                if match.group(1).lower() in ("before", "prior to", "ahead of")
+                else _day(found)[1]
+            )
+        phrase = f"{match.group(1).lower()} {said}"
+        return TimeWindow(anchor, found, phrase) if found > anchor else None
+    return None
+
+
 _PARAM_NAMES = {
     "start": ("start_time", "since", "start", "from", "after", "start_timestamp"),
     "end": ("end_time", "until", "end", "to", "before", "end_timestamp"),
