@@ -21,6 +21,7 @@ from diagnostics.agent.evidence.analyzers.base import (
     parse_table,
     register,
 )
+from diagnostics.agent.evidence.analyzers.kubernetes.containers import workload_of
 from diagnostics.agent.evidence.analyzers.kubernetes.manifests import manifest_of
 from diagnostics.agent.evidence.analyzers.server_states import line_time
 from diagnostics.agent.findings import Finding, ObjRef, Severity
@@ -38,6 +39,13 @@ _UPSTREAM_TIMEOUT = rx.compile(
 )
 _ANSWERED = rx.compile(r"\"\w+ IN ([\w.-]+\.cluster\.local)\.[^\"]*\" NOERROR")
 _CLUSTER = (".svc", ".cluster.local", ".local")
+
+
+_ORDINAL = rx.compile(r"-\d+$")  # a StatefulSet pod's ordinal: sso-0 is StatefulSet sso's
+
+
+def _in_zone(name: str, zone: str) -> bool:
+    return name == zone or name.endswith("." + zone)
 
 
 def _facts(state: AnalysisState) -> dict[str, Any]:
@@ -105,14 +113,15 @@ class DnsForwardingAnalyzer(Analyzer):
             default="",
         )
         failing: dict[str, str] = facts.get("unresolved", {})
-        first = min((t for t in failing.values() if t), default="")
-        name = str(meta.get("name") or "coredns")
-        if not changed or not first or not zones:
+        # The stub zone the failing names are in (not merely the first one the Corefile lists).
+        zone = max((z for z in zones if any(_in_zone(n, z) for n in failing)), key=len, default="")
+        first = min((t for n, t in failing.items() if t and zone and _in_zone(n, zone)), default="")
+        name = str(meta.get("name") or "")
+        if not changed or not first or not zone or not name:
             return []
         changed_at = changed.replace("T", " ").rstrip("Z")
         if not changed_at <= first or first[:10] != changed_at[:10]:
             return []
-        zone = next(iter(zones))
         return [
             Finding(
                 "dns_forwarder_changed",
@@ -137,25 +146,35 @@ class DnsForwardingAnalyzer(Analyzer):
         if not timeouts:
             return []
         name, upstream = timeouts[-1][0].rstrip("."), timeouts[-1][1]
-        zone = max((z for z in zones if name == z or name.endswith("." + z)), key=len, default="")
-        if not zone:
-            zone = ".".join(name.split(".")[-2:])
+        # The zone is the Corefile's stub zone for the name, when the Corefile was read and forwards it
+        # there; else the zone is unknown and said so (not the name's last two labels).
+        zone = max((z for z in zones if _in_zone(name, z)), key=len, default="")
+        forwards = zone and any(upstream in f for f in zones[zone])
         answered = _ANSWERED.findall(text)
         still = (
             f"; cluster names still resolve ({answered[-1]})" if answered else "; cluster names still resolve"
         )
         client = str(facts.get("clients", {}).get(name) or "")
-        who = f"{client.rsplit('-', 1)[0] if client else 'its clients'}"
+        who = _ORDINAL.sub("", workload_of(client)) if client else "its clients"
+        where = (
+            f"CoreDNS forwards the zone {zone} to {upstream}, which does not answer"
+            if forwards
+            else f"CoreDNS's upstream {upstream} does not answer for {name} (which zone the Corefile "
+            "forwards there was not observed)"
+        )
         return [
             Finding(
                 "dns_forwarder_unanswered",
-                f"CoreDNS forwards the zone {zone} to {upstream}, which does not answer (i/o timeout, "
-                f"{len(timeouts)} queries), so {who} cannot resolve {name} and what needs it fails{still}.",
+                f"{where} (i/o timeout, {len(timeouts)} queries), so {who} cannot resolve {name} and what "
+                f"needs it fails{still}.",
                 Severity.CRITICAL,
-                f"dns/{zone}",
+                f"dns/{zone if forwards else name}",
                 f"read udp ->{upstream}:53: i/o timeout",
                 92,  # the cause of its clients' resolution failures
                 f"Point the {zone} forwarder back at a resolver that answers "
-                f"(or open the path to {upstream}:53).",
+                f"(or open the path to {upstream}:53)."
+                if forwards
+                else f"Read the cluster DNS's Corefile for what forwards {name} to {upstream}, and make that "
+                "resolver answer.",
             )
         ]

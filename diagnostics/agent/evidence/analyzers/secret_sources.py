@@ -61,6 +61,7 @@ class SecretSourceAnalyzer(Analyzer):
         if not namespace and (found := _NAMESPACE.search(out.text)):
             namespace = found.group(1)
         for name in dict.fromkeys(m.group(1) for m in _MISSING_SECRET.finditer(out.text)):
+            state.fact_dict("missing_secrets")[name] = namespace
             if namespace:
                 state.lead(ObjRef("externalsecret", name, namespace), f"who should write Secret {name}", 65)
 
@@ -87,14 +88,27 @@ class SecretSourceAnalyzer(Analyzer):
             if _get(item, "extract", "key")
         ]
         failing = state.fact_dict("failing_external_secrets")
-        failing[store] = (name, keys, message)
-        provider = str(state.fact_dict("secret_store_providers").get(store) or "")
+        failing[f"{store_kind}/{store}"] = (name, keys, message)
+        provider = str(state.fact_dict("secret_store_providers").get(f"{store_kind}/{store}") or "")
         where = f"the {provider} store {store}" if provider else f"the store {store}"
-        missing = next((k for k in keys if k in message), keys[0] if keys else "")
-        cause = (
-            f"the key {missing} does not exist in {where}"
-            if missing and _NOT_THERE.search(message)
-            else f"{where} answers: {clip(message, 240)}"
+        # The key the provider's message names; never one guessed from the list it reads.
+        missing = next((k for k in keys if k in message), "")
+        if missing and _NOT_THERE.search(message):
+            cause = f"the key {missing} does not exist in {where}"
+        elif keys and _NOT_THERE.search(message):
+            cause = (
+                f"one of the keys it reads ({', '.join(keys)}) is not in {where}, which the provider's "
+                f"answer does not name: {clip(message, 200)}"
+            )
+        else:
+            cause = f"{where} answers: {clip(message, 240)}"
+        seen = target in state.fact_dict("missing_secrets")
+        effect = (
+            f"so Secret {target} is never created and the pods that use it fail with "
+            f'CreateContainerConfigError (secret "{target}" not found)'
+            if seen
+            else f"so Secret {target} is never created and a pod that uses it cannot start (no pod's error "
+            "naming it was read)"
         )
         if store:
             state.lead(
@@ -105,8 +119,7 @@ class SecretSourceAnalyzer(Analyzer):
         return [
             Finding(
                 "external_secret_not_synced",
-                f"The ExternalSecret {name} cannot sync ({reason}): {cause}, so Secret {target} is never "
-                "created and the pods that use it fail with CreateContainerConfigError.",
+                f"The ExternalSecret {name} cannot sync ({reason}): {cause}, {effect}.",
                 Severity.CRITICAL,
                 f"externalsecret/{namespace}/{name}",
                 clip(message or reason),
@@ -129,9 +142,9 @@ class SecretSourceAnalyzer(Analyzer):
             "gcpsm": "GCP Secret Manager",
             "azurekv": "Azure Key Vault",
         }.get(provider, provider)
-        state.fact_dict("secret_store_providers")[name] = provider
+        state.fact_dict("secret_store_providers")[f"{obj.get('kind')}/{name}"] = provider
         ready = _ready(obj.get("status"))
-        failing = state.fact_dict("failing_external_secrets").get(name)
+        failing = state.fact_dict("failing_external_secrets").get(f"{obj.get('kind')}/{name}")
         if ready is None:
             return []
         if str(ready.get("status")) != "True":
@@ -150,14 +163,21 @@ class SecretSourceAnalyzer(Analyzer):
             ]
         if not failing:
             return []
-        secret, keys, _message = failing
+        secret, keys, message = failing
+        named = [k for k in keys if k in message]
+        which = (
+            f"its key {named[0]} itself: it is not in"
+            if len(named) == 1
+            else f"one of its keys ({', '.join(keys)}) itself, which the provider's answer does not name: "
+            "it is not in"
+        )
         return [
             Finding(
                 "external_secret_key_missing",
                 f"The {provider or ''} store {name} is Ready (reachable, authenticated), "
-                f"so the ExternalSecret {secret} fails on its key{'s' if len(keys) > 1 else ''} "
-                f"{', '.join(keys)} itself: it is not in "
-                f"the {provider or ''} store.".replace("  ", " "),
+                f"so the ExternalSecret {secret} fails on {which} the {provider or ''} store.".replace(
+                    "  ", " "
+                ),
                 Severity.WARNING,
                 f"{str(obj.get('kind')).lower()}/{name}",
                 "store Ready True",
