@@ -5,8 +5,9 @@ The checks of ``routing/router/versions/drift.py`` by the same functions
 answers (not routed to the teacher, not fallen back), labelled by a background teacher sample at
 ``sample_rate`` (x ``boost`` while a test leans towards drift, and while fewer than ``label_budget`` are
 labelled, as ``drift.LABELS_WANTED`` does), against calibration's
-``student_pass_rate``; the teacher's answers are the reference and are not tested. Fallback rate, cost
-per call, teacher share and inputs are judged on the calls the version routed.
+``student_pass_rate``, H1 a fall of ``pass_margin`` or the version's slack (calibration's bound margin),
+at least ``pass_floor`` (``sequential.alternative``); the teacher's answers are the reference and are not
+tested. Fallback rate, cost per call, teacher share and inputs are judged on the calls the version routed.
 
 Correctness drifted: the version stops, the teacher serves the rest. Correctness leaning towards drift
 while another test found drift (now or at an earlier check: ``drift.latched``): held (``drift.HELD``), the
@@ -29,7 +30,14 @@ import numpy as np
 from routing.router.learning.calibration import PolicyData, Target, calibrate
 from routing.router.learning.evaluate import TrainedRouter
 from routing.router.learning.records import ReplayRecord
-from routing.router.learning.sequential import cost_sprt, fallback_sprt, psi_test, share_moved, student_sprt
+from routing.router.learning.sequential import (
+    alternative,
+    cost_sprt,
+    fallback_sprt,
+    psi_test,
+    share_moved,
+    student_sprt,
+)
 
 
 @dataclass(frozen=True)
@@ -38,6 +46,7 @@ class Watch:
     boost: float = 4.0
     check_every: int = 50
     pass_margin: float = 0.05
+    pass_floor: float = 0.01  # the alternative: pass_margin or the version's slack, at least this
     share_margin: float = 0.10
     training_window: int = 50000  # MAX_TRAINING_CALLS: a retrain reads the profile's newest rows
     retrain_every: int = 100  # calls between retrains while refused (the beat's router_retrain_due)
@@ -105,6 +114,7 @@ def watch_stream(
     chosen = trained.calibration.chosen
     q0, share = chosen.student_pass_rate, chosen.student_served_share
     measured_on = round((share or 0.0) * trained.calibration.n)
+    fall = alternative(watch.pass_margin, chosen.margin, watch.pass_floor)  # H1, as ``drift.judge_live``
     rng = np.random.default_rng(seed)
     count = len(to_teacher)
     labels: list[bool] = []
@@ -142,7 +152,7 @@ def watch_stream(
         routed = mine[:n]
         calls = int(routed.sum())
         tests = {
-            "correctness": student_sprt(labels, q0 or 0.0, share or 0.0, watch.pass_margin, measured_on),
+            "correctness": student_sprt(labels, q0 or 0.0, share or 0.0, fall, measured_on),
             "fallback rate": fallback_sprt(
                 int(sim["fallback"][:n][routed].sum()), calls, chosen.fallback_rate
             ),

@@ -23,6 +23,7 @@ PREDICTED = SimpleNamespace(
     student_pass_rate=0.9,
     student_served_share=1.0,
     fallback_rate=0.05,
+    margin=None,  # no slack known: the drift test's H1 is the whole pass margin
     cost_usd=0.001,
     teacher_share=0.3,  # the version sends none to the teacher live: the teacher share drifts at once
 )
