@@ -5,7 +5,7 @@ answer names, not the first key an ExternalSecret lists. Names and addresses app
 from __future__ import annotations
 
 from diagnostics.agent.evidence.analyzers import AnalysisState, ToolOutput, analyze
-from diagnostics.agent.findings import Finding
+from diagnostics.agent.findings import Finding, ObjRef
 from diagnostics.agent.request.subject import AlertContext
 
 
@@ -122,3 +122,47 @@ def test_the_key_the_answer_names_and_the_pods_error_when_read() -> None:
     assert (
         "fail with CreateContainerConfigError" in es.summary and "Create the key post/courier/url" in es.fix
     )
+
+
+_PVC = """apiVersion: v1
+kind: PersistentVolumeClaim
+metadata:
+  name: spool-mailq-1
+  namespace: post
+spec:
+  resources:
+    requests:
+      storage: 40Gi
+status:
+  capacity:
+    storage: 10Gi
+  conditions:
+  - type: FileSystemResizePending
+    status: "True"
+"""
+_PODS = (
+    "NAME      READY   STATUS    RESTARTS   AGE\n"
+    "mailq-0   1/1     Running   0          3d\n"
+    "mailq-1   1/1     Running   0          3d\n"
+)
+
+
+def test_the_pod_a_resized_claim_waits_for_is_named_only_when_observed() -> None:
+    state = AnalysisState(AlertContext())
+    state.lead(ObjRef("pod", "mailq-1", "post"), "a name another analyzer means to read", 50)
+    (pending,) = [
+        f
+        for f in analyze(ToolOutput("kubectl_get_yaml", {}, _PVC), state)
+        if f.kind == "volume_resize_pending"
+    ]
+    assert "mailq-1" not in pending.summary.replace("spool-mailq-1", "")
+    assert "the pod that mounts it (its name was not observed)" in pending.summary
+    listed = AnalysisState(AlertContext())
+    pods = ToolOutput("kubectl_get_by_kind_in_namespace", {"kind": "pod", "namespace": "post"}, _PODS)
+    listed.record(pods)
+    (pending,) = [
+        f
+        for f in analyze(ToolOutput("kubectl_get_yaml", {}, _PVC), listed)
+        if f.kind == "volume_resize_pending"
+    ]
+    assert "waits for the pod mailq-1 to restart" in pending.summary

@@ -53,7 +53,11 @@ class VolumeResizeAnalyzer(Analyzer):
         if pending is None:
             return []
         kind = str(pending.get("type"))
-        pod = next((r for r in sorted(state.related, key=len, reverse=True) if name.endswith("-" + r)), "")
+        # The pod a StatefulSet's claim (<template>-<pod>) belongs to, among pods observed: the alert's
+        # subject or a listing's rows (not a name another analyzer only meant to read).
+        observed = {n.lower() for n in state.alert.subject.names}
+        observed |= {r.name for r in state.inventory.of_kind("pod", namespace)}
+        pod = next((r for r in sorted(observed, key=len, reverse=True) if name.endswith("-" + r)), "")
         if pod:
             state.lead(ObjRef("pod", pod, namespace), "its file system waits for it to restart", 70)
         stats = usage.get(name) or {}
@@ -70,7 +74,7 @@ class VolumeResizeAnalyzer(Analyzer):
         grown = f" was expanded to {wanted}" if wanted else " was expanded"
         still = f", so the volume is still {actual}{full}" if actual and actual != wanted else ""
         if kind == "FileSystemResizePending":
-            who = f"the pod {pod}" if pod else "the pod that mounts it"
+            who = f"the pod {pod}" if pod else "the pod that mounts it (its name was not observed)"
             summary = (
                 f"The PVC {name}{grown} but its file system was not: "
                 f"the condition FileSystemResizePending waits for {who} to restart{still}."
