@@ -103,6 +103,24 @@ def test_cost_and_traffic_filters(as_role, ledger) -> None:
     assert reversed_band.status_code == 400 and b'data-field-errors="max_cost"' in reversed_band.content
 
 
+def test_a_date_no_field_can_hold_is_quoted_back_and_the_other_filters_apply(as_role, ledger) -> None:
+    """A link's ``since=yesterday`` is shown by the browser as an empty date field: the message says what
+    was sent (cut at 40 characters), the line above the table names the fields by their labels (never
+    ``since`` nor ``__all__``), and the cost band still filters."""
+    client = as_role("viewer")
+    for sent, quoted in (("yesterday", "yesterday"), ("9" * 300, "9" * 40 + "…")):
+        answer = client.get(reverse("web:calls"), {"since": sent, "min_cost": "0.00001", "max_cost": "0.001"})
+        page = html.unescape(answer.content.decode())
+        assert answer.status_code == 400
+        assert f"Enter a valid date/time (UTC, e.g. 2026-01-31T09:30); got '{quoted}'." in page
+        assert "Not applied (see the field marked above): from. The other filters are." in page
+        assert "__all__" not in page and listed(answer.content) == ids("paris", "zurich", ledger=ledger)
+    both = client.get(reverse("web:calls"), {"until": "soon", "min_cost": "2", "max_cost": "1"})
+    assert "Not applied (see the fields marked above): to, cost to (USD)." in html.unescape(
+        both.content.decode()
+    )
+
+
 def test_overview_counts_link_to_the_same_calls(as_role, ledger) -> None:
     client = as_role("viewer")
     overview = client.get(reverse("web:overview")).content.decode()

@@ -6,16 +6,37 @@ from decimal import Decimal
 from typing import Any
 
 from django import forms
+from django.core.exceptions import NON_FIELD_ERRORS
 
 from app.web.forms.bounds import bounded_money
 from routing.models import ApiKey, Invocation, TaskProfile
 
 SEARCH_MAX = 200
+SENT_MAX = 40  # of an invalid date, quoted back
 TRAFFIC = [("", "all calls"), ("clients", "client calls"), ("learning", "the learning loop's calls")]
 
 
+class _When(forms.DateTimeField):
+    """A date and time; one that is not says what was sent. The page's date field cannot show it (a
+    browser shows a datetime-local input holding text as empty), so a link's ``since=yesterday`` would
+    otherwise be a message next to an empty field."""
+
+    def to_python(self, value: Any) -> Any:
+        try:
+            return super().to_python(value)
+        except forms.ValidationError as exc:
+            if exc.code != "invalid" or not isinstance(value, str):
+                raise
+            sent = value if len(value) <= SENT_MAX else value[:SENT_MAX] + "…"
+            raise forms.ValidationError(
+                "Enter a valid date/time (UTC, e.g. 2026-01-31T09:30); got %(sent)r.",
+                code="invalid",
+                params={"sent": sent},
+            ) from None
+
+
 def _when(label: str) -> forms.DateTimeField:
-    return forms.DateTimeField(
+    return _When(
         required=False,
         widget=forms.DateTimeInput(attrs={"type": "datetime-local"}, format="%Y-%m-%dT%H:%M:%S"),
         label=label,
@@ -56,6 +77,13 @@ class CallFilterForm(forms.Form):
         if isinstance(low, Decimal) and isinstance(high, Decimal) and low > high:
             self.add_error("max_cost", "'cost to' must be at least 'cost from'.")
         return data
+
+    def unapplied(self) -> list[str]:
+        """What is not applied, in the page's words: the invalid fields' labels, a form-wide error's text."""
+        return [
+            " ".join(map(str, errors)) if name == NON_FIELD_ERRORS else str(self[name].label)
+            for name, errors in self.errors.items()
+        ]
 
     def valid_data(self) -> dict[str, Any]:
         """The filters that are valid (an invalid one is shown next to its field and not applied)."""
