@@ -20,6 +20,7 @@ CLUSTER_KINDS = {
     "storageclass",
     "clusterissuer",
     "clustersecretstore",
+    "clusterpolicy",
 }
 K8S_KINDS = (
     WORKLOAD_KINDS

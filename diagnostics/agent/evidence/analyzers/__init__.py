@@ -24,6 +24,7 @@ from diagnostics.agent.evidence.analyzers import (  # noqa: F401  (registration)
     platform,
     pools,
     privileged_ports,
+    read_only_root,
     removed_apis,
     resources,
     rotation,
