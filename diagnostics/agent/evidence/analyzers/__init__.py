@@ -21,6 +21,7 @@ from diagnostics.agent.evidence.analyzers import (  # noqa: F401  (registration)
     network,
     node_memory,
     node_pids,
+    node_sysctls,
     platform,
     pools,
     privileged_ports,
