@@ -34,6 +34,7 @@ from diagnostics.agent.evidence.analyzers import (  # noqa: F401  (registration)
     secret_sources,
     server_clients,
     service_mix,
+    signal_forwarding,
     tables,
     traces,
     volume_resize,
