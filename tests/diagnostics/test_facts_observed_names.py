@@ -166,3 +166,19 @@ def test_the_pod_a_resized_claim_waits_for_is_named_only_when_observed() -> None
         if f.kind == "volume_resize_pending"
     ]
     assert "waits for the pod mailq-1 to restart" in pending.summary
+
+
+_REFUSED = (
+    "2027/04/04 09:00:00 [error] 7#7: *3 client intended to send too large body: 5300000 bytes, "
+    "client: 9.8.7.6\n"
+)
+
+
+def test_a_body_limit_nothing_read_sets_is_not_stated_nor_a_controller_pod_named() -> None:
+    (refused,) = [
+        f
+        for f in _run(ToolOutput("fetch_pod_logs", {"namespace": "edge"}, _REFUSED))
+        if f.kind == "ingress_body_too_large"
+    ]
+    assert "larger than 1m" not in refused.summary and "where it is set was not read" in refused.summary
+    assert refused.subject == ""

@@ -96,6 +96,7 @@ class IngressBodyLimitAnalyzer(Analyzer):
         if obj.get("kind") == "ConfigMap" and "ingress" in name and facts.get("ingress"):
             data = obj.get("data") if isinstance(obj.get("data"), dict) else {}
             assert isinstance(data, dict)
+            facts["controller_read"] = True
             if data.get(_BODY_KEY):
                 facts["controller_limit"] = str(data[_BODY_KEY])
             if facts.get("annotation") or data.get(_BODY_KEY):
@@ -125,7 +126,15 @@ class IngressBodyLimitAnalyzer(Analyzer):
         refused = [ln for ln in lines if _TOO_LARGE.search(ln)]
         statuses = sum(1 for ln in lines if _ACCESS_413.search(ln))
         sizes = [int(m.group(1)) for ln in refused if (m := _TOO_LARGE.search(ln)) and m.group(1)]
-        limit = str(facts.get("annotation") or facts.get("controller_limit") or DEFAULT_LIMIT)
+        # The limit where it was read: the Ingress's annotation, the controller's ConfigMap, or nginx's
+        # default once both were read without one; else unknown, and said so.
+        limit = str(facts.get("annotation") or facts.get("controller_limit") or "")
+        if not limit and facts.get("ingress") and facts.get("controller_read"):
+            limit = DEFAULT_LIMIT
+        limit = limit or (
+            f"its body size limit (where it is set was not read; nginx's default is {DEFAULT_LIMIT})"
+        )
+        pod = str(out.params.get("pod_name") or "")
         backend = str(facts.get("ingress") or "the backend")
         smallest = f" (the smallest refused: {min(sizes)} bytes)" if sizes else ""
         return [
@@ -136,7 +145,7 @@ class IngressBodyLimitAnalyzer(Analyzer):
                 f"too large body){smallest} before they reach {backend}: {len(refused)} refused, "
                 f"{statuses} answered 413 in its log.",
                 Severity.CRITICAL,
-                f"pod/{out.params.get('pod_name') or 'ingress-controller'}",
+                f"pod/{pod}" if pod else "",
                 clip(refused[-1], 200),
                 88,
                 f"Raise the body size limit for {backend} (nginx.ingress.kubernetes.io/{_BODY_KEY}).",
