@@ -21,6 +21,8 @@ CLUSTER_KINDS = {
     "clusterissuer",
     "clustersecretstore",
     "clusterpolicy",
+    "clusterrole",
+    "clusterrolebinding",
 }
 K8S_KINDS = (
     WORKLOAD_KINDS
@@ -37,6 +39,8 @@ K8S_KINDS = (
         "poddisruptionbudget",
         "resourcequota",
         "limitrange",
+        "role",
+        "rolebinding",
     }
 )
 NAME_PARAMS = {
