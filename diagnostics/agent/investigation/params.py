@@ -41,6 +41,7 @@ K8S_KINDS = (
         "limitrange",
         "role",
         "rolebinding",
+        "serviceaccount",
     }
 )
 NAME_PARAMS = {

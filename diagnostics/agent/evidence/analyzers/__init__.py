@@ -25,6 +25,7 @@ from diagnostics.agent.evidence.analyzers import (  # noqa: F401  (registration)
     platform,
     pools,
     privileged_ports,
+    pull_rate_limits,
     rbac_forbidden,
     read_only_root,
     removed_apis,
