@@ -38,6 +38,7 @@ from diagnostics.agent.evidence.analyzers import (  # noqa: F401  (registration)
     service_mix,
     signal_forwarding,
     tables,
+    topology_spread,
     traces,
     volume_resize,
 )
