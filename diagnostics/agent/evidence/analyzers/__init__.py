@@ -11,6 +11,7 @@ from diagnostics.agent.evidence.analyzers import (  # noqa: F401  (registration)
     datastores,
     dependency_chain,
     dns_forwarding,
+    etcd_quota,
     events,
     ingress_limits,
     kubernetes,
