@@ -88,6 +88,7 @@ def test_a_cluster_role_without_the_new_resource_is_named_with_what_it_grants():
     assert "2 refusal(s)" in finding.summary and "reconcile routes stalled" in finding.summary
     # The latest refusal is the evidence: its time is when the finding was last true.
     assert finding.evidence.startswith("2027-03-02T08:20:02Z")
+    assert finding.at.startswith("2027-03-02T08:20:02")  # stated on the Role's read, true at the refusal
     assert finding.subject == "serviceaccount/edge/ingress-keeper"
     assert {lead.obj.kind for lead in state.leads} >= {"role", "rolebinding"}
 

@@ -19,7 +19,7 @@ from diagnostics.agent import rx
 from diagnostics.agent.evidence.analyzers.base import AnalysisState, Analyzer, ToolOutput, clip, register
 from diagnostics.agent.evidence.analyzers.kubernetes.manifests import manifest_of
 from diagnostics.agent.findings import Finding, ObjRef, Severity
-from diagnostics.agent.request.timewindow import line_time
+from diagnostics.agent.request.timewindow import iso, line_time
 
 _Q = r"[\\\"']{0,2}"  # a quote, escaped or not
 _FORBIDDEN = rx.compile(
@@ -220,5 +220,7 @@ class RbacForbiddenAnalyzer(Analyzer):
                 f"{role['kind'] if role else 'Role'} "
                 f"bound to {facts['sa_ns']}/{facts['sa']} (where RBAC is managed), or roll back the version "
                 "that started reading it.",
+                # When it was last seen true: the latest refusal's time (unknown: the read's time).
+                at=iso(moment) if (moment := line_time(str(facts["line"]))) else "",
             )
         ]
