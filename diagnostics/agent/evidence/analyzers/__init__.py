@@ -37,6 +37,7 @@ from diagnostics.agent.evidence.analyzers import (  # noqa: F401  (registration)
     secret_sources,
     server_clients,
     service_mix,
+    sidecar_buffering,
     signal_forwarding,
     tables,
     topology_spread,
