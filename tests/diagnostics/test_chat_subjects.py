@@ -125,3 +125,39 @@ def test_a_console_link_names_the_object_its_path_addresses(text, kind, namespac
 def test_a_ticket_link_that_addresses_no_object_names_nothing():
     subject = parse_free_text("see https://tracker.acme.io/browse/OPS-4411 for the thread")
     assert subject.names == [] and subject.namespace == ""
+
+
+@pytest.mark.parametrize(
+    ("text", "subject", "never"),
+    [
+        (
+            "we set LOG_LEVEL=debug on ledger at 12:20 and now the app itself looks broken, namespace fin",
+            "ledger",
+            {"log_level", "itself", "broken", "debug"},
+        ),
+        (
+            "after MAX_POOL_SIZE went to 5 the worker is impossible to reach; invoicer-api in ns billing",
+            "invoicer-api",
+            {"max_pool_size", "impossible"},
+        ),
+        (
+            "card-vault-0 restarts since --max-connections=50 was passed; the container itself never exits",
+            "card-vault-0",
+            {"max-connections", "itself", "never"},
+        ),
+        (
+            "feature_flags.enable_v2=true was flipped for search-indexer, the process themselves is fine",
+            "search-indexer",
+            {"feature_flags.enable_v2", "themselves", "fine"},
+        ),
+    ],
+)
+def test_settings_pronouns_and_states_are_no_object_s_name(text: str, subject: str, never: set[str]) -> None:
+    """A setting (an environment variable's shape, an assignment's key), a reflexive pronoun after a kind
+    word ("the app itself") and the state after "is" ("is impossible", "is fine") name no object: the
+    workload the sentence is about stays the subject (issue 39 class 4: n92's thread was 'Diagnosis of
+    itself')."""
+    parsed = parse_free_text(text)
+    names = [n.lower() for n in parsed.names]
+    assert parsed.name == subject, parsed
+    assert not never & set(names), names

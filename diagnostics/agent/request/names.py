@@ -74,7 +74,8 @@ CHAT_WORDS = frozenset(
     ready rollback rolled roll back see saw thread channel attached attachment file files screenshot
     crashes crashlooping crashloop oomkilled looping deploy deployed deploying release released run runs ran
     bump bumped bumping upgrade upgraded upgrading upgrades update updated updating downgrade
-    downgraded""".split()
+    downgraded itself themselves himself herself myself ourselves yourself yourselves they them their
+    theirs our ours your yours us me never always again""".split()
 )
 
 STOP_NAMES = (
@@ -198,9 +199,20 @@ _KIND_NAMESPACED = rx.compile(
 )
 # The object a sentence places in a namespace: "checkout in namespace shop", "ledger-ui in ns ledger".
 _NAME_IN_NAMESPACE = rx.compile(rf"\b({_NAME})\s+in\s+(?:the\s+)?(?:namespace|ns)\b", rx.IGNORECASE)
+# A setting, not an object: an environment variable's shape (LOG_LEVEL, MAX_POOL_SIZE: capitals joined by
+# underscores, as written) or the key of an assignment (``log_level=debug``, ``--max-connections=50``).
+_SETTING_KEYS = (
+    rx.compile(r"\b([A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+)\b"),
+    rx.compile(r"(?:^|[\s,;(])-{0,2}([A-Za-z_][A-Za-z0-9_.-]*)="),
+)
 _HYPHENATED = rx.compile(r"\b[a-z0-9]+(?:[-_][a-z0-9]+)+\b")
 _AFTER_PREPOSITION = rx.compile(
-    r"\b(?:with|about|is|of|for|check|on)\s+(?:the\s+)?([a-z][a-z0-9]{2,})(?:[^-_.a-z0-9]|$)"
+    r"\b(?:with|about|of|for|check|on)\s+(?:the\s+)?([a-z][a-z0-9]{2,})(?:[^-_.a-z0-9]|$)"
+)
+# "is X" names X only in a question ("which node is mailer on?", "where is ledger running"); in a statement
+# the word after "is" is a state ("the repro is impossible", "the app is fine").
+_IS_IN_QUESTION = rx.compile(
+    r"\b(?:which|what|where|how|why|when|who)\b[^.?!\n]*?\bis\s+(?:the\s+)?([a-z][a-z0-9]{2,})(?:[^-_.a-z0-9]|$)"
 )
 
 
@@ -294,6 +306,12 @@ class Subject:
         return {"kind": self.kind, "name": self.name, "namespace": self.namespace, "names": self.names}
 
 
+def setting_keys(text: str) -> set[str]:
+    """The lowered names ``text`` uses as settings (``_SETTING_KEYS``): never an object's name."""
+    keys = {m.group(1).lower() for pattern in _SETTING_KEYS for m in pattern.finditer(text)}
+    return keys | {part for key in keys for part in key.split(".")}  # and each part of a dotted key
+
+
 def parse_free_text(text: str) -> Subject:
     """The subject the words of ``text`` name (JSON documents are read before this, by
     ``subject.text_subject``)."""
@@ -317,6 +335,7 @@ def parse_free_text(text: str) -> Subject:
             break
     candidates: list[tuple[int, str, str]] = []  # (priority, name, kind)
     senses = other_senses(lowered)
+    settings = setting_keys(text)
     for match in _QUOTED.finditer(text):
         candidates.append((0, match.group(1), ""))
     for match in _KIND_THEN_NAME.finditer(lowered):
@@ -331,13 +350,15 @@ def parse_free_text(text: str) -> Subject:
         candidates.append((1, match.group(1), ""))
     for match in _HYPHENATED.finditer(lowered):
         candidates.append((2, match.group(0), ""))
-    for match in _AFTER_PREPOSITION.finditer(lowered):
-        candidates.append((3, match.group(1), ""))
+    for pattern in (_AFTER_PREPOSITION, _IS_IN_QUESTION):
+        candidates += [(3, match.group(1), "") for match in pattern.finditer(lowered)]
     seen: set[str] = set()
     kinds: dict[str, str] = {}
     for _, name, kind in sorted(candidates, key=lambda c: c[0]):
         key = name.lower()
         if key in STOP_NAMES or key == subject.namespace or len(key) < 2 or _VERSION.fullmatch(key):
+            continue
+        if key in settings:
             continue
         if kind and key not in kinds:
             kinds[key] = kind
