@@ -169,6 +169,11 @@ def test_the_open_form_shows_clear_errors(login, enqueued) -> None:
         reverse("web:incidents"), {"title": "x", "environment": "replay", "case": "../../etc"}
     )
     assert b"inside the replay root" in response.content
+    # A name past the file system's 255 bytes (ENAMETOOLONG from is_dir; it was a 500), at the top and below.
+    for case, said in (("0" * 300, b"inside the replay root"), ("a/" + "b" * 290, b"No recorded case")):
+        form = {"title": "x", "environment": "replay", "case": case}
+        response = client.post(reverse("web:incidents"), form)
+        assert response.status_code == 400 and said in response.content
     assert not Incident.objects.exists() and enqueued == []
 
 

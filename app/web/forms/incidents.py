@@ -28,11 +28,10 @@ def replay_case_error(case: str) -> str | None:
     root = replay_root().resolve()
     try:
         path = (root / case).resolve()
+        found = path.is_relative_to(root) and path.is_dir()  # is_dir raises on a name too long (ENAMETOOLONG)
     except (OSError, ValueError):
         return "The case must be a path inside the replay root."
-    if not path.is_relative_to(root) or not path.is_dir():
-        return f"No recorded case {case!r}."
-    return None
+    return None if found else f"No recorded case {case!r}."
 
 
 class IncidentOpenForm(forms.Form):
