@@ -152,7 +152,9 @@ def watch_stream(
         routed = mine[:n]
         calls = int(routed.sum())
         tests = {
-            "correctness": student_sprt(labels, q0 or 0.0, share or 0.0, fall, measured_on),
+            "correctness": student_sprt(
+                labels, q0 or 0.0, share or 0.0, fall, measured_on, wide=watch.pass_margin
+            ),
             "fallback rate": fallback_sprt(
                 int(sim["fallback"][:n][routed].sum()), calls, chosen.fallback_rate
             ),

@@ -27,10 +27,11 @@ class Sprt:
     n_eff: float
     rate: float | None
     decision: str  # "drift" | "holds" | "suspected" | "undecided"
+    alpha: float = ALPHA  # the level the upper bound is at (split between alternatives: ``sprt_either``)
 
     @property
     def upper(self) -> float:
-        return math.log((1 - BETA) / ALPHA)
+        return math.log((1 - BETA) / self.alpha)
 
 
 def sprt(outcomes: list[bool], weights: list[float], p0: float, p1: float) -> Sprt:
@@ -47,6 +48,28 @@ def sprt(outcomes: list[bool], weights: list[float], p0: float, p1: float) -> Sp
     return Sprt(llr, n_eff, rate, _decide(llr))
 
 
+def sprt_either(outcomes: list[bool], weights: list[float], p0: float, p1s: list[float]) -> Sprt:
+    """Wald's test of p0 against several alternatives at once, ``ALPHA`` split evenly between them
+    (Bonferroni): drift when any one's log-LR crosses its bound at ``ALPHA / k``, holds when every one
+    accepts H0. A thin alternative (a version's small slack) decides a small fall; a wide one keeps a
+    large fall flagged within a few labels (one thin H1 alone takes about four times as many). The
+    result is the test nearest its bound."""
+    alternatives = sorted(set(p1s))
+    if len(alternatives) < 2:
+        return sprt(outcomes, weights, p0, alternatives[0])
+    alpha = ALPHA / len(alternatives)
+    tests = [sprt(outcomes, weights, p0, p1) for p1 in alternatives]
+    bound = math.log((1 - BETA) / alpha)
+    nearest = max(tests, key=lambda t: t.llr - bound)
+    if nearest.llr >= bound:
+        decision = "drift"
+    elif all(t.decision == "holds" for t in tests):
+        decision = "holds"
+    else:
+        decision = "suspected" if nearest.llr > 0 else "undecided"
+    return Sprt(nearest.llr, nearest.n_eff, nearest.rate, decision, alpha)
+
+
 def alternative(margin: float, slack: float | None, floor: float) -> float:
     """The fall of the whole served pass rate a correctness test's H1 names: ``margin`` (the most worth
     detecting), or the version's ``slack`` when that is smaller (its lower confidence bound of the pass
@@ -59,7 +82,13 @@ def alternative(margin: float, slack: float | None, floor: float) -> float:
 
 
 def student_sprt(
-    outcomes: list[bool], predicted: float, served_share: float, margin: float, calls: int | None = None
+    outcomes: list[bool],
+    predicted: float,
+    served_share: float,
+    margin: float,
+    calls: int | None = None,
+    *,
+    wide: float | None = None,
 ) -> Sprt:
     """Correctness of the answers the student served itself (routed to it, not fallen back), the stratum
     a router can get wrong, against its predicted rate: Wald's SPRT, unweighted (a background sample is
@@ -71,13 +100,15 @@ def student_sprt(
     The prediction is itself an estimate: measured on ``calls`` answers, H0 is its Clopper-Pearson lower
     bound at z=1 (a rate of 0.997 on 300 answers is no promise that one failure in three is drift). H1 is
     the rate at which the whole served pass rate falls ``margin`` (``alternative``: at most the version's
-    slack): H0 - ``margin / served_share``."""
+    slack): H0 - ``margin / served_share``; with a ``wide`` fall larger than ``margin`` too, both at once
+    (``sprt_either``), so a thin slack does not slow the flag of a large fall."""
     share = min(max(served_share, 1e-3), 1.0)
     p0 = predicted
     if calls:
         k = np.asarray([round(predicted * calls)])
         p0 = min(predicted, float(binomial_lower(k, np.asarray([calls]), one_sided_alpha(1.0))[0]))
-    return sprt(outcomes, [1.0] * len(outcomes), p0, p0 - margin / share)
+    falls = [margin] if wide is None or wide <= margin else [margin, wide]
+    return sprt_either(outcomes, [1.0] * len(outcomes), p0, [p0 - fall / share for fall in falls])
 
 
 def cost_sprt(costs: list[float], predicted: float, margin: float = COST_MARGIN) -> Sprt:

@@ -70,7 +70,7 @@ from routing.router.learning.sequential import (
     fallback_sprt,
     psi_test,
     share_moved,
-    sprt,
+    sprt_either,
     student_sprt,
 )
 from routing.router.versions.config import labelling
@@ -256,13 +256,18 @@ def judge_live(live: Live, predicted: Predicted, earlier: str = "", held: bool =
     labels = live.student_labels if q0 is not None and share else live.labels
     fall = alternative(router.drift_pass_margin, predicted.slack, router.drift_pass_floor)
     slack = f" (slack {predicted.slack:+.3f})" if predicted.slack is not None else ""
-    h1 = f", H1 a fall of {fall:.3f}{slack}"
+    wider = f" or {router.drift_pass_margin:g} (alpha split)" if fall < router.drift_pass_margin else ""
+    h1 = f", H1 a fall of {fall:.3f}{slack}{wider}"
     if q0 is not None and share:
-        test = student_sprt(live.student_labels, q0, share, fall, predicted.student_calls)
+        margin = router.drift_pass_margin
+        test = student_sprt(live.student_labels, q0, share, fall, predicted.student_calls, wide=margin)
         tests.append(("correctness", test, f"{q0:.3f} (the student's own answers, {share:.0%} of calls{h1})"))
     elif predicted.pass_rate is not None:
         p0 = predicted.pass_rate
-        tests.append(("correctness", sprt(live.labels, live.weights, p0, p0 - fall), f"{p0:.3f} ({h1[2:]})"))
+        falls = [p0 - fall, p0 - router.drift_pass_margin]
+        tests.append(
+            ("correctness", sprt_either(live.labels, live.weights, p0, falls), f"{p0:.3f} ({h1[2:]})")
+        )
     if predicted.cost_usd is not None and predicted.cost_usd > 0:
         tests.append(
             ("cost per call", cost_sprt(live.costs, predicted.cost_usd), f"${predicted.cost_usd:.6f}")

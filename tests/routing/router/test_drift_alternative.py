@@ -11,8 +11,12 @@ answers are right 0.91 of the time. Labels are drawn with seeded RNGs and judged
 by the drift check's own code (``judge_live`` on ``predicted_by`` of the stored version; one stream
 through ledger rows and ``router_version_drift_check``). Measured on 40 seeds: at the slack's 0.02 every
 stream is flagged within 375 labels; at H1 0.05, 6 are not within 400 (one after 1025, one not in 3000).
-Slack 0.01 and a fall of 0.02: within 775 at 0.01; at 0.05, 19 of 40 are not flagged in 3000 labels.
-No fall: no false alarm in 40 streams of 1000 labels at either slack.
+Slack 0.01 and a fall of 0.02: within 875 at 0.01 (775 with the whole alpha on it); at 0.05, 19 of 40 are
+not flagged in 3000 labels. No fall: no false alarm in 40 streams of 1000 labels at either slack.
+
+The thin H1 is tested beside the wide one (0.05), alpha split between them (``sequential.sprt_either``): a
+large fall (0.10 past a slack of 0.01) is flagged at the first check (25 labels) on the median seed, where
+the thin H1 alone needed two (50), and never later than the third.
 """
 
 from __future__ import annotations
@@ -92,7 +96,7 @@ def test_slack_is_the_thinnest_admitted_bound():
 
 
 @pytest.mark.django_db
-@pytest.mark.parametrize(("slack", "fall", "bound"), [(0.02, 0.03, BOUND), (0.01, 0.02, 800)])
+@pytest.mark.parametrize(("slack", "fall", "bound"), [(0.02, 0.03, BOUND), (0.01, 0.02, 900)])
 def test_a_fall_past_a_thin_slack_is_flagged_within_a_bound_over_seeds(slack: float, fall: float, bound: int):
     """40 seeded streams, the served pass rate ``fall`` under the calibrated one, past the version's
     ``slack``: each flagged within ``bound`` labelled answers. The same streams against H1 0.05 (no slack
@@ -141,3 +145,15 @@ def test_through_the_ledger_and_the_drift_check(settings, fall: float, flagged: 
     assert "H1 a fall of 0.020 (slack +0.020)" in version.drift_reason
     if flagged:
         assert version.drift_reason.startswith("correctness")
+
+
+@pytest.mark.django_db
+def test_a_large_fall_past_a_thin_slack_is_flagged_at_once_beside_the_thin_test():
+    """The wide alternative keeps a large fall quick where the slack is thin: 40 seeds, a fall of 0.10 past
+    a slack of 0.01 (the floor), flagged at the first check on the median seed and by the third on every
+    one (the thin H1 alone: 50 labels on the median seed)."""
+    thin = predicted_by(_version(0.01, name="thin-large"))
+    flagged = [_flagged_at(thin, 0.10, seed, 3000) for seed in range(40)]
+    assert all(at is not None for at in flagged), flagged
+    found = sorted(at for at in flagged if at is not None)
+    assert found[len(found) // 2] == EVERY and found[-1] <= 3 * EVERY, found
