@@ -175,6 +175,17 @@ case), was the same in the shared working tree with other engineers' uncommitted
 
 Not yet worked on: the blind score is the only one so far."""
 
+ROUND_NINE = """\
+8 fault families no earlier case or analyzer covered (checked against the rounds' tables and the analyzers'
+list): a Deployment left paused (a new image never rolls out), a ServiceAccount with
+`automountServiceAccountToken: false` under an in-cluster client, an amd64-only image on new arm64 nodes
+(`exec format error`), a StatefulSet scaled up with `OrderedReady` behind a pod that never becomes Ready, a
+ConfigMap over the API server's 1 MiB limit, DNS search-list expansion (`ndots:5`) through a slow search
+domain, an Ingress whose class names no IngressClass, a non-root user without `fsGroup` on a root-owned
+volume. Alert shapes: labels only, `generatorURL`, prose (PagerDuty, Jira), a Slack thread.
+
+The blind commit is bf2ff8a (the cases and the README only): 0/8."""
+
 ROUNDS = (
     Round("one", 1, 21, "f8d2e4f", ROUND_ONE),
     Round("three", 22, 28, "7b4b16a", ROUND_THREE),
@@ -183,6 +194,7 @@ ROUNDS = (
     Round("six", 53, 68, "71760eb", ROUND_SIX),
     Round("seven", 69, 84, "f7ceb72", ROUND_SEVEN),
     Round("eight", 85, 92, "7ab3a14", ROUND_EIGHT),
+    Round("nine", 93, 100, "bf2ff8a", ROUND_NINE),
 )
 
 

@@ -26,4 +26,4 @@ def test_case_number_reads_the_folder_prefix() -> None:
     assert case_number("test_investigate/n07_rollout_progress_deadline_exceeded") == 7
     assert case_number("n52_x") == 52
     assert case_number("readme") == -1
-    assert round_of("test_investigate/n99_unknown") is None
+    assert round_of("test_investigate/n999_unknown") is None
