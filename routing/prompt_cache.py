@@ -13,6 +13,7 @@ is still a 400 naming it (the protocol's parsing).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from routing import cache_markers, pricing
@@ -21,17 +22,22 @@ from routing.models import Backend
 DROPPED, FORWARDED = "dropped", "forwarded"
 
 
-def cache_writes(backend: Backend, body: dict[str, Any]) -> tuple[dict[str, Any], str]:
+def cache_writes(
+    backend: Backend,
+    body: dict[str, Any],
+    prices_of: Callable[[Backend], pricing.Prices] = pricing.prices_for,
+) -> tuple[dict[str, Any], str]:
     """``body`` as ``backend`` is sent it, and what became of its prompt-cache markers (a content
     part's, a tool call's or a tool's ``cache_control``: routing/cache_markers.py): ``""`` when it
     has none, ``"forwarded"`` when the backend prices the writes they ask for, else ``"dropped"``: the
     markers are taken off (the provider writes no cache and bills no write, so nothing goes unbilled
     and the call runs as one without them). A backend with no price at all keeps them (the call is
-    refused with a 503 before any upstream call)."""
+    refused with a 503 before any upstream call). ``prices_of`` reads the backend's prices: a call's
+    plan passes its own, so that a leg's prices are read once (routing/call/plans.py)."""
     if not cache_markers.marked(body):
         return body, ""
     try:
-        prices = pricing.prices_for(backend)
+        prices = prices_of(backend)
     except pricing.PricingError:
         return body, ""
     one_hour = any(isinstance(c, dict) and c.get("ttl") == "1h" for _, c in cache_markers.markers(body))

@@ -31,7 +31,15 @@ from typing import Any
 from core import conf as core_conf
 from routing import conf, prompt_cache
 from routing.models import ApiKey, Backend, TaskProfile
-from routing.pricing import Prices, Terms, prices_for, prompt_token_bound, terms_bound, terms_of
+from routing.pricing import (
+    Prices,
+    PricingError,
+    Terms,
+    prices_for,
+    prompt_token_bound,
+    terms_bound,
+    terms_of,
+)
 from routing.protocol import ChatRequest
 from routing.verifiers import Verifier
 from routing.verifiers.policy import resolve
@@ -108,9 +116,9 @@ class LegPricing:
     prompt_tokens: int  # routing/pricing.py ``prompt_token_bound``
 
     @classmethod
-    def of(cls, backend: Backend, body: dict[str, Any]) -> LegPricing:
-        """Raises ``routing.pricing.PricingError`` for a backend without prices."""
-        return cls(prices_for(backend), terms_of(body), prompt_token_bound(body))
+    def of(cls, prices: Prices, body: dict[str, Any]) -> LegPricing:
+        """``body``'s pricing at ``prices`` (its backend's)."""
+        return cls(prices, terms_of(body), prompt_token_bound(body))
 
     def bound(self, *, max_tokens: int, answers: int = 1) -> Decimal:
         """The worst case of one attempt (routing/pricing.py ``terms_bound``)."""
@@ -161,6 +169,25 @@ class CallPlan:
         """Per backend (at most one entry for each backend object this call is sent to)."""
         return {}
 
+    @cached_property
+    def _read_prices(self) -> dict[int, tuple[Backend, Prices | PricingError]]:
+        """Per backend object (held, as in ``_planned``): its prices, or why it has none."""
+        return {}
+
+    def _prices(self, backend: Backend) -> Prices:
+        """``backend``'s prices, read once per call (the cache-write rule and the leg's pricing share
+        them). Raises ``routing.pricing.PricingError`` for a backend without prices."""
+        found = self._read_prices.get(id(backend))
+        if found is None:
+            try:
+                read: Prices | PricingError = prices_for(backend)
+            except PricingError as error:
+                read = error
+            found = self._read_prices[id(backend)] = (backend, read)
+        if isinstance(found[1], PricingError):
+            raise found[1]
+        return found[1]
+
     def _for(self, backend: Backend) -> _Planned:
         found = self._planned.get(id(backend))
         if found is None:
@@ -172,7 +199,7 @@ class CallPlan:
         body = {**self._upstream_body, **overrides}
         if backend.role == Backend.Role.STUDENT and self.skillbook_text:
             body["messages"] = with_skillbook(body["messages"], self.skillbook_text)
-        return prompt_cache.cache_writes(backend, body)  # an unpriced cache marker is dropped
+        return prompt_cache.cache_writes(backend, body, self._prices)  # an unpriced marker is dropped
 
     def body_for(self, backend: Backend, **overrides: Any) -> dict[str, Any]:
         """The upstream body for ``backend`` (``overrides`` on top, e.g. a replay's temperature); a
@@ -191,9 +218,9 @@ class CallPlan:
         ``routing.pricing.PricingError`` for a backend without prices."""
         planned = self._for(backend)
         if body is not None and not _same_body(body, planned.body):
-            return LegPricing.of(backend, body)
+            return LegPricing.of(self._prices(backend), body)
         if planned.pricing is None:
-            planned.pricing = LegPricing.of(backend, planned.body)
+            planned.pricing = LegPricing.of(self._prices(backend), planned.body)
         return planned.pricing
 
     def samples(self, backend: Backend) -> int:

@@ -5,15 +5,19 @@ for the budget hold, the leg's attempts and its answer's price, and is exactly w
 from __future__ import annotations
 
 import copy
+from collections import Counter
 from decimal import Decimal
 
 import pytest
 
-from routing import prompt_cache
+from bench.support.openai_stub import Reply
+from routing import pricing, prompt_cache
+from routing.call import plans
 from routing.call.plans import LegPricing, plan_call
-from routing.models import Backend
+from routing.models import Backend, Invocation
 from routing.pricing import attempt_bound, prices_for, prompt_token_bound, terms_of
-from tests.factories import TaskProfileFactory
+from tests.factories import TaskProfileFactory, make_key
+from tests.support.gateway import client
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -86,3 +90,48 @@ def test_the_cache_write_and_the_terms_follow_what_each_backend_prices(plan):
     assert plan.pricing(student).terms.cache_write is None  # dropped: no write is held or billed
     assert plan.body_for(student)["messages"][0]["content"].startswith("Say the city.")
     assert plan.pricing(teacher).prices.cache_write_1h == Decimal("0.00002")
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "stream"])
+def test_a_call_with_cache_markers_reads_its_legs_prices_once_and_is_priced_as_before(
+    gateway_url, backends, stub, monkeypatch, stream
+):
+    """Through the running gateway: the cache-write rule (routing/prompt_cache.py), the budget hold,
+    the attempts' worst case and the answer's price share one reading of the leg's prices (it was two
+    with a cache marker), and the row's cost is what the usage at those prices and the sent terms give."""
+    teacher = backends["teacher"]
+    Backend.objects.filter(pk=teacher.pk).update(
+        price_options={"cache_write_1h_input_cost_per_token": "0.00002"}
+    )
+    reads: Counter[int] = Counter()
+    real = pricing.prices_for
+
+    def counted(backend: Backend) -> pricing.Prices:
+        reads[backend.pk] += 1
+        return real(backend)
+
+    # every name the gateway reads prices by: the module's and the plan's own import
+    monkeypatch.setattr(pricing, "prices_for", counted)
+    monkeypatch.setattr(plans, "prices_for", counted)
+    stub.responder = lambda body: Reply(content="it is sunny in Oslo")
+    raw = client(gateway_url, make_key().raw).chat.completions.with_raw_response.create(
+        model="auto",
+        messages=REQUEST["messages"],  # type: ignore[arg-type]
+        max_tokens=20,
+        stream=stream,  # type: ignore[arg-type]
+        **({"stream_options": {"include_usage": True}} if stream else {}),
+    )
+    answer = raw.parse()
+    list(answer) if stream else None  # type: ignore[call-overload]
+    assert raw.headers["x-skillgate-cache-write"] == prompt_cache.FORWARDED
+    assert reads == {teacher.pk: 1}
+
+    [sent] = stub.requests
+    assert sent["messages"][1]["content"][0]["cache_control"] == MARKER
+    row = Invocation.objects.get()
+    assert row.status_code == 200 and row.prompt_tokens > 0 and row.completion_tokens > 0
+    usage = pricing.Usage.from_openai(
+        {"prompt_tokens": row.prompt_tokens, "completion_tokens": row.completion_tokens}
+    )
+    expected = pricing.usage_cost(real(Backend.objects.get(pk=teacher.pk)), usage, terms_of(sent))
+    assert expected > 0 and row.cost_usd == expected.quantize(row.cost_usd)
