@@ -29,6 +29,8 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
+from core import number_words
+
 # Any number in evidence; a number the request states (not an exponent, not part of a name like "A4").
 _NUMBER = re.compile(r"(-?\d+(?:,\d{3})*(?:\.\d+)?)(?:\s*(thousand|million|billion|[kKmM]\b))?")
 _SCALE = {"thousand": 1e3, "k": 1e3, "million": 1e6, "m": 1e6, "billion": 1e9}
@@ -39,28 +41,9 @@ _QUOTED = re.compile(r"[\"“]([^\"”\n]{2,80})[\"”]|(?<!\w)'([^'\n]{2,80})'(
 # A run of capitalised words (those that start a sentence are dropped in ``mentions``).
 _NAME = re.compile(r"\b([A-Z][\w'’-]*(?:[ \t]+(?:of[ \t]+|de[ \t]+)?[A-Z][\w'’-]*)*)")
 _SENTENCE_END = ".!?:;\n"
-NUMBER_WORDS = {
-    "zero": 0,
-    "one": 1,
-    "two": 2,
-    "three": 3,
-    "four": 4,
-    "five": 5,
-    "six": 6,
-    "seven": 7,
-    "eight": 8,
-    "nine": 9,
-    "ten": 10,
-    "eleven": 11,
-    "twelve": 12,
-    "fifteen": 15,
-    "twenty": 20,
-    "thirty": 30,
-    "fifty": 50,
-    "hundred": 100,
-    "thousand": 1000,
-    "million": 1_000_000,
-    "billion": 1_000_000_000,
+# What a number said in words grounds: the cardinals, and the words that mean a count or a rate.
+NUMBER_WORDS: dict[str, float] = {
+    **number_words.CARDINALS,
     "dozen": 12,
     "half": 0.5,
     "quarter": 0.25,

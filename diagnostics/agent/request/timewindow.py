@@ -16,6 +16,7 @@ from typing import Any
 
 import dateparser
 
+from core import number_words
 from diagnostics.agent import rx
 
 _SETTINGS: dict[str, Any] = {
@@ -41,7 +42,7 @@ _DAY = rx.compile(
     r"(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?\s+\d{1,2}(?:st|nd|rd|th)?))\b",
     rx.IGNORECASE,
 )
-_COUNTS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "few": 3}
+_COUNTS = {**number_words.CARDINALS, "a": 1, "an": 1, "few": 3}  # _LAST_N's words
 # Words that mean a time, never an object's name (the subject parser drops them).
 TIME_WORDS = frozenset(
     """today yesterday tonight morning night week weeks month months day days hour hours minute minutes
@@ -130,21 +131,7 @@ def parse_window(text: str, anchor: datetime) -> TimeWindow | None:
 
 # A bound ahead of the question ("expiring in the next 30 days", "within 2 weeks", "in 48h", "this month",
 # "before 2027-01-15", "by Friday"): when something is due, not when it was seen.
-_AHEAD_COUNTS = {
-    **_COUNTS,
-    "four": 4,
-    "five": 5,
-    "six": 6,
-    "seven": 7,
-    "eight": 8,
-    "nine": 9,
-    "ten": 10,
-    "eleven": 11,
-    "twelve": 12,
-    "couple of": 2,
-    "couple": 2,
-    "several": 3,
-}
+_AHEAD_COUNTS = {**_COUNTS, "couple of": 2, "couple": 2, "several": 3}
 _AHEAD_UNIT = {
     "h": "hour",
     "hr": "hour",
@@ -161,7 +148,7 @@ _AHEAD_UNIT = {
 }
 _AHEAD = rx.compile(
     r"\b(?:(?:in|within|during|over|for|inside)\s+(?:the\s+|a\s+)?(?:next|coming|following|upcoming)?|"
-    r"next|coming)\s*(\d{1,4}|a|an|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|"
+    rf"next|coming)\s*(\d{{1,4}}|a|an|{'|'.join(number_words.SMALL)}|"
     r"couple(?:\s+of)?|few|several)?\s*"
     r"(hours?|hrs?|h|days?|d|weeks?|wks?|w|fortnights?|months?|mos?|years?|yrs?|y)\b",
     rx.IGNORECASE,
