@@ -10,7 +10,7 @@ import logging
 from typing import Any
 
 from diagnostics.mcp.resync import resync
-from diagnostics.mcp.selectors import environment_views
+from diagnostics.mcp.selectors import call_standing, environment_views
 from diagnostics.models import Incident, McpCall
 from diagnostics.toolsets.mcp import CallRecord, McpEnvironment
 from diagnostics.toolsets.registry import Environment, build_environment
@@ -56,7 +56,7 @@ def with_mcp(base: Environment, environment: str) -> Environment:
     read, write = environment_views(environment)
     if not any(view.tools for view in [*read, *write]):
         return base
-    return McpEnvironment(base, read=read, write=write, on_call=_ledger)
+    return McpEnvironment(base, read=read, write=write, on_call=_ledger, standing=call_standing)
 
 
 def incident_environment(incident: Incident) -> Environment:

@@ -204,10 +204,37 @@ def server_views(server: McpServer, tools: list[McpTool]) -> tuple[McpServerView
                 )
             )
     upstream = upstream_of(server)
+    identity = server_identity(server)
     return (
-        McpServerView(upstream, tuple(by_class[classify.READ])),
-        McpServerView(upstream, tuple(by_class[classify.WRITE])),
+        McpServerView(upstream, tuple(by_class[classify.READ]), identity),
+        McpServerView(upstream, tuple(by_class[classify.WRITE]), identity),
     )
+
+
+def call_standing(view: McpServerView, tool: McpToolView, klass: str) -> str:
+    """Why ``tool``, held by a toolset of class ``klass`` built from ``view``, may not be called now ('' when
+    it may): a diagnosis's toolsets are built when it starts, an operator's decision since applies at its
+    next call (diagnostics/toolsets/mcp.py). One indexed query, on the caller's (worker's) thread."""
+    row = (
+        McpTool.objects.select_related("server")
+        .filter(server__name=view.upstream.name, name=tool.name)
+        .first()
+    )
+    if row is None:
+        return "it is no longer registered"
+    if view.identity and server_identity(row.server) != view.identity:
+        return "its server was re-pointed since this diagnosis started"
+    if not row.server.enabled:
+        return "its server is disabled now"
+    now = effective_class(row)
+    if now != klass:
+        state = "off" if now == classify.OFF else f"a {now} tool"
+        return f"it is {state} now ({tool_reason(row)})"
+    if row.fingerprint != tool.fingerprint:
+        return "it was re-classified since this diagnosis started"
+    if dict(row.preset_args or {}) != tool.preset:
+        return "its preset arguments changed since this diagnosis started"
+    return ""
 
 
 def environment_views(environment: str) -> tuple[list[McpServerView], list[McpServerView]]:

@@ -10,6 +10,12 @@ Every call connects, lists the server's tools and checks that the tool is still 
 fingerprint: name, description, schema, annotations) before calling it, in the same session. A tool that
 changed is not called: the call answers that it changed, and ``on_call`` reports it (``changed``) so the
 incidents app re-classifies the server.
+
+A diagnosis holds its toolsets for minutes; what an operator decides meanwhile applies at the next call,
+not at the next diagnosis: before each call, ``standing`` (the incidents app's reading of its tables)
+says whether the tool is still of the class this toolset holds, with the fingerprint, preset and server
+identity it was built with. A tool demoted, held, disabled, taken off the allow-list, or a server
+re-pointed or disabled since is refused (``refused``), and nothing is sent upstream.
 """
 
 from __future__ import annotations
@@ -61,10 +67,12 @@ class McpToolView:
 
 @dataclass(frozen=True)
 class McpServerView:
-    """One server as the incidents app classified it: only the tools of one class are listed."""
+    """One server as the incidents app classified it: only the tools of one class are listed.
+    ``identity``: the server's registered identity then (selectors.server_identity), for ``standing``."""
 
     upstream: Upstream
     tools: tuple[McpToolView, ...]
+    identity: str = ""
 
 
 @dataclass(frozen=True)
@@ -81,6 +89,8 @@ class CallRecord:
 
 
 OnCall = Callable[[CallRecord, str], None]  # (record, surface)
+# (server view, tool, class the toolset holds: "read" or "write") -> why it may not be called now, or ""
+Standing = Callable[[McpServerView, McpToolView, str], str]
 
 
 def _spec(server: str, tool: McpToolView) -> ToolSpec:
@@ -96,11 +106,16 @@ class _McpCaller:
     """What the read and the write toolset share: find the tool, call it checked, report."""
 
     surface = ""
+    klass = ""
 
-    def __init__(self, view: McpServerView, on_call: OnCall | None = None) -> None:
+    def __init__(
+        self, view: McpServerView, on_call: OnCall | None = None, standing: Standing | None = None
+    ) -> None:
+        self._view = view
         self._upstream = view.upstream
         self._tools = {qualified(view.upstream.name, t.name): t for t in view.tools}
         self._on_call = on_call
+        self._standing = standing
 
     def _specs(self) -> list[ToolSpec]:
         return [_spec(self._upstream.name, tool) for tool in self._tools.values()]
@@ -114,6 +129,10 @@ class _McpCaller:
         if refused:
             return None, refused
         record = CallRecord(self._upstream.name, tool.name, arguments, "ok")
+        if self._standing is not None and (withdrawn := self._standing(self._view, tool, self.klass)):
+            problem = f"MCP tool {tool.name!r} of {self._upstream.name!r} was not called: {withdrawn}."
+            self._report(record, status="refused", error=problem)
+            return None, problem
         try:
             output = anyio.run(checked_call_async, self._upstream, tool.name, arguments, tool.fingerprint)
         except UpstreamError as exc:
@@ -144,6 +163,7 @@ class McpReadToolset(_McpCaller, ReadToolset):
 
     name = "mcp"
     surface = "probe"
+    klass = "read"
 
     def tools(self) -> list[ToolSpec]:
         return self._specs()
@@ -163,6 +183,7 @@ class McpWriteToolset(_McpCaller, WriteToolset):
 
     name = "mcp"
     surface = "executor"
+    klass = "write"
 
     def actions(self) -> list[ToolSpec]:
         return self._specs()
@@ -189,17 +210,23 @@ class McpEnvironment(Environment):
         read: list[McpServerView],
         write: list[McpServerView],
         on_call: OnCall | None = None,
+        standing: Standing | None = None,
     ) -> None:
         super().__init__(base.options)
         self._base = base
         self._read = read
         self._write = write
         self._on_call = on_call
+        self._standing = standing
 
     def read_toolsets(self) -> list[ReadToolset]:
-        mine: list[ReadToolset] = [McpReadToolset(v, self._on_call) for v in self._read if v.tools]
+        mine: list[ReadToolset] = [
+            McpReadToolset(v, self._on_call, self._standing) for v in self._read if v.tools
+        ]
         return [*self._base.read_toolsets(), *mine]
 
     def write_toolsets(self) -> list[WriteToolset]:
-        mine: list[WriteToolset] = [McpWriteToolset(v, self._on_call) for v in self._write if v.tools]
+        mine: list[WriteToolset] = [
+            McpWriteToolset(v, self._on_call, self._standing) for v in self._write if v.tools
+        ]
         return [*self._base.write_toolsets(), *mine]
