@@ -95,12 +95,14 @@ def schema_errors(schema: Any, instance: Any) -> str | None:
         compiled = validator(schema)
     except SchemaRefused as refused:
         return f"the schema is unusable: {refused}"
-    errors = compiled.iter_errors(instance)
-    first = next(errors, None)
-    if first is None:
+    # The first error only: iter_errors copies the instance into every error (3.6 s for 3,270).
+    if compiled.is_valid(instance):
         return None
-    more = sum(1 for _ in errors)
-    return f"at {_json_path(first.instance_path)}: {first.message}" + (f" (+{more} more)" if more else "")
+    try:
+        compiled.validate(instance)
+    except jsonschema_rs.ValidationError as first:  # its message may quote the whole instance: cut
+        return f"at {_json_path(first.instance_path)}: {first.message[:500]}"
+    return "invalid against the schema"  # is_valid and validate disagree: never seen; not a pass
 
 
 def validator(schema: Any) -> jsonschema_rs.Validator:
@@ -212,14 +214,8 @@ def _check_shape(schema: Any) -> int:
 _SAME_LISTS = ("allOf", "anyOf", "oneOf")
 _SAME_ONE = ("not", "if", "then", "else")
 _SAME_MAPS = ("dependentSchemas", "dependencies")
-_DOWN_ONE = (
-    "additionalProperties",
-    "unevaluatedProperties",
-    "propertyNames",
-    "additionalItems",
-    "unevaluatedItems",
-    "contains",
-)
+_DOWN_ONE = ("additionalProperties", "unevaluatedProperties", "propertyNames")
+_DOWN_ONE += ("additionalItems", "unevaluatedItems", "contains")
 
 
 class _Graph:
