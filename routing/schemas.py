@@ -214,8 +214,8 @@ def _check_shape(schema: Any) -> int:
 _SAME_LISTS = ("allOf", "anyOf", "oneOf")
 _SAME_ONE = ("not", "if", "then", "else")
 _SAME_MAPS = ("dependentSchemas", "dependencies")
-_DOWN_ONE = ("additionalProperties", "unevaluatedProperties", "propertyNames")
-_DOWN_ONE += ("additionalItems", "unevaluatedItems", "contains")
+_DOWN_ONE = tuple("additionalProperties unevaluatedProperties propertyNames additionalItems".split())
+_DOWN_ONE += ("unevaluatedItems", "contains")
 
 
 class _Graph:
