@@ -86,7 +86,9 @@ class ToolArgsVerifier(Verifier):
             size += len(str(message.get("content") or "")) + sum(
                 len(str(m.get("content") or "")) for m in request.get("messages") or [] if isinstance(m, dict)
             )
-        return size <= INLINE_TEXT_CHARS and all(inline_schema(schema or {}) for schema in declared.values())
+        return size <= INLINE_TEXT_CHARS and all(
+            inline_schema(schema or {}, size) for schema in declared.values()
+        )
 
     def verify(self, *, request: dict[str, Any], message: dict[str, Any]) -> Verdict:
         tool_choice = request.get("tool_choice")
