@@ -111,7 +111,7 @@ def test_a_hostile_value_is_a_field_message_on_a_phone(phone: Page, gateway_url:
     phone.fill("input[name=rpm_limit]", "99999999999999999999")
     phone.click("text=Create key")
     message = phone.locator('[data-field-errors="rpm_limit"]')
-    expect(message).to_contain_text("less than or equal to 2147483647")
+    expect(message).to_contain_text("Too large; the largest allowed is 2147483647.")
     assert sideways(phone) <= 0
 
     phone.goto(gateway_url + "/calls/")

@@ -9,6 +9,7 @@ narrowest: PostgreSQL's), and a value out of range is a message next to the fiel
 
 from __future__ import annotations
 
+import math
 from decimal import Decimal
 from typing import Any
 
@@ -30,12 +31,64 @@ class TypedNumber(forms.TextInput):
         super().__init__({"inputmode": "numeric" if whole else "decimal", **(attrs or {})})
 
 
+# A number past a field's range, NaN or an infinity, in plain words (Django's own said "Enter a number."
+# for 1e999, and two messages for a huge amount: its largest value and its count of digits).
+PLAIN = {
+    "max_value": "Too large; the largest allowed is %(limit_value)s.",
+    "nan": "NaN is not a number; enter a number.",
+}
+
+
+def _not_finite(value: Any, field: forms.Field) -> forms.ValidationError:
+    """The message for NaN or an infinity: not a number, or past the field's largest/smallest value."""
+    if value != value:  # NaN (float or Decimal)
+        return forms.ValidationError(PLAIN["nan"], code="invalid")
+    limit = field.max_value if value > 0 else field.min_value  # type: ignore[attr-defined]
+    if value > 0:
+        text = f"Too large; the largest allowed is {limit}." if limit is not None else "Too large."
+    else:
+        text = f"Too small; the smallest allowed is {limit}." if limit is not None else "Too small."
+    return forms.ValidationError(text, code="invalid")
+
+
+class PlainInteger(forms.IntegerField):
+    default_error_messages = {"max_value": PLAIN["max_value"]}
+
+
+class PlainFloat(forms.FloatField):
+    default_error_messages = {"max_value": PLAIN["max_value"]}
+
+    def validate(self, value: Any) -> None:
+        if value not in self.empty_values and not math.isfinite(value):
+            raise _not_finite(value, self)
+        super().validate(value)
+
+
+class PlainDecimal(forms.DecimalField):
+    """A DecimalField whose NaN, infinities and too-large values get one plain message each."""
+
+    default_error_messages = {"max_value": PLAIN["max_value"]}
+
+    def validate(self, value: Any) -> None:
+        if value not in self.empty_values and not value.is_finite():
+            raise _not_finite(value, self)
+        super().validate(value)
+
+    def run_validators(self, value: Any) -> None:
+        if value not in self.empty_values and self.max_value is not None and value > self.max_value:
+            # Past the largest value: that alone is said (not also "no more than 16 digits in total").
+            raise forms.ValidationError(
+                self.error_messages["max_value"], code="max_value", params={"limit_value": self.max_value}
+            )
+        super().run_validators(value)
+
+
 def whole_number(**kwargs: Any) -> forms.IntegerField:
-    return forms.IntegerField(widget=TypedNumber(whole=True), **kwargs)
+    return PlainInteger(widget=TypedNumber(whole=True), **kwargs)
 
 
 def number(**kwargs: Any) -> forms.FloatField:
-    return forms.FloatField(widget=TypedNumber(), **kwargs)
+    return PlainFloat(widget=TypedNumber(), **kwargs)
 
 
 def _field(model: type[models.Model], name: str) -> Any:
@@ -64,7 +117,7 @@ def bounded_money(
 ) -> Any:
     """A USD amount that fits the column: its digits and places, and at most its largest value."""
     field = _field(model, name)
-    return forms.DecimalField(
+    return PlainDecimal(
         min_value=min_value,
         max_value=money_max(model, name),
         max_digits=field.max_digits,

@@ -12,6 +12,7 @@ from diagnostics.toolsets.registry import environment_names
 from diagnostics.toolsets.replay import replay_root
 
 CASE_MAX = 300
+SHOWN_MAX = 60  # of a case name, quoted back
 # The model's own label for "llm" is Django's default, "Llm".
 MODES = [("", "LLM when configured"), (Trajectory.Mode.LLM.value, "LLM"), *Trajectory.Mode.choices[1:]]
 
@@ -29,9 +30,13 @@ def replay_case_error(case: str) -> str | None:
     try:
         path = (root / case).resolve()
         found = path.is_relative_to(root) and path.is_dir()  # is_dir raises on a name too long (ENAMETOOLONG)
-    except (OSError, ValueError):
-        return "The case must be a path inside the replay root."
-    return None if found else f"No recorded case {case!r}."
+    except (OSError, ValueError):  # a name past the file system's 255 bytes, a NUL
+        return f"No recorded case {_shown(case)}: a name in it is longer than a file name can be."
+    return None if found else f"No recorded case {_shown(case)}."
+
+
+def _shown(case: str) -> str:
+    return repr(case if len(case) <= SHOWN_MAX else case[:SHOWN_MAX] + "…")
 
 
 class IncidentOpenForm(forms.Form):

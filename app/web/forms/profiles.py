@@ -12,13 +12,22 @@ from typing import Any
 from django import forms
 
 from app.web.forms.bounds import TEXT_MAX, bounded_int, number, whole_number
-from routing.json_body import DEFAULT_MAX_DEPTH, JsonBodyError, loads_bounded, nul_character
+from routing.json_body import (
+    DEFAULT_MAX_DEPTH,
+    FLOAT_MAX,
+    INT_MAX,
+    INT_MIN,
+    JsonBodyError,
+    loads_bounded,
+    nul_character,
+)
 from routing.models import Backend, TaskProfile
 from routing.router.policy_params import params_problem
 from routing.verifiers.base import VerifierConfigError, build_verifier, verifier_kinds
 from routing.verifiers.sandbox import MAX_MEMORY_MB, MAX_TIMEOUT_S
 
 ANSWER_MAX = 100_000
+_FLOAT_LIMIT = f"{FLOAT_MAX:.0e}".replace("e+", "e")  # 1e16
 POLICY_HELP = (
     "always_teacher: the teacher answers. student_with_fallback: the student, then the teacher when the "
     "verifier fails it. threshold / learned: a router score decides."
@@ -32,14 +41,58 @@ def json_object(text: str, *, what: str) -> dict[str, Any]:
     try:
         value = loads_bounded(text, max_depth=DEFAULT_MAX_DEPTH, max_bytes=TEXT_MAX)
     except JsonBodyError as exc:
+        plain = unstorable_number_message(text) if exc.param is not None else None
         raise forms.ValidationError(
-            f"Not usable JSON: {str(exc).replace('Request body', 'The ' + what)}"
+            plain or f"Not usable JSON: {str(exc).replace('Request body', 'The ' + what)}"
         ) from None
     if not isinstance(value, dict):
         raise forms.ValidationError(f"The {what} must be a JSON object, e.g. {{}}.")
     if nul_character(value):
         raise forms.ValidationError(f"The {what} holds a NUL character (\\u0000), which cannot be stored.")
     return value
+
+
+def unstorable_number_message(text: str) -> str | None:
+    """The first number in ``text`` no field can store (NaN, an infinity, past 1e16 or a 64-bit
+    integer), in plain words: "threshold is too large; the largest allowed is ...". None when the text
+    does not parse with Python's json (which reads NaN, Infinity and 1e999) or holds no such number."""
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+    found = _first_unstorable(value)
+    if found is None:
+        return None
+    path, number = found
+    where = path or "The value"
+    if number != number:
+        return f"{where} is NaN, which is not a number (NaN and Infinity are not JSON)."
+    whole = isinstance(number, int)
+    if number > 0:
+        largest = str(INT_MAX) if whole else f"below {_FLOAT_LIMIT}"
+        return f"{where} is too large; the largest allowed is {largest}."
+    smallest = str(INT_MIN) if whole else f"above -{_FLOAT_LIMIT}"
+    return f"{where} is too small; the smallest allowed is {smallest}."
+
+
+def _first_unstorable(value: Any) -> tuple[str, float | int] | None:
+    """The path and value of the first number (depth first, in order) no field can store; no recursion."""
+    stack: list[tuple[str, Any]] = [("", value)]
+    while stack:
+        path, item = stack.pop()
+        if isinstance(item, dict):
+            stack.extend(reversed([(f"{path}.{k}" if path else str(k), v) for k, v in item.items()]))
+        elif isinstance(item, list):
+            stack.extend(reversed([(f"{path}[{i}]", v) for i, v in enumerate(item)]))
+        elif _unstorable(item):
+            return path, item
+    return None
+
+
+def _unstorable(item: Any) -> bool:
+    if isinstance(item, float):
+        return not -FLOAT_MAX < item < FLOAT_MAX
+    return isinstance(item, int) and not isinstance(item, bool) and not INT_MIN <= item <= INT_MAX
 
 
 def verifier_config(text: str) -> dict[str, Any]:

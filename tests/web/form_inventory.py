@@ -1,0 +1,84 @@
+"""Every ``<form>`` the dashboard's templates hold, and the browser test that walks each.
+
+A form is known by its template, its action (the URL name, ``{{ action }}`` or the page itself) and
+what it sends: the form class it renders through ``form_fields.html`` and the names of its own inputs.
+``tests/web/test_every_form_in_browser.py`` asserts the two sets are equal, so a new form, or a new
+field in one, fails until a browser test walks it and is named here.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+TEMPLATES = Path(__file__).resolve().parents[2] / "templates"
+FORM = re.compile(r"<form\b(?P<tag>[^>]*)>(?P<body>.*?)</form>", re.DOTALL)
+ACTION = re.compile(r"""\{%\s*url\s+['"](?P<name>[\w:-]+)['"]""")
+RENDERED = re.compile(r"""form_fields\.html"(?:\s+with\s+form=(?P<form>[\w.]+))?""")
+NAMED = re.compile(r"""\bname="(?P<name>[\w-]+)\"""")
+
+FormKey = tuple[str, str, str]
+
+
+def template_forms() -> list[FormKey]:
+    """(template, action, what it sends) for each form in the templates, in file order."""
+    found = []
+    for path in sorted(TEMPLATES.rglob("*.html")):
+        text = path.read_text()
+        for match in FORM.finditer(text):
+            tag, body = match.group("tag"), match.group("body")
+            action = ACTION.search(tag)
+            where = action.group("name") if action else ("{{ action }}" if "{{ action }}" in tag else "self")
+            sent = [f"form={m.group('form') or 'form'}" for m in RENDERED.finditer(body)]
+            sent += sorted({m.group("name") for m in NAMED.finditer(body)} - {"csrfmiddlewaretoken"})
+            found.append((str(path.relative_to(TEMPLATES)), where, " ".join(sent)))
+    return found
+
+
+HERE = "tests/web/test_every_form_in_browser.py::"
+HOSTILE = "tests/web/test_hostile_values_in_browser.py::"
+# Each form with typed fields, and where a browser submits it with hostile values in them.
+WALKED: dict[FormKey, str] = {
+    ("web/partials/profile_form.html", "{{ action }}", "form=form"): HERE
+    + "test_every_field_of_a_task_profile_refuses_hostile_values_then_saves",
+    ("web/partials/try_it.html", "web:profile-try", "form=trial"): HERE
+    + "test_the_verifier_try_box_refuses_hostile_answers_and_requests_then_judges",
+    ("web/partials/incident_form.html", "web:incidents", "form=form"): HERE
+    + "test_opening_an_incident_refuses_hostile_fields_then_opens",
+    ("web/partials/incident_live.html", "web:incident-rediagnose", "form=rediagnose_form"): HERE
+    + "test_diagnose_again_refuses_a_mode_no_select_offers_then_starts",
+    ("web/partials/keys_body.html", "web:keys", "form=form"): HERE
+    + "test_a_keys_name_scopes_and_period_refuse_hostile_values_in_create_and_edit",
+    ("web/partials/keys_body.html", "web:key-edit", "form=k.edit_form"): HERE
+    + "test_a_keys_name_scopes_and_period_refuse_hostile_values_in_create_and_edit",
+    ("web/partials/calls_body.html", "web:calls", "form=form"): HERE
+    + "test_hostile_call_filters_are_each_named_and_the_good_ones_filter",
+    ("web/mcp_server_form.html", "{{ action }}", "form=form action"): HERE
+    + "test_registering_and_editing_an_mcp_server_refuse_hostile_fields_then_save",
+    # Forms of buttons (and hidden fields the page fills in): the action, performed in a browser.
+    ("registration/login.html", "login", "next"): "tests/support/browser.py::log_in (every browser test)",
+    ("web/confirm.html", "{{ action }}", "confirm"): "tests/web/test_confirmations_in_browser.py::"
+    "test_approve_and_start_a_cycle_with_javascript_off",
+    ("web/learning.html", "web:cycle-start", ""): "tests/web/test_confirmations_in_browser.py::"
+    "test_approve_and_start_a_cycle_with_javascript_off",
+    ("web/partials/incident_live.html", "web:action-approve", "note plan_hash"): "tests/web/test_browser.py::"
+    "test_log_in_see_numbers_open_an_incident_watch_it_approve_the_fix_and_start_a_cycle",
+}
+# Forms of buttons no browser test submits yet (the test client does: tests/web/test_daily_actions.py,
+# test_confirmations.py, test_action_fuzz.py). Listed, so a new form still fails the inventory test.
+NOT_YET_IN_A_BROWSER: dict[FormKey, str] = {
+    ("admin/diagnostics/mcptool/accept_held.html", "self", "action confirmed"): "the admin's held-tool step",
+    ("base.html", "logout", ""): "log out",
+    ("web/learning.html", "web:adapter-rollback", ""): "roll the student back",
+    ("web/mcp.html", "self", "action server"): "enable or disable a server",
+    ("web/mcp.html", "web:mcp-server-connect", ""): "connect and classify",
+    ("web/mcp.html", "self", "seen server"): "accept every new tool",
+    ("web/mcp.html", "self", "fingerprint server tool"): "accept one tool",
+    ("web/mcp.html", "web:mcp", "audit server tool"): "the audit's filter (its links are walked)",
+    ("web/mcp_server_form.html", "web:mcp-server-delete", "confirm"): "delete, confirmed",
+    ("web/mcp_server_form.html", "web:mcp-server-delete", ""): "delete (its step is walked)",
+    ("web/partials/incident_live.html", "web:action-deny", ""): "deny",
+    ("web/partials/keys_body.html", "web:key-revoke", ""): "revoke",
+    ("web/partials/learning_live.html", "web:cycle-cancel", ""): "cancel a cycle",
+    ("web/partials/router_body.html", "web:router-rollback", ""): "roll the router back",
+}
