@@ -71,9 +71,9 @@ test: setup-ml lint
 ## The slow tests: every lab fault, vLLM servers, killed workers, browser runs on the lab. They mostly wait
 ## on what they start, so two pytest-xdist workers whatever the cores (SLOW_WORKERS=0 runs them in one
 ## process), each taking a test module whole, the vLLM and training ones together on one of them
-## (tests/support/xdist_groups.py).
+## (tests/support/xdist_groups.py). The 20 slowest are listed, to keep CI under its 45 minutes.
 SLOW_WORKERS ?= 2
-SLOW := $(VENV)/bin/pytest -m slow -n $(SLOW_WORKERS) --dist loadgroup
+SLOW := $(VENV)/bin/pytest -m slow -n $(SLOW_WORKERS) --dist loadgroup --durations=20
 test-slow: setup-ml
 	$(SLOW)
 
