@@ -35,7 +35,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import functools
+import itertools
 import logging
+import resource
 import socket
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -51,6 +55,9 @@ MAX_HEADER_BYTES = 64 * 1024
 # What a client paused on must take of its answer in each SKILLGATE_SEND_TIMEOUT_S (uvloop's low-water
 # mark: what resumes writing), or its connection is aborted.
 MIN_SEND_BYTES = 16 * 1024
+# Descriptors kept for everything but client connections (the database, upstreams, verifier workers, the
+# journal): past the soft RLIMIT_NOFILE less these, the longest-waiting idle connections are closed.
+FILES_RESERVED = 256
 
 log = logging.getLogger(__name__)
 
@@ -155,6 +162,19 @@ class DeadlineHttpToolsProtocol(HttpToolsProtocol):
         super().connection_made(transport)
         self._out = HeadWithBody(transport, self.loop)
         self._await_headers()
+        _idle[self] = None
+        self._make_room()
+
+    def _make_room(self) -> None:
+        """Near the file limit, closes the connections that have waited longest with no request in
+        progress (a 408, as their head deadline would): 1,100 connections that sent nothing took
+        every descriptor, and ``accept`` failed for everyone else until they timed out (h37's probe)."""
+        excess = len(self.connections) - len(_closed) - connection_limit()
+        for oldest in list(itertools.islice(_idle, max(0, excess))):
+            if oldest is not self:
+                _idle.pop(oldest, None)
+                _closed.add(oldest)  # until its connection_lost: counted as gone
+                oldest._refuse(408, "Request Timeout", "not sent before the server needed the place")
 
     def data_received(self, data: bytes) -> None:
         # Two counts: the bytes on the wire, for a head still arriving (the parser buffers a header until
@@ -196,6 +216,7 @@ class DeadlineHttpToolsProtocol(HttpToolsProtocol):
 
     def on_headers_complete(self) -> None:
         self._headers_pending = False
+        _idle.pop(self, None)
         if self._header_timer is not None:
             self._header_timer.cancel()
             self._header_timer = None
@@ -213,7 +234,15 @@ class DeadlineHttpToolsProtocol(HttpToolsProtocol):
         """Writes a response head still held (this turn of the loop) before the protocol writes."""
         self._out.flush()
 
+    def on_response_complete(self) -> None:
+        pipelined = bool(self.pipeline)
+        super().on_response_complete()
+        if not pipelined and not self.transport.is_closing():
+            _idle[self] = None  # keep-alive: idle until its next head arrives whole
+
     def connection_lost(self, exc: Exception | None) -> None:
+        _idle.pop(self, None)
+        _closed.discard(self)
         if self._header_timer is not None:
             self._header_timer.cancel()
             self._header_timer = None
@@ -282,6 +311,29 @@ class DeadlineHttpToolsProtocol(HttpToolsProtocol):
         self.transport.close()
 
 
+# The process's connections with no request in progress, longest waiting first (dicts keep order).
+_idle: dict[DeadlineHttpToolsProtocol, None] = {}
+_closed: set[DeadlineHttpToolsProtocol] = set()  # closed for room, not yet lost
+
+
+@functools.cache
+def connection_limit() -> int:
+    """How many client connections one process keeps open: its soft file limit less FILES_RESERVED."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    return 1 << 30 if soft == resource.RLIM_INFINITY else max(64, soft - FILES_RESERVED)
+
+
+def raise_file_limit() -> None:
+    """Raises the soft RLIMIT_NOFILE to the hard limit (at most 2^20): the default soft 1,024 is few
+    connections for a gateway, and the hard limit is what the operator allowed."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = 1 << 20 if hard == resource.RLIM_INFINITY else min(hard, 1 << 20)
+    if soft != resource.RLIM_INFINITY and soft < target:
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+    connection_limit.cache_clear()
+
+
 def listening_socket(host: str, port: int, backlog: int) -> socket.socket:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
@@ -326,6 +378,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--timeout-graceful-shutdown", type=int, default=25)
     parser.add_argument("--log-level", default="info")
     args = parser.parse_args(argv)
+    raise_file_limit()
     server = uvicorn.Server(
         config(
             app=args.app,
