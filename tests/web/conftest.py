@@ -10,10 +10,10 @@ from django.test import Client
 
 from app.web import roles
 from tests.factories.users import UserFactory
-from tests.support.dashboard import dashboard_user
+from tests.support.dashboard import PASSWORD, dashboard_user
 
 if TYPE_CHECKING:
-    from playwright.sync_api import Browser
+    from playwright.sync_api import Browser, Page
 
 
 @pytest.fixture
@@ -90,3 +90,53 @@ def browser(django_db_setup: None) -> Iterator[Browser]:
                 launched.close()
     finally:
         os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
+
+
+# --- the browser walks of the forms (tests/support/form_walk.py) ---------------------------------------
+
+
+@pytest.fixture
+def patient_expect() -> Iterator[None]:
+    """A message is looked for up to 20 s (5 s by default): a 400 swapped on a loaded machine can be slow."""
+    from playwright.sync_api import expect  # as the browser fixture: only browser tests load Playwright
+
+    expect.set_options(timeout=20_000)
+    yield
+    expect.set_options(timeout=None)
+
+
+@pytest.fixture
+def failures() -> list[str]:
+    """Every answer of 500 or more the test's pages got."""
+    return []
+
+
+@pytest.fixture
+def admin_walker(transactional_db: None) -> User:
+    """The one user who logs in (a password hash costs about a second: the others are made without)."""
+    return dashboard_user("adam", roles.ADMIN)
+
+
+@pytest.fixture
+def page_at(
+    browser: Browser, gateway_url: str, admin_walker: User, failures: list[str]
+) -> Iterator[Callable[[dict[str, int]], Page]]:
+    """A logged-in admin's page at a viewport; every 5xx answer it gets is kept in ``failures`` and
+    every confirm() dialog (hx-confirm) is accepted."""
+    from tests.support.browser import log_in  # Playwright, for browser tests only
+
+    contexts = []
+
+    def open_at(viewport: dict[str, int]) -> Page:
+        phone = viewport["width"] < 500
+        context = browser.new_context(viewport=viewport, is_mobile=phone, has_touch=phone)
+        contexts.append(context)
+        page = context.new_page()
+        page.on("response", lambda r: failures.append(f"{r.status} {r.url}") if r.status >= 500 else None)
+        page.on("dialog", lambda dialog: dialog.accept())
+        log_in(page, gateway_url, "adam", PASSWORD)
+        return page
+
+    yield open_at
+    for context in contexts:
+        context.close()

@@ -36,7 +36,10 @@ def template_forms() -> list[FormKey]:
 
 
 HERE = "tests/web/test_every_form_in_browser.py::"
-HOSTILE = "tests/web/test_hostile_values_in_browser.py::"
+OTHERS = "tests/web/test_key_call_and_mcp_forms_in_browser.py::"
+BUTTONS = "tests/web/test_button_forms_in_browser.py::"
+MCP_PAGE = "test_the_mcp_pages_buttons_refuse_hostile_hidden_values_then_act"
+ACTED = "test_approve_refuses_a_changed_plan_then_deny_revoke_delete_and_log_out_act"
 # Each form with typed fields, and where a browser submits it with hostile values in them.
 WALKED: dict[FormKey, str] = {
     ("web/partials/profile_form.html", "{{ action }}", "form=form"): HERE
@@ -47,13 +50,13 @@ WALKED: dict[FormKey, str] = {
     + "test_opening_an_incident_refuses_hostile_fields_then_opens",
     ("web/partials/incident_live.html", "web:incident-rediagnose", "form=rediagnose_form"): HERE
     + "test_diagnose_again_refuses_a_mode_no_select_offers_then_starts",
-    ("web/partials/keys_body.html", "web:keys", "form=form"): HERE
+    ("web/partials/keys_body.html", "web:keys", "form=form"): OTHERS
     + "test_a_keys_name_scopes_and_period_refuse_hostile_values_in_create_and_edit",
-    ("web/partials/keys_body.html", "web:key-edit", "form=k.edit_form"): HERE
+    ("web/partials/keys_body.html", "web:key-edit", "form=k.edit_form"): OTHERS
     + "test_a_keys_name_scopes_and_period_refuse_hostile_values_in_create_and_edit",
-    ("web/partials/calls_body.html", "web:calls", "form=form"): HERE
+    ("web/partials/calls_body.html", "web:calls", "form=form"): OTHERS
     + "test_hostile_call_filters_are_each_named_and_the_good_ones_filter",
-    ("web/mcp_server_form.html", "{{ action }}", "form=form action"): HERE
+    ("web/mcp_server_form.html", "{{ action }}", "form=form action"): OTHERS
     + "test_registering_and_editing_an_mcp_server_refuse_hostile_fields_then_save",
     # Forms of buttons (and hidden fields the page fills in): the action, performed in a browser.
     ("registration/login.html", "login", "next"): "tests/support/browser.py::log_in (every browser test)",
@@ -61,24 +64,23 @@ WALKED: dict[FormKey, str] = {
     "test_approve_and_start_a_cycle_with_javascript_off",
     ("web/learning.html", "web:cycle-start", ""): "tests/web/test_confirmations_in_browser.py::"
     "test_approve_and_start_a_cycle_with_javascript_off",
-    ("web/partials/incident_live.html", "web:action-approve", "note plan_hash"): "tests/web/test_browser.py::"
-    "test_log_in_see_numbers_open_an_incident_watch_it_approve_the_fix_and_start_a_cycle",
+    ("web/partials/incident_live.html", "web:action-approve", "note plan_hash"): BUTTONS + ACTED,
+    ("web/partials/incident_live.html", "web:action-deny", ""): BUTTONS + ACTED,
+    ("web/partials/keys_body.html", "web:key-revoke", ""): BUTTONS + ACTED,
+    ("web/mcp_server_form.html", "web:mcp-server-delete", "confirm"): BUTTONS + ACTED,
+    ("web/mcp_server_form.html", "web:mcp-server-delete", ""): BUTTONS + ACTED,
+    ("base.html", "logout", ""): BUTTONS + ACTED,
+    ("web/mcp.html", "self", "action server"): BUTTONS + MCP_PAGE,
+    ("web/mcp.html", "self", "seen server"): BUTTONS + MCP_PAGE,
+    ("web/mcp.html", "self", "fingerprint server tool"): BUTTONS + MCP_PAGE,
+    ("web/mcp.html", "web:mcp", "audit server tool"): BUTTONS + MCP_PAGE,
 }
 # Forms of buttons no browser test submits yet (the test client does: tests/web/test_daily_actions.py,
-# test_confirmations.py, test_action_fuzz.py). Listed, so a new form still fails the inventory test.
+# test_confirmations.py, test_router_page.py, tests/mcp/). Listed, so a new form still fails the inventory.
 NOT_YET_IN_A_BROWSER: dict[FormKey, str] = {
     ("admin/diagnostics/mcptool/accept_held.html", "self", "action confirmed"): "the admin's held-tool step",
-    ("base.html", "logout", ""): "log out",
     ("web/learning.html", "web:adapter-rollback", ""): "roll the student back",
-    ("web/mcp.html", "self", "action server"): "enable or disable a server",
-    ("web/mcp.html", "web:mcp-server-connect", ""): "connect and classify",
-    ("web/mcp.html", "self", "seen server"): "accept every new tool",
-    ("web/mcp.html", "self", "fingerprint server tool"): "accept one tool",
-    ("web/mcp.html", "web:mcp", "audit server tool"): "the audit's filter (its links are walked)",
-    ("web/mcp_server_form.html", "web:mcp-server-delete", "confirm"): "delete, confirmed",
-    ("web/mcp_server_form.html", "web:mcp-server-delete", ""): "delete (its step is walked)",
-    ("web/partials/incident_live.html", "web:action-deny", ""): "deny",
-    ("web/partials/keys_body.html", "web:key-revoke", ""): "revoke",
+    ("web/mcp.html", "web:mcp-server-connect", ""): "connect and classify (a real server to connect to)",
     ("web/partials/learning_live.html", "web:cycle-cancel", ""): "cancel a cycle",
     ("web/partials/router_body.html", "web:router-rollback", ""): "roll the router back",
 }

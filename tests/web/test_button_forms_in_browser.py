@@ -1,0 +1,148 @@
+"""Issue 41: the dashboard's forms of buttons and hidden fields, performed in headless chromium at 375 px
+and desktop width. The hidden fields a page fills in (the MCP page's server, tool, fingerprint, the tools
+it showed, the action; an approval's plan) are given hostile values first (a server that does not exist,
+``../../etc/passwd``, 10,000 characters, NUL, an action no button sends): each is refused with the page's
+message, never a 5xx, and nothing changes (read back from the database). Then the action is performed:
+accept a tool, disable a server, filter the audit, refuse a changed plan and deny the action, revoke a
+key, delete an MCP server through its confirmation step, log out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import User
+from playwright.sync_api import Page, expect
+
+from diagnostics import services
+from diagnostics.models import ActionRequest, McpServer, McpTool
+from routing.models import ApiKey
+from tests.factories import ApiKeyFactory
+from tests.factories.mcp import McpServerFactory, McpToolFactory
+from tests.factories.users import UserFactory
+from tests.support.browser import needs_chromium, screenshot
+from tests.support.form_walk import CLIMB, HUGE, LONG, WIDTHS, fits, put, submit
+
+pytestmark = [
+    needs_chromium,
+    pytest.mark.browser,
+    pytest.mark.slow,
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.usefixtures("patient_expect"),
+]
+
+
+def _tools() -> Any:
+    return sorted(McpTool.objects.values_list("name", "reviewed_at", "override"))
+
+
+def _refused(page: Page, form: str, values: dict[str, str], says: str, state: Callable[[], Any]) -> None:
+    before = state()
+    put(page, form, values)
+    assert submit(page, form) == 400, values
+    expect(page.locator("p.error[role=alert]")).to_contain_text(says)
+    assert fits(page), f"{values} scrolls sideways"
+    assert state() == before, f"{values} changed what is stored"
+
+
+@WIDTHS
+def test_the_mcp_pages_buttons_refuse_hostile_hidden_values_then_act(
+    page_at: Callable[[dict[str, int]], Page], gateway_url: str, failures: list[str], viewport: dict[str, int]
+) -> None:
+    server = McpServerFactory.create(name="walked-mcp")
+    McpToolFactory.create_batch(2, server=server, reviewed_at=None)  # new: waiting for review
+    page = page_at(viewport)
+    page.goto(gateway_url + "/mcp-servers/")
+    section = f"#server-{server.name}"
+    toggle = f"{section} form:has(input[name=action])"
+    every = f"{section} form:has(input[name=seen])"
+    one = f"{section} form:has(input[name=fingerprint])"
+
+    def state() -> Any:
+        return _tools(), list(McpServer.objects.values_list("name", "enabled"))
+
+    _refused(page, toggle, {"action": CLIMB}, "Unknown action: accept, disable or enable.", state)
+    _refused(page, toggle, {"server": HUGE}, "No such MCP server.", state)
+    _refused(page, toggle, {"server": "a\x00b"}, "No such MCP server.", state)
+    _refused(page, one, {"fingerprint": ""}, "Reload the page", state)
+    _refused(page, one, {"tool": CLIMB}, "", state)
+    _refused(page, one, {"fingerprint": LONG}, "", state)
+    before = state()
+    page.locator(f"{every} input[name=seen]").evaluate_all(  # every tool it showed, named otherwise
+        "(inputs, v) => inputs.forEach(i => { i.value = v; })", "f" * 64 + ":" + CLIMB
+    )
+    assert submit(page, every) == 400
+    expect(page.locator("p.error[role=alert]")).to_contain_text("still wait")
+    assert state() == before
+    screenshot(page, f"button-forms-mcp-refused-{viewport['width']}")
+
+    page.goto(gateway_url + "/mcp-servers/")
+    page.locator(one).first.locator("button").click()
+    page.wait_for_load_state()
+    assert McpTool.objects.filter(reviewed_at__isnull=True).count() == 1
+    page.locator(toggle).locator("button").click()
+    expect(page.locator(f"{section} h2")).to_contain_text("disabled")
+    assert not McpServer.objects.get(name=server.name).enabled
+
+    audit = "form[data-audit-filter]"  # a filter: an unknown choice leaves no rows, and no error
+    put(page, audit, {"audit": CLIMB, "server": HUGE, "tool": LONG})
+    assert submit(page, audit) == 200
+    expect(page.locator("[data-audit-row]")).to_have_count(0)
+    page.select_option(f"{audit} [name=server]", server.name)
+    assert submit(page, audit) == 200
+    expect(page.locator("[data-audit-row]").first).to_be_visible()
+    assert fits(page) and failures == []
+
+
+@WIDTHS
+def test_approve_refuses_a_changed_plan_then_deny_revoke_delete_and_log_out_act(
+    page_at: Callable[[dict[str, int]], Page],
+    gateway_url: str,
+    admin_walker: User,
+    failures: list[str],
+    viewport: dict[str, int],
+    enqueued: list[tuple[str, int]],
+) -> None:
+    opener = UserFactory.create(username="opener")
+    incident = services.incident_open(title="api is down", environment="local", created_by=opener)
+    action = services.action_request_propose(
+        trajectory=incident.trajectories.get(), tool="restart_service", args={"service": "api"}
+    )
+    key = ApiKeyFactory.create(name="to-revoke", owner=admin_walker)
+    McpServerFactory.create(name="to-delete")
+    page = page_at(viewport)
+
+    page.goto(f"{gateway_url}/incidents/{incident.pk}/")
+    approve = "form[data-approve]"
+    put(page, approve, {"plan_hash": CLIMB, "note": "n\x00" + LONG})
+    assert submit(page, approve) in (400, 409)
+    expect(page.locator("#incident-live [role=alert]")).to_be_visible()
+    action.refresh_from_db()
+    assert action.status == ActionRequest.Status.PENDING
+    assert not [kind for kind, _ in enqueued if kind == "execution"]  # nothing ran
+    assert fits(page)
+    page.locator(f"[data-action='{action.pk}'] button:text('Deny')").click()
+    expect(page.locator(f"[data-action='{action.pk}']")).to_have_attribute("data-action-status", "denied")
+    action.refresh_from_db()
+    assert action.status == ActionRequest.Status.DENIED and action.decided_by == admin_walker
+
+    page.goto(gateway_url + "/keys/")
+    page.locator(f"tr[data-key='{key.name}'] button:text('Revoke')").click()
+    expect(page.locator(f"tr[data-key='{key.name}']")).to_contain_text("revoked")
+    assert ApiKey.objects.get(pk=key.pk).revoked_at is not None
+
+    page.goto(gateway_url + "/mcp-servers/to-delete/")
+    page.click("[data-delete]")
+    page.click("[data-confirmed]")
+    page.wait_for_url(f"{gateway_url}/mcp-servers/")
+    assert not McpServer.objects.filter(name="to-delete").exists()
+    assert fits(page)
+
+    if page.locator("[data-nav-toggle]").is_visible():  # at 375 px the navigation folds
+        page.click("[data-nav-toggle]")
+    page.click("form.who button:text('Log out')")
+    page.goto(gateway_url + "/keys/")
+    assert "/accounts/login/" in page.url
+    assert failures == []
