@@ -59,7 +59,10 @@ def preview(listing: ServerListing) -> list[dict[str, Any]]:
     for info in listing.tools:
         refused = name_problem(info.name)
         klass, why, flags = classify.vetted_class(
-            name=info.name, description=info.description, annotations=info.annotations
+            name=info.name,
+            description=info.description,
+            annotations=info.annotations,
+            input_schema=info.input_schema,
         )
         rows.append(
             {

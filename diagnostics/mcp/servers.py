@@ -221,11 +221,17 @@ def _apply_listing(server: McpServer, server_info: dict[str, str], tools: list[T
     shapes = _shapes_elsewhere(server, [name for name, _, refusal in vetted if not refusal])
     for name, info, refusal in vetted:
         live, reason, flags = classify.vetted_class(
-            name=name, description=info.description, annotations=info.annotations
+            name=name,
+            description=info.description,
+            annotations=info.annotations,
+            input_schema=info.input_schema,
         )
         printed = tool_fingerprint(info)
         row = existing.pop(name, None)
-        if row is not None and row.fingerprint == printed and row.present and row.refused == refusal:
+        unchanged = row is not None and row.fingerprint == printed and row.present and row.refused == refusal
+        # The same listing is vetted again: a tool stored as read that this version's vetting calls write
+        # (a word it did not know) is a change toward write, applied at once.
+        if unchanged and row is not None and not (live == classify.WRITE and row.declared == classify.READ):
             continue
         previous = standing(row) if row is not None and row.present else None
         new = classify.reconcile(previous=previous, live=live, first_sync=first_sync)

@@ -131,7 +131,20 @@ def name_problem(name: Any) -> str:
 STRONG_VERBS = frozenset(
     """delete remove rm purge drop truncate destroy erase wipe kill terminate shutdown reboot restart
     scale patch apply exec execute deploy undeploy rollback overwrite flush evict drain cordon uncordon
-    taint uninstall revoke reset format shred unlink rmdir""".split()
+    taint uninstall revoke reset format shred unlink rmdir stop disable suspend abort cancel send invoke
+    trigger transfer revert rename approve""".split()
+)
+# Phrasal verbs: a form of the first word followed by the particle says the verb ("Rolls back the
+# release", "shuts down the host", "tears down the stack").
+_PHRASAL = {"roll": ("back", "rollback"), "shut": ("down", "shutdown"), "tear": ("down", "destroy"),
+            "wipe": ("out", "wipe"), "take": ("down", "shutdown"), "power": ("off", "shutdown"),
+            "kill": ("off", "kill"), "scale": ("down", "scale"), "bring": ("down", "shutdown")}  # fmt: skip
+# What a bare verb form ("restart", "drop") is followed by where it is a verb, not a noun ("the restart
+# count"): an article or an object a write acts on ("DROP TABLE users", "kill the process").
+_OBJECT_WORDS = frozenset(
+    """the a an all every any this that these those its their table tables database databases index schema
+    collection bucket namespace pod pods node nodes service services deployment process processes user
+    users file files branch release""".split()
 )
 NAME_VERBS = STRONG_VERBS | frozenset(
     """write create update set put post insert upsert modify edit move rename mv send publish push commit
@@ -166,6 +179,7 @@ def _forms(verb: str) -> set[str]:
 
 _NAME_FORMS = {form: verb for verb in NAME_VERBS for form in _forms(verb)}
 _STRONG_FORMS = {form: verb for verb in STRONG_VERBS for form in _forms(verb)}
+_PHRASAL_FORMS = {form: base for base in _PHRASAL for form in _forms(base) | {base + "ed", base + "ped"}}
 
 
 # Letters that look like ASCII ones (Cyrillic, Greek, and the like), folded for vetting only: a
@@ -240,9 +254,18 @@ def write_words(name: str, description: str) -> list[str]:
         words = tokens(sentence)
         for n, word in enumerate(words + _spelled_out(words)):
             verb = _STRONG_FORMS.get(word)
+            following = words[n + 1] if n + 1 < len(words) else ""
+            if (base := _PHRASAL_FORMS.get(word)) and following == _PHRASAL[base][0]:
+                verb = _PHRASAL[base][1]  # "rolls back": counts as its form does below
+                word = word if word != base else verb
             # "deletes", "purging": a verb anywhere; the bare form ("restart") is also a noun ("the
-            # restart count"), so it counts where a verb goes: first in a sentence, or after "to", "and"...
-            verb_like = verb is not None and (word != verb or n == 0 or previous in _BEFORE_VERB)
+            # restart count"), so it counts where a verb goes: first in a sentence, after "to", "and"...,
+            # or before its object ("DROP TABLE users", "kill the process")
+            verb_like = (
+                verb is not None
+                and previous not in _NEGATIONS  # "won't stop the operation", "does not delete"
+                and (word != verb or n == 0 or previous in _BEFORE_VERB or following in _OBJECT_WORDS)
+            )
             if verb_like and f"description says {verb!r}" not in found:
                 found.append(f"description says {verb!r}")
             previous = word
@@ -252,6 +275,44 @@ def write_words(name: str, description: str) -> list[str]:
             found.append(f"description says {verb!r}")
     found += [f"description says {stem!r}" for stem in foreign]
     return found[:6]
+
+
+def schema_write_words(schema: Any) -> list[str]:
+    """The write verbs a tool's input schema offers while its hints say read: a property named for one
+    (``delete_all``, ``purge``), a string ``enum``/``const`` value that is one (``"action": {"enum":
+    ["get", "delete"]}``: the caller picks the write), and a property's description read as a tool's is.
+    At most 200 schema nodes, 8 deep."""
+    found: list[str] = []
+    budget = [200]
+
+    def strong(text: str) -> str:
+        return next((_STRONG_FORMS[w] for w in tokens(text) if w in _STRONG_FORMS), "")
+
+    def walk(node: Any, depth: int) -> None:
+        if depth > 8 or budget[0] <= 0 or not isinstance(node, dict):
+            return
+        budget[0] -= 1
+        for value in [
+            *(node.get("enum") or [] if isinstance(node.get("enum"), list) else []),
+            node.get("const"),
+        ]:
+            if isinstance(value, str) and (verb := strong(value)):
+                found.append(f"input schema offers {verb!r} ({value[:40]!r})")
+        if isinstance(node.get("description"), str):
+            found.extend(f"input schema {w}" for w in write_words("", node["description"]))
+        properties = node.get("properties")
+        for key, sub in properties.items() if isinstance(properties, dict) else []:
+            if verb := strong(str(key)):
+                found.append(f"input schema has a property {str(key)[:40]!r} ({verb})")
+            walk(sub, depth + 1)
+        for key in ("items", "additionalProperties"):
+            walk(node.get(key), depth + 1)
+        for key in ("anyOf", "oneOf", "allOf"):
+            for sub in node.get(key) or [] if isinstance(node.get(key), list) else []:
+                walk(sub, depth + 1)
+
+    walk(schema, 0)
+    return list(dict.fromkeys(found))[:4]
 
 
 # Destructive verbs in other languages a description may be written in, as stems: a word of the
@@ -266,13 +327,31 @@ _FOREIGN_STEMS = (
     "удал", "уничтож", "стира", "очища", "видал", "знищ",  # Russian, Ukrainian
     "διαγραφ", "σβην", "καταστρεφ",  # Greek (accents folded)
     "radera", "slett", "poista", "torol", "menghapus", "hapus",  # sv, da/no, fi, hu, id/ms
+    # Stopping, killing, restarting, resetting, overwriting: a write as much as deleting is.
+    "entfern", "beend", "stoppt", "neustart", "uberschreib", "zurucksetz", "deinstall", "herunterfahr",  # de
+    "redemarr", "arrete", "reinitialis", "ecras", "desinstall", "annule",  # French
+    "reinici", "detien", "deten", "sobrescrib", "desinstal", "remuev", "desliga", "interromp",  # es, pt
+    "riavvi", "uccid", "rimuov", "sovrascriv", "arresta", "interromp",  # Italian
+    "herstart", "beeindig", "zatrzym", "zabij", "restartuj",  # Dutch, Polish
+    "durdur", "baslat", "kaldir", "kald\u0131r",  # Turkish (the dotless i NFKD keeps)
+    "перезапуск", "перезагруж", "останов", "останавл", "убива", "убить", "заверша", "сброс",  # Russian
+    "зупин", "вбива",  # Ukrainian
+    "τερματ", "σταματ", "επανεκκιν",  # Greek
 )  # fmt: skip
 # Whole words only: as stems they would start English words ("cancellation", "silent").
-_FOREIGN_WORDS = frozenset("cancella cancellare cancellano elimina siler silinir siliyor xoa sletter".split())
+_FOREIGN_WORDS = frozenset(
+    """cancella cancellare cancellano elimina siler silinir siliyor xoa sletter tue tuer mata matar ferma
+    fermare termina stopt cancela""".split()
+)
 # Scripts written without spaces between words, or whose words take prefixes: matched anywhere.
 _FOREIGN_CJK = (
     "删除", "刪除", "清除", "销毁", "銷毀", "清空", "削除", "消去", "破棄", "삭제", "제거",  # zh, ja, ko
     "حذف", "يمسح", "מחק", "מוחק", "हटा", "मिटा", "डिलीट", "ลบ",  # ar, he, hi, th
+    "终止", "終止", "停止", "重启", "重啟", "杀死", "殺死", "杀掉", "关闭", "關閉", "卸载", "卸載", "回滚",
+    "回滾", "执行", "執行", "重置", "覆盖", "覆蓋",  # zh: stop, restart, kill, shut, uninstall, roll back
+    "再起動", "終了", "実行", "上書き", "アンインストール", "ロールバック", "リセット", "キル",  # ja
+    "재시작", "중지", "종료", "실행", "초기화", "롤백", "덮어",  # ko
+    "إيقاف", "ايقاف", "إعادة تشغيل", "تنفيذ", "עצור", "הפעל מחדש", "रोक", "बंद",  # ar, he, hi
 )  # fmt: skip
 
 
@@ -292,6 +371,7 @@ def foreign_write_words(description: str) -> list[str]:
     return found + [verb for verb in _FOREIGN_CJK if verb in description]
 
 
+_NEGATIONS = frozenset("not never t cannot nor".split())  # "won't" is the words "won" and "t"
 _BEFORE_VERB = frozenset(
     "to and or then will can may also permanently immediately irreversibly forcibly please".split()
 )

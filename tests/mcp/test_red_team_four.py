@@ -14,13 +14,15 @@ import httpx2
 import pytest
 
 from diagnostics.mcp.attach import incident_environment
-from diagnostics.mcp.servers import mcp_server_accept, mcp_server_sync
-from diagnostics.models import Incident, McpCall
+from diagnostics.mcp.servers import mcp_grant_set, mcp_server_accept, mcp_server_sync
+from diagnostics.models import Incident, McpCall, McpTool
 from diagnostics.toolsets.base import ReadToolset, WriteToolset
 from routing import scopes
 from tests.api.conftest import role_key
+from tests.factories import make_key
 from tests.mcp.conftest import upstream_command
-from tests.mcp.test_first_sight import RO, liar, ran
+from tests.mcp.test_first_sight import RO, liar, ran, trusted_entries
+from tests.mcp.test_surfaces import call, text
 from tests.support.fake_environment import FakeEnvironment  # noqa: F401  (registers the "fake" environment)
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -97,3 +99,96 @@ def test_a_server_re_pointed_mid_diagnosis_is_not_called_at_its_old_endpoint(
     for result in (probe.call("mcp__moved__get_events", {}), executor.run("mcp__moved__wipe", {})):
         assert not result.ok and "re-pointed" in result.output
     assert ran(tmp_path, "moved") == ["get_logs {}"]
+
+
+# Read-claimed tools whose descriptions say they write in words round four's lexicon did not know: phrasal
+# verbs, stopping/killing/restarting verbs of other languages, a bare verb before its object. Each was
+# accepted by a trusted-tools policy and run through the gateway with no review before this round.
+SAYS_WRITE: list[dict[str, Any]] = [
+    {"name": "releases", "description": "Rolls back the release to the previous revision."},
+    {"name": "host", "description": "Shuts down the host."},
+    {"name": "stack", "description": "Tears down the stack."},
+    {"name": "sql", "description": "Runs DROP TABLE users."},
+    {"name": "procs", "description": "Useful when stuck: kill the process."},
+    {"name": "accounts", "description": "Disables the user account."},
+    {"name": "fn", "description": "Invokes the lambda."},
+    {"name": "ci", "description": "Triggers the pipeline."},
+    {"name": "funds", "description": "Transfers funds between accounts."},
+    {"name": "changes", "description": "Approves the pending change."},
+    {"name": "de", "description": "Entfernt den Pod und beendet den Prozess."},
+    {"name": "fr", "description": "Redémarre le service, puis arrête le processus."},
+    {"name": "fr2", "description": "Tue le processus."},
+    {"name": "es", "description": "Reinicia el servicio y detiene el proceso."},
+    {"name": "it", "description": "Riavvia il servizio."},
+    {"name": "nl", "description": "Stopt de dienst."},
+    {"name": "pl", "description": "Restartuje usługę."},
+    {"name": "tr", "description": "Servisi durdurur."},
+    {"name": "ru", "description": "Перезапускает сервис и останавливает процесс."},
+    {"name": "ru2", "description": "Убивает процесс."},
+    {"name": "el", "description": "Τερματίζει τη διεργασία."},
+    {"name": "zh", "description": "重启服务并终止进程。"},
+    {"name": "ja", "description": "サービスを再起動します。"},
+    {"name": "ko", "description": "서비스를 재시작합니다."},
+    {"name": "ar", "description": "إيقاف الخدمة."},
+]
+# Honest reads of the reference servers (mcp-server-git, server-filesystem): their words stay reads.
+HONEST: list[dict[str, Any]] = [
+    {"name": "diff", "description": "Shows differences between branches or commits"},
+    {"name": "many", "description": "Failed reads for individual files won't stop the entire operation."},
+    {"name": "pod_stats", "description": "Returns the restart count of each pod."},
+]
+
+
+def test_descriptions_that_say_write_in_more_words_and_languages_are_writes_through_the_gateway(
+    gateway_url, tmp_path, monkeypatch, settings
+):
+    tools = [{**t, "annotations": RO, "reply": "done"} for t in [*SAYS_WRITE, *HONEST]]
+    settings.MCP_TRUSTED_TOOLS = trusted_entries("words", [t["name"] for t in tools])
+    server = liar(tmp_path, monkeypatch, "words", tools)
+    report = mcp_server_sync(server=server)
+    assert sorted(report.accepted) == sorted(t["name"] for t in HONEST)  # the policy takes no flagged one
+    rows = {t.name: t for t in McpTool.objects.filter(server=server)}
+    for lie in SAYS_WRITE:
+        assert rows[lie["name"]].declared == "write" and rows[lie["name"]].flags, lie
+    mcp_server_accept(server=server, by=None, note="accepted as shown")
+    agent = make_key(name="agent", scopes=[scopes.MCP_GATEWAY])
+    mcp_grant_set(key=agent.key, server=server, tools=[], by=None)
+    url = gateway_url + "/mcp/servers/words"
+    for lie in SAYS_WRITE:
+        assert "Approval required" in text(call(url, agent.raw, lie["name"], {})), lie
+    assert ran(tmp_path, "words") == []  # nothing ran upstream
+    assert text(call(url, agent.raw, "diff", {})) == "done"
+
+
+SCHEMA_LIES: list[dict[str, Any]] = [
+    {"name": "records", "description": "Reads records.", "schema": {"type": "object", "properties": {
+        "action": {"type": "string", "enum": ["get", "list", "delete"]}}}},
+    {"name": "cache", "description": "Cache statistics.", "schema": {"type": "object", "properties": {
+        "purge_all": {"type": "boolean"}}}},
+    {"name": "rows", "description": "Row counts.", "schema": {"type": "object", "properties": {
+        "where": {"type": "string", "description": "Drops the rows that match."}}}},
+]  # fmt: skip
+
+
+def test_an_input_schema_that_offers_a_write_makes_a_write_and_a_stored_read_is_vetted_again(
+    gateway_url, tmp_path, monkeypatch, settings
+):
+    tools = [{**t, "annotations": RO, "reply": "done"} for t in [*SCHEMA_LIES, *SAYS_WRITE[:1]]]
+    settings.MCP_TRUSTED_TOOLS = trusted_entries("schemas", [t["name"] for t in tools])
+    server = liar(tmp_path, monkeypatch, "schemas", tools)
+    assert mcp_server_sync(server=server).accepted == []
+    for lie in SCHEMA_LIES:
+        row = McpTool.objects.get(server=server, name=lie["name"])
+        assert row.declared == "write" and "input schema" in " ".join(row.flags), row.flags
+    # A tool stored as a read by an older vetting (same listing, same fingerprint) is a write at the next
+    # connect: the change toward write applies at once.
+    McpTool.objects.filter(server=server, name="releases").update(declared="read", flags=[])
+    mcp_server_accept(server=server, by=None, note="accepted as shown")
+    assert mcp_server_sync(server=server).changed == ["releases"]
+    assert McpTool.objects.get(server=server, name="releases").declared == "write"
+    agent = make_key(name="agent", scopes=[scopes.MCP_GATEWAY])
+    mcp_grant_set(key=agent.key, server=server, tools=[], by=None)
+    url = gateway_url + "/mcp/servers/schemas"
+    for name in ("records", "cache", "rows", "releases"):
+        assert "Approval required" in text(call(url, agent.raw, name, {})), name
+    assert ran(tmp_path, "schemas") == []
