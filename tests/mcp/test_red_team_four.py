@@ -7,6 +7,8 @@ every call it gets)."""
 
 from __future__ import annotations
 
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +16,7 @@ import httpx2
 import pytest
 
 from diagnostics.mcp.attach import incident_environment
-from diagnostics.mcp.servers import mcp_grant_set, mcp_server_accept, mcp_server_sync
+from diagnostics.mcp.servers import mcp_grant_set, mcp_server_accept, mcp_server_register, mcp_server_sync
 from diagnostics.models import Incident, McpCall, McpTool
 from diagnostics.toolsets.base import ReadToolset, WriteToolset
 from routing import scopes
@@ -22,6 +24,7 @@ from tests.api.conftest import role_key
 from tests.factories import make_key
 from tests.mcp.conftest import upstream_command
 from tests.mcp.test_first_sight import RO, liar, ran, trusted_entries
+from tests.mcp.test_red_team_two import beside
 from tests.mcp.test_surfaces import call, text
 from tests.support.fake_environment import FakeEnvironment  # noqa: F401  (registers the "fake" environment)
 
@@ -192,3 +195,45 @@ def test_an_input_schema_that_offers_a_write_makes_a_write_and_a_stored_read_is_
     for name in ("records", "cache", "rows", "releases"):
         assert "Approval required" in text(call(url, agent.raw, name, {})), name
     assert ran(tmp_path, "schemas") == []
+
+
+def test_hanging_gateway_calls_are_cut_at_the_servers_timeout_beside_fast_chat_calls(
+    gateway_url, hostile_http, monkeypatch, backends
+):
+    """Slow upstream: four agents call a read tool that never answers (an HTTP upstream) at once; each is
+    cut at the server's 2 s timeout, ledgered, and ordinary /v1 calls of other keys answer under 1 s."""
+    monkeypatch.setenv("MCP_TEST_TOKEN", "Bearer tok-upstream-secret")
+    server = mcp_server_register(
+        by=None,
+        name="slow",
+        environment="fake",
+        transport="http",
+        url=hostile_http,
+        secret_env={"Authorization": "MCP_TEST_TOKEN"},
+        timeout_s=2,
+    )
+    assert mcp_server_sync(server=server).error == ""
+    mcp_server_accept(server=server, by=None, note="reviewed")
+    agent = make_key(name="agent", scopes=[scopes.MCP_GATEWAY])
+    mcp_grant_set(key=agent.key, server=server, tools=["hang"], by=None)
+    url = gateway_url + "/mcp/servers/slow"
+
+    def hang_four() -> list[tuple[str, float]]:
+        answers: list[tuple[str, float]] = [("", 0.0)] * 4
+
+        def one(n: int) -> None:
+            started = time.monotonic()
+            answers[n] = (text(call(url, agent.raw, "hang", {})), time.monotonic() - started)
+
+        threads = [threading.Thread(target=one, args=(n,)) for n in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+        return answers
+
+    answers, latencies = beside(gateway_url, hang_four)
+    for answer, took in answers:
+        assert "did not answer within" in answer and took < 6, (answer, took)
+    assert McpCall.objects.filter(server="slow", tool="hang", status="timeout").count() == 4
+    assert len(latencies) >= 2 and max(latencies) < 1.0, latencies
