@@ -4,7 +4,8 @@ it showed, the action; an approval's plan) are given hostile values first (a ser
 ``../../etc/passwd``, 10,000 characters, NUL, an action no button sends): each is refused with the page's
 message, never a 5xx, and nothing changes (read back from the database). Then the action is performed:
 accept a tool, disable a server, filter the audit, refuse a changed plan and deny the action, revoke a
-key, delete an MCP server through its confirmation step, log out.
+key, delete an MCP server through its confirmation step, log out, cancel a learning cycle and roll the
+router back (each after the browser asks).
 """
 
 from __future__ import annotations
@@ -14,16 +15,18 @@ from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
+from django.utils import timezone
 from playwright.sync_api import Page, expect
 
 from diagnostics import services
 from diagnostics.models import ActionRequest, McpServer, McpTool
-from routing.models import ApiKey
-from tests.factories import ApiKeyFactory
+from routing.models import ApiKey, RouterVersion, TaskProfile
+from tests.factories import ApiKeyFactory, CycleFactory, RouterVersionFactory, TaskProfileFactory
 from tests.factories.mcp import McpServerFactory, McpToolFactory
 from tests.factories.users import UserFactory
 from tests.support.browser import needs_chromium, screenshot
 from tests.support.form_walk import CLIMB, HUGE, LONG, WIDTHS, fits, put, submit
+from training.models import Cycle
 
 pytestmark = [
     needs_chromium,
@@ -146,3 +149,30 @@ def test_approve_refuses_a_changed_plan_then_deny_revoke_delete_and_log_out_act(
     page.goto(gateway_url + "/keys/")
     assert "/accounts/login/" in page.url
     assert failures == []
+
+
+@WIDTHS
+def test_cancel_a_cycle_and_roll_the_router_back_after_the_browser_asks(
+    page_at: Callable[[dict[str, int]], Page], gateway_url: str, failures: list[str], viewport: dict[str, int]
+) -> None:
+    profile = TaskProfileFactory.create(name="learns", policy=TaskProfile.Policy.LEARNED)
+    cycle = CycleFactory.create(profile=profile, status=Cycle.Status.RUNNING, stage=Cycle.Stage.REPLAY)
+    old = RouterVersionFactory.create(profile=profile, number=1, status=RouterVersion.Status.RETIRED)
+    RouterVersionFactory.create(
+        profile=profile, number=2, status=RouterVersion.Status.ACTIVE, activated_at=timezone.now()
+    )
+    page = page_at(viewport)  # its confirm() dialogs are accepted: dashboard.js then adds confirm=yes
+
+    page.goto(f"{gateway_url}/learning/?profile={profile.pk}")
+    page.click(f"[data-cancel-cycle='{cycle.pk}']")
+    expect(page.locator(f"[data-cancel-cycle='{cycle.pk}']")).to_have_count(0)
+    cycle.refresh_from_db()
+    assert cycle.status == Cycle.Status.CANCELLED
+    assert fits(page)
+
+    page.goto(f"{gateway_url}/router/?profile={profile.pk}")
+    page.click("button:text('Roll back to v1')")
+    expect(page.locator("button:text('Roll back to v1')")).to_have_count(0)
+    assert dict(RouterVersion.objects.values_list("number", "status")) == {1: "active", 2: "retired"}
+    assert RouterVersion.objects.get(pk=old.pk).status == RouterVersion.Status.ACTIVE
+    assert fits(page) and failures == []
