@@ -27,6 +27,7 @@ from datetime import UTC, datetime, timedelta
 
 from diagnostics.agent import rx
 from diagnostics.agent.evidence.analyzers.base import AnalysisState, ToolOutput, normalize
+from diagnostics.agent.evidence.supersession import event_moment, supersede
 from diagnostics.agent.findings import Finding
 from diagnostics.agent.request.timewindow import EvidenceWindow, iso, line_time
 
@@ -197,7 +198,9 @@ def stamp(out: ToolOutput, findings: list[Finding], read_at: datetime) -> list[F
             stamped.append(_superseded(finding, *recovered))
             continue
         matched, moment = evidence_time(out.text, finding)
-        if moment is None and not (matched and out.is_log):
+        if moment is None and not out.is_log:  # an event: when it was last seen; a state: when read
+            moment = event_moment(out, finding, read_at) or read_at
+        elif moment is None and not matched:
             moment = read_at
         stamped.append(dataclasses.replace(finding, at=iso(moment)) if moment is not None else finding)
     return stamped
@@ -350,6 +353,7 @@ def settle(
     """``findings`` with the log failures that are over (``stopped``) marked as history, with when they
     stopped and why they count as over; a failure that goes on stays current. What was read stays as read
     (a new list): a later read can show the failure back."""
+    findings = supersede(findings, outputs)
     if not any(f.is_problem and f.at for f in findings):
         return findings
     texts = [normalize(out.text) for out in outputs]

@@ -257,6 +257,7 @@ class Event:
     message: str
     count: int = 1
     obj: str = ""
+    age: str = ""  # when it was last seen, as kubectl gives it ("38m", "3m2s"): "" unknown
 
 
 _EVENT_DESCRIBE = rx.compile(
@@ -273,7 +274,13 @@ def parse_events(text: str) -> list[Event]:
     for line in text.splitlines():
         if match := _EVENT_DESCRIBE.match(line):
             events.append(
-                Event(match.group(1), match.group(2), match.group(6).strip(), int(match.group(4) or 1))
+                Event(
+                    match.group(1),
+                    match.group(2),
+                    match.group(6).strip(),
+                    int(match.group(4) or 1),
+                    age=match.group(3).split()[0],
+                )
             )
         elif match := _EVENT_KUBECTL.match(line):
             events.append(
@@ -283,6 +290,7 @@ def parse_events(text: str) -> list[Event]:
                     match.group(6).strip(),
                     int(match.group(2) or 1),
                     match.group(5),
+                    match.group(1).split()[0],
                 )
             )
         elif match := _EVENT_LINEAGE.search(line):

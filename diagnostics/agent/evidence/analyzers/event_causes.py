@@ -226,7 +226,7 @@ def lifecycle_hook_finding(who: str, obj: ObjRef, reason: str, message: str) -> 
 
 _MULTI_ATTACH = rx.compile(
     r"Multi-Attach error for volume \"([^\"]+)\"\s*Volume is already "
-    r"(?:used by pod\(s\)|exclusively attached to (?:one|node)\S*)\s*([-a-z0-9., ]*)"
+    r"(?:used by pod\(s\)\s*([-a-z0-9., ]*)|exclusively attached to (?:one|node)\S*)"
 )
 
 
@@ -239,7 +239,7 @@ def multi_attach_finding(who: str, obj: ObjRef, message: str, state: AnalysisSta
     if match is None:
         return None
     volume = match.group(1)
-    users = [u for u in rx.split(r"[\s,]+", match.group(2).strip()) if u]
+    users = [u for u in rx.split(r"[\s,]+", (match.group(2) or "").strip()) if u]
     state.fact_dict("multi_attach")[obj.label] = (who, obj, volume, users)
     if obj.namespace:
         state.lead(ObjRef("pod", "*", obj.namespace), "where the pod holding the volume runs", 70)
