@@ -70,8 +70,22 @@ def test_a_pod_that_holds_most_pids_of_a_node_near_its_limit():
         ("node_processes_max_processes", {"instance": "pool-b-3"}, 4096),
     )
     (pids,) = _kinds(analyze(out, state), "node_pids_exhausted")
-    assert "Node pool-b-3 is under PIDPressure: the pod thumbnailer-x runs 3900 processes" in pids.summary
+    # Metrics alone: how many pids the pod holds, near the limit read; no condition no read showed.
+    assert "Node pool-b-3 is near its pid limit: the pod thumbnailer-x runs 3900 processes" in pids.summary
     assert "<defunct>" in pids.summary and "pid limit 4096" in pids.summary
+    assert "PIDPressure" not in pids.summary and "evicts" not in pids.summary
+    node = (
+        "Name:               pool-b-3\nRoles:              <none>\nConditions:\n"
+        "  Type          Status  Reason                     Message\n"
+        "  PIDPressure   True    KubeletHasInsufficientPID  kubelet has insufficient PID available\n"
+    )
+    state.record(ToolOutput("kubectl_describe", {"kind": "node", "name": "pool-b-3"}, node))
+    read = _kinds(
+        analyze(ToolOutput("kubectl_describe", {"kind": "node", "name": "pool-b-3"}, node), state),
+        "node_pids_exhausted",
+    )
+    assert len(read) == 1
+    assert "Node pool-b-3 is under PIDPressure: the pod thumbnailer-x runs 3900 processes" in read[0].summary
     roomy = _prom(
         ("container_processes", {"node": "pool-b-4", "namespace": "media", "pod": "thumbnailer-z"}, 3900),
         ("node_processes_pids", {"instance": "pool-b-4"}, 4050),

@@ -113,6 +113,15 @@ class ChangeLogAnalyzer(Analyzer):
         return findings
 
 
+_KILLED = rx.compile(r"OOMKilled|OOM[- ]kill|Killed process|oom_kill", rx.IGNORECASE)
+
+
+def _killed(lines: list[str]) -> str:
+    """' and is killed (OOMKilled)' only when a line says the kill: a runtime's own out-of-memory error
+    (MemoryError, OutOfMemoryError, ENOMEM) is no kill, and no read of the pod showed one."""
+    return " and is killed (OOMKilled)" if any(_KILLED.search(line) for line in lines) else ""
+
+
 @register
 class MemoryExhaustionAnalyzer(Analyzer):
     name = "memory_exhaustion"
@@ -132,7 +141,7 @@ class MemoryExhaustionAnalyzer(Analyzer):
         return [
             Finding(
                 "oom_killed",
-                f"{source or 'The application'} runs out of memory and is killed (OOMKilled){where}"
+                f"{source or 'The application'} runs out of memory{_killed(lines)}{where}"
                 f"{f', over its memory limit of {limit.group(1)}' if limit else ''}"
                 f"{f' with {sizing}' if sizing else ''} ({len(lines)} times): '{clip(line, 160)}'.",
                 Severity.CRITICAL,
