@@ -4,8 +4,8 @@ it showed, the action; an approval's plan) are given hostile values first (a ser
 ``../../etc/passwd``, 10,000 characters, NUL, an action no button sends): each is refused with the page's
 message, never a 5xx, and nothing changes (read back from the database). Then the action is performed:
 accept a tool, disable a server, filter the audit, refuse a changed plan and deny the action, revoke a
-key, delete an MCP server through its confirmation step, log out, cancel a learning cycle and roll the
-router back (each after the browser asks).
+key, delete an MCP server through its confirmation step, log out, cancel a learning cycle, roll the
+adapter and the router back (each after the browser asks).
 """
 
 from __future__ import annotations
@@ -21,12 +21,18 @@ from playwright.sync_api import Page, expect
 from diagnostics import services
 from diagnostics.models import ActionRequest, McpServer, McpTool
 from routing.models import ApiKey, RouterVersion, TaskProfile
-from tests.factories import ApiKeyFactory, CycleFactory, RouterVersionFactory, TaskProfileFactory
+from tests.factories import (
+    AdapterFactory,
+    ApiKeyFactory,
+    CycleFactory,
+    RouterVersionFactory,
+    TaskProfileFactory,
+)
 from tests.factories.mcp import McpServerFactory, McpToolFactory
 from tests.factories.users import UserFactory
 from tests.support.browser import needs_chromium, screenshot
 from tests.support.form_walk import CLIMB, HUGE, LONG, WIDTHS, fits, put, submit
-from training.models import Cycle
+from training.models import Adapter, Cycle
 
 pytestmark = [
     needs_chromium,
@@ -152,7 +158,7 @@ def test_approve_refuses_a_changed_plan_then_deny_revoke_delete_and_log_out_act(
 
 
 @WIDTHS
-def test_cancel_a_cycle_and_roll_the_router_back_after_the_browser_asks(
+def test_cancel_a_cycle_roll_the_adapter_and_the_router_back_after_the_browser_asks(
     page_at: Callable[[dict[str, int]], Page], gateway_url: str, failures: list[str], viewport: dict[str, int]
 ) -> None:
     profile = TaskProfileFactory.create(name="learns", policy=TaskProfile.Policy.LEARNED)
@@ -168,6 +174,14 @@ def test_cancel_a_cycle_and_roll_the_router_back_after_the_browser_asks(
     expect(page.locator(f"[data-cancel-cycle='{cycle.pk}']")).to_have_count(0)
     cycle.refresh_from_db()
     assert cycle.status == Cycle.Status.CANCELLED
+    assert fits(page)
+
+    adapter = AdapterFactory.create(profile=profile, status=Adapter.Status.ACTIVE)  # no earlier one
+    page.goto(f"{gateway_url}/learning/?profile={profile.pk}")
+    page.click("button:text('Roll back the adapter')")
+    expect(page.locator(".messages")).to_contain_text("learns: the student is the base model again.")
+    adapter.refresh_from_db()
+    assert adapter.status == Adapter.Status.RETIRED
     assert fits(page)
 
     page.goto(f"{gateway_url}/router/?profile={profile.pk}")
