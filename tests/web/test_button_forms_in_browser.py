@@ -10,6 +10,7 @@ adapter and the router back (each after the browser asks).
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -189,4 +190,22 @@ def test_cancel_a_cycle_roll_the_adapter_and_the_router_back_after_the_browser_a
     expect(page.locator("button:text('Roll back to v1')")).to_have_count(0)
     assert dict(RouterVersion.objects.values_list("number", "status")) == {1: "active", 2: "retired"}
     assert RouterVersion.objects.get(pk=old.pk).status == RouterVersion.Status.ACTIVE
+    assert fits(page) and failures == []
+
+
+@WIDTHS
+def test_connect_lists_and_classifies_a_servers_tools(
+    page_at: Callable[[dict[str, int]], Page], gateway_url: str, failures: list[str], viewport: dict[str, int]
+) -> None:
+    """The connect button, against the tests' MCP server over stdio (tests/support/mcp_upstream.py)."""
+    server = McpServerFactory.create(
+        name="upstream", command=[sys.executable, "-m", "tests.support.mcp_upstream"]
+    )
+    page = page_at(viewport)
+    page.goto(gateway_url + "/mcp-servers/")
+    page.click(f"#server-{server.name} [data-connect]")
+    expect(page.locator(f"#server-{server.name}")).to_contain_text("new tool")
+    server.refresh_from_db()
+    assert server.synced_at is not None and server.sync_error == ""
+    assert {"status", "touch"} <= set(McpTool.objects.filter(server=server).values_list("name", flat=True))
     assert fits(page) and failures == []
