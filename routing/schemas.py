@@ -101,7 +101,12 @@ def schema_errors(schema: Any, instance: Any) -> str | None:
     try:
         compiled.validate(instance)
     except jsonschema_rs.ValidationError as first:  # its message may quote the whole instance: cut
-        return f"at {_json_path(first.instance_path)}: {first.message[:500]}"
+        text = (
+            first.message
+            if len(first.message) <= 500
+            else f"{first.message[:240]} ... {first.message[-240:]}"
+        )
+        return f"at {_json_path(first.instance_path)}: {text}"
     return "invalid against the schema"  # is_valid and validate disagree: never seen; not a pass
 
 
