@@ -23,6 +23,7 @@ CLUSTER_KINDS = {
     "clusterpolicy",
     "clusterrole",
     "clusterrolebinding",
+    "ingressclass",
 }
 K8S_KINDS = (
     WORKLOAD_KINDS

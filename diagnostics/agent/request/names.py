@@ -139,7 +139,12 @@ STOP_NAMES = (
         "they",
         "them",
         "their",
-        # Words around a name that are never one.
+        # Words around a name that are never one ("into its own namespace", "a separate namespace").
+        "own",
+        "same",
+        "separate",
+        "different",
+        "another",
         "labelled",
         "labeled",
         "label",
@@ -174,6 +179,11 @@ _NAMESPACE = (
         rx.IGNORECASE,
     ),
 )
+_IN_NAMESPACE = rx.compile(rf"\b(?:in|from)\s+(?:the\s+)?namespace\s+[`'\"]?({_NAME})", rx.IGNORECASE)
+_NOT_NAMESPACES = frozenset(
+    "the a an this that these those it its which what whose where each every any all some my our your their "
+    "is are was be and or but with without for of on in to from by as at".split()
+)
 # What chat and tickets wrap around their words, never an object's name: Slack's markup for a user,
 # channel or special mention (<@U04TR8N1X>, <#C01ABC|ops>, <!here>), bare Slack/Teams user ids, file names
 # (an attachment "ledger-ui-crash.txt") and links (their host is kept when it is a cluster address).
@@ -206,6 +216,11 @@ _SETTING_KEYS = (
     rx.compile(r"(?:^|[\s,;(])-{0,2}([A-Za-z_][A-Za-z0-9_.-]*)="),
 )
 _HYPHENATED = rx.compile(r"\b[a-z0-9]+(?:[-_][a-z0-9]+)+\b")
+# What a release names, before its version: "we released checkout 2.14.0", "deployed ledger-ui v3.1" (not
+# "bumped python 3.12": a dependency).
+_RELEASED = rx.compile(
+    rf"\b(?:releas|deploy|ship|roll)\w*(?:\s+out)?\s+(?:the\s+)?({_NAME})\s+v?\d+(?:\.\d+)+\b"
+)
 _AFTER_PREPOSITION = rx.compile(
     r"\b(?:with|about|of|for|check|on)\s+(?:the\s+)?([a-z][a-z0-9]{2,})(?:[^-_.a-z0-9]|$)"
 )
@@ -328,8 +343,14 @@ def parse_free_text(text: str) -> Subject:
             subject.kind, subject.name, subject.namespace = kind, name, namespace
             subject.names = [name]
             return subject
+    # "in namespace status": the explicit form names a namespace even with a word questions also use.
+    explicit = next(
+        (m.group(1) for m in _IN_NAMESPACE.finditer(lowered) if m.group(1) not in _NOT_NAMESPACES), ""
+    )
     for pattern in _NAMESPACE:
-        found = next((m.group(1) for m in pattern.finditer(lowered) if m.group(1) not in STOP_NAMES), "")
+        found = explicit or next(
+            (m.group(1) for m in pattern.finditer(lowered) if m.group(1) not in STOP_NAMES), ""
+        )
         if found:
             subject.namespace = found
             break
@@ -348,6 +369,9 @@ def parse_free_text(text: str) -> Subject:
             candidates.append((1, match.group(1), KIND_WORDS[match.group(2)]))
     for match in _NAME_IN_NAMESPACE.finditer(lowered):
         candidates.append((1, match.group(1), ""))
+    for match in _RELEASED.finditer(lowered):
+        if not software_token(match.group(1)):
+            candidates.append((2, match.group(1), ""))
     for match in _HYPHENATED.finditer(lowered):
         candidates.append((2, match.group(0), ""))
     for pattern in (_AFTER_PREPOSITION, _IS_IN_QUESTION):

@@ -1,6 +1,5 @@
-"""Logs (and alert text) -> failure findings: missing env vars and files, connection and DNS
-failures, expired certificates, full disks, permissions (timing, exceptions and HTTP error rates
-are in log_signals)."""
+"""Logs (and alert text) -> failure findings: missing env vars and files, connection and DNS failures,
+expired certificates, full disks, permissions (timing, exceptions and HTTP error rates: log_signals)."""
 
 from __future__ import annotations
 
@@ -31,6 +30,7 @@ _ENV_PATTERNS = (
     rx.compile(r"KeyError: ['\"]([A-Z][A-Z0-9_]{2,})['\"]"),
     rx.compile(r"required key \[?([A-Z][A-Z0-9_]+)\]? missing value"),
 )
+_COPES = rx.compile(r"using (?:the )?default|default(?:s|ing)? to|fall(?:ing)? back|ignor", rx.IGNORECASE)
 _FILE_PATTERNS = (
     rx.compile(
         r"(?:No such file or directory|ENOENT|does not exist|not found|cannot open|can't open|unable to "
@@ -262,7 +262,8 @@ class LogAnalyzer(Analyzer):
         names: dict[str, str] = {}
         for pattern in _ENV_PATTERNS:
             for match in pattern.finditer(text):
-                names.setdefault(match.group(1), match.group(0))
+                if not _COPES.search(text[match.end() :].split("\n", 1)[0]):  # "X not set, using default"
+                    names.setdefault(match.group(1), match.group(0))
         return [
             Finding(
                 "missing_env_var",
