@@ -17,6 +17,7 @@ import yaml
 from diagnostics.agent import rx
 from diagnostics.agent.evidence.analyzers import AnalysisState, ToolOutput
 from diagnostics.agent.questions.asked import parse_tables
+from diagnostics.agent.questions.cert_sources import held_in
 from diagnostics.agent.request.names import CHAT_WORDS, QUESTION_WORDS
 
 if TYPE_CHECKING:
@@ -29,6 +30,13 @@ _NAMED = (
         r"\b(?:certificates?|certs?)\s+(?:for\s+|of\s+|named\s+)?[`'\"]?([a-z0-9][-a-z0-9.]*[a-z0-9])"
     ),
     rx.compile(r"[`'\"]?([a-z0-9][-a-z0-9.]*[a-z0-9])[`'\"]?\s+(?:tls\s+)?(?:certificates?|certs?)\b"),
+    # An object named for what it holds ("gateway-tls", "api-cert", "tls-ingress"): a TLS Secret or
+    # Certificate asked about without the word "certificate". The word ends the name (or, tls/ssl, starts
+    # it): "personal-certs-validator" is a workload that validates certificates, not one.
+    rx.compile(
+        r"(?:^|[\s`'\"(])([a-z0-9][-a-z0-9.]*-(?:tls|ssl|certs?|x509)|(?:tls|ssl)-[a-z0-9][-a-z0-9]*)"
+        r"(?:$|[^-a-z0-9.])"
+    ),
 )
 _NOT_NAMES = (
     frozenset(
@@ -216,8 +224,16 @@ def verdict(
 ) -> tuple[str, list[str]]:
     """(the answer's first line, the lines after it) about the certificates the reads describe; ``bound``:
     the bound ahead the question puts on the expiry ("within 2 weeks"), else ``SOON`` or a due renewal."""
+    reads = [out for out in state.outputs if out.ok and not out.no_data]
     certs = _dedupe(
-        [f for out in state.outputs if out.ok and not out.no_data and (f := facts_of(out)) is not None]
+        [f for out in reads if (f := facts_of(out)) is not None]
+        + [
+            CertFacts(h.label, not_after=h.not_after, hosts=list(h.hosts))
+            for o in reads
+            for h in held_in(o.text)
+            # A metric lists every certificate: only those asked about (by name or host) answer.
+            if not names or any(n in h.label or n in h.hosts for n in names)
+        ]
     )
     if not certs:
         asked = ", ".join(names[:3]) or "the certificate asked about"

@@ -14,11 +14,13 @@ from typing import Any
 
 from diagnostics.agent import rx
 from diagnostics.agent.evidence.analyzers import AnalysisState
+from diagnostics.agent.evidence.analyzers.kubernetes.ingress_tls import covers
 from diagnostics.agent.investigation.observer import PROBE, SUBMIT, Decision, InvestigationView
 from diagnostics.agent.investigation.params import props_of, required_of
 from diagnostics.agent.investigation.planner import _key
 from diagnostics.agent.questions import cert_expiry, certificates, releases
 from diagnostics.agent.questions.asked import parse_tables
+from diagnostics.agent.questions.cert_sources import EXPIRY_METRICS
 from diagnostics.agent.request.intent import COUNT, LIST, STATUS, TIMELINE
 from diagnostics.toolsets.base import ToolSpec
 
@@ -155,12 +157,78 @@ def certificate_reads(view: InvestigationView, names: list[str]) -> list[Read]:
         for spec in (yaml_tool, describe):
             if spec is not None:
                 reads.append((spec.name, obj, f"the status of certificate {name} (notAfter, conditions)"))
+    reads += held_reads(view, names, yaml_tool)
     for spec in view.tools:
         if _CERT_TOOL.search(spec.name.lower()) and not spec.name.lower().startswith("kubectl"):
             for name in names[:2]:
                 params = _filled(spec, dict.fromkeys(_HOST_PARAMS, name))
                 if params is not None:
                     reads.append((spec.name, params, f"the certificate {name} serves"))
+    return reads
+
+
+def _tls_secrets(state: AnalysisState, names: list[str]) -> list[tuple[str, str]]:
+    """(namespace, name) of each Secret a finder or listing returned that is named as asked or is TLS."""
+    found: dict[tuple[str, str], None] = {}
+    for out in state.outputs:
+        if out.no_data or not out.ok or str(out.params.get("kind") or "").lower() != "secret":
+            continue
+        for row in parse_tables(out.text, out.tool, str(out.params.get("namespace") or "")):
+            tls = "kubernetes.io/tls" in row.values.get("TYPE", "")
+            if row.name and (row.name in names or (tls and any(n in row.name for n in names))):
+                found.setdefault((row.values.get("NAMESPACE") or row.namespace, row.name), None)
+    return list(found)
+
+
+def _ingress_reads(view: InvestigationView, hosts: list[str], yaml_tool: ToolSpec | None) -> list[Read]:
+    """A host's certificate as its Ingress serves it: the Ingresses (``HOSTS``), the manifest of each that
+    serves the host (its ``tls`` entries), then the Secret of each entry that covers the host."""
+    cluster = _lister(view, namespaced=False)
+    if not hosts or cluster is None or yaml_tool is None:
+        return []
+    reads: list[Read] = [(cluster.name, {"kind": "ingress"}, f"the Ingresses that serve {hosts[0]}")]
+    for out in view.state.outputs:
+        if out.no_data or not out.ok or str(out.params.get("kind") or "").lower() != "ingress":
+            continue
+        for row in parse_tables(out.text, out.tool, str(out.params.get("namespace") or "")):
+            served = row.values.get("HOSTS", "").lower().split(",")
+            if row.name and any(covers(h, host) for h in served for host in hosts):
+                obj = {
+                    "kind": "ingress",
+                    "name": row.name,
+                    "namespace": row.values.get("NAMESPACE") or row.namespace,
+                }
+                reads.append((yaml_tool.name, obj, f"the tls entries of Ingress {row.name}"))
+    for label, entries in view.state.fact_dict("ingress_tls").items():
+        namespace = label.split("/", 1)[0]
+        for served, secret in entries:
+            if secret and any(covers(h, host) for h in served for host in hosts):
+                obj = {"kind": "secret", "name": secret, "namespace": namespace}
+                reads.append(
+                    (yaml_tool.name, obj, f"the certificate Ingress {label} serves (Secret {secret})")
+                )
+    return reads
+
+
+def held_reads(view: InvestigationView, names: list[str], yaml_tool: ToolSpec | None) -> list[Read]:
+    """Where a certificate is held without a Certificate: a TLS Secret named as asked (its ``tls.crt``), and
+    the expiry metrics of cert-manager and the blackbox exporter when a query tool is there."""
+    reads: list[Read] = []
+    finder = _finder(view)
+    for name in names[:2]:
+        if finder is not None and "." not in name:
+            reads.append((finder.name, {"kind": "secret", "keyword": name}, f"a TLS Secret named {name!r}"))
+    for namespace, name in _tls_secrets(view.state, names)[:3]:
+        if yaml_tool is not None:
+            obj = {"kind": "secret", "name": name, "namespace": namespace}
+            reads.append((yaml_tool.name, obj, f"the certificate in Secret {name} (tls.crt, its notAfter)"))
+    reads += _ingress_reads(view, [n for n in names if "." in n], yaml_tool)
+    query = _spec(view, lambda s: required_of(s) == ["query"] and "range" not in s.name.lower())
+    for metric in EXPIRY_METRICS:
+        if query is not None:
+            reads.append(
+                (query.name, {"query": metric}, f"certificate expiries exporters publish ({metric})")
+            )
     return reads
 
 
