@@ -72,6 +72,9 @@ class Watched:
     served: tuple[bool, ...] = ()  # each call: the version routed it (else the teacher served it)
     holds: tuple[int, ...] = ()  # the checks that held the version
     releases: tuple[int, ...] = ()  # the checks that released it (correctness accepted H0)
+    # each check: (calls, labelled student answers, right ones, correctness log-LR, its decision, the
+    # sampling rate after it) (``router_shift --trace``)
+    checks: tuple[tuple[int, int, int, float, str, float], ...] = ()
 
     @property
     def held(self) -> bool:
@@ -132,6 +135,7 @@ def watch_stream(
     holds: list[int] = []
     releases: list[int] = []
     prompt_array = np.asarray(prompts, dtype=float)
+    checks: list[tuple[int, int, int, float, str, float]] = []
     for i in range(count):
         if stop is not None or (held and not watch.release):
             rates.append(replaced)  # the teacher serves, unmeasured: its calls sampled for the student
@@ -187,6 +191,13 @@ def watch_stream(
             # version keeps serving, retrain queued): its correctness is in doubt, so sampled more
             suspected = bool(found) or any(test.decision == "suspected" for test in tests.values())
         wanted = len(labels) < watch.label_budget  # the check's ``LABEL_BUDGET`` (drift.LABELS_WANTED)
+        after = (
+            replaced
+            if stop is not None or held
+            else watch.sample_rate * (watch.boost if suspected or wanted else 1.0)
+        )
+        test = tests["correctness"]
+        checks.append((n, len(labels), sum(labels), test.llr, decision, min(1.0, after)))
     return Watched(
         first[0],
         first[1],
@@ -198,6 +209,7 @@ def watch_stream(
         tuple(bool(m) for m in mine),
         tuple(holds),
         tuple(releases),
+        tuple(checks),
     )
 
 

@@ -235,3 +235,24 @@ def test_the_benchmark_samples_the_student_at_the_wanted_rate_while_the_teacher_
     seen = watch_stream(sim, np.zeros(calls, dtype=bool), prompts, TRAINED, prompts, watch, seed=1)
     assert seen.stop == 50 and seen.out_at == 50
     assert set(seen.rates[:50]) == {0.3} and set(seen.rates[50:]) == {0.5}
+
+
+def test_the_benchmark_traces_each_check_and_keeps_sampling_raised_while_suspected():
+    """Seed 3's diagnose (harder) in small: the student right about 0.95 of the time against a predicted
+    0.97. Each check is traced (labels, right ones, the correctness log-LR and decision, the rate after
+    it); past the label budget the rate stays raised (x4) while the test leans towards drift, and drops
+    to the base rate at a check where it no longer does."""
+    calls = 600
+    rng = np.random.default_rng(7)
+    ok = rng.random(calls) >= 0.05
+    sim = {"ok": ok, "fallback": np.zeros(calls, dtype=bool), "cost": np.full(calls, 0.001)}
+    prompts = [100.0] * calls
+    watch = Watch(sample_rate=0.05, check_every=50, label_budget=10)
+    seen = watch_stream(sim, np.zeros(calls, dtype=bool), prompts, TRAINED, prompts, watch, seed=11)
+    assert [c[0] for c in seen.checks] == list(range(50, calls + 1, 50))
+    for n, labelled, right, _llr, decision, rate in seen.checks:
+        assert right <= labelled
+        assert rate == (0.2 if decision == "suspected" or labelled < 10 else 0.05), (n, labelled, decision)
+    assert any(c[4] == "suspected" and c[1] >= 10 for c in seen.checks), seen.checks
+    assert any(c[4] == "undecided" for c in seen.checks), seen.checks
+    assert seen.checks[-1][1] == seen.student_labels and seen.stop is None

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from bench.router_shift import served_margin
+from bench.router_shift_bar import Served, against_the_bar, meets_of
 from bench.router_shift_retrain import as_logged
 from routing.router.learning.calibration import Target
 from routing.router.learning.records import Outcome, ReplayRecord
@@ -46,3 +47,21 @@ def test_three_misses_in_79_are_within_the_margin_and_in_790_beyond_it():
     assert point < 0 <= upper
     point, upper = served_margin(np.tile(ok, 10), np.ones(790, dtype=bool), target)
     assert point < 0 and upper < 0
+
+
+def test_the_bar_counts_each_stream_and_names_the_profiles_over_it():
+    """Issue 38's bar per stream: the target met (a miss within the margin counted apart) and the
+    served cost at most 10% over the odds router; the ones over it are named with their cost."""
+    served = [
+        Served("code", "in-distribution", "yes", 0.033),
+        Served("extract", "in-distribution", "**no**", -0.037),
+        Served("agent-tools", "shifted", "yes", 0.371),
+        Served("summarize", "shifted", "within margin", 0.10),  # exactly 10%: at the bar
+        Served("replay", "shifted", "yes", None),  # no odds known: not counted for cost
+    ]
+    header, _, first, second = against_the_bar(served)
+    assert "at most 10% over the odds router" in header
+    assert first == "| in-distribution | 2 | 1 | 0 | 1 | 2 of 2 | — |"
+    assert second == "| shifted | 3 | 2 | 1 | 0 | 1 of 2 | agent-tools +37.1% |"
+    assert meets_of(-0.018, 0.013) == "within margin" and meets_of(-0.02, -0.001) == "**no**"
+    assert meets_of(0.0, 0.01) == "yes"
