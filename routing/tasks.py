@@ -97,7 +97,9 @@ def router_drift_check(version_id: int) -> bool:
     """Compares one active version's live numbers with its calibration; returns the drift flag. A
     version newly flagged (its correctness fell) stops routing (the profile's safe fixed policy serves)
     and a retrain is enqueued: it trains on the new traffic and is admitted only if it meets the target.
-    Newly drifting on cost or inputs alone: alerted and retrained, and it keeps routing."""
+    Newly drifting on cost or inputs alone: alerted and retrained, and it keeps routing. A stopped version
+    is measured again on the labels since its stop and re-admitted when they show it meets the target
+    (``routing.router.versions.readmission``): the drift episode ends, as a release from a hold does."""
     version = RouterVersion.objects.filter(pk=version_id, status=RouterVersion.Status.ACTIVE).first()
     if version is None:
         return False
@@ -113,12 +115,13 @@ def router_drift_check(version_id: int) -> bool:
         alerts.notify(alerts.version_alert(version))  # it still routes: correct, but dearer than predicted
         profile_drift.shifted(version.profile)  # the retrain is admitted on the traffic from now on
         router_retrain.delay(version.profile_id)
-    elif was_held and not version.drift_flag and not is_held(version.drift_flag, version.drift_reason):
-        # released: its correctness came back on the answers it would have served; the drift episode ends
+    elif (was_held or was_flagged) and not version.drift_flag and not is_held(False, version.drift_reason):
+        # released from its hold (its correctness test accepted H0), or re-admitted after its stop (the
+        # answers it would have served meet the target: ``readmission``): the drift episode ends
         since = profile_drift.since_of(version.profile_id)
         if since is not None:
-            why = f"router v{version.number} released from its hold"
-            profile_drift.resolved(version.profile_id, since, why)
+            done = "re-admitted after its stop" if was_flagged else "released from its hold"
+            profile_drift.resolved(version.profile_id, since, f"router v{version.number} {done}")
     return version.drift_flag
 
 

@@ -22,6 +22,7 @@ from routing.router.learning.features import CallInput, FeatureSpecError
 from routing.router.learning.runtime import LoadedRouter, cached_router, loaded_router
 from routing.router.versions.config import labelling
 from routing.router.versions.drift import is_held, is_suspected
+from routing.router.versions.readmission import AGAIN
 from routing.router.versions.truth import FixedChoice, fixed_choice
 
 
@@ -201,7 +202,9 @@ class Learned(Router):
         if threshold is None:
             return await self._fallback(call, f"router v{number} has no threshold")
         if active.drift:
-            return await self._fallback(call, f"router v{number} is drifting ({active.drift[:200]})")
+            stop, again = (*active.drift.split(AGAIN, 1), "")[:2]
+            again = f"; measured again since the stop: {again[:240]}" if again else ""
+            return await self._fallback(call, f"router v{number} is drifting ({stop[:200]}{again})")
         router: LoadedRouter | None = cached_router(pk)
         if router is None:
             try:

@@ -187,3 +187,74 @@ def psi_test(expected: list[float], actual: list[float], buckets: int = PSI_BUCK
     k = int(used.sum())
     allowance = float(chi2.ppf(0.95, k - 1)) * (1 / len(expected) + 1 / len(actual)) if k > 1 else 0.0
     return value, PSI_DRIFT + allowance
+
+
+@dataclass(frozen=True)
+class Readmission:
+    """A stopped version's correctness measured again (``meets_sprt``): its labelled answers since the
+    stop, the rate they must beat (``floor``), the mixture log-LR against it, and whether it is beaten."""
+
+    labels: int
+    right: int
+    floor: float
+    llr: float
+    meets: bool
+
+    @property
+    def rate(self) -> float | None:
+        return self.right / self.labels if self.labels else None
+
+    @property
+    def bound(self) -> float:
+        return math.log(1 / ALPHA)
+
+    @property
+    def lower(self) -> float | None:
+        """The anytime-valid lower confidence bound of the rate: the highest floor these labels beat at
+        ``ALPHA`` (bisection; None: no labels, 0.0: too few to show any rate above zero)."""
+        if not self.labels:
+            return None
+        n, right, bound = self.labels, self.right, self.bound
+        low, high = 0.0, right / n
+        if _mixture_llr(right, n, 1e-9) < bound:
+            return 0.0
+        for _ in range(30):
+            mid = (low + high) / 2
+            low, high = (mid, high) if _mixture_llr(right, n, mid) >= bound else (low, mid)
+        return low
+
+
+def _mixture_llr(right: int, n: int, floor: float) -> float:
+    """log of the likelihood ratio, mixed uniformly over the rates above ``floor``, of ``right`` of ``n``
+    against the rate ``floor`` itself."""
+    from scipy.special import betaln
+    from scipy.stats import beta
+
+    floor = min(max(floor, 1e-9), 1 - 1e-9)
+    wrong = n - right
+    mixed = betaln(right + 1, wrong + 1) + float(beta.logsf(floor, right + 1, wrong + 1))
+    return float(mixed - math.log1p(-floor) - right * math.log(floor) - wrong * math.log1p(-floor))
+
+
+def meets_sprt(outcomes: list[bool], floor: float) -> Readmission:
+    """Whether a rate of correct answers is above ``floor`` beyond doubt, sequentially: H0 the rate is at
+    most ``floor`` (the version would miss its target), against every rate above it mixed uniformly (no
+    fixed alternative: a version right at any rate above the floor is found so, the sooner the higher).
+    Under H0 the mixture likelihood ratio is a supermartingale (each rate's ratio against the floor is),
+    so by Ville's inequality it ever reaches 1/``ALPHA`` with probability at most ``ALPHA``: the test may
+    be looked at after every label, and never decides against the version (until it meets the floor, the
+    version stays stopped)."""
+    n, right = len(outcomes), int(sum(bool(x) for x in outcomes))
+    if not n:
+        return Readmission(0, 0, floor, 0.0, False)
+    llr = _mixture_llr(right, n, floor)
+    return Readmission(n, right, floor, llr, llr >= math.log(1 / ALPHA))
+
+
+def readmission_floor(predicted: float, served_share: float, slack: float | None) -> float:
+    """The rate of right answers the student's own stratum needs for the whole served pass rate to meet
+    the target: its predicted rate less the version's ``slack`` (the lower confidence bound of its pass
+    rate minus the required one) spread over that stratum's share of calls. No slack known: the
+    prediction itself (never a fixed margin)."""
+    share = min(max(served_share, 1e-3), 1.0)
+    return min(max(predicted - max(slack or 0.0, 0.0) / share, 0.0), 1.0)

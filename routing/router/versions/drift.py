@@ -28,27 +28,28 @@ Live numbers come from the calls the version routed since it was activated:
   live against the calls the version learned from; drift at ``PSI_DRIFT`` plus what sampling alone
   gives two samples of one population (``sequential.psi_test``).
 
-Drift of correctness flags the version (``drift_flag``): it no longer routes, the learned policy
-serves the profile by its safe fixed fallback (``routing.router.policies``), and the drift task
-enqueues a retrain (``routing.tasks``). Drift of cost, teacher share or inputs alone (``COST_DRIFT``)
-enqueues a retrain and is alerted, and the version keeps routing while its correctness test holds or is
-undecided (``ROUTING``): its answers are still as correct as predicted, and the teacher would cost more
-still. While that test leans towards drift undecided (*suspected*), another signal on the same traffic is
-not left to chance (``HELD``, ``Judgement.hold``; that drift stands from the check that found it until
-a retrain replaces the version, ``latched``): the profile is served by its safe fixed policy, as if
-flagged, until the correctness test accepts H0 (labels of calls before the hold still arrive) or a
-retrain is admitted; the decision's reason says so (``routing.router.policies``). While held, the
-version is measured again on the student answers background samples label on the calls the safe policy
-serves (sampling raised), those it would have served itself (``held_labels``). Profiles without an
-active version are served by the fixed policy whose measured quality on labelled calls meets the target
+Drift of correctness flags the version (``drift_flag``): it no longer routes, the learned policy serves
+the profile by its safe fixed fallback (``routing.router.policies``), and the drift task enqueues a
+retrain (``routing.tasks``); meanwhile the stopped version is measured again on the answers it would have
+served and re-admitted when they meet the target (``readmission``). Drift of cost, teacher share or inputs
+alone (``COST_DRIFT``) enqueues a retrain and is alerted, and the version keeps routing while its
+correctness test holds or is undecided (``ROUTING``): its answers are still as correct as predicted, and
+the teacher would cost more still. While that test leans towards drift undecided (*suspected*), another
+signal on the same traffic is not left to chance (``HELD``, ``Judgement.hold``; that drift stands from the
+check that found it until a retrain replaces the version, ``latched``): the profile is served by its safe
+fixed policy, as if flagged, until the correctness test accepts H0 (labels of calls before the hold still
+arrive) or a retrain is admitted; the decision's reason says so (``routing.router.policies``). While held,
+the version is measured again on the student answers background samples label on the calls the safe policy
+serves (sampling raised), those it would have served itself (``held_labels``). Profiles without an active
+version are served by the fixed policy whose measured quality on labelled calls meets the target
 (``truth.fixed_choice``), and are watched by the same tests against that policy's measured baseline
-(``profile_drift``). Every newly flagged drift is alerted (``routing.router.alerts``).
-"""
+(``profile_drift``). Every newly flagged drift is alerted (``routing.router.alerts``)."""
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 import numpy as np
@@ -351,15 +352,17 @@ def predicted_by(version: RouterVersion) -> Predicted:
     )
 
 
-def held_labels(version: RouterVersion) -> list[bool]:
-    """A held version serves nothing, so its own answers are no longer labelled. The safe fixed policy's
-    calls since it was activated (no version routed them) whose student answer a background sample
-    labelled are scored by the version: of those it would have left to the student, the answers that
-    passed their verifier are the ones it would have served, and their labels measure it again (the
-    hold ends when its correctness test accepts H0, not only by a retrain)."""
+def held_labels(version: RouterVersion, since: datetime | None = None) -> list[bool]:
+    """A held (or stopped) version serves nothing, so its own answers are no longer labelled. The safe
+    fixed policy's calls since it was activated (and since ``since``; no version routed them) whose
+    student answer a background sample labelled are scored by the version: of those it would have left
+    to the student, the answers that passed their verifier are the ones it would have served, and their
+    labels measure it again (the hold ends when its correctness test accepts H0, a stop when
+    ``readmission.stopped_again`` re-admits it; not only by a retrain)."""
     rows = Invocation.objects.filter(HAS_BODY, profile_id=version.profile_id, router_version__isnull=True)
-    if version.activated_at is not None:
-        rows = rows.filter(created_at__gte=version.activated_at)
+    for start in (version.activated_at, since):
+        if start is not None:
+            rows = rows.filter(created_at__gte=start)
     window = conf.get().router.quality_window_calls
     records = [record_from_invocation(row) for row in rows.select_related("profile").order_by("-pk")[:window]]
     records = [
@@ -382,7 +385,9 @@ def held_labels(version: RouterVersion) -> list[bool]:
 
 def router_version_drift_check(*, version: RouterVersion) -> RouterVersion:
     """Stores the live numbers on the version and sets or clears ``drift_flag`` (left as it was while
-    there are too few live calls to judge). ``drift_reason`` says what moved, or what was judged."""
+    there are too few live calls to judge). ``drift_reason`` says what moved, or what was judged. A
+    stopped version its own answers still find drifting is measured again on those it would have served
+    since (``readmission.stopped_again``); re-admitted, its live numbers start afresh (``activated_at``)."""
     live = live_numbers(version)
     router = conf.get().router
     flag, reason = (
@@ -396,8 +401,14 @@ def router_version_drift_check(*, version: RouterVersion) -> RouterVersion:
             live.student_labels += held_labels(version)
         judged = judge_live(live, predicted_by(version), latched(last), held)
         flag, reason = judged.stop, judged.reason
+    restart = {}
+    if version.drift_flag and flag:
+        from routing.router.versions.readmission import stopped_again  # it reads this module's labels
+
+        flag, reason = stopped_again(version, reason)
+        restart = {} if flag else {"activated_at": timezone.now()}
     budget, labelled = labelling(version.profile).budget, len(live.student_labels)
-    if not flag and not is_suspected(flag, reason) and labelled < budget:
+    if not flag and not is_suspected(flag, reason) and labelled < budget and not restart:
         reason = f"{labels_wanted(labelled, budget)}; {reason}"
     RouterVersion.objects.filter(pk=version.pk).update(
         drift_checked_at=timezone.now(),
@@ -406,6 +417,7 @@ def router_version_drift_check(*, version: RouterVersion) -> RouterVersion:
         live_pass_rate=live.pass_rate,
         drift_flag=flag,
         drift_reason=reason,
+        **restart,
     )
     version.refresh_from_db()
     return version
