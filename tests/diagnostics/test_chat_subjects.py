@@ -161,3 +161,41 @@ def test_settings_pronouns_and_states_are_no_object_s_name(text: str, subject: s
     names = [n.lower() for n in parsed.names]
     assert parsed.name == subject, parsed
     assert not never & set(names), names
+
+
+@pytest.mark.parametrize(
+    ("text", "kind", "name"),
+    [
+        ("the orders pods keep restarting since the billing rollout. namespace orders", "pod", "orders"),
+        (
+            "in ns payments, deployment payments is crash looping after the ledger migration",
+            "deployment",
+            "payments",
+        ),
+        ("billing statefulset in namespace billing lost a replica at noon", "statefulset", "billing"),
+    ],
+)
+def test_a_workload_named_after_its_namespace_is_the_subject_when_a_kind_word_says_so(
+    text: str, kind: str, name: str
+) -> None:
+    subject = parse_free_text(text)
+    assert (subject.kind, subject.name, subject.namespace) == (kind, name, name)
+
+
+def test_the_namespace_s_bare_name_is_still_no_object() -> None:
+    subject = parse_free_text("everything in namespace orders is slow since noon, the checkout-api too")
+    assert subject.namespace == "orders"
+    assert "orders" not in [n.lower() for n in subject.names]
+    assert subject.name == "checkout-api"
+
+
+def test_a_search_for_a_workload_named_after_its_namespace_leads_to_its_pods_not_the_namespace() -> None:
+    state = AnalysisState(from_text("the orders pods keep restarting, namespace orders"))
+    headed = "NAMESPACE   NAME\norders   orders-6f8d7c9b5-4kq2x\norders   orders-db-0\n"
+    grepped = "orders   orders-6f8d7c9b5-r2t6n   2/2   CrashLoopBackOff   15 (1m ago)   2h\n"
+    for text in (headed, grepped):
+        analyze(ToolOutput("kubectl_find_resource", {"kind": "pod", "keyword": "orders"}, text), state)
+    leads = {lead.obj.label for lead in state.leads}
+    assert "pod/orders/orders-6f8d7c9b5-4kq2x" in leads
+    assert "pod/orders/orders-6f8d7c9b5-r2t6n" in leads
+    assert not any(label.endswith("/orders") for label in leads), leads

@@ -75,7 +75,8 @@ CHAT_WORDS = frozenset(
     crashes crashlooping crashloop oomkilled looping deploy deployed deploying release released run runs ran
     bump bumped bumping upgrade upgraded upgrading upgrades update updated updating downgrade
     downgraded itself themselves himself herself myself ourselves yourself yourselves they them their
-    theirs our ours your yours us me never always again""".split()
+    theirs our ours your yours us me never always again keep keeps kept went seem seems stay stays
+    got shows looks""".split()
 )
 
 STOP_NAMES = (
@@ -380,7 +381,11 @@ def parse_free_text(text: str) -> Subject:
     kinds: dict[str, str] = {}
     for _, name, kind in sorted(candidates, key=lambda c: c[0]):
         key = name.lower()
-        if key in STOP_NAMES or key == subject.namespace or len(key) < 2 or _VERSION.fullmatch(key):
+        if key in STOP_NAMES or len(key) < 2 or _VERSION.fullmatch(key):
+            continue
+        # The namespace's own name is an object's only with a kind word ("the orders pods" in namespace
+        # orders: a workload named after its namespace is common), never bare.
+        if key == subject.namespace and not kind:
             continue
         if key in settings:
             continue

@@ -13,6 +13,7 @@ from diagnostics.agent.evidence.analyzers.base import (
     rows_of,
 )
 from diagnostics.agent.evidence.analyzers.removed_apis import removed_version
+from diagnostics.agent.evidence.inventory import CLUSTER_SCOPED
 from diagnostics.agent.findings import Finding, ObjRef, Severity, normalize_kind
 
 BAD_POD_STATUSES = {
@@ -99,6 +100,15 @@ def selector_findings(state: AnalysisState) -> list[Finding]:
     return findings
 
 
+def _has_namespace_column(text: str, kind: str) -> bool:
+    """Whether a search's rows start with the namespace: its header says so, or (``kubectl get -A |
+    grep``, no header) the kind is namespaced."""
+    header = next((line.split() for line in text.splitlines() if line.lstrip().startswith("NAME")), None)
+    if header:
+        return header[0] == "NAMESPACE"
+    return kind not in CLUSTER_SCOPED
+
+
 @register
 class FindAnalyzer(Analyzer):
     """Search results (``kubectl get -A | grep keyword``): where the subject is, or that it is nowhere."""
@@ -130,10 +140,14 @@ class FindAnalyzer(Analyzer):
             state.fact_set("not_found").add(f"{kind}:{keyword}")
             return []
         findings: list[Finding] = []
+        namespaced = _has_namespace_column(out.text, kind)
         for row in hits:
-            index = next(
+            matching = [
                 i for i, token in enumerate(row) if keyword in token.lower() and _OBJECT_NAME.fullmatch(token)
-            )
+            ]
+            # "orders  orders-6f8d7c9b5-4kq2x ...": a workload named after its namespace matches in the
+            # namespace column first; the name is the next cell.
+            index = 1 if namespaced and matching[:2] == [0, 1] else matching[0]
             name = row[index]
             namespace = row[index - 1] if index > 0 and kind != "namespace" else ""
             obj = ObjRef(kind or "pod", name, namespace)
