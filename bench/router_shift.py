@@ -246,6 +246,11 @@ def main(argv: list[str] | None = None) -> int:
         help="a hold lasts to the end of the stream (the watch as replayed before releases were)",
     )
     parser.add_argument(
+        "--no-readmit",
+        action="store_true",
+        help="a stop lasts to the end of the stream (the watch as replayed before re-admission was)",
+    )
+    parser.add_argument(
         "--trace", action="store_true", help="print each stream's checks of correctness to stderr"
     )
     parser.add_argument("--out", default=str(RESULTS))
@@ -309,8 +314,12 @@ def main(argv: list[str] | None = None) -> int:
         f"shift of prompt sizes against the calls the version learned from (drift at {PSI_DRIFT:g} plus "
         "what sampling alone gives, `psi_test`). "
         "'flagged': the call count at the first check that found drift, and which tests, then what the "
-        "watch did; 'stops': correctness drifted there and the teacher serves the rest (the safe fallback, "
-        "until it is measured again; not replayed). Drift of cost, teacher share, fallbacks or inputs "
+        "watch did; 'stops': correctness drifted there and the teacher serves (the safe fallback) while the "
+        "version is measured again as `readmission.stopped_again` does, on the answers it would have served "
+        "labelled since the stop: 're-admitted' when the mixture SPRT (`sequential.meets_sprt`) shows their "
+        "rate above the floor at which the target is met (the prediction less the slack over the student's "
+        "share), and it routes again, its live window afresh (`--no-readmit`: a stop lasts to the end, as "
+        "before). Drift of cost, teacher share, fallbacks or inputs "
         "alone keeps the "
         "version serving and queues a retrain (replayed with `--retrain`, below), unless the correctness "
         "test leans towards drift undecided at that check ('held': `drift.HELD`, the safe fixed policy, "
@@ -336,6 +345,7 @@ def main(argv: list[str] | None = None) -> int:
         training_window=args.training_window,
         retrain_every=args.retrain_every,
         release=not args.no_release,
+        readmit=not args.no_readmit,
         wanted_student_rate=args.wanted_student_rate,
         label_budget=args.label_budget,
     )

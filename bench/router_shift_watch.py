@@ -18,6 +18,11 @@ would have served itself (left to the student, passing their verifier) are label
 (released, the version routes again) when the correctness test accepts H0, and becomes a stop when it
 decides drift. ``release=False`` replays the watch as it was before the release was replayed: a hold
 lasts to the end of the stream.
+
+A stop is measured again the same way (``readmission.stopped_again``): the answers the version would have
+served, labelled since the stop, re-admit it when ``sequential.meets_sprt`` shows their rate above
+``sequential.readmission_floor`` (the prediction less the version's slack over its share); re-admitted,
+its live window starts afresh (``activated_at``). ``readmit=False``: a stop lasts to the end, as before.
 """
 
 from __future__ import annotations
@@ -34,7 +39,9 @@ from routing.router.learning.sequential import (
     alternative,
     cost_sprt,
     fallback_sprt,
+    meets_sprt,
     psi_test,
+    readmission_floor,
     share_moved,
     student_sprt,
 )
@@ -51,6 +58,7 @@ class Watch:
     training_window: int = 50000  # MAX_TRAINING_CALLS: a retrain reads the profile's newest rows
     retrain_every: int = 100  # calls between retrains while refused (the beat's router_retrain_due)
     release: bool = True  # a held version is measured again and released (``drift.held_labels``)
+    readmit: bool = True  # a stopped version is measured again and re-admitted (``readmission``)
     # while the teacher serves in the version's place (held or stopped), its calls are sampled for the
     # student's answer at least at this rate (``LABELS_WANTED_STUDENT_RATE``)
     wanted_student_rate: float = 0.5
@@ -64,7 +72,7 @@ class Watched:
 
     first: int | None  # the call count at the first check that found drift (None: never)
     which: str  # the tests that did
-    stop: int | None  # correctness drifted there: the version stops serving (None: never)
+    stop: int | None  # correctness drifted there and it stayed stopped to the end (None: not stopped)
     student_labels: int  # labelled answers of the student's own (the correctness test's evidence)
     student_rate: float | None  # their correctness, against calibration's prediction
     psi: float  # input shift (prompt sizes) of the calls the version routed
@@ -75,6 +83,8 @@ class Watched:
     # each check: (calls, labelled student answers, right ones, correctness log-LR, its decision, the
     # sampling rate after it) (``router_shift --trace``)
     checks: tuple[tuple[int, int, int, float, str, float], ...] = ()
+    stops: tuple[int, ...] = ()  # every check that stopped it (correctness drifted)
+    readmits: tuple[int, ...] = ()  # the checks that re-admitted it after a stop (``meets_sprt``)
 
     @property
     def held(self) -> bool:
@@ -91,9 +101,12 @@ class Watched:
         if self.first is None:
             return "—"
         parts = [f"{self.first} ({self.which})"]
-        events = sorted([(n, "held") for n in self.holds] + [(n, "released") for n in self.releases])
-        if self.stop is not None:
-            events.append((self.stop, "stops"))
+        events = sorted(
+            [(n, "held") for n in self.holds]
+            + [(n, "released") for n in self.releases]
+            + [(n, "stops") for n in self.stops or ((self.stop,) if self.stop is not None else ())]
+            + [(n, "re-admitted") for n in self.readmits]
+        )
         parts += [f"{verb} at {n}" if n != self.first else verb for n, verb in events]
         return "; ".join(parts)
 
@@ -118,6 +131,7 @@ def watch_stream(
     q0, share = chosen.student_pass_rate, chosen.student_served_share
     measured_on = round((share or 0.0) * trained.calibration.n)
     fall = alternative(watch.pass_margin, chosen.margin, watch.pass_floor)  # H1, as ``drift.judge_live``
+    floor = readmission_floor(q0 or 0.0, share or 0.0, chosen.margin)  # ``readmission.stopped_again``
     rng = np.random.default_rng(seed)
     count = len(to_teacher)
     labels: list[bool] = []
@@ -136,7 +150,23 @@ def watch_stream(
     releases: list[int] = []
     prompt_array = np.asarray(prompts, dtype=float)
     checks: list[tuple[int, int, int, float, str, float]] = []
+    stops: list[int] = []
+    readmits: list[int] = []
+    again: list[bool] = []  # since the stop: the labelled answers it would have served
+    start = 0  # its live window: from activation, or its re-admission
+    standing = False  # a drift of cost, teacher share or inputs found in this window (``drift.latched``)
     for i in range(count):
+        if stop is not None and watch.readmit:
+            rates.append(replaced)  # the teacher serves; the answers it would have served are labelled
+            if own[i] and rng.random() < replaced:
+                again.append(bool(sim["ok"][i]))
+            n = i + 1
+            if n % watch.check_every == 0 and q0 is not None and share and meets_sprt(again, floor).meets:
+                stop, start, standing, suspected = None, n, False, False
+                labels, again = [], []
+                readmits.append(n)
+                wanted = watch.label_budget > 0
+            continue
         if stop is not None or (held and not watch.release):
             rates.append(replaced)  # the teacher serves, unmeasured: its calls sampled for the student
             continue
@@ -153,7 +183,7 @@ def watch_stream(
         n = i + 1
         if n < watch.check_every or n % watch.check_every:
             continue
-        routed = mine[:n]
+        routed = mine[:n] & (np.arange(n) >= start)
         calls = int(routed.sum())
         tests = {
             "correctness": student_sprt(
@@ -174,14 +204,16 @@ def watch_stream(
             found.append(f"inputs (PSI {shift:.2f})")
         if found and first[0] is None:
             first = (n, ", ".join(found))
+        standing = standing or bool(found)
         decision = tests["correctness"].decision
         if "correctness" in found:
             stop, held = n, False
+            stops.append(n)
         elif held:
             if decision == "holds":  # measured again and as predicted: it routes again
                 held = False
                 releases.append(n)
-        elif first[0] is not None and decision == "suspected":
+        elif standing and decision == "suspected":
             # held (``drift.HELD``): correctness leans towards drift while another test found drift (at
             # this check or an earlier one: it stands until a retrain, ``drift.latched``)
             held = True
@@ -210,6 +242,8 @@ def watch_stream(
         tuple(holds),
         tuple(releases),
         tuple(checks),
+        tuple(stops),
+        tuple(readmits),
     )
 
 

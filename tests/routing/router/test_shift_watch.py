@@ -112,3 +112,36 @@ def test_a_replay_without_the_true_odds_has_no_odds_router():
     records = _odds_records([0.5, 0.5], [True, False])
     records[1].meta.clear()
     assert odds_router_cost(records, Target(0.98, True, None, 1.0)) is None
+
+
+def _stopped_then(later_ok: bool, *, readmit: bool = True, calls: int = 600):
+    """Every second answer wrong in the first 50 calls (correctness drifts: stopped at 50), then every
+    answer right (``later_ok``) or right 0.8 of the time, under the floor of 0.9 (no slack known)."""
+    ok = np.ones(calls, dtype=bool)
+    ok[:50:2] = False
+    if not later_ok:
+        ok[50::5] = False
+    sim = {"ok": ok, "fallback": np.zeros(calls, dtype=bool), "cost": np.full(calls, 0.001)}
+    prompts = [100.0] * calls
+    watch = Watch(sample_rate=1.0, readmit=readmit)
+    return watch_stream(sim, np.zeros(calls, dtype=bool), prompts, TRAINED, prompts, watch, seed=1)
+
+
+def test_a_stopped_version_measured_again_as_predicted_is_readmitted_with_a_fresh_window():
+    """The answers it would have served since the stop, sampled at the wanted student rate (0.5), all
+    right: re-admitted once ``meets_sprt`` shows them above 0.9, and it serves from then on (its live
+    window afresh: the wrong answers that stopped it do not stop it again)."""
+    seen = _stopped_then(later_ok=True)
+
+    assert seen.stops == (50,) and len(seen.readmits) == 1 and seen.stop is None and seen.out_at is None
+    back = seen.readmits[0]
+    assert 50 < back <= 200, back
+    assert not any(seen.served[50:back]) and all(seen.served[back:])
+    assert seen.story().endswith(f"stops; re-admitted at {back}")
+
+
+def test_a_stopped_version_measured_again_below_the_floor_stays_stopped():
+    seen = _stopped_then(later_ok=False)
+    assert seen.stops == (50,) and not seen.readmits and seen.stop == 50 and not any(seen.served[50:])
+    before = _stopped_then(later_ok=True, readmit=False)  # as replayed before: a stop lasts
+    assert before.stop == 50 and not before.readmits and not any(before.served[50:])

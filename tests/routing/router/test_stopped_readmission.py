@@ -29,9 +29,10 @@ from tests.routing.router.test_drift import _live_call
 from tests.routing.router.test_held_release import _fallback_call
 from tests.support.ledger import easy, fill, hard, learned_profile
 
-# agent-tools on the shifted mix (bench/results/router_shift.md, seed 1): predicted 0.994 on the student's
-# own answers, 70% of calls, slack 0.042: the target is met while that stratum is right above 0.934
-FLOOR = readmission_floor(0.994, 0.7, 0.042)
+# agent-tools on the shifted mix (docs/benchmarks/router.md, seed 1): predicted 0.994 on the student's own
+# answers, slack 0.031; a fall of 0.020 there is 0.011 of the whole pass rate (a share of 0.55): the target
+# is met while that stratum is right above 0.938
+FLOOR = readmission_floor(0.994, 0.55, 0.031)
 
 
 def _first_readmission(rate: float, seed: int, labels: int, every: int = 10) -> int | None:
@@ -47,15 +48,15 @@ def _first_readmission(rate: float, seed: int, labels: int, every: int = 10) -> 
 
 
 def test_the_floor_is_the_prediction_less_the_slack_over_the_student_share():
-    assert pytest.approx(0.934) == FLOOR
+    assert pytest.approx(0.9376, abs=1e-4) == FLOOR
     assert readmission_floor(0.95, 1.0, None) == 0.95  # no slack known: the prediction itself
     assert readmission_floor(0.95, 0.5, -0.01) == 0.95  # a negative slack never lowers the bar
 
 
 def test_a_version_truly_fine_is_readmitted_within_800_labels_on_every_seed():
     """The stopped agent-tools version was right 0.974 of the time (a third of its slack used): re-admitted
-    on each of 40 seeds within 800 labels (260 at the median, 440 at most); right as predicted (0.994),
-    within 250 (90, 160)."""
+    on each of 40 seeds within 800 labels (280 at the median, 460 at most); right as predicted (0.994),
+    within 250 (90, 170)."""
     at_974 = [_first_readmission(0.974, seed, 800) for seed in range(40)]
     assert all(n is not None for n in at_974), at_974
     at_994 = [_first_readmission(0.994, seed, 250) for seed in range(40)]
@@ -64,16 +65,16 @@ def test_a_version_truly_fine_is_readmitted_within_800_labels_on_every_seed():
 
 
 def test_a_version_truly_missing_the_target_is_never_readmitted():
-    """Right 0.904 of the time (3 points under the floor: it misses the target), looked at every 10 labels
-    up to 1,500: never re-admitted on 40 seeds; nor on a single label wrong-free run too short to show it."""
-    assert all(_first_readmission(0.904, seed, 1500) is None for seed in range(40))
-    assert not meets_sprt([True] * 20, FLOOR).meets  # 20 right of 20 is no proof of more than 0.934
+    """Right 0.908 of the time (3 points under the floor: it misses the target), looked at every 10 labels
+    up to 1,500: never re-admitted on 40 seeds; nor on a run of right answers too short to show it."""
+    assert all(_first_readmission(0.908, seed, 1500) is None for seed in range(40))
+    assert not meets_sprt([True] * 20, FLOOR).meets  # 20 right of 20 is no proof of more than 0.938
 
 
 @pytest.mark.slow
 def test_at_the_floor_itself_it_is_readmitted_at_most_alpha_of_the_time():
     """Validity at every look (Ville's inequality): right exactly at the floor, over 200 seeds and 1,000
-    labels looked at every 10, re-admitted on at most ALPHA of them (4 of 200 measured)."""
+    labels looked at every 10, re-admitted on at most ALPHA of them (6 of 200 measured)."""
     readmitted = sum(_first_readmission(FLOOR, seed, 1000) is not None for seed in range(1000, 1200))
     assert readmitted <= ALPHA * 200, readmitted
 
