@@ -94,6 +94,7 @@ def test_the_router_page_shows_the_verifier_precision_the_fallback_and_a_drift_b
     html = login("viewer").get(reverse("web:router")).content.decode()
 
     assert "data-drift-banner" in html and "is drifting" in html
+    assert "re-admitted when they show it meets its target" in html  # issue 38: a stop is not for good
     assert "data-precision>66.7%" in html or "data-precision>67%" in html, html[html.find("data-truth") :][
         :600
     ]
