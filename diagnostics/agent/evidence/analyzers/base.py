@@ -336,6 +336,20 @@ class Table:
         return ""
 
 
+def table_cells(row: list[str]) -> list[str]:
+    """A listing's row split on blanks, with a restart count's "(3m ago)" kept in its cell: kubectl
+    prints ``RESTARTS`` as ``11 (3m ago)``, and split apart it shifted every later column (AGE, IP,
+    NODE) by two."""
+    cells: list[str] = []
+    for token in row:
+        open_paren = bool(cells) and "(" in cells[-1] and not cells[-1].endswith(")")
+        if open_paren or (token.startswith("(") and cells and cells[-1].isdigit()):
+            cells[-1] += f" {token}"
+        else:
+            cells.append(token)
+    return cells
+
+
 def parse_table(text: str) -> Table | None:
     """A kubectl-style table (a header of upper-case column names, then rows)."""
     lines = [
@@ -349,7 +363,7 @@ def parse_table(text: str) -> Table | None:
             and all(t.isupper() or "-" in t for t in tokens[:3])
         ):
             header = rx.split(r"\s{2,}", line.strip())
-            rows = [row.split() for row in lines[i + 1 :] if not row.startswith("---")]
+            rows = [table_cells(row.split()) for row in lines[i + 1 :] if not row.startswith("---")]
             return Table(header, rows)
     return None
 

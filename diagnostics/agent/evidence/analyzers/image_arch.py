@@ -37,18 +37,6 @@ _RUNNING = {"Running", "Completed"}
 _WAIT = 3
 
 
-def _cells(row: list[str]) -> list[str]:
-    """A listing's row with a restart count's "(3m ago)" kept in one cell, so later columns line up."""
-    cells: list[str] = []
-    for token in row:
-        open_paren = bool(cells) and "(" in cells[-1] and not cells[-1].endswith(")")
-        if open_paren or (token.startswith("(") and cells and cells[-1].isdigit()):
-            cells[-1] += f" {token}"
-        else:
-            cells.append(token)
-    return cells
-
-
 @register
 class ImageArchAnalyzer(Analyzer):
     name = "image_architecture_mismatch"
@@ -86,7 +74,7 @@ class ImageArchAnalyzer(Analyzer):
                     facts.setdefault("images", {})[workload_of(name)] = image.group(1)
         elif (table := parse_table(text)) is not None:
             header = table.header
-            for row in (_cells(r) for r in table.rows):
+            for row in table.rows:
                 if not row:
                     continue
                 name = table.column(row, "NAME")

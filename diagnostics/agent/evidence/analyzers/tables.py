@@ -216,7 +216,7 @@ class ListAnalyzer(Analyzer):
                 status = table.column(row, "STATUS")
                 state.lead(ObjRef("pod", name, obj.namespace), "pod related to the subject", 70)
                 if status in BAD_POD_STATUSES:
-                    restarts = table.column(row, "RESTARTS")
+                    restarts = table.column(row, "RESTARTS").split(" ", 1)[0]
                     findings.append(
                         Finding(
                             "pod_status",
