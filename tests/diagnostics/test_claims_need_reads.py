@@ -27,8 +27,8 @@ CLAIMS = (
 
 
 def _prom(*samples: tuple[str, dict[str, str], float]) -> str:
-    result = [
-        {"metric": {"__name__": n, **labels}, "value": [1_790_000_000, str(v)]} for n, labels, v in samples
+    result: list[dict[str, object]] = [
+        {"metric": {"__name__": n} | labels, "value": [1_790_000_000, str(v)]} for n, labels, v in samples
     ]
     return json.dumps({"status": "success", "data": {"resultType": "vector", "result": result}})
 

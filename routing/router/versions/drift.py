@@ -58,7 +58,7 @@ from django.utils import timezone
 
 from routing import conf
 from routing.ledger import HAS_BODY
-from routing.models import Invocation, RouterVersion
+from routing.models import Invocation, ProfileDrift, RouterVersion
 from routing.router.learning.evaluate import featurize
 from routing.router.learning.model import LearnedRouterModel
 from routing.router.learning.records import outcome_from_leg, record_from_invocation
@@ -75,6 +75,7 @@ from routing.router.learning.sequential import (
     student_sprt,
 )
 from routing.router.versions.config import labelling
+from routing.router.versions.readmission import stopped_again
 
 SUSPECTED = "drift suspected"  # how drift_reason starts while the test leans towards drift
 # how it starts when cost, teacher share or inputs drifted (retrain queued, alerted)
@@ -403,9 +404,9 @@ def router_version_drift_check(*, version: RouterVersion) -> RouterVersion:
         flag, reason = judged.stop, judged.reason
     restart = {}
     if version.drift_flag and flag:
-        from routing.router.versions.readmission import stopped_again  # it reads this module's labels
-
-        flag, reason = stopped_again(version, reason)
+        episode = ProfileDrift.objects.filter(profile_id=version.profile_id)
+        held_since = held_labels(version, episode.values_list("since", flat=True).first())
+        flag, reason = stopped_again(version, reason, held=held_since, slack=slack_of(version))
         restart = {} if flag else {"activated_at": timezone.now()}
     budget, labelled = labelling(version.profile).budget, len(live.student_labels)
     if not flag and not is_suspected(flag, reason) and labelled < budget and not restart:

@@ -15,29 +15,29 @@ meanwhile replaces it as before.
 
 from __future__ import annotations
 
-from routing.models import ProfileDrift, RouterVersion
+from routing.models import RouterVersion
 from routing.router.learning.sequential import meets_sprt, readmission_floor
-from routing.router.versions.drift import held_labels, slack_of
 
 AGAIN = "; measured again since the stop: "  # what a stopped version's reason says after its stop
 READMITTED = "re-admitted"  # how the reason of a version re-admitted after a stop starts
 
 
-def stopped_again(version: RouterVersion, stopped: str) -> tuple[bool, str]:
+def stopped_again(
+    version: RouterVersion, stopped: str, *, held: list[bool], slack: float | None
+) -> tuple[bool, str]:
     """A stopped version (``drift_flag``: its correctness drifted) measured again on the labels since the
     stop (the drift episode's ``since``): the student answers it would have served on the safe policy's
     calls (``held_labels``). Re-admitted (False) when ``meets_sprt`` shows their rate above the floor at
     which the whole served pass rate meets the target (``readmission_floor``: the prediction less the
     version's slack over its share); else still stopped (True), the reason saying where the test stands.
-    ``stopped``: why it is stopped (its own answers' judgement)."""
+    ``stopped``: why it is stopped (its own answers' judgement). ``held`` and ``slack`` come from the drift
+    check (``drift.held_labels`` since the episode's ``since``, ``drift.slack_of``), which calls this."""
     chosen = (version.calibration or {}).get("chosen") or {}
     q0, share = chosen.get("student_pass_rate"), chosen.get("student_served_share")
     if not isinstance(q0, int | float) or not isinstance(share, int | float) or not share:
         return True, f"{stopped}{AGAIN}no prediction of the student's own answers: a retrain replaces it"
-    slack = slack_of(version)
     floor = readmission_floor(float(q0), float(share), slack)
-    since = ProfileDrift.objects.filter(profile_id=version.profile_id).values_list("since", flat=True).first()
-    test = meets_sprt(held_labels(version, since), floor)
+    test = meets_sprt(held, floor)
     given = f"slack {slack:+.3f}" if slack is not None else "no slack known"
     needs = f"above {floor:.3f} (predicted {float(q0):.3f}, {given}, over {float(share):.0%} of calls)"
     if not test.labels:
