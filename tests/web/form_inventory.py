@@ -66,7 +66,8 @@ WALKED: dict[FormKey, str] = {
     "test_approve_and_start_a_cycle_with_javascript_off",
     ("web/learning.html", "web:cycle-start", ""): "tests/web/test_confirmations_in_browser.py::"
     "test_approve_and_start_a_cycle_with_javascript_off",
-    ("web/partials/incident_live.html", "web:action-approve", "note plan_hash"): BUTTONS + ACTED,
+    ("web/partials/incident_live.html", "web:action-approve", "form=a.decision_form plan_hash"): BUTTONS
+    + ACTED,
     ("web/partials/incident_live.html", "web:action-deny", ""): BUTTONS + ACTED,
     ("web/partials/keys_body.html", "web:key-revoke", ""): BUTTONS + ACTED,
     ("web/mcp_server_form.html", "web:mcp-server-delete", "confirm"): BUTTONS + ACTED,
@@ -80,9 +81,9 @@ WALKED: dict[FormKey, str] = {
     ("web/partials/router_body.html", "web:router-rollback", ""): BUTTONS + ASKED,
     ("web/learning.html", "web:adapter-rollback", ""): BUTTONS + ASKED,
     ("web/mcp.html", "web:mcp-server-connect", ""): BUTTONS + CONNECT,
+    # The Django admin's held-tool step (diagnostics/mcp/admin.py accept_held).
+    ("admin/diagnostics/mcptool/accept_held.html", "self", "action confirmed"): "tests/web/"
+    "test_admin_forms_in_browser.py::test_the_admins_accept_held_step_refuses_hostile_hidden_values_then_accepts",
 }
-# Forms no browser test submits yet (the Django admin's, which tests/mcp/test_admin_accept_held.py
-# submits through the test client). Listed, so a new form still fails the inventory.
-NOT_YET_IN_A_BROWSER: dict[FormKey, str] = {
-    ("admin/diagnostics/mcptool/accept_held.html", "self", "action confirmed"): "the admin's held-tool step",
-}
+# Forms no browser test submits yet (none now). Listed, so a new form still fails the inventory.
+NOT_YET_IN_A_BROWSER: dict[FormKey, str] = {}

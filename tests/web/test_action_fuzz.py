@@ -25,8 +25,9 @@ from diagnostics import services
 from diagnostics.models import McpServer, Step
 from tests.factories import ApiKeyFactory, InvocationFactory, TaskProfileFactory
 from tests.factories.training import CycleFactory
-from tests.web.test_form_fuzz import HOSTILE, MISSING, PROFILE_BASE, Case, _check, _profile_state
-from tests.web.test_form_fuzz import VALUE as FORM_VALUE
+from tests.support.hostile_values import HOSTILE, MISSING
+from tests.support.hostile_values import VALUE as FORM_VALUE
+from tests.web.test_form_fuzz import PROFILE_BASE, Case, _check, _profile_state
 from training.models import Cycle
 
 pytestmark = pytest.mark.django_db

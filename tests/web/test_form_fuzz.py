@@ -31,6 +31,7 @@ from hypothesis import strategies as st
 
 from app.web.forms import (
     ALL_FORMS,
+    ActionDecisionForm,
     ApiKeyCreateForm,
     ApiKeyEditForm,
     CallFilterForm,
@@ -41,63 +42,14 @@ from app.web.forms import (
     TaskProfileForm,
     VerifierTryForm,
 )
-from diagnostics.models import Incident, McpServer, Trajectory
+from diagnostics import services
+from diagnostics.models import ActionRequest, Incident, McpServer, Trajectory
 from routing.models import ApiKey, TaskProfile
 from tests.factories import ApiKeyFactory, InvocationFactory, TaskProfileFactory
 from tests.factories.diagnostics import IncidentFactory
+from tests.support.hostile_values import MISSING, VALUE
 
 pytestmark = pytest.mark.django_db
-
-HOSTILE_WORDS = [
-    "99999999999999999999",
-    "-99999999999999999999",
-    "2147483648",
-    "9223372036854775808",
-    "-1",
-    "0",
-    "-0",
-    "1e400",
-    "1E-400",
-    "NaN",
-    "nan",
-    "inf",
-    "-Infinity",
-    "0x1F",
-    "1_000",
-    " ",
-    "",
-    "\x00",
-    "a\x00b",
-    "null",
-    "true",
-    "[]",
-    "{}",
-    '{"kind": "nope"}',
-    '{"kind": "regex", "pattern": "("}',
-    "[" * 500,
-    "<script>alert(1)</script>",
-    "../../etc/passwd",
-    "/etc",
-    "test_ask_holmes/../../../etc",
-    "2030-13-45T25:61",
-    "0001-01-01T00:00",
-    "9999-12-31T23:59:59",
-    "' OR 1=1 --",
-    "ｆｕｌｌｗｉｄｔｈ",
-    "🙂" * 50,
-    "9" * 5000,
-    "x" * 100_001,
-]
-HOSTILE = st.one_of(
-    st.sampled_from(HOSTILE_WORDS),
-    st.integers(min_value=-(10**30), max_value=10**30).map(str),
-    st.floats(allow_nan=True, allow_infinity=True).map(repr),
-    st.decimals(allow_nan=False, allow_infinity=False, places=12).map(str),
-    st.text(st.characters(exclude_categories=["Cs"]), max_size=40),
-    st.text(st.characters(exclude_categories=["Cs"]), min_size=300, max_size=400),
-)
-MISSING = object()
-VALUE = st.one_of(HOSTILE, st.lists(HOSTILE, min_size=2, max_size=3), st.just(MISSING))
 
 
 @dataclass
@@ -245,6 +197,16 @@ CASES = [
         snapshot=lambda world: Trajectory.objects.filter(status=Trajectory.Status.QUEUED).count(),
     ),
     Case(
+        ActionDecisionForm,
+        "approver",
+        url=lambda world: reverse("web:action-approve", args=[world["incident"].pk, world["action"].pk]),
+        base=lambda world: {"note": "looks right", "confirm": "yes"},
+        build=lambda world, data: ActionDecisionForm(data),
+        accepted=(302,),
+        snapshot=lambda world: list(ActionRequest.objects.values_list("status", "decision_note")),
+        stored=lambda world, form, response: _decided(world, form.cleaned_data["note"]),
+    ),
+    Case(
         ApiKeyCreateForm,
         "admin",
         url=lambda world: reverse("web:keys"),
@@ -316,6 +278,8 @@ def world(people: dict[str, Any], enqueued: list[Any]) -> dict[str, Any]:
     key = ApiKeyFactory.create(name="fuzz-key")
     InvocationFactory.create(api_key=key, profile=profile, route="teacher")
     incident = IncidentFactory.create(title="fuzz", created_by=people["viewer"])
+    trajectory = Trajectory.objects.create(incident=incident, status=Trajectory.Status.SUCCEEDED)
+    action = services.action_request_propose(trajectory=trajectory, tool="restart_service", args={})
     mcp = McpServer.objects.create(
         name="fuzz-edit", environment="replay", transport="http", url=MCP_BASE["url"]
     )
@@ -325,6 +289,7 @@ def world(people: dict[str, Any], enqueued: list[Any]) -> dict[str, Any]:
         "incident": incident,
         "case": "test_ask_holmes/09_crashpod",
         "mcp": mcp,
+        "action": action,
     }
 
 
@@ -335,6 +300,12 @@ def _field_names(form: type[forms.BaseForm]) -> list[str]:
 def _after(case: Case) -> None:
     # A diagnosis queued by a fuzzed "diagnose again" is marked done, so the next one may start.
     Trajectory.objects.filter(status=Trajectory.Status.QUEUED).update(status=Trajectory.Status.SUCCEEDED)
+    # An approval fuzzed through is undone, so the next one decides a pending action again.
+    ActionRequest.objects.update(status=ActionRequest.Status.PENDING, decided_by=None, decided_at=None)
+
+
+def _decided(world: dict[str, Any], note: str) -> None:
+    assert ActionRequest.objects.values_list("status", "decision_note").get() == ("approved", note)
 
 
 def _submit(client: Client, case: Case, world: dict[str, Any], data: dict[str, Any]) -> Any:
@@ -402,6 +373,7 @@ KNOWN_BAD = [
     (TaskProfileForm, "verifier", '{"kind": "regex", "pattern": "("}'),
     (VerifierTryForm, "request", "[" * 500),
     (RediagnoseForm, "mode", "everything"),
+    (ActionDecisionForm, "note", "a\x00b"),  # was replaced by U+FFFD and approved
     (McpServerForm, "url", "http://169.254.169.254/latest/meta-data"),  # the URL policy, next to the field
     (McpServerEditForm, "secret_env", "Authorization=Bearer sk-a-value-not-a-name"),
 ]

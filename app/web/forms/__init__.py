@@ -10,7 +10,7 @@ from __future__ import annotations
 from django import forms
 
 from app.web.forms.calls import CallFilterForm
-from app.web.forms.incidents import IncidentOpenForm, RediagnoseForm
+from app.web.forms.incidents import ActionDecisionForm, IncidentOpenForm, RediagnoseForm
 from app.web.forms.keys import ApiKeyCreateForm, ApiKeyEditForm
 from app.web.forms.mcp import McpServerEditForm, McpServerForm
 from app.web.forms.profiles import TaskProfileForm, VerifierTryForm
@@ -19,6 +19,7 @@ ALL_FORMS: tuple[type[forms.BaseForm], ...] = (
     CallFilterForm,
     IncidentOpenForm,
     RediagnoseForm,
+    ActionDecisionForm,
     ApiKeyCreateForm,
     ApiKeyEditForm,
     TaskProfileForm,
@@ -29,6 +30,7 @@ ALL_FORMS: tuple[type[forms.BaseForm], ...] = (
 
 __all__ = [
     "ALL_FORMS",
+    "ActionDecisionForm",
     "ApiKeyCreateForm",
     "ApiKeyEditForm",
     "CallFilterForm",

@@ -74,3 +74,18 @@ class RediagnoseForm(forms.Form):
     """Diagnose again: another trajectory of the same incident, in a mode of the operator's choice."""
 
     mode = forms.ChoiceField(choices=MODES, required=False)
+
+
+NOTE_MAX = 2000  # ActionRequest.decision_note: what the service keeps
+
+
+class ActionDecisionForm(forms.Form):
+    """Approve a proposed fix: the approver's optional note (kept on the action and in the audit trail).
+    A NUL or a note past its length is a message next to the field, not a silently changed note."""
+
+    note = forms.CharField(
+        required=False,
+        max_length=NOTE_MAX,
+        label="Note",
+        widget=forms.TextInput(attrs={"placeholder": "optional"}),
+    )

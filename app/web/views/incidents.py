@@ -17,7 +17,7 @@ from django.views.decorators.http import require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
 from app.web import roles
-from app.web.forms import IncidentOpenForm, RediagnoseForm
+from app.web.forms import ActionDecisionForm, IncidentOpenForm, RediagnoseForm
 from app.web.forms.confirm import confirm_step, confirmed
 from app.web.pages import can, page, render_page
 from core.errors import ServiceError
@@ -138,7 +138,11 @@ def _trigger_name(incident: Incident) -> str:
 
 
 def _detail_context(
-    request: HttpRequest, incident_id: int, error: str = "", rediagnose: RediagnoseForm | None = None
+    request: HttpRequest,
+    incident_id: int,
+    error: str = "",
+    rediagnose: RediagnoseForm | None = None,
+    decision: tuple[int, ActionDecisionForm] | None = None,
 ) -> dict[str, Any]:
     incident = selectors.incident_detail(incident_id=incident_id)
     if incident is None:
@@ -152,6 +156,10 @@ def _detail_context(
                 if a.status == ActionRequest.Status.PENDING:
                     reason = involvement(action=a, incident=incident, user=request.user)
                     a.involvement = reason.message if reason else ""  # type: ignore[attr-defined]
+                    # The approval's note: the refused one as it was typed, with its message.
+                    refused = decision is not None and decision[0] == a.pk
+                    form = decision[1] if decision is not None and refused else ActionDecisionForm()
+                    a.decision_form = form  # type: ignore[attr-defined]
     live = any(
         t.status in (Trajectory.Status.QUEUED, Trajectory.Status.RUNNING)
         or any(a.status in ACTIVE_ACTIONS or a.verify_status in CHECKS_DUE for a in t.actions.all())
@@ -193,11 +201,15 @@ def action_decide(request: HttpRequest, incident_id: int, action_id: int, decisi
     action = selectors.action_request_get(action_request_id=action_id)
     if action is None or action.trajectory.incident_id != incident_id:
         raise Http404(f"No action {action_id} on incident {incident_id}.")
-    note = request.POST.get("note", "")[:2000]
     # Who may not decide is told so before any second look: the confirmation step is for those who may.
     if refused := _refusal(request, action):
         context = _detail_context(request, incident_id, error=refused)
         return render_page(request, "web/incident.html", context, partials=DETAIL_PARTIALS, status=403)
+    form = ActionDecisionForm(request.POST)
+    if not form.is_valid():  # the note as typed, its message next to it; nothing decided, nothing asked
+        context = _detail_context(request, incident_id, decision=(action.pk, form))
+        return render_page(request, "web/incident.html", context, partials=DETAIL_PARTIALS, status=400)
+    note = form.cleaned_data["note"]
     if decision == "approve" and not confirmed(request):  # it runs a fix: a second look first
         return confirm_step(
             request,
