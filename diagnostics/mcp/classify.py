@@ -18,7 +18,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from diagnostics.mcp.vetting import schema_write_words, write_words
+from diagnostics.mcp.vetting import schema_write_words
+from diagnostics.mcp.wording import read_claim_flags
 
 READ = "read"
 WRITE = "write"
@@ -45,10 +46,11 @@ def declared_class(annotations: dict[str, Any] | None) -> tuple[str, str]:
 def vetted_class(
     *, name: str, description: str, annotations: dict[str, Any] | None, input_schema: Any = None
 ) -> tuple[str, str, list[str]]:
-    """(class, why, flags): the annotations' class, made write when they contradict themselves or when
-    the tool's name, description or title (``annotations.title``) says it writes, or its input schema
-    offers a write (a property, an enum value: diagnostics/mcp/vetting.py). Hints can only make a tool
-    look safer than it is, so a read claim needs the hints and the words to agree."""
+    """(class, why, flags): the annotations' class, made write when they contradict themselves, when
+    the tool's name, description or title (``annotations.title``) says it writes or does not say it
+    reads (diagnostics/mcp/wording.py: a read must say so), or its input schema offers a write (a
+    property, an enum value: diagnostics/mcp/vetting.py). Hints can only make a tool look safer than it
+    is, so a read claim needs the hints and the words to agree."""
     klass, reason = declared_class(annotations)
     flags: list[str] = []
     if klass != READ:
@@ -58,7 +60,10 @@ def vetted_class(
         flags.append("contradictory hints: readOnlyHint and destructiveHint are both true")
     title = annotations.get("title")  # shown by clients in place of the name: vetted as the description is
     said = f"{title}.\n{description}" if isinstance(title, str) and title else description
-    flags += [f"says write while the hints say read: {w}" for w in write_words(name, said)]
+    flags += [
+        w if w.startswith("unclear") else f"says write while the hints say read: {w}"
+        for w in read_claim_flags(name, said)
+    ]
     flags += [f"says write while the hints say read: {w}" for w in schema_write_words(input_schema)]
     if flags:
         return WRITE, f"readOnlyHint: true, but {flags[0]}: classified write", flags

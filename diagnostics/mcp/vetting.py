@@ -61,9 +61,10 @@ _DROP_INVISIBLE = dict.fromkeys(_INVISIBLE_CODES)
 
 
 def clean_text(text: str) -> str:
-    """``text`` without terminal escapes, BEL and other controls (tab and newline kept; CR as newline),
+    """``text`` without terminal escapes, BEL and other controls (tab and newline kept; CR and the Unicode
+    line and paragraph separators as newline: a line break shows as one everywhere),
     and without invisible characters (:func:`_invisible_codes`)."""
-    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    text = text.replace("\r\n", "\n").replace("\r", "\n").replace("\u2028", "\n").replace("\u2029", "\n")
     return _CONTROLS.sub("", _ANSI.sub("", text)).translate(_DROP_INVISIBLE)
 
 
@@ -153,10 +154,18 @@ NAME_VERBS = STRONG_VERBS | frozenset(
     restore import upload mutate save store add append assign attach detach mount unmount lock unlock
     archive label annotate resize expire""".split()
 )
-# A name written as one lowercase word ("purgecache") is checked for these at its start.
-_PREFIX_VERBS = sorted(
-    (v for v in STRONG_VERBS | {"create", "update", "write", "insert"} if len(v) >= 5), key=len
+# Destructive verbs whose -s form is also a plural noun ("lists transfers of an account", "pod restarts"):
+# that form counts where a verb's object could follow, not before a preposition or at a sentence's end.
+_NOUN_TOO = frozenset(
+    "restart scale patch drop kill stop reset trigger rename format flush drain taint cancel abort transfer "
+    "reboot shutdown rollback wipe".split()
 )
+_AFTER_NOUN = frozenset(
+    "of for in on by from with at per since between across within about over under and or is are was were "
+    "that which count counts history".split()
+) | {""}
+# What a run or an execution may be of and still be a read: "Execute a SELECT query", "run_query".
+READ_OBJECTS = frozenset("read readonly query queries select search lookup promql".split())
 
 
 def tokens(text: str) -> list[str]:
@@ -177,7 +186,6 @@ def _forms(verb: str) -> set[str]:
     return forms
 
 
-_NAME_FORMS = {form: verb for verb in NAME_VERBS for form in _forms(verb)}
 _STRONG_FORMS = {form: verb for verb in STRONG_VERBS for form in _forms(verb)}
 _PHRASAL_FORMS = {form: base for base in _PHRASAL for form in _forms(base) | {base + "ed", base + "ped"}}
 
@@ -229,26 +237,12 @@ def _spelled_out(words: list[str]) -> list[str]:
     return joined
 
 
-def write_words(name: str, description: str) -> list[str]:
-    """The write verbs a tool's name and description use (empty: none). A name is also read with its
-    digits as the letters they stand for (``de1ete_fi1e``, ``dr0p``)."""
+def write_words(description: str) -> list[str]:
+    """The destructive verbs a tool's description uses, as flags (empty: none). The name is read by
+    :func:`diagnostics.mcp.wording.name_says`."""
     found: list[str] = []
-    for leet in _LEET:
-        spelled = name.translate(leet)
-        if spelled != name:
-            found += [w for w in write_words(spelled, "") if w not in found]
     foreign = foreign_write_words(clean_text(unicodedata.normalize("NFKC", description)))
     description = folded(description)
-    words = tokens(name)
-    for word in words:
-        if word in _NAME_FORMS and f"name says {_NAME_FORMS[word]!r}" not in found:
-            found.append(f"name says {_NAME_FORMS[word]!r}")
-    if not found and words:
-        first = words[0]
-        for prefix in reversed(_PREFIX_VERBS):
-            if first.startswith(prefix) and first != prefix:
-                found.append(f"name says {prefix!r}")
-                break
     for sentence in re.split(r"[.;:!?\n]+", description[:4000]):
         previous = ""
         words = tokens(sentence)
@@ -264,6 +258,8 @@ def write_words(name: str, description: str) -> list[str]:
             verb_like = (
                 verb is not None
                 and previous not in _NEGATIONS  # "won't stop the operation", "does not delete"
+                and not (verb in ("exec", "execute") and READ_OBJECTS & set(words[n + 1 : n + 6]))
+                and not (verb in _NOUN_TOO and word != verb and n < len(words) and following in _AFTER_NOUN)
                 and (word != verb or n == 0 or previous in _BEFORE_VERB or following in _OBJECT_WORDS)
             )
             if verb_like and f"description says {verb!r}" not in found:
@@ -299,7 +295,7 @@ def schema_write_words(schema: Any) -> list[str]:
             if isinstance(value, str) and (verb := strong(value)):
                 found.append(f"input schema offers {verb!r} ({value[:40]!r})")
         if isinstance(node.get("description"), str):
-            found.extend(f"input schema {w}" for w in write_words("", node["description"]))
+            found.extend(f"input schema {w}" for w in write_words(node["description"]))
         properties = node.get("properties")
         for key, sub in properties.items() if isinstance(properties, dict) else []:
             if verb := strong(str(key)):

@@ -62,9 +62,7 @@ def test_a_tool_changed_after_the_confirmation_page_is_not_accepted(admin_client
     tool = _held(tmp_path, monkeypatch)
     form = _confirmation(admin_client, tool)
     # Between the look and the click the server says something else (still read-only, new words).
-    _relist(
-        tmp_path, "adm", [{"name": "get_logs", "description": "Logs; also rotates them.", "annotations": RO}]
-    )
+    _relist(tmp_path, "adm", [{"name": "get_logs", "description": "Logs, newest first.", "annotations": RO}])
     assert mcp_server_sync(server=tool.server).changed == ["get_logs"]
     clicked = admin_client.post(CHANGELIST, form, follow=True)
     assert "changed on the server since it was shown" in clicked.content.decode()

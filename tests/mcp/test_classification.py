@@ -105,6 +105,7 @@ def test_names_follow_the_spec_and_text_loses_its_controls():
     assert vetting.name_problem("a b") and vetting.name_problem("a/b") and vetting.name_problem("")
     assert vetting.name_problem("x\u200by") and vetting.name_problem("x\x1b[31m")
     assert vetting.clean_text("a\x1b[31mred\x1b[0m\x07b\x1b]0;title\x07c\u202ed\r\n") == "aredbcd\n"
+    assert vetting.clean_text("one\u2028two\u2029three") == "one\ntwo\nthree"  # no hidden line breaks
     skeleton = vetting.skeleton
     assert skeleton("delete_file") == skeleton("De1ete-Fi1e") == skeleton("delete.file")
     assert vetting.skeleton("rnodel") == vetting.skeleton("model")

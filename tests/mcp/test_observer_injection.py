@@ -60,7 +60,7 @@ def test_injected_text_in_one_servers_output_cannot_make_the_observer_call_anoth
         name="sre-observer", policy=TaskProfile.Policy.ALWAYS_TEACHER, allow_call_verifier=True
     )
     ro = {"readOnlyHint": True}
-    server(tmp_path, monkeypatch, "inject", {"name": "notes", "description": "Operator notes.",
+    server(tmp_path, monkeypatch, "inject", {"name": "notes", "description": "Returns the operator notes.",
                                              "annotations": ro, "reply": INJECTION})  # fmt: skip
     lookup = {"type": "object", "properties": {"token": {"type": "string"}}, "required": ["token"]}
     other = {"name": "lookup", "description": "Looks a token up.", "annotations": ro, "schema": lookup}

@@ -137,7 +137,7 @@ SAYS_WRITE: list[dict[str, Any]] = [
 # Honest reads of the reference servers (mcp-server-git, server-filesystem): their words stay reads.
 HONEST: list[dict[str, Any]] = [
     {"name": "diff", "description": "Shows differences between branches or commits"},
-    {"name": "many", "description": "Failed reads for individual files won't stop the entire operation."},
+    {"name": "read_many", "description": "Failed reads for single files won't stop the entire operation."},
     {"name": "pod_stats", "description": "Returns the restart count of each pod."},
 ]
 

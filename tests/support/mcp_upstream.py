@@ -89,11 +89,11 @@ async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
         tools=[
             *extra,
             _tool("status", status or "The service's status.", _status_annotations()),
-            _tool("hang", "Never answers.", READ_ONLY),
-            _tool("huge", "Answers ten megabytes.", READ_ONLY),
-            _tool("big", "Answers one mebibyte.", READ_ONLY),
-            _tool("die", "Exits mid-call.", READ_ONLY),
-            _tool("fail", "Fails, naming its backend.", READ_ONLY),
+            _tool("hang", "Reads nothing and never answers.", READ_ONLY),
+            _tool("huge", "Reads ten megabytes.", READ_ONLY),
+            _tool("big", "Reads one mebibyte.", READ_ONLY),
+            _tool("die", "Reads, then exits mid-call.", READ_ONLY),
+            _tool("fail", "Reads, then fails naming its backend.", READ_ONLY),
             _tool("touch", "Appends a line to the log.", None, line),
         ]
     )

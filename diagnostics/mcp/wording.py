@@ -1,0 +1,309 @@
+"""A read must say that it reads (plain Python, no ORM): whether a tool whose hints say read is worded as
+one. A word list of writes is always one synonym short ("obliterates", "fusionne", "performs a deletion"),
+so the rule is the other way round:
+
+1. **Nothing may say write.** The name's action (its first verb) is a write verb (``mergePullRequest``,
+   ``git_push``, ``post_message``), or a write verb follows a conjunction in it (``get_and_delete``) or is
+   a destructive verb in its base form (``get_file_purge``); the description uses a write verb where a
+   verb goes (first in a clause, after "to", "and", "then", "will", "that", "it", ...: "Merges the pull
+   request", "and pushes it", "a tool that posts a message"; not "Lists commits of a branch" nor "the
+   merge status"), names one in the present or future passive ("will be merged", "is deleted"), performs
+   one as a noun ("performs a deletion", "carries out the transfer") or splits one in two ("de lete");
+   and the checks of :mod:`diagnostics.mcp.vetting` (destructive verbs anywhere, other languages, the
+   input schema).
+2. **Something must say read.** The name's action is a read verb (``get_pull_request``, ``list_commits``,
+   ``search_posts``: what follows is its object), or, with no verb in the name, one of its words names a
+   reading (``git_status``, ``pod_logs``, ``cache_info``); else the description's first verb is a read
+   verb ("Returns ...", "Shows ...", "Use this to look up ...", "Liest ...").
+3. **A description in another language** (its function words say so: "la", "der", "и") must open with a
+   read verb it is written in (``FOREIGN_READS``), whatever the name says: a word list of that language's
+   writes is not kept.
+
+Anything else is *unclear*: classified write and flagged "does not say it reads". An operator who checked
+such a tool promotes it with an audited override. Text is read folded (:func:`vetting.folded`: invisible
+characters gone, look-alike letters and accents folded); markdown strike-through and HTML tags end a clause.
+"""
+
+from __future__ import annotations
+
+from diagnostics.agent import rx
+from diagnostics.mcp import vetting
+
+READ_VERBS = frozenset(
+    """get list read search describe show query fetch find view lookup look inspect check count retrieve
+    browse peek preview diff compare explain summarize summarise analyze analyse tail grep cat ls print
+    display echo return report watch monitor explore scan validate verify lint measure calculate compute
+    estimate evaluate answer provide give tell poll ping probe stat locate translate convert parse render
+    detect diagnose identify recommend suggest test dump whoami is has""".split()
+)
+# Words that name a reading: a name made only of nouns says read with one of these.
+READ_NOUNS = frozenset(
+    """status state info information details detail logs log diff diffs tree health metrics metric events
+    history stats statistics summary usage version versions time weather help overview schema docs
+    documentation manifest inventory topology capabilities quota quotas limits uptime listing report
+    env environment whoami me""".split()
+)
+# Every verb that says a tool changes something: vetting's lexicon and the ones only a verb's place in
+# the sentence tells from a noun (merge, push, commit, post, pay, ...).
+WRITE_VERBS = vetting.NAME_VERBS | frozenset(
+    """merge push commit post pay transfer send publish rename archive unarchive revoke rotate scale restart
+    apply deploy approve invite assign unassign nuke obliterate expunge eradicate annihilate scrub clobber
+    trash discard dispose prune reap sweep charge refund withdraw deposit buy purchase order sell book
+    reserve subscribe unsubscribe register unregister enroll share unshare kick ban unban block unblock mute
+    unmute fork tag untag release promote demote provision deprovision allocate deallocate reboot halt sign
+    submit dispatch enqueue schedule reschedule notify reply comment vote close reopen dismiss acknowledge
+    silence snooze escalate toggle change alter amend adjust configure reconfigure increase decrease shrink
+    expand extend renew sync upload mark flag unset disconnect fuse squash rebase
+    reject deny accept confirm finalize redeploy recreate regenerate reinstall""".split()
+)
+_IRREGULAR = {"sent": "send", "paid": "pay", "put": "put", "set": "set", "run": "run", "written": "write",
+              "wrote": "write", "sold": "sell", "bought": "buy", "shut": "shutdown"}  # fmt: skip
+# Nouns a write is performed as ("performs a deletion"), and the light verbs that perform them.
+NOMINALS = frozenset(
+    """deletion removal erasure destruction termination purge purging wipe merge push commit payment
+    transfer publication rename archival revocation rotation deployment restart approval invitation
+    assignment update creation modification write shutdown reboot rollback migration installation upgrade
+    downgrade cancellation suspension reset refund withdrawal charge purchase eviction truncation overwrite
+    execution kill drop flush drain insertion upload edit change changes mutation transaction teardown
+    cleanup wipeout takedown""".split()
+)
+LIGHT_VERBS = frozenset(
+    """perform execute carry do make initiate conduct effect complete process submit issue trigger
+    schedule handle run start cause kick fire launch apply commit enact""".split()
+)
+# What may stand before a verb (its subject, a modal, a conjunction, an adverb of manner).
+_BEFORE_VERB = frozenset(
+    """to and or then but also will would can could may might must shall should please that which who it
+    tool function server endpoint this automatically directly immediately permanently actually instantly
+    silently quietly simply just instead finally subsequently afterwards thereby irreversibly forcibly
+    safely first""".split()
+)
+# What follows a noun, not a verb: "Commits of a branch", "merges and tags", "posts matching a query".
+_NOUN_AFTER = frozenset(
+    """of for in on by from with at per since between across within about over under and or is are was
+    were be been has have had count counts history list log logs status events details info data that
+    which time date request requests queue conflicts point points matching containing including where
+    whose named created made like such""".split()
+)
+_RUN = frozenset("run exec execute".split())
+# What makes a write verb in a name a noun's modifier: "get_restart_count", "get_scale_status".
+_NOUN_FOLLOWERS = READ_NOUNS | frozenset("count counts time date policy type types config".split())
+_OWN_ANSWER = frozenset(
+    """output outputs result results response responses answer text content contents listing entries lines
+    json payload list page""".split()
+)
+_DETERMINERS = frozenset(
+    "the a an all every each its their this that these those your our any some his her my".split()
+)
+_BE = frozenset("is are be being gets get become becomes".split())
+_NEGATIONS = frozenset("not never t cannot nor no without".split())
+# Opening words before a description's first verb ("This tool returns", "Use this to look up").
+_LEAD_IN = frozenset(
+    """this tool function endpoint method api server mcp a an the it that which who use used using can could
+    may might will would should shall must be to you your helps help allows allow lets let enables enable
+    agent model assistant llm user caller simply just only also quickly easily safely efficiently directly
+    recursively automatically here we i please for tools call calls""".split()
+)
+# A description in another language: its function words, and the read verbs it may open with.
+_FOREIGN_FUNCTION = frozenset(
+    """la le les des du une et est der die das den dem und ein eine ist el los las del una un al por para
+    con il gli della
+    degli het een van och att och ett til og af ja sono sind wird il dei""".split()
+)
+FOREIGN_READS = frozenset(
+    """liest zeigt listet gibt sucht holt ruft lit affiche liste listes renvoie retourne cherche obtient
+    recupere lee muestra lista devuelve obtiene busca consulta legge mostra elenca restituisce cerca
+    ottiene leest toont geeft zoekt haalt czyta pokazuje zwraca wyszukuje visar hamtar listar laser lukee
+    nayttaa listaa hakee le mostra retorna obtem busca""".split()
+)  # folded: accents dropped (récupère -> recupere, läser -> laser)
+_FOREIGN_READS_OTHER = frozenset(
+    """читает показывает возвращает получает ищет выводит перечисляет читає показує повертає отримує
+    διαβαζει εμφανιζει επιστρεφει""".split()
+)
+_CJK_READS = ("获取", "查询", "列出", "显示", "读取", "返回", "搜索", "查看", "取得", "表示", "一覧", "検索",
+              "読み", "조회", "표시", "검색", "가져", "읽")  # fmt: skip
+
+
+def _forms(verb: str) -> set[str]:
+    forms = {verb, verb + "s", verb + "es", verb + "ing", verb + "ed", verb + "d"}
+    if verb.endswith("e"):
+        forms |= {verb[:-1] + "ing"}
+    if verb.endswith("y"):
+        forms |= {verb[:-1] + "ies", verb[:-1] + "ied"}
+    if len(verb) > 2 and verb[-1] in "bdgmnprt" and verb[-2] in "aeiou" and verb[-3] not in "aeiou":
+        forms |= {verb + verb[-1] + "ing", verb + verb[-1] + "ed"}  # stop -> stopping, commit -> committed
+    return forms
+
+
+def _table(verbs: frozenset[str]) -> dict[str, str]:
+    return {form: verb for verb in sorted(verbs) for form in _forms(verb)}
+
+
+_WRITE = _table(WRITE_VERBS) | {form: verb for form, verb in _IRREGULAR.items()}
+_READ = _table(READ_VERBS)
+_LIGHT = _table(LIGHT_VERBS)
+
+
+_PAST = frozenset(
+    form
+    for verb in WRITE_VERBS
+    for form in _forms(verb)
+    if form.endswith(("ed", "d")) and form not in WRITE_VERBS
+) | frozenset(_IRREGULAR)
+
+
+def _past(word: str) -> bool:
+    return word in _PAST
+
+
+# --- the name ------------------------------------------------------------------------------------
+
+
+def name_says(name: str) -> tuple[str, str]:
+    """("read" | "write" | "", the word): what a tool's name says it does. Read with its digits as the
+    letters they stand for too (``de1ete_fi1e``, ``dr0p``): a write in any reading is a write."""
+    verdicts = [_name_says(name)]
+    for leet in vetting._LEET:
+        if (spelled := name.translate(leet)) != name:
+            verdicts.append(_name_says(spelled))
+    return next((v for v in verdicts if v[0] == "write"), verdicts[0])
+
+
+def _name_says(name: str) -> tuple[str, str]:
+    words = vetting.tokens(name)
+    action = ""
+    for n, word in enumerate(words):
+        verb = _WRITE.get(word)
+        following = words[n + 1] if n + 1 < len(words) else ""
+        if verb in _RUN and vetting.READ_OBJECTS & set(words[n + 1 :]):
+            action = action or "query"  # execute_query, run_promql_query: what it runs is a read
+            continue
+        if verb and not _past(word) and word not in _READ:
+            after_conjunction = n > 0 and words[n - 1] in {"and", "or", "then", "plus"}
+            # after a read verb a write is the object ("list_commits", "get_restart_count"), unless it
+            # follows a conjunction or is a destructive verb with no noun after it ("get_file_purge")
+            bare = word == verb and verb in vetting.STRONG_VERBS and following not in _NOUN_FOLLOWERS
+            if not action or after_conjunction or bare:
+                return "write", verb
+        if not action and word in _READ:
+            action = _READ[word]
+    if len(words) == 1 and not action:  # one word run together: "purgecache", "cachepurge", "getstatus"
+        word = words[0]
+        for verb in sorted(WRITE_VERBS, key=len, reverse=True):
+            if len(verb) >= 4 and word != verb and (word.startswith(verb) or word.rstrip("s").endswith(verb)):
+                return "write", verb
+        action = next((v for v in ("get", "list", "read", "search", "show", "fetch", "find", "query",
+                                   "describe", "lookup", "view") if word.startswith(v)), "")  # fmt: skip
+    if action:
+        return "read", action
+    noun = next((w for w in words if w in READ_NOUNS), "")
+    return ("read", noun) if noun else ("", "")
+
+
+# --- the description -----------------------------------------------------------------------------
+
+
+def _clauses(text: str) -> list[list[str]]:
+    text = rx.sub(r"~~|</?[A-Za-z!][^>]{0,200}>|-->", ". ", vetting.folded(text[:4000]))
+    text = rx.sub(r"(\w)-[ \t]*\n[ \t]*(\w)", r"\1\2", text)  # a word broken across lines: "de-\nletes"
+    return [words for part in rx.split(r"[.;:!?\n,()\[\]|]+", text) if (words := vetting.tokens(part))]
+
+
+def description_writes(text: str) -> list[str]:
+    """What in a description says the tool writes, beyond vetting's destructive verbs."""
+    found: list[str] = []
+    for words in _clauses(text):
+        spelled = vetting._spelled_out(words)  # "p u s h e s the branch"
+        found += [f"description says {_WRITE[w]!r} (spelled out)" for w in spelled if w in _WRITE]
+        for n, word in enumerate(words):
+            previous = words[n - 1] if n else ""
+            following = words[n + 1] if n + 1 < len(words) else ""
+            verb = _WRITE.get(word)
+            if verb and previous not in _NEGATIONS and not _past(word) and word not in _READ:
+                placed = n == 0 or previous in _BEFORE_VERB
+                if verb in _RUN and vetting.READ_OBJECTS & set(words[n + 1 : n + 6]):
+                    placed = False  # "Runs a read-only query": what it runs is a read
+                if placed and ((following and following not in _NOUN_AFTER) or previous in {"to", "will"}):
+                    found.append(f"description says {verb!r}")
+            if verb and _past(word) and _passive(words[:n]):
+                found.append(f"description says {verb!r} (passive: '{previous} {word}')")
+            if word in _LIGHT and previous not in _NEGATIONS:
+                noun = next((w for w in words[n + 1 : n + 5] if w in NOMINALS), "")
+                if noun:
+                    found.append(f"description performs a write: '{word} ... {noun}'")
+            joined = word + following
+            split = len(following) >= 2 and len(joined) >= 5 and _WRITE.get(joined) and not _past(joined)
+            if split and not {word, following, joined} & (_READ.keys() | _WRITE.keys() - {joined}):
+                found.append(f"description says {_WRITE[joined]!r} (split: '{word} {following}')")
+    return list(dict.fromkeys(found))
+
+
+def _passive(before: list[str]) -> bool:
+    """The words before a past participle end in a present or future 'be' ("will be", "is", "are
+    permanently", "gets resolved and closed"); a past one ("were deleted") tells what happened, not what
+    the tool does, and one whose
+    subject is the tool's own answer ("the output is formatted", "results are truncated") shapes it."""
+    words = [w for w in before if not w.endswith("ly")]
+    while words and (words[-1] in _PAST or words[-1].endswith("ed") or words[-1] in {"and", "or"}):
+        words.pop()
+    words = words[-3:]
+    if not words or words[-1] not in _BE:
+        return False
+    return not (set(words[:-1]) & (_NEGATIONS | _OWN_ANSWER))
+
+
+def _foreign(text: str) -> bool:
+    words = set(vetting.tokens(vetting.folded(text[:4000]).lower()))
+    letters = [c for c in vetting.folded(text[:4000]) if c.isalpha()]
+    non_latin = sum(1 for c in letters if not c.isascii())
+    return bool(words & _FOREIGN_FUNCTION) or (bool(letters) and non_latin * 2 > len(letters))
+
+
+def opening_verb(text: str) -> str:
+    """The verb a description opens with when it acts on an object ("Raises the quota", "Use this to
+    flip every flag"), '' when it opens otherwise (a noun phrase: "The service's status")."""
+    for words in _clauses(text)[:1]:
+        if words[0] in {"the", "a", "an"}:
+            return ""
+        n = next((n for n, w in enumerate(words) if w not in _LEAD_IN), len(words))
+        if n + 1 < len(words) and words[n + 1] in _DETERMINERS:
+            runs = _LIGHT.get(words[n]) in _RUN | {"perform"} or _WRITE.get(words[n]) in _RUN
+            return "" if runs and vetting.READ_OBJECTS & set(words[n + 1 : n + 6]) else words[n]
+    return ""
+
+
+def description_reads(text: str) -> str:
+    """The read verb a description opens with ('' when its first verb is not one)."""
+    folded = vetting.folded(text[:4000])
+    if _foreign(text):
+        raw = "".join(c if c.isalpha() else " " for c in vetting._unaccented(folded.lower())).split()
+        first = next((w for w in raw if w not in _FOREIGN_FUNCTION), "")
+        if first in FOREIGN_READS or first in _FOREIGN_READS_OTHER:
+            return first
+        return next((v for v in _CJK_READS if folded.lstrip().startswith(v)), "")
+    for words in _clauses(text)[:1]:
+        first = next((w for w in words if w not in _LEAD_IN), "")
+        return _READ.get(first, "")
+    return ""
+
+
+def read_claim_flags(name: str, description: str) -> list[str]:
+    """Why a tool whose hints say read is not worded as one (empty: it is)."""
+    said, word = name_says(name)
+    flags = [f"name says {word!r}"] if said == "write" else []
+    flags += description_writes(description)
+    flags += vetting.write_words(description)
+    if flags:
+        return list(dict.fromkeys(flags))[:6]
+    reads = description_reads(description)
+    if _foreign(description) and description.strip() and not reads:
+        return ["unclear: a description in another language that does not open with a read verb"]
+    opening = opening_verb(description) if not reads and not _foreign(description) else ""
+    if opening and opening not in _READ:
+        return [f"unclear: the description opens with {opening!r} acting on something, not a read verb"]
+    if said == "read" or reads:
+        return []
+    return [
+        "unclear: neither the name nor the description says it reads "
+        "(a read says so: get, list, read, search, show, describe, ...)"
+    ]
