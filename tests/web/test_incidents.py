@@ -214,3 +214,18 @@ def test_the_mode_is_written_llm_not_llm_capitalized(login, proposed: ActionRequ
     assert "LLM · " in detail and "Llm" not in detail
     listing = login("operator").get(reverse("web:incidents")).content.decode()
     assert '<option value="llm">LLM</option>' in listing and "Llm" not in listing
+
+
+def test_a_bad_note_is_a_field_message_for_an_approver_and_a_refusal_for_a_viewer(
+    login, proposed: ActionRequest
+) -> None:
+    refused = approve(login("viewer"), proposed, note="a\x00b")  # the role first, then the form
+    assert refused.status_code == 403 and b"data-field-errors" not in refused.content
+    answer = approve(login("approver"), proposed, note="a\x00b")
+    assert answer.status_code == 400 and b'data-field-errors="note"' in answer.content
+    assert b"Null characters are not allowed." in answer.content
+    proposed.refresh_from_db()
+    assert proposed.status == ActionRequest.Status.PENDING and proposed.decision_note == ""
+    assert approve(login("approver"), proposed, note="n" * 2000).status_code == 302
+    proposed.refresh_from_db()
+    assert proposed.status == ActionRequest.Status.APPROVED and proposed.decision_note == "n" * 2000
