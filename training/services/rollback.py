@@ -29,7 +29,6 @@ from datetime import datetime
 from typing import Any
 
 from django.db import transaction
-from scipy.stats import binomtest
 
 from core.errors import ServiceError
 from routing.models import Invocation, TaskProfile
@@ -82,6 +81,8 @@ class Live:
 
     def p_below(self, line: float) -> float:
         """One-sided p-value that the live correctness is below ``line``."""
+        from scipy.stats import binomtest  # here: scipy.stats costs every process's start-up ~2 s
+
         n = max(round(self.effective), 1)
         k = min(max(round(self.correct * n), 0), n)
         return float(binomtest(k, n, min(max(line, 0.0), 1.0), alternative="less").pvalue)

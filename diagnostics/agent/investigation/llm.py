@@ -11,8 +11,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import openai
-
 from diagnostics import conf
 
 
@@ -47,6 +45,8 @@ class ToolTurn:
 
 class GatewayClient:
     def __init__(self, *, base_url: str, api_key: str, profile: str, timeout_s: float) -> None:
+        import openai  # here, as below: the SDK costs every process's start-up (django.setup()) ~1 s
+
         self.profile = profile
         self._client = openai.OpenAI(base_url=base_url, api_key=api_key, timeout=timeout_s, max_retries=1)
 
@@ -60,6 +60,8 @@ class GatewayClient:
     ) -> LLMReply:
         """One chat completion. ``schema``: the gateway verifies the answer against it;
         ``response_format``: a structured-output constraint the backend decodes under."""
+        import openai
+
         metadata: dict[str, Any] = {"task": self.profile}
         if schema is not None:
             metadata["verifier"] = {"kind": "json_schema", "schema": schema}
@@ -93,6 +95,8 @@ class GatewayClient:
     ) -> ToolTurn:
         """One turn of a native tool-calling conversation (OpenAI ``tools``, ``tool_choice`` auto); the
         gateway checks the calls against the declared tools (the ``tool_args`` verifier)."""
+        import openai
+
         metadata: dict[str, Any] = {"task": self.profile, "verifier": {"kind": "tool_args"}}
         try:
             raw = self._client.chat.completions.with_raw_response.create(  # type: ignore[call-overload]

@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from sklearn.exceptions import ConvergenceWarning
 
 from routing.router.learning.features import PER_FEATURE_BLOCKS, FeatureSpec, FeatureSpecError
 
@@ -121,6 +120,7 @@ class LearnedRouterModel:
 
 
 def _fit_lr(x: np.ndarray, y: np.ndarray, c: float, seed: int) -> tuple[np.ndarray, float]:
+    from sklearn.exceptions import ConvergenceWarning  # sklearn: ~3 s of every process's start-up
     from sklearn.linear_model import LogisticRegression
     from threadpoolctl import threadpool_limits
 
