@@ -12,78 +12,22 @@ progress (a 408, as their deadline would), so a new client is served at once.
 
 from __future__ import annotations
 
-import contextlib
-import os
 import resource
-import signal
 import socket
-import subprocess
-import sys
 import time
-from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
 import pytest
-from django.conf import settings as django_settings
 
-from bench.support.vllm import free_port
-from tests.support.celery_worker import worker_database_url
-from tests.support.wait import wait_until
+from tests.support.gateway_process import APP_SERVE, gateway_process
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-ROOT = Path(__file__).resolve().parents[2]
 FILES = 1024
 
 
 def _limit_files() -> None:
     resource.setrlimit(resource.RLIMIT_NOFILE, (FILES, FILES))
-
-
-@contextlib.contextmanager
-def _served_with_few_files(tmp_path: Path) -> Iterator[str]:
-    port = free_port()
-    env = {
-        **os.environ,
-        "DATABASE_URL": worker_database_url(),
-        "CELERY_BROKER_URL": django_settings.CELERY_BROKER_URL,
-        "SKILLGATE_VAR_DIR": str(tmp_path / "var"),
-        "SKILLGATE_LEDGER_JOURNAL_DIR": str(tmp_path / "journal"),
-    }
-    log = tmp_path / "web.log"
-    command = [sys.executable, "-m", "app.serve", "--port", str(port), "--log-level", "warning"]
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            command,
-            cwd=ROOT,
-            env=env,
-            start_new_session=True,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            preexec_fn=_limit_files,
-        )
-    url = f"http://127.0.0.1:{port}"
-
-    def up() -> bool:
-        try:
-            return httpx.get(f"{url}/healthz", timeout=2).status_code == 200
-        except httpx.TransportError:
-            return False
-
-    try:
-        wait_until(
-            up,
-            timeout=120,
-            interval=0.2,
-            what="python -m app.serve to start",
-            abort=lambda: None if proc.poll() is None else f"exited:\n{log.read_text()[-2000:]}",
-        )
-        yield url
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(30)
 
 
 def _healthz_seconds(url: str) -> float:
@@ -100,7 +44,8 @@ def test_idle_connections_past_the_file_limit_leave_new_clients_served(tmp_path)
     soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft < FILES + 300:
         pytest.skip(f"this process may open only {soft} files")
-    with _served_with_few_files(tmp_path) as url:
+    with gateway_process("few-files", tmp_path, serve=APP_SERVE, preexec_fn=_limit_files) as server:
+        url = server.url
         port = int(url.rsplit(":", 1)[1])
         idle: list[socket.socket] = []
         try:

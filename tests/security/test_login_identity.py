@@ -9,31 +9,20 @@ uvicorn's trust off; the app believes forwarded headers only from ``SKILLGATE_TR
 
 from __future__ import annotations
 
-import contextlib
-import os
 import re
-import signal
-import subprocess
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 import requests
 from axes.helpers import get_client_ip_address
-from django.conf import settings as django_settings
 from django.contrib.auth.models import User
 
 from app.management.commands import serve as serve_command
-from bench.support.vllm import free_port
-from tests.support.celery_worker import worker_database_url
+from tests.support.gateway_process import APP_SERVE, gateway_process
 from tests.support.raw_http import served
-from tests.support.wait import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-ROOT = Path(__file__).resolve().parents[2]
 PASSWORD = "correct horse battery staple"
 CSRF_INPUT = re.compile(r'name="csrfmiddlewaretoken" value="([^"]+)"')
 FORGED = [f"203.0.113.{n}" for n in range(1, 7)]  # six addresses, one per wrong guess
@@ -63,47 +52,6 @@ def guess_from_forged_addresses_then_log_in(url: str) -> requests.Response:
     return attempt(url, PASSWORD, forwarded_for="198.51.100.7")
 
 
-@contextlib.contextmanager
-def served_as_make_run_serves(tmp_path: Path, **env: str) -> Iterator[str]:
-    """``python -m app.serve``, the web process ``manage.py serve`` starts, on the test database."""
-    port = free_port()
-    log = tmp_path / "web.log"
-    full_env = {
-        **os.environ,
-        "DATABASE_URL": worker_database_url(),
-        "CELERY_BROKER_URL": django_settings.CELERY_BROKER_URL,
-        "SKILLGATE_VAR_DIR": str(tmp_path / "var"),
-        "SKILLGATE_LEDGER_JOURNAL_DIR": str(tmp_path / "journal"),
-        **env,
-    }
-    command = [sys.executable, "-m", "app.serve", "--port", str(port), "--log-level", "warning"]
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            command, cwd=ROOT, env=full_env, start_new_session=True, stdout=out, stderr=subprocess.STDOUT
-        )
-    url = f"http://127.0.0.1:{port}"
-
-    def up() -> bool:
-        try:
-            return httpx.get(f"{url}/healthz", timeout=2).status_code == 200
-        except httpx.TransportError:
-            return False
-
-    try:
-        wait_until(
-            up,
-            timeout=120,
-            interval=0.2,
-            what="python -m app.serve to start",
-            abort=lambda: None if proc.poll() is None else f"exited:\n{log.read_text()[-2000:]}",
-        )
-        yield url
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(30)
-
-
 def test_make_run_serves_the_web_process_through_app_serve():
     """The command line ``manage.py serve`` gives its supervisor (what the next test starts)."""
     source = Path(serve_command.__file__).read_text()
@@ -113,7 +61,8 @@ def test_make_run_serves_the_web_process_through_app_serve():
 def test_forged_forwarded_addresses_do_not_escape_the_lockout(tmp_path, settings):
     assert settings.AXES_FAILURE_LIMIT == 5
     User.objects.create_user("victim", "victim@example.com", PASSWORD)
-    with served_as_make_run_serves(tmp_path) as url:
+    with gateway_process("lockout", tmp_path, serve=APP_SERVE) as server:  # python -m app.serve
+        url = server.url
         logged_in = guess_from_forged_addresses_then_log_in(url)
         # Every guess counted against the one real address: locked out, even with the right password.
         assert logged_in.status_code == 429 and "Too many failed logins" in logged_in.text

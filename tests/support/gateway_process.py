@@ -1,5 +1,6 @@
-"""A real gateway server process for tests: uvicorn serving app.asgi on the test database, in its own
-process group, so a test can run several, stop one with SIGTERM or kill one with SIGKILL.
+"""A real gateway server process for tests: uvicorn serving app.asgi on the test database (or
+``python -m app.serve``, what ``make run`` serves: :data:`APP_SERVE`), in its own process group, so a test
+can run several, stop one with SIGTERM or kill one with SIGKILL.
 
 Its var/ folder and ledger journals are the test's (``var``, ``journal``); its log goes under the test
 artifacts. It reaches the same stub upstream as the test's own server (the backends are rows)."""
@@ -11,7 +12,7 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,6 +22,9 @@ from django.conf import settings
 from bench.support.vllm import free_port
 from tests.support.celery_worker import LOGS, ROOT, worker_database_url
 from tests.support.wait import wait_until
+
+UVICORN = ("-m", "uvicorn", "app.asgi:application", "--host", "127.0.0.1")
+APP_SERVE = ("-m", "app.serve")  # the web process of `make run` (manage.py serve), supervisord and the image
 
 
 @dataclass
@@ -51,8 +55,16 @@ def journal_files(folder: Path) -> list[Path]:
 
 
 @contextlib.contextmanager
-def gateway_process(name: str, folder: Path, env: dict[str, str] | None = None) -> Iterator[GatewayProcess]:
-    """A started server (``/healthz`` answers); killed afterwards if still running."""
+def gateway_process(
+    name: str,
+    folder: Path,
+    env: dict[str, str] | None = None,
+    *,
+    serve: Sequence[str] = UVICORN,
+    preexec_fn: Callable[[], None] | None = None,
+) -> Iterator[GatewayProcess]:
+    """A started server (``/healthz`` answers); killed afterwards if still running. ``serve``: the
+    interpreter's arguments before ``--port``; ``preexec_fn`` runs in the child before it starts."""
     port = free_port()
     log = LOGS / f"{name}-gateway.log"
     log.parent.mkdir(parents=True, exist_ok=True)
@@ -64,11 +76,16 @@ def gateway_process(name: str, folder: Path, env: dict[str, str] | None = None) 
         "SKILLGATE_LEDGER_JOURNAL_DIR": str(folder / "journal"),
         **(env or {}),
     }
-    command = [sys.executable, "-m", "uvicorn", "app.asgi:application", "--host", "127.0.0.1"]
-    command += ["--port", str(port), "--log-level", "warning"]
+    command = [sys.executable, *serve, "--port", str(port), "--log-level", "warning"]
     with log.open("wb") as out:
         proc = subprocess.Popen(
-            command, cwd=ROOT, env=full_env, start_new_session=True, stdout=out, stderr=subprocess.STDOUT
+            command,
+            cwd=ROOT,
+            env=full_env,
+            start_new_session=True,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            preexec_fn=preexec_fn,
         )
     server = GatewayProcess(proc, f"http://127.0.0.1:{port}", log)
 

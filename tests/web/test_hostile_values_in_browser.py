@@ -8,7 +8,7 @@ so the walk also sees the forms accept what they should.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
@@ -16,18 +16,20 @@ from typing import Any
 import pytest
 from django.contrib.auth.models import User
 from django.utils import timezone
-from playwright.sync_api import Browser, Page, expect
+from playwright.sync_api import Page, expect
 
 from routing.models import ApiKey, Invocation, TaskProfile
 from tests.factories import ApiKeyFactory, InvocationFactory, TaskProfileFactory
-from tests.support.browser import log_in, needs_chromium, screenshot
-from tests.support.dashboard import PASSWORD
+from tests.support.browser import needs_chromium, screenshot
+from tests.support.form_walk import WIDTHS, fits
 
-pytestmark = [needs_chromium, pytest.mark.browser, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
-
-PHONE = {"width": 375, "height": 740}
-DESKTOP = {"width": 1280, "height": 900}
-WIDTHS = pytest.mark.parametrize("viewport", [PHONE, DESKTOP], ids=["375px", "desktop"])
+pytestmark = [
+    needs_chromium,
+    pytest.mark.browser,
+    pytest.mark.slow,
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.usefixtures("patient_expect"),  # and page_at, failures: tests/web/conftest.py
+]
 
 # (what is typed into the policy parameters, what the message next to the field says)
 POLICY_PARAMS = [
@@ -61,47 +63,6 @@ BUDGET = [
     ("NaN", "NaN is not a number; enter a number."),
     ("0.000000001", "no more than 8 decimal places"),
 ]
-
-
-@pytest.fixture(autouse=True)
-def patient_expect() -> Iterator[None]:
-    """A message is looked for up to 20 s (5 s by default): on a loaded machine (several test runs on
-    two cores) the swap of a 400 answer once came after 5 s."""
-    expect.set_options(timeout=20_000)
-    yield
-    expect.set_options(timeout=None)
-
-
-@pytest.fixture
-def failures() -> list[str]:
-    """Every answer of 500 or more the test's pages got."""
-    return []
-
-
-@pytest.fixture
-def page_at(
-    browser: Browser, gateway_url: str, users: dict[str, User], failures: list[str]
-) -> Iterator[Callable[[dict[str, int]], Page]]:
-    """A logged-in admin's page at a viewport."""
-    contexts = []
-
-    def open_at(viewport: dict[str, int]) -> Page:
-        phone = viewport["width"] < 500
-        context = browser.new_context(viewport=viewport, is_mobile=phone, has_touch=phone)
-        contexts.append(context)
-        page = context.new_page()
-        page.on("response", lambda r: failures.append(f"{r.status} {r.url}") if r.status >= 500 else None)
-        log_in(page, gateway_url, "adam", PASSWORD)
-        return page
-
-    yield open_at
-    for context in contexts:
-        context.close()
-
-
-def fits(page: Page) -> bool:
-    """Nothing scrolls sideways."""
-    return bool(page.evaluate("document.scrollingElement.scrollWidth <= window.innerWidth"))
 
 
 def field_message(page: Page, scope: str, field: str) -> Any:
@@ -189,11 +150,11 @@ def _open_edit(page: Page, gateway_url: str, key: ApiKey) -> str:
 def test_a_key_edit_refuses_a_past_expiry_and_hostile_limits_and_keeps_the_key(
     page_at: Callable[[dict[str, int]], Page],
     gateway_url: str,
-    users: dict[str, User],
+    admin_walker: User,
     failures: list[str],
     viewport: dict[str, int],
 ) -> None:
-    key = ApiKeyFactory.create(name="edited", owner=users["admin"], budget_usd=Decimal(5), rpm_limit=30)
+    key = ApiKeyFactory.create(name="edited", owner=admin_walker, budget_usd=Decimal(5), rpm_limit=30)
     page = page_at(viewport)
     hostile = [
         ("expires_at", "2001-01-01T00:00", "Pick a time in the future"),
@@ -221,7 +182,7 @@ def test_a_key_edit_refuses_a_past_expiry_and_hostile_limits_and_keeps_the_key(
 def test_an_expired_key_keeps_its_expiry_when_its_limits_are_edited(
     page_at: Callable[[dict[str, int]], Page],
     gateway_url: str,
-    users: dict[str, User],
+    admin_walker: User,
     failures: list[str],
     viewport: dict[str, int],
 ) -> None:
@@ -229,7 +190,7 @@ def test_an_expired_key_keeps_its_expiry_when_its_limits_are_edited(
     unchanged, it is the key's own expiry, not a new one "in the past" (which refused every edit of an
     expired key's budget) nor one cut to the minute."""
     expired = (timezone.now() - timedelta(days=1)).replace(second=17, microsecond=250_000)
-    key = ApiKeyFactory.create(name="lapsed", owner=users["admin"], budget_usd=Decimal(5), expires_at=expired)
+    key = ApiKeyFactory.create(name="lapsed", owner=admin_walker, budget_usd=Decimal(5), expires_at=expired)
     page = page_at(viewport)
     form = _open_edit(page, gateway_url, key)
     expect(page.locator(f"{form} [name$='-expires_at']")).to_have_value(expired.strftime("%Y-%m-%dT%H:%M"))
