@@ -21,16 +21,22 @@ FIELD = "cache_control"
 
 
 def markers(body: dict[str, Any]) -> Iterator[tuple[str, Any]]:
-    """Each ``(param, cache_control)`` of ``body`` that is set (not None), in body order."""
-    for i, message in enumerate(_list(body.get("messages"))):
-        if not isinstance(message, dict):
+    """Each ``(param, cache_control)`` of ``body`` that is set (not None), in body order. A message
+    whose content is text and that has no tool calls is passed over at once: this runs several times
+    per call (the check, each leg's price terms), over up to 14,000 messages (routing/call/body_work.py)."""
+    messages = body.get("messages")
+    for i, message in enumerate(messages if type(messages) is list else ()):
+        if type(message) is not dict:
             continue
-        for j, part in enumerate(_list(message.get("content"))):
-            if isinstance(part, dict) and part.get(FIELD) is not None:
-                yield f"messages[{i}].content[{j}].{FIELD}", part[FIELD]
-        for k, call in enumerate(_list(message.get("tool_calls"))):
-            if isinstance(call, dict) and call.get(FIELD) is not None:
-                yield f"messages[{i}].tool_calls[{k}].{FIELD}", call[FIELD]
+        content, calls = message.get("content"), message.get("tool_calls")
+        if type(content) is list:
+            for j, part in enumerate(content):
+                if type(part) is dict and part.get(FIELD) is not None:
+                    yield f"messages[{i}].content[{j}].{FIELD}", part[FIELD]
+        if type(calls) is list:
+            for k, call in enumerate(calls):
+                if type(call) is dict and call.get(FIELD) is not None:
+                    yield f"messages[{i}].tool_calls[{k}].{FIELD}", call[FIELD]
     for t, tool in enumerate(_list(body.get("tools"))):
         if isinstance(tool, dict) and tool.get(FIELD) is not None:
             yield f"tools[{t}].{FIELD}", tool[FIELD]

@@ -275,14 +275,13 @@ def terms_of(body: dict[str, Any]) -> Terms:
         audio_out = "audio"
     audio_in, references, cache_write, hour_at = None, 0, None, None
     for i, message in enumerate(body.get("messages") or []):
-        if not isinstance(message, dict):
+        if type(message) is not dict:  # a body parsed from JSON: plain dicts and lists
             continue
         if message.get("audio") is not None:
             references += 1
             audio_in = audio_in or f"messages[{i}].audio"
-        content = message.get("content")
-        for j, part in enumerate(content if isinstance(content, list) else []):
-            if isinstance(part, dict) and part.get("type") in ("input_audio", "audio"):
+        for j, part in enumerate(content if type(content := message.get("content")) is list else ()):
+            if type(part) is dict and part.get("type") in ("input_audio", "audio"):
                 audio_in = audio_in or f"messages[{i}].content[{j}]"
     for at, control in cache_markers.markers(body):  # content parts, tool calls, tools
         cache_write = cache_write or at

@@ -29,6 +29,7 @@ from routing.api.http import (
     send_stream,
 )
 from routing.api.messages import protocol as anthropic
+from routing.call import body_work
 from routing.errors import ApiError
 
 log = logging.getLogger(__name__)
@@ -77,7 +78,9 @@ async def application(scope: Scope, receive: Receive, send: Send) -> None:
         body = b""
         if method in ("POST", "PUT", "PATCH"):
             body = await read_body(receive, conf.get().limits.max_body_bytes)
-        response = await handler(Request.of(scope, body))
+        request = Request.of(scope, body)
+        async with body_work.of(request):  # a heavy body waits for its turn; released once planned
+            response = await handler(request)
     except ClientGone:
         return
     except ApiError as exc:

@@ -19,7 +19,7 @@ from core import tracing
 from core.db import run_sync
 from routing import budgets, conf, scopes
 from routing.access import lookups
-from routing.call import sampling, upstream
+from routing.call import body_work, sampling, upstream
 from routing.call.legs import run_leg
 from routing.call.metrics import observe_call
 from routing.call.plans import AUTO_MODEL, CallPlan, active_backends, plan_call, teacher_of
@@ -133,6 +133,7 @@ async def prepare(
     *, api_key: ApiKey, request: ChatRequest, task_header: str | None, endpoint: str = "/v1/chat/completions"
 ) -> Prepared:
     started = time.perf_counter()
+    await body_work.pause()  # a heavy body was parsed: others' turn before it is planned
     media_url = remote_url_param(request.messages)
     if media_url is not None and not api_key.has_scope(scopes.MEDIA_URLS):
         raise ApiError(
@@ -160,6 +161,7 @@ async def prepare(
     except VerifierPolicyError as exc:
         kind = "permission_error" if exc.status == 403 else "invalid_request_error"
         raise ApiError(exc.status, exc.message, type=kind, param="metadata.verifier", code=exc.code) from None
+    await body_work.pause()
     forced = next((b for b in backends if b.name == request.model), None)
     if request.model == AUTO_MODEL:
         # the plan dumped the request already: the router's features read that dump
@@ -200,12 +202,16 @@ async def reserve_budget(prep: Prepared) -> budgets.Hold | None:
     (routing/pricing.py ``Terms``): one a leg's backend has no price for is a 400 naming it. A leg's
     retries hold more as they come (routing/call/attempts.py).
     """
+    legs = []
     try:  # read once per leg: the refusal, the bound here, the leg's attempts and its price (plans.py)
-        legs = [(backend, prep.plan.pricing(backend)) for backend in legs_planned(prep)]
+        for backend in legs_planned(prep):
+            await body_work.pause()
+            legs.append((backend, prep.plan.pricing(backend)))
     except PricingError as exc:
         raise ApiError(503, str(exc), type="server_error", code="backend_unpriced") from None
     for backend, pricing in legs:
         refuse_unpriced(backend, pricing.prices, pricing.terms)
+    body_work.planned()  # the caller's body is walked: its weight goes back (routing/call/body_work.py)
     if prep.api_key.budget_usd is None:
         return None
     total = Decimal(0)

@@ -12,7 +12,7 @@ from routing.api.http import JsonResponse, Request, Response, StreamResponse, ca
 from routing.api.messages import protocol as anthropic
 from routing.api.messages.cache import Origins
 from routing.api.messages.stream import anthropic_events
-from routing.call import gateway, upstream
+from routing.call import body_work, gateway, upstream
 from routing.call.plans import teacher_of
 from routing.call.streaming import stream_call
 from routing.errors import ApiError
@@ -54,7 +54,12 @@ async def create(request: Request) -> Response:
 
 async def count_tokens(request: Request) -> Response:
     """The prompt's tokens by the teacher's tokenizer (litellm's count, as for a cut-off stream)."""
-    await api_key_of(request, anthropic=True)
+    key = await api_key_of(request, anthropic=True)
+    async with body_work.of(request, key):  # the key is known only now: the body's turn here
+        return await _count_tokens(request)
+
+
+async def _count_tokens(request: Request) -> Response:
     parsed = anthropic.parse(request.body, anthropic.CountTokensRequest)
     body = {"messages": anthropic.chat_messages(parsed), **anthropic.chat_tools(parsed)}
     profile_name = request.header("x-skillgate-task") or gateway.DEFAULT_PROFILE
