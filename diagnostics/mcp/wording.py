@@ -110,6 +110,7 @@ _FOREIGN_FUNCTION = frozenset(
     con il gli della
     degli het een van och att och ett til og af ja sono sind wird il dei""".split()
 )
+_ENGLISH_FUNCTION = frozenset("the of and to a in for is on with by from that this it an or are".split())
 FOREIGN_READS = frozenset(
     """liest zeigt listet gibt sucht holt ruft lit affiche liste listes renvoie retourne cherche obtient
     recupere lee muestra lista devuelve obtiene busca consulta legge mostra elenca restituisce cerca
@@ -253,10 +254,14 @@ def _passive(before: list[str]) -> bool:
 
 
 def _foreign(text: str) -> bool:
-    words = set(vetting.tokens(vetting.folded(text[:4000]).lower()))
+    words = vetting.tokens(vetting.folded(text[:4000]).lower())
     letters = [c for c in vetting.folded(text[:4000]) if c.isalpha()]
-    non_latin = sum(1 for c in letters if not c.isascii())
-    return bool(words & _FOREIGN_FUNCTION) or (bool(letters) and non_latin * 2 > len(letters))
+    if letters and sum(1 for c in letters if not c.isascii()) * 2 > len(letters):
+        return True
+    # Some are English words too ("pods that die", "the Del key"): English function words outweigh them.
+    foreign = sum(1 for w in words if w in _FOREIGN_FUNCTION)
+    english = sum(1 for w in words if w in _ENGLISH_FUNCTION)
+    return (foreign >= 1 and english == 0) or (foreign >= 2 and foreign > english)
 
 
 def opening_verb(text: str) -> str:

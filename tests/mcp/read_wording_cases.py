@@ -142,6 +142,9 @@ HONEST: list[tuple[str, str]] = [
     ("get-annotated-message", "Demonstrates how annotations can be used to provide metadata about content."),
     ("get-sum", "Returns the sum of two numbers"),
     ("get-env", "Returns all environment variables, helpful for debugging MCP server configuration"),
+    # English with a word other languages use as a function word ("die", "Del").
+    ("list_pods", "Lists pods that die repeatedly."),
+    ("get_keys", "Shows what the Del key does."),
 ]  # fmt: skip
 
 UNCLEAR_HONEST: list[tuple[str, str]] = [
