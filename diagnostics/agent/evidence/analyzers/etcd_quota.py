@@ -29,6 +29,7 @@ from diagnostics.agent.evidence.analyzers.base import (
     register,
 )
 from diagnostics.agent.evidence.analyzers.server_states import samples_of
+from diagnostics.agent.evidence.analyzers.waits import note_wait, still_waiting, waited
 from diagnostics.agent.findings import Finding, ObjRef, Severity
 from diagnostics.agent.request.timewindow import iso, line_time
 
@@ -72,7 +73,7 @@ class EtcdQuotaAnalyzer(Analyzer):
     def analyze(self, out: ToolOutput, state: AnalysisState) -> list[Finding]:
         facts = state.fact_dict("etcd_nospace")
         if not ("etcd" in out.text or "space exceeded" in out.text or "NOSPACE" in out.text):
-            return self._finding(facts) if facts.get("waited") else []
+            return self._finding(facts) if waited(facts) else []
         for sample in samples_of(out, _METRICS):
             name = sample.name.replace("etcd_debugging_", "etcd_")
             key = {
@@ -137,8 +138,8 @@ class EtcdQuotaAnalyzer(Analyzer):
         if facts.get("told") is not None and facts["told"] == bool(facts.get("disarmed")):
             return []
         complete = bool(quota and size and in_use and facts.get("refused"))
-        facts["waited"] = int(facts.get("waited") or 0) + 1
-        if facts.get("told") is None and not complete and facts["waited"] <= _WAIT:
+        note_wait(facts)
+        if facts.get("told") is None and not complete and still_waiting(facts, _WAIT):
             return []
         facts["told"] = bool(facts.get("disarmed"))
         parts = (bool(facts.get("alarm")), quota, in_use, bool(facts.get("refused")))

@@ -26,6 +26,7 @@ from diagnostics.agent.evidence.analyzers.base import (
     register,
 )
 from diagnostics.agent.evidence.analyzers.kubernetes.containers import workload_of
+from diagnostics.agent.evidence.analyzers.waits import note_wait, start_wait, still_waiting
 from diagnostics.agent.findings import Finding, ObjRef, Severity
 
 _FORMAT_ERROR = rx.compile(r"exec format error")
@@ -43,8 +44,8 @@ class ImageArchAnalyzer(Analyzer):
 
     def analyze(self, out: ToolOutput, state: AnalysisState) -> list[Finding]:
         facts = state.fact_dict("image_arch")
-        if facts.get("line") and out.ok and not out.no_data:
-            facts["waited"] = int(facts.get("waited") or 0) + 1
+        if facts.get("line"):
+            note_wait(facts, out)
         text = out.text
         arches: dict[str, str] = facts.setdefault("arches", {})
         placed: dict[str, tuple[str, str]] = facts.setdefault("placed", {})  # pod -> (node, status)
@@ -52,7 +53,8 @@ class ImageArchAnalyzer(Analyzer):
             line = next((ln.strip() for ln in text.splitlines() if _FORMAT_ERROR.search(ln)), "")
             pod, namespace = str(out.params.get("pod_name") or ""), str(out.params.get("namespace") or "")
             if line and pod and not facts.get("line"):
-                facts.update(line=line, pod=pod, namespace=namespace, waited=0)
+                facts.update(line=line, pod=pod, namespace=namespace)
+                start_wait(facts)
                 state.lead(ObjRef("node", "*"), "the nodes' CPU architectures", 84)
                 if namespace:
                     state.lead(ObjRef("pod", pod, namespace), "the node a binary cannot run on", 85)
@@ -97,7 +99,7 @@ class ImageArchAnalyzer(Analyzer):
         placed: dict[str, tuple[str, str]] = facts["placed"]
         node = placed.get(pod, ("", ""))[0]
         arch = arches.get(node, "")
-        if not (arch and facts.get("listed")) and int(facts.get("waited") or 0) <= _WAIT:
+        if not (arch and facts.get("listed")) and still_waiting(facts, _WAIT):
             return []
         mine = {p: placed[p] for p in placed if workload_of(p) == workload}
         failing = sorted({n for p, (n, s) in mine.items() if s not in _RUNNING or p == pod})

@@ -27,6 +27,7 @@ from diagnostics.agent.evidence.analyzers.base import (
     register,
 )
 from diagnostics.agent.evidence.analyzers.kubernetes.manifests import manifest_of
+from diagnostics.agent.evidence.analyzers.waits import note_wait, still_waiting
 from diagnostics.agent.findings import Finding, ObjRef, Severity
 
 _IGNORED = rx.compile(
@@ -44,8 +45,8 @@ class IngressClassAnalyzer(Analyzer):
 
     def analyze(self, out: ToolOutput, state: AnalysisState) -> list[Finding]:
         facts = state.fact_dict("ingress_class")
-        if facts.get("ingresses") and out.ok and not out.no_data:
-            facts["waited"] = int(facts.get("waited") or 0) + 1
+        if facts.get("ingresses"):
+            note_wait(facts, out)
         text = out.text
         kind = str(out.params.get("kind") or "").lower()
         ingresses: dict[str, dict[str, Any]] = facts.setdefault("ingresses", {})
@@ -100,7 +101,7 @@ class IngressClassAnalyzer(Analyzer):
     @staticmethod
     def _finding(facts: dict[str, Any]) -> list[Finding]:
         classes: dict[str, str] | None = facts.get("classes")
-        waited = int(facts.get("waited") or 0) > _WAIT
+        waited = not still_waiting(facts, _WAIT)
         findings: list[Finding] = []
         for key, ing in facts.get("ingresses", {}).items():
             cls = str(ing.get("cls") or "")

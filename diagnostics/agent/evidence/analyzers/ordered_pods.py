@@ -25,6 +25,7 @@ from diagnostics.agent.evidence.analyzers.base import (
     register,
 )
 from diagnostics.agent.evidence.analyzers.kubernetes.manifests import manifest_of
+from diagnostics.agent.evidence.analyzers.waits import note_wait, still_waiting
 from diagnostics.agent.findings import Finding, ObjRef, Severity
 
 _REPLICAS = rx.compile(r"^Replicas:\s+(\d+) desired \| (\d+) total", rx.MULTILINE)
@@ -53,8 +54,8 @@ class OrderedPodsAnalyzer(Analyzer):
 
     def analyze(self, out: ToolOutput, state: AnalysisState) -> list[Finding]:
         facts = state.fact_dict("ordered_pods")
-        if facts.get("sts") and out.ok and not out.no_data:
-            facts["waited"] = int(facts.get("waited") or 0) + 1
+        if facts.get("sts"):
+            note_wait(facts, out)
         text = out.text
         pods: dict[str, bool] = facts.setdefault("ready", {})
         namespace = str(out.params.get("namespace") or "")
@@ -121,7 +122,7 @@ class OrderedPodsAnalyzer(Analyzer):
             and facts.get("policy")
             and (facts.get("listed") or facts.get("ready_count") is not None)
         )
-        if not known and int(facts.get("waited") or 0) <= _WAIT:
+        if not known and still_waiting(facts, _WAIT):
             return []
         if pods.get(waiting, True):
             return []  # it is Ready (or was never seen): the controller is not waiting on it

@@ -25,6 +25,7 @@ from diagnostics.agent.evidence.analyzers.base import (
     register,
 )
 from diagnostics.agent.evidence.analyzers.kubernetes.manifests import manifest_of
+from diagnostics.agent.evidence.analyzers.waits import note_wait, still_waiting
 from diagnostics.agent.findings import Finding, Severity
 
 _PAUSED_ROW = rx.compile(r"^\s+Progressing\s+Unknown\s+DeploymentPaused", rx.MULTILINE)
@@ -52,12 +53,12 @@ class PausedRolloutAnalyzer(Analyzer):
     def analyze(self, out: ToolOutput, state: AnalysisState) -> list[Finding]:
         facts = state.fact_dict("paused")
         for item in facts.values():
-            if isinstance(item, dict) and out.ok and not out.no_data:
-                item["waited"] = int(item.get("waited") or 0) + 1
+            if isinstance(item, dict):
+                note_wait(item, out)
         text = out.text
         if looks_like_describe(text) and _PAUSED_ROW.search(text):
             key = f"Deployment/{field_value(text, 'Namespace')}/{field_value(text, 'Name')}"
-            item = facts.setdefault(key, {"waited": 0})
+            item = facts.setdefault(key, {})
             item["described"] = True
             item["new_rs"] = field_value(text, "NewReplicaSet")
             if image := _IMAGE.search(text):
@@ -89,7 +90,7 @@ class PausedRolloutAnalyzer(Analyzer):
         if not how:
             return
         key = f"{kind}/{meta.get('namespace') or ''}/{meta.get('name') or ''}"
-        item = facts.setdefault(key, {"waited": 0})
+        item = facts.setdefault(key, {})
         item["how"] = how
         for condition in status.get("conditions") or []:
             if isinstance(condition, dict) and str(condition.get("reason")) in (
@@ -114,7 +115,7 @@ class PausedRolloutAnalyzer(Analyzer):
             if not isinstance(item, dict) or item.get("reported"):
                 continue
             both = item.get("described") and item.get("how")
-            if not both and int(item.get("waited") or 0) <= _WAIT:
+            if not both and still_waiting(item, _WAIT):
                 continue
             item["reported"] = True
             kind, namespace, name = key.split("/", 2)

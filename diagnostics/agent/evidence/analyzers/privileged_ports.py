@@ -17,6 +17,7 @@ from diagnostics.agent import rx
 from diagnostics.agent.evidence.analyzers.base import AnalysisState, Analyzer, ToolOutput, clip, register
 from diagnostics.agent.evidence.analyzers.kubernetes.containers import workload_of
 from diagnostics.agent.evidence.analyzers.kubernetes.manifests import manifest_of
+from diagnostics.agent.evidence.analyzers.waits import note_wait, start_wait, still_waiting
 from diagnostics.agent.findings import Finding, ObjRef, Severity
 
 _BIND_DENIED = rx.compile(
@@ -78,8 +79,8 @@ class PrivilegedPortAnalyzer(Analyzer):
         facts = state.fact_dict("privileged_port")
         if awaited := facts.get("awaiting"):
             read = awaited in (out.params.get("name"), out.params.get("resource_name"))
-            facts["waited"] = int(facts.get("waited") or 0) + 1
-            facts["awaiting"] = "" if read or facts["waited"] > _WAIT else awaited
+            note_wait(facts)
+            facts["awaiting"] = "" if read or not still_waiting(facts, _WAIT) else awaited
         if not ("ermission denied" in out.text or "securityContext" in out.text or "user" in out.text):
             return self._finding(state)
         obj = manifest_of(out.text) if "apiVersion" in out.text[:2000] else None
@@ -108,8 +109,10 @@ class PrivilegedPortAnalyzer(Analyzer):
         owner = _DEPLOYMENT_POD.match(pod)
         if owner:
             state.lead(ObjRef("replicaset", owner.group(1), namespace), "the template the pod runs", 89)
-            if not state.fact_dict("privileged_port").get("user"):
-                state.fact_dict("privileged_port").update(awaiting=owner.group(1), waited=0)
+            facts = state.fact_dict("privileged_port")
+            if not facts.get("user"):
+                facts["awaiting"] = owner.group(1)
+                start_wait(facts)
         state.lead(ObjRef("pod", pod, namespace), "the user and capabilities of a process denied a port", 88)
 
     @staticmethod

@@ -31,6 +31,7 @@ from diagnostics.agent.evidence.analyzers.base import (
 )
 from diagnostics.agent.evidence.analyzers.kubernetes.containers import workload_of
 from diagnostics.agent.evidence.analyzers.kubernetes.manifests import manifest_of
+from diagnostics.agent.evidence.analyzers.waits import note_wait, start_wait, still_waiting
 from diagnostics.agent.findings import Finding, ObjRef, Severity
 
 _LIMITED = rx.compile(
@@ -95,7 +96,7 @@ class PullRateLimitAnalyzer(Analyzer):
         facts = state.fact_dict("pull_rate_limit")
         text = out.text
         if facts.get("line"):
-            facts["waited"] = int(facts.get("waited") or 0) + 1
+            note_wait(facts)
         self._read_listings(out, facts)
         if "Image pull secrets:" in text:
             secrets = field_value(text, "Image pull secrets")
@@ -169,8 +170,8 @@ class PullRateLimitAnalyzer(Analyzer):
             pod=pod,
             namespace=namespace,
             workload=workload_of(pod) if pod else "",
-            waited=0,
         )
+        start_wait(facts)
         state.lead(ObjRef("node", "*"), "how old the nodes the pulls fail on are", 80)
         if namespace:
             state.lead(ObjRef("pod", "*", namespace), "which pods fail to pull, and on which nodes", 80)
@@ -184,7 +185,7 @@ class PullRateLimitAnalyzer(Analyzer):
             return []
         pods: dict[str, tuple[str, str, int | None]] = facts.get("pods") or {}
         nodes: dict[str, int] = facts.get("nodes") or {}
-        if (not pods or not nodes) and int(facts.get("waited") or 0) <= _WAIT:
+        if (not pods or not nodes) and still_waiting(facts, _WAIT):
             return []
         facts["reported"] = True
         workload = str(facts.get("workload") or "")

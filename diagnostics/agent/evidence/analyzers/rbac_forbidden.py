@@ -18,6 +18,7 @@ from typing import Any
 from diagnostics.agent import rx
 from diagnostics.agent.evidence.analyzers.base import AnalysisState, Analyzer, ToolOutput, clip, register
 from diagnostics.agent.evidence.analyzers.kubernetes.manifests import manifest_of
+from diagnostics.agent.evidence.analyzers.waits import note_wait, start_wait, still_waiting
 from diagnostics.agent.findings import Finding, ObjRef, Severity
 from diagnostics.agent.request.timewindow import iso, line_time
 
@@ -98,7 +99,7 @@ class RbacForbiddenAnalyzer(Analyzer):
     def analyze(self, out: ToolOutput, state: AnalysisState) -> list[Finding]:
         facts = state.fact_dict("rbac_forbidden")
         if facts.get("awaiting"):
-            facts["waited"] = int(facts.get("waited") or 0) + 1
+            note_wait(facts)
         if "forbidden" in out.text.lower() and not facts.get("resource"):
             self._read_log(out, state, facts)
         if "rbac.authorization.k8s.io" in out.text:
@@ -133,8 +134,8 @@ class RbacForbiddenAnalyzer(Analyzer):
             since=_hhmm(stamped[0]) if stamped else "",
             stalled=stalled[-1] if stalled else "",
             awaiting=True,
-            waited=0,
         )
+        start_wait(facts)
         where = namespace or sa_ns
         state.lead(ObjRef("role", sa, where), "the Role its service account is refused by", 86)
         state.lead(ObjRef("rolebinding", sa, where), "what its service account is bound to", 85)
@@ -178,7 +179,7 @@ class RbacForbiddenAnalyzer(Analyzer):
         role = (
             roles.get(str(facts.get("bound"))) or roles.get(facts["sa"]) or next(iter(roles.values()), None)
         )
-        if role is None and int(facts.get("waited") or 0) <= _WAIT:
+        if role is None and still_waiting(facts, _WAIT):
             return []
         facts["reported"] = True
         resource, verb = str(facts["resource"]), str(facts["verb"])

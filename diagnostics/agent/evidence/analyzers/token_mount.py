@@ -30,6 +30,7 @@ from diagnostics.agent.evidence.analyzers.base import (
 )
 from diagnostics.agent.evidence.analyzers.kubernetes.containers import containers_of, workload_of
 from diagnostics.agent.evidence.analyzers.kubernetes.manifests import manifest_of
+from diagnostics.agent.evidence.analyzers.waits import note_wait, start_wait, still_waiting
 from diagnostics.agent.findings import Finding, ObjRef, Severity
 
 _NO_TOKEN = rx.compile(
@@ -59,15 +60,16 @@ class TokenMountAnalyzer(Analyzer):
 
     def analyze(self, out: ToolOutput, state: AnalysisState) -> list[Finding]:
         facts = state.fact_dict("token_mount")
-        if facts.get("line") and out.ok and not out.no_data:
-            facts["waited"] = int(facts.get("waited") or 0) + 1
+        if facts.get("line"):
+            note_wait(facts, out)
         text = out.text
         namespace = str(out.params.get("namespace") or "")
         if out.is_log:
             lines = [line.strip() for line in text.splitlines() if _NO_TOKEN.search(line)]
             pod = str(out.params.get("pod_name") or "")
             if lines and pod and not facts.get("line"):
-                facts.update(line=lines[-1], pod=pod, namespace=namespace, waited=0)
+                facts.update(line=lines[-1], pod=pod, namespace=namespace)
+                start_wait(facts)
                 if namespace:
                     state.lead(
                         ObjRef("pod", pod, namespace), "the service account of a pod with no token", 86
@@ -120,7 +122,7 @@ class TokenMountAnalyzer(Analyzer):
         account = self._account(facts)
         on_account = facts.get("account_automount", {}).get(account) if account else None
         on_pod = facts.get("pod_automount", {}).get(workload_of(pod))
-        if on_account is None and on_pod != "false" and int(facts.get("waited") or 0) <= _WAIT:
+        if on_account is None and on_pod != "false" and still_waiting(facts, _WAIT):
             return []
         facts["reported"] = True
         containers = facts.get("containers", {}).get(pod) or []

@@ -31,6 +31,7 @@ from diagnostics.agent.evidence.analyzers.base import (
 )
 from diagnostics.agent.evidence.analyzers.kubernetes.containers import workload_of
 from diagnostics.agent.evidence.analyzers.kubernetes.manifests import manifest_of
+from diagnostics.agent.evidence.analyzers.waits import note_wait, start_wait, still_waiting
 from diagnostics.agent.findings import Finding, ObjRef, Severity
 
 _CONSTRAINT = rx.compile(
@@ -84,7 +85,7 @@ class TopologySpreadAnalyzer(Analyzer):
             # An autoscaler short of replicas: its target's pods say why.
             state.lead(ObjRef(ref.group(1).lower(), ref.group(2), namespace), "the autoscaler's target", 70)
         if facts.get("pod"):
-            facts["waited"] = int(facts.get("waited") or 0) + 1
+            note_wait(facts)
         self._read_pods(text, facts)
         self._read_node(text, facts)
         if _SPREAD_REFUSED.search(text) and not facts.get("pod"):
@@ -125,8 +126,8 @@ class TopologySpreadAnalyzer(Analyzer):
             selector=parsed[3],
             message=message,
             short=short,
-            waited=0,
         )
+        start_wait(facts)
         state.lead(ObjRef("node", "*"), "each node's domain for the spread constraint", 82)
         if namespace:
             state.lead(ObjRef("pod", "*", namespace), "where the workload's pods run", 82)
@@ -174,7 +175,7 @@ class TopologySpreadAnalyzer(Analyzer):
         allowed_nodes = sorted(n for n, d in domain_of.items() if d in allowed)
         requests = facts.get("requests") or {}
         described = [n for n in allowed_nodes if n in requests]
-        if not described and int(facts.get("waited") or 0) <= _WAIT:
+        if not described and still_waiting(facts, _WAIT):
             for node in allowed_nodes:
                 state.lead(ObjRef("node", node), "who requests the allowed domain's capacity", 81)
             return []

@@ -30,6 +30,7 @@ from diagnostics.agent.evidence.analyzers.base import (
 )
 from diagnostics.agent.evidence.analyzers.kubernetes.containers import workload_of
 from diagnostics.agent.evidence.analyzers.kubernetes.manifests import manifest_of
+from diagnostics.agent.evidence.analyzers.waits import note_wait, start_wait, still_waiting
 from diagnostics.agent.findings import Finding, ObjRef, Severity
 
 _DENIED = rx.compile(
@@ -126,8 +127,8 @@ class VolumePermissionAnalyzer(Analyzer):
 
     def analyze(self, out: ToolOutput, state: AnalysisState) -> list[Finding]:
         facts = state.fact_dict("volume_permission")
-        if facts.get("denied") and out.ok and not out.no_data:
-            facts["waited"] = int(facts.get("waited") or 0) + 1
+        if facts.get("denied"):
+            note_wait(facts, out)
         text = out.text
         if out.is_log:
             self._log(out, state, facts)
@@ -157,7 +158,8 @@ class VolumePermissionAnalyzer(Analyzer):
         pod, namespace = str(out.params.get("pod_name") or ""), str(out.params.get("namespace") or "")
         if not path or not pod or path.startswith(("/proc/", "/sys/", "/dev/")):
             return
-        facts.update(denied=path, line=lines[-1].strip(), pod=pod, waited=0)
+        facts.update(denied=path, line=lines[-1].strip(), pod=pod)
+        start_wait(facts)
         if runs := _RUNS_AS.search(out.text):
             facts["log_user"] = next(g for g in runs.groups() if g)
         if owner := _OWNER.search(out.text):
@@ -180,7 +182,7 @@ class VolumePermissionAnalyzer(Analyzer):
                 mounts.update(found)
         mount, source = _mount_of(path, mounts)
         security = facts.get("security", {}).get(workload)
-        waited = int(facts.get("waited") or 0) > _WAIT
+        waited = not still_waiting(facts, _WAIT)
         if not mount or source.lower().startswith(
             ("emptydir", "configmap", "secret", "projected", "downwardapi")
         ):
