@@ -200,6 +200,11 @@ class RulePlanner(Observer):
                     self._inspect(view, ObjRef(kind, subject.name, subject.namespace), 100 - 5 * i)
                 if subject.kind == "service" and subject.namespace:
                     self._list(view, "pod", subject.namespace, 60, f"pods behind service {subject.name}")
+                if subject.namespace:
+                    # Warnings of the objects around the subject (its Service, claims, controllers).
+                    self._list(
+                        view, "event", subject.namespace, 35, f"events in namespace {subject.namespace}"
+                    )
             else:
                 # Environments whose tools take a service/process name rather than Kubernetes coordinates.
                 self._inspect(view, ObjRef(subject.kind or "service", subject.name), 95)
@@ -208,6 +213,7 @@ class RulePlanner(Observer):
         elif subject.namespace:
             for kind in ("deployment", "pod"):
                 self._list(view, kind, subject.namespace, 85, "what runs in the namespace")
+            self._list(view, "event", subject.namespace, 35, f"events in namespace {subject.namespace}")
         else:
             # Nothing named: the alert is about the cluster; start from its nodes and the overviews.
             self._list(view, "node", "", 80, "the cluster's nodes")

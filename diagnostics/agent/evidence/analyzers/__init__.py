@@ -19,6 +19,7 @@ from diagnostics.agent.evidence.analyzers import (  # noqa: F401  (registration)
     ingress_limits,
     kubernetes,
     log_causes,
+    log_failures,
     log_signals,
     logs,
     metrics,
@@ -30,6 +31,7 @@ from diagnostics.agent.evidence.analyzers import (  # noqa: F401  (registration)
     ordered_pods,
     paused_rollouts,
     platform,
+    pod_gates,
     pools,
     privileged_ports,
     pull_rate_limits,
@@ -51,6 +53,7 @@ from diagnostics.agent.evidence.analyzers import (  # noqa: F401  (registration)
     traces,
     volume_permissions,
     volume_resize,
+    warning_events,
 )
 from diagnostics.agent.evidence.analyzers.base import (
     AnalysisState,

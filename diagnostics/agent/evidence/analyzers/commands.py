@@ -75,6 +75,7 @@ _SYNTAX_DASH = rx.compile(_SCRIPT + r": (?P<line>\d+): (?:[^:\n]+: )?(?P<message
 _SYNTAX_END = rx.compile(_SCRIPT + r": line (?P<line>\d+): (?P<message>syntax error: unexpected end of file)")
 _NOT_FOUND = rx.compile(_SCRIPT + r": (?:line )?(?P<line>\d+): (?P<command>[^\s:]+): (?:command )?not found")
 _EXEC_PATH = rx.compile(r"exec: \"(?P<command>[^\"\n]+)\": (?P<message>executable file not found in \$PATH)")
+_PROBE_ERRORED = rx.compile(r"\b(Liveness|Readiness|Startup) probe errored", rx.IGNORECASE)
 _EXEC_FILE = rx.compile(
     r"exec (?P<command>/[^\s:]+): (?P<message>no such file or directory|exec format error|permission denied)"
 )
@@ -151,6 +152,29 @@ class CommandErrorAnalyzer(Analyzer):
                     + _typo_hint(hit.command)
                 )
                 fix = f"Fix the command `{hit.command}` (spelling, or install it in the image)."
+            elif probe := _PROBE_ERRORED.search(evidence):
+                # The kubelet execs a probe's command inside the running container: the image lacks it,
+                # not the container's entrypoint; the application may well be healthy.
+                image = rx.search(r"^\s*Image:\s+(\S+)", out.text, rx.MULTILINE)
+                kind = probe.group(1).lower()
+                consequence = (
+                    "the kubelet restarts the container although the application itself may be healthy, "
+                    "failing the requests in flight at each restart"
+                    if kind == "liveness"
+                    else "the container is never marked ready"
+                    if kind == "readiness"
+                    else "the container never counts as started and is restarted"
+                )
+                summary = (
+                    f"The {kind} probe cannot run: it execs `{hit.command}`, which image "
+                    f"{image.group(1) if image else 'of the container'} does not contain "
+                    f"({hit.message}){where}; "
+                    f"every probe errors, so {consequence}."
+                )
+                fix = (
+                    f"Make the {kind} probe use a command the image has (or an httpGet probe), or add "
+                    f"`{hit.command}` to the image."
+                )
             else:
                 summary = (
                     f"The container fails to start: the command `{hit.command}` is not found "

@@ -7,7 +7,7 @@ analyzer of its own for outputs that are only events.
 from __future__ import annotations
 
 from diagnostics.agent import rx
-from diagnostics.agent.evidence.analyzers import event_causes
+from diagnostics.agent.evidence.analyzers import event_causes, warning_events
 from diagnostics.agent.evidence.analyzers.base import (
     AnalysisState,
     Analyzer,
@@ -330,6 +330,8 @@ def event_findings(
             )
         elif event.reason == "FailedCreatePodSandBox":
             findings.append(event_causes.sandbox_finding(who, obj, message, state))
+        elif (unexplained := warning_events.explain(who, obj, event, state)) is not None:
+            findings.append(unexplained)
     return findings
 
 
