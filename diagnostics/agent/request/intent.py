@@ -24,7 +24,7 @@ from typing import Any
 
 from diagnostics.agent import rx
 from diagnostics.agent.findings import normalize_kind
-from diagnostics.agent.request import names as kind_words
+from diagnostics.agent.request import kind_senses as kind_words
 from diagnostics.agent.request.names import KIND_WORDS, NOT_OBJECTS, STOP_NAMES
 from diagnostics.agent.request.subject import structured_subject
 from diagnostics.agent.request.timewindow import TimeWindow, parse_window
@@ -331,15 +331,17 @@ def candidate_names(text: str, *, exclude: set[str] = frozenset()) -> list[str]:
     when nothing better is named, or when a kind word qualifies them ("the redis pod")."""
     lowered = text.lower()
     qualified = kind_words.qualified_names(lowered)
+    named, operations = kind_words.request_names(lowered), kind_words.operation_words(lowered)
     scored: list[tuple[int, int, str]] = []
     for i, match in enumerate(_NAME_TOKEN.finditer(text)):
         raw = match.group(1)
         word = raw.lower().strip(".")
         if (
             len(word) < 3
-            or word in STOP_NAMES
+            or (word in STOP_NAMES and word not in named)
+            or word in operations
             or word in _VERBS
-            or word in OBJECT_WORDS
+            or (word in OBJECT_WORDS and word not in named)
             or word in exclude
             or kind_words.software_token(word)
             or rx.fullmatch(r"[\d.:]+(?:st|nd|rd|th|s|m|h|d)?|\d{4}-\d{2}-\d{2}(?:t[\d:.]+z?)?", word)

@@ -9,47 +9,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from diagnostics.agent import rx
-from diagnostics.agent.request.timewindow import TIME_WORDS
-
-KIND_WORDS = {
-    "pod": "pod",
-    "pods": "pod",
-    "deployment": "deployment",
-    "deployments": "deployment",
-    "deploy": "deployment",
-    "job": "job",
-    "jobs": "job",
-    "cronjob": "cronjob",
-    "statefulset": "statefulset",
-    "daemonset": "daemonset",
-    "replicaset": "replicaset",
-    "service": "service",
-    "svc": "service",
-    "pvc": "persistentvolumeclaim",
-    "persistentvolumeclaim": "persistentvolumeclaim",
-    "node": "node",
-    "workload": "",
-    "app": "",
-    "application": "",
-    "container": "",
-    "process": "",
-}
-
-# A kind word in another sense names no kind (issue 39): the start of a longer token ("node.js",
-# "pod-identity", "node_modules", "node:20"), the first word of another term ("node pool", "service
-# account", "pod identity webhook", "job queue"), or, for a kind word that also names software (Node.js),
-# that software next to its version or its runtime's words ("node 20", "bumped node to v20", "node version").
-OTHER_TERMS = frozenset(
-    """account accounts pool pools group groups selector selectors affinity identity security mesh monitor
-    monitors exporter exporters webhook webhooks sdk library libraries client clients driver queue queues
-    runner runners""".split()
+from diagnostics.agent.request.kind_senses import (
+    KIND_WORDS,
+    kind_qualifies,
+    other_senses,
+    request_names,
+    shaped,
+    software_token,
 )
-SOFTWARE_KINDS = {
-    "node": frozenset("js version versions runtime runtimes modules module package packages lts npm".split())
-}
-_VERSION_TOKEN = rx.compile(r"v?\d+(?:\.(?:\d+|x))*(?:-[a-z0-9]+)*")
-_TOKEN = rx.compile(r"[^\s,;()\[\]{}!?\"'`<>|]+")
-_GLUE = "-_.:@/"
+from diagnostics.agent.request.timewindow import TIME_WORDS
 
 # Words of how people ask, never an object's name ("how MANY pods", "pods AND services", "only ERROR lines").
 QUESTION_WORDS = frozenset(
@@ -232,79 +200,6 @@ _IS_IN_QUESTION = rx.compile(
 )
 
 
-def other_senses(lowered: str) -> set[int]:
-    """The offsets in ``lowered`` where a kind word starts that is used in another sense (``OTHER_TERMS``,
-    ``SOFTWARE_KINDS``): a kind decided there would be a word's, not the text's."""
-    tokens = [(m.start(), m.group(0)) for m in _TOKEN.finditer(lowered)]
-    found: set[int] = set()
-    for i, (start, token) in enumerate(tokens):
-        core = token.rstrip(".:")
-        word = next(
-            (w for w in KIND_WORDS if core.startswith(w) and core[len(w) : len(w) + 1] in tuple(_GLUE)), ""
-        )
-        if word and len(core) > len(word) + 1:
-            found.add(start)  # "node.js", "pod-identity": one token, another thing
-            continue
-        if core not in KIND_WORDS:
-            continue
-        after = [t.rstrip(".:") for _, t in tokens[i + 1 : i + 3]]
-        software = SOFTWARE_KINDS.get(KIND_WORDS[core] or core)
-        if (after and after[0] in OTHER_TERMS) or (
-            software is not None
-            and after
-            and (
-                after[0] in software
-                or _VERSION_TOKEN.fullmatch(after[0])
-                or (
-                    after[0] in ("to", "from", "@", "v")
-                    and len(after) > 1
-                    and _VERSION_TOKEN.fullmatch(after[1])
-                )
-            )
-        ):
-            found.add(start)
-    return found
-
-
-def software_token(word: str) -> bool:
-    """A token that names software by a kind word (``node.js``, ``node:20``, ``node_modules``): no object."""
-    for kind_word, terms in SOFTWARE_KINDS.items():
-        rest = word[len(kind_word) + 1 :] if word.startswith(kind_word) else ""
-        if rest and word[len(kind_word)] in _GLUE and (rest in terms or _VERSION_TOKEN.fullmatch(rest)):
-            return True
-    return False
-
-
-def node_shaped(name: str) -> bool:
-    """A name a node has (``worker-3``, ``ip-10-0-1-5.ec2.internal``, ``node1``): a digit, a dash or a dot.
-    A plain word before the word "node" ("bumped node", "the redis node") names no node."""
-    return bool(rx.search(r"[-.\d]", name))
-
-
-def kind_qualifies(match: Any, kind_group: int, name_group: int, senses: set[int]) -> bool:
-    """Whether a kind word and the name next to it (``match``'s groups) name an object of that kind: the
-    kind word is used as one, and a node's name before the word "node" has a node's shape."""
-    if match.start(kind_group) in senses:
-        return False
-    word = match.group(kind_group).lower()
-    before = match.start(name_group) < match.start(kind_group)
-    return not (KIND_WORDS.get(word) == "node" and before and not node_shaped(match.group(name_group)))
-
-
-_KIND_ALT = "|".join(sorted(KIND_WORDS, key=len, reverse=True))
-_KIND_NAME = rx.compile(rf"\b({_KIND_ALT})\s+[`'\"]?([a-z0-9][-a-z0-9.]*[a-z0-9])")
-_NAME_KIND = rx.compile(rf"\b([a-z0-9][-a-z0-9.]*[a-z0-9])[`'\"]?\s+({_KIND_ALT})\b")
-
-
-def qualified_names(lowered: str) -> set[str]:
-    """The words a kind word qualifies in ``lowered`` ("the redis pod", "node worker-3"), where it is used
-    as a kind (``kind_qualifies``)."""
-    senses = other_senses(lowered)
-    return {m.group(2) for m in _KIND_NAME.finditer(lowered) if kind_qualifies(m, 1, 2, senses)} | {
-        m.group(1) for m in _NAME_KIND.finditer(lowered) if kind_qualifies(m, 2, 1, senses)
-    }
-
-
 @dataclass
 class Subject:
     kind: str = ""
@@ -358,15 +253,20 @@ def parse_free_text(text: str) -> Subject:
     candidates: list[tuple[int, str, str]] = []  # (priority, name, kind)
     senses = other_senses(lowered)
     settings = setting_keys(text)
+    named = request_names(lowered)  # "the search service": a word of the request as a name
+    strong: set[str] = set()  # names a kind word qualifies from the front, or shaped ones after it
     for match in _QUOTED.finditer(text):
         candidates.append((0, match.group(1), ""))
     for match in _KIND_THEN_NAME.finditer(lowered):
         if kind_qualifies(match, 1, 2, senses):
-            kind = KIND_WORDS[match.group(1)]  # "node went": a node's name has its shape first
-            shaped = kind != "node" or node_shaped(match.group(2))
-            candidates.append((1 if shaped else 2, match.group(2), kind))
+            # "deployment checkout", but also "node went": a plain word after a kind word is a weak name
+            name, kind = match.group(2), KIND_WORDS[match.group(1)]
+            if shaped(name):
+                strong.add(name)
+            candidates.append((1 if shaped(name) else 3, name, kind))
     for match in _NAME_THEN_KIND.finditer(lowered):
         if kind_qualifies(match, 2, 1, senses):
+            strong.add(match.group(1))
             candidates.append((1, match.group(1), KIND_WORDS[match.group(2)]))
     for match in _NAME_IN_NAMESPACE.finditer(lowered):
         candidates.append((1, match.group(1), ""))
@@ -381,7 +281,7 @@ def parse_free_text(text: str) -> Subject:
     kinds: dict[str, str] = {}
     for _, name, kind in sorted(candidates, key=lambda c: c[0]):
         key = name.lower()
-        if key in STOP_NAMES or len(key) < 2 or _VERSION.fullmatch(key):
+        if (key in STOP_NAMES and key not in named) or len(key) < 2 or _VERSION.fullmatch(key):
             continue
         # The namespace's own name is an object's only with a kind word ("the orders pods" in namespace
         # orders: a workload named after its namespace is common), never bare.
@@ -394,8 +294,8 @@ def parse_free_text(text: str) -> Subject:
         if key not in seen:
             seen.add(key)
             subject.names.append(name)
-    # A name qualified by a kind word wins over a bare hyphenated word.
-    qualified = [n for n in subject.names if n.lower() in kinds]
+    # A name a kind word qualifies (strongly: see kind_senses) wins over a bare hyphenated word.
+    qualified = [n for n in subject.names if n.lower() in strong]
     if qualified:
         subject.names = qualified + [n for n in subject.names if n not in qualified]
     if subject.names:
@@ -417,7 +317,7 @@ def _cluster_host(match: Any) -> str:
     for found in _URL_OBJECT.finditer(link):
         kind, first, second = found.group(1), found.group(2), found.group(3)
         said.append(f" {kind} {first}/{second} " if second else f" {kind} {first} ")
-    return "".join(said) or " "
+    return " , ".join(said) or " "  # apart: "namespace shop , deployments checkout"
 
 
 def strip_chat(text: str) -> str:
