@@ -43,7 +43,7 @@ import bench.support.django_env  # noqa: F401  sets Django up before the app imp
 from bench.router_data.synthetic import NOISE, REGIMES, SHARPNESS, Regime, generate
 from bench.router_shift_bar import BAR_OVER_ODDS, Served, against_the_bar, meets_of
 from bench.router_shift_retrain import logged_stream, retrain_until_admitted, served_after
-from bench.router_shift_watch import Watch, odds_router_cost, prompt_tokens, watch_stream
+from bench.router_shift_watch import Refit, Watch, odds_router_cost, prompt_tokens, watch_stream
 from routing import conf
 from routing.router.learning.calibration import (
     PolicyData,
@@ -105,6 +105,7 @@ def row(
     watch: Watch,
     old: list[ReplayRecord] | None = None,
     trace: bool = False,
+    recalibrate: bool = True,
 ) -> tuple[str, str | None, Served]:
     """The profile's row on one stream, (with ``old``, the ledger's in-distribution calls) the row of
     the retrain its first drift flag queues (``bench/router_shift_retrain.py``; None: not flagged), and
@@ -119,7 +120,8 @@ def row(
     vs_oracle = learned.cost_usd / oracle.cost_usd - 1 if oracle.cost_usd else float("nan")
     sim = data.simulate(to_teacher)
     prompts = [prompt_tokens(r) for r in records]
-    seen = watch_stream(sim, to_teacher, prompts, trained, trained_on, watch, seed=len(records))
+    refit = Refit(scores, data, trained.calibration.to_json()) if recalibrate else None
+    seen = watch_stream(sim, to_teacher, prompts, trained, trained_on, watch, len(records), refit)
     if trace:
         own = ~(to_teacher | sim["fallback"].astype(bool))
         print(
@@ -134,8 +136,10 @@ def row(
                 file=sys.stderr,
             )
     served = np.asarray(seen.served, dtype=bool)  # else the teacher served it (stopped or held)
-    ok = np.where(served, sim["ok"], data.t_ok).astype(bool)
-    cost = np.where(served, sim["cost"], data.t_cost).astype(float)
+    # the version's routes at the threshold it served at then (recalibrated or not), else the teacher
+    actual = ~served | np.asarray(seen.routed_teacher, dtype=bool)
+    served_sim = data.simulate(actual)
+    ok, cost = served_sim["ok"].astype(bool), served_sim["cost"].astype(float)
     served_pass, served_cost = float(ok.mean()), float(cost.mean())
     point, upper = served_margin(ok, data.t_ok, target)
     served_meets = meets_of(point, upper)
@@ -165,9 +169,7 @@ def row(
         return line, None, outcome
     # the stream as served: the version, and while stopped or held the teacher, its calls sampled for
     # the student's answer at the boosted rate (the fallback is unmeasured since the drift: sampling raised)
-    actual = to_teacher | ~served
     rates = list(seen.rates)
-    served_sim = data.simulate(actual)
     logged = logged_stream(records, served_sim, actual, rates, seed=len(records) + 1)
     at = seen.first
     kept = old[max(0, len(old) - max(0, watch.training_window - at)) :]  # the ledger's newest rows
@@ -251,7 +253,15 @@ def main(argv: list[str] | None = None) -> int:
         help="a stop lasts to the end of the stream (the watch as replayed before re-admission was)",
     )
     parser.add_argument(
+        "--no-recalibrate",
+        action="store_true",
+        help="a stop or hold is never recalibrated, nor a version shown better (the watch as before)",
+    )
+    parser.add_argument(
         "--trace", action="store_true", help="print each stream's checks of correctness to stderr"
+    )
+    parser.add_argument(
+        "--only", action="append", help="this profile only (repeatable; the table is partial)"
     )
     parser.add_argument("--out", default=str(RESULTS))
     args = parser.parse_args(argv)
@@ -328,7 +338,14 @@ def main(argv: list[str] | None = None) -> int:
         f"the student's answer at {max(min(1.0, args.sample_rate * args.boost), args.wanted_student_rate):g} "
         "(`LABELS_WANTED_STUDENT_RATE`): "
         "'released' when its correctness test accepts H0, and it routes again; 'stops' when the test "
-        "decides drift; `--no-release` replays a hold as lasting to the end, as before).\n",
+        "decides drift; `--no-release` replays a hold as lasting to the end, as before). 'recalibrated' "
+        "(`routing/router/versions/recalibration.py`, as the drift check runs it): where the correctness "
+        "test decided drift, or leaned towards it while another test found drift (a stop, a hold, a stop "
+        "measured again), and where the mixture SPRT shows the student's answers right more often than "
+        "predicted, a log-odds offset of the calibration curve is fitted on the labels so far (its "
+        "likelihood-ratio bound at z=1), and the version serves on at the cheapest threshold whose "
+        "calibrated margin, moved by the offset at its bound, meets the target, its live window afresh; "
+        "stopped or held only where no threshold but the teacher's does (`--no-recalibrate`: as before).\n",
         "'served - required (upper bound)': the served pass rate minus the required one, and the upper "
         f"confidence bound of that difference at z={target.z:g} (paired with the teacher on the same calls, "
         "the MOVER bound calibration uses). 'within margin': below the target by less than the confidence "
@@ -352,6 +369,8 @@ def main(argv: list[str] | None = None) -> int:
     retrained: list[str] = []
     served: list[Served] = []
     for profile, records in sorted(train_all.items()):
+        if args.only and profile not in args.only:
+            continue
         train, calib, _ = Split().parts(records)
         trained = train_and_calibrate(train, calib, featurizer=featurizer, target=target, c_grid=(0.03, 0.3))
         trained_on = [prompt_tokens(r) for r in [*train, *calib]]
@@ -368,6 +387,7 @@ def main(argv: list[str] | None = None) -> int:
                     watch,
                     old,
                     args.trace,
+                    not args.no_recalibrate,
                 )
                 lines.append(main_row)
                 served.append(outcome)

@@ -28,7 +28,8 @@ its live window starts afresh (``activated_at``). ``readmit=False``: a stop last
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field, is_dataclass
+from typing import Any
 
 import numpy as np
 
@@ -44,6 +45,14 @@ from routing.router.learning.sequential import (
     readmission_floor,
     share_moved,
     student_sprt,
+)
+from routing.router.versions.recalibration import (
+    BETTER,
+    WORSE,
+    Group,
+    Recalibration,
+    better_shown,
+    recalibrate,
 )
 
 
@@ -85,6 +94,10 @@ class Watched:
     checks: tuple[tuple[int, int, int, float, str, float], ...] = ()
     stops: tuple[int, ...] = ()  # every check that stopped it (correctness drifted)
     readmits: tuple[int, ...] = ()  # the checks that re-admitted it after a stop (``meets_sprt``)
+    # the checks that recalibrated it (``recalibration``), and which way
+    recalibrations: tuple[tuple[int, str], ...] = ()
+    # each call the version routed: sent to the teacher at the threshold it served at then
+    routed_teacher: tuple[bool, ...] = ()
 
     @property
     def held(self) -> bool:
@@ -106,6 +119,7 @@ class Watched:
             + [(n, "released") for n in self.releases]
             + [(n, "stops") for n in self.stops or ((self.stop,) if self.stop is not None else ())]
             + [(n, "re-admitted") for n in self.readmits]
+            + [(n, f"recalibrated ({way})") for n, way in self.recalibrations]
         )
         parts += [f"{verb} at {n}" if n != self.first else verb for n, verb in events]
         return "; ".join(parts)
@@ -116,6 +130,43 @@ def prompt_tokens(record: ReplayRecord) -> float:
     return len(json.dumps(record.request, ensure_ascii=False)) / 4.0
 
 
+@dataclass(frozen=True)
+class Refit:
+    """What a recalibration (``routing/router/versions/recalibration.py``) is replayed on: the stream's
+    scores, both legs of each call, and the version's calibration as stored (``to_json``)."""
+
+    scores: np.ndarray
+    data: PolicyData
+    calibration: dict[str, Any]
+
+
+@dataclass
+class Serving:
+    """The threshold the version serves at and what it predicts there (as calibrated, or recalibrated)."""
+
+    threshold: float
+    to_teacher: np.ndarray
+    sim: dict[str, np.ndarray]
+    point: dict[str, Any]
+    measured_on: int
+    own: np.ndarray = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.own = ~(np.asarray(self.to_teacher, dtype=bool) | self.sim["fallback"].astype(bool))
+
+    @property
+    def q0(self) -> float | None:
+        return self.point.get("student_pass_rate")
+
+    @property
+    def share(self) -> float:
+        return float(self.point.get("student_served_share") or 0.0)
+
+    @property
+    def margin(self) -> float | None:
+        return self.point.get("margin")
+
+
 def watch_stream(
     sim: dict[str, np.ndarray],
     to_teacher: np.ndarray,
@@ -124,14 +175,18 @@ def watch_stream(
     trained_on: list[float],
     watch: Watch,
     seed: int,
+    refit: Refit | None = None,
 ) -> Watched:
     """The module docstring's watch on one stream: ``sim`` is the version's routing ``to_teacher``
-    simulated on every call (what it would have done, served or not)."""
+    simulated on every call (what it would have done, served or not). With ``refit``, a version whose
+    correctness test decides (or, another test having found drift, leans towards) drift is recalibrated
+    on its labels when a threshold meets the target at the fit's bound, instead of stopped or held, and
+    one shown better than predicted routes more to the student (``recalibration``)."""
     chosen = trained.calibration.chosen
-    q0, share = chosen.student_pass_rate, chosen.student_served_share
-    measured_on = round((share or 0.0) * trained.calibration.n)
-    fall = alternative(watch.pass_margin, chosen.margin, watch.pass_floor)  # H1, as ``drift.judge_live``
-    floor = readmission_floor(q0 or 0.0, share or 0.0, chosen.margin)  # ``readmission.stopped_again``
+    measured_on = round((chosen.student_served_share or 0.0) * trained.calibration.n)
+    point = asdict(chosen) if is_dataclass(chosen) else dict(vars(chosen))  # a test's stand-in: vars
+    threshold = float(getattr(trained, "threshold", 0.0))
+    cur = Serving(threshold, np.asarray(to_teacher, dtype=bool), sim, point, measured_on)
     rng = np.random.default_rng(seed)
     count = len(to_teacher)
     labels: list[bool] = []
@@ -140,10 +195,12 @@ def watch_stream(
     shift = 0.0
     rates: list[float] = []
     mine = np.zeros(count, dtype=bool)
+    teacher_at = np.zeros(count, dtype=bool)  # the threshold's route when it was served
+    fallback_at = np.zeros(count, dtype=bool)
+    cost_at = np.zeros(count, dtype=float)
     raised = min(1.0, watch.sample_rate * watch.boost)
     replaced = max(raised, watch.wanted_student_rate)  # the student's leg while the teacher serves instead
     wanted = watch.label_budget > 0  # activated with no labels (``drift.LABELS_WANTED``), until a check
-    own = ~(np.asarray(to_teacher, dtype=bool) | sim["fallback"].astype(bool))  # the student's own answer
     stop: int | None = None
     held = False
     holds: list[int] = []
@@ -152,83 +209,119 @@ def watch_stream(
     checks: list[tuple[int, int, int, float, str, float]] = []
     stops: list[int] = []
     readmits: list[int] = []
+    refits: list[tuple[int, str]] = []
+    groups: list[Group] = []  # labels of earlier windows, with the threshold that served them
     again: list[bool] = []  # since the stop: the labelled answers it would have served
-    start = 0  # its live window: from activation, or its re-admission
+    start = 0  # its live window: from activation, its re-admission or its recalibration
     standing = False  # a drift of cost, teacher share or inputs found in this window (``drift.latched``)
+
+    def refitted(direction: str, now: list[bool]) -> Recalibration | None:
+        if refit is None:
+            return None
+        group = Group(cur.threshold, len(now), sum(now))
+        return recalibrate(refit.calibration, [*groups, group], direction, cur.threshold)[0]
+
     for i in range(count):
+        teacher_at[i], fallback_at[i] = cur.to_teacher[i], cur.sim["fallback"][i]
+        cost_at[i] = cur.sim["cost"][i]
+        n = i + 1
+        rec: Recalibration | None = None
         if stop is not None and watch.readmit:
             rates.append(replaced)  # the teacher serves; the answers it would have served are labelled
-            if own[i] and rng.random() < replaced:
-                again.append(bool(sim["ok"][i]))
-            n = i + 1
-            if n % watch.check_every == 0 and q0 is not None and share and meets_sprt(again, floor).meets:
+            if cur.own[i] and rng.random() < replaced:
+                again.append(bool(cur.sim["ok"][i]))
+            if n % watch.check_every or cur.q0 is None or not cur.share:
+                continue
+            floor = readmission_floor(cur.q0 or 0.0, cur.share, cur.margin)  # ``stopped_again``
+            if meets_sprt(again, floor).meets:
+                groups += [Group(cur.threshold, len(labels), sum(labels))]
                 stop, start, standing, suspected = None, n, False, False
                 labels, again = [], []
                 readmits.append(n)
                 wanted = watch.label_budget > 0
-            continue
-        if stop is not None or (held and not watch.release):
+                continue
+            if (rec := refitted(WORSE, labels + again)) is None:
+                continue
+        elif stop is not None or (held and not watch.release):
             rates.append(replaced)  # the teacher serves, unmeasured: its calls sampled for the student
             continue
-        if held:  # the teacher serves; the student answers it would have served are labelled again
-            rates.append(replaced)
-            if own[i] and rng.random() < replaced:
-                labels.append(bool(sim["ok"][i]))
         else:
-            mine[i] = True
-            rate = min(1.0, watch.sample_rate * (watch.boost if suspected or wanted else 1.0))
-            rates.append(rate)
-            if own[i] and rng.random() < rate:
-                labels.append(bool(sim["ok"][i]))
-        n = i + 1
-        if n < watch.check_every or n % watch.check_every:
+            if held:  # the teacher serves; the student answers it would have served are labelled again
+                rates.append(replaced)
+                if cur.own[i] and rng.random() < replaced:
+                    labels.append(bool(cur.sim["ok"][i]))
+            else:
+                mine[i] = True
+                rate = min(1.0, watch.sample_rate * (watch.boost if suspected or wanted else 1.0))
+                rates.append(rate)
+                if cur.own[i] and rng.random() < rate:
+                    labels.append(bool(cur.sim["ok"][i]))
+            if n < watch.check_every or n % watch.check_every:
+                continue
+        if rec is None:
+            routed = mine[:n] & (np.arange(n) >= start)
+            calls = int(routed.sum())
+            point = cur.point
+            fall = alternative(watch.pass_margin, cur.margin, watch.pass_floor)  # H1, as ``judge_live``
+            tests = {
+                "correctness": student_sprt(
+                    labels, cur.q0 or 0.0, cur.share, fall, cur.measured_on, wide=watch.pass_margin
+                ),
+                "fallback rate": fallback_sprt(
+                    int(fallback_at[:n][routed].sum()), calls, float(point["fallback_rate"])
+                ),
+                "cost per call": cost_sprt([float(c) for c in cost_at[:n][routed]], float(point["cost_usd"])),
+            }
+            found = [name for name, test in tests.items() if test.decision == "drift"]
+            if share_moved(
+                int(teacher_at[:n][routed].sum()), calls, float(point["teacher_share"]), watch.share_margin
+            ):
+                found.append("teacher share")
+            shift, drift_at = psi_test(trained_on, list(prompt_array[:n][routed]))
+            if shift >= drift_at:
+                found.append(f"inputs (PSI {shift:.2f})")
+            if found and first[0] is None:
+                first = (n, ", ".join(found))
+            standing = standing or bool(found)
+            decision = tests["correctness"].decision
+            if "correctness" in found:
+                if (rec := refitted(WORSE, labels)) is None:
+                    stop, held = n, False
+                    stops.append(n)
+            elif held:
+                if decision == "holds":  # measured again and as predicted: it routes again
+                    held = False
+                    releases.append(n)
+                else:
+                    rec = refitted(WORSE, labels)
+            elif standing and decision == "suspected":
+                # held (``drift.HELD``): correctness leans towards drift while another test found drift
+                # (at this check or an earlier one: it stands until a retrain, ``drift.latched``)
+                if (rec := refitted(WORSE, labels)) is None:
+                    held = True
+                    holds.append(n)
+            else:
+                # a test leaning towards drift, or drift of cost, fallbacks, teacher share or inputs (the
+                # version keeps serving, retrain queued): its correctness is in doubt, so sampled more
+                suspected = bool(found) or any(test.decision == "suspected" for test in tests.values())
+                if better_shown(labels, cur.q0):
+                    rec = refitted(BETTER, labels)
+            test = tests["correctness"]
+        if rec is not None and refit is not None:  # serves at the recalibrated threshold, a fresh window
+            groups += [Group(cur.threshold, len(labels + again), sum(labels + again))]
+            routes = refit.scores >= rec.threshold
+            cur = Serving(rec.threshold, routes, refit.data.simulate(routes), rec.chosen, rec.fit.labels)
+            stop, held, standing, suspected, start = None, False, False, False, n
+            labels, again = [], []
+            refits.append((n, rec.direction))
+            wanted = watch.label_budget > 0
             continue
-        routed = mine[:n] & (np.arange(n) >= start)
-        calls = int(routed.sum())
-        tests = {
-            "correctness": student_sprt(
-                labels, q0 or 0.0, share or 0.0, fall, measured_on, wide=watch.pass_margin
-            ),
-            "fallback rate": fallback_sprt(
-                int(sim["fallback"][:n][routed].sum()), calls, chosen.fallback_rate
-            ),
-            "cost per call": cost_sprt([float(c) for c in sim["cost"][:n][routed]], chosen.cost_usd),
-        }
-        found = [name for name, test in tests.items() if test.decision == "drift"]
-        if share_moved(
-            int(np.asarray(to_teacher)[:n][routed].sum()), calls, chosen.teacher_share, watch.share_margin
-        ):
-            found.append("teacher share")
-        shift, drift_at = psi_test(trained_on, list(prompt_array[:n][routed]))
-        if shift >= drift_at:
-            found.append(f"inputs (PSI {shift:.2f})")
-        if found and first[0] is None:
-            first = (n, ", ".join(found))
-        standing = standing or bool(found)
-        decision = tests["correctness"].decision
-        if "correctness" in found:
-            stop, held = n, False
-            stops.append(n)
-        elif held:
-            if decision == "holds":  # measured again and as predicted: it routes again
-                held = False
-                releases.append(n)
-        elif standing and decision == "suspected":
-            # held (``drift.HELD``): correctness leans towards drift while another test found drift (at
-            # this check or an earlier one: it stands until a retrain, ``drift.latched``)
-            held = True
-            holds.append(n)
-        else:
-            # a test leaning towards drift, or drift of cost, fallbacks, teacher share or inputs (the
-            # version keeps serving, retrain queued): its correctness is in doubt, so sampled more
-            suspected = bool(found) or any(test.decision == "suspected" for test in tests.values())
         wanted = len(labels) < watch.label_budget  # the check's ``LABEL_BUDGET`` (drift.LABELS_WANTED)
         after = (
             replaced
             if stop is not None or held
             else watch.sample_rate * (watch.boost if suspected or wanted else 1.0)
         )
-        test = tests["correctness"]
         checks.append((n, len(labels), sum(labels), test.llr, decision, min(1.0, after)))
     return Watched(
         first[0],
@@ -244,6 +337,8 @@ def watch_stream(
         tuple(checks),
         tuple(stops),
         tuple(readmits),
+        tuple(refits),
+        tuple(bool(t) for t in teacher_at),
     )
 
 

@@ -154,24 +154,30 @@ class ActiveVersion:
     # profile is served by its safe fixed policy
     drift: str = ""
     suspected: bool = False  # the drift check leans towards drift: sample more
+    admitted: float | None = None  # the threshold it was admitted with (``threshold``: the one it serves at)
 
 
 def _active_version(profile_id: int) -> ActiveVersion:
     found = (
         RouterVersion.objects.filter(profile_id=profile_id, status=RouterVersion.Status.ACTIVE)
-        .values_list("pk", "number", "threshold", "drift_flag", "drift_reason")
+        .values_list("pk", "number", "threshold", "drift_flag", "drift_reason", "calibration__recalibrated")
         .first()
     )
     if found is None:
         return ActiveVersion(None)
     drift = (found[4] or "drift flagged") if found[3] or is_held(found[3], found[4] or "") else ""
-    threshold = None if found[2] is None else float(found[2])
-    return ActiveVersion(found[0], found[1], threshold, drift, is_suspected(found[3], found[4] or ""))
+    # recalibrated on its labels (``versions.refit``): it routes at the threshold re-fitted there
+    again = found[5].get("threshold") if isinstance(found[5], dict) else None
+    threshold = (
+        float(again) if isinstance(again, int | float) else None if found[2] is None else float(found[2])
+    )
+    suspected = is_suspected(found[3], found[4] or "")
+    return ActiveVersion(found[0], found[1], threshold, drift, suspected, found[2])
 
 
-def _load(pk: int, threshold: float) -> LoadedRouter:
+def _load(key: Any, pk: int, threshold: float) -> LoadedRouter:
     model = RouterVersion.objects.values_list("model", flat=True).get(pk=pk)
-    return loaded_router(pk, model=model, threshold=threshold)
+    return loaded_router(key, model=model, threshold=threshold)
 
 
 @register
@@ -205,10 +211,11 @@ class Learned(Router):
             stop, again = (*active.drift.split(AGAIN, 1), "")[:2]
             again = f"; measured again since the stop: {again[:240]}" if again else ""
             return await self._fallback(call, f"router v{number} is drifting ({stop[:200]}{again})")
-        router: LoadedRouter | None = cached_router(pk)
+        key = pk if threshold == active.admitted else (pk, threshold)  # a recalibration: another router
+        router: LoadedRouter | None = cached_router(key)
         if router is None:
             try:
-                router = await run_sync(_load, pk, threshold)
+                router = await run_sync(_load, key, pk, threshold)
             except (FeatureSpecError, ValueError, KeyError, TypeError) as exc:
                 return await self._fallback(call, f"router v{number} is unusable here ({exc})")
         features = CallInput.from_call(call)

@@ -123,3 +123,17 @@ def test_the_router_page_shows_the_labels_spent_and_the_profiles_label_budget(lo
     assert "data-labels-spent>12 today<" in html
     assert "$0.034 of $1.00 today; 17 in 7 days, $0.044" in html, html[html.find("Labels spent") :][:600]
     assert "5 labelled answers per new version, sampling x2 " in html and "at least 90.0% of" in html
+
+
+def test_the_router_page_says_when_a_version_serves_recalibrated_and_why(login, versions) -> None:
+    active = versions["active"]
+    reason = "recalibrated (worse than predicted): 27 of 30 labelled answers right"
+    active.calibration = {**active.calibration, "recalibrated": {"threshold": 0.3, "reason": reason}}
+    active.drift_flag, active.drift_reason = False, reason
+    active.save()
+    html = login("viewer").get(reverse("web:router")).content.decode()
+    line = html.split("data-recalibrated>", 1)[1].split("</p>", 1)[0]
+    assert "at threshold 0.300 instead of 0.600" in line and "27 of 30 labelled answers right" in line
+    active.calibration = {k: v for k, v in active.calibration.items() if k != "recalibrated"}
+    active.save()
+    assert "data-recalibrated" not in login("viewer").get(reverse("web:router")).content.decode()

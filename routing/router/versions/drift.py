@@ -76,6 +76,8 @@ from routing.router.learning.sequential import (
 )
 from routing.router.versions.config import labelling
 from routing.router.versions.readmission import stopped_again
+from routing.router.versions.recalibration import BETTER, RECALIBRATED, WORSE, better_shown
+from routing.router.versions.refit import refitted, serving_point, serving_threshold
 
 SUSPECTED = "drift suspected"  # how drift_reason starts while the test leans towards drift
 # how it starts when cost, teacher share or inputs drifted (retrain queued, alerted)
@@ -336,20 +338,25 @@ def slack_of(version: RouterVersion) -> float | None:
 
 
 def predicted_by(version: RouterVersion) -> Predicted:
-    chosen = (version.calibration or {}).get("chosen") or {}
+    """What the version's live traffic is held against: its chosen point, or where it serves
+    recalibrated (``refit.serving_point``) the recalibrated one, its margin the slack."""
+    chosen = serving_point(version)
+    again = "measured_on" in chosen
     cost, fallback = chosen.get("cost_usd"), chosen.get("fallback_rate")
     share, student = chosen.get("student_served_share"), chosen.get("student_pass_rate")
     calibrated = (version.calibration or {}).get("n") or 0
+    calls = round(float(share) * int(calibrated)) if isinstance(share, int | float) else None
+    margin = chosen.get("margin")
     return Predicted(
-        pass_rate=version.predicted_pass_rate,
+        pass_rate=float(chosen["pass_rate"]) if again else version.predicted_pass_rate,
         cost_usd=float(cost) if isinstance(cost, int | float) and math.isfinite(cost) else None,
         fallback_rate=float(fallback) if isinstance(fallback, int | float) else None,
-        teacher_share=version.predicted_teacher_share,
+        teacher_share=float(chosen["teacher_share"]) if again else version.predicted_teacher_share,
         prompt_tokens=tuple(_trained_on_prompt_tokens(version)),
         student_share=float(share) if isinstance(share, int | float) else None,
         student_pass_rate=float(student) if isinstance(student, int | float) else None,
-        student_calls=round(float(share) * int(calibrated)) if isinstance(share, int | float) else None,
-        slack=slack_of(version),
+        student_calls=chosen.get("measured_on") if again else calls,
+        slack=float(margin) if again and isinstance(margin, int | float) else slack_of(version),
     )
 
 
@@ -373,14 +380,15 @@ def held_labels(version: RouterVersion, since: datetime | None = None) -> list[b
         and r.student.label is not None
         and r.student.verdict not in ("fail", "error")
     ]
-    if not records or not version.model or version.threshold is None:
+    threshold = serving_threshold(version)
+    if not records or not version.model or threshold is None:
         return []
     model = LearnedRouterModel.from_json(version.model)
     scores = model.score_many(featurize(records, featurizer_for(model.feature_spec, build=True)))
     return [
         bool(r.student.label)
         for r, s in zip(records, scores, strict=True)
-        if r.student and s < float(version.threshold)
+        if r.student and s < float(threshold)
     ]
 
 
@@ -400,14 +408,29 @@ def router_version_drift_check(*, version: RouterVersion) -> RouterVersion:
         held = is_held(version.drift_flag, last)
         if held:  # measured again on the labelled answers it would have served meanwhile
             live.student_labels += held_labels(version)
-        judged = judge_live(live, predicted_by(version), latched(last), held)
+        predicted = predicted_by(version)
+        judged = judge_live(live, predicted, latched(last), held)
         flag, reason = judged.stop, judged.reason
-    restart = {}
+        # the prediction was wrong: re-fitted on the labels, it serves on where a threshold still meets
+        # the target at the fit's bound (``recalibration``), instead of stopping, holding or routing too
+        # little to the student
+        worse = judged.stop or judged.hold
+        if worse or better_shown(live.student_labels, predicted.student_pass_rate):
+            refit, why = refitted(version, live.student_labels, WORSE if worse else BETTER)
+            if refit is not None:
+                version.calibration, flag, reason = refit, False, f"{why}; {reason}"[:4000]
+    restart: dict[str, Any] = {}
     if version.drift_flag and flag:
         episode = ProfileDrift.objects.filter(profile_id=version.profile_id)
         held_since = held_labels(version, episode.values_list("since", flat=True).first())
         flag, reason = stopped_again(version, reason, held=held_since, slack=slack_of(version))
+        if flag:  # still stopped: re-fitted on the answers it would have served since
+            refit, why = refitted(version, held_since, WORSE)
+            if refit is not None:
+                version.calibration, flag, reason = refit, False, f"{why}; {reason}"[:4000]
         restart = {} if flag else {"activated_at": timezone.now()}
+    if not flag and reason.startswith(RECALIBRATED):  # a fresh window for the new prediction
+        restart = {"activated_at": timezone.now(), "calibration": version.calibration}
     budget, labelled = labelling(version.profile).budget, len(live.student_labels)
     if not flag and not is_suspected(flag, reason) and labelled < budget and not restart:
         reason = f"{labels_wanted(labelled, budget)}; {reason}"
