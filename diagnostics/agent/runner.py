@@ -14,7 +14,6 @@ import dataclasses
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from diagnostics import conf
@@ -54,7 +53,6 @@ from diagnostics.agent.questions.replies import (
     NO_DATA,
     answer_for,
     no_data_finding,
-    question_anchor,
     quoted_key_lines,
 )
 from diagnostics.agent.recorders import MemoryRecorder as MemoryRecorder  # re-exported: its old home
@@ -185,7 +183,7 @@ def investigate(
     state = AnalysisState(alert, window=window)
     state.intent = classify(
         f"{alert.title}\n{alert.text}" if alert.title != alert.text else alert.text,
-        anchor=question_anchor(alert, environment),
+        anchor=alert.asked_at or probe.read_time(),  # a question's time, else the reads' (a replay's case)
         is_alert=alert.is_alert,
     )
     compressor = Compressor(budget_tokens=conf.get().agent.summary_tokens)
@@ -212,7 +210,7 @@ def investigate(
         return fresh
 
     def timed(out: ToolOutput, new: list[Finding]) -> list[Finding]:
-        return mark_history(stamp(out, new, datetime.now(UTC)), window)
+        return mark_history(stamp(out, new, probe.read_time()), window)
 
     def settled() -> list[Finding]:  # failures later reads show over are history; changes blamed on the rest
         outs = state.outputs

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, ClassVar
 
 from routing.schemas import schema_errors
@@ -78,6 +79,10 @@ class ReadToolset(ABC):
 
     @abstractmethod
     def call(self, tool: str, params: dict[str, Any]) -> ToolResult: ...
+
+    def reference_time(self) -> datetime | None:
+        """When the data this toolset serves was recorded (a replay: the case's time); None: it reads live."""
+        return None
 
 
 class WriteToolset(ABC):

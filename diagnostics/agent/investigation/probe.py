@@ -7,6 +7,7 @@ at construction; the Probe itself has fixed slots, so nothing can be attached to
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 from diagnostics.toolsets.base import ReadToolset, ToolResult, ToolSpec, WriteToolset
@@ -32,7 +33,7 @@ def _holds_writer(toolset: ReadToolset) -> bool:
 
 
 class Probe:
-    __slots__ = ("_by_tool", "_specs", "_toolsets", "calls", "no_data_calls")
+    __slots__ = ("_by_tool", "_specs", "_toolsets", "calls", "no_data_calls", "recorded_at")
 
     def __init__(self, toolsets: Sequence[ReadToolset]) -> None:
         for toolset in toolsets:
@@ -54,9 +55,16 @@ class Probe:
                     self._specs.append(spec)
         self.calls = 0
         self.no_data_calls = 0
+        # Toolsets that replay recordings read at the moment they were recorded, never the wall clock.
+        self.recorded_at = next((t for ts in self._toolsets if (t := ts.reference_time()) is not None), None)
 
     def tools(self) -> list[ToolSpec]:
         return list(self._specs)
+
+    def read_time(self) -> datetime:
+        """When a read through the Probe happens: the recordings' time when it replays them (the case's
+        time: a history line of a replay says when the case saw it), else now."""
+        return self.recorded_at or datetime.now(UTC)
 
     def call(self, tool: str, params: dict[str, Any]) -> ToolResult:
         """Never raises: an unknown tool or a failing toolset is a failed (no-data) result."""

@@ -4,15 +4,12 @@
   finding, or, for a root-cause investigation, the diagnosis as an answer; any of them built on reads
   that were all empty says so, has low confidence and is never "healthy".
 - ``no_data_finding``: an empty read is its own kind of finding (``no_data``), never a clean bill.
-- ``question_anchor``: the moment relative times are read from: the alert's or question's own time,
-  else the latest moment the environment's recordings saw (a replay), else now (a live environment).
 """
 
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 from diagnostics.agent.evidence.analyzers import AnalysisState
 from diagnostics.agent.findings import Finding, Severity
@@ -23,28 +20,8 @@ from diagnostics.agent.questions.metric_answers import log_status_answer, metric
 from diagnostics.agent.questions.objects import object_verdict
 from diagnostics.agent.questions.planner import finding_document, question_namespace, resolutions
 from diagnostics.agent.request.intent import COUNT, EXPLAIN, LIST, STATUS
-from diagnostics.agent.request.subject import AlertContext
-from diagnostics.toolsets.registry import Environment
 
 NO_DATA = "no_data"
-
-
-@runtime_checkable
-class RecordedTime(Protocol):
-    """A toolset that knows when its data was recorded (the replay toolset)."""
-
-    def reference_time(self) -> datetime | None: ...
-
-
-def question_anchor(alert: AlertContext, environment: Environment) -> datetime:
-    if alert.asked_at is not None:
-        return alert.asked_at
-    for toolset in environment.read_toolsets():
-        if isinstance(toolset, RecordedTime):
-            recorded = toolset.reference_time()
-            if recorded is not None:
-                return recorded
-    return datetime.now(tz=UTC)
 
 
 def no_data_finding(tool: str, params: dict[str, Any], output: str) -> Finding:
