@@ -102,7 +102,8 @@ class Watched:
     @property
     def held(self) -> bool:
         """Held at the end of the stream (not stopped, not released since)."""
-        return bool(self.holds) and (not self.releases or self.releases[-1] < self.holds[-1])
+        after = [*self.releases, *(n for n, _ in self.recalibrations)]  # released, or serving recalibrated
+        return bool(self.holds) and (not after or max(after) < self.holds[-1])
 
     @property
     def out_at(self) -> int | None:
