@@ -8,7 +8,7 @@ from routing.call import sampling
 from routing.ledger import journal
 from routing.models import ProfileDrift, RouterVersion, TaskProfile
 from routing.router import alerts
-from routing.router.versions import profile_drift
+from routing.router.versions import profile_drift, refit
 from routing.router.versions.drift import is_cost_drift, is_held, router_version_drift_check
 from routing.router.versions.services import RouterTrainingError, router_version_admit, router_version_train
 
@@ -105,7 +105,16 @@ def router_drift_check(version_id: int) -> bool:
         return False
     was_flagged, was_on_cost = version.drift_flag, is_cost_drift(version.drift_flag, version.drift_reason)
     was_held = is_held(version.drift_flag, version.drift_reason)
+    fit_before = refit.recalibrated(version.calibration)
     version = router_version_drift_check(version=version)
+    if refit.recalibrated(version.calibration) != fit_before:
+        # its prediction was wrong: it serves on re-fitted (``refit``), and a retrain learns the traffic
+        # that moved it, admitted on the traffic since the shift (an episode already open keeps its start)
+        alerts.notify(alerts.version_alert(version))
+        if profile_drift.since_of(version.profile_id) is None:
+            profile_drift.shifted(version.profile)
+        router_retrain.delay(version.profile_id)
+        return version.drift_flag
     if version.drift_flag and not was_flagged:
         # the fixed fallback that now serves is measured again on the new traffic (the teacher meanwhile)
         profile_drift.restart(version.profile, f"router v{version.number} drifted")

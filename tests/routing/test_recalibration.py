@@ -159,3 +159,47 @@ def test_the_drift_check_serves_a_version_worse_than_predicted_recalibrated_inst
     assert version.activated_at is not None and (activated is None or version.activated_at > activated)
     active = _active_version(profile.pk)
     assert active.threshold == again["threshold"] and active.admitted == t and not active.drift
+
+
+@pytest.mark.django_db
+def test_a_recalibration_queues_a_retrain_and_alerts_once(settings, calibration, monkeypatch) -> None:
+    """The task around the check: re-fitted, the version serves on, and the traffic that moved it is
+    learned (a retrain queued, the drift alerted, the new traffic's start recorded for its admission);
+    the next check, with nothing re-fitted, queues nothing more."""
+    from routing import tasks
+    from routing.router.learning.runtime import forget_routers
+    from routing.router.versions import profile_drift
+    from tests.factories import ApiKeyFactory, RouterVersionFactory
+    from tests.routing.router.test_drift import _live_call
+    from tests.support.ledger import learned_profile
+
+    settings.SKILLGATE = {
+        **settings.SKILLGATE,
+        "ROUTER": {**settings.SKILLGATE["ROUTER"], "DRIFT_MIN_CALLS": 10},
+    }
+    forget_routers()
+    retrains: list[int] = []
+    alerted: list[object] = []
+    monkeypatch.setattr(tasks.router_retrain, "delay", retrains.append)
+    monkeypatch.setattr(tasks.alerts, "notify", alerted.append)
+    profile = learned_profile(name="recalibrated-retrain")
+    version = RouterVersionFactory.create(
+        profile=profile,
+        number=1,
+        status=RouterVersion.Status.ACTIVE,
+        threshold=calibration["threshold"],
+        calibration=calibration,
+        predicted_pass_rate=calibration["chosen"]["pass_rate"],
+        predicted_teacher_share=calibration["chosen"]["teacher_share"],
+    )
+    key = ApiKeyFactory.create()
+    for i in range(40):
+        _live_call(profile, key, version, correct=i % 4 != 0)
+    assert profile_drift.since_of(profile.pk) is None
+    assert tasks.router_drift_check(version.pk) is False
+    version.refresh_from_db()
+    assert version.calibration.get("recalibrated"), version.drift_reason
+    assert retrains == [profile.pk] and len(alerted) == 1
+    assert profile_drift.since_of(profile.pk) is not None
+    assert tasks.router_drift_check(version.pk) is False  # a fresh window: too few live calls to judge
+    assert retrains == [profile.pk] and len(alerted) == 1
