@@ -226,6 +226,10 @@ class RulePlanner(Observer):
                     self._push(spec.name, {}, 70, "cpu/memory: pod use against limits")
         if not subject.namespace and any(t in alert.topics for t in CLUSTER_TOPICS):
             self._list(view, "node", "", 70, "capacity: the nodes' allocated resources")
+        if alert.topics & {"job", "schedule"} and subject.namespace and subject.kind in ("", "namespace"):
+            # Work that did not run, in a namespace: what schedules it (suspended, late, failing).
+            for kind in ("cronjob", "job"):
+                self._list(view, kind, subject.namespace, 84, f"scheduled work in {subject.namespace}")
         self._topics(view, subject.namespace)
 
     @staticmethod

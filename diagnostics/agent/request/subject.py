@@ -40,6 +40,7 @@ TOPIC_WORDS: dict[str, tuple[str, ...]] = {
     "cpu": ("cpu", "throttl"),
     "quota": ("quota", "overcommit", "allocatable", "limitrange", "limit range"),
     "job": ("job failed", "job not completed", "backofflimit", "cronjob"),
+    "schedule": ("cron", "schedul", "backup", "not succeeded", "not run", "last success", "too old"),
     "errors": ("error", "5xx", "500", "fail"),
 }
 
