@@ -18,7 +18,7 @@ from diagnostics.agent.evidence.analyzers.kubernetes.ingress_tls import covers
 from diagnostics.agent.investigation.observer import PROBE, SUBMIT, Decision, InvestigationView
 from diagnostics.agent.investigation.params import props_of, required_of
 from diagnostics.agent.investigation.planner import _key
-from diagnostics.agent.questions import cert_expiry, certificates, releases
+from diagnostics.agent.questions import cert_expiry, cert_inventory, certificates, releases
 from diagnostics.agent.questions.asked import parse_tables
 from diagnostics.agent.questions.cert_sources import EXPIRY_METRICS
 from diagnostics.agent.request.intent import COUNT, LIST, STATUS, TIMELINE
@@ -233,27 +233,40 @@ def held_reads(view: InvestigationView, names: list[str], yaml_tool: ToolSpec | 
 
 
 def certificate_list_reads(view: InvestigationView, namespace: str) -> list[Read]:
-    """Every certificate (of ``namespace``, when the question names one), then each one's own status (its
-    YAML; its describe when the YAML showed no expiry), up to ``cert_expiry.READ_BUDGET`` of them."""
+    """Every source of certificates (of ``namespace``, when the question names one): the cert-manager
+    Certificates, the Secrets (``kubernetes.io/tls``), the Ingresses (their ``tls`` entries) and the expiry
+    metrics; then each object's own read (``cert_inventory.to_read``: a Certificate's YAML, its describe
+    when the YAML showed no expiry; an Ingress's or a Secret's YAML), ``READ_BUDGET`` objects in all."""
     reads: list[Read] = []
     cluster, namespaced = _lister(view, namespaced=False), _lister(view, namespaced=True)
-    if namespace and namespaced is not None:
-        reads.append((namespaced.name, {"kind": "certificate", "namespace": namespace}, "every certificate"))
-    elif cluster is not None:
-        reads.append((cluster.name, {"kind": "certificate"}, "every certificate"))
+    for kind, why in (
+        ("certificate", "every certificate"),
+        ("secret", "the TLS Secrets (kubernetes.io/tls)"),
+        ("ingress", "the Ingresses (their TLS entries)"),
+    ):
+        if namespace and namespaced is not None:
+            reads.append((namespaced.name, {"kind": kind, "namespace": namespace}, why))
+        elif cluster is not None:
+            reads.append((cluster.name, {"kind": kind}, why))
+    query = _spec(view, lambda s: required_of(s) == ["query"] and "range" not in s.name.lower())
+    for metric in EXPIRY_METRICS:
+        if query is not None:
+            reads.append(
+                (query.name, {"query": metric}, f"certificate expiries exporters publish ({metric})")
+            )
     yaml_tool = _spec(view, lambda s: "yaml" in s.name.lower() and {"kind", "name"} <= set(required_of(s)))
     describe = _spec(view, lambda s: "describe" in s.name.lower() and {"kind", "name"} <= set(required_of(s)))
     made = {_key(step.tool, step.params) for step in view.steps}
-    read = cert_expiry.expiries(view.state)
-    listed = [k for k in certificates.found(view.state) if not namespace or k[0] == namespace]
-    for key in listed[: cert_expiry.READ_BUDGET]:
-        if key in read and read[key].not_after is not None:
-            continue
-        obj = {"kind": "certificate", "name": key[1], "namespace": key[0]}
-        why = f"when certificate {key[1]} expires (notAfter)"
+    for kind, ns, name in cert_inventory.to_read(view.state, namespace):
+        obj = {"kind": kind, "name": name, "namespace": ns}
+        why = f"when {kind} {name} expires" if kind != "ingress" else f"the TLS entries of Ingress {name}"
         if yaml_tool is not None:
             reads.append((yaml_tool.name, obj, why))
-        if describe is not None and (yaml_tool is None or _key(yaml_tool.name, obj) in made):
+        if (
+            kind != "secret"
+            and describe is not None
+            and (yaml_tool is None or _key(yaml_tool.name, obj) in made)
+        ):
             reads.append((describe.name, obj, why))
     return reads
 
