@@ -66,12 +66,14 @@ class Entry:
 
     @property
     def label(self) -> str:
-        where = f" (namespace {self.namespace})" if self.namespace else ""
+        """How the answer names it, on one line (a name read from a Secret or a metric is untrusted)."""
+        name, namespace = " ".join(self.name.split())[:253], " ".join(self.namespace.split())[:63]
+        where = f" (namespace {namespace})" if namespace else ""
         if self.kind == "secret":
-            return f"Secret {self.name}{where}"
+            return f"Secret {name}{where}"
         if self.kind == "endpoint":
-            return f"the certificate served at {self.name}"
-        return f"{self.name}{where}"
+            return f"the certificate served at {name}"
+        return f"{name}{where}"
 
     def merge(self, when: datetime | None, hosts: Sequence[str] = ()) -> None:
         if when is not None and (self.facts.not_after is None or when < self.facts.not_after):
