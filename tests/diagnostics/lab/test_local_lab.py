@@ -104,7 +104,9 @@ def test_read_toolset_holds_nothing_that_can_write(
 ) -> None:
     assert isinstance(reader, ReadToolset) and not isinstance(reader, WriteToolset)
     assert not {s.name for s in reader.tools()} & {a.name for a in writer.actions()}
-    assert not [n for n in dir(reader) if not n.startswith("_") and n not in ("name", "tools", "call")]
+    public = ("name", "tools", "call", "reference_time")  # reference_time: when its data was true
+    assert not [n for n in dir(reader) if not n.startswith("_") and n not in public]
+    assert reader.reference_time() is None  # the lab reads live: its reads are stamped now
     for action in writer.actions():
         assert not reader.call(action.name, {"service": "api"}).ok
 
