@@ -22,6 +22,7 @@ from diagnostics.agent.request.subject import from_text
 from diagnostics.agent.runner import MemoryRecorder, investigate
 from diagnostics.toolsets.base import ToolSpec
 from diagnostics.toolsets.replay import ReplayEnvironment
+from tests.support.certs import self_signed_pem
 
 x509 = pytest.importorskip("cryptography.x509")
 ASKED = datetime(2027, 3, 2, 8, 0, tzinfo=UTC)
@@ -29,24 +30,7 @@ QUESTION = "which certificates expire in the next 30 days?"
 
 
 def _pem(not_after: datetime, host: str) -> str:
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, host)])
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(not_after - timedelta(days=400))
-        .not_valid_after(not_after)
-        .add_extension(x509.SubjectAlternativeName([x509.DNSName(host)]), critical=False)
-        .sign(key, hashes.SHA256())
-    )
-    return cert.public_bytes(serialization.Encoding.PEM).decode()
+    return self_signed_pem(not_after, host, valid_days=400)
 
 
 def _secret(name: str, namespace: str, crt: str, annotations: str = "") -> str:

@@ -18,30 +18,14 @@ from diagnostics.agent.questions.cert_sources import from_metrics, from_secrets
 from diagnostics.agent.request.intent import classify
 from diagnostics.agent.request.subject import AlertContext
 from diagnostics.toolsets.base import ToolSpec
+from tests.support.certs import self_signed_pem
 
 x509 = pytest.importorskip("cryptography.x509")
 NOW = datetime(2026, 5, 1, 9, 0, tzinfo=UTC)
 
 
 def _pem(not_after: datetime, host: str) -> str:
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, host)])
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(not_after - timedelta(days=90))
-        .not_valid_after(not_after)
-        .add_extension(x509.SubjectAlternativeName([x509.DNSName(host)]), critical=False)
-        .sign(key, hashes.SHA256())
-    )
-    return cert.public_bytes(serialization.Encoding.PEM).decode()
+    return self_signed_pem(not_after, host, valid_days=90)
 
 
 def _secret(name: str, not_after: datetime, host: str) -> str:
