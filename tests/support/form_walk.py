@@ -14,6 +14,17 @@ from typing import Any
 import pytest
 from playwright.sync_api import Page, expect
 
+from tests.support.browser import needs_chromium
+
+# The marks of a module whose tests walk forms in chromium (pytestmark = FORM_WALK_MARKS).
+FORM_WALK_MARKS = [
+    needs_chromium,
+    pytest.mark.browser,
+    pytest.mark.slow,
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.usefixtures("patient_expect"),
+]
+
 PHONE = {"width": 375, "height": 740}
 DESKTOP = {"width": 1280, "height": 900}
 WIDTHS = pytest.mark.parametrize("viewport", [PHONE, DESKTOP], ids=["375px", "desktop"])

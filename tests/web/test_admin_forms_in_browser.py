@@ -24,17 +24,11 @@ from diagnostics.mcp.selectors import effective_class
 from diagnostics.models import McpTool
 from tests.factories.users import UserFactory
 from tests.mcp.test_admin_accept_held import _held
-from tests.support.browser import needs_chromium, screenshot
+from tests.support.browser import screenshot
 from tests.support.dashboard import PASSWORD
-from tests.support.form_walk import CLIMB, HUGE, LONG, WIDTHS, fits, put, submit
+from tests.support.form_walk import CLIMB, FORM_WALK_MARKS, HUGE, LONG, WIDTHS, fits, put, submit
 
-pytestmark = [
-    needs_chromium,
-    pytest.mark.browser,
-    pytest.mark.slow,
-    pytest.mark.django_db(transaction=True),
-    pytest.mark.usefixtures("patient_expect"),
-]
+pytestmark = FORM_WALK_MARKS
 
 CHANGELIST = "/admin/diagnostics/mcptool/"
 CONFIRM = "form:has(input[name=confirmed])"

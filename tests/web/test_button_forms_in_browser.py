@@ -14,7 +14,6 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-import pytest
 from django.contrib.auth.models import User
 from django.utils import timezone
 from playwright.sync_api import Page, expect
@@ -31,17 +30,11 @@ from tests.factories import (
 )
 from tests.factories.mcp import McpServerFactory, McpToolFactory
 from tests.factories.users import UserFactory
-from tests.support.browser import needs_chromium, screenshot
-from tests.support.form_walk import CLIMB, HUGE, LONG, WIDTHS, fits, put, submit, walk
+from tests.support.browser import screenshot
+from tests.support.form_walk import CLIMB, FORM_WALK_MARKS, HUGE, LONG, WIDTHS, fits, put, submit, walk
 from training.models import Adapter, Cycle
 
-pytestmark = [
-    needs_chromium,
-    pytest.mark.browser,
-    pytest.mark.slow,
-    pytest.mark.django_db(transaction=True),
-    pytest.mark.usefixtures("patient_expect"),
-]
+pytestmark = FORM_WALK_MARKS
 
 
 def _tools() -> Any:

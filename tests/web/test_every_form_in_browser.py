@@ -20,7 +20,6 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-import pytest
 from playwright.sync_api import Page, expect
 
 from diagnostics.models import Incident, Trajectory
@@ -29,9 +28,10 @@ from routing.models import Invocation, TaskProfile
 from tests.factories import InvocationFactory, TaskProfileFactory
 from tests.factories.diagnostics import IncidentFactory
 from tests.factories.users import UserFactory
-from tests.support.browser import needs_chromium, screenshot
+from tests.support.browser import screenshot
 from tests.support.form_walk import (
     CLIMB,
+    FORM_WALK_MARKS,
     HUGE,
     LONG,
     WIDTHS,
@@ -42,13 +42,7 @@ from tests.support.form_walk import (
 )
 from tests.web.form_inventory import NOT_YET_IN_A_BROWSER, WALKED, template_forms
 
-pytestmark = [
-    needs_chromium,
-    pytest.mark.browser,
-    pytest.mark.slow,
-    pytest.mark.django_db(transaction=True),
-    pytest.mark.usefixtures("patient_expect"),
-]
+pytestmark = FORM_WALK_MARKS
 
 
 # --- task profiles ----------------------------------------------------------------------------------

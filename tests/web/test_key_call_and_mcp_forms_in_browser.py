@@ -14,16 +14,16 @@ from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
-import pytest
 from django.contrib.auth.models import User
 from playwright.sync_api import Page, expect
 
 from diagnostics.models import McpServer
 from routing.models import ApiKey, Invocation
 from tests.factories import ApiKeyFactory, InvocationFactory, TaskProfileFactory
-from tests.support.browser import needs_chromium, screenshot
+from tests.support.browser import screenshot
 from tests.support.form_walk import (
     CLIMB,
+    FORM_WALK_MARKS,
     HUGE,
     LONG,
     WIDTHS,
@@ -34,13 +34,7 @@ from tests.support.form_walk import (
     walk,
 )
 
-pytestmark = [
-    needs_chromium,
-    pytest.mark.browser,
-    pytest.mark.slow,
-    pytest.mark.django_db(transaction=True),
-    pytest.mark.usefixtures("patient_expect"),
-]
+pytestmark = FORM_WALK_MARKS
 
 
 # --- keys ---------------------------------------------------------------------------------------------
