@@ -10,9 +10,10 @@ import os
 from pathlib import Path
 
 _root = Path(__file__).resolve().parents[1]
-# Two test runs at once on one machine (a developer's and CI's, say) never share a test database.
+# Two test runs at once on one machine (a developer's and CI's, or CI's two suites side by side) never
+# share a test database, a worker's folders or its artifacts.
+_run = os.environ.get("PYTEST_XDIST_TESTRUNUID", "")[:8] or str(os.getpid())
 if "TEST_DATABASE_NAME" not in os.environ:
-    _run = os.environ.get("PYTEST_XDIST_TESTRUNUID", "")[:8] or str(os.getpid())
     if os.environ.get("DATABASE_URL", "").startswith("postgres"):
         os.environ["TEST_DATABASE_NAME"] = f"test_skillgate_{_run}"
     else:
@@ -22,12 +23,12 @@ _worker = os.environ.get("PYTEST_XDIST_WORKER", "")
 # Once per worker: the processes a test starts inherit the result (and may override a folder of it).
 if _worker and os.environ.get("SKILLGATE_TEST_WORKER") != _worker:
     os.environ["SKILLGATE_TEST_WORKER"] = _worker
-    _mine = _root / "var" / "test-workers" / _worker
+    _mine = _root / "var" / "test-workers" / f"{_worker}-{_run}"
     os.environ["CELERY_DEFAULT_QUEUE"] = f"{os.environ.get('CELERY_DEFAULT_QUEUE', 'default')}_{_worker}"
     os.environ["CACHE_KEY_PREFIX"] = f"{os.environ.get('CACHE_KEY_PREFIX', 'skillgate')}_{_worker}"
     os.environ["SKILLGATE_LEDGER_JOURNAL_DIR"] = str(_mine / "journal")
     os.environ["SKILLGATE_ADAPTER_DIR"] = str(_mine / "adapters")
     _artifacts = os.environ.get("SKILLGATE_TEST_ARTIFACTS", str(_root / "var" / "test-artifacts"))
-    os.environ["SKILLGATE_TEST_ARTIFACTS"] = str(Path(_artifacts) / _worker)
+    os.environ["SKILLGATE_TEST_ARTIFACTS"] = str(Path(_artifacts) / f"{_worker}-{_run}")
 
 from app.settings import *  # noqa: E402, F403
