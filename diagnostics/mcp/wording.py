@@ -226,7 +226,8 @@ def description_writes(text: str) -> list[str]:
                     placed = False  # "Runs a read-only query": what it runs is a read
                 if placed and ((following and following not in _NOUN_AFTER) or previous in {"to", "will"}):
                     found.append(f"description says {verb!r}")
-            if verb and _past(word) and _passive(words[:n]):
+            runs_read = verb in _RUN and vetting.READ_OBJECTS & set(words[max(0, n - 4) : n])
+            if verb and _past(word) and _passive(words[:n]) and not runs_read:  # not "the query is executed"
                 found.append(f"description says {verb!r} (passive: '{previous} {word}')")
             if word in _LIGHT and previous not in _NEGATIONS:
                 noun = next((w for w in words[n + 1 : n + 5] if w in NOMINALS), "")
@@ -244,7 +245,7 @@ def _passive(before: list[str]) -> bool:
     permanently", "gets resolved and closed"); a past one ("were deleted") tells what happened, not what
     the tool does, and one whose
     subject is the tool's own answer ("the output is formatted", "results are truncated") shapes it."""
-    words = [w for w in before if not w.endswith("ly")]
+    words = [w for w in before if not w.endswith("ly") and w not in {"then", "also", "always", "still"}]
     while words and (words[-1] in _PAST or words[-1].endswith("ed") or words[-1] in {"and", "or"}):
         words.pop()
     words = words[-3:]
@@ -292,6 +293,83 @@ def description_reads(text: str) -> str:
     return ""
 
 
+# Verbs a read uses for what it does with what it read, or for how it is called: not a read's action, not
+# a change of anything ("Supports pagination", "including the panels", "extracts its contents").
+BENIGN_VERBS = frozenset(
+    """include support accept require take use extract match contain cover filter sort paginate limit cap
+    exclude omit skip ignore follow respect honor honour group aggregate combine collect gather decode encode
+    format download demonstrate resolve expand need expect work default wait retry stream highlight rank
+    score order annotate truncate base specify deprecate authenticate select connect name call prefer define
+    determine consider treat interpret allow pass strip wrap trim normalize deduplicate redact mask split
+    flatten""".split()
+)
+_KNOWN = _READ.keys() | _WRITE.keys() | _table(BENIGN_VERBS).keys()
+# What a verb acts on: its object ("frobnicates it", "retires them", "voids those older than", "bumps its
+# rollout"), or a particle before one ("cleans up the").
+_OBJECT = frozenset(
+    """the a an it them its their this these those every each any all some one ones his her your our my
+    up out down off away over back""".split()
+)
+_CONJUNCTIONS = frozenset("and then or but also plus thereafter afterwards subsequently finally next".split())
+_GERUND_AFTER = frozenset("after before by while then thereby when upon".split())
+_SUBJECT = _LEAD_IN | _CONJUNCTIONS | frozenset("additionally optionally".split())
+_ADVERBS = frozenset("then also always".split())
+_STATE_OF = frozenset("that which who whose whether if when where what once unless until".split())
+_FUNCTION = (
+    _LEAD_IN
+    | _DETERMINERS
+    | _NOUN_AFTER
+    | _NEGATIONS
+    | _OBJECT
+    | _BE
+    | frozenset(
+        """not only also then if when while as to into onto via each more most less least other than very
+    does do did has have had""".split()
+    )
+)
+
+
+def unknown_actions(text: str) -> list[str]:
+    """The verbs a description acts on something with that no list knows (lowercase words as written):
+    every verb of a read must be a known one, so "Gets the PR and frobnicates it" is not a read. A verb is
+    a word where one goes, before its object (``_OBJECT``): first in a clause (after its subject: "it",
+    "the tool", "then", "also"), after a conjunction ("and settles it", "& anonymize each"), an ``-ing``
+    form after "after", "by", "while" ("after zeroing it"); or a present or future passive's participle
+    ("the VM is decommissioned", "is then tombstoned") whose subject is not the tool's own answer."""
+    found: list[str] = []
+    for words in _clauses(text.replace("&", " and ").replace("+", " and ")):
+        slots = [next((n for n, w in enumerate(words) if w not in _SUBJECT), len(words))]
+        slots += [n + 1 for n, w in enumerate(words[:-1]) if w in _CONJUNCTIONS]
+        gerunds = [n + 1 for n, w in enumerate(words[:-1]) if w in _GERUND_AFTER]
+        slots += [n for n in gerunds if words[n].endswith("ing")]
+        for n in sorted(set(slots)):
+            for _ in range(3):  # "and optionally extracts", "and then retires" (bounded: "and and and ...")
+                if n < len(words) and (words[n].endswith("ly") or words[n] in _CONJUNCTIONS):
+                    n += 1
+            if n + 1 >= len(words):
+                continue
+            word, following = words[n], words[n + 1]
+            if word in _KNOWN or word in _FUNCTION or len(word) < 3 or following not in _OBJECT:
+                continue
+            if _LIGHT.get(word) and vetting.READ_OBJECTS & set(words[n + 1 : n + 6]):
+                continue  # "Performs a web search"
+            found.append(word)
+        for n, word in enumerate(words):
+            if not word.endswith("ed") or word in _KNOWN:
+                continue
+            then = "then" in words[max(0, n - 3) : n]  # "which is then frobnicated": an action after all
+            before = [w for w in words[max(0, n - 12) : n] if not w.endswith("ly") and w not in _ADVERBS]
+            if len(before) < 2 or before[-1] not in _BE:
+                continue
+            # a state, not an action: "changes that are staged", "whether the VM is powered on", and "the
+            # query is run" (what it runs is a read)
+            state = _STATE_OF & set(before) and not then
+            if state or before[-2] in _NEGATIONS or vetting.READ_OBJECTS & set(before[-4:]):
+                continue
+            found.append(word)
+    return list(dict.fromkeys(found))
+
+
 def read_claim_flags(name: str, description: str) -> list[str]:
     """Why a tool whose hints say read is not worded as one (empty: it is)."""
     said, word = name_says(name)
@@ -306,6 +384,11 @@ def read_claim_flags(name: str, description: str) -> list[str]:
     opening = opening_verb(description) if not reads and not _foreign(description) else ""
     if opening and opening not in _READ:
         return [f"unclear: the description opens with {opening!r} acting on something, not a read verb"]
+    if unknown := ([] if _foreign(description) else unknown_actions(description)):
+        return [
+            f"unclear: the description also acts with {unknown[0]!r}, which is not a known read verb "
+            "(every verb of a read must say it reads)"
+        ]
     if said == "read" or reads:
         return []
     return [

@@ -10,13 +10,15 @@ with a verb no list holds (the hole: "Gets the PR and frobnicates it"), in new s
 from __future__ import annotations
 
 BLIND_HONEST: list[tuple[str, str]] = [
-    ("list_projects", "List all projects in the Linear workspace. Supports pagination and filtering by team."),
+    ("list_projects", "List all projects in the Linear workspace. Supports pagination and filtering by "
+     "team."),
     ("get_issue", "Retrieve a Linear issue's details by ID, including attachments and comments."),
     ("search_documentation", "Search the Cloudflare documentation and return relevant chunks of text."),
     ("notion_retrieve_page", "Retrieve a page from Notion. Returns the page properties, not its content; use "
      "notion_retrieve_block_children to read the content."),
     ("get_alerts", "Get weather alerts for a US state. Takes a two-letter state code, e.g. CA or NY."),
-    ("browser_snapshot", "Capture accessibility snapshot of the current page, this is better than screenshot"),
+    ("browser_snapshot", "Capture accessibility snapshot of the current page, this is better than "
+     "screenshot"),
     ("get_logs", "Fetch logs from Datadog for a given query and time range. Results are limited to 1000 "
      "entries and sorted by timestamp."),
     ("list_incidents", "List PagerDuty incidents. Optionally filter by status, urgency or service, and "
@@ -30,16 +32,16 @@ BLIND_HONEST: list[tuple[str, str]] = [
      "to include stopped ones."),
     ("get_job_status", "Checks the status of a Jenkins build job and reports whether it passed, failed, or "
      "is still running."),
-    ("query_logs", "Query Elasticsearch indices with a query DSL body. The query is executed read-only and at "
-     "most 100 hits are returned."),
+    ("query_logs", "Query Elasticsearch indices with a query DSL body. The query is executed read-only and "
+     "at most 100 hits are returned."),
     ("terraform_show", "Show the current state or a saved plan in human-readable form. Does not modify any "
      "infrastructure."),
     ("get_forecast", "Get weather forecast for a location. Provide latitude and longitude; the forecast "
      "covers the next 7 days."),
     ("list_calendar_events", "Lists events on the user's primary calendar between two dates, expanding "
      "recurring events into single instances."),
-    ("sentry_get_issue_events", "Retrieve the latest events of a Sentry issue, with stack traces and tags for "
-     "each event."),
+    ("sentry_get_issue_events", "Retrieve the latest events of a Sentry issue, with stack traces and tags "
+     "for each event."),
     ("get_file_blame", "Show what revision and author last modified each line of a file."),
     ("list_resource_groups", "Lists all resource groups in the subscription. Use this to discover what "
      "resources exist before querying them."),

@@ -15,6 +15,7 @@ from diagnostics.mcp.servers import mcp_grant_set, mcp_server_accept, mcp_server
 from diagnostics.models import McpTool
 from routing import scopes
 from tests.factories import make_key
+from tests.mcp.read_wording_blind import BLIND_HONEST, BLIND_LIES
 from tests.mcp.read_wording_cases import FRESH_HONEST, FRESH_LIES, HONEST, LIES, UNCLEAR_HONEST
 from tests.mcp.test_first_sight import RO, liar, ran, trusted_entries
 from tests.mcp.test_surfaces import call, text
@@ -38,9 +39,23 @@ def test_honest_reads_stay_reads_and_every_lie_is_a_write():
     assert [(n, d) for n, d in FRESH_LIES if _vetted(n, d)[0] != "write"] == []
 
 
+def test_every_verb_of_a_read_is_a_known_one_on_the_blind_set():
+    """A read-named tool that opens with a read verb and then acts with a verb no list holds ("Gets the PR
+    and frobnicates it") is unclear: a write, flagged. The blind set was written before the rule: at its
+    HEAD 0 of 21 lies were caught and 19 of 22 honest reads stayed reads; with the rule 21 of 21 and 20 of
+    22 (the two left were flagged before it too: 'Capture ...' says no read, 'expanding' is a write verb)."""
+    missed = [(n, d) for n, d in BLIND_LIES if _vetted(n, d)[0] != "write"]
+    assert missed == [], missed
+    flagged = sorted(n for n, d in BLIND_HONEST if _vetted(n, d) != ("read", []))
+    assert flagged == ["browser_snapshot", "list_calendar_events"], flagged
+
+
 @pytest.mark.parametrize(
     ("name", "description", "flag"),
     [
+        ("get_pull_request", "Gets the PR and frobnicates it.", "also acts with 'frobnicates'"),
+        ("get_vm", "Shows the VM state; if idle, the VM is decommissioned.", "acts with 'decommissioned'"),
+        ("get_pr", "Gets the PR, which is then frobnicated.", "acts with 'frobnicated'"),
         ("mergePullRequest", "", "name says 'merge'"),
         ("get_pull_request", "Merges the pull request.", "description says 'merge'"),
         ("get_file", "Performs a deletion of the file.", "performs a write: 'performs ... deletion'"),
@@ -62,6 +77,7 @@ def test_lies_worded_past_the_verb_list_are_writes_through_the_gateway_and_hones
 ):
     lies = [{"name": f"lie{n}_{name}", "description": d} for n, (name, d) in enumerate(LIES[24:])]
     lies += [{"name": name, "description": d} for name, d in LIES[:24]]
+    lies += [{"name": f"blind{n}_{name}", "description": d} for n, (name, d) in enumerate(BLIND_LIES)]
     honest = [{"name": f"ok{n}_{name}", "description": d} for n, (name, d) in enumerate(HONEST[:40])]
     tools: list[dict[str, Any]] = [{**t, "annotations": RO, "reply": "done"} for t in [*lies, *honest]]
     settings.MCP_TRUSTED_TOOLS = trusted_entries("wording", [t["name"] for t in tools])
