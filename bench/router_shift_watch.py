@@ -53,6 +53,7 @@ from routing.router.versions.recalibration import (
     Recalibration,
     better_shown,
     recalibrate,
+    scored_groups,
 )
 
 
@@ -73,6 +74,8 @@ class Watch:
     wanted_student_rate: float = 0.5
     # the version is sampled as if suspected while its student answers have fewer labels (``LABEL_BUDGET``)
     label_budget: int = 30
+    # labels carry the version's score, so a recalibration may fit a slope (``recalibration.fit_line``)
+    scored: bool = True
 
 
 @dataclass(frozen=True)
@@ -191,6 +194,7 @@ def watch_stream(
     rng = np.random.default_rng(seed)
     count = len(to_teacher)
     labels: list[bool] = []
+    scored: list[float | None] = []  # the version's score of each labelled call (``labels``, ``again``)
     suspected = False
     first: tuple[int | None, str] = (None, "")
     shift = 0.0
@@ -213,14 +217,22 @@ def watch_stream(
     refits: list[tuple[int, str]] = []
     groups: list[Group] = []  # labels of earlier windows, with the threshold that served them
     again: list[bool] = []  # since the stop: the labelled answers it would have served
+    scored_again: list[float | None] = []
     start = 0  # its live window: from activation, its re-admission or its recalibration
     standing = False  # a drift of cost, teacher share or inputs found in this window (``drift.latched``)
 
-    def refitted(direction: str, now: list[bool]) -> Recalibration | None:
+    def grouped(now: list[bool], scores: list[float | None]) -> list[Group]:
+        if refit is None:
+            return [Group(cur.threshold, len(now), sum(now))]
+        return scored_groups(refit.calibration, cur.threshold, now, scores if watch.scored else [])
+
+    def refitted(direction: str, now: list[bool], scores: list[float | None]) -> Recalibration | None:
         if refit is None:
             return None
-        group = Group(cur.threshold, len(now), sum(now))
-        return recalibrate(refit.calibration, [*groups, group], direction, cur.threshold)[0]
+        return recalibrate(refit.calibration, [*groups, *grouped(now, scores)], direction, cur.threshold)[0]
+
+    def score(i: int) -> float | None:
+        return float(refit.scores[i]) if refit is not None else None
 
     for i in range(count):
         teacher_at[i], fallback_at[i] = cur.to_teacher[i], cur.sim["fallback"][i]
@@ -231,17 +243,18 @@ def watch_stream(
             rates.append(replaced)  # the teacher serves; the answers it would have served are labelled
             if cur.own[i] and rng.random() < replaced:
                 again.append(bool(cur.sim["ok"][i]))
+                scored_again.append(score(i))
             if n % watch.check_every or cur.q0 is None or not cur.share:
                 continue
             floor = readmission_floor(cur.q0 or 0.0, cur.share, cur.margin)  # ``stopped_again``
             if meets_sprt(again, floor).meets:
-                groups += [Group(cur.threshold, len(labels), sum(labels))]
+                groups += grouped(labels, scored)
                 stop, start, standing, suspected = None, n, False, False
-                labels, again = [], []
+                labels, again, scored, scored_again = [], [], [], []
                 readmits.append(n)
                 wanted = watch.label_budget > 0
                 continue
-            if (rec := refitted(WORSE, labels + again)) is None:
+            if (rec := refitted(WORSE, labels + again, scored + scored_again)) is None:
                 continue
         elif stop is not None or (held and not watch.release):
             rates.append(replaced)  # the teacher serves, unmeasured: its calls sampled for the student
@@ -251,12 +264,14 @@ def watch_stream(
                 rates.append(replaced)
                 if cur.own[i] and rng.random() < replaced:
                     labels.append(bool(cur.sim["ok"][i]))
+                    scored.append(score(i))
             else:
                 mine[i] = True
                 rate = min(1.0, watch.sample_rate * (watch.boost if suspected or wanted else 1.0))
                 rates.append(rate)
                 if cur.own[i] and rng.random() < rate:
                     labels.append(bool(cur.sim["ok"][i]))
+                    scored.append(score(i))
             if n < watch.check_every or n % watch.check_every:
                 continue
         if rec is None:
@@ -286,7 +301,7 @@ def watch_stream(
             standing = standing or bool(found)
             decision = tests["correctness"].decision
             if "correctness" in found:
-                if (rec := refitted(WORSE, labels)) is None:
+                if (rec := refitted(WORSE, labels, scored)) is None:
                     stop, held = n, False
                     stops.append(n)
             elif held:
@@ -294,11 +309,11 @@ def watch_stream(
                     held = False
                     releases.append(n)
                 else:
-                    rec = refitted(WORSE, labels)
+                    rec = refitted(WORSE, labels, scored)
             elif standing and decision == "suspected":
                 # held (``drift.HELD``): correctness leans towards drift while another test found drift
                 # (at this check or an earlier one: it stands until a retrain, ``drift.latched``)
-                if (rec := refitted(WORSE, labels)) is None:
+                if (rec := refitted(WORSE, labels, scored)) is None:
                     held = True
                     holds.append(n)
             else:
@@ -306,14 +321,14 @@ def watch_stream(
                 # version keeps serving, retrain queued): its correctness is in doubt, so sampled more
                 suspected = bool(found) or any(test.decision == "suspected" for test in tests.values())
                 if better_shown(labels, cur.q0):
-                    rec = refitted(BETTER, labels)
+                    rec = refitted(BETTER, labels, scored)
             test = tests["correctness"]
         if rec is not None and refit is not None:  # serves at the recalibrated threshold, a fresh window
-            groups += [Group(cur.threshold, len(labels + again), sum(labels + again))]
+            groups += grouped(labels + again, scored + scored_again)
             routes = refit.scores >= rec.threshold
             cur = Serving(rec.threshold, routes, refit.data.simulate(routes), rec.chosen, rec.fit.labels)
             stop, held, standing, suspected, start = None, False, False, False, n
-            labels, again = [], []
+            labels, again, scored, scored_again = [], [], [], []
             refits.append((n, rec.direction))
             wanted = watch.label_budget > 0
             continue

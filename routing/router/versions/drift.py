@@ -140,6 +140,7 @@ class Live:
     costs: list[float] = field(default_factory=list)
     # labels of the answers the student served itself (unweighted: samples are uniform draws of them)
     student_labels: list[bool] = field(default_factory=list)
+    student_scores: list[float | None] = field(default_factory=list)  # the router's, of those labels
     student_served: int = 0
 
     @property
@@ -154,9 +155,11 @@ class Live:
 def live_from(rows: QuerySet[Invocation]) -> Live:
     """The live numbers of ``rows`` (the gateway's calls: the learning key's rows are left out)."""
     live = Live()
-    for route, served_by, status, fallback, tokens, cost, legs in (
+    for route, served_by, status, fallback, tokens, cost, legs, score in (
         rows.exclude(policy="learning")
-        .values_list("route", "served_by", "status_code", "fallback", "prompt_tokens", "cost_usd", "legs")
+        .values_list(
+            "route", "served_by", "status_code", "fallback", "prompt_tokens", "cost_usd", "legs", "score"
+        )
         .iterator(chunk_size=2000)
     ):
         live.calls += 1
@@ -166,18 +169,14 @@ def live_from(rows: QuerySet[Invocation]) -> Live:
         live.costs.append(float(cost or 0))
         by_student = served_by == Invocation.Route.STUDENT
         live.student_served += by_student
-        if status != 200:
-            live.labels.append(False)
-            live.weights.append(1.0)
-            if by_student:
-                live.student_labels.append(False)
-            continue
-        label, weight = served_label(served_by, [leg for leg in legs or [] if isinstance(leg, dict)])
+        legs = [leg for leg in legs or [] if isinstance(leg, dict)]
+        label, weight = (False, 1.0) if status != 200 else served_label(served_by, legs)
         if label is not None:
             live.labels.append(label)
             live.weights.append(weight)
             if by_student:
                 live.student_labels.append(label)
+                live.student_scores.append(score)
     return live
 
 
@@ -416,7 +415,8 @@ def router_version_drift_check(*, version: RouterVersion) -> RouterVersion:
         # little to the student
         worse = judged.stop or judged.hold
         if worse or better_shown(live.student_labels, predicted.student_pass_rate):
-            refit, why = refitted(version, live.student_labels, WORSE if worse else BETTER)
+            way = WORSE if worse else BETTER
+            refit, why = refitted(version, live.student_labels, way, live.student_scores)
             if refit is not None:
                 version.calibration, flag, reason = refit, False, f"{why}; {reason}"[:4000]
     restart: dict[str, Any] = {}

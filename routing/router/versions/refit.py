@@ -15,7 +15,7 @@ import math
 from typing import Any
 
 from routing.models import RouterVersion
-from routing.router.versions.recalibration import Group, recalibrate
+from routing.router.versions.recalibration import Group, recalibrate, scored_groups
 
 
 def recalibrated(calibration: dict[str, Any] | None) -> dict[str, Any]:
@@ -47,28 +47,34 @@ def serving_point(version: RouterVersion) -> dict[str, Any]:
     return (version.calibration or {}).get("chosen") or {}
 
 
-def groups_of(version: RouterVersion, labels: list[bool]) -> list[Group]:
+def groups_of(
+    version: RouterVersion, labels: list[bool], scores: list[float | None] | None = None
+) -> list[Group]:
     """The labelled groups a refit uses: those stored by earlier recalibrations, and ``labels`` (the
-    student answers labelled since the live window started) at the threshold it serves at."""
+    student answers labelled since the live window started) at the threshold it serves at, by the score
+    bin of the first ones' ``scores`` where known (``scored_groups``: what a slope is fitted on)."""
     stored = []
     for raw in recalibrated(version.calibration).get("groups") or []:
         if isinstance(raw, dict):
             threshold, count, right = (_number(raw.get(k)) for k in ("threshold", "labels", "right"))
             if threshold is not None and count and right is not None and 0 <= right <= count:
-                stored.append(Group(threshold, int(count), int(right)))
+                stored.append(Group(threshold, int(count), int(right), _number(raw.get("score"))))
     threshold = serving_threshold(version)
     if threshold is None:
         return stored
-    return [*stored, Group(float(threshold), len(labels), sum(bool(x) for x in labels))]
+    return [*stored, *scored_groups(version.calibration, float(threshold), labels, scores or [])]
 
 
-def refitted(version: RouterVersion, labels: list[bool], direction: str) -> tuple[dict[str, Any] | None, str]:
-    """The version's calibration with a new recalibration fitted on its labels (None, why not: too few
-    labels, or only the teacher meets the target at the fit's bound, or no cheaper threshold does)."""
+def refitted(
+    version: RouterVersion, labels: list[bool], direction: str, scores: list[float | None] | None = None
+) -> tuple[dict[str, Any] | None, str]:
+    """The version's calibration with a new recalibration fitted on its labels, with the router's scores
+    of the first ones where known (None, why not: too few labels, or only the teacher meets the target at
+    the fit's bound, or no cheaper threshold does)."""
     threshold = serving_threshold(version)
     if threshold is None:
         return None, "no threshold"
-    groups = groups_of(version, labels)
+    groups = groups_of(version, labels, scores)
     found, why = recalibrate(version.calibration, groups, direction, float(threshold))
     if found is None:
         return None, why
