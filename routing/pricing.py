@@ -391,40 +391,41 @@ def prompt_token_bound(body: dict[str, Any]) -> int:
     """An upper bound on the prompt tokens a provider may bill for the upstream ``body``: every byte of
     it (byte-level tokenizers never emit more tokens than bytes), whatever field carries them (messages,
     tools, functions, a response schema, the system text; Anthropic's and Responses' shapes arrive here
-    translated into this body), plus the chat template's tokens. Budget holds and the charge of a
-    stream cut off before its usage both come from here."""
+    translated into this body), plus the chat template's tokens and its media's (:func:`media_tokens`).
+    Budget holds and the charge of a stream cut off before its usage both come from here."""
     messages = body.get("messages") or []
     size = len(orjson.dumps(body, default=str, option=orjson.OPT_NON_STR_KEYS))
     templates = _TEMPLATE_TOKENS_PER_MESSAGE * len(messages) + _TEMPLATE_TOKENS_PER_CALL
-    return size + templates + remote_media_tokens(messages)
+    return size + templates + media_tokens(messages)
 
 
-# Media the body only names (a URL, a provider's file id; keys with the media:urls scope) is billed for
-# its content, which the body's bytes do not show: each counts as the most a provider bills for one.
+# Media is billed for what it shows, not its bytes (a 304-byte PNG: 1,590 tokens), inline or named: each
+# image or file part adds the most a provider bills for one; audio (its bytes bound it) only when named.
 IMAGE_TOKEN_BOUND = 8_192  # above every provider's largest image (OpenAI high detail, Claude ~1.6k)
-FILE_TOKEN_BOUND = 131_072  # a document (a PDF by URL or file id): a long one, rendered page by page
+FILE_TOKEN_BOUND = 131_072  # a document (a PDF): a long one, rendered page by page
 _IMAGE_PARTS = frozenset({"image_url", "input_image", "image"})
+_FILE_PARTS = frozenset({"file", "input_file", "document"})
 
 
-def remote_media_tokens(messages: list[Any]) -> int:
-    """The worst case of the media parts of ``messages`` that name their content instead of holding it."""
+def media_tokens(messages: list[Any]) -> int:
+    """The worst case of ``messages``' image and file parts, and other media parts naming their content."""
     tokens = 0
     for message in messages:
         content = message.get("content") if isinstance(message, dict) else None
         if not isinstance(content, list):
             continue
         for part in content:
-            if not isinstance(part, dict) or part.get("type") in (None, "text", "input_text", "output_text"):
-                continue
-            if not _names_content(part):
-                continue
-            tokens += IMAGE_TOKEN_BOUND if part.get("type") in _IMAGE_PARTS else FILE_TOKEN_BOUND
+            kind = part.get("type") if isinstance(part, dict) else None
+            kind = kind if isinstance(kind, str) and kind not in ("text", "input_text", "output_text") else ""
+            if kind in _IMAGE_PARTS:
+                tokens += IMAGE_TOKEN_BOUND
+            elif kind and (kind in _FILE_PARTS or _names_content(part)):
+                tokens += FILE_TOKEN_BOUND
     return tokens
 
 
 def _names_content(part: dict[str, Any]) -> bool:
-    """Whether a media part refers to content elsewhere (any string but a ``data:`` URL or base64 data
-    under a url/id key)."""
+    """Whether a media part names content elsewhere (a url/id key's string that is no ``data:`` URL)."""
     stack: list[Any] = [part]
     while stack:
         item = stack.pop()

@@ -40,6 +40,9 @@ class Reply:
     # The tier the answer says it was served at (OpenAI's response ``service_tier``); None: the tier
     # the request asked for, if any.
     service_tier: str | None = None
+    # The prompt tokens the answer's usage reports, where a test bills what the body does not show
+    # (media billed by its pixels or pages); None: counted from the body as below.
+    prompt_tokens: int | None = None
 
 
 BYTES_PER_TOKEN = 4
@@ -138,10 +141,9 @@ class OpenAIStub(ThreadedServer):
         # A predicted output (``prediction``) is billed as OpenAI bills it: its tokens the answer did
         # not use are rejected, and counted in completion_tokens with the answer's own.
         accepted, rejected = _prediction_tokens(body.get("prediction"), reply.content)
+        counted = billed_prompt_tokens(body) if self.bills_prompt_bytes else _words(body.get("messages"))
         usage: dict[str, Any] = {
-            "prompt_tokens": billed_prompt_tokens(body)
-            if self.bills_prompt_bytes
-            else _words(body.get("messages")),
+            "prompt_tokens": counted if reply.prompt_tokens is None else reply.prompt_tokens,
             "completion_tokens": _words(reply.content) + _words(reply.tool_calls) + rejected,
             "prompt_tokens_details": {"cached_tokens": reply.cached_tokens},
         }
