@@ -32,7 +32,7 @@ object) and ``stream`` (its events).
 from routing.api.responses.items import input_items, items_page, page_of
 from routing.api.responses.protocol import ID_PREFIX, RESERVED, ResponsesRequest, parse
 from routing.api.responses.render import response_of
-from routing.api.responses.store import Gone, Stored, delete, find, history, usage_of
+from routing.api.responses.store import Gone, Stored, conversation_json, delete, find, history, usage_of
 from routing.api.responses.stream import response_events
 from routing.api.responses.translate import to_chat
 
@@ -42,6 +42,7 @@ __all__ = [
     "Gone",
     "ResponsesRequest",
     "Stored",
+    "conversation_json",
     "delete",
     "find",
     "history",

@@ -8,12 +8,13 @@ import time
 import uuid
 
 from core.db import run_sync
+from routing import conf
 from routing.access.ratelimit import check_rate
 from routing.api import responses
 from routing.api.auth import api_key_of
 from routing.api.http import JsonResponse, Request, Response, StreamResponse, call_headers
 from routing.api.messages.cache import Origins
-from routing.call import gateway
+from routing.call import body_work, gateway
 from routing.call.streaming import stream_call
 from routing.errors import ApiError
 from routing.verifiers.vetting import vet_body_schemas
@@ -39,19 +40,29 @@ async def create(request: Request) -> Response:
     api_key = await api_key_of(request)
     data = await vet_body_schemas(request.body, owner=str(api_key.pk))  # costed off the loop
     parsed = responses.parse(request.body, data)
-    history = None
+    history, conversation = None, b""
+    limits = conf.get().limits
     if parsed.previous_response_id is not None:
         previous = await _find(parsed.previous_response_id, api_key.pk, param="previous_response_id")
         history = responses.history(previous)
+        conversation = responses.conversation_json(
+            history, request.body, max_elements=limits.max_json_elements
+        )
+        body_work.planned()  # the body's own turn goes back: the one below holds it with the conversation
+        conversation += request.body
     origins = Origins()
-    chat = responses.to_chat(parsed, history, origins)
-    await check_rate(api_key_id=api_key.pk, limit=api_key.rpm_limit)
-    prep = await gateway.prepare(
-        api_key=api_key,
-        request=chat,
-        task_header=request.header("x-skillgate-task"),
-        endpoint="/v1/responses",
-    )
+    # The stored conversation is walked like a body: its weight waits its turn (call/body_work.py).
+    async with body_work.turn(
+        conversation, api_key.pk, budget=limits.max_json_elements, wait_s=limits.body_read_timeout_s
+    ):
+        chat = responses.to_chat(parsed, history, origins)
+        await check_rate(api_key_id=api_key.pk, limit=api_key.rpm_limit)
+        prep = await gateway.prepare(
+            api_key=api_key,
+            request=chat,
+            task_header=request.header("x-skillgate-task"),
+            endpoint="/v1/responses",
+        )
     try:  # a refused cache write names the caller's part (its prompt_cache_breakpoint)
         if chat.stream:
             plan = await stream_call(prep)

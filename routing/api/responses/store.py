@@ -9,10 +9,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+import orjson
 from django.db import transaction
 
 from routing.api.responses.protocol import ID_PREFIX, RESERVED
 from routing.errors import bad_request
+from routing.json_body import scan
 from routing.ledger import has_body, request_stub
 from routing.ledger import writer as ledger_writer
 from routing.models import Invocation
@@ -185,6 +187,26 @@ def history(stored: Stored) -> list[dict[str, Any]]:
             for call in message["tool_calls"]
         ]
     return [*messages, answer]
+
+
+def conversation_json(history: list[dict[str, Any]], body: bytes, *, max_elements: int) -> bytes:
+    """The stored conversation a call continues, as JSON (orjson: C speed), once it and the call's own
+    body hold at most ``max_elements`` JSON elements together (``json_body.scan``); else a 400 naming
+    the limit. A conversation is bounded as one body would be: without this, each call of a chain
+    stored the whole conversation so far, and a body of two words made the serving process walk all of
+    it, unbounded and outside the body work's turn (issue 37, round five). The JSON is the weight the
+    call's turn takes (routing/call/body_work.py)."""
+    dumped = orjson.dumps(history, default=str)
+    elements = sum(scan(json, max_elements=max_elements).elements for json in (dumped, body))
+    if elements > max_elements:
+        raise bad_request(
+            f"The conversation of previous_response_id and this request's input hold {elements} JSON "
+            f"elements together; at most {max_elements} are allowed (SKILLGATE_MAX_JSON_ELEMENTS). "
+            "Start a new conversation with the input it needs.",
+            param="previous_response_id",
+            code="conversation_too_large",
+        )
+    return dumped
 
 
 def delete(response_id: str, api_key_id: int) -> None:
