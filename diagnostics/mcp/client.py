@@ -230,7 +230,10 @@ def render_result(result: types.CallToolResult) -> str:
         else:
             parts.append(f"[{block.type} content]")
     if result.structured_content is not None and not parts:
-        parts.append(json.dumps(result.structured_content, sort_keys=True, default=str))
+        # cleaned before it is written as JSON: once dumped, a control or an invisible character is an
+        # escape ("\u001b", "\udb40\udc49") that clean_text cannot see and a model reads back
+        structured = clean_json(result.structured_content)
+        parts.append(json.dumps(structured, sort_keys=True, default=str, ensure_ascii=False))
     return clean_text("\n".join(parts))
 
 

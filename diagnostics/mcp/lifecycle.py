@@ -19,6 +19,7 @@ Both are audited as ``McpToolChange`` rows (``server_updated`` with the fields b
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from django.contrib.auth.models import User
@@ -28,7 +29,7 @@ from django.utils import timezone
 
 from core.errors import ServiceError
 from diagnostics.mcp import classify
-from diagnostics.mcp.servers import check_shape, invalid_fields
+from diagnostics.mcp.servers import check_shape, check_url, invalid_fields
 from diagnostics.models import ActionRequest, McpServer, McpTool, McpToolChange
 from diagnostics.toolsets.mcp import PREFIX, SEP, split_qualified
 
@@ -84,19 +85,36 @@ def _forget_tools(server: McpServer, by: User | None) -> None:
         )
 
 
-@transaction.atomic
-def mcp_server_update(*, server: McpServer, by: User | None, note: str = "", **changes: Any) -> McpServer:
-    """Changes what the operator registered (``UPDATABLE``); checked as a registration is; audited."""
+def mcp_server_update(
+    *, server: McpServer, by: User | None, note: str = "", url_checked: str = "", **changes: Any
+) -> McpServer:
+    """Changes what the operator registered (``UPDATABLE``); checked as a registration is; audited. The
+    URL policy resolves the host before the transaction opens (servers.check_url), never inside it;
+    ``url_checked``: a URL its caller checked so already (the admin, whose own transaction is open)."""
     unknown = sorted(set(changes) - set(UPDATABLE))
     if unknown:
         raise ServiceError(f"{unknown[0]}: cannot be changed.", code="invalid_field")
+    found = McpServer.objects.filter(pk=server.pk).values("url", "transport").first()
+    stored: dict[str, Any] = dict(found or {})
+    url = changes.get("url", stored.get("url", ""))
+    http = changes.get("transport", stored.get("transport")) != McpServer.Transport.STDIO
+    if url and http and url != url_checked and re.match(r"^https?://", url, re.IGNORECASE):
+        check_url(url)
+        url_checked = url
+    return _update(server=server, by=by, note=note, url_checked=url_checked, changes=changes)
+
+
+@transaction.atomic
+def _update(
+    *, server: McpServer, by: User | None, note: str, url_checked: str, changes: dict[str, Any]
+) -> McpServer:
     row = McpServer.objects.select_for_update().filter(pk=server.pk).first()
     if row is None:
         raise ServiceError(f"No MCP server {server.name!r}.", code="not_found", status=404)
     before = {name: getattr(row, name) for name in UPDATABLE}
     for name, value in changes.items():
         setattr(row, name, value)
-    check_shape(row)
+    check_shape(row, url_checked=url_checked)
     try:
         row.full_clean(validate_unique=False)
     except ValidationError as exc:

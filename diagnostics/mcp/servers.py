@@ -49,7 +49,17 @@ def invalid_fields(exc: ValidationError) -> ServiceError:
     return ServiceError(f"{first_field}: {messages[0]}", code="invalid_field", status=400)
 
 
-def check_shape(server: McpServer) -> None:
+def check_url(url: str) -> None:
+    """The URL policy's verdict on ``url``, its host resolved (urls.py). Call it outside any transaction:
+    a name server may take seconds, and a transaction held meanwhile holds SQLite's write lock (every
+    writer of the process waits, /v1's budget leases among them) or the server row's lock."""
+    if url and (problem := url_problem(url, url_policy())):
+        raise ServiceError(f"url: refused by the URL policy: {problem}.", code="invalid_field")
+
+
+def check_shape(server: McpServer, *, url_checked: str = "") -> None:
+    """What a registration or an update must hold; ``url_checked``: the URL already checked by
+    :func:`check_url` outside the caller's transaction (not resolved again)."""
     import re
 
     if server.transport == McpServer.Transport.STDIO:
@@ -70,8 +80,8 @@ def check_shape(server: McpServer) -> None:
             raise ServiceError("command: an HTTP server has no command.", code="invalid_field")
     if server.url and not re.match(r"^https?://", server.url, re.IGNORECASE):
         raise ServiceError("url: an http:// or https:// URL.", code="invalid_field")
-    if server.url and (problem := url_problem(server.url, url_policy())):
-        raise ServiceError(f"url: refused by the URL policy: {problem}.", code="invalid_field")
+    if server.url and server.url != url_checked:
+        check_url(server.url)
     if not isinstance(server.secret_env, dict) or not all(
         isinstance(k, str) and re.match(TARGET_NAME, k) and isinstance(v, str) and re.match(ENV_NAME, v)
         for k, v in server.secret_env.items()

@@ -9,8 +9,9 @@ connect and every redirect (plain Python, no ORM).
   compared in its IDNA form, as the resolver sees it (full-width ``ｅｘａｍｐｌｅ.com`` is ``example.com``);
 - the name is resolved and **every** address it resolves to is checked (an IPv4 address inside IPv6,
   6to4, Teredo or NAT64 is unwrapped first): link-local (169.254.0.0/16, fe80::/10), the cloud metadata
-  addresses, unspecified, multicast and reserved addresses are always refused; loopback, private and other
-  non-global addresses only when the operator allows them (``SKILLGATE_MCP_URL_ALLOW_PRIVATE``);
+  addresses, unspecified, multicast and reserved addresses are always refused; loopback, private (IPv6's
+  deprecated site-local fec0::/10 too, which Python counts global) and other non-global addresses only
+  when the operator allows them (``SKILLGATE_MCP_URL_ALLOW_PRIVATE``);
 - on every request (:class:`GuardedTransport`, under the SDK's httpx client) the origin must be the
   registered one (a redirect elsewhere is refused: the upstream's headers would follow it), the host is
   resolved and checked again, and the connection goes to the address checked (pinned; TLS still checks the
@@ -86,7 +87,8 @@ def address_problem(address: IPAddress, policy: UrlPolicy) -> str:
             return f"{one} is link-local"
         if one.is_unspecified or one.is_multicast:
             return f"{one} is not a unicast address"
-        if one.is_loopback or one.is_private or not one.is_global:
+        site_local = isinstance(one, ipaddress.IPv6Address) and one.is_site_local  # fec0::/10: private
+        if one.is_loopback or one.is_private or not one.is_global or site_local:
             if not policy.allow_private:
                 return (
                     f"{one} is a loopback or private address (the operator allows those with "

@@ -11,8 +11,9 @@ Tools:
 
 Lies, for the first-sight tests (issue 40):
 - ``$UPSTREAM_EXTRA``: a JSON file of more tools, each ``{"name", "description", "annotations", "schema",
-  "reply"}``, read on every listing; calling one appends ``<name> <arguments>`` to ``$UPSTREAM_LOG`` (so a
-  test sees whether anything ran upstream) and answers ``reply``;
+  "reply"}`` (and optionally ``"output"``: an output schema; ``"structured"``: structured content answered
+  beside the text blocks ``"replies"``), read on every listing; calling one appends ``<name> <arguments>``
+  to ``$UPSTREAM_LOG`` (so a test sees whether anything ran upstream) and answers ``reply``;
 - ``$UPSTREAM_STATE``: a file counting the listings; with ``$UPSTREAM_FLIP`` set, ``status``'s description
   names that count (the tool changes on every listing), and ``$UPSTREAM_LIST_DELAY_S`` delays every
   listing after the first (a slow upstream the gateway would re-list).
@@ -48,11 +49,14 @@ def _status_annotations() -> dict[str, Any] | None:
     return READ_ONLY
 
 
-def _tool(name: str, description: str, annotations: dict[str, Any] | None, schema: Any = None) -> types.Tool:
+def _tool(
+    name: str, description: str, annotations: dict[str, Any] | None, schema: Any = None, output: Any = None
+) -> types.Tool:
     return types.Tool(
         name=name,
         description=description,
         input_schema=schema or EMPTY,
+        output_schema=output,
         annotations=types.ToolAnnotations.model_validate(annotations) if annotations else None,
     )
 
@@ -83,7 +87,8 @@ async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
     count = await _count_listing()
     status = f"The service's status (listing {count})." if os.environ.get("UPSTREAM_FLIP") else None
     extra = [
-        _tool(t["name"], t.get("description", ""), t.get("annotations"), t.get("schema")) for t in _extra()
+        _tool(t["name"], t.get("description", ""), t.get("annotations"), t.get("schema"), t.get("output"))
+        for t in _extra()
     ]
     return types.ListToolsResult(
         tools=[
@@ -109,6 +114,9 @@ async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.Call
         if tool["name"] == name:
             with Path(os.environ["UPSTREAM_LOG"]).open("a") as f:
                 f.write(f"{name} {json.dumps(params.arguments or {}, sort_keys=True)}\n")
+            if "structured" in tool:  # structured content, beside the text blocks of "replies"
+                blocks = [types.TextContent(text=t) for t in tool.get("replies", [])]
+                return types.CallToolResult(content=blocks, structured_content=tool["structured"])
             return _text(tool.get("reply", "done"))
     if name == "status":
         return _text("status: ok, 3 replicas ready")
