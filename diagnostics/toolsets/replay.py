@@ -11,10 +11,12 @@ when it is a recording. Manifests, sources and test definitions are never opened
 recording returns a clear no-data ToolResult (never an exception) and is counted.
 
 Besides the recorded tools the toolset offers the standard Kubernetes read tools a live cluster
-would have, so the agent's plan does not depend on which calls happened to be recorded. One answer
-is derived rather than recorded: listing namespaces (``kubectl_get_by_kind_in_cluster`` with
-``kind=namespace``) when no such call was recorded returns the namespaces that the recorded calls
-address, labelled as derived.
+would have, so the agent's plan does not depend on which calls happened to be recorded. Listings are
+derived rather than recorded when no such call was recorded: listing namespaces
+(``kubectl_get_by_kind_in_cluster`` with ``kind=namespace``) returns the namespaces that the recorded
+calls address; listing a kind (in a namespace, or a cluster-scoped kind such as ``persistentvolume``)
+or searching one by keyword returns the objects of that kind the recorded calls address by name; each
+labelled as derived.
 """
 
 from __future__ import annotations
@@ -372,6 +374,13 @@ class ReplayToolset(ReadToolset):
             rows = [(ns, name) for k, ns, name in self._addressed() if k == kind and keyword in name.lower()]
         elif tool == "kubectl_get_by_kind_in_namespace" and kind and namespace:
             rows = [(ns, name) for k, ns, name in self._addressed() if k == kind and ns == namespace]
+        elif tool == "kubectl_get_by_kind_in_cluster" and kind:
+            # A cluster-scoped kind (persistentvolume, csinode, storageclass): the objects calls address.
+            rows = [("", name) for k, ns, name in self._addressed() if k == kind and not ns]
+            if rows:
+                head = f"# replay: derived from the {kind} objects the recorded calls address"
+                return ToolResult(tool, params, "\n".join([head, "NAME", *sorted({n for _, n in rows})]))
+            return None
         else:
             return None
         if not rows:

@@ -24,6 +24,7 @@ CLUSTER_KINDS = {
     "clusterrole",
     "clusterrolebinding",
     "ingressclass",
+    "csinode",
 }
 K8S_KINDS = (
     WORKLOAD_KINDS
@@ -219,3 +220,13 @@ def fill_action_args(spec: ToolSpec, finding: Finding) -> dict[str, Any] | None:
     if any(name not in args for name in required_of(spec)):
         return None
     return args
+
+
+def enumerated_services(tools: Any) -> list[str]:
+    """The closed list of service names the tools accept (e.g. the lab's), in order; else []."""
+    names: list[str] = []
+    for spec in tools:
+        schema = props_of(spec).get("service")
+        if "service" in required_of(spec) and isinstance(schema, dict):
+            names += [str(v) for v in schema.get("enum") or [] if str(v) not in names]
+    return names

@@ -47,12 +47,14 @@ from diagnostics.agent.investigation.params import (
     TOPIC_LISTS,
     TOPIC_QUERIES,
     WORKLOAD_KINDS,
+    enumerated_services,
     fill_action_args,
     fill_params,
     props_of,
     required_of,
     tool_weight,
 )
+from diagnostics.agent.request.names import namespaces_named
 
 
 @dataclass(order=True)
@@ -105,6 +107,7 @@ class RulePlanner(Observer):
         self._topic_namespaces: set[str] = set()
         self._listed_namespaces = False
         self._relocated: set[ObjRef] = set()
+        self._placed = False
         self._overview_done = False
         self._proposed = False
         self._top_read = False
@@ -183,7 +186,7 @@ class RulePlanner(Observer):
         for spec in view.tools:
             if not required_of(spec) and any(w in spec.name.lower() for w in OVERVIEW_WORDS):
                 self._push(spec.name, {}, 65, "overview of the system's health")
-        services = self._enumerated_services(view)
+        services = enumerated_services(view.tools)
         if services:
             # Tools that take a service from a closed list (the local lab): inspect the services the
             # incident names first, then every other one, so a vague report still gets localized.
@@ -194,6 +197,8 @@ class RulePlanner(Observer):
                 if not required_of(spec):
                     self._push(spec.name, {}, 64, "whole-system view")
         elif subject.name:
+            if not subject.namespace:  # the words may name one: the cluster's namespaces say which
+                self._list(view, "namespace", "", 86, "the namespaces, to place the incident's words")
             if subject.namespace or subject.kind in CLUSTER_KINDS:
                 kinds = [subject.kind] if subject.kind else ["deployment", "pod"]
                 for i, kind in enumerate(kinds):
@@ -231,16 +236,6 @@ class RulePlanner(Observer):
             for kind in ("cronjob", "job"):
                 self._list(view, kind, subject.namespace, 84, f"scheduled work in {subject.namespace}")
         self._topics(view, subject.namespace)
-
-    @staticmethod
-    def _enumerated_services(view: InvestigationView) -> list[str]:
-        """The closed list of service names the tools accept (e.g. the lab's), in order; else []."""
-        names: list[str] = []
-        for spec in view.tools:
-            schema = props_of(spec).get("service")
-            if "service" in required_of(spec) and isinstance(schema, dict):
-                names += [str(v) for v in schema.get("enum") or [] if str(v) not in names]
-        return names
 
     def _discover(self, view: InvestigationView) -> None:
         subject = view.alert.subject
@@ -353,6 +348,9 @@ class RulePlanner(Observer):
                 continue
             got = step.ok and not step.no_data and "not found" not in step.summary.lower()
             self._results.setdefault(task.obj, []).append(got)
+            if not got and task.obj.namespace and task.obj.kind in ("pod", *WORKLOAD_KINDS):
+                # An empty read of an object: its namespace's event listing holds its events too.
+                self._list(view, "event", task.obj.namespace, 84, f"events of {task.obj.label}")
             if got:
                 view.state.facts["data_about_subject"] = True
                 if task.describe_only:
@@ -363,6 +361,7 @@ class RulePlanner(Observer):
             if lead.obj.namespace:
                 self._topics(view, lead.obj.namespace)
         self._leads_seen = len(view.state.leads)
+        self._place_in_namespaces(view)
         if not self._top_read and any(
             f.kind == "probe_failed" and rx.search(r"deadline exceeded|timeout", f.summary, rx.IGNORECASE)
             for f in view.findings
@@ -396,7 +395,7 @@ class RulePlanner(Observer):
                 if namespace != obj.namespace and moved not in self._inspected:
                     self._inspect(view, moved, 60, describe_only=True)
                     pushed = True
-        if pushed:
+        if pushed or self._place_in_namespaces(view):
             return True
         subject = view.alert.subject
         if subject.name and not self._overview_done and not view.state.facts.get("data_about_subject"):
@@ -406,6 +405,20 @@ class RulePlanner(Observer):
                     self._push(spec.name, {}, 10, f"look for {subject.name} in the overview listings")
                     pushed = True
         return pushed
+
+    def _place_in_namespaces(self, view: InvestigationView) -> bool:
+        """A subject found nowhere, in no namespace: list what runs in the namespaces its words name."""
+        alert, known = view.alert, view.state.fact_set("namespaces")
+        found = any(any(got) for o, got in self._results.items() if o.name == alert.subject.name)
+        if alert.subject.namespace or found or self._placed or not known:
+            return False
+        self._placed = True
+        named = namespaces_named(f"{alert.title}\n{alert.text}", known)
+        for namespace in named[:2]:
+            for kind, priority in (("deployment", 87), ("pod", 87), ("event", 86)):
+                self._list(view, kind, namespace, priority, f"{kind} objects in {namespace}, named")
+            self._topics(view, namespace)
+        return bool(named)
 
     def _proposal(self, view: InvestigationView) -> Decision | None:
         if self._proposed or not view.actions:

@@ -37,6 +37,8 @@ QUESTION_WORDS = frozenset(
 
 # English function words and chat words that a kind word or a preposition may stand next to ("the deploy
 # AT 13:30", "rollback is READY if WE need it"): never an object's name.
+# A count in words ("two pods never come up") is no object's name.
+NUMBER_WORDS = frozenset("two three four five six seven eight nine ten both several many few half".split())
 CHAT_WORDS = frozenset(
     """at to as if so we i you he she it's into via up out off here yes no ok okay need needs needed
     ready rollback rolled roll back see saw thread channel attached attachment file files screenshot
@@ -128,6 +130,7 @@ STOP_NAMES = (
     | TIME_WORDS
     | QUESTION_WORDS
     | CHAT_WORDS
+    | NUMBER_WORDS
 )
 
 _NAME = r"[a-z0-9](?:[-a-z0-9.]*[a-z0-9])?"
@@ -184,6 +187,10 @@ _SETTING_KEYS = (
     rx.compile(r"\b([A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+)\b"),
     rx.compile(r"(?:^|[\s,;(])-{0,2}([A-Za-z_][A-Za-z0-9_.-]*)="),
 )
+# A ticket's key (Jira's "SRE-7314"), written in capitals as trackers write it: never an object's name
+# (Kubernetes names are lower case, so "kafka-4" is kept).
+_TICKET_KEY = rx.compile(r"\b[A-Z][A-Z0-9]{1,9}-\d+\b")
+_TOKEN = rx.compile(r"[a-z0-9](?:[-a-z0-9]*[a-z0-9])?")
 _HYPHENATED = rx.compile(r"\b[a-z0-9]+(?:[-_][a-z0-9]+)+\b")
 # What a release names, before its version: "we released checkout 2.14.0", "deployed ledger-ui v3.1" (not
 # "bumped python 3.12": a dependency).
@@ -252,7 +259,7 @@ def parse_free_text(text: str) -> Subject:
             break
     candidates: list[tuple[int, str, str]] = []  # (priority, name, kind)
     senses = other_senses(lowered)
-    settings = setting_keys(text)
+    settings = setting_keys(text) | {m.group(0).lower() for m in _TICKET_KEY.finditer(text)}
     named = request_names(lowered)  # "the search service": a word of the request as a name
     strong: set[str] = set()  # names a kind word qualifies from the front, or shaped ones after it
     for match in _QUOTED.finditer(text):
@@ -302,6 +309,12 @@ def parse_free_text(text: str) -> Subject:
         subject.name = subject.names[0]
         subject.kind = kinds.get(subject.name.lower(), "")
     return subject
+
+
+def namespaces_named(text: str, known: set[str]) -> list[str]:
+    """The namespaces of the cluster (``known``) that the words of ``text`` name, in the order it names
+    them: prose places objects without saying "namespace" ("ranker-api in relevance", "[ml-serving]")."""
+    return list(dict.fromkeys(t for t in _TOKEN.findall(strip_chat(text).lower()) if t in known))
 
 
 def _cluster_host(match: Any) -> str:

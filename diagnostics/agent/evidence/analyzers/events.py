@@ -18,11 +18,9 @@ from diagnostics.agent.evidence.analyzers.base import (
     parse_events,
     register,
 )
+from diagnostics.agent.evidence.analyzers.scheduling import explain_unschedulable
 from diagnostics.agent.findings import Finding, ObjRef, Remedy, Severity
 
-_INSUFFICIENT = rx.compile(r"Insufficient ([\w./-]*\w)")
-_TAINT = rx.compile(r"(?:untolerated taint|had taint)s?\s*\{([^}]*)\}")
-_GPU = rx.compile(r"gpu", rx.IGNORECASE)
 _PULL = rx.compile(r"Failed to pull image \"?([^\":\s]+(?::[^\"\s]+)?)\"?:?\s*(.*)", rx.IGNORECASE)
 _NOT_FOUND_REF = rx.compile(
     r"(configmap|secret|serviceaccount|persistentvolumeclaim|storageclass)s?"
@@ -51,62 +49,6 @@ def _pull_reason(message: str) -> str:
     if "toomanyrequests" in lowered or "rate limit" in lowered:
         return "the registry rate limit was hit"
     return clip(message, 160)
-
-
-def explain_unschedulable(message: str, selectors: str, tolerations: str) -> tuple[str, str, str, int]:
-    """(kind, explanation, fix, rank) for a FailedScheduling message."""
-    lowered = message.lower()
-    reasons: list[str] = []
-    fixes: list[str] = []
-    kind, rank = "unschedulable", 60
-    if "node affinity/selector" in lowered or "didn't match node selector" in lowered:
-        kind, rank = "node_selector_mismatch", 90
-        shown = selectors if selectors and selectors != "<none>" else "its node selector/affinity"
-        reasons.append(f"node selector mismatch: its nodeSelector {shown} doesn't match any node")
-        fixes.append(
-            f"remove the nodeSelector {shown} from the pod (or its workload) or add the label {shown} "
-            f"to a node (kubectl label node <node> {shown})"
-        )
-    insufficient = _INSUFFICIENT.findall(message)
-    if insufficient:
-        kind, rank = "insufficient_resources", 88
-        names = ", ".join(dict.fromkeys(insufficient))
-        gpu = " (GPU)" if any(_GPU.search(n) for n in insufficient) else ""
-        reasons.append(
-            f"insufficient {names}{gpu} resources: no node has enough free {names} for its requests"
-        )
-        fixes.append(f"lower the pod's {names} requests or add nodes with more {names}")
-    if "too many pods" in lowered:
-        # The scheduler counts pods as a node resource: each node allows its kubelet's maxPods.
-        kind, rank = "node_pod_capacity", 88
-        reasons.append(
-            "every node it could use is at its pod capacity ('Too many pods': the kubelet's maxPods)"
-        )
-        fixes.append("add nodes, or raise the nodes' maximum pods (kubelet maxPods), or remove unused pods")
-    taints = _TAINT.findall(message)
-    if taints:
-        kind, rank = "untolerated_taint", 85
-        if insufficient and event_causes.taint_reason(message):  # it says both, node by node
-            reasons = [r for r in reasons if not r.startswith("insufficient ")]
-        reasons.append(
-            event_causes.taint_reason(message)
-            or f"the nodes have taints the pod does not tolerate ({', '.join(taints)})"
-        )
-        fixes.append("add a matching toleration to the pod or remove the taint from a node")
-    if "unbound immediate persistentvolumeclaims" in lowered or "unbound persistentvolumeclaim" in lowered:
-        kind, rank = "pvc_unbound", 55
-        reasons.append("its PersistentVolumeClaim (PVC) is unbound, so it cannot be placed on a node")
-        fixes.append("fix the PVC so it can bind (see the PVC's events)")
-    if "free ports" in lowered:
-        reasons.append("the requested host port is already in use on every node")
-    if "volume node affinity conflict" in lowered:
-        reasons.append("its volume is bound to a zone/node the pod cannot run on")
-    if "were unschedulable" in lowered:
-        reasons.append("the nodes are cordoned (unschedulable)")
-    if not reasons:
-        reasons.append(clip(message, 200))
-    _ = tolerations
-    return kind, "; ".join(reasons), "; ".join(fixes), rank
 
 
 def event_findings(
