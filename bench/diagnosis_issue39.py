@@ -198,6 +198,18 @@ held out.
 
 The blind commit is 58cb11b (the cases only): 1/10."""
 
+ROUND_ELEVEN = """\
+10 fault families no case covered, written blind to the analyzers: a required pod anti-affinity with more
+replicas than nodes, a GPU pool whose device plugin cannot load NVML, `imagePullPolicy: Never` with the image
+on one node, a Redis client pinned to a master Sentinel demoted, a TLS name the reissued certificate dropped,
+ingress-nginx's "upstream sent too big header", calico-node's IP autodetection on a new node, an unsafe
+sysctl the new pool's kubelets forbid, a gRPC response over the client's 4 MiB limit, a node at its
+attachable-volume limit in the PV's zone. Seven were built on with general mechanisms (namespaces the prose
+names, every scheduler clause explained, one template failing on some nodes, node agents, protocol errors);
+n114, n117 and n120 were held out (0/3 with the built-on mechanisms), then fixed as classes.
+
+The blind commit is 4ac8c75 (the cases only): 0/10."""
+
 ROUNDS = (
     Round("one", 1, 21, "f8d2e4f", ROUND_ONE),
     Round("three", 22, 28, "7b4b16a", ROUND_THREE),
@@ -208,6 +220,7 @@ ROUNDS = (
     Round("eight", 85, 92, "7ab3a14", ROUND_EIGHT),
     Round("nine", 93, 100, "bf2ff8a", ROUND_NINE),
     Round("ten", 101, 110, "58cb11b", ROUND_TEN),
+    Round("eleven", 111, 120, "4ac8c75", ROUND_ELEVEN),
 )
 
 
