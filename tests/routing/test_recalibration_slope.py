@@ -44,7 +44,7 @@ def calibration() -> dict:
     return calibrate(data, scores, Target(0.98, True, None, 1.0)).to_json()
 
 
-POPULATION = np.random.default_rng(1).beta(0.6, 2.5, 200_000)
+scores_now = np.random.default_rng(1).beta(0.6, 2.5, 200_000)
 
 
 def student_odds(scores: np.ndarray) -> np.ndarray:
@@ -54,17 +54,17 @@ def student_odds(scores: np.ndarray) -> np.ndarray:
 
 def served_pass(threshold: float) -> float:
     """The policy's true pass rate now at ``threshold`` (the teacher right 0.98 of the time)."""
-    return float(np.mean(np.where(POPULATION >= threshold, 0.98, student_odds(POPULATION))))
+    return float(np.mean(np.where(scores_now >= threshold, 0.98, student_odds(scores_now))))
 
 
 def student_rate(threshold: float) -> float:
-    below = POPULATION[POPULATION < threshold]
+    below = scores_now[scores_now < threshold]
     return float(student_odds(below).mean())
 
 
 def labelled(threshold: float, count: int) -> tuple[list[bool], list[float | None]]:
     """``count`` student answers served below ``threshold``, labelled at the changed odds, with scores."""
-    scores = POPULATION[POPULATION < threshold][:count]
+    scores = scores_now[scores_now < threshold][:count]
     labels = np.random.default_rng(3).random(count) < student_odds(scores)
     return [bool(x) for x in labels], [float(s) for s in scores]
 
@@ -88,14 +88,13 @@ def test_a_changed_slope_is_fitted_and_its_threshold_meets_the_target(calibratio
 
 
 def test_few_scored_labels_fit_the_offset_alone(calibration) -> None:
-    t = calibration["threshold"]
+    t, curve = calibration["threshold"], curve_of(calibration)
+    assert curve is not None
     labels, scores = labelled(t, SLOPE_LABELS - 1)
-    fit = fit_line(curve_of(calibration), scored_groups(calibration, t, labels, scores))  # type: ignore[arg-type]
+    fit = fit_line(curve, scored_groups(calibration, t, labels, scores))
     assert fit.dims == 1 and fit.slope == 1.0
     # labels that match the prediction show no slope, however many
-    curve = curve_of(calibration)
-    assert curve is not None
-    below = POPULATION[POPULATION < t][:2000]
+    below = scores_now[scores_now < t][:2000]
     same = np.random.default_rng(4).random(len(below)) < 1 - below
     fit = fit_line(curve, scored_groups(calibration, t, [bool(x) for x in same], [float(s) for s in below]))
     assert fit.dims == 1 and fit.lower < 0 < fit.upper
