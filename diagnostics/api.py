@@ -29,7 +29,7 @@ from pydantic import ConfigDict, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
 from core.errors import ServiceError
-from diagnostics import selectors, services
+from diagnostics import selectors, services, visibility
 from diagnostics.api_auth import Caller, ErrorOut, Page, Paged, caller, needs, page_of
 from diagnostics.models import Incident, Trajectory
 from diagnostics.toolsets.registry import environment_names
@@ -388,7 +388,9 @@ def incident_detail(request: HttpRequest, incident_id: int) -> dict[str, Any]:
     incident = selectors.incident_detail(incident_id=incident_id)
     if incident is None:
         raise ServiceError(f"No incident {incident_id}.", code="not_found", status=404)
-    return {"incident": incident}
+    who = caller(request)  # another's write shows its tool and status, not what it carries
+    key_id = who.key.pk if who.key is not None else None
+    return {"incident": visibility.redact_incident(incident, user=who.user, key_id=key_id)}
 
 
 @router.post(

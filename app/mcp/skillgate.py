@@ -15,7 +15,7 @@ from mcp.server import Server
 
 from app.mcp.tools import Caller, McpTool, answer, caller, error, refusal
 from core.errors import ServiceError
-from diagnostics import selectors, services
+from diagnostics import selectors, services, visibility
 from diagnostics.mcp.attach import incident_environment
 from diagnostics.mcp.requests import grant_for, key_usage
 from diagnostics.mcp.vetting import clean_text, control_path
@@ -34,15 +34,9 @@ def _schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
 
 
 def may_see_action(who: Caller, action: ActionRequest, incident: Incident) -> bool:
-    """Whether ``who`` may read an action's arguments and result: the key that opened its incident (a
-    gateway request is its key's), the person who opened the incident or asked for the action, or someone
-    who decides on actions (the approver role). Any other key reads that it exists, not what it carries."""
-    if incident.trigger_key_id is not None and incident.trigger_key_id == who.key.pk:
-        return True
-    owner_id = who.owner.pk if who.owner is not None else None
-    if owner_id is not None and owner_id in (incident.created_by_id, action.requested_by_id):
-        return True
-    return who.has_perm(services.APPROVE_PERMISSION)
+    """Whether ``who`` may read an action's arguments and result (diagnostics/visibility.py: the key that
+    opened its incident, the person who opened it or asked for the action, an approver)."""
+    return visibility.may_see_action(action=action, incident=incident, user=who.owner, key_id=who.key.pk)
 
 
 def _action_out(who: Caller, action: ActionRequest, incident: Incident) -> dict[str, Any]:

@@ -21,7 +21,7 @@ from app.web.forms import ActionDecisionForm, IncidentOpenForm, RediagnoseForm
 from app.web.forms.confirm import confirm_step, confirmed
 from app.web.pages import can, page, render_page
 from core.errors import ServiceError
-from diagnostics import selectors, services
+from diagnostics import selectors, services, visibility
 from diagnostics.approvals import involvement
 from diagnostics.models import ActionRequest, Incident, Trajectory
 
@@ -147,6 +147,7 @@ def _detail_context(
     incident = selectors.incident_detail(incident_id=incident_id)
     if incident is None:
         raise Http404(f"No incident {incident_id}.")
+    visibility.redact_incident(incident, user=request.user, key_id=None)  # another's write: tool, status
     trajectories = list(incident.trajectories.all())
     may_approve = can(request, roles.APPROVE_ACTION)
     if may_approve and isinstance(request.user, User):
