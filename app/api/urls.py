@@ -8,6 +8,8 @@ carries ``access`` (``{method: Access}``) for tests/security/test_scopes.py. Any
 
 from __future__ import annotations
 
+import json
+import threading
 from collections.abc import Callable
 from functools import wraps
 from typing import Any
@@ -16,6 +18,7 @@ from asgiref.sync import iscoroutinefunction
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.urls import URLPattern, path, re_path
 from django.views.decorators.csrf import csrf_exempt
+from ninja.responses import NinjaJSONEncoder
 
 from app.api.api import api
 from app.api.errors import error
@@ -79,9 +82,32 @@ def not_found(request: HttpRequest, rest: str = "") -> JsonResponse:
 
 
 _docs = {pattern.name: pattern for pattern in api.urls[0] if isinstance(pattern, URLPattern)}
+_document: list[bytes] = []  # the OpenAPI document, built once per process
+_building = threading.Lock()
+
+
+@csrf_exempt  # a JSON 405 for a write, never the CSRF middleware's HTML 403
+def openapi_document(request: HttpRequest) -> HttpResponse:
+    """``/api/openapi.json``, public: ninja's document, built once per process and then served as
+    bytes. ninja built it again for every request, about 1 s of the serving process's CPU under the
+    GIL, so six anonymous GETs at once held ``GET /v1/models`` for 1.8 s (issue 37, round five)."""
+    if request.method not in ("GET", "HEAD"):
+        return _answer(
+            405,
+            f"Method {request.method} is not allowed here; use GET.",
+            "method_not_allowed",
+            Allow="GET, HEAD",
+        )
+    if not _document:
+        with _building:  # requests arriving together wait for one build
+            if not _document:
+                schema = api.get_openapi_schema(path_params={})
+                _document.append(json.dumps(schema, cls=NinjaJSONEncoder).encode())
+    return HttpResponse(_document[0], content_type="application/json")
+
 
 urlpatterns = [
-    path("openapi.json", _docs["openapi-json"].callback, name="openapi-json"),
+    path("openapi.json", openapi_document, name="openapi-json"),
     path("docs", _docs["openapi-view"].callback, name="openapi-view"),
     *_operation_patterns(),
     path("", not_found, name="api-root"),  # ninja reverses it for the document's paths

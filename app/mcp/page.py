@@ -15,6 +15,7 @@ by server and tool (``?audit=changes|calls&server=&tool=&page=``), deleted serve
 
 from __future__ import annotations
 
+from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 
@@ -36,8 +37,6 @@ AUDIT_PAGE = 50
 
 def _accept(request: HttpRequest) -> str:
     """Accepts what the form names; '' when done, else the form error."""
-    if not can(request, MANAGE_PERMISSION):
-        return f"Accepting a classification needs the permission {MANAGE_PERMISSION}."
     server = McpServer.objects.filter(name=str(request.POST.get("server", ""))[:40]).first()
     if server is None:
         return "No such MCP server."
@@ -87,6 +86,8 @@ def _waiting(server: McpServer) -> int:
 def mcp_page(request: HttpRequest) -> HttpResponse:
     error = ""
     if request.method == "POST":
+        if not can(request, MANAGE_PERMISSION):  # a refusal is a 403, before any field is read
+            raise PermissionDenied(f"Accepting a classification needs the permission {MANAGE_PERMISSION}.")
         error = _accept(request)
         if not error:
             return HttpResponseRedirect(request.path)
