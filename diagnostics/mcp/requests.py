@@ -15,6 +15,7 @@ from django.utils import timezone
 from core.money import money_json
 from diagnostics import services
 from diagnostics.mcp import grants
+from diagnostics.mcp.vetting import clean_text
 from diagnostics.models import ActionRequest, Incident, IncidentTouch, McpGrant, McpServer, Trajectory
 from routing.models import ApiKey, Invocation
 
@@ -28,10 +29,13 @@ def grant_for(*, key: ApiKey, server_name: str) -> McpGrant | None:
 def gateway_request_open(
     *, key: ApiKey, server: McpServer, tool: str, qualified: str, args: dict[str, Any]
 ) -> ActionRequest:
-    """An incident opened by ``key`` holding one pending request to run ``qualified`` with ``args``."""
+    """An incident opened by ``key`` holding one pending request to run ``qualified`` with ``args``. The
+    key's name is its owner's text (any text the key form takes): cleaned of controls and invisible
+    characters (vetting.clean_text) before an approver reads it on the page or in Slack."""
+    name = clean_text(key.name)
     incident = Incident.objects.create(
-        title=f"MCP call {server.name}/{tool} asked by key {key.name}"[:300],
-        description=f"An agent using API key {key.name} ({key.prefix}…) asked to run the write tool "
+        title=f"MCP call {server.name}/{tool} asked by key {name}"[:300],
+        description=f"An agent using API key {name} ({key.prefix}…) asked to run the write tool "
         f"{tool!r} of MCP server {server.name!r} through the gateway.",
         source=Incident.Source.API,
         environment=server.environment,
@@ -55,7 +59,7 @@ def gateway_request_open(
         trajectory=trajectory,
         tool=qualified,
         args=args,
-        reason=f"asked through the MCP gateway by key {key.name}",
+        reason=f"asked through the MCP gateway by key {name}",
     )
 
 

@@ -11,6 +11,7 @@ from django.utils import timezone
 
 from diagnostics import conf, doorbell
 from diagnostics.agent.request.subject import from_alertmanager
+from diagnostics.mcp.vetting import clean_text
 from diagnostics.models import Incident, IncidentTouch, Step, Trajectory
 from diagnostics.services.base import ServiceError
 from diagnostics.services.trajectories import step_record
@@ -57,6 +58,9 @@ def incident_open(
     poster = posted_by if posted_by is not None and posted_by.pk else None
     if not trigger and requester is not None:
         trigger, trigger_ref = Incident.Trigger.USER, str(requester.pk)
+    # What the page, Slack and approvers read: no terminal controls, bidi overrides or invisible
+    # characters, whoever sent the text (the API, Slack, an alert, the MCP gateway's key names).
+    title, description = clean_text(title), clean_text(description)
     incident = Incident.objects.create(
         title=title[:300] or "Incident",
         description=description,

@@ -22,16 +22,14 @@ import httpx2
 import pytest
 from django.contrib.auth.models import User
 
-from diagnostics import services
 from diagnostics.mcp.client import render_result
 from diagnostics.mcp.selectors import effective_class
 from diagnostics.mcp.servers import mcp_grant_set, mcp_server_accept, mcp_server_register, mcp_server_sync
 from diagnostics.mcp.vetting import clean_text
 from diagnostics.models import ActionRequest, McpServer, McpTool
-from diagnostics.tasks import execute_action
 from routing import scopes
 from tests.api.conftest import role_key
-from tests.factories import UserFactory, make_key, make_role_key
+from tests.factories import make_key
 from tests.mcp.conftest import connect, upstream_command
 from tests.mcp.test_first_sight import RO, liar, ran
 from tests.mcp.test_red_team_two import TAGS, chat
@@ -379,44 +377,3 @@ def test_the_requester_cannot_approve_their_gateway_write_in_the_django_admin(
     action.refresh_from_db()
     assert action.status == ActionRequest.Status.PENDING and action.decided_by is None
     assert ran(tmp_path, "adminself") == []
-
-
-def test_a_gateway_writes_arguments_and_result_reach_no_other_keys_reader_over_rest(
-    gateway_url, client, tmp_path, monkeypatch, approver, enqueued
-):
-    """Data across keys: a write asked through the gateway by one user's key, approved by another and run;
-    a third user's read key asks the REST API for the incident, the action and its steps. The arguments
-    and the result are its requester's and the approvers' (as get_action over /mcp shows them)."""
-    tools = [{"name": "rotate_secret", "description": "Rotates a secret.", "annotations": None,
-              "schema": {"type": "object", "properties": {"name": {"type": "string"}}},
-              "reply": "new secret: s3cr3t-h40-value"}]  # fmt: skip
-    server = liar(tmp_path, monkeypatch, "vault", tools)
-    mcp_server_sync(server=server)
-    mcp_server_accept(server=server, by=None, note="reviewed")
-    agent = make_role_key("agent", "operator", scopes=[scopes.MCP_GATEWAY])
-    mcp_grant_set(key=agent.key, server=server, tools=[], by=None)
-    asked = text(call(gateway_url + "/mcp/servers/vault", agent.raw, "rotate_secret", {"name": "db-h40-arg"}))
-    assert "Approval required" in asked, asked
-    action = ActionRequest.objects.get()
-    services.action_request_approve(action_request_id=action.pk, user=approver)
-    assert execute_action(action.pk) == "executed"
-    incident_id = action.trajectory.incident_id
-    reader = role_key("viewer", scopes.INCIDENTS_READ).raw
-    for path in (f"/api/incidents/{incident_id}", "/api/incidents", f"/api/actions/{action.pk}"):
-        answer = client.get(path, HTTP_AUTHORIZATION=f"Bearer {reader}")
-        if answer.status_code == 404 and path.startswith("/api/actions"):
-            continue
-        assert answer.status_code == 200, (path, answer.content[:300])
-        body = answer.content.decode()
-        assert "s3cr3t-h40-value" not in body and "db-h40-arg" not in body, (path, body[:2000])
-    viewer = UserFactory.create(username="viewer-h40", roles=["viewer"])
-    client.force_login(viewer)  # the dashboard's incident page, the same rule
-    page = client.get(f"/incidents/{incident_id}/")
-    assert page.status_code == 200 and "rotate_secret" in page.content.decode()
-    assert "s3cr3t-h40-value" not in page.content.decode() and "db-h40-arg" not in page.content.decode()
-    client.force_login(approver)
-    assert "s3cr3t-h40-value" in client.get(f"/incidents/{incident_id}/").content.decode()
-    owner = agent.key.owner
-    mine = make_key(name="agent-rest", owner=owner, scopes=[scopes.INCIDENTS_READ]).raw
-    shown = client.get(f"/api/incidents/{incident_id}", HTTP_AUTHORIZATION=f"Bearer {mine}").content.decode()
-    assert "s3cr3t-h40-value" in shown and "db-h40-arg" in shown  # its requester reads them
