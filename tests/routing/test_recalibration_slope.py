@@ -132,3 +132,55 @@ def test_a_stored_recalibration_keeps_its_scored_groups(calibration) -> None:
     mixed = scored_groups(calibration, t, [True, False, True], [0.01, None])
     assert [g.labels for g in mixed if g.score is None] == [2] and sum(g.labels for g in mixed) == 3
     assert recalibration.scored_groups(None, t, [True], [0.5]) == [Group(t, 1, 1)]
+
+
+@pytest.mark.django_db
+def test_the_drift_check_fits_the_slope_on_the_scores_the_ledger_kept(settings, calibration) -> None:
+    """Live: each call's row keeps the router's score; the student's answers are right 71 of 80 times
+    (1.5 + 0.1 x the log-odds of the score), the correctness test decides drift, and the refit reads the
+    labels in their score bins: a slope is fitted and stored with its groups, by bin."""
+    from routing.router.learning.runtime import forget_routers
+    from routing.router.versions.drift import router_version_drift_check
+    from tests.factories import ApiKeyFactory, InvocationFactory, RouterVersionFactory
+    from tests.support.ledger import learned_profile, leg
+
+    settings.SKILLGATE = {
+        **settings.SKILLGATE,
+        "ROUTER": {**settings.SKILLGATE["ROUTER"], "DRIFT_MIN_CALLS": 10},
+    }
+    forget_routers()
+    profile = learned_profile(name="sloped")
+    t = calibration["threshold"]
+    version = RouterVersionFactory.create(
+        profile=profile,
+        number=1,
+        status=RouterVersion.Status.ACTIVE,
+        threshold=t,
+        calibration=calibration,
+        predicted_pass_rate=calibration["chosen"]["pass_rate"],
+        predicted_teacher_share=calibration["chosen"]["teacher_share"],
+    )
+    key = ApiKeyFactory.create()
+    scores = scores_now[scores_now < t][:80]
+    odds = 1.0 / (1.0 + np.exp(-(1.5 + 0.1 * np.log((1 - scores) / scores))))
+    right = np.random.default_rng(3).random(len(scores)) < odds
+    for score, ok in zip(scores, right, strict=True):
+        InvocationFactory.create(
+            api_key=key,
+            profile=profile,
+            request={"messages": [{"role": "user", "content": "Read the total."}]},
+            legs=[leg("student", "pass", correct=bool(ok)), leg("teacher", "pass", background=True)],
+            route="student",
+            served_by="student",
+            verdict="pass",
+            router_version=version,
+            prompt_tokens=200,
+            score=float(score),
+        )
+    version = router_version_drift_check(version=version)
+    reason = version.drift_reason
+    assert not version.drift_flag and reason.startswith("recalibrated (worse"), reason
+    assert f"{int(right.sum())} of 80 labelled answers right: slope" in reason
+    again = version.calibration["recalibrated"]
+    assert again["fit"]["dims"] == 2 and again["threshold"] < t
+    assert len(again["groups"]) > 2 and all("score" in g for g in again["groups"])
