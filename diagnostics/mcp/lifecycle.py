@@ -19,7 +19,6 @@ Both are audited as ``McpToolChange`` rows (``server_updated`` with the fields b
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from django.contrib.auth.models import User
@@ -98,7 +97,7 @@ def mcp_server_update(
     stored: dict[str, Any] = dict(found or {})
     url = changes.get("url", stored.get("url", ""))
     http = changes.get("transport", stored.get("transport")) != McpServer.Transport.STDIO
-    if url and http and url != url_checked and re.match(r"^https?://", url, re.IGNORECASE):
+    if url and http and url != url_checked and str(url).lower().startswith(("http://", "https://")):
         check_url(url)
         url_checked = url
     return _update(server=server, by=by, note=note, url_checked=url_checked, changes=changes)
