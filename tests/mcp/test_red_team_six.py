@@ -377,3 +377,38 @@ def test_the_requester_cannot_approve_their_gateway_write_in_the_django_admin(
     action.refresh_from_db()
     assert action.status == ActionRequest.Status.PENDING and action.decided_by is None
     assert ran(tmp_path, "adminself") == []
+
+
+def test_the_requester_cannot_approve_their_gateway_write_from_slack(
+    gateway_url, bot, slack_client, queue, tmp_path, monkeypatch
+):
+    """Self-approval: a user linked to a Slack member, with every role, asks for a write through the
+    gateway with their key, then clicks Approve on the action's Slack message."""
+    from diagnostics.slack import messages
+    from tests.support.slack_bot import CHANNEL, linked
+
+    tools = [{"name": "wipe_cache", "description": "Wipes the cache.", "annotations": None, "reply": "wiped"}]
+    server = liar(tmp_path, monkeypatch, "slackself", tools)
+    mcp_server_sync(server=server)
+    mcp_server_accept(server=server, by=None, note="reviewed")
+    owner = linked("gateway-owner", "U0OWNER", approver=True)
+    agent = make_key(name="owner-agent", owner=owner, scopes=[scopes.MCP_GATEWAY])
+    mcp_grant_set(key=agent.key, server=server, tools=[], by=None)
+    assert "Approval required" in text(
+        call(gateway_url + "/mcp/servers/slackself", agent.raw, "wipe_cache", {})
+    )
+    action = ActionRequest.objects.get()
+    words, blocks = messages.action(action)
+    assert "gateway-owner" in words + json.dumps(blocks)  # the message names its requester
+    message = {
+        "channel": CHANNEL,
+        "ts": "1700000000.000100",
+        "thread_ts": "1700000000.000100",
+        "blocks": blocks,
+    }
+    slack_client.click(message, action_id="approve_action", user="U0OWNER")
+    queue.drain()
+    action.refresh_from_db()
+    assert action.status == ActionRequest.Status.PENDING and action.decided_by is None
+    assert any("You requested this action" in e["text"] for e in bot.of("chat.postEphemeral"))
+    assert ran(tmp_path, "slackself") == []
