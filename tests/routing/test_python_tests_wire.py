@@ -165,7 +165,7 @@ BLANKS = 1_000_000
          "def-spaces", "async", "fences"],
 )  # fmt: skip
 def test_code_extraction_is_linear_on_a_megabyte_of_blanks(text):
-    started = time.perf_counter()
+    started = time.thread_time()  # CPU time of this thread: other work on the machine does not count
     extract_code(text)
     defines(text, "add")
-    assert time.perf_counter() - started < 0.5  # Python's re took minutes on the fence shapes
+    assert time.thread_time() - started < 0.5  # Python's re took minutes on the fence shapes

@@ -135,7 +135,7 @@ BLANKS = " \t\n" * 350_000  # ~1 MB
     ids=["fence-unclosed", "fence-blanks", "block-unclosed", "blocks", "json-blanks"],
 )
 def test_a_megabyte_of_blanks_is_read_in_linear_time(text):
-    started = time.perf_counter()
+    started = time.thread_time()  # CPU time of this thread: other work on the machine does not count
     parse_json(text)
     written_calls_or_error(text)
     cut_short(text)
@@ -144,7 +144,7 @@ def test_a_megabyte_of_blanks_is_read_in_linear_time(text):
     parse_decision(text, {"type": "object"}, {}, {})
     with contextlib.suppress(DistillationError):
         parse_distilled(text)
-    assert time.perf_counter() - started < 1.0
+    assert time.thread_time() - started < 1.0
 
 
 def test_the_old_fence_expression_is_quadratic_on_blank_runs():
