@@ -171,3 +171,25 @@ def test_a_namespace_alert_about_something_else_lists_no_cronjobs():
         }
     )
     assert {"kind": "cronjob", **_NS} not in _reads(alert)
+
+
+ALL_CRONJOBS = """NAMESPACE   NAME     SCHEDULE     TIMEZONE   SUSPEND   ACTIVE   LAST SCHEDULE   AGE
+billing     backup   0 2 * * *    <none>     True      0        3d              90d
+payroll     backup   0 2 * * *    <none>     False     0        20h             90d
+"""
+ALL_JOBS = """NAMESPACE   NAME              STATUS     COMPLETIONS   DURATION   AGE
+payroll     backup-29420000   Failed     0/1           1m         20h
+billing     backup-29416000   Complete   1/1           2m         3d
+"""
+
+
+def test_a_cluster_wide_listing_keeps_cronjobs_of_one_name_apart_by_namespace():
+    cronjobs = ToolOutput("kubectl_get_by_kind_in_cluster", {"kind": "cronjob"}, ALL_CRONJOBS)
+    jobs = ToolOutput("kubectl_get_by_kind_in_cluster", {"kind": "job"}, ALL_JOBS)
+    found = _run(cronjobs, jobs, *[_listing("pod", "NAME READY STATUS\n")] * 8)
+    by_subject = {f.subject: f for f in found}
+    suspended = by_subject["cronjob/billing/backup"]
+    assert suspended.kind == "cronjob_suspended"
+    # payroll's failed Job is payroll's: not billing's earlier failure, and payroll's own latest run fails.
+    assert "backup-29420000" not in suspended.summary
+    assert by_subject["cronjob/payroll/backup"].kind == "cronjob_runs_fail"

@@ -91,7 +91,9 @@ class ScheduledRunsAnalyzer(Analyzer):
             note_wait(facts, out)
         if head.startswith("NAME") and "SCHEDULE" in head and "SUSPEND" in head:
             for row in _fixed_width(text, "NAME"):
-                cron = crons.setdefault(row.get("NAME", ""), {"namespace": row.get("NAMESPACE") or namespace})
+                # Keyed by namespace and name: a cluster-wide listing may hold one name in two namespaces.
+                where = row.get("NAMESPACE") or namespace
+                cron = crons.setdefault(f"{where}/{row.get('NAME', '')}", {"namespace": where})
                 cron["suspend"] = row.get("SUSPEND", "").lower() == "true"
                 cron["period"] = schedule_period(row.get("SCHEDULE", ""))
                 cron["schedule"] = row.get("SCHEDULE", "")
@@ -113,19 +115,20 @@ class ScheduledRunsAnalyzer(Analyzer):
                 failed = row.get("STATUS", "").lower() == "failed" or (
                     row.get("STATUS", "") == "" and done == "0" and wanted not in ("", "0")
                 )
-                jobs[name] = {
+                where = row.get("NAMESPACE") or namespace
+                job = jobs[f"{where}/{name}"] = {
                     "failed": failed,
                     "age": age_seconds(row.get("AGE", "")),
-                    "namespace": row.get("NAMESPACE") or namespace,
+                    "namespace": where,
                 }
                 status = row.get("STATUS", "").lower()
                 if failed or status in ("running", "suspended"):
-                    jobs[name]["status"] = row.get("STATUS", "") or "Failed"
+                    job["status"] = row.get("STATUS", "") or "Failed"
             if any(j["failed"] for j in jobs.values()):
                 self._wait(facts)
                 state.lead(ObjRef("pod", "*", namespace), "the pods of the failed Jobs", 60)
         elif (obj := manifest_of(text)) is not None and obj.get("kind") == "CronJob":
-            self._manifest(obj, crons)
+            self._manifest(obj, crons, namespace)
         return self._findings(facts)
 
     @staticmethod
@@ -140,12 +143,13 @@ class ScheduledRunsAnalyzer(Analyzer):
         return bool(period and last and last > 2 * period)
 
     @staticmethod
-    def _manifest(obj: dict[str, Any], crons: dict[str, dict[str, Any]]) -> None:
+    def _manifest(obj: dict[str, Any], crons: dict[str, dict[str, Any]], namespace: str) -> None:
         meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
         spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
         status = obj.get("status") if isinstance(obj.get("status"), dict) else {}
         assert isinstance(meta, dict) and isinstance(spec, dict) and isinstance(status, dict)
-        cron = crons.setdefault(str(meta.get("name") or ""), {"namespace": str(meta.get("namespace") or "")})
+        where = str(meta.get("namespace") or namespace)
+        cron = crons.setdefault(f"{where}/{meta.get('name') or ''}", {"namespace": where})
         cron["suspend"] = spec.get("suspend") is True
         cron["schedule"] = str(spec.get("schedule") or cron.get("schedule") or "")
         cron["period"] = schedule_period(cron["schedule"])
@@ -163,13 +167,16 @@ class ScheduledRunsAnalyzer(Analyzer):
     def _findings(self, facts: dict[str, Any]) -> list[Finding]:
         reported: set[str] = facts.setdefault("reported", set())
         findings = []
-        for name, cron in facts["cronjobs"].items():
+        for ref, cron in facts["cronjobs"].items():
+            where, _, name = ref.rpartition("/")
             if not name:
                 continue
-            own = sorted(
-                ((j.get("age") or 0, job) for job, j in facts["jobs"].items() if _cronjob_of(job) == name),
+            own = sorted(  # its Jobs: named after it, in its namespace
+                (j.get("age") or 0, job.rpartition("/")[2])
+                for job, j in facts["jobs"].items()
+                if _cronjob_of(job.rpartition("/")[2]) == name and job.rpartition("/")[0] == where
             )
-            failed = [job for _, job in own if facts["jobs"][job]["failed"]]
+            failed = [job for _, job in own if facts["jobs"][f"{where}/{job}"]["failed"]]
             stuck = [job for job in cron.get("active_jobs", []) if cron.get("policy") == "Forbid"]
             state = (
                 cron.get("suspend"),
@@ -178,7 +185,7 @@ class ScheduledRunsAnalyzer(Analyzer):
                 tuple(stuck),
                 self._late(cron),
             )
-            key = f"{name} {state}"
+            key = f"{where}/{name} {state}"
             complete = "policy" in cron and facts.get("jobs_listed")
             if key in reported or not (complete or not still_waiting(facts, _WAIT)):
                 continue
