@@ -2,9 +2,11 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
+from django.core.exceptions import ValidationError
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
+from routing import price_options
 from routing.access.keys import generate_key
 from routing.models import ApiKey, Backend, Invocation, RouterVersion, TaskProfile
 from routing.pricing import PricingError, prices_for
@@ -115,6 +117,11 @@ class BackendForm(forms.ModelForm):
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
+        try:  # priced below only once its options are in shape (a bare 5 was an AttributeError, a 500)
+            price_options.validate(data.get("price_options") or {})
+        except ValidationError as exc:
+            self.add_error("price_options", exc)
+            return data
         if data.get("model"):
             try:
                 prices_for(Backend(**{k: v for k, v in data.items() if k != "id"}))
