@@ -186,8 +186,10 @@ class PythonTestsVerifier(Verifier):
     def judge(self, answer: SandboxResult, ran: SandboxResult, lines: list[str], expected: int) -> Verdict:
         """The verdict from what the gateway observed (the tests' report is only believed for passes
         it counts itself; anything missing or unexpected is a failure)."""
-        if answer.unavailable or ran.unavailable:
-            return Verdict(False, answer.stderr or ran.stderr)
+        if answer.unavailable or ran.unavailable or answer.broken or ran.broken:
+            # Nothing was run or judged (no sandbox here, or it broke): unknown, never a pass, nor
+            # the answer's failure (a fail would label every student answer wrong while it lasts).
+            return Verdict.errored(answer.stderr or ran.stderr)
         if ran.timed_out or answer.timed_out:
             return Verdict(False, f"timeout after {self.timeout_s:g}s")
         entries = []

@@ -87,6 +87,7 @@ class SandboxResult:
     stderr: str
     timed_out: bool
     unavailable: bool = False  # nothing ran: no sandbox here (stderr says why)
+    broken: bool = False  # the sandbox machinery failed (stderr: "sandbox error: ..."): nothing was judged
 
 
 def run_python(source: str, *, timeout_s: float, memory_mb: int) -> SandboxResult:
@@ -141,7 +142,7 @@ def _run(
             return _supervise(runtime, sources, fds, scratch, timeout_s=timeout_s, memory_mb=memory_mb)
         except Exception as exc:  # a sandbox failure is a failed run, not a crash of the caller
             why = f"sandbox error: {type(exc).__name__}: {exc}"
-            return [SandboxResult(False, None, "", why, False)] * len(sources)
+            return [SandboxResult(False, None, "", why, False, broken=True)] * len(sources)
         finally:
             _remove_tree(scratch)
     finally:

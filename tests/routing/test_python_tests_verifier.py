@@ -307,3 +307,19 @@ def test_a_test_that_does_not_parse_judges_nothing():
     )
     assert verdict.error and not verdict.passed
     assert verdict.detail.startswith("python_tests.test does not parse: SyntaxError")
+
+
+@pytest.mark.parametrize(
+    "nothing_ran",
+    [
+        SandboxResult(False, None, "", "sandbox unavailable: no bwrap", False, unavailable=True),
+        SandboxResult(False, None, "", "sandbox error: OSError: [Errno 11] fork", False, broken=True),
+    ],
+    ids=["unavailable", "broken"],
+)
+def test_a_run_that_never_happened_is_an_error_not_a_verdict(nothing_ran):
+    # Unknown is not pass, nor the answer's failure: a fail would label every student answer wrong.
+    verifier = build_verifier({"kind": "python_tests", "test": "assert True\nassert True"})
+    for sides in ((nothing_ran, nothing_ran), (ALIVE, nothing_ran), (nothing_ran, GOOD_RUN)):
+        verdict = verifier.judge(*sides, OK, 2)
+        assert (verdict.passed, verdict.error, verdict.detail) == (False, True, nothing_ran.stderr)
