@@ -282,6 +282,14 @@ class Environments:
         gt=0,
         doc="How long a health check waits for a rollout.",
     )
+    k8s_read_secrets: bool = setting(
+        "DIAGNOSTICS_K8S_READ_SECRETS",
+        env="SKILLGATE_K8S_READ_SECRETS",
+        default=False,
+        doc="On: the read toolset lists and reads Secrets (its role then needs get/list on secrets), "
+        "redacted at the toolset: names, types, key names and sizes, a TLS Secret's certificate "
+        "(subject, DNS names, notAfter); never a value, tls.key or the last-applied annotation.",
+    )
     mcp_stdio_programs: tuple[str, ...] = setting(
         "MCP_API_STDIO_PROGRAMS",
         env="SKILLGATE_MCP_API_STDIO_PROGRAMS",

@@ -146,6 +146,19 @@ def _object(resource: str, namespace: str, name: str) -> dict[str, Any]:
             "spec": {"template": _template()},
             "status": {"succeeded": 1},
         }
+    if resource == "cronjobs":
+        job = {"template": _template()}
+        return {
+            "metadata": _meta(namespace, name),
+            "spec": {"schedule": "0 2 * * *", "jobTemplate": {"spec": job}},
+        }
+    if resource == "ingresses":
+        backend = {"service": {"name": NAME, "port": {"number": 80}}}
+        path = {"path": "/", "pathType": "Prefix", "backend": backend}
+        return {
+            "metadata": _meta(namespace, name),
+            "spec": {"rules": [{"host": "web.example.com", "http": {"paths": [path]}}]},
+        }
     if resource == "nodes":
         return {
             "metadata": _meta("", name),

@@ -198,6 +198,8 @@ def test_every_read_tool_request_is_allowed_for_the_probe(
     assert denied == []
     # the tools exercised what the toolset declares: every kind, and the logs
     assert {r.resource for r in read_requests} >= {"pods/log", "nodes", "deployments", "jobs", "events"}
+    assert {r.resource for r in read_requests} >= {"cronjobs", "ingresses", "certificates"}
+    assert "secrets" not in {r.resource for r in read_requests}  # off unless SKILLGATE_K8S_READ_SECRETS
 
 
 def test_every_write_action_request_is_allowed_for_the_executor_in_its_namespaces(

@@ -5,7 +5,9 @@
   ``cryptography`` package when it is installed (its ``notAfter`` and its DNS names); without it the
   Secret's expiry stays unknown, never guessed. A Secret's data is hostile: a read over ``MAX_TEXT``, a
   ``tls.crt`` over ``MAX_CRT``, not base64, or with no parsable PEM certificate is "unreadable" with why
-  (``secret_certs``), never a crash, and a document nested past the parser's depth is no document.
+  (``secret_certs``), never a crash, and a document nested past the parser's depth is no document. The
+  kubernetes read toolset withholds every value and gives a TLS Secret's ``certificate`` (subject, DNS
+  names, notAfter, or ``unreadable``) instead, parsed on its side from ``tls.crt`` (``read_summary``).
 - cert-manager's ``certmanager_certificate_expiration_timestamp_seconds{name, namespace}`` and the
   blackbox exporter's ``probe_ssl_earliest_cert_expiry{instance}`` are Unix seconds of the expiry, in a
   Prometheus API result (JSON) or the text exposition format.
@@ -108,6 +110,23 @@ def read_crt(value: object) -> tuple[datetime | None, tuple[str, ...], str]:
     return parsed[0], parsed[1], ""
 
 
+def read_summary(summary: dict[str, Any]) -> tuple[datetime | None, tuple[str, ...], str]:
+    """(notAfter, hosts, "") of the ``certificate`` the kubernetes read toolset puts on a TLS Secret it
+    redacts (it parses ``tls.crt`` itself, withholding the values); (None, (), why) where unreadable."""
+    if summary.get("unreadable"):
+        return None, (), str(summary["unreadable"])[:200]
+    value = summary.get("notAfter")
+    try:
+        when = datetime.fromisoformat(value.replace("Z", "+00:00")) if isinstance(value, str) else None
+    except ValueError:
+        when = None
+    if when is None or when.tzinfo is None:
+        return None, (), "the certificate shows no readable notAfter"
+    names = summary.get("dnsNames")
+    hosts = tuple(str(n)[:253] for n in names[:20]) if isinstance(names, list) else ()
+    return when, hosts, ""
+
+
 def _payloads(text: str) -> list[Any]:
     """The JSON objects in ``text``; none when it nests past the parser's depth (a hostile read)."""
     try:
@@ -154,7 +173,9 @@ def secret_certs(text: str, namespace: str = "") -> list[SecretCert]:
         for secret in _secrets(doc):
             meta: dict[str, Any] = _part(secret, "metadata")
             notes, data = _part(meta, "annotations"), _part(secret, "data")
-            if "tls.crt" in data:
+            if summary := _part(secret, "certificate"):  # the kubernetes toolset's reading (values withheld)
+                not_after, hosts, problem = read_summary(summary)
+            elif "tls.crt" in data:
                 not_after, hosts, problem = read_crt(data["tls.crt"])
             else:
                 not_after, hosts, problem = None, (), "the read shows no tls.crt (its data was not shown)"

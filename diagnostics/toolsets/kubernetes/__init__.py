@@ -16,7 +16,6 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 
-import yaml
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
@@ -32,10 +31,11 @@ from diagnostics.toolsets.base import (
     object_schema,
     validation_error,
 )
+from diagnostics.toolsets.kubernetes import custom
 from diagnostics.toolsets.kubernetes.client import (
     APIS,
+    CUSTOM,
     ENV_NAME_SCHEMA,
-    KIND_SCHEMA,
     KINDS,
     MAX_OUTPUT,
     NAME_SCHEMA,
@@ -46,8 +46,10 @@ from diagnostics.toolsets.kubernetes.client import (
     api_client,
     api_error,
     deployment_health,
+    kind_schema,
 )
-from diagnostics.toolsets.kubernetes.render import describe, events_table, kind_title, table
+from diagnostics.toolsets.kubernetes.custom import NotInstalled
+from diagnostics.toolsets.kubernetes.render import as_yaml, describe, events_table, kind_title, name_of, table
 
 __all__ = ["KubernetesConfig", "KubernetesReadToolset", "KubernetesWriteToolset", "ToolsetNotConfigured"]
 
@@ -63,29 +65,31 @@ class KubernetesReadToolset(ReadToolset):
             )
         self._kubeconfig = config.read_kubeconfig
         self._context = config.context
+        self._read_secrets = config.read_secrets
 
     def tools(self) -> list[ToolSpec]:
+        kinds = kind_schema(self._read_secrets)  # Secrets only where switched on
         ns = {"type": "string", "pattern": NAME_SCHEMA["pattern"]}
         limit = {"type": "integer", "minimum": 1, "maximum": 2000}
-        name_ns = object_schema({"kind": KIND_SCHEMA, "name": NAME_SCHEMA, "namespace": ns}, ["kind", "name"])
+        name_ns = object_schema({"kind": kinds, "name": NAME_SCHEMA, "namespace": ns}, ["kind", "name"])
         logs = {"namespace": ns, "pod_name": NAME_SCHEMA, "container": NAME_SCHEMA, "limit": limit}
         return [
             ToolSpec(
                 "kubectl_get_by_kind_in_namespace",
                 "kubectl get KIND -n NAMESPACE -o wide",
-                object_schema({"kind": KIND_SCHEMA, "namespace": ns}, ["kind", "namespace"]),
+                object_schema({"kind": kinds, "namespace": ns}, ["kind", "namespace"]),
             ),
             ToolSpec(
                 "kubectl_get_by_kind_in_cluster",
                 "kubectl get KIND -A -o wide",
-                object_schema({"kind": KIND_SCHEMA}, ["kind"]),
+                object_schema({"kind": kinds}, ["kind"]),
             ),
             ToolSpec("kubectl_get_by_name", "kubectl get KIND NAME -n NAMESPACE -o wide", name_ns),
             ToolSpec(
                 "kubectl_find_resource",
                 "Resources of KIND in any namespace whose name contains KEYWORD",
                 object_schema(
-                    {"kind": KIND_SCHEMA, "keyword": {"type": "string", "minLength": 1}}, ["kind", "keyword"]
+                    {"kind": kinds, "keyword": {"type": "string", "minLength": 1}}, ["kind", "keyword"]
                 ),
             ),
             ToolSpec(
@@ -96,7 +100,7 @@ class KubernetesReadToolset(ReadToolset):
                 "kubectl_events",
                 "kubectl events --for RESOURCE_TYPE/RESOURCE_NAME -n NAMESPACE",
                 object_schema(
-                    {"resource_type": KIND_SCHEMA, "resource_name": NAME_SCHEMA, "namespace": ns},
+                    {"resource_type": kinds, "resource_name": NAME_SCHEMA, "namespace": ns},
                     ["resource_type", "resource_name", "namespace"],
                 ),
             ),
@@ -123,6 +127,8 @@ class KubernetesReadToolset(ReadToolset):
         try:
             with api_client(self._kubeconfig, self._context) as api:
                 output = handler(api, **params)
+        except NotInstalled as exc:  # a custom kind whose CRD is not installed: said, not a failure
+            return ToolResult(tool, params, str(exc), ok=False, no_data=True)
         except ApiException as exc:
             if exc.status == 404:
                 return ToolResult(tool, params, api_error(exc), ok=False, no_data=True)
@@ -137,6 +143,8 @@ class KubernetesReadToolset(ReadToolset):
 
     @staticmethod
     def _list(api: k8s.ApiClient, kind: str, namespace: str | None) -> list[Any]:
+        if kind in CUSTOM:
+            return custom.list_objects(api, kind, namespace)
         group, resource, namespaced = KINDS[kind]
         target = APIS[group](api)
         if not namespaced:
@@ -147,6 +155,8 @@ class KubernetesReadToolset(ReadToolset):
 
     @staticmethod
     def _read(api: k8s.ApiClient, kind: str, name: str, namespace: str | None) -> Any:
+        if kind in CUSTOM:
+            return custom.read_object(api, kind, name, namespace)
         group, resource, namespaced = KINDS[kind]
         target = APIS[group](api)
         if namespaced:
@@ -181,7 +191,7 @@ class KubernetesReadToolset(ReadToolset):
         return table(kind, [self._read(api, kind, name, namespace)], all_namespaces=False)
 
     def _kubectl_find_resource(self, api: k8s.ApiClient, kind: str, keyword: str) -> str:
-        items = [i for i in self._list(api, kind, None) if keyword.lower() in (i.metadata.name or "").lower()]
+        items = [i for i in self._list(api, kind, None) if keyword.lower() in name_of(i).lower()]
         return table(kind, items, all_namespaces=bool(KINDS[kind][2])) if items else "No resources found"
 
     def _kubectl_describe(self, api: k8s.ApiClient, kind: str, name: str, namespace: str = "default") -> str:
@@ -189,9 +199,7 @@ class KubernetesReadToolset(ReadToolset):
         return describe(kind, obj, self._events_for(api, kind, name, namespace), api)
 
     def _kubectl_get_yaml(self, api: k8s.ApiClient, kind: str, name: str, namespace: str = "default") -> str:
-        data = api.sanitize_for_serialization(self._read(api, kind, name, namespace))
-        data.get("metadata", {}).pop("managedFields", None)
-        return str(yaml.safe_dump(data, sort_keys=False))
+        return as_yaml(kind, self._read(api, kind, name, namespace), api)
 
     def _kubectl_events(
         self, api: k8s.ApiClient, resource_type: str, resource_name: str, namespace: str

@@ -28,10 +28,26 @@ KINDS: dict[str, tuple[str, str, bool]] = {
     "statefulset": ("apps", "stateful_set", True),
     "daemonset": ("apps", "daemon_set", True),
     "job": ("batch", "job", True),
+    "cronjob": ("batch", "cron_job", True),
+    "ingress": ("networking", "ingress", True),
+    "secret": ("core", "secret", True),  # only with read_secrets, and redacted (secrets.py)
+    # custom resources (CustomObjectsApi): API group and version, plural
+    "certificate": ("cert-manager.io/v1", "certificates", True),
 }
-APIS = {"core": k8s.CoreV1Api, "apps": k8s.AppsV1Api, "batch": k8s.BatchV1Api}
+CUSTOM = {"certificate"}
+SENSITIVE = {"secret"}
+APIS = {
+    "core": k8s.CoreV1Api,
+    "apps": k8s.AppsV1Api,
+    "batch": k8s.BatchV1Api,
+    "networking": k8s.NetworkingV1Api,
+}
 NAME_SCHEMA = {"type": "string", "pattern": r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$", "maxLength": 253}
-KIND_SCHEMA = {"type": "string", "enum": sorted(KINDS)}
+
+
+def kind_schema(read_secrets: bool) -> dict[str, object]:
+    """The kinds a read may name: Secrets only where switched on (SKILLGATE_K8S_READ_SECRETS)."""
+    return {"type": "string", "enum": sorted(k for k in KINDS if read_secrets or k not in SENSITIVE)}
 
 
 class ToolsetNotConfigured(ImproperlyConfigured):
@@ -45,6 +61,7 @@ class KubernetesConfig:
     context: str | None = None
     write_namespaces: tuple[str, ...] = ()  # empty: any namespace
     health_timeout_s: float = 120.0
+    read_secrets: bool = False  # Secrets are listed and read (redacted) only when switched on
 
     @classmethod
     def from_settings(cls) -> KubernetesConfig:
@@ -54,6 +71,7 @@ class KubernetesConfig:
             context=diagnostics_conf.get().environments.k8s_context,
             write_namespaces=diagnostics_conf.get().environments.k8s_write_namespaces,
             health_timeout_s=diagnostics_conf.get().environments.k8s_health_timeout_s,
+            read_secrets=diagnostics_conf.get().environments.k8s_read_secrets,
         )
 
 

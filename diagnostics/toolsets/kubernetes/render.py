@@ -8,6 +8,9 @@ from typing import Any
 import yaml
 from kubernetes import client as k8s
 
+from diagnostics.toolsets.kubernetes import custom, secrets
+from diagnostics.toolsets.kubernetes.client import CUSTOM
+
 
 def kind_title(kind: str) -> str:
     return {
@@ -16,6 +19,7 @@ def kind_title(kind: str) -> str:
         "daemonset": "DaemonSet",
         "configmap": "ConfigMap",
         "persistentvolumeclaim": "PersistentVolumeClaim",
+        "cronjob": "CronJob",
     }.get(kind, kind.capitalize())
 
 
@@ -74,6 +78,8 @@ def _restarts(pod: Any) -> str:
 
 
 def _row(kind: str, obj: Any) -> list[str]:
+    if kind in CUSTOM:
+        return [*custom.row(kind, obj), _age(custom.created(obj))]
     meta: Any = obj.metadata
     spec: Any = getattr(obj, "spec", None)
     status: Any = getattr(obj, "status", None)
@@ -135,6 +141,26 @@ def _row(kind: str, obj: Any) -> list[str]:
         return [meta.name, spec.type or "", spec.cluster_ip or "<none>", ports or "<none>", age]
     if kind == "event":
         return _event_row(obj)
+    if kind == "secret":
+        return [*secrets.row(obj), age]
+    if kind == "cronjob":
+        last = status.last_schedule_time if status else None
+        return [
+            meta.name,
+            spec.schedule,
+            spec.time_zone or "<none>",
+            str(bool(spec.suspend)),
+            str(len(status.active or []) if status else 0),
+            f"{_age(last)} ago" if last else "<none>",
+            age,
+        ]
+    if kind == "ingress":
+        rules = (spec.rules if spec else None) or []
+        hosts = ",".join(r.host for r in rules if r.host) or "*"
+        balancer = status.load_balancer.ingress if status and status.load_balancer else None
+        address = ",".join(i.ip or i.hostname or "" for i in balancer or []) or ""
+        ports = "80, 443" if spec and spec.tls else "80"
+        return [meta.name, (spec and spec.ingress_class_name) or "<none>", hosts, address, ports, age]
     return [meta.name, age]
 
 
@@ -148,7 +174,23 @@ _HEADERS = {
     "node": ["NAME", "STATUS", "ROLES", "AGE", "VERSION"],
     "service": ["NAME", "TYPE", "CLUSTER-IP", "PORT(S)", "AGE"],
     "event": ["LAST SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"],
+    "secret": ["NAME", "TYPE", "DATA", "AGE"],
+    "cronjob": ["NAME", "SCHEDULE", "TIMEZONE", "SUSPEND", "ACTIVE", "LAST SCHEDULE", "AGE"],
+    "ingress": ["NAME", "CLASS", "HOSTS", "ADDRESS", "PORTS", "AGE"],
+    **custom.HEADERS,
 }
+
+
+def name_of(item: Any) -> str:
+    if isinstance(item, dict):
+        return str(custom.meta(item).get("name") or "")
+    return str(item.metadata.name or "")
+
+
+def namespace_of(item: Any) -> str:
+    if isinstance(item, dict):
+        return str(custom.meta(item).get("namespace") or "")
+    return str(item.metadata.namespace or "")
 
 
 def table(kind: str, items: list[Any], *, all_namespaces: bool) -> str:
@@ -156,7 +198,7 @@ def table(kind: str, items: list[Any], *, all_namespaces: bool) -> str:
     rows = [_row(kind, item) for item in items]
     if all_namespaces:
         header = ["NAMESPACE", *header]
-        rows = [[item.metadata.namespace or "", *row] for item, row in zip(items, rows, strict=True)]
+        rows = [[namespace_of(item), *row] for item, row in zip(items, rows, strict=True)]
     return _columns(header, rows)
 
 
@@ -353,6 +395,17 @@ def _describe_node(node: Any) -> list[str]:
     return out
 
 
+def as_yaml(kind: str, obj: Any, api: k8s.ApiClient) -> str:
+    """``kubectl get -o yaml`` without managedFields; a Secret redacted (``secrets.redacted``)."""
+    if kind == "secret":
+        return str(yaml.safe_dump(secrets.redacted(obj, api), sort_keys=False))
+    if kind in CUSTOM:
+        return custom.as_yaml(obj)
+    data = api.sanitize_for_serialization(obj)
+    data.get("metadata", {}).pop("managedFields", None)
+    return str(yaml.safe_dump(data, sort_keys=False))
+
+
 def describe(kind: str, obj: Any, events: list[Any], api: k8s.ApiClient) -> str:
     if kind == "pod":
         lines = _describe_pod(obj)
@@ -360,6 +413,10 @@ def describe(kind: str, obj: Any, events: list[Any], api: k8s.ApiClient) -> str:
         lines = _describe_deployment(obj, api)
     elif kind == "node":
         lines = _describe_node(obj)
+    elif kind == "secret":
+        lines = secrets.describe(obj)
+    elif kind in CUSTOM:
+        lines = custom.describe(kind, obj)
     else:
         data = api.sanitize_for_serialization(obj)
         data.get("metadata", {}).pop("managedFields", None)

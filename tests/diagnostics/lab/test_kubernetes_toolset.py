@@ -171,7 +171,7 @@ def test_read_toolset_only_gets_with_the_read_credentials(
     assert {r.headers["authorization"] for r in server.requests} == {"Bearer read-token"}
     # It keeps no API client, only where its read-only credentials are.
     assert not isinstance(reader, WriteToolset)
-    assert all(isinstance(value, str | type(None)) for value in vars(reader).values())
+    assert all(isinstance(value, str | bool | type(None)) for value in vars(reader).values())
     assert not any(isinstance(value, k8s.ApiClient) for value in vars(reader).values())
 
 
