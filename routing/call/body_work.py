@@ -17,6 +17,14 @@ hold it, and gives it back once its call is planned and priced (``planned``, fro
 routing/call/gateway.py's ``reserve_budget``), or when its handler ends, whichever is first. The
 upstream call, the verification and the answer are not the body's work and hold nothing.
 
+A body whose *text* is tokenized (``/v1/messages/count_tokens``) weighs at least one element per
+:data:`TOKENIZED_BYTES` bytes: its few elements hide the work. litellm's count cuts a text into 1 KB
+pieces and tiktoken encodes each holding the GIL (0.2 s of a worker thread per 3.5 MB): twelve 3.5 MB
+counts at once ran twelve such threads beside the event loop, which then got the interpreter about a
+thirteenth of the time (``GET /v1/models`` 0.4-1.0 s on the loaded server, 0.07-0.8 s on an idle server
+process beside it on the same machine). Weighed by bytes, a 3.5 MB count takes the whole budget, so
+they run one at a time beside the loop.
+
 One key holds or waits for at most eight budgets at once (each about a fifth of a second of work);
 past that, a 429 (``code: body_work_busy``). A body that has not had its turn within
 ``SKILLGATE_BODY_READ_TIMEOUT_S`` is a 503 with ``Retry-After``.
@@ -37,6 +45,7 @@ from routing import conf
 from routing.errors import ApiError
 
 LIGHT = 4_000  # estimated elements below which a body takes nothing from the budget
+TOKENIZED_BYTES = 32  # bytes of tokenized text that weigh one element (about the same CPU time)
 PER_KEY_BUDGETS = 8  # one key holds or waits for at most this many budgets' worth (then a 429)
 
 
@@ -89,22 +98,29 @@ def planned() -> None:
         held.pop()()
 
 
-def of(request: Any, key: Any = None) -> AbstractAsyncContextManager[None]:
+def of(request: Any, key: Any = None, *, tokenized: bool = False) -> AbstractAsyncContextManager[None]:
     """The turn of ``request``'s body, held by its key (``key``, else the one the edge checked). A
     body whose key is not known yet holds nothing: its handler takes its turn once it has
-    authenticated (``/v1/messages/count_tokens``), so no unauthenticated body takes capacity."""
+    authenticated (``/v1/messages/count_tokens``), so no unauthenticated body takes capacity.
+    ``tokenized``: the handler tokenizes the body's text (its bytes weigh too)."""
     key = key if key is not None else request.api_key
     if key is None or len(request.body) < LIGHT:
         return nullcontext()
     limits = conf.get().limits
-    return turn(request.body, key.pk, budget=limits.max_json_elements, wait_s=limits.body_read_timeout_s)
+    amount = weight(request.body)
+    if tokenized:
+        amount = max(amount, len(request.body) // TOKENIZED_BYTES)
+    budget, wait_s = limits.max_json_elements, limits.body_read_timeout_s
+    return turn(request.body, key.pk, budget=budget, wait_s=wait_s, amount=amount)
 
 
 @asynccontextmanager
-async def turn(body: bytes, key: Any, *, budget: int, wait_s: float) -> AsyncIterator[None]:
-    """Holds ``body``'s weight of the process's ``budget`` while the ``with`` block works on it (or
-    until :func:`planned`); a light body holds nothing."""
-    amount = min(weight(body), budget)
+async def turn(
+    body: bytes, key: Any, *, budget: int, wait_s: float, amount: int | None = None
+) -> AsyncIterator[None]:
+    """Holds ``body``'s weight (or ``amount``) of the process's ``budget`` while the ``with`` block
+    works on it (or until :func:`planned`); a light body holds nothing."""
+    amount = min(weight(body) if amount is None else amount, budget)
     if amount < LIGHT:
         yield
         return

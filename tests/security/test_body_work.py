@@ -108,3 +108,28 @@ def test_four_bodies_of_small_elements_leave_the_gateway_live(path, gateway_url,
         responses = list(threads.map(ask, range(4)))
     codes = [r.status_code for r in responses]
     assert codes == [200] * 4, [r.text[:200] for r in responses]  # they waited their turns
+
+
+@pytest.mark.slow  # 6-7 s under load 10: eight 1 MB counts tokenized one after another
+@pytest.mark.django_db(transaction=True)
+def test_counting_the_tokens_of_long_texts_takes_turns(gateway_url, backends, api_key, settings):
+    # A 1 MB text is a handful of elements, but tokenizing it holds the GIL in 1 KB stretches for
+    # 0.05-0.15 s of a thread: twelve 3.5 MB counts at once held GET /v1/models 0.4-1.0 s. Weighed by
+    # its bytes, each takes a whole budget here, so the key's ninth at once is refused, never run.
+    settings.SKILLGATE = {**settings.SKILLGATE, "MAX_JSON_ELEMENTS": 20_000}
+    text = "lorem ipsum dolor sit amet " * (1024 * 1024 // 27)
+    raw = json.dumps({"model": "auto", "messages": [{"role": "user", "content": text}]}).encode()
+    key = api_key.raw
+    headers = {"x-api-key": key, "anthropic-version": "2023-06-01", "content-type": "application/json"}
+
+    def ask(_: int) -> httpx.Response:
+        url = f"{gateway_url}/v1/messages/count_tokens"
+        return httpx.post(url, content=raw, headers=headers, timeout=120)
+
+    assert ask(0).status_code == 200  # the first call of a fresh server loads litellm
+    with models_keep_answering(gateway_url, key), ThreadPoolExecutor(9) as threads:
+        responses = list(threads.map(ask, range(9)))
+    codes = sorted(r.status_code for r in responses)
+    assert 200 in codes and 429 in codes, codes
+    refused = next(r for r in responses if r.status_code == 429)
+    assert refused.json()["error"]["type"] == "rate_limit_error" and "large request bodies" in refused.text

@@ -55,7 +55,7 @@ async def create(request: Request) -> Response:
 async def count_tokens(request: Request) -> Response:
     """The prompt's tokens by the teacher's tokenizer (litellm's count, as for a cut-off stream)."""
     key = await api_key_of(request, anthropic=True)
-    async with body_work.of(request, key):  # the key is known only now: the body's turn here
+    async with body_work.of(request, key, tokenized=True):  # the key is known only now: its turn here
         return await _count_tokens(request)
 
 
