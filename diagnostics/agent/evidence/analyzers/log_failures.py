@@ -7,6 +7,10 @@ last line is among the log's latest is the log's current failure, and its messag
 ``msg`` and ``err``, a JSON line's error) is quoted, whatever component wrote it. Ranked below every
 specific explanation: it says what the log keeps reporting when nothing more specific does.
 
+An access-log line (a request and its status: Common/Combined Log Format, or a logfmt or JSON line with a
+method and a status) says that requests fail, not why: where the application's own error lines also
+repeat, currently, they are the failure quoted, however many more status lines there are.
+
 Prometheus' own vector-matching errors ("many-to-many matching not allowed", "found duplicate series
 for the match group") are explained from the series the error lists: the labels in which they differ
 say that one series now comes from several targets.
@@ -37,8 +41,22 @@ _DUPLICATES = rx.compile(
     r"found duplicate series for the match group|many-to-many matching not allowed", rx.I
 )
 _WORDS = {2: "two", 3: "three", 4: "four"}
+_METHODS = r"(?:GET|POST|PUT|PATCH|DELETE|HEAD|OPTIONS|CONNECT|TRACE)"
+_REQUEST_LINE = rx.compile(rf"\"{_METHODS} [^\"\s]+(?: HTTP/[0-9.]+)?\" [1-5][0-9][0-9]\b")
+_METHOD_FIELD = rx.compile(
+    rf"\b\"?(?:method|http_method|request_method|verb)\"?\s*[=:]\s*\"?{_METHODS}\b", rx.I
+)
+_STATUS_FIELD = rx.compile(
+    r"\b\"?(?:status|status_code|statuscode|http_status|code)\"?\s*[=:]\s*\"?[1-5][0-9][0-9]\b", rx.I
+)
 _SERIES = rx.compile(r"\{([^{}]*)\}")
 _LABEL = rx.compile(r"(\w+)=\\?\"([^\"\\]*)\\?\"")
+
+
+def access_line(line: str) -> bool:
+    """Whether ``line`` is an access-log line: a request and the status it was answered with."""
+    head = line[:2000]
+    return bool(_REQUEST_LINE.search(head) or (_METHOD_FIELD.search(head) and _STATUS_FIELD.search(head)))
 
 
 def _failure_line(line: str) -> bool:
@@ -139,7 +157,9 @@ class RecurringLogFailureAnalyzer(Analyzer):
         groups = [g for g in groups if current(g.example, g.last_seen)]
         if not groups:
             return []
-        group = groups[0]
+        # The application's own error lines before access-log status lines (a stable sort: most repeated
+        # first within each).
+        group = sorted(groups, key=lambda g: access_line(g.example))[0]
         full = next((e.line for e in events if e.line.startswith(group.example)), group.example)
         what = _what(full)
         explained = _differing_labels(what) if _DUPLICATES.search(what) else ""
