@@ -46,6 +46,15 @@ _RESULT_SCHEMA = {
     "additionalProperties": False,
 }
 
+# Anyone may hold an ownerless key's secret (whoever created it saw it once, and it may be handed to a
+# bot, a CI job, a shared vault): no person can be recorded as asking, so none can be kept from approving.
+NO_OWNER = (
+    "Refused: this API key has no (active) owner, so no person would be recorded as asking for this write "
+    "and the two-person rule could not keep them from approving it (no_owner). Give the key an active "
+    "owner (its owner field in the admin, /admin/routing/apikey/), or use a key made with one (the Keys "
+    "page, or manage.py create_api_key --owner), and call the tool again."
+)
+
 
 def _visible(grant: McpGrant) -> dict[str, tuple[McpTool, str]]:
     """The tools this grant reaches: (row, class) by name; off and not-granted tools are left out."""
@@ -152,6 +161,8 @@ async def _call(grant: McpGrant, who: Caller, name: str, arguments: dict[str, An
     server = grant.server
     record = CallRecord(server.name, name, arguments, "ok")
     if klass == classify.WRITE:
+        if who.owner is None:
+            return error(NO_OWNER)
         if hidden := control_path(arguments):
             return error(
                 f"Refused: {hidden} holds control, zero-width or bidirectional characters; a write's "

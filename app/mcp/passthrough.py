@@ -5,6 +5,8 @@ upstream with the grants tools have.
 - The key needs the scope ``mcp:gateway`` and a grant for the server (the edge checks both on every
   request); a grant that names tools reaches those tools only, so resources and prompts need a
   grant for the whole server (no tool list).
+- First sight: a server nobody accepted yet (new, or pointed elsewhere since: ``selectors.server_accepted``)
+  offers no resources or prompts (empty lists) and refuses reads of them, as its tools wait.
 - A read (``resources/read``, ``prompts/get``) is an upstream call like a tool's: the key's rate limit and
   budget apply, and it is a row of the MCP ledger (``McpCall``: tool ``resources/read`` or
   ``prompts/get``, the hash of the URI or the prompt and its arguments, status, latency, size).
@@ -26,7 +28,7 @@ from app.mcp.tools import Caller, caller, current_grant
 from diagnostics.mcp import content
 from diagnostics.mcp.attach import record_call
 from diagnostics.mcp.client import Upstream, UpstreamError
-from diagnostics.mcp.selectors import upstream_of_async
+from diagnostics.mcp.selectors import server_accepted, upstream_of_async
 from diagnostics.models import McpGrant
 from diagnostics.toolsets.mcp import CallRecord
 from routing.access.ratelimit import check_rate
@@ -78,12 +80,34 @@ async def _metered(
     return result
 
 
-async def _reach() -> tuple[McpGrant, Upstream]:
-    """The request's grant and its server, or the refusal when the grant names tools."""
+def _grant() -> McpGrant:
+    """The request's grant, or the refusal when it names tools."""
     grant = current_grant()
     if not reaches_all(grant):
         raise _refuse(
             "This key's grant names tools: resources and prompts need a grant for the whole server.",
+            METHOD_NOT_FOUND,
+        )
+    return grant
+
+
+async def _offered() -> Upstream | None:
+    """For a listing: the server, or None while nobody accepted it (new, or pointed elsewhere since:
+    first sight); nothing of it is offered then, as none of its tools are."""
+    grant = _grant()
+    if not await sync_to_async(server_accepted)(grant.server):
+        return None
+    return await upstream_of_async(grant.server)
+
+
+async def _reach() -> tuple[McpGrant, Upstream]:
+    """For a read: the request's grant and its server, or the refusal while nobody accepted it."""
+    grant = _grant()
+    if not await sync_to_async(server_accepted)(grant.server):
+        raise _refuse(
+            f"MCP server {grant.server.name!r} is new or was pointed elsewhere, and waits for an operator to "
+            "accept it on the MCP page (or POST /api/mcp/servers/<name>/accept); its resources and prompts "
+            "pass once it is accepted (pending_review).",
             METHOD_NOT_FOUND,
         )
     return grant, await upstream_of_async(grant.server)
@@ -96,14 +120,16 @@ def handlers() -> dict[str, Any]:
         return _refuse(str(exc))
 
     async def list_resources(ctx: Any, params: Any) -> types.ListResourcesResult:
-        _, upstream = await _reach()
+        if (upstream := await _offered()) is None:
+            return types.ListResourcesResult(resources=[])
         try:
             return types.ListResourcesResult(resources=await content.list_resources_async(upstream))
         except UpstreamError as exc:
             raise listing_failed(exc) from None
 
     async def list_templates(ctx: Any, params: Any) -> types.ListResourceTemplatesResult:
-        _, upstream = await _reach()
+        if (upstream := await _offered()) is None:
+            return types.ListResourceTemplatesResult(resource_templates=[])
         try:
             templates = await content.list_resource_templates_async(upstream)
         except UpstreamError as exc:
@@ -120,7 +146,8 @@ def handlers() -> dict[str, Any]:
         )
 
     async def list_prompts(ctx: Any, params: Any) -> types.ListPromptsResult:
-        _, upstream = await _reach()
+        if (upstream := await _offered()) is None:
+            return types.ListPromptsResult(prompts=[])
         try:
             return types.ListPromptsResult(prompts=await content.list_prompts_async(upstream))
         except UpstreamError as exc:

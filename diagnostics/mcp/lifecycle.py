@@ -5,8 +5,9 @@
   checked again as at registration (the URL policy included). A server pointed elsewhere (a new URL,
   command, transport or credential variable) is a server never seen: every tool is marked gone and
   unreviewed, a promotion to read is cleared, and its next connect lists each tool as new, so nothing
-  runs until an operator accepts the new listing. An approval given before no longer matches either (the
-  plan hash covers the server's identity: ``selectors.server_identity``).
+  runs until an operator accepts the new listing, nor do its resources and prompts pass (an
+  ``endpoint_moved`` row: ``selectors.server_accepted``). An approval given before no longer matches
+  either (the plan hash covers the server's identity: ``selectors.server_identity``).
 - **Delete** (``mcp_server_delete``): the server, its tools and its grants go; the audit stays: each
   ``McpToolChange`` keeps the server's and the tool's names (its link to the tool becomes empty), a
   ``server_deleted`` row records who removed it, and ``McpCall`` rows name the server as text. A pending
@@ -28,6 +29,7 @@ from django.utils import timezone
 
 from core.errors import ServiceError
 from diagnostics.mcp import classify
+from diagnostics.mcp.selectors import ENDPOINT_MOVED
 from diagnostics.mcp.servers import check_shape, check_url, invalid_fields
 from diagnostics.models import ActionRequest, McpServer, McpTool, McpToolChange
 from diagnostics.toolsets.mcp import PREFIX, SEP, split_qualified
@@ -127,6 +129,7 @@ def _update(
     row.save()
     if moved:
         _forget_tools(row, by)
+        _server_row(row, ENDPOINT_MOVED, by=by, note="pending again: accept it as new", before={}, after={})
     _server_row(
         row,
         "server_updated",

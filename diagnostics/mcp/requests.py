@@ -12,6 +12,7 @@ from django.db import transaction
 from django.db.models import Count, Sum
 from django.utils import timezone
 
+from core.errors import ServiceError
 from core.money import money_json
 from diagnostics import services
 from diagnostics.mcp import grants
@@ -32,6 +33,8 @@ def gateway_request_open(
     """An incident opened by ``key`` holding one pending request to run ``qualified`` with ``args``. The
     key's name is its owner's text (any text the key form takes): cleaned of controls and invisible
     characters (vetting.clean_text) before an approver reads it on the page or in Slack."""
+    if key.owner_id is None:  # the gateway refuses first (app/mcp/gateway.py NO_OWNER): no requester
+        raise ServiceError("An ownerless key cannot ask for a write: give the key an owner.", code="no_owner")
     name = clean_text(key.name)
     incident = Incident.objects.create(
         title=f"MCP call {server.name}/{tool} asked by key {name}"[:300],

@@ -22,7 +22,7 @@ from diagnostics.mcp.client import Upstream
 from diagnostics.mcp.secret_env import SecretEnvPolicy, provider_family
 from diagnostics.mcp.urls import UrlPolicy
 from diagnostics.mcp.vetting import skeleton
-from diagnostics.models import ActionRequest, McpCall, McpServer, McpTool
+from diagnostics.models import ActionRequest, McpCall, McpServer, McpTool, McpToolChange
 from diagnostics.toolsets.mcp import McpServerView, McpToolView, split_qualified
 from routing.models import Backend
 
@@ -138,6 +138,36 @@ def server_identity(server: McpServer) -> str:
         separators=(",", ":"),
     )
     return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+# Server-level audit rows (McpToolChange, tool empty) that decide whether a server is accepted.
+SERVER_ACCEPTED = "server_accepted"
+ENDPOINT_MOVED = "endpoint_moved"
+
+
+def server_accepted(server: McpServer) -> bool:
+    """Whether someone accepted what ``server`` showed at its current endpoint: connected since it was
+    registered or re-pointed, and a tool of that listing accepted (by an operator or the trusted-tools
+    policy), or the server itself accepted since (``mcp_server_accept``; a server without tools needs
+    it). Until then its resources and prompts reach no agent, as its tools do not (first sight)."""
+    reviewed = McpTool.objects.filter(server=server, present=True, refused="", reviewed_at__isnull=False)
+    if reviewed.exists():  # a re-pointed server's tools are unreviewed again (lifecycle._forget_tools)
+        return True
+    fresh = McpServer.objects.filter(pk=server.pk).values_list("synced_at", "created_at").first()
+    if fresh is None or fresh[0] is None:
+        return False
+    last = (
+        McpToolChange.objects.filter(
+            server_name=server.name,
+            tool__isnull=True,
+            kind__in=(SERVER_ACCEPTED, ENDPOINT_MOVED),
+            created_at__gte=fresh[1],
+        )
+        .order_by("-created_at", "-id")
+        .values_list("kind", flat=True)
+        .first()
+    )
+    return last == SERVER_ACCEPTED
 
 
 def standing(tool: McpTool) -> classify.Standing:

@@ -23,7 +23,7 @@ from diagnostics.mcp import classify, trust
 from diagnostics.mcp.client import ServerListing, ToolInfo, UpstreamError, list_tools, tool_fingerprint
 from diagnostics.mcp.kinds import OUTPUT_KINDS
 from diagnostics.mcp.presets import preset_problem
-from diagnostics.mcp.selectors import secret_policy, standing, upstream_of, url_policy
+from diagnostics.mcp.selectors import SERVER_ACCEPTED, secret_policy, standing, upstream_of, url_policy
 from diagnostics.mcp.urls import url_problem
 from diagnostics.mcp.vetting import name_problem, shown_name, skeleton
 from diagnostics.models import McpGrant, McpServer, McpTool, McpToolChange
@@ -358,6 +358,9 @@ def mcp_server_accept(
     each as its vetted class, each audited; held changes toward read are left for one-by-one review.
     ``seen`` (name -> fingerprint): the new tools as the operator was shown them; a tool not among them
     (listed since) or changed since is left waiting, never accepted unseen."""
+    if McpServer.objects.filter(pk=server.pk, synced_at__isnull=False).exists():  # its listing was shown
+        # the server too: its resources and prompts pass from now on (selectors.server_accepted)
+        McpToolChange.objects.create(server_name=server.name, kind=SERVER_ACCEPTED, by=by, note=note[:2000])
     rows = McpTool.objects.filter(server=server, reviewed_at__isnull=True, refused="", present=True)
     accepted = []
     for name, printed in list(rows.values_list("name", "fingerprint")):

@@ -14,7 +14,7 @@ from diagnostics.mcp import classify
 from diagnostics.mcp.servers import mcp_grant_set, mcp_server_accept, mcp_server_sync
 from diagnostics.models import McpTool
 from routing import scopes
-from tests.factories import make_key
+from tests.factories import make_role_key
 from tests.mcp.read_wording_blind import BLIND_HONEST, BLIND_LIES
 from tests.mcp.read_wording_cases import FRESH_HONEST, FRESH_LIES, HONEST, LIES, UNCLEAR_HONEST
 from tests.mcp.test_first_sight import RO, liar, ran, trusted_entries
@@ -88,7 +88,7 @@ def test_lies_worded_past_the_verb_list_are_writes_through_the_gateway_and_hones
     rows = {t.name: t for t in McpTool.objects.filter(server=server)}
     assert [t["name"] for t in lies if rows[t["name"]].declared != "write" or not rows[t["name"]].flags] == []
     mcp_server_accept(server=server, by=None, note="accepted as shown")
-    agent = make_key(name="agent", scopes=[scopes.MCP_GATEWAY])
+    agent = make_role_key("agent", scopes=[scopes.MCP_GATEWAY])  # an owner: a gateway write's requester
     mcp_grant_set(key=agent.key, server=server, tools=[], by=None)
     url = gateway_url + "/mcp/servers/wording"
     for lie in lies[::4]:

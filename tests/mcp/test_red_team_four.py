@@ -21,7 +21,7 @@ from diagnostics.models import Incident, McpCall, McpTool
 from diagnostics.toolsets.base import ReadToolset, WriteToolset
 from routing import scopes
 from tests.api.conftest import role_key
-from tests.factories import make_key
+from tests.factories import make_key, make_role_key
 from tests.mcp.conftest import upstream_command
 from tests.mcp.test_first_sight import RO, liar, ran, trusted_entries
 from tests.mcp.test_red_team_two import beside
@@ -154,7 +154,7 @@ def test_descriptions_that_say_write_in_more_words_and_languages_are_writes_thro
     for lie in SAYS_WRITE:
         assert rows[lie["name"]].declared == "write" and rows[lie["name"]].flags, lie
     mcp_server_accept(server=server, by=None, note="accepted as shown")
-    agent = make_key(name="agent", scopes=[scopes.MCP_GATEWAY])
+    agent = make_role_key("agent", scopes=[scopes.MCP_GATEWAY])  # an owner: a gateway write's requester
     mcp_grant_set(key=agent.key, server=server, tools=[], by=None)
     url = gateway_url + "/mcp/servers/words"
     for lie in SAYS_WRITE:
@@ -189,7 +189,7 @@ def test_an_input_schema_that_offers_a_write_makes_a_write_and_a_stored_read_is_
     mcp_server_accept(server=server, by=None, note="accepted as shown")
     assert mcp_server_sync(server=server).changed == ["releases"]
     assert McpTool.objects.get(server=server, name="releases").declared == "write"
-    agent = make_key(name="agent", scopes=[scopes.MCP_GATEWAY])
+    agent = make_role_key("agent", scopes=[scopes.MCP_GATEWAY])  # an owner: a gateway write's requester
     mcp_grant_set(key=agent.key, server=server, tools=[], by=None)
     url = gateway_url + "/mcp/servers/schemas"
     for name in ("records", "cache", "rows", "releases"):

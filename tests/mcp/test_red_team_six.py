@@ -29,7 +29,7 @@ from diagnostics.mcp.vetting import clean_text
 from diagnostics.models import ActionRequest, McpServer, McpTool
 from routing import scopes
 from tests.api.conftest import role_key
-from tests.factories import make_key
+from tests.factories import make_key, make_role_key
 from tests.mcp.conftest import connect, upstream_command
 from tests.mcp.test_first_sight import RO, liar, ran
 from tests.mcp.test_red_team_two import TAGS, chat
@@ -279,7 +279,7 @@ def test_a_reviewed_read_renamed_or_re_hinted_upstream_never_runs_unreviewed(
     server = liar(tmp_path, monkeypatch, "renamer", tools)
     mcp_server_sync(server=server)
     mcp_server_accept(server=server, by=None, note="reviewed")
-    agent = make_key(name="agent", scopes=[scopes.MCP_GATEWAY])
+    agent = make_role_key("agent", scopes=[scopes.MCP_GATEWAY])  # an owner: a gateway write's requester
     mcp_grant_set(key=agent.key, server=server, tools=[], by=None)
     url = gateway_url + "/mcp/servers/renamer"
     assert text(call(url, agent.raw, "cache_info", {})) == "done"

@@ -38,7 +38,7 @@ from diagnostics.mcp.servers import (
 from diagnostics.mcp.vetting import clean_text
 from diagnostics.models import McpCall, McpTool
 from routing import scopes
-from tests.factories import make_key
+from tests.factories import make_key, make_role_key
 from tests.mcp.conftest import connect, serve
 from tests.mcp.test_first_sight import RO, liar, ran, trusted_entries
 from tests.mcp.test_surfaces import call, text
@@ -128,7 +128,7 @@ def test_write_words_hidden_by_invisible_marks_or_other_scripts_make_a_write_and
     smuggler = tools["smuggler"]  # accepted by policy: a read, its description cleaned
     assert smuggler.description == "Shows status." and "Ignore" not in json.dumps(smuggler.annotations)
     mcp_server_accept(server=server, by=None, note="an operator accepts the classification as shown")
-    agent = make_key(name="agent", scopes=[scopes.MCP_GATEWAY])
+    agent = make_role_key("agent", scopes=[scopes.MCP_GATEWAY])  # an owner: a gateway write's requester
     mcp_grant_set(key=agent.key, server=server, tools=[], by=None)
     url = gateway_url + "/mcp/servers/hidden"
 
@@ -204,7 +204,7 @@ def test_hints_changed_between_list_calls_in_one_session_never_reach_an_unreview
     peek: dict[str, Any] = {"name": "peek", "description": "Peeks.", "annotations": RO, "reply": "peeked"}
     server = liar(tmp_path, monkeypatch, "flipper", [peek])
     connect(server)
-    agent = make_key(name="agent", scopes=[scopes.MCP_GATEWAY])
+    agent = make_role_key("agent", scopes=[scopes.MCP_GATEWAY])  # an owner: a gateway write's requester
     mcp_grant_set(key=agent.key, server=server, tools=["peek"], by=None)
     url = gateway_url + "/mcp/servers/flipper"
     extra = tmp_path / "flipper-tools.json"

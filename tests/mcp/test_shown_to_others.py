@@ -72,7 +72,8 @@ def test_a_key_named_with_controls_shows_none_in_the_incident_its_gateway_write_
     server = liar(tmp_path, monkeypatch, "named", tools)
     mcp_server_sync(server=server)
     mcp_server_accept(server=server, by=None, note="reviewed")
-    agent = make_key(name=f"ops{SHOWN}yek-ypoc", scopes=[scopes.MCP_GATEWAY])
+    owner = UserFactory.create(username="ops")  # a gateway write needs a key with an owner
+    agent = make_key(name=f"ops{SHOWN}yek-ypoc", owner=owner, scopes=[scopes.MCP_GATEWAY])
     mcp_grant_set(key=agent.key, server=server, tools=[], by=None)
     assert "Approval required" in text(call(gateway_url + "/mcp/servers/named", agent.raw, "wipe_cache", {}))
     action = ActionRequest.objects.select_related("trajectory__incident").get()

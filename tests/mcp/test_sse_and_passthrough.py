@@ -26,7 +26,7 @@ from diagnostics.mcp.servers import mcp_grant_set, mcp_server_register
 from diagnostics.mcp.urls import UrlPolicy
 from diagnostics.models import McpCall, McpServer
 from routing import scopes
-from tests.factories import make_key
+from tests.factories import make_key, make_role_key
 from tests.mcp.conftest import connect, serve
 from tests.mcp.rich_upstream import BIG_BYTES
 
@@ -66,7 +66,7 @@ def session(url: str, key: str, work: Any) -> Any:
 
 
 def test_an_sse_upstream_is_listed_and_called_and_a_write_still_waits(gateway_url, rich, tmp_path):
-    agent = make_key(name="agent", scopes=[scopes.MCP_GATEWAY])
+    agent = make_role_key("agent", scopes=[scopes.MCP_GATEWAY])  # an owner: a gateway write's requester
     mcp_grant_set(key=agent.key, server=rich, tools=[], by=None)
     url = gateway_url + "/mcp/servers/rich"
 
