@@ -290,3 +290,26 @@ def test_the_kubeconfigs_load_with_the_official_client(docs: list[Manifest], tmp
             assert api.configuration.api_key["BearerToken"] == "Bearer t0ken"
         finally:
             api.close()
+
+
+def test_with_secrets_switched_on_the_documented_rule_is_all_the_probe_needs_more(
+    docs: list[Manifest], tmp_path: Path
+) -> None:
+    """SKILLGATE_K8S_READ_SECRETS is off in the manifests; the README gives the rule to add with it. Every
+    read tool run on the secret kind sends only what the Probe's rules plus that rule allow, and needs it."""
+    readme = (Path(__file__).resolve().parents[2] / "infra/k8s/README.md").read_text()
+    snippet = readme.split("then add this rule", 1)[1].split("```yaml", 1)[1].split("```", 1)[0]
+    (rule,) = yaml.safe_load(snippet)
+    probe = grants(docs, *service_account_of(docs, config(docs)["SKILLGATE_K8S_READ_KUBECONFIG"]))
+    assert config(docs).get("SKILLGATE_K8S_READ_SECRETS", "false") == "false"
+    with kube_api.recording_api() as server:
+        path = kube_api.kubeconfig(tmp_path / "read", server, "probe-token")
+        toolset = KubernetesReadToolset(KubernetesConfig(read_kubeconfig=path, read_secrets=True))
+        for spec in toolset.tools():
+            for args in arguments(spec.parameters):
+                if "secret" in args.values():
+                    result = toolset.call(spec.name, args)
+                    assert result.ok, (spec.name, args, result.output)
+    denied = {(r.verb, r.group, r.resource) for r in server.requests if not allowed(probe, r)}
+    assert denied == {("get", "", "secrets"), ("list", "", "secrets")}
+    assert all(allowed([*probe, (None, rule)], r) for r in server.requests)
