@@ -18,7 +18,10 @@ from diagnostics.agent.evidence.analyzers import AnalysisState, ToolOutput, anal
 from diagnostics.agent.questions import cert_expiry
 from diagnostics.agent.request.intent import classify
 from diagnostics.agent.request.subject import from_text
+from diagnostics.agent.runner import MemoryRecorder, investigate
+from diagnostics.toolsets.base import ReadToolset
 from diagnostics.toolsets.kubernetes import KubernetesConfig, KubernetesReadToolset
+from diagnostics.toolsets.registry import Environment
 from tests.diagnostics.lab.test_kubernetes_toolset import kubeconfig
 from tests.support.fixture_server import FIXTURES, FixtureServer
 
@@ -164,3 +167,39 @@ def test_the_certificate_question_answers_from_a_live_tls_secret_and_a_certifica
     assert "storefront" not in first and "db-credentials" not in first + "\n".join(lines)
     unknown = "\n".join(lines)
     assert "garbled-tls" in unknown and "huge-tls" in unknown and "unreadable" in unknown
+
+
+class _Cluster(Environment):
+    name = "kubernetes_fixture"
+
+    def __init__(self, reader: KubernetesReadToolset) -> None:
+        super().__init__({})
+        self.reader = reader
+
+    def read_toolsets(self) -> list[ReadToolset]:
+        return [self.reader]
+
+
+def test_the_agent_asked_which_certificates_expire_reads_the_live_cluster(
+    server: FixtureServer, tmp_path: Path
+) -> None:
+    alert = from_text(QUESTION)
+    alert.asked_at = ASKED
+    server.requests.clear()
+    outcome = investigate(
+        alert=alert,
+        environment=_Cluster(_reader(server, tmp_path)),
+        recorder=MemoryRecorder(),
+        mode="analyzers",
+    )
+    first, *rest = outcome.diagnosis.splitlines()
+    assert first.startswith("2 of the 5 certificates expire in the next 30 days"), outcome.diagnosis
+    assert "Secret legacy-tls (namespace shop) expires on 2027-03-12" in first
+    assert "Ingress legacy serves it for legacy.lantern.example" in first
+    assert "api (namespace shop) expires on 2027-03-22" in first
+    sources = next(line for line in rest if line.startswith("Sources:"))
+    assert "2 cert-manager Certificates listed" in sources and "3 TLS Secrets listed, 3 read" in sources
+    assert "could not be listed" not in outcome.diagnosis
+    assert {r.path for r in server.requests} >= {"/api/v1/secrets", "/apis/cert-manager.io/v1/certificates"}
+    leaked = [f for f in _forbidden() if f in outcome.diagnosis]
+    assert not leaked
