@@ -41,6 +41,7 @@ from diagnostics.toolsets.kubernetes.client import (
     NAME_SCHEMA,
     RESOURCES_SCHEMA,
     REVISION,
+    SENSITIVE,
     KubernetesConfig,
     ToolsetNotConfigured,
     api_client,
@@ -120,6 +121,10 @@ class KubernetesReadToolset(ReadToolset):
         specs = {spec.name: spec for spec in self.tools()}
         if tool not in specs:
             return ToolResult(tool, params, f"unknown tool {tool!r}", ok=False)
+        kind = params.get("kind", params.get("resource_type"))
+        if kind in SENSITIVE and not self._read_secrets:
+            off = "Secrets are not read: SKILLGATE_K8S_READ_SECRETS is off (it needs get/list on secrets)"
+            return ToolResult(tool, params, off, ok=False)
         error = validation_error(specs[tool].parameters, params)
         if error:
             return ToolResult(tool, params, f"invalid parameters: {error}", ok=False)

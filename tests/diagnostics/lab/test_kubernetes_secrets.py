@@ -98,7 +98,7 @@ def test_secrets_are_off_unless_switched_on(server: FixtureServer, tmp_path: Pat
     server.requests.clear()
     for tool in ("kubectl_get_by_kind_in_cluster", "kubectl_get_yaml"):
         result = reader.call(tool, {"kind": "secret", "name": "db-credentials", "namespace": NS})
-        assert not result.ok and "invalid parameters" in result.output
+        assert not result.ok and "SKILLGATE_K8S_READ_SECRETS is off" in result.output
     assert not server.requests
     kinds = {
         s.name: s.parameters["properties"]["kind"]["enum"]
@@ -203,3 +203,24 @@ def test_the_agent_asked_which_certificates_expire_reads_the_live_cluster(
     assert {r.path for r in server.requests} >= {"/api/v1/secrets", "/apis/cert-manager.io/v1/certificates"}
     leaked = [f for f in _forbidden() if f in outcome.diagnosis]
     assert not leaked
+
+
+def test_with_secrets_off_the_answer_says_why_the_tls_secrets_are_unknown(
+    server: FixtureServer, tmp_path: Path
+) -> None:
+    alert = from_text(QUESTION)
+    alert.asked_at = ASKED
+    server.requests.clear()
+    reader = _reader(server, tmp_path, read_secrets=False)
+    outcome = investigate(
+        alert=alert, environment=_Cluster(reader), recorder=MemoryRecorder(), mode="analyzers"
+    )
+    first, *rest = outcome.diagnosis.splitlines()
+    assert first.startswith("1 of the 3 certificates expires"), outcome.diagnosis
+    unknown = next(line for line in rest if line.startswith("Unknown:"))
+    assert "Secret legacy-tls (namespace shop)" in unknown and "SKILLGATE_K8S_READ_SECRETS is off" in unknown
+    sources = next(line for line in rest if line.startswith("Sources:"))
+    assert (
+        "TLS Secrets could not be listed (Secrets are not read: SKILLGATE_K8S_READ_SECRETS is off" in sources
+    )
+    assert not [r for r in server.requests if "/secrets" in r.path]
