@@ -328,7 +328,9 @@ def page_servers() -> list[dict[str, Any]]:
                     "by_status": sorted(counts.items()),
                 }
             )
-        servers.append({"server": server, "tools": tools, "new": sum(1 for t in tools if t["new"])})
+        new = sum(1 for t in tools if t["new"])
+        waiting = not new and server.synced_at is not None and not server_accepted(server)  # no tools new
+        servers.append({"server": server, "tools": tools, "new": new, "unaccepted": waiting})
     return servers
 
 

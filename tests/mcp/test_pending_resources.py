@@ -13,15 +13,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from django.utils import timezone
 from mcp import Client, MCPError
 
 from bench.support.vllm import free_port
+from diagnostics.mcp.lifecycle import mcp_server_update
+from diagnostics.mcp.selectors import server_accepted
 from diagnostics.mcp.servers import mcp_grant_set, mcp_server_register, mcp_server_sync
 from diagnostics.models import McpCall, McpServer
 from routing import scopes
 from tests.api.conftest import role_key
 from tests.factories import make_key
 from tests.mcp.conftest import serve
+from tests.mcp.page_forms import accept_form
 from tests.mcp.test_sse_and_passthrough import session
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -96,3 +100,22 @@ def test_resources_and_prompts_wait_until_the_server_is_accepted_and_again_when_
     assert mcp_server_sync(server=McpServer.objects.get(pk=server.pk)).error == ""
     _withheld(session(url, agent.raw, _everything))  # connected again: pending until accepted
     assert len(log.read_text().splitlines()) == 2  # nothing more was read upstream
+
+
+def test_a_server_with_no_tools_is_accepted_on_the_mcp_page_and_pending_again_when_moved(client, operator):
+    """A server that lists no tools has none to accept, so the page offers to accept the server itself;
+    once accepted its resources and prompts may pass, and pointed elsewhere it waits again."""
+    server = mcp_server_register(
+        by=None, name="bare", environment="fake", transport="http", url="http://127.0.0.1:9/mcp"
+    )
+    McpServer.objects.filter(pk=server.pk).update(synced_at=timezone.now())  # connected: no tools listed
+    client.force_login(operator)
+    assert not server_accepted(server)
+    page = client.get("/mcp-servers/").content.decode()
+    assert "Not accepted at this endpoint yet" in page
+    posted = client.post("/mcp-servers/", {"server": "bare", **accept_form(page, "bare")})
+    assert posted.status_code in (200, 302), posted.content[:300]
+    assert server_accepted(server) and "Not accepted" not in client.get("/mcp-servers/").content.decode()
+    mcp_server_update(server=server, by=operator, url="http://localhost:9/mcp")
+    McpServer.objects.filter(pk=server.pk).update(synced_at=timezone.now())
+    assert not server_accepted(server)
