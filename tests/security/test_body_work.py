@@ -54,6 +54,14 @@ def _turns(*bodies: tuple[bytes, int], budget: int = 100_000, wait_s: float = 5.
     return seen
 
 
+def test_long_strings_weigh_by_their_bytes():
+    # A 3 MB tool_use input is a few thousand elements; its scans, parse and dumps cost the loop
+    # about 34 ms a call: eight at once held GET /v1/models 0.35-1.7 s (0.34-0.42 s weighed by bytes).
+    three_mb = json.dumps({"input": {"data": ["x" * 1000] * 3000}}).encode()
+    assert body_work.weight(three_mb) == len(three_mb) // body_work.BYTES_PER_ELEMENT > 45_000
+    assert body_work.weight(json.dumps({"s": "x" * 250_000}).encode()) < body_work.LIGHT
+
+
 def test_heavy_bodies_take_turns_and_light_ones_never_wait():
     assert body_work.weight(HEAVY) > 60_000
     assert body_work.weight(json.dumps(BODIES["/v1/chat/completions"]["messages"][:40]).encode()) == 0

@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 from typing import Any, Literal, TypeVar
 
+import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from routing.api.messages.cache import Origins, automatic, control_of, marked
@@ -254,6 +255,23 @@ def _user(content: str | list[Block], where: str) -> list[dict[str, Any]]:
     return results
 
 
+_COMPACT_ARGUMENTS = 64 * 1024
+
+
+def _arguments(value: Any) -> str:
+    """A tool_use block's input as the chat call's arguments string. ``json.dumps``'s own spacing up
+    to 64 KB (what every client sends: the conversation and its cache keep their text); past that,
+    orjson's compact encoding: a 3 MB input cost the event loop 6-20 ms in ``json.dumps`` (a quarter
+    of a Messages call's loop time, h37b's py-spy of eight at once), 1-2 ms in orjson."""
+    try:
+        compact = orjson.dumps(value)
+    except orjson.JSONEncodeError:  # an int past 64 bits: json's own encoder writes it
+        return json.dumps(value, ensure_ascii=False)
+    if len(compact) > _COMPACT_ARGUMENTS:
+        return compact.decode()
+    return json.dumps(value, ensure_ascii=False)
+
+
 def _assistant(content: str | list[Block], where: str) -> dict[str, Any]:
     if isinstance(content, str):
         return {"role": "assistant", "content": content}
@@ -266,7 +284,7 @@ def _assistant(content: str | list[Block], where: str) -> dict[str, Any]:
         elif data["type"] == "tool_use":
             if not isinstance(data.get("id"), str) or not isinstance(data.get("name"), str):
                 raise _bad(f"{at}: a tool_use block needs an id and a name")
-            arguments = json.dumps(data.get("input") or {}, ensure_ascii=False)
+            arguments = _arguments(data.get("input") or {})
             call = {
                 "id": data["id"],
                 "type": "function",
