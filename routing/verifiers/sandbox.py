@@ -55,10 +55,12 @@ MAX_MEMORY_MB = 2048
 _KILL_GRACE_S = 5.0
 _PROBE = "print('sandbox-ok')"
 
-# The first program inside the sandbox; argv: memory_bytes cpu_s fsize nproc nofile.
+# The first program inside the sandbox; argv: memory_bytes cpu_s fsize nproc nofile started_fd. Once
+# its limits are set, before anything of the program runs, it writes one byte on started_fd: a run
+# without that byte never started (bwrap refused: no namespace, no memory), which no program can fake.
 _PRELUDE = """\
 import os, resource as r, sys
-mem, cpu, fsize, nproc, nofile = (int(v) for v in sys.argv[1:6])
+mem, cpu, fsize, nproc, nofile, started = (int(v) for v in sys.argv[1:7])
 for res, soft, hard in ((r.RLIMIT_AS, mem, mem), (r.RLIMIT_CPU, cpu, cpu + 1),
                         (r.RLIMIT_FSIZE, fsize, fsize), (r.RLIMIT_NPROC, nproc, nproc),
                         (r.RLIMIT_NOFILE, nofile, nofile), (r.RLIMIT_CORE, 0, 0)):
@@ -66,7 +68,9 @@ for res, soft, hard in ((r.RLIMIT_AS, mem, mem), (r.RLIMIT_CPU, cpu, cpu + 1),
     if cap != r.RLIM_INFINITY:
         soft, hard = min(soft, cap), min(hard, cap)
     r.setrlimit(res, (soft, hard))
-del mem, cpu, fsize, nproc, nofile, res, soft, hard, cap
+os.write(started, b"1")
+os.close(started)
+del mem, cpu, fsize, nproc, nofile, res, soft, hard, cap, started
 sys.argv[:] = ["solution.py"]
 with open("solution.py", "rb") as source:
     code = compile(source.read(), "solution.py", "exec")
@@ -198,6 +202,7 @@ class _Child:
     proc: subprocess.Popen[bytes]
     stdout: Path
     stderr: Path
+    started: int  # the read end of the prelude's started pipe (closed by _result)
 
 
 def _launch(
@@ -211,7 +216,8 @@ def _launch(
 ) -> _Child:
     """Start ``source`` in a sandbox of its own (or, with no runtime, the unsafe plain subprocess)."""
     work.mkdir()
-    prelude = [*_limits(timeout_s, memory_mb)]
+    started_r, started_w = os.pipe()
+    prelude = [*_limits(timeout_s, memory_mb), str(started_w)]
     out_path, err_path = work / "stdout", work / "stderr"
     opened: list[int] = []
     try:
@@ -240,12 +246,16 @@ def _launch(
                 stderr=err,
                 start_new_session=True,
                 close_fds=True,
-                pass_fds=[*opened, *fds],
+                pass_fds=[*opened, started_w, *fds],
             )
-        return _Child(proc, out_path, err_path)
+    except BaseException:
+        os.close(started_r)
+        raise
     finally:
+        os.close(started_w)
         for fd in opened:
             os.close(fd)
+    return _Child(proc, out_path, err_path, started_r)
 
 
 def _supervise(
@@ -278,13 +288,28 @@ def _supervise(
         for child in children:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 child.proc.wait(timeout=_KILL_GRACE_S)
+        started = [_started(child) for child in children]  # closes every child's pipe, whatever happened
     return [
-        _result(child, timed_out=timed_out, running=still)
-        for child, still in zip(children, running, strict=True)
+        _result(child, timed_out=timed_out, running=still, started=began)
+        for child, still, began in zip(children, running, started, strict=True)
     ]
 
 
-def _result(child: _Child, *, timed_out: bool, running: bool) -> SandboxResult:
+def _started(child: _Child) -> bool:
+    try:
+        os.set_blocking(child.started, False)
+        return os.read(child.started, 1) == b"1"
+    except OSError:  # nothing written (BlockingIOError) or the pipe is gone
+        return False
+    finally:
+        os.close(child.started)
+
+
+def _result(child: _Child, *, timed_out: bool, running: bool, started: bool) -> SandboxResult:
+    if not started:  # bwrap or the interpreter failed before the program ran: nothing was judged
+        why = _read_capped(child.stderr).strip()[-500:] or f"exit status {child.proc.returncode}"
+        why = f"sandbox error: the sandbox did not start: {why}"
+        return SandboxResult(False, None, "", why, False, broken=True)
     returncode = None if running else child.proc.returncode
     if returncode in (-signal.SIGXCPU, 128 + signal.SIGXCPU):
         timed_out = True  # the CPU rlimit struck before the wall clock (bwrap reports 128 + signal)

@@ -10,9 +10,12 @@ instead of queueing them forever, and without a sandbox no code runs at all.
 from __future__ import annotations
 
 import secrets
+import shutil
 import subprocess
+import tempfile
 import threading
 import time
+from pathlib import Path
 
 import pytest
 from django.db import connection
@@ -141,3 +144,33 @@ def test_without_a_sandbox_code_verifiers_refuse_to_run_code(gateway, settings, 
     assert (outcome.status, outcome.verdict) == (200, "error")  # unknown: neither pass nor the answer's fail
     assert outcome.detail.startswith("sandbox unavailable: bubblewrap (/nonexistent/bwrap) is not installed")
     assert not marker.exists()
+
+
+def test_a_sandbox_that_fails_to_start_later_is_an_error_not_the_answers_fail(gateway, settings):
+    # bwrap worked when first probed, then cannot start one (no namespace left, no memory): nothing
+    # ran, so the verdict is unknown. Before the prelude's started byte, this was the answer's "fail"
+    # ("the answer's process ended (exit status 1)"), a wrong label for every student answer meanwhile.
+    real = shutil.which("bwrap")
+    assert real is not None
+    folder = Path(tempfile.mkdtemp(prefix="skillgate-flaky-bwrap-"))
+    folder.chmod(0o755)  # the wrapper runs as the sandbox's uid
+    wrapper, broken = folder / "bwrap", folder / "broken"
+    wrapper.write_text(
+        f"#!/bin/sh\nif [ -e {broken} ]; then\n"
+        "  echo 'bwrap: Creating new namespace failed: No space left on device' >&2\n  exit 1\nfi\n"
+        f'exec {real} "$@"\n'
+    )
+    wrapper.chmod(0o755)
+    try:
+        # One worker, so the run that fails is one whose process probed bwrap when it worked.
+        settings.SKILLGATE = {**settings.SKILLGATE, "SANDBOX_BWRAP": str(wrapper), "VERIFIER_WORKERS": 1}
+        assert gateway.call(GOOD).verdict == "pass"  # probed and working
+        broken.touch()
+        outcome = gateway.call(GOOD)
+        assert (outcome.status, outcome.verdict) == (200, "error"), outcome.detail
+        # (the answer's side may be killed before its bwrap even speaks: then its exit status is named)
+        assert outcome.detail.startswith("sandbox error: the sandbox did not start: "), outcome.detail
+        broken.unlink()
+        assert gateway.call(GOOD).verdict == "pass"
+    finally:
+        shutil.rmtree(folder)
