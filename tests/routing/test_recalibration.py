@@ -4,11 +4,9 @@ in both directions; few labels change nothing."""
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 from routing.models import RouterVersion
-from routing.router.learning.calibration import PolicyData, Target, calibrate
 from routing.router.versions.recalibration import (
     BETTER,
     MIN_LABELS,
@@ -20,20 +18,13 @@ from routing.router.versions.recalibration import (
     recalibrate,
 )
 from routing.router.versions.refit import groups_of, refitted, serving_point, serving_threshold
+from tests.support.recalibration import active_version, calibrated
 
 
 @pytest.fixture(scope="module")
 def calibration() -> dict:
     """A version calibrated on 3000 calls whose score is the student's true odds of a wrong answer."""
-    rng = np.random.default_rng(7)
-    n = 3000
-    scores = rng.beta(0.6, 2.5, n)
-    s_ok = rng.random(n) < 1 - scores
-    t_ok = rng.random(n) < 0.98
-    data = PolicyData(
-        s_ok, t_ok, np.full(n, 0.1), np.full(n, 1.0), np.ones(n), np.ones(n), np.zeros(n, bool), ~s_ok
-    )
-    return calibrate(data, scores, Target(0.98, True, None, 1.0)).to_json()
+    return calibrated()
 
 
 def chosen_rate(calibration: dict) -> float:
@@ -122,29 +113,13 @@ def test_the_drift_check_serves_a_version_worse_than_predicted_recalibrated_inst
     """Live: its own answers right 3 times in 4 against 0.98 predicted, the correctness test decides
     drift; re-fitted on those labels, a lower threshold meets the target at the fit's bound, so the
     version routes on there (a fresh live window, the router at the recalibrated threshold), not stopped."""
-    from routing.router.learning.runtime import forget_routers
     from routing.router.policies import _active_version
     from routing.router.versions.drift import router_version_drift_check
-    from tests.factories import ApiKeyFactory, RouterVersionFactory
+    from tests.factories import ApiKeyFactory
     from tests.routing.router.test_drift import _live_call
-    from tests.support.ledger import learned_profile
 
-    settings.SKILLGATE = {
-        **settings.SKILLGATE,
-        "ROUTER": {**settings.SKILLGATE["ROUTER"], "DRIFT_MIN_CALLS": 10},
-    }
-    forget_routers()
-    profile = learned_profile(name="recalibrated")
+    profile, version = active_version(settings, calibration, "recalibrated")
     t = calibration["threshold"]
-    version = RouterVersionFactory.create(
-        profile=profile,
-        number=1,
-        status=RouterVersion.Status.ACTIVE,
-        threshold=t,
-        calibration=calibration,
-        predicted_pass_rate=calibration["chosen"]["pass_rate"],
-        predicted_teacher_share=calibration["chosen"]["teacher_share"],
-    )
     key = ApiKeyFactory.create()
     for i in range(40):
         _live_call(profile, key, version, correct=i % 4 != 0)
@@ -167,31 +142,15 @@ def test_a_recalibration_queues_a_retrain_and_alerts_once(settings, calibration,
     learned (a retrain queued, the drift alerted, the new traffic's start recorded for its admission);
     the next check, with nothing re-fitted, queues nothing more."""
     from routing import tasks
-    from routing.router.learning.runtime import forget_routers
     from routing.router.versions import profile_drift
-    from tests.factories import ApiKeyFactory, RouterVersionFactory
+    from tests.factories import ApiKeyFactory
     from tests.routing.router.test_drift import _live_call
-    from tests.support.ledger import learned_profile
 
-    settings.SKILLGATE = {
-        **settings.SKILLGATE,
-        "ROUTER": {**settings.SKILLGATE["ROUTER"], "DRIFT_MIN_CALLS": 10},
-    }
-    forget_routers()
     retrains: list[int] = []
     alerted: list[object] = []
     monkeypatch.setattr(tasks.router_retrain, "delay", retrains.append)
     monkeypatch.setattr(tasks.alerts, "notify", alerted.append)
-    profile = learned_profile(name="recalibrated-retrain")
-    version = RouterVersionFactory.create(
-        profile=profile,
-        number=1,
-        status=RouterVersion.Status.ACTIVE,
-        threshold=calibration["threshold"],
-        calibration=calibration,
-        predicted_pass_rate=calibration["chosen"]["pass_rate"],
-        predicted_teacher_share=calibration["chosen"]["teacher_share"],
-    )
+    profile, version = active_version(settings, calibration, "recalibrated-retrain")
     key = ApiKeyFactory.create()
     for i in range(40):
         _live_call(profile, key, version, correct=i % 4 != 0)

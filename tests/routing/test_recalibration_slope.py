@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 
 from routing.models import RouterVersion
-from routing.router.learning.calibration import PolicyData, Target, calibrate
 from routing.router.versions import recalibration
 from routing.router.versions.recalibration import (
     MIN_LABELS,
@@ -25,6 +24,7 @@ from routing.router.versions.recalibration import (
     scored_groups,
 )
 from routing.router.versions.refit import groups_of, refitted
+from tests.support.recalibration import active_version, calibrated
 
 # the student's log-odds on the traffic now: 2.2 + 0.1 x (was 1 x) the log-odds its score gives
 INTERCEPT, SLOPE = 2.2, 0.1
@@ -33,15 +33,7 @@ INTERCEPT, SLOPE = 2.2, 0.1
 @pytest.fixture(scope="module")
 def calibration() -> dict:
     """A version calibrated on 3000 calls whose score is the student's true odds of a wrong answer."""
-    rng = np.random.default_rng(7)
-    n = 3000
-    scores = rng.beta(0.6, 2.5, n)
-    s_ok = rng.random(n) < 1 - scores
-    t_ok = rng.random(n) < 0.98
-    data = PolicyData(
-        s_ok, t_ok, np.full(n, 0.1), np.full(n, 1.0), np.ones(n), np.ones(n), np.zeros(n, bool), ~s_ok
-    )
-    return calibrate(data, scores, Target(0.98, True, None, 1.0)).to_json()
+    return calibrated()
 
 
 scores_now = np.random.default_rng(1).beta(0.6, 2.5, 200_000)
@@ -139,27 +131,12 @@ def test_the_drift_check_fits_the_slope_on_the_scores_the_ledger_kept(settings, 
     """Live: each call's row keeps the router's score; the student's answers are right 71 of 80 times
     (1.5 + 0.1 x the log-odds of the score), the correctness test decides drift, and the refit reads the
     labels in their score bins: a slope is fitted and stored with its groups, by bin."""
-    from routing.router.learning.runtime import forget_routers
     from routing.router.versions.drift import router_version_drift_check
-    from tests.factories import ApiKeyFactory, InvocationFactory, RouterVersionFactory
-    from tests.support.ledger import learned_profile, leg
+    from tests.factories import ApiKeyFactory, InvocationFactory
+    from tests.support.ledger import leg
 
-    settings.SKILLGATE = {
-        **settings.SKILLGATE,
-        "ROUTER": {**settings.SKILLGATE["ROUTER"], "DRIFT_MIN_CALLS": 10},
-    }
-    forget_routers()
-    profile = learned_profile(name="sloped")
+    profile, version = active_version(settings, calibration, "sloped")
     t = calibration["threshold"]
-    version = RouterVersionFactory.create(
-        profile=profile,
-        number=1,
-        status=RouterVersion.Status.ACTIVE,
-        threshold=t,
-        calibration=calibration,
-        predicted_pass_rate=calibration["chosen"]["pass_rate"],
-        predicted_teacher_share=calibration["chosen"]["teacher_share"],
-    )
     key = ApiKeyFactory.create()
     scores = scores_now[scores_now < t][:80]
     odds = 1.0 / (1.0 + np.exp(-(1.5 + 0.1 * np.log((1 - scores) / scores))))
