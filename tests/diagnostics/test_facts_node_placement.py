@@ -5,22 +5,9 @@ agent (device plugin, network plugin) that does not run, a zonal volume on a nod
 
 from __future__ import annotations
 
-from diagnostics.agent.evidence.analyzers import AnalysisState, ToolOutput, analyze
+from diagnostics.agent.evidence.analyzers import ToolOutput
 from diagnostics.agent.evidence.analyzers.scheduling import explain_unschedulable
-from diagnostics.agent.findings import Finding
-from diagnostics.agent.request.subject import AlertContext
-
-
-def _run(*outs: ToolOutput) -> tuple[list[Finding], AnalysisState]:
-    state = AnalysisState(AlertContext())
-    found: list[Finding] = []
-    for out in outs:
-        found += analyze(out, state)
-    return found, state
-
-
-def _kind(found: list[Finding], kind: str) -> list[Finding]:
-    return [f for f in found if f.kind == kind]
+from tests.support.findings import of_kind, run_outputs
 
 
 def _events(namespace: str, rows: str) -> ToolOutput:
@@ -106,8 +93,8 @@ def test_required_anti_affinity_by_zone_names_the_domains_and_the_replicas():
     manifest = ToolOutput(
         "kubectl_get_yaml", {"kind": "statefulset", "name": "zk", "namespace": "coord"}, _STS
     )
-    found, state = _run(refusal, manifest)
-    (finding,) = _kind(found, "required_anti_affinity")
+    found, state = run_outputs(refusal, manifest)
+    (finding,) = of_kind(found, "required_anti_affinity")
     assert finding.subject == "pod/coord/zk-3" and finding.rank == 91
     assert "topology.kubernetes.io/zone" in finding.summary and "per zone" in finding.summary
     assert "5 replicas" in finding.summary and "StatefulSet zk" in finding.summary
@@ -118,8 +105,8 @@ def test_no_anti_affinity_finding_without_the_refusal():
     manifest = ToolOutput(
         "kubectl_get_yaml", {"kind": "statefulset", "name": "zk", "namespace": "coord"}, _STS
     )
-    found, _ = _run(manifest)
-    assert not _kind(found, "required_anti_affinity")
+    found, _ = run_outputs(manifest)
+    assert not of_kind(found, "required_anti_affinity")
 
 
 # -- one template, some nodes --------------------------------------------------------------------------
@@ -131,8 +118,8 @@ def test_a_template_failing_on_some_nodes_only_names_both_sets_of_nodes():
         "thumb-6c8d9f7b5-a1b2c   0/1   ErrImageNeverPull   0   5m   10.1.0.4   edge-1   <none>   <none>\n"
         "thumb-6c8d9f7b5-d3e4f   1/1   Running   0   5m   10.1.0.9   edge-2   <none>   <none>\n",
     )
-    found, _ = _run(listing)
-    (finding,) = _kind(found, "node_split")
+    found, _ = run_outputs(listing)
+    (finding,) = of_kind(found, "node_split")
     assert "edge-1" in finding.summary and "edge-2" in finding.summary
     assert "imagePullPolicy Never" in finding.summary and finding.rank == 92
 
@@ -143,8 +130,8 @@ def test_a_failure_on_every_node_is_no_node_split():
         "thumb-6c8d9f7b5-a1b2c   0/1   SysctlForbidden   0   5m   <none>   edge-1   <none>   <none>\n"
         "thumb-6c8d9f7b5-d3e4f   0/1   SysctlForbidden   0   5m   <none>   edge-2   <none>   <none>\n",
     )
-    found, _ = _run(listing)
-    assert not _kind(found, "node_split")
+    found, _ = run_outputs(listing)
+    assert not of_kind(found, "node_split")
 
 
 # -- node agents --------------------------------------------------------------------------------------
@@ -169,8 +156,8 @@ def test_an_extended_resource_leads_to_its_crashing_device_plugin_and_quotes_the
         "E1207 01:00:00.2   1 amdgpu.go:44] failed to open /dev/kfd: no such file or directory\n"
         "E1207 01:00:00.3   1 main.go:60] exiting\n",
     )
-    found, _ = _run(refusal, agents, log)
-    (finding,) = _kind(found, "node_agent_down")
+    found, _ = run_outputs(refusal, agents, log)
+    (finding,) = of_kind(found, "node_agent_down")
     assert "amdgpu-device-plugin-k8s9z on gpu-7 (CrashLoopBackOff)" in finding.summary
     assert "failed to open /dev/kfd" in finding.summary and "kube-proxy" not in finding.summary
 
@@ -200,8 +187,8 @@ def test_a_sandbox_failure_leads_to_the_network_agent_on_that_node_and_its_setti
         "      containers:\n      - name: agent\n        env:\n        - name: CILIUM_ROUTING_DEVICES\n"
         "          value: eth1\n        - name: CILIUM_LOG_LEVEL\n          value: info\n",
     )
-    found, _ = _run(describe, agents, log, daemonset)
-    findings = _kind(found, "node_agent_down")
+    found, _ = run_outputs(describe, agents, log, daemonset)
+    findings = of_kind(found, "node_agent_down")
     assert any("cilium-q2w3e on w-9" in f.summary for f in findings)
     assert "cilium-r4t5y" not in " ".join(f.summary for f in findings)
     assert max(findings, key=lambda f: f.rank).summary.count("CILIUM_ROUTING_DEVICES=eth1") == 1
@@ -240,7 +227,7 @@ def test_a_zonal_volume_on_a_full_node_names_the_zone_the_node_and_its_limit():
         "apiVersion: storage.k8s.io/v1\nkind: CSINode\nmetadata:\n  name: gk-c\nspec:\n  drivers:\n"
         "  - name: pd.csi.storage.gke.io\n    allocatable:\n      count: 15\n",
     )
-    found, _ = _run(describe, pv, nodes, csinode)
-    best = max(_kind(found, "node_volume_limit"), key=lambda f: f.rank)
+    found, _ = run_outputs(describe, pv, nodes, csinode)
+    best = max(of_kind(found, "node_volume_limit"), key=lambda f: f.rank)
     assert "europe-west1-c" in best.summary and "gk-c" in best.summary and "gk-a" not in best.summary
     assert "allocatable count 15" in best.summary and best.subject == "pod/db/pg-1"

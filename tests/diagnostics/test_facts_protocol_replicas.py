@@ -5,21 +5,8 @@ PostgreSQL's read-only transactions and a Sentinel failover mapped to pod names.
 
 from __future__ import annotations
 
-from diagnostics.agent.evidence.analyzers import AnalysisState, ToolOutput, analyze
-from diagnostics.agent.findings import Finding
-from diagnostics.agent.request.subject import AlertContext
-
-
-def _run(*outs: ToolOutput) -> tuple[list[Finding], AnalysisState]:
-    state = AnalysisState(AlertContext())
-    found: list[Finding] = []
-    for out in outs:
-        found += analyze(out, state)
-    return found, state
-
-
-def _kind(found: list[Finding], kind: str) -> list[Finding]:
-    return [f for f in found if f.kind == kind]
+from diagnostics.agent.evidence.analyzers import ToolOutput
+from tests.support.findings import of_kind, run_outputs
 
 
 def _log(pod: str, namespace: str, text: str) -> ToolOutput:
@@ -46,10 +33,10 @@ def test_a_tls_name_the_certificate_lacks_leads_to_the_servers_certificate():
         "apiVersion: cert-manager.io/v1\nkind: Certificate\nmetadata:\n  name: warehouse-cert\n"
         "  namespace: data\nspec:\n  dnsNames:\n  - warehouse.example.com\n",
     )
-    found, state = _run(log, events, cert)
-    assert _kind(found, "tls_name_mismatch")
+    found, state = run_outputs(log, events, cert)
+    assert of_kind(found, "tls_name_mismatch")
     assert any(lead.obj.kind == "certificate" and lead.obj.name == "warehouse-cert" for lead in state.leads)
-    (cert_finding,) = _kind(found, "certificate_lacks_name")
+    (cert_finding,) = of_kind(found, "certificate_lacks_name")
     assert "warehouse.example.com" in cert_finding.summary and "warehouse.data.svc" in cert_finding.summary
 
 
@@ -61,8 +48,8 @@ def test_a_certificate_that_lists_the_name_is_not_blamed():
         "apiVersion: cert-manager.io/v1\nkind: Certificate\nmetadata:\n  name: warehouse-cert\n"
         "spec:\n  dnsNames:\n  - warehouse.data.svc\n",
     )
-    found, _ = _run(log, cert)
-    assert not _kind(found, "certificate_lacks_name")
+    found, _ = run_outputs(log, cert)
+    assert not of_kind(found, "certificate_lacks_name")
 
 
 def test_a_grpc_status_without_a_size_is_read_by_its_code_and_names_the_callee():
@@ -77,8 +64,8 @@ def test_a_grpc_status_without_a_size_is_read_by_its_code_and_names_the_callee()
         'level=error msg="post failed" method=/ledger.v2.Ledger/Post err="rpc error: code = Unimplemented '
         'desc = unknown method Post for service ledger.v2.Ledger"\n',
     )
-    found, _ = _run(listing, log)
-    (finding,) = _kind(found, "grpc_status")
+    found, _ = run_outputs(listing, log)
+    (finding,) = of_kind(found, "grpc_status")
     assert "Unimplemented" in finding.summary and "does not implement the method" in finding.summary
     assert "answered by ledger" in finding.summary and finding.rank == 70
 
@@ -92,8 +79,8 @@ def test_an_nginx_upstream_timeout_is_a_504_beside_what_the_application_answered
         'response header from upstream, server: s.example.com, request: "GET /q?x=1 HTTP/2.0", upstream: '
         '"http://10.0.3.3:8080/q?x=1"\n',
     )
-    found, _ = _run(app, proxy)
-    (finding,) = _kind(found, "proxy_upstream_error")
+    found, _ = run_outputs(app, proxy)
+    (finding,) = of_kind(found, "proxy_upstream_error")
     assert "answers 504" in finding.summary and "answered /q with 200" in finding.summary
 
 
@@ -109,7 +96,7 @@ def test_an_ingress_read_leads_to_its_controllers_pods():
         "apiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata:\n  name: site\nspec:\n"
         "  ingressClassName: nginx\n",
     )
-    _, state = _run(namespaces, ingress)
+    _, state = run_outputs(namespaces, ingress)
     assert any(lead.obj.kind == "pod" and lead.obj.namespace == "ingress-nginx" for lead in state.leads)
 
 
@@ -121,8 +108,8 @@ def test_postgres_read_only_transactions_are_writes_to_a_standby():
         "ERROR: cannot execute INSERT in a read-only "
         "transaction\n",
     )
-    found, _ = _run(log)
-    (finding,) = _kind(found, "write_to_replica")
+    found, _ = run_outputs(log)
+    (finding,) = of_kind(found, "write_to_replica")
     assert (
         "postgres" in finding.summary
         and "read-only replica" in finding.summary
@@ -151,7 +138,7 @@ def test_a_sentinel_failover_is_mapped_to_the_pods_and_the_clients_address():
         "sess",
         "1:X 07 Dec 2026 01:00:00.000 # +switch-master sessions 10.9.0.7 6379 10.9.0.8 6379\n",
     )
-    found, _ = _run(listing, describe, client, sentinel)
-    (finding,) = _kind(found, "write_to_demoted_primary")
+    found, _ = run_outputs(listing, describe, client, sentinel)
+    (finding,) = of_kind(found, "write_to_demoted_primary")
     assert "redis-a (SESSION_URL=redis://redis-a.sess:6379)" in finding.summary
     assert "promoted redis-b (10.9.0.8)" in finding.summary and finding.rank == 88
