@@ -12,7 +12,6 @@ import html
 import json
 import re
 import socket
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -32,7 +31,7 @@ from tests.api.conftest import role_key
 from tests.factories import make_key, make_role_key
 from tests.mcp.conftest import connect, upstream_command
 from tests.mcp.test_first_sight import RO, liar, ran
-from tests.mcp.test_red_team_two import TAGS, chat
+from tests.mcp.test_red_team_two import TAGS, chat, timed_beside
 from tests.mcp.test_surfaces import call, text
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -46,35 +45,7 @@ def _beside(gateway_url: str, work: Callable[[], Any]) -> tuple[Any, list[float]
     database between the calls: (its result, their latencies)."""
     chat(gateway_url)  # warm: the first call of the process pays for its imports and pools
     keys = [make_key(name=f"chat-{n}") for n in range(40)]
-    outcome: dict[str, Any] = {}
-
-    def run() -> None:
-        try:
-            outcome["result"] = work()
-        except BaseException as exc:  # handed back to the test's thread
-            outcome["error"] = exc
-
-    worker = threading.Thread(target=run)
-    worker.start()
-    latencies: list[float] = []
-    time.sleep(0.3)
-    for key in keys:
-        if not worker.is_alive() and len(latencies) >= 2:
-            break
-        started = time.monotonic()
-        response = httpx2.post(
-            gateway_url + "/v1/chat/completions",
-            json={"model": "auto", "messages": [{"role": "user", "content": "hi"}]},
-            headers={"Authorization": f"Bearer {key.raw}"},
-            timeout=30,
-        )
-        assert response.status_code == 200, response.text
-        latencies.append(time.monotonic() - started)
-        time.sleep(0.05)
-    worker.join(120)
-    if "error" in outcome:
-        raise outcome["error"]
-    return outcome.get("result"), latencies
+    return timed_beside(work, lambda n: chat(gateway_url, keys[n]), most=len(keys), settle=0.3)
 
 
 def _unheld(latencies: list[float]) -> None:

@@ -69,8 +69,10 @@ HIDDEN: list[dict[str, Any]] = [
 INVISIBLE = ("\u00ad", "\u034f", "\u3164", "\ufe0f", "\U000e0020", "\u200b", TAGS[0])
 
 
-def chat(gateway_url: str) -> float:
-    key = make_key(name=f"chat-{time.monotonic_ns()}")
+def chat(gateway_url: str, key: Any = None) -> float:
+    """The latency of one ordinary ``/v1`` call by ``key`` (a key made for it where none is given)."""
+    if key is None:
+        key = make_key(name=f"chat-{time.monotonic_ns()}")
     started = time.monotonic()
     response = httpx2.post(
         gateway_url + "/v1/chat/completions",
@@ -85,6 +87,15 @@ def chat(gateway_url: str) -> float:
 def beside(gateway_url: str, work: Callable[[], Any]) -> tuple[Any, list[float]]:
     """``work()`` in a thread while ordinary ``/v1`` calls are timed: (its result, their latencies)."""
     chat(gateway_url)  # warm: the first call of the process pays for its imports and pools
+    return timed_beside(work, lambda _n: chat(gateway_url), most=60, settle=0.2)
+
+
+def timed_beside(
+    work: Callable[[], Any], probe: Callable[[int], float], *, most: int, settle: float
+) -> tuple[Any, list[float]]:
+    """``work()`` in a thread; ``settle`` s after it starts, ``probe(n)`` (a call's latency) for the
+    n-th call, 0.05 s apart, while it runs and at least twice, ``most`` times at the most: (its result,
+    the latencies). What ``work`` raises is raised here."""
     outcome: dict[str, Any] = {}
 
     def run() -> None:
@@ -96,9 +107,9 @@ def beside(gateway_url: str, work: Callable[[], Any]) -> tuple[Any, list[float]]
     worker = threading.Thread(target=run)
     worker.start()
     latencies: list[float] = []
-    time.sleep(0.2)
-    while (worker.is_alive() or len(latencies) < 2) and len(latencies) < 60:
-        latencies.append(chat(gateway_url))
+    time.sleep(settle)
+    while (worker.is_alive() or len(latencies) < 2) and len(latencies) < most:
+        latencies.append(probe(len(latencies)))
         time.sleep(0.05)
     worker.join(120)
     if "error" in outcome:
