@@ -18,7 +18,7 @@ from diagnostics.agent.evidence.analyzers import AnalysisState, ToolOutput, anal
 from diagnostics.agent.questions import cert_expiry
 from diagnostics.agent.request.intent import classify
 from diagnostics.agent.request.subject import from_text
-from diagnostics.agent.runner import MemoryRecorder, investigate
+from diagnostics.agent.runner import MemoryRecorder, Outcome, investigate
 from diagnostics.toolsets.base import ReadToolset
 from diagnostics.toolsets.kubernetes import KubernetesConfig, KubernetesReadToolset
 from diagnostics.toolsets.registry import Environment
@@ -180,18 +180,20 @@ class _Cluster(Environment):
         return [self.reader]
 
 
-def test_the_agent_asked_which_certificates_expire_reads_the_live_cluster(
-    server: FixtureServer, tmp_path: Path
-) -> None:
+def _ask(server: FixtureServer, tmp_path: Path, *, read_secrets: bool = True) -> Outcome:
+    """The agent's answer to QUESTION (asked at ASKED) read from the fixture cluster, its requests
+    counted from the question on."""
     alert = from_text(QUESTION)
     alert.asked_at = ASKED
     server.requests.clear()
-    outcome = investigate(
-        alert=alert,
-        environment=_Cluster(_reader(server, tmp_path)),
-        recorder=MemoryRecorder(),
-        mode="analyzers",
-    )
+    reader = _reader(server, tmp_path, read_secrets=read_secrets)
+    return investigate(alert=alert, environment=_Cluster(reader), recorder=MemoryRecorder(), mode="analyzers")
+
+
+def test_the_agent_asked_which_certificates_expire_reads_the_live_cluster(
+    server: FixtureServer, tmp_path: Path
+) -> None:
+    outcome = _ask(server, tmp_path)
     first, *rest = outcome.diagnosis.splitlines()
     assert first.startswith("2 of the 5 certificates expire in the next 30 days"), outcome.diagnosis
     assert "Secret legacy-tls (namespace shop) expires on 2027-03-12" in first
@@ -208,13 +210,7 @@ def test_the_agent_asked_which_certificates_expire_reads_the_live_cluster(
 def test_with_secrets_off_the_answer_says_why_the_tls_secrets_are_unknown(
     server: FixtureServer, tmp_path: Path
 ) -> None:
-    alert = from_text(QUESTION)
-    alert.asked_at = ASKED
-    server.requests.clear()
-    reader = _reader(server, tmp_path, read_secrets=False)
-    outcome = investigate(
-        alert=alert, environment=_Cluster(reader), recorder=MemoryRecorder(), mode="analyzers"
-    )
+    outcome = _ask(server, tmp_path, read_secrets=False)
     first, *rest = outcome.diagnosis.splitlines()
     assert first.startswith("1 of the 3 certificates expires"), outcome.diagnosis
     unknown = next(line for line in rest if line.startswith("Unknown:"))
