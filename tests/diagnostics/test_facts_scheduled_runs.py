@@ -9,10 +9,8 @@ from typing import Any
 from diagnostics.agent.evidence.analyzers import AnalysisState, ToolOutput, analyze
 from diagnostics.agent.evidence.analyzers.scheduled_runs import schedule_period
 from diagnostics.agent.findings import Finding
-from diagnostics.agent.investigation.observer import PROBE, InvestigationView
-from diagnostics.agent.investigation.planner import RulePlanner
 from diagnostics.agent.request.subject import AlertContext, from_alertmanager
-from diagnostics.toolsets.base import ToolSpec
+from tests.support.planner import planned_reads, tool_spec
 
 _KINDS = ("cronjob_suspended", "cronjob_runs_fail", "cronjob_blocked_by_active_job", "cronjob_not_scheduled")
 _NS = {"namespace": "reports"}
@@ -132,24 +130,12 @@ def test_schedule_periods():
     assert schedule_period("$(rm -rf) * * * *") is None
 
 
-def _tool(name: str, *required: str) -> ToolSpec:
-    props = {p: {"type": "string"} for p in required}
-    return ToolSpec(name, name, {"type": "object", "properties": props, "required": list(required)})
-
-
 def _reads(alert: AlertContext) -> list[dict[str, Any]]:
     tools = [
-        _tool("kubectl_get_by_kind_in_namespace", "kind", "namespace"),
-        _tool("kubectl_get_yaml", "kind", "name"),
+        tool_spec("kubectl_get_by_kind_in_namespace", "kind", "namespace"),
+        tool_spec("kubectl_get_yaml", "kind", "name"),
     ]
-    view = InvestigationView(alert, tools, [], [], [], AnalysisState(alert), 0, 30)
-    planner, reads = RulePlanner(max_iterations=30), []
-    for _ in range(30):
-        decision = planner.decide(view)
-        if decision.kind != PROBE:
-            break
-        reads.append(decision.params)
-    return reads
+    return planned_reads(alert, tools, 30)
 
 
 def test_a_namespace_alert_about_runs_lists_the_scheduled_work():

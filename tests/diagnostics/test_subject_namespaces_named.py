@@ -9,12 +9,10 @@ from pathlib import Path
 from typing import Any
 
 from diagnostics.agent.evidence.analyzers import AnalysisState
-from diagnostics.agent.investigation.observer import PROBE, InvestigationView
-from diagnostics.agent.investigation.planner import RulePlanner
 from diagnostics.agent.request.names import namespaces_named, parse_free_text
 from diagnostics.agent.request.subject import from_text
-from diagnostics.toolsets.base import ToolSpec
 from diagnostics.toolsets.replay import ReplayToolset
+from tests.support.planner import planned_reads, tool_spec
 
 
 def test_counts_in_words_and_ticket_keys_are_no_names() -> None:
@@ -32,29 +30,20 @@ def test_namespaces_named_are_the_cluster_namespaces_the_words_name_in_order() -
     assert namespaces_named("nothing here", known) == []
 
 
-def _tool(name: str, *required: str) -> ToolSpec:
-    props = {p: {"type": "string"} for p in required}
-    return ToolSpec(name, name, {"type": "object", "properties": props, "required": list(required)})
-
-
 def _reads(text: str, namespaces: set[str]) -> list[dict[str, Any]]:
     alert = from_text(text)
     tools = [
-        _tool("kubectl_get_by_kind_in_namespace", "kind", "namespace"),
-        _tool("kubectl_get_by_kind_in_cluster", "kind"),
-        _tool("kubectl_describe", "kind", "name", "namespace"),
+        tool_spec("kubectl_get_by_kind_in_namespace", "kind", "namespace"),
+        tool_spec("kubectl_get_by_kind_in_cluster", "kind"),
+        tool_spec("kubectl_describe", "kind", "name", "namespace"),
     ]
     state = AnalysisState(alert)
-    view = InvestigationView(alert, tools, [], [], [], state, 0, 40)
-    planner, reads = RulePlanner(max_iterations=40), []
-    for _ in range(40):
-        decision = planner.decide(view)
-        if decision.kind != PROBE:
-            break
-        reads.append(decision.params)
-        if decision.params == {"kind": "namespace"}:
+
+    def listed(params: dict[str, Any]) -> None:
+        if params == {"kind": "namespace"}:
             state.fact_set("namespaces").update(namespaces)  # what the listing would have said
-    return reads
+
+    return planned_reads(alert, tools, 40, state=state, after=listed)
 
 
 def test_a_namespace_the_words_name_is_listed_when_the_subject_has_none() -> None:
