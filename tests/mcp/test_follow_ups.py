@@ -20,6 +20,7 @@ from tests.api.conftest import call, role_key
 from tests.factories import ActionRequestFactory, McpServerFactory, make_key, make_role_key
 from tests.mcp.conftest import connect, upstream_command
 from tests.mcp.test_sse_and_passthrough import sse_url  # noqa: F401  (the older HTTP+SSE upstream)
+from tests.support.wall import bound
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -76,7 +77,7 @@ def test_a_slow_upstreams_sync_over_the_api_stalls_no_other_keys_v1_call(
     body = synced.json()
     assert body["sync"]["error"] == "" and body["server"]["synced_at"] is not None
     assert {t["name"] for t in body["server"]["tools"]} >= {"status", "touch"}
-    assert len(latencies) >= 8 and max(latencies) < 1.0, latencies
+    assert len(latencies) >= 8 and max(latencies) < bound(1.0), latencies
     assert int((tmp_path / "state").read_text()) == 2  # the first connect, the API's sync
 
 

@@ -25,6 +25,7 @@ from tests.factories import make_key
 from tests.mcp.conftest import serve
 from tests.mcp.test_red_team_two import beside
 from tests.mcp.test_surfaces import call, text
+from tests.support.wall import bound
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -35,7 +36,7 @@ def _unheld(latencies: list[float]) -> None:
     """Other keys' /v1 calls were not held: a call held by the stall would take the timeout (2 s) or
     more; on a loaded 2-core machine an ordinary call takes 0.3 to 1.1 s, so the bar is the median under
     1 s and every call under 1.5 s."""
-    assert statistics.median(latencies) < 1.0 and max(latencies) < 1.5, latencies
+    assert statistics.median(latencies) < bound(1.0) and max(latencies) < bound(1.5), latencies
 
 
 @pytest.fixture

@@ -42,6 +42,7 @@ from tests.factories import make_key, make_role_key
 from tests.mcp.conftest import connect, serve
 from tests.mcp.test_first_sight import RO, liar, ran, trusted_entries
 from tests.mcp.test_surfaces import call, text
+from tests.support.wall import bound
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -154,7 +155,7 @@ def test_write_words_hidden_by_invisible_marks_or_other_scripts_make_a_write_and
     assert not any(c in shown for c in INVISIBLE)
     assert ran(tmp_path, "hidden") == []  # nothing ran upstream
     assert text(call(url, agent.raw, "smuggler", {})) == "ok"  # a read's output: the tag letters gone
-    assert max(latencies) < 1.0, latencies
+    assert max(latencies) < bound(1.0), latencies
 
 
 NAMES: list[dict[str, Any]] = [
@@ -206,7 +207,7 @@ def test_names_shaped_like_skillgates_own_tools_are_refused_or_flagged_and_never
     fake = call(url, agent.raw, "Skillgate_Action_Result", {"request_id": 1})
     assert fake.is_error and "executed" not in text(fake)
     assert ran(tmp_path, "names") == []
-    assert max(latencies) < 1.0, latencies
+    assert max(latencies) < bound(1.0), latencies
 
 
 def test_hints_changed_between_list_calls_in_one_session_never_reach_an_unreviewed_call(
@@ -247,7 +248,7 @@ def test_hints_changed_between_list_calls_in_one_session_never_reach_an_unreview
     mcp_server_sync(server=server)  # the next connect sees read again: held for an operator
     held = McpTool.objects.get(server=server, name="peek")
     assert held.declared == WRITE and held.pending == "read"
-    assert max(latencies) < 1.0, latencies
+    assert max(latencies) < bound(1.0), latencies
 
 
 @pytest.fixture(params=["http", "sse"])
@@ -298,7 +299,7 @@ def test_a_slow_upstream_on_resources_and_prompts_is_cut_at_its_timeout_beside_f
         assert outcome != "answered" and took < 3.9, outcomes  # cut at the server's 2 s, not the 4 s
     statuses = set(McpCall.objects.filter(server="slowrich").values_list("status", flat=True))
     assert statuses and statuses <= {"timeout", "error", "unreachable"}, statuses
-    assert len(latencies) >= 3 and max(latencies) < 1.0, latencies
+    assert len(latencies) >= 3 and max(latencies) < bound(1.0), latencies
 
 
 def test_control_and_invisible_characters_never_leave_clean_text():
@@ -356,4 +357,4 @@ def test_a_name_that_resolves_elsewhere_after_it_was_checked_reaches_no_refused_
     assert "URL policy" in synced and "not available" in answered, (answered, synced)
     assert "169.254.169.254" in asked and "169.254.169.254" not in connected
     assert not McpTool.objects.filter(server=server).exists()  # nothing listed, nothing can run
-    assert max(latencies) < 1.0, latencies
+    assert max(latencies) < bound(1.0), latencies

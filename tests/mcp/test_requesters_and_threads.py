@@ -18,6 +18,7 @@ from routing import scopes
 from tests.factories import make_key, make_role_key
 from tests.mcp.conftest import connect, upstream_command
 from tests.mcp.test_surfaces import call, text
+from tests.support.wall import bound
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -115,6 +116,6 @@ def test_a_slow_upstream_relisted_at_call_time_stalls_no_other_keys_chat_call(
     worker.join(30)
     result = outcome["result"]
     assert result.is_error and "changed" in text(result)  # type: ignore[attr-defined]
-    assert len(latencies) >= 8 and max(latencies) < 1.0, latencies
+    assert len(latencies) >= 8 and max(latencies) < bound(1.0), latencies
     assert int(Path(tmp_path / "state").read_text()) == 3  # first connect, the call's check, the re-list
     assert McpCall.objects.get().status == "changed"

@@ -20,6 +20,7 @@ import httpx
 import pytest
 
 from tests.support.gateway_process import APP_SERVE, gateway_process
+from tests.support.wall import bound
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -56,7 +57,9 @@ def test_idle_connections_past_the_file_limit_leave_new_clients_served(tmp_path)
                 idle.append(sock)
             time.sleep(0.5)
             slowest = max(_healthz_seconds(url) for _ in range(5))
-            assert slowest < 1.0, f"GET /healthz took {slowest:.2f} s with {len(idle)} idle connections"
+            assert slowest < bound(1.0), (
+                f"GET /healthz took {slowest:.2f} s with {len(idle)} idle connections"
+            )
         finally:
             for sock in idle:
                 sock.close()

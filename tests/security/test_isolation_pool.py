@@ -26,6 +26,7 @@ from routing.access import lookups
 from routing.models import Backend, Invocation, TaskProfile
 from routing.verifiers import pool
 from tests.factories import TaskProfileFactory, make_key
+from tests.support.wall import bound
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.postgres]
 
@@ -115,7 +116,7 @@ def test_a_verification_past_its_deadline_is_an_error_its_worker_replaced_and_no
         time.sleep(0.2)
         slowest = max(_models_took(gateway_url, api_key.raw) for _ in range(5))
         results = [future.result(timeout=60) for future in attacks]
-    assert slowest < PLAIN_S, f"GET /v1/models took {slowest:.2f}s during the verification"
+    assert slowest < bound(PLAIN_S), f"GET /v1/models took {slowest:.2f}s during the verification"
     for response, row in results:
         assert response.headers["x-skillgate-verdict"] == "error"
         assert row.verdict == Invocation.Verdict.ERROR

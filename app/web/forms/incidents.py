@@ -7,6 +7,7 @@ from typing import Any
 from django import forms
 
 from app.web.forms.bounds import TEXT_MAX, bounded_text
+from diagnostics.mcp.vetting import clean_text
 from diagnostics.models import Incident, Trajectory
 from diagnostics.toolsets.registry import environment_names
 from diagnostics.toolsets.replay import replay_root
@@ -51,6 +52,18 @@ class IncidentOpenForm(forms.Form):
         help_text="Replay only: the recorded case under the replay root, e.g. test_ask_holmes/09_crashpod.",
     )
     mode = forms.ChoiceField(choices=MODES, required=False)
+
+    # The text as it will be stored and shown (services.incident_open cleans it the same way): no
+    # terminal controls, bidi overrides or invisible characters; a title with nothing visible left is
+    # refused here rather than stored as another.
+    def clean_title(self) -> str:
+        title = clean_text(self.cleaned_data.get("title", "")).strip()
+        if not title:
+            raise forms.ValidationError("The title has no visible text.", code="invisible")
+        return title
+
+    def clean_description(self) -> str:
+        return clean_text(self.cleaned_data.get("description", ""))
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
