@@ -47,6 +47,8 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 CODE = "request_too_large"
 TIMEOUT_CODE = "request_timeout"
 
+USERNAME_MAX = 150  # django.contrib.auth's User.username
+
 
 def max_body_bytes() -> int:
     return conf.get().limits.max_body_bytes
@@ -184,6 +186,15 @@ def socket_client(request: Any) -> str | None:
     axes would read ``X-Real-IP`` and the like through django-ipware if that were ever installed."""
     address = request.META.get("REMOTE_ADDR")
     return address if isinstance(address, str) else None
+
+
+def login_username(request: Any, credentials: dict[str, Any] | None = None) -> str | None:
+    """The username django-axes counts failed logins by (``AXES_USERNAME_CALLABLE``): the one tried, at
+    most as long as a username can be (``User.username``, 150). A longer one names no user, and whole it
+    would not fit axes' own column: PostgreSQL refused the insert and the login page was a 500."""
+    source = credentials if credentials else getattr(request, "POST", {})
+    username = source.get("username") if hasattr(source, "get") else None
+    return username[:USERNAME_MAX] if isinstance(username, str) else None
 
 
 def trusted_forwarding(app: ASGIApp) -> ASGIApp:

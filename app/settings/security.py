@@ -33,6 +33,7 @@ AXES_FAILURE_LIMIT = env_int("AXES_FAILURE_LIMIT", 5)
 AXES_COOLOFF_TIME = timedelta(minutes=env_float("AXES_COOLOFF_MINUTES", 15))
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
+AXES_USERNAME_CALLABLE = "app.edge.login_username"  # the username tried, cut to a username's length
 AXES_CLIENT_IP_CALLABLE = "app.edge.socket_client"  # the socket's peer, never ipware's header guesses
 AXES_VERBOSE = False  # no "AXES: BEGIN version" banner on every manage.py command
 AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"  # a 429, in the login page's layout
