@@ -21,12 +21,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from app.web.forms import TaskProfileForm
-from diagnostics import services
-from diagnostics.models import McpServer, Step
+from diagnostics.models import McpServer
 from tests.factories import ApiKeyFactory, InvocationFactory, TaskProfileFactory
 from tests.factories.training import CycleFactory
 from tests.support.hostile_values import HOSTILE, MISSING
 from tests.support.hostile_values import VALUE as FORM_VALUE
+from tests.support.incidents import restart_proposed
 from tests.web.test_form_fuzz import PROFILE_BASE, Case, _check, _profile_state
 from training.models import Cycle
 
@@ -109,12 +109,7 @@ def world(people: dict[str, Any], enqueued: list[Any], monkeypatch: pytest.Monke
     profile = TaskProfileFactory.create(name="fuzz-actions")
     key = ApiKeyFactory.create(name="fuzz-actions-key")
     InvocationFactory.create(api_key=key, profile=profile, route="teacher")
-    incident = services.incident_open(title="api is down", environment="local", created_by=people["operator"])
-    trajectory = incident.trajectories.get()
-    services.step_record(trajectory=trajectory, phase=Step.Phase.ALERT, summary="api is down")
-    action = services.action_request_propose(
-        trajectory=trajectory, tool="restart_service", args={"service": "api"}, reason="api crashed"
-    )
+    incident, action = restart_proposed(people["operator"])
     mcp = McpServer.objects.create(
         name="fuzz-actions-mcp", environment="replay", transport="http", url="http://127.0.0.1:9/mcp"
     )

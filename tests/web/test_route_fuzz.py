@@ -35,14 +35,14 @@ from django.test import Client
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from diagnostics import services
 from diagnostics.mcp.client import UpstreamError
-from diagnostics.models import McpServer, Step
+from diagnostics.models import McpServer
 from tests.factories import ApiKeyFactory, InvocationFactory, TaskProfileFactory
 from tests.factories.routing import RouterVersionFactory
 from tests.factories.training import AdapterFactory, CycleFactory
 from tests.factories.users import UserFactory
 from tests.support.hostile_values import HOSTILE
+from tests.support.incidents import restart_proposed
 from tests.web.route_table import RenderedForm, Route, rendered_forms, url_routes
 from training.models import Cycle
 
@@ -129,12 +129,7 @@ def world(people: dict[str, User], enqueued: list[Any], monkeypatch: pytest.Monk
     )
     key = ApiKeyFactory.create(name="route-fuzz-key", budget_usd="5", rpm_limit=60)
     invocation = InvocationFactory.create(api_key=key, profile=profile, route="teacher")
-    incident = services.incident_open(title="api is down", environment="local", created_by=people["operator"])
-    trajectory = incident.trajectories.get()
-    services.step_record(trajectory=trajectory, phase=Step.Phase.ALERT, summary="api is down")
-    action = services.action_request_propose(
-        trajectory=trajectory, tool="restart_service", args={"service": "api"}, reason="api crashed"
-    )
+    incident, action = restart_proposed(people["operator"])
     mcp = McpServer.objects.create(
         name="route-fuzz-mcp", environment="replay", transport="http", url=GOOD["url"]
     )
