@@ -64,6 +64,30 @@ def connect(server: McpServer) -> SyncReport:
     return report
 
 
+def slow_server(tmp_path: Path, monkeypatch: Any, name: str, *, flip: bool = False) -> McpServer:
+    """A stdio upstream whose every listing after the first takes 3 s (with ``flip``, its ``status``
+    tool's description changes at every listing), listed once."""
+    monkeypatch.setenv("MCP_TEST_STATE", str(tmp_path / "state"))
+    secret_env = {"UPSTREAM_STATE": "MCP_TEST_STATE"}
+    if flip:
+        monkeypatch.setenv("MCP_TEST_FLIP", "1")
+        secret_env["UPSTREAM_FLIP"] = "MCP_TEST_FLIP"
+    monkeypatch.setenv("MCP_TEST_DELAY", "3")
+    monkeypatch.setenv("MCP_TEST_LOG", str(tmp_path / "touch.log"))
+    secret_env |= {"UPSTREAM_LIST_DELAY_S": "MCP_TEST_DELAY", "UPSTREAM_LOG": "MCP_TEST_LOG"}
+    server = mcp_server_register(
+        by=None,
+        name=name,
+        environment="fake",
+        transport="stdio",
+        command=upstream_command(),
+        secret_env=secret_env,
+        timeout_s=20,
+    )
+    connect(server)  # the first listing: fast
+    return server
+
+
 @pytest.fixture
 def requester(db: None) -> User:
     return incident_user("requester", approver=True, operator=True)

@@ -14,7 +14,6 @@ import re
 import socket
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import httpx2
@@ -29,7 +28,7 @@ from diagnostics.models import ActionRequest, McpServer, McpTool
 from routing import scopes
 from tests.api.conftest import role_key
 from tests.factories import make_key, make_role_key
-from tests.mcp.conftest import connect, upstream_command
+from tests.mcp.conftest import slow_server
 from tests.mcp.test_first_sight import RO, liar, ran
 from tests.mcp.test_red_team_two import TAGS, chat, timed_beside
 from tests.mcp.test_surfaces import call, text
@@ -53,28 +52,6 @@ def _unheld(latencies: list[float]) -> None:
     """Held by the work, an ordinary call takes its 3 s; on the loaded 2-core machine it takes 0.3 to
     1.1 s."""
     assert sorted(latencies)[len(latencies) // 2] < bound(1.0) and max(latencies) < bound(2.0), latencies
-
-
-def _slow_server(tmp_path: Path, monkeypatch: Any, name: str) -> McpServer:
-    """A stdio upstream whose every listing after the first takes 3 s."""
-    monkeypatch.setenv("MCP_TEST_STATE", str(tmp_path / "state"))
-    monkeypatch.setenv("MCP_TEST_DELAY", "3")
-    monkeypatch.setenv("MCP_TEST_LOG", str(tmp_path / "touch.log"))
-    server = mcp_server_register(
-        by=None,
-        name=name,
-        environment="fake",
-        transport="stdio",
-        command=upstream_command(),
-        secret_env={
-            "UPSTREAM_STATE": "MCP_TEST_STATE",
-            "UPSTREAM_LIST_DELAY_S": "MCP_TEST_DELAY",
-            "UPSTREAM_LOG": "MCP_TEST_LOG",
-        },
-        timeout_s=20,
-    )
-    connect(server)  # the first listing: fast
-    return server
 
 
 def _admin_session(gateway_url: str) -> httpx2.Client:
@@ -110,7 +87,7 @@ def test_the_admins_connect_action_on_a_slow_upstream_holds_no_other_keys_chat_c
 ):
     """Shared threads: the admin's "Connect and classify the tools" ran the listing (3 s) inside the
     Django admin's sync view, on the thread every sync view and the /v1 edge's database reads share."""
-    server = _slow_server(tmp_path, monkeypatch, "slowadmin")
+    server = slow_server(tmp_path, monkeypatch, "slowadmin")
     browser = _admin_session(gateway_url)
 
     def connect_in_admin() -> tuple[httpx2.Response, float]:

@@ -12,11 +12,11 @@ import httpx2
 import pytest
 
 from diagnostics import services
-from diagnostics.mcp.servers import mcp_grant_set, mcp_server_register
+from diagnostics.mcp.servers import mcp_grant_set
 from diagnostics.models import ActionRequest, McpCall
 from routing import scopes
 from tests.factories import make_key, make_role_key
-from tests.mcp.conftest import connect, upstream_command
+from tests.mcp.conftest import connect, slow_server
 from tests.mcp.test_surfaces import call, text
 from tests.support.wall import bound
 
@@ -69,25 +69,7 @@ def test_a_slow_upstream_relisted_at_call_time_stalls_no_other_keys_chat_call(
     """The tool changes on every listing and every listing after the first takes 3 s: the gateway's call
     lists (3 s, changed: not called), then re-lists the server (3 s more). Meanwhile other keys' chat
     calls, each a fresh key (a database read at the /v1 edge), answer in under a second."""
-    monkeypatch.setenv("MCP_TEST_STATE", str(tmp_path / "state"))
-    monkeypatch.setenv("MCP_TEST_FLIP", "1")
-    monkeypatch.setenv("MCP_TEST_DELAY", "3")
-    monkeypatch.setenv("MCP_TEST_LOG", str(tmp_path / "touch.log"))
-    server = mcp_server_register(
-        by=None,
-        name="slow",
-        environment="fake",
-        transport="stdio",
-        command=upstream_command(),
-        secret_env={
-            "UPSTREAM_STATE": "MCP_TEST_STATE",
-            "UPSTREAM_FLIP": "MCP_TEST_FLIP",
-            "UPSTREAM_LIST_DELAY_S": "MCP_TEST_DELAY",
-            "UPSTREAM_LOG": "MCP_TEST_LOG",
-        },
-        timeout_s=20,
-    )
-    connect(server)  # the first listing: fast
+    server = slow_server(tmp_path, monkeypatch, "slow", flip=True)
     agent = make_key(name="agent", scopes=[scopes.MCP_GATEWAY])
     mcp_grant_set(key=agent.key, server=server, tools=[], by=None)
     keys = [make_key(name=f"chat-{n}") for n in range(40)]
