@@ -10,12 +10,13 @@ a refusal changes nothing stored; a 400 names what is wrong. Slow: the admin is 
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 from django.contrib import admin
 from django.contrib.auth.models import Group
 from django.contrib.contenttypes.models import ContentType
-from django.urls import reverse
+from django.urls import NoReverseMatch, reverse
 
 from tests.factories.diagnostics import SlackEventFactory, SlackUserFactory
 from tests.factories.mcp import McpGrantFactory, McpToolFactory
@@ -28,6 +29,11 @@ from tests.web.test_route_fuzz import world as dashboard_world  # noqa: F401 (a 
 pytestmark = [pytest.mark.django_db, pytest.mark.slow]
 
 ADMIN_ROUTES = [route for route in url_routes() if route.name.startswith("admin:")]
+# One value of each kind of SWEEP for the admin's 137 routes (the whole list doubled the slow suite's
+# CPU for no new failure): a number no column holds, a negative, a NaN, a NUL, 100 KB, an impossible
+# date-time, a list where one value goes (3fd4c7f's admin 500s were huge ids, NaN in JSON, a number
+# where a JSON object goes, and empty add forms).
+ADMIN_SWEEP = [SWEEP[0], SWEEP[1], SWEEP[2], SWEEP[4], SWEEP[5], SWEEP[7], SWEEP[9]]
 # The change list's own parameters: sort, page, search, the error flag, the popup's.
 LIST_READS = ("o", "p", "q", "e", "all", "_popup", "_to_field", "_changelist_filters")
 
@@ -58,7 +64,15 @@ def admin_path(route: Route, world: dict[str, Any], hostile: dict[str, str] | No
         return str(row.pk) if row is not None else "1"
 
     if ":" in route.name and "/" not in route.name:
-        return reverse(route.name, kwargs={name: fill(name) for name in route.args})
+        kwargs = {name: fill(name) for name in route.args}
+        try:
+            return reverse(route.name, kwargs=kwargs)
+        except (
+            NoReverseMatch
+        ):  # a hostile value its pattern does not take (app_list's app_label): sent anyway
+            return reverse(route.name, kwargs={**kwargs, **{n: "routing" for n in bad}}).replace(
+                "/routing/", "/" + "/".join(quote(bad[n], safe="") for n in bad) + "/"
+            )
     if "(?P<" in route.pattern:
         return "/admin/" + fill("url")
     return "/" + ARG.sub(lambda m: fill(m.group("name")), route.pattern)
@@ -95,7 +109,7 @@ def test_every_admin_route_is_reached() -> None:
 
 @pytest.mark.parametrize("route", ADMIN_ROUTES, ids=lambda route: route.name)
 def test_each_admin_field_refuses_each_hostile_value(route: Route, world: dict[str, Any]) -> None:
-    sweep_route(route, world, SWEEP)
+    sweep_route(route, world, ADMIN_SWEEP)
 
 
 @pytest.mark.parametrize("route", ADMIN_ROUTES, ids=lambda route: route.name)

@@ -16,7 +16,8 @@ asserts:
 
 ``test_form_fuzz.py`` checks each form class's verdict field by field; this module is the wide net.
 The default run draws ``ROUTE_FUZZ_EXAMPLES`` (3) examples a route and sends every field a number no
-column holds; ``-m slow`` draws 60 a route and sends every field every value of ``SWEEP``.
+column holds; ``-m slow`` draws ``ROUTE_FUZZ_SLOW_EXAMPLES`` (25) a route and sends every field every
+value of ``SWEEP``.
 """
 
 from __future__ import annotations
@@ -81,6 +82,7 @@ VALUE = st.one_of(
 )
 PATH_HOSTILE = ["99999999999999999999", "0", "-1", "%00", "x" * 300, "..", "ｆ"]
 EXAMPLES = int(os.environ.get("ROUTE_FUZZ_EXAMPLES", "3"))
+SLOW_EXAMPLES = int(os.environ.get("ROUTE_FUZZ_SLOW_EXAMPLES", "25"))  # -m slow: a route's examples
 
 
 def _pk(key: str) -> Callable[[dict[str, Any]], str]:
@@ -425,7 +427,7 @@ def test_each_field_of_each_route_refuses_each_hostile_value(route: Route, world
 @pytest.mark.slow
 @pytest.mark.parametrize("route", ROUTES, ids=lambda route: route.name)
 def test_many_hostile_values_by_every_role(route: Route, world: dict[str, Any]) -> None:
-    fuzz_route(route, world, ROLES, 60)
+    fuzz_route(route, world, ROLES, SLOW_EXAMPLES)
 
 
 def test_a_bad_request_is_a_dashboard_page(world: dict[str, Any]) -> None:
