@@ -12,7 +12,10 @@ caller served meanwhile; a stream cut that way is still billed.
 
 from __future__ import annotations
 
+import array
+import fcntl
 import socket
+import termios
 import time
 from collections.abc import Iterator
 
@@ -149,6 +152,13 @@ def never_reading(url: str, key: str, body: bytes, *headers: str) -> socket.sock
     return sock
 
 
+def queued(sock: socket.socket) -> int:
+    """Bytes of the answer waiting, unread, in the client's receive buffer."""
+    count = array.array("i", [0])
+    fcntl.ioctl(sock.fileno(), termios.FIONREAD, count)
+    return count[0]
+
+
 @pytest.mark.parametrize(
     ("stream", "headers"),
     [(True, ()), (False, ()), (False, ("Connection: close",))],
@@ -165,6 +175,10 @@ def test_a_reader_that_never_reads_a_large_answer_is_cut_and_gives_its_place_bac
         models_keep_answering(served_url, api_key.raw),
     ):
         wait_until(lambda: len(stub.requests) == 1, timeout=10, what="the call to reach the upstream")
+        # The deadline runs from when the server starts sending and the client's buffer is full, not from
+        # the upstream call: on a loaded machine the gateway may take seconds to read and check 16 MB first,
+        # and a client that began reading by then would take the whole answer in time (no cut is due).
+        wait_until(lambda: queued(sock) > 0, timeout=60, what="the answer to start arriving")
         started = time.monotonic()
         if stream:
             wait_until(lambda: inflight.in_flight() == 0, timeout=TIMEOUT_S + 5, what="the place back")
