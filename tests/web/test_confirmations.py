@@ -1,4 +1,5 @@
-"""Approve (it runs a fix) and starting a learning cycle (it spends) ask first, without JavaScript too:
+"""Approve (it runs a fix), starting a learning cycle and diagnosing again (they spend) ask first,
+without JavaScript too:
 a form posted with no confirm=yes gets a confirmation step and changes nothing; the step's own form,
 posted as a browser without scripts would post it, does the action."""
 
@@ -14,6 +15,7 @@ from django.urls import reverse
 from diagnostics import services
 from diagnostics.models import ActionRequest, Step
 from tests.factories import TaskProfileFactory
+from tests.factories.diagnostics import IncidentFactory
 from training.models import Cycle
 
 pytestmark = pytest.mark.django_db
@@ -96,3 +98,29 @@ def test_starting_a_cycle_without_javascript_asks_then_starts_one(login, monkeyp
     cycle = Cycle.objects.get()
     assert (cycle.profile_id, cycle.trigger) == (profile.pk, Cycle.Trigger.DASHBOARD)
     assert login("viewer").post(url, {"confirm": "yes"}).status_code == 403  # the role still decides
+
+
+def test_diagnosing_again_without_javascript_asks_then_queues_one(
+    login, users, enqueued, django_capture_on_commit_callbacks
+) -> None:
+    incident = IncidentFactory.create(title="api is down", created_by=users["requester"])
+    client: Client = login("operator")
+    url = reverse("web:incident-rediagnose", args=[incident.pk])
+    page = client.get(reverse("web:incident", args=[incident.pk])).content.decode()
+    form = page[page.index(f'action="{url}"') : page.index("data-rediagnose")]
+    assert "hx-confirm=" in form and """hx-vals='{"confirm": "yes"}'""" in form
+
+    first = client.post(url, {"mode": "analyzers"})  # no confirm: no script ran
+    assert first.status_code == 200 and b"data-confirm-step" in first.content
+    assert b"calls models and tools again" in first.content and not incident.trajectories.exists()
+
+    target, fields = _step_form(first.content.decode())
+    assert target == url and (fields["mode"], fields["confirm"]) == ("analyzers", "yes")
+    with django_capture_on_commit_callbacks(execute=True):
+        assert client.post(target, fields).status_code == 302
+    trajectory = incident.trajectories.get()
+    assert trajectory.requested_mode == "analyzers" and enqueued == [("diagnosis", trajectory.pk)]
+    # A bad mode is its field's message before any second look; the role decides before either.
+    refused = client.post(url, {"mode": "everything"})
+    assert refused.status_code == 400 and b"data-confirm-step" not in refused.content
+    assert login("viewer").post(url, {"mode": "analyzers", "confirm": "yes"}).status_code == 403

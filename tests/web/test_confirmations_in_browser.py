@@ -1,5 +1,6 @@
-"""With JavaScript off, in chromium: Approve and "Start a cycle" answer with a confirmation step, and
-the step's button does the action (app/web/forms/confirm.py); nothing happens on the first click."""
+"""With JavaScript off, in chromium: Approve, "Start a cycle" and "Diagnose again" answer with a
+confirmation step, and the step's button does the action (app/web/forms/confirm.py); nothing happens
+on the first click."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from playwright.sync_api import Browser, expect
 from diagnostics import services
 from diagnostics.models import ActionRequest, Step
 from tests.factories import TaskProfileFactory
+from tests.factories.diagnostics import IncidentFactory
 from tests.support.browser import log_in, needs_chromium, screenshot
 from tests.support.dashboard import PASSWORD
 from training.models import Cycle
@@ -19,7 +21,7 @@ from training.models import Cycle
 pytestmark = [needs_chromium, pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
-def test_approve_and_start_a_cycle_with_javascript_off(
+def test_approve_start_a_cycle_and_diagnose_again_with_javascript_off(
     browser: Browser,
     gateway_url: str,
     users: dict[str, User],
@@ -62,3 +64,14 @@ def test_approve_and_start_a_cycle_with_javascript_off(
     operator.click("[data-confirmed]")
     expect(operator.locator("[data-cycle]")).to_have_count(1)
     assert Cycle.objects.get().trigger == Cycle.Trigger.DASHBOARD
+
+    quiet = IncidentFactory.create(title="checkout is slow", created_by=users["requester"])
+    operator.goto(f"{gateway_url}/incidents/{quiet.pk}/")
+    operator.select_option("[data-rediagnose] [name=mode]", "analyzers")
+    operator.click("button:text('Diagnose again')")
+    expect(operator.locator("[data-confirm-step]")).to_contain_text("calls models and tools again")
+    assert not quiet.trajectories.exists()
+    operator.click("[data-confirmed]")
+    expect(operator.locator("[data-trajectory]")).to_have_count(1)
+    trajectory = quiet.trajectories.get()
+    assert trajectory.requested_mode == "analyzers" and ("diagnosis", trajectory.pk) in enqueued

@@ -201,11 +201,11 @@ def test_an_operator_diagnoses_again_once_at_a_time(as_role, people, enqueued) -
 
     page = as_role("operator").get(reverse("web:incident", args=[incident.pk])).content.decode()
     assert "data-rediagnose" in page and "hx-confirm=" in page
-    response = as_role("operator").post(url, {"mode": "analyzers"})
+    response = as_role("operator").post(url, {"mode": "analyzers", "confirm": "yes"})
     assert response.status_code == 302
     trajectory = incident.trajectories.get()
     assert trajectory.status == Trajectory.Status.QUEUED and trajectory.requested_mode == "analyzers"
-    again = as_role("operator").post(url, {"mode": "analyzers"})
+    again = as_role("operator").post(url, {"mode": "analyzers", "confirm": "yes"})
     assert again.status_code == 400 and b"still running" in again.content
     assert incident.trajectories.count() == 1
 

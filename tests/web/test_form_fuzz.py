@@ -190,7 +190,7 @@ CASES = [
         RediagnoseForm,
         "operator",
         url=lambda world: reverse("web:incident-rediagnose", args=[world["incident"].pk]),
-        base=lambda world: {"mode": "analyzers"},
+        base=lambda world: {"mode": "analyzers", "confirm": "yes"},
         build=lambda world, data: RediagnoseForm(data),
         accepted=(302,),
         # One queued diagnosis at a time: the case finishes each one it starts (see _after).

@@ -243,7 +243,8 @@ def action_decide(request: HttpRequest, incident_id: int, action_id: int, decisi
 @require_POST
 @page(roles.VIEW_INCIDENTS)
 def incident_rediagnose(request: HttpRequest, incident_id: int) -> HttpResponse:
-    """Diagnose again: queues another trajectory, unless one is still queued or running."""
+    """Diagnose again: queues another trajectory, unless one is still queued or running; only on a
+    confirmed form (without JavaScript the first post answers with the confirmation step)."""
     if not (can(request, REDIAGNOSE) and can(request, roles.OPEN_INCIDENT)):
         raise PermissionDenied("Only operators may start diagnoses.")
     found = Incident.objects.filter(pk=incident_id).first()
@@ -256,6 +257,15 @@ def incident_rediagnose(request: HttpRequest, incident_id: int) -> HttpResponse:
     if form.errors:
         context = _detail_context(request, incident_id, rediagnose=form)
         return render_page(request, "web/incident.html", context, partials=DETAIL_PARTIALS, status=400)
+    if not confirmed(request):  # it calls models and tools again (it spends): a second look first
+        return confirm_step(
+            request,
+            question=f"Start another diagnosis of #{found.pk} ({found.title})? "
+            "It calls models and tools again.",
+            verb="Diagnose again",
+            back=reverse("web:incident", args=[incident_id]),
+            keep=("mode",),
+        )
     assert isinstance(request.user, User)
     services.trajectory_queue(incident=found, mode=form.cleaned_data["mode"], user=request.user)
     if getattr(request, "htmx", None):
