@@ -7,13 +7,16 @@ An operator with ``diagnostics.change_mcpserver`` accepts a new tool's classific
 every new tool of a server), and turns a server off or on: a POST to the same page, audited as an
 ``McpToolChange`` of each tool, then a redirect. An acceptance covers the tools as the page showed them
 (each form names their fingerprints): a tool the server changed, or listed, after the page was drawn is
-left waiting and the page says so. Registering, testing, connecting, editing and deleting
-a server are app/mcp/server_pages.py.
+left waiting and the page says so; a server's *Accept* names the server's fingerprint (acceptance.py:
+endpoint, tools, classes), and a server re-pointed or changed since is refused with what it is now.
+Registering, testing, connecting, editing and deleting a server are app/mcp/server_pages.py.
 
 The audit (each tool's changes, and the calls ledger) is browsable at the foot of the page, newest first,
 by server and tool (``?audit=changes|calls&server=&tool=&page=``), deleted servers' rows included."""
 
 from __future__ import annotations
+
+from typing import Any
 
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
@@ -22,6 +25,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from app.web import roles
 from app.web.pages import can, page, render_page
 from core.errors import ServiceError
+from diagnostics.mcp.acceptance import server_fingerprint
 from diagnostics.mcp.audit import KINDS, audit_entry, audit_names, audit_rows
 from diagnostics.mcp.selectors import page_servers, pending_actions
 from diagnostics.mcp.servers import (
@@ -56,7 +60,10 @@ def _accept(request: HttpRequest) -> str:
             mcp_tool_accept(server=server, tool=tool, by=user, note=note, fingerprint=printed)
         else:
             shown = _seen(request.POST.getlist("seen"))
-            accepted = mcp_server_accept(server=server, by=user, note=note, seen=shown)
+            printed = str(request.POST.get("server_fingerprint", ""))[:64]
+            if not printed:
+                return "Reload the page: accepting a server names it as it was shown (its fingerprint)."
+            accepted = mcp_server_accept(server=server, by=user, note=note, seen=shown, fingerprint=printed)
             if left := _waiting(server):  # the shown ones were accepted: these changed or are newer
                 return (
                     f"Accepted {len(accepted)}; {left} new tool{'s' if left != 1 else ''} changed or "
@@ -77,6 +84,14 @@ def _seen(values: list[str]) -> dict[str, str]:
     return seen
 
 
+def _with_fingerprints(servers: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each server's fingerprint, of the very rows the page shows (its *Accept* form sends it back)."""
+    for entry in servers:
+        shown = sorted((t["tool"] for t in entry["tools"] if t["tool"].present), key=lambda t: t.name)
+        entry["fingerprint"] = server_fingerprint(entry["server"], shown)
+    return servers
+
+
 def _waiting(server: McpServer) -> int:
     """New tools of ``server`` still waiting for review."""
     return McpTool.objects.filter(server=server, reviewed_at__isnull=True, refused="", present=True).count()
@@ -93,7 +108,7 @@ def mcp_page(request: HttpRequest) -> HttpResponse:
             return HttpResponseRedirect(request.path)
     context = {
         **_audit(request),
-        "servers": page_servers(),
+        "servers": _with_fingerprints(page_servers()),
         "pending": list(pending_actions()[:100]),
         "nav": "mcp",
         "can_manage": can(request, MANAGE_PERMISSION),

@@ -29,12 +29,12 @@ from core.errors import ServiceError
 from diagnostics import conf as diagnostics_conf
 from diagnostics.api_auth import ErrorOut, Page, Paged, caller, needs, page_of
 from diagnostics.mcp import resync, servers
+from diagnostics.mcp.acceptance import server_fingerprint
 from diagnostics.mcp.kinds import OUTPUT_KINDS
 from diagnostics.mcp.selectors import effective_class, tool_reason
-from diagnostics.models import McpGrant, McpServer, McpTool
+from diagnostics.models import McpServer, McpTool
 from diagnostics.toolsets.registry import environment_names
 from routing import scopes
-from routing.models import ApiKey
 
 router = Router(tags=["mcp"])
 
@@ -111,7 +111,7 @@ class OverrideIn(Schema):
 
 class NoteIn(Schema):
     note: str = Field("", max_length=2000)
-    fingerprint: str = Field("", max_length=64, description="One tool's accept: the tool as you saw it.")
+    fingerprint: str = Field("", max_length=64, description="The tool's (or server's) fingerprint as seen.")
 
 
 class AllowListIn(Schema):
@@ -139,11 +139,6 @@ class PresetIn(Schema):
         description="Arguments fixed for every call of the tool, hidden from the agent (empty: none); each "
         "a string, number or boolean the tool's schema accepts, at most 16 and 4 KiB."
     )
-
-
-class GrantIn(Schema):
-    key_id: int = Field(ge=1, le=2**31 - 1, description="The API key's id (keys page, admin).")
-    tools: list[str] = Field([], max_length=500, description="Tool names; empty: every allowed tool.")
 
 
 # --- answers ------------------------------------------------------------------------------------
@@ -197,6 +192,13 @@ class ServerOut(Schema):
 
 class ServerDetailOut(ServerOut):
     tools: list[ToolOut]
+    fingerprint: str = Field(description="What accepting it covers: endpoint, tools, their classes.")
+
+    @staticmethod
+    def resolve_fingerprint(server: McpServer) -> str:  # of the rows shown (prefetched by async views)
+        return server_fingerprint(
+            server, sorted((t for t in server.tools.all() if t.present), key=lambda t: t.name)
+        )
 
     @staticmethod
     def resolve_tools(server: McpServer) -> list[McpTool]:
@@ -233,24 +235,6 @@ class ServerOne(Schema):
 
 class ToolOne(Schema):
     tool: ToolOut
-
-
-class GrantOut(Schema):
-    key_id: int
-    server: str
-    tools: list[str]
-
-    @staticmethod
-    def resolve_server(grant: McpGrant) -> str:
-        return grant.server.name
-
-
-class GrantOne(Schema):
-    grant: GrantOut
-
-
-class Revoked(Schema):
-    revoked: bool
 
 
 # --- operations ---------------------------------------------------------------------------------
@@ -347,9 +331,14 @@ async def server_sync(request: HttpRequest, server: str) -> dict[str, Any]:
 )
 def server_accept(request: HttpRequest, server: str, body: NoteIn | None = None) -> dict[str, Any]:
     row = server_named(server)
-    note = body.note if body is not None else ""
-    accepted = servers.mcp_server_accept(server=row, by=caller(request).user, note=note)
-    return {"server": row, "accepted": accepted}
+    note, printed = (body.note, body.fingerprint) if body is not None else ("", "")
+    if not printed:  # an acceptance covers what was shown (acceptance.py): never a blind one
+        raise ServiceError(
+            "fingerprint: send the server's fingerprint as GET /api/mcp/servers/{server} showed it.",
+            code="fingerprint_required",
+        )
+    accepted = servers.mcp_server_accept(server=row, by=caller(request).user, note=note, fingerprint=printed)
+    return {"server": with_tools(row.pk), "accepted": accepted}
 
 
 @router.post(
@@ -420,31 +409,3 @@ def tool_preset(request: HttpRequest, server: str, tool: str, body: PresetIn) ->
         server=server_named(server), tool=tool, arguments=body.arguments, by=caller(request).user
     )
     return {"tool": row}
-
-
-@router.post(
-    "/mcp/servers/{server}/grants",
-    auth=GRANT,
-    response={200: GrantOne, codes_4xx: ErrorOut},
-    url_name="mcp-server-grants",
-    summary="Let a key reach this server through the gateway /mcp/servers/<name> (for these tools)",
-)
-def grant_set(request: HttpRequest, server: str, body: GrantIn) -> dict[str, Any]:
-    row = server_named(server)
-    key = ApiKey.objects.filter(pk=body.key_id).first()
-    if key is None:
-        raise ServiceError(f"No API key {body.key_id}.", code="not_found", status=404)
-    grant = servers.mcp_grant_set(key=key, server=row, tools=body.tools, by=caller(request).user)
-    return {"grant": grant}
-
-
-@router.post(
-    "/mcp/servers/{server}/grants/{int:key_id}/revoke",
-    auth=REVOKE,
-    response={200: Revoked, codes_4xx: ErrorOut},
-    url_name="mcp-server-grant-revoke",
-    summary="Take a key's gateway access to this server away",
-)
-def grant_revoke(request: HttpRequest, server: str, key_id: int) -> dict[str, Any]:
-    servers.mcp_grant_revoke(key_id=key_id, server=server_named(server))
-    return {"revoked": True}

@@ -7,7 +7,8 @@ Mounted under ``diagnostics.mcp.api.router`` (tag ``mcp``); the same access rule
 - ``POST /api/mcp/servers/{server}/update``: ``diagnostics.change_mcpserver`` (the URL policy and, for
   stdio, the program list are checked again; a new endpoint makes every tool new again);
 - ``POST /api/mcp/servers/{server}/delete``: ``diagnostics.delete_mcpserver``;
-- ``POST /api/mcp/servers/{server}/team-grants``, ``.../team-grants/{team}/revoke``:
+- ``POST /api/mcp/servers/{server}/grants``, ``.../grants/{key_id}/revoke`` (a key), and
+  ``POST /api/mcp/servers/{server}/team-grants``, ``.../team-grants/{team}/revoke``:
   ``diagnostics.add_mcpgrant``, ``diagnostics.delete_mcpgrant``;
 - ``GET /api/mcp/audit``: ``diagnostics.view_mcpserver``.
 """
@@ -22,12 +23,14 @@ from ninja import Field, Query, Router, Schema
 from ninja.responses import codes_4xx
 from pydantic import field_validator
 
+from core.errors import ServiceError
 from diagnostics.api_auth import ErrorOut, Page, Paged, caller, needs, page_of
-from diagnostics.mcp import grants, lifecycle
+from diagnostics.mcp import grants, lifecycle, servers
 from diagnostics.mcp.api import GRANT, MANAGE, READ, REVOKE, ServerIn, ServerOne, server_named, stdio_allowed
 from diagnostics.mcp.audit import audit_entry, audit_rows
 from diagnostics.models import McpGrant, McpServer
 from routing import scopes
+from routing.models import ApiKey
 
 router = Router(tags=["mcp"])
 
@@ -93,6 +96,25 @@ class TeamGrantOne(Schema):
     grant: TeamGrantOut
 
 
+class GrantIn(Schema):
+    key_id: int = Field(ge=1, le=2**31 - 1, description="The API key's id (keys page, admin).")
+    tools: list[str] = Field([], max_length=500, description="Tool names; empty: every allowed tool.")
+
+
+class GrantOut(Schema):
+    key_id: int
+    server: str
+    tools: list[str]
+
+    @staticmethod
+    def resolve_server(grant: McpGrant) -> str:
+        return grant.server.name
+
+
+class GrantOne(Schema):
+    grant: GrantOut
+
+
 class Deleted(Schema):
     deleted: bool
 
@@ -148,6 +170,34 @@ def server_delete(request: HttpRequest, server: str, body: NoteIn | None = None)
     note = body.note if body is not None else ""
     lifecycle.mcp_server_delete(server=server_named(server), by=caller(request).user, note=note)
     return {"deleted": True}
+
+
+@router.post(
+    "/mcp/servers/{server}/grants",
+    auth=GRANT,
+    response={200: GrantOne, codes_4xx: ErrorOut},
+    url_name="mcp-server-grants",
+    summary="Let a key reach this server through the gateway /mcp/servers/<name> (for these tools)",
+)
+def grant_set(request: HttpRequest, server: str, body: GrantIn) -> dict[str, Any]:
+    row = server_named(server)
+    key = ApiKey.objects.filter(pk=body.key_id).first()
+    if key is None:
+        raise ServiceError(f"No API key {body.key_id}.", code="not_found", status=404)
+    grant = servers.mcp_grant_set(key=key, server=row, tools=body.tools, by=caller(request).user)
+    return {"grant": grant}
+
+
+@router.post(
+    "/mcp/servers/{server}/grants/{int:key_id}/revoke",
+    auth=REVOKE,
+    response={200: Revoked, codes_4xx: ErrorOut},
+    url_name="mcp-server-grant-revoke",
+    summary="Take a key's gateway access to this server away",
+)
+def grant_revoke(request: HttpRequest, server: str, key_id: int) -> dict[str, Any]:
+    servers.mcp_grant_revoke(key_id=key_id, server=server_named(server))
+    return {"revoked": True}
 
 
 @router.post(

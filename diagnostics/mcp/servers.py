@@ -20,15 +20,20 @@ from django.utils import timezone
 from core.errors import ServiceError
 from diagnostics import conf
 from diagnostics.mcp import classify, trust
+from diagnostics.mcp.acceptance import mcp_server_accept as mcp_server_accept
+from diagnostics.mcp.acceptance import mcp_tool_accept as mcp_tool_accept
 from diagnostics.mcp.client import ServerListing, ToolInfo, UpstreamError, list_tools, tool_fingerprint
 from diagnostics.mcp.kinds import OUTPUT_KINDS
 from diagnostics.mcp.presets import preset_problem
-from diagnostics.mcp.selectors import SERVER_ACCEPTED, secret_policy, standing, upstream_of, url_policy
+from diagnostics.mcp.records import record as _record
+from diagnostics.mcp.records import tool_named as _tool
+from diagnostics.mcp.selectors import secret_policy, standing, upstream_of, url_policy
 from diagnostics.mcp.urls import url_problem
 from diagnostics.mcp.vetting import name_problem, shown_name, skeleton
-from diagnostics.models import McpGrant, McpServer, McpTool, McpToolChange
+from diagnostics.models import McpGrant, McpServer, McpTool
 from routing.models import ApiKey
 
+# mcp_server_accept and mcp_tool_accept live in acceptance.py; callers import them from here too.
 MANAGE_PERMISSION = "diagnostics.change_mcpserver"
 RESERVED_NAMES = frozenset({"skillgate_action_result"})  # app/mcp/gateway.py's own tool
 # The tools Skillgate's own /mcp serves (app/mcp/skillgate.py; tests/mcp/test_red_team_two.py keeps the
@@ -136,26 +141,6 @@ class SyncReport:
     error: str = ""
 
 
-def _record(tool: McpTool, kind: str, *, by: User | None = None, note: str = "", before: Any = None) -> None:
-    McpToolChange.objects.create(
-        tool=tool,
-        kind=kind,
-        by=by,
-        note=note[:2000],
-        before=before or {},
-        after={
-            "declared": tool.declared,
-            "pending": tool.pending,
-            "override": tool.override,
-            "output_kind": tool.output_kind,
-            "preset_args": tool.preset_args,
-            "reviewed": tool.reviewed_at is not None,
-            "flags": tool.flags,
-            "refused": tool.refused,
-        },
-    )
-
-
 def mcp_server_sync(*, server: McpServer) -> SyncReport:
     """Connects, lists the tools and (re)classifies them (``_apply_listing``). Blocks for up to the
     server's timeout: call it from a worker, a view's own thread or :mod:`diagnostics.mcp.resync`, never
@@ -224,6 +209,7 @@ def mcp_server_apply(*, server: McpServer, listing: ServerListing) -> SyncReport
 @transaction.atomic
 def _apply_listing(server: McpServer, server_info: dict[str, str], tools: list[ToolInfo]) -> SyncReport:
     report = SyncReport()
+    list(McpServer.objects.select_for_update().filter(pk=server.pk).values_list("pk"))  # one accept at a time
     first_sync = server.synced_at is None
     existing = {tool.name: tool for tool in McpTool.objects.select_for_update().filter(server=server)}
     now = timezone.now()
@@ -288,13 +274,6 @@ def _apply_listing(server: McpServer, server_info: dict[str, str], tools: list[T
     return report
 
 
-def _tool(server: McpServer, name: str) -> McpTool:
-    tool = McpTool.objects.filter(server=server, name=name).first()
-    if tool is None:
-        raise ServiceError(f"MCP server {server.name!r} has no tool {name!r}.", code="not_found", status=404)
-    return tool
-
-
 @transaction.atomic
 def mcp_tool_override(*, server: McpServer, tool: str, to: str, by: User, note: str = "") -> McpTool:
     """``to``: ``write`` (demote), ``read`` (promote: an audited override, needs a note), ``clear``."""
@@ -317,61 +296,6 @@ def mcp_tool_override(*, server: McpServer, tool: str, to: str, by: User, note: 
     kind = {"write": "demoted", "read": "promoted", "clear": "override_cleared"}[to]
     _record(row, kind, by=by, note=note, before=before)
     return row
-
-
-@transaction.atomic
-def mcp_tool_accept(
-    *, server: McpServer, tool: str, by: User | None, note: str = "", fingerprint: str | None = None
-) -> McpTool:
-    """Accepts a new tool's classification (first sight), or a held change toward read (the tool takes
-    the class the server now declares). A refused tool cannot be accepted. ``fingerprint``: the tool as
-    the operator was shown it; a tool the server changed since (a new listing between the look and the
-    click: other hints, words or schema) is refused, so an acceptance never covers what nobody saw."""
-    row = McpTool.objects.select_for_update().filter(pk=_tool(server, tool).pk).get()
-    if fingerprint is not None and row.fingerprint != fingerprint:
-        raise ServiceError(
-            f"Tool {tool!r} changed on the server since it was shown (it is now {row.declared}: "
-            f"{row.declared_reason}); look at it again before accepting.",
-            code="changed",
-            status=409,
-        )
-    if row.refused:
-        raise ServiceError(
-            f"Tool {tool!r} is refused ({row.refused}); it cannot be accepted.", code="refused", status=409
-        )
-    if row.reviewed_at is not None and not row.pending:
-        raise ServiceError(f"Tool {tool!r} has no change held for review.", code="nothing_held", status=409)
-    before = {"declared": row.declared, "pending": row.pending, "reviewed": row.reviewed_at is not None}
-    if row.pending:
-        row.declared, row.pending = row.pending, ""
-    if row.reviewed_at is None:
-        row.reviewed_at, row.reviewed_by = timezone.now(), by
-    row.save()
-    _record(row, "accepted", by=by, note=note or f"accepted as {row.declared}", before=before)
-    return row
-
-
-def mcp_server_accept(
-    *, server: McpServer, by: User | None, note: str = "", seen: dict[str, str] | None = None
-) -> list[str]:
-    """Accepts the classification of every new tool of ``server`` (the MCP page's "accept all new"):
-    each as its vetted class, each audited; held changes toward read are left for one-by-one review.
-    ``seen`` (name -> fingerprint): the new tools as the operator was shown them; a tool not among them
-    (listed since) or changed since is left waiting, never accepted unseen."""
-    if McpServer.objects.filter(pk=server.pk, synced_at__isnull=False).exists():  # its listing was shown
-        # the server too: its resources and prompts pass from now on (selectors.server_accepted)
-        McpToolChange.objects.create(server_name=server.name, kind=SERVER_ACCEPTED, by=by, note=note[:2000])
-    rows = McpTool.objects.filter(server=server, reviewed_at__isnull=True, refused="", present=True)
-    accepted = []
-    for name, printed in list(rows.values_list("name", "fingerprint")):
-        if seen is not None and seen.get(name) != printed:
-            continue
-        try:
-            mcp_tool_accept(server=server, tool=name, by=by, note=note, fingerprint=printed)
-        except ServiceError:  # changed between the two reads: left waiting
-            continue
-        accepted.append(name)
-    return accepted
 
 
 @transaction.atomic

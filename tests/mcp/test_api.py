@@ -205,7 +205,8 @@ def test_an_admin_registers_the_filesystem_server_and_sets_its_tools(
     assert answer["sync"]["error"] == "" and "read_text_file" in answer["sync"]["added"]
     classes = {t["name"]: t["klass"] for t in answer["server"]["tools"]}
     assert set(classes.values()) == {"off"}  # new: nothing runs a tool before an operator accepts it
-    accepted = call(client, "POST", "/api/mcp/servers/fs/accept", admin, {"note": "reviewed"})
+    body = {"note": "reviewed", "fingerprint": answer["server"]["fingerprint"]}
+    accepted = call(client, "POST", "/api/mcp/servers/fs/accept", admin, body)
     assert accepted.status_code == 200 and "read_text_file" in accepted.json()["accepted"]
     classes = {t["name"]: t["klass"] for t in accepted.json()["server"]["tools"]}
     assert classes["read_text_file"] == "read" and classes["write_file"] == "write"

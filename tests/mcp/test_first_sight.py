@@ -279,7 +279,8 @@ def test_over_the_api_a_new_servers_tools_wait_until_accepted(client, settings, 
     tools = {t["name"]: t for t in registered["server"]["tools"]}
     assert {t["klass"] for t in tools.values()} == {"off"} and not tools["status"]["reviewed"]
     assert tools["purge_cache"]["flags"] and "waiting for an operator" in tools["purge_cache"]["why"]
-    accepted = client.post("/api/mcp/servers/apiliar/accept", {"note": "reviewed"}, **auth).json()
+    body = {"note": "reviewed", "fingerprint": registered["server"]["fingerprint"]}
+    accepted = client.post("/api/mcp/servers/apiliar/accept", body, **auth).json()
     assert "status" in accepted["accepted"]
     tools = {t["name"]: t for t in accepted["server"]["tools"]}
     assert tools["status"]["klass"] == "read" and tools["purge_cache"]["klass"] == "write"

@@ -80,7 +80,9 @@ def test_resources_and_prompts_wait_until_the_server_is_accepted_and_again_when_
     assert not log.exists() and McpCall.objects.count() == 0  # nothing reached the upstream
 
     admin = {"HTTP_AUTHORIZATION": f"Bearer {role_key('admin', scopes.MCP_ADMIN).raw}"}
-    accepted = client.post("/api/mcp/servers/fresh/accept", {}, content_type="application/json", **admin)
+    shown = client.get("/api/mcp/servers/fresh", **admin).json()["server"]["fingerprint"]
+    body = {"fingerprint": shown}
+    accepted = client.post("/api/mcp/servers/fresh/accept", body, content_type="application/json", **admin)
     assert accepted.status_code == 200, accepted.content
     seen = session(url, agent.raw, _everything)
     assert set(seen["resources"]) == {"runbook", "big"} and seen["prompts"] == ["triage"], seen
