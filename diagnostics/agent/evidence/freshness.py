@@ -90,7 +90,7 @@ def _address_set(text: str) -> set[tuple[str, str]]:
 
 _RECOVERED = rx.compile(
     r"\b(?:re-?connected|connected to|connection (?:re-?established|restored|recovered)|recovered|"
-    r"reconnect(?:ion)? succeeded|back online)\b",
+    r"reconnect(?:ion)? succeeded|back online|added connection|connection (?:added|opened|established))\b",
     rx.IGNORECASE,
 )
 _FAILING = rx.compile(r"\b(?:ERROR|FATAL|CRITICAL|PANIC|fail\w*|refused|denied|timed? ?out)\b", rx.IGNORECASE)

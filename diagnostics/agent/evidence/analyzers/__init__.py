@@ -20,6 +20,7 @@ from diagnostics.agent.evidence.analyzers import (  # noqa: F401  (registration)
     ingress_class,
     ingress_limits,
     kubernetes,
+    lock_holders,
     log_causes,
     log_failures,
     log_signals,

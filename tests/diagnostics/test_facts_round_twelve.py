@@ -1,0 +1,55 @@
+"""Issue 39, round twelve's classes on other shapes than its cases: a lock whose holder is gone, a database
+object a migration renamed under a rolled-back workload, a workload identity a cloud refuses, a monitor no
+Prometheus selects, a mesh that requires mTLS from a client without a sidecar, a progressive rollout its
+analysis aborted, a consensus store's slow disk seen in metrics alone."""
+
+from __future__ import annotations
+
+from diagnostics.agent.evidence.analyzers import ToolOutput
+from tests.support.findings import of_kind, run_outputs
+
+
+def _log(pod: str, namespace: str, text: str, tool: str = "fetch_pod_logs") -> ToolOutput:
+    return ToolOutput(tool, {"pod_name": pod, "namespace": namespace}, text)
+
+
+def _list(kind: str, namespace: str, text: str) -> ToolOutput:
+    return ToolOutput("kubectl_get_by_kind_in_namespace", {"kind": kind, "namespace": namespace}, text)
+
+
+def test_a_lock_held_by_an_evicted_pod_is_the_cause_and_names_its_holder():
+    log = _log(
+        "schema-sync-2",
+        "crm",
+        "2026-03-02T07:00:00Z waiting for the migration lock\n"
+        "2026-03-02T07:03:00Z error: unable to obtain migration lock: lock held by schema-sync-6c9f7-x2p4q "
+        "since 2026-03-02T06:41:10Z\n",
+    )
+    events = _list(
+        "event",
+        "crm",
+        "LAST SEEN   TYPE      REASON    OBJECT                          MESSAGE\n"
+        "25m         Warning   Evicted   pod/schema-sync-6c9f7-x2p4q     The node was low on memory.\n",
+    )
+    found, state = run_outputs(log, events)
+    (finding,) = of_kind(found, "lock_held_by_gone_holder")
+    assert "schema-sync-6c9f7-x2p4q" in finding.summary and "Evicted, 25m ago" in finding.summary
+    assert "06:41:10" in finding.summary and "waits 3 minutes" in finding.summary
+    assert any(lead.obj.kind == "event" for lead in state.leads)
+
+
+def test_a_lock_whose_holder_still_runs_is_not_called_abandoned():
+    log = _log("api-1", "crm", "could not acquire change log lock. Currently locked by api-0 (10.1.2.3)\n")
+    pods = _list(
+        "pod",
+        "crm",
+        "NAME    READY   STATUS    RESTARTS   AGE\napi-0   1/1     Running   0          1h\n"
+        "api-1   0/1     Running   0          1m\n",
+    )
+    events = _list(
+        "event", "crm", "LAST SEEN   TYPE   REASON   OBJECT   MESSAGE\n1m   Normal   Pulled   pod/api-1   x\n"
+    )
+    found, _ = run_outputs(pods, events, log)
+    assert not of_kind(found, "lock_held_by_gone_holder")
+    (finding,) = of_kind(found, "lock_held")
+    assert "api-0" in finding.summary
