@@ -53,3 +53,44 @@ def test_a_lock_whose_holder_still_runs_is_not_called_abandoned():
     assert not of_kind(found, "lock_held_by_gone_holder")
     (finding,) = of_kind(found, "lock_held")
     assert "api-0" in finding.summary
+
+
+def test_a_dropped_column_under_a_rolled_back_deployment_names_the_migration_and_both_revisions():
+    pods = _list(
+        "pod",
+        "shop",
+        "NAME                         READY   STATUS      RESTARTS   AGE\n"
+        "catalog-5d6f7a8b9c-aaaaa     1/1     Running     0          20m\n"
+        "catalog-db-migrate-k9s8d     0/1     Completed   0          3h\n",
+    )
+    rs = _list(
+        "replicaset",
+        "shop",
+        "NAME                 DESIRED   CURRENT   READY   AGE   CONTAINERS   IMAGES             SELECTOR\n"
+        "catalog-5d6f7a8b9c   2         2         2       40d   app          reg/catalog:v7.1   app=c\n"
+        "catalog-7e8f9a0b1c   0         0         0       3h    app          reg/catalog:v7.2   app=c\n",
+    )
+    app = _log(
+        "catalog-5d6f7a8b9c-aaaaa",
+        "shop",
+        "ERROR 1054 (42S22): Unknown column 'legacy_sku' in 'field list'\n",
+    )
+    migration = _log(
+        "catalog-db-migrate-k9s8d",
+        "shop",
+        "2026-05-01T03:00:01Z migrate: ALTER TABLE items DROP COLUMN legacy_sku\n",
+    )
+    found, state = run_outputs(app, pods, rs, migration)
+    (finding,) = of_kind(found, "schema_migrated_under_code")
+    assert "rollback to v7.1" in finding.summary and "with v7.2" in finding.summary
+    assert "DROP COLUMN legacy_sku" in finding.summary and "does not revert the database" in finding.summary
+    assert any(lead.obj.name == "catalog-db-migrate-k9s8d" for lead in state.leads)
+
+
+def test_a_missing_column_no_migration_touched_is_left_to_the_other_analyzers():
+    app = _log("api-1", "shop", 'ERROR: relation "carts" does not exist\n')
+    migration = _log(
+        "api-migrate-1", "shop", "2026-05-01T03:00:01Z migrate: ALTER TABLE orders DROP COLUMN note\n"
+    )
+    found, _ = run_outputs(app, migration)
+    assert not of_kind(found, "schema_migrated_under_code")

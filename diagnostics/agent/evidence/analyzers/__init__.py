@@ -50,6 +50,7 @@ from diagnostics.agent.evidence.analyzers import (  # noqa: F401  (registration)
     runtime_limits,
     scale_up_quota,
     scheduled_runs,
+    schema_drift,
     secret_sources,
     server_clients,
     service_mix,
