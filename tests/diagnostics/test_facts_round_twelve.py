@@ -94,3 +94,56 @@ def test_a_missing_column_no_migration_touched_is_left_to_the_other_analyzers():
     )
     found, _ = run_outputs(app, migration)
     assert not of_kind(found, "schema_migrated_under_code")
+
+
+def test_a_rollout_its_analysis_aborted_names_the_failed_metric_and_the_stable_revision():
+    events = _list(
+        "event",
+        "pay",
+        "LAST SEEN   TYPE      REASON              OBJECT            MESSAGE\n"
+        "3m          Warning   AnalysisRunFailed   rollout/ledger    Step Analysis Run 'ledger-8f-4-2' "
+        "Status New: 'Failed' Previous: 'Running'\n",
+    )
+    rollout = ToolOutput(
+        "kubectl_get_yaml",
+        {"kind": "rollout", "name": "ledger", "namespace": "pay"},
+        '{"apiVersion": "argoproj.io/v1alpha1", "kind": "Rollout", "metadata": {"name": "ledger", '
+        '"namespace": "pay"}, "spec": {"strategy": {"canary": {}}, "template": {"spec": {"containers": '
+        '[{"name": "app", "image": "reg/ledger:2.0"}]}}}, "status": {"abort": true, "phase": "Degraded", '
+        '"message": "RolloutAborted: Rollout aborted update to revision 4", "stableRS": "6d", '
+        '"currentPodHash": "8f"}}',
+    )
+    run = ToolOutput(
+        "kubectl_get_yaml",
+        {"kind": "analysisrun", "name": "ledger-8f-4-2", "namespace": "pay"},
+        "apiVersion: argoproj.io/v1alpha1\nkind: AnalysisRun\nmetadata:\n  name: ledger-8f-4-2\nspec:\n"
+        "  metrics:\n  - name: p99\n    failureLimit: 0\n    successCondition: result < 0.3\nstatus:\n"
+        "  phase: Failed\n  metricResults:\n  - name: p99\n    phase: Failed\n    failed: 1\n"
+        "    measurements:\n    - phase: Failed\n      value: '0.91'\n",
+    )
+    rs = _list(
+        "replicaset",
+        "pay",
+        "NAME        DESIRED   CURRENT   READY   AGE   CONTAINERS   IMAGES           SELECTOR\n"
+        "ledger-6d   3         3         3       9d    app          reg/ledger:1.9   app=ledger\n"
+        "ledger-8f   0         0         0       9m    app          reg/ledger:2.0   app=ledger\n",
+    )
+    found, state = run_outputs(events, rollout, run, rs)
+    assert any(lead.obj.kind == "analysisrun" for lead in state.leads)
+    (finding,) = of_kind(found, "rollout_aborted_by_analysis")
+    assert "revision 4" in finding.summary and "metric p99 failed 1 times" in finding.summary
+    assert (
+        "measured 0.91" in finding.summary
+        and "stable ReplicaSet ledger-6d (reg/ledger:1.9" in finding.summary
+    )
+
+
+def test_a_rollout_still_progressing_is_not_called_aborted():
+    rollout = ToolOutput(
+        "kubectl_get_yaml",
+        {"kind": "rollout", "name": "ledger", "namespace": "pay"},
+        "apiVersion: argoproj.io/v1alpha1\nkind: Rollout\nmetadata:\n  name: ledger\nstatus:\n"
+        "  phase: Progressing\n  stableRS: 6d\n",
+    )
+    found, _ = run_outputs(rollout)
+    assert not of_kind(found, "rollout_aborted_by_analysis")

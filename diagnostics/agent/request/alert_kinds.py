@@ -58,6 +58,15 @@ CUSTOM_KINDS = frozenset(
         "externalsecret",
         "secretstore",
         "clustersecretstore",
+        # progressive delivery (Argo Rollouts), the Prometheus operator, Istio's security and traffic
+        "rollout",
+        "analysisrun",
+        "analysistemplate",
+        "servicemonitor",
+        "podmonitor",
+        "prometheus",
+        "peerauthentication",
+        "destinationrule",
     }
 )
 _WORD = rx.compile(r"[A-Z][a-z]+|[A-Z]+|[a-z]+|\d+")

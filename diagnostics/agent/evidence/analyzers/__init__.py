@@ -39,6 +39,7 @@ from diagnostics.agent.evidence.analyzers import (  # noqa: F401  (registration)
     pod_gates,
     pools,
     privileged_ports,
+    progressive_rollouts,
     protocol_errors,
     pull_rate_limits,
     rbac_forbidden,
