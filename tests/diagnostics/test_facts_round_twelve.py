@@ -147,3 +147,30 @@ def test_a_rollout_still_progressing_is_not_called_aborted():
     )
     found, _ = run_outputs(rollout)
     assert not of_kind(found, "rollout_aborted_by_analysis")
+
+
+def _query(text: str) -> ToolOutput:
+    return ToolOutput("execute_prometheus_instant_query", {"query": "etcd"}, text)
+
+
+def test_an_etcd_member_over_its_fsync_budget_is_named_with_its_peers_and_the_write_latency():
+    found, _ = run_outputs(
+        _query(
+            'etcd_disk_wal_fsync_duration_seconds{quantile="0.99",pod="etcd-m2"} 0.35\n'
+            'etcd_disk_wal_fsync_duration_seconds{quantile="0.99",pod="etcd-m1"} 0.003\n'
+            'node_disk_io_time_seconds_rate{instance="m2:9100",device="sdb"} 0.97\n'
+            'apiserver_request_duration_seconds_p99{verb="PATCH"} 4.2\n'
+            'apiserver_request_duration_seconds_p99{verb="LIST"} 0.2\n'
+        )
+    )
+    (finding,) = of_kind(found, "etcd_slow_disk")
+    assert "etcd-m2" in finding.summary and "350.0 ms" in finding.summary and "3.0 ms" in finding.summary
+    assert "node m2's disk sdb is busy 97%" in finding.summary
+    assert "writes (PATCH)" in finding.summary and "reads stay fast" in finding.summary
+
+
+def test_etcd_members_within_their_fsync_budget_are_not_blamed():
+    found, _ = run_outputs(
+        _query('etcd_disk_wal_fsync_duration_seconds{quantile="0.99",pod="etcd-m1"} 0.004\n')
+    )
+    assert not of_kind(found, "etcd_slow_disk")

@@ -14,6 +14,7 @@ from diagnostics.agent.evidence.analyzers import (  # noqa: F401  (registration)
     dns_forwarding,
     dns_policy,
     dns_search,
+    etcd_disk,
     etcd_quota,
     events,
     image_arch,
