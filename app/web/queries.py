@@ -271,5 +271,10 @@ def invocation_list(*, filters: CallFilters) -> QuerySet[Invocation]:
     return qs.filter(conditions).order_by("-created_at", "-id")
 
 
+def learning_share(listed: QuerySet[Invocation]) -> int:
+    """How many of the listed calls are the learning loop's (Overview counts the others as calls)."""
+    return listed.filter(policy=LEARNING_POLICY).count()
+
+
 def invocation_get(*, invocation_id: str) -> Invocation | None:
     return Invocation.objects.select_related("api_key", "profile").filter(pk=invocation_id).first()

@@ -132,6 +132,50 @@ def test_overview_counts_link_to_the_same_calls(as_role, ledger) -> None:
     assert int(shown.group(1)) == len(listed(calls_page)) == 3
 
 
+def test_the_calls_count_says_how_many_are_the_clients_as_overview_counts_them(as_role, ledger) -> None:
+    """Calls lists every call by default, Overview counts the clients' (21 against 29 in issue 41): the
+    Calls count says how many of its calls are the clients' and links to exactly those."""
+    client = as_role("viewer")
+    page = html.unescape(client.get(reverse("web:calls")).content.decode())
+    split = re.search(
+        r"<span data-count>(\d+)</span>.*?data-count-split>\(<a href=\"([^\"]+)\"[^>]*>"
+        r"(\d+) the clients'</a>, "
+        r"(\d+) the learning loop's own: Overview counts the clients' calls",
+        page,
+        re.S,
+    )
+    assert split is not None and split.group(1, 3, 4) == ("4", "3", "1")
+    overview = client.get(reverse("web:overview")).content.decode()
+    assert re.search(r'data-stat="calls">3<', overview)
+    assert listed(client.get(reverse("web:calls") + split.group(2)).content) == ids(
+        "paris", "zurich", "cheap", ledger=ledger
+    )
+    profiled = html.unescape(client.get(reverse("web:calls"), {"q": "replay"}).content.decode())
+    assert "0 the clients'" in profiled and "1 the learning loop's own" in profiled
+    for traffic in ("clients", "learning"):  # one kind listed: nothing to split
+        assert b"data-count-split" not in client.get(reverse("web:calls"), {"traffic": traffic}).content
+    assert b"data-count-split" not in client.get(reverse("web:calls"), {"q": "Eiffel"}).content
+
+
+def test_invalid_filters_offer_no_export_and_a_browser_gets_the_page_back(as_role, ledger) -> None:
+    client = as_role("viewer")
+    valid = client.get(reverse("web:calls"), {"route": "teacher"}).content.decode()
+    assert 'data-export="csv"' in valid and "data-export-blocked" not in valid
+    invalid = client.get(reverse("web:calls"), {"since": "soon", "route": "teacher"}).content.decode()
+    assert "data-export=" not in invalid and "data-export-blocked" in invalid
+
+    typed = client.get(  # the export's address typed or bookmarked in a browser
+        reverse("web:calls-export", args=["csv"]),
+        {"since": "soon", "min_cost": "0.00001", "max_cost": "0.001"},
+        HTTP_ACCEPT="text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8",
+    )
+    assert typed.status_code == 400 and typed["Content-Type"].startswith("text/html")
+    assert not typed.streaming and "attachment" not in typed.get("Content-Disposition", "")
+    page = html.unescape(typed.content.decode())
+    assert "Invalid filters: nothing exported" in page and "got 'soon'" in page
+    assert listed(typed.content) == ids("paris", "zurich", ledger=ledger)  # the other filters apply
+
+
 def test_export_streams_the_filtered_set(as_role, ledger, monkeypatch) -> None:
     client = as_role("viewer")
     response = client.get(reverse("web:calls-export", args=["csv"]), {"traffic": "clients"})

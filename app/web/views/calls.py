@@ -73,24 +73,34 @@ def _query(request: HttpRequest, *drop: str) -> str:
     return query.urlencode()
 
 
-@page(roles.VIEW_CALLS)
-def calls(request: HttpRequest) -> HttpResponse:
-    form = CallFilterForm(request.GET or None)
-    invocations = queries.invocation_list(filters=_filters(form))
+def _calls_page(request: HttpRequest, form: CallFilterForm, refused: str = "") -> HttpResponse:
+    filters = _filters(form)
+    invocations = queries.invocation_list(filters=filters)
     paginator = Paginator(invocations, PER_PAGE)
     page_obj = paginator.get_page(request.GET.get("page"))
     tail = request.GET.get("tail") == "1" and page_obj.number == 1
+    # Calls of every kind listed: how many are the learning loop's, so the count meets Overview's.
+    learning = queries.learning_share(invocations) if not filters.traffic and paginator.count else 0
     context = {
         "form": form,
         "page_obj": page_obj,
+        "learning_calls": learning,
+        "client_calls": paginator.count - learning,
         "query": _query(request, "page"),
         "filters_query": _query(request, "page", "tail"),
+        "clients_query": _query(request, "page", "tail", "traffic"),
         "tail": tail,
         "now": timezone.now(),
+        "export_refused": refused,
         "nav": "calls",
     }
     status = 400 if form.is_bound and form.errors else 200
     return render_page(request, "web/calls.html", context, partials=PARTIALS, status=status)
+
+
+@page(roles.VIEW_CALLS)
+def calls(request: HttpRequest) -> HttpResponse:
+    return _calls_page(request, CallFilterForm(request.GET or None))
 
 
 @page(roles.VIEW_CALLS)
@@ -154,11 +164,13 @@ def _jsonl_lines(rows: Iterator[Invocation]) -> Iterator[str]:
 @page(roles.VIEW_CALLS)
 def calls_export(request: HttpRequest, fmt: str) -> HttpResponseBase:
     """The filtered set, newest first, streamed; refused (400) when a filter is invalid, so an export
-    never holds more than was asked for."""
+    never holds more than was asked for: to a browser, the Calls page with the fields marked; else JSON."""
     if fmt not in ("csv", "jsonl"):
         raise Http404("Export as calls/export.csv or calls/export.jsonl.")
     form = CallFilterForm(request.GET or None)
     if form.is_bound and not form.is_valid():
+        if "text/html" in request.headers.get("Accept", ""):  # a browser: the page, its fields marked
+            return _calls_page(request, form, refused=INVALID)
         errors = {name: [str(e) for e in errs] for name, errs in form.errors.items()}
         return HttpResponse(
             json.dumps(
