@@ -5,7 +5,10 @@ analysis aborted, a consensus store's slow disk seen in metrics alone."""
 
 from __future__ import annotations
 
-from diagnostics.agent.evidence.analyzers import ToolOutput
+from diagnostics.agent.evidence.analyzers import AnalysisState, ToolOutput, analyze
+from diagnostics.agent.findings import ObjRef
+from diagnostics.agent.request.names import Subject
+from diagnostics.agent.request.subject import AlertContext
 from tests.support.findings import of_kind, run_outputs
 
 
@@ -174,3 +177,50 @@ def test_etcd_members_within_their_fsync_budget_are_not_blamed():
         _query('etcd_disk_wal_fsync_duration_seconds{quantile="0.99",pod="etcd-m1"} 0.004\n')
     )
     assert not of_kind(found, "etcd_slow_disk")
+
+
+def test_a_refused_gcp_workload_identity_names_the_new_serviceaccount_and_the_older_one():
+    log = _log(
+        "exporter-7c8d9e6f5a-abcde",
+        "data",
+        "google.auth.exceptions.RefreshError: Permission 'iam.serviceAccounts.getAccessToken' denied on "
+        "resource (or it may not exist)\n",
+        tool="kubectl_previous_logs",
+    )
+    describe = ToolOutput(
+        "kubectl_describe",
+        {"kind": "pod", "name": "exporter-7c8d9e6f5a-abcde", "namespace": "data"},
+        "Name:             exporter-7c8d9e6f5a-abcde\nNamespace:        data\n"
+        "Service Account:  exporter-v2\n",
+    )
+    accounts = _list(
+        "serviceaccount",
+        "data",
+        "NAME          SECRETS   AGE\nexporter      0   300d\nexporter-v2   0   2h\n",
+    )
+    account = ToolOutput(
+        "kubectl_get_yaml",
+        {"kind": "serviceaccount", "name": "exporter-v2", "namespace": "data"},
+        "apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: exporter-v2\n  annotations:\n"
+        "    iam.gke.io/gcp-service-account: exporter@proj.iam.gserviceaccount.com\n",
+    )
+    found, state = run_outputs(log, describe, accounts, account)
+    (finding,) = of_kind(found, "workload_identity_refused")
+    assert "GCP IAM" in finding.summary and "exporter@proj.iam.gserviceaccount.com" in finding.summary
+    assert "instead of exporter (300d old)" in finding.summary
+    assert any(lead.obj.kind == "serviceaccount" for lead in state.leads)
+
+
+def test_an_alert_pod_that_is_gone_leads_to_its_workloads_current_pods():
+    gone = ToolOutput(
+        "kubectl_describe",
+        {"kind": "pod", "name": "mailer-6f7d8c9b5a-q1w2e", "namespace": "ops"},
+        'Error from server (NotFound): pods "mailer-6f7d8c9b5a-q1w2e" not found',
+        ok=False,
+    )
+    state = AnalysisState(
+        AlertContext(subject=Subject("pod", "mailer-6f7d8c9b5a-q1w2e", "ops", ["mailer-6f7d8c9b5a-q1w2e"]))
+    )
+    analyze(gone, state)
+    assert any(lead.obj == ObjRef("deployment", "mailer", "ops") for lead in state.leads)
+    assert "mailer" in state.related
