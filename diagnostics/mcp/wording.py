@@ -303,7 +303,8 @@ BENIGN_VERBS = frozenset(
     determine consider treat interpret allow pass strip wrap trim normalize deduplicate redact mask split
     flatten""".split()
 )
-_KNOWN = _READ.keys() | _WRITE.keys() | _table(BENIGN_VERBS).keys()
+_BENIGN = _table(BENIGN_VERBS)
+_KNOWN = _READ.keys() | _WRITE.keys() | _BENIGN.keys()
 # What a verb acts on: its object ("frobnicates it", "retires them", "voids those older than", "bumps its
 # rollout"), or a particle before one ("cleans up the").
 _OBJECT = frozenset(
@@ -329,6 +330,38 @@ _FUNCTION = (
 )
 
 
+_MODALS = frozenset("will would may might must shall should can could".split())
+# What stands before a verb that has no object ("It wipes.", "then yeets", "should then expunge").
+_VERB_BEFORE = _MODALS | frozenset("it then also afterwards thereafter subsequently finally".split())
+_NOUN_ENDINGS = ("ers", "ors", "ments", "tions", "sions", "ities", "ness", "nesses", "ics", "ings", "ists")
+# A read's own verbs that stand without an object ("Results may vary", "and paginates"), and the
+# benign verbs that do: the others, with no object, act on what the tool was given.
+_ALONE = _table(frozenset("vary differ wait retry stream work paginate default expire apply".split()))
+
+
+def _verb_form(word: str, n: int, words: list[str]) -> bool:
+    """``words[n]`` (which ends its clause) is an action no list holds as a read's: an unknown word or a
+    write, in a verb's third person (``-s``) unless a verb stands before it, never a noun's ending."""
+    if word in _FUNCTION or len(word) < 3 or word in _READ or word in _ALONE or word.endswith("ed"):
+        return False
+    if word.endswith(("ly", "ing")) or (word in _KNOWN and word not in _WRITE and word not in _BENIGN):
+        return False
+    third_person = word.endswith("s") and not word.endswith(_NOUN_ENDINGS)
+    return (n > 0 and words[n - 1] in _VERB_BEFORE) or third_person
+
+
+def _objectless(words: list[str], n: int) -> bool:
+    """A verb ends the clause with nothing it acts on said: after what only stands before a verb ("Will
+    nuke", "It then decommissions."), or after "and" when the noun before is singular and the word
+    agrees with the tool as its subject ("Gets the PR and frobnicates.", not "Lists commits and tags")."""
+    if not _verb_form(words[n], n, words):
+        return False
+    if words[n - 1] in _VERB_BEFORE:
+        return True
+    noun = words[n - 2] if n >= 2 and words[n - 1] == "and" else ""
+    return bool(noun) and noun not in _OBJECT | _BE and not noun.endswith("s") and words[n].endswith("s")
+
+
 def unknown_actions(text: str) -> list[str]:
     """The verbs a description acts on something with that no list knows (lowercase words as written):
     every verb of a read must be a known one, so "Gets the PR and frobnicates it" is not a read. A verb is
@@ -337,6 +370,8 @@ def unknown_actions(text: str) -> list[str]:
     form after "after", "by", "while" ("after zeroing it"); or a present or future passive's participle
     ("the VM is decommissioned", "is then tombstoned") whose subject is not the tool's own answer."""
     found: list[str] = []
+    sentences = rx.split(r"[.;!?\n]+", vetting.folded(text[:4000]))
+    lone = {w[0] for part in sentences if len(w := vetting.tokens(part)) == 1 and _verb_form(w[0], 0, [w[0]])}
     for words in _clauses(text.replace("&", " and ").replace("+", " and ")):
         slots = [next((n for n, w in enumerate(words) if w not in _SUBJECT), len(words))]
         slots += [n + 1 for n, w in enumerate(words[:-1]) if w in _CONJUNCTIONS]
@@ -344,9 +379,11 @@ def unknown_actions(text: str) -> list[str]:
         slots += [n for n in gerunds if words[n].endswith("ing")]
         for n in sorted(set(slots)):
             for _ in range(3):  # "and optionally extracts", "and then retires" (bounded: "and and and ...")
-                if n < len(words) and (words[n].endswith("ly") or words[n] in _CONJUNCTIONS):
+                if n < len(words) and (words[n].endswith("ly") or words[n] in _CONJUNCTIONS | _MODALS):
                     n += 1
             if n + 1 >= len(words):
+                if n < len(words) and _objectless(words, n):  # "Will nuke", "Gets the PR and frobnicates."
+                    found.append(words[n])
                 continue
             word, following = words[n], words[n + 1]
             if word in _KNOWN or word in _FUNCTION or len(word) < 3 or following not in _OBJECT:
@@ -354,6 +391,8 @@ def unknown_actions(text: str) -> list[str]:
             if _LIGHT.get(word) and vetting.READ_OBJECTS & set(words[n + 1 : n + 6]):
                 continue  # "Performs a web search"
             found.append(word)
+        if len(words) == 1 and words[0] in lone:  # a sentence of one verb: "Frobnicates."
+            found.append(words[0])
         for n, word in enumerate(words):
             if not word.endswith("ed") or word in _KNOWN:
                 continue

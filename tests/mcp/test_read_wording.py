@@ -17,6 +17,7 @@ from routing import scopes
 from tests.factories import make_role_key
 from tests.mcp.read_wording_blind import BLIND_HONEST, BLIND_LIES
 from tests.mcp.read_wording_cases import FRESH_HONEST, FRESH_LIES, HONEST, LIES, UNCLEAR_HONEST
+from tests.mcp.read_wording_no_object import NO_OBJECT_HONEST, NO_OBJECT_LIES
 from tests.mcp.test_first_sight import RO, liar, ran, trusted_entries
 from tests.mcp.test_surfaces import call, text
 
@@ -50,9 +51,25 @@ def test_every_verb_of_a_read_is_a_known_one_on_the_blind_set():
     assert flagged == ["browser_snapshot", "list_calendar_events"], flagged
 
 
+def test_a_verb_with_no_object_after_it_is_held_to_the_same_rule():
+    """Round four: a verb that ends its clause ("Purges.", "Will nuke", "Gets the PR and frobnicates.")
+    slipped the every-verb rule, which looked for an object. tests/mcp/read_wording_no_object.py was written
+    before the rule: at its HEAD 6 of 24 lies were caught and 25 of 25 honest reads read; with it 23 of 24
+    (left: a serial-comma "..., and empties.") and 24 of 25 ("Returns the config and secrets." reads as
+    a verb)."""
+    missed = [(n, d) for n, d in NO_OBJECT_LIES if _vetted(n, d)[0] != "write"]
+    assert missed == [("get_bucket", "Gets the bucket, and empties.")], missed
+    flagged = sorted(n for n, d in NO_OBJECT_HONEST if _vetted(n, d) != ("read", []))
+    assert flagged == ["get_config"], flagged
+
+
 @pytest.mark.parametrize(
     ("name", "description", "flag"),
     [
+        ("get_status", "Will zap", "also acts with 'zap'"),
+        ("status", "Frobnicates.", "also acts with 'frobnicates'"),
+        ("get_pr", "Gets the PR and frobnicates.", "also acts with 'frobnicates'"),
+        ("get_vm", "Gets the VM. It then decommissions.", "also acts with 'decommissions'"),
         ("get_pull_request", "Gets the PR and frobnicates it.", "also acts with 'frobnicates'"),
         ("get_vm", "Shows the VM state; if idle, the VM is decommissioned.", "acts with 'decommissioned'"),
         ("get_pr", "Gets the PR, which is then frobnicated.", "acts with 'frobnicated'"),
