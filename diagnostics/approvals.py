@@ -9,7 +9,9 @@
   user who opened it, not the owner of the API key that opened it or posted its alert, not the user
   linked to the Slack member who opened it, and not anyone who touched it (``IncidentTouch``: opened it,
   posted its alert, queued another diagnosis of it, changed its environment). An incident with no human
-  requester (an alert webhook, an unlinked Slack member) so still needs an approver who did not touch it.
+  requester (an alert webhook) so still needs an approver who did not touch it. One opened by a Slack
+  member linked to nobody has a requester nobody can be told apart from (the approver's own second Slack
+  account): nobody decides on its actions until an admin links that member.
 
 Reads only; the services apply the rules with conditional UPDATEs.
 """
@@ -111,6 +113,19 @@ def involvement(*, action: ActionRequest, incident: Incident, user: User) -> Inv
         return Involvement(
             "requester_cannot_decide",
             f"You requested this action (your Slack account opened the incident); {someone_else}",
+        )
+    if (
+        incident.trigger == Incident.Trigger.SLACK
+        and incident.trigger_ref
+        and incident.created_by_id is None
+        and action.requested_by_id is None
+        and not SlackUser.objects.filter(slack_user_id=incident.trigger_ref).exists()
+    ):  # the approver's own second Slack account, say: who asked is nobody we could tell apart
+        return Involvement(
+            "requester_unknown",
+            f"The Slack member who opened this incident ({incident.trigger_ref[:40]}) is not linked to a "
+            "Skillgate user, so nobody can be shown not to be them; an admin links that member "
+            "(Admin > Slack users), then someone else approves or denies its actions.",
         )
     touch = (
         IncidentTouch.objects.filter(incident_id=incident.pk, user_id=user.pk).order_by("created_at").first()
