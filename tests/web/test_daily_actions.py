@@ -5,6 +5,7 @@ verifier on a pasted answer, diagnose an incident again, cancel a learning cycle
 from __future__ import annotations
 
 import json
+import re
 from datetime import timedelta
 from decimal import Decimal
 
@@ -254,7 +255,13 @@ def test_a_budget_period_resets_the_spend_once_per_period(as_role) -> None:
     assert key.spent_usd == Decimal("9.5")  # a new period counts from this month's start: nothing is forgiven
     this_month = timezone.now().replace(day=1, hour=0, minute=0, second=0, microsecond=0)
     assert key.budget_period_start == this_month
-    assert b"resets monthly" in as_role("viewer").get(reverse("web:keys")).content
+    keys_page = as_role("viewer").get(reverse("web:keys")).content.decode()
+    assert "resets monthly" in keys_page
+    # The spend of a resetting key counts from its period's start: the page says from when, and why
+    # spent and reserved can differ from the key's calls on Calls.
+    since = re.search(r"data-spent-since>since ([0-9-]+ [0-9:]+)<", keys_page)
+    assert since is not None and since.group(1) == this_month.strftime("%Y-%m-%d %H:%M")
+    assert "<strong>Reserved</strong> is budget the gateway" in keys_page
 
     once = ApiKeyFactory.create(name="one-off", spent_usd=Decimal(3))
     assert api_keys_budget_reset() == 0  # the month has not turned
