@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from routing.router.learning.calibration import PolicyData, Target, calibrate
+from routing.router.learning.calibration import PolicyData
 from routing.router.learning.evaluate import TrainedRouter
 from routing.router.learning.records import ReplayRecord
 from routing.router.learning.sequential import (
@@ -356,17 +356,3 @@ def watch_stream(
         tuple(refits),
         tuple(bool(t) for t in teacher_at),
     )
-
-
-def odds_router_cost(records: list[ReplayRecord], target: Target) -> float | None:
-    """Mean cost per call of the router that knows each call's true odds (the generator's
-    ``p_student``, the per-call noise no content shows included): the deployed policy (score >= t: the
-    teacher; else the student, the teacher on a failed verification) on those odds, with the cheapest
-    threshold meeting ``target`` on these very calls, no margin. A floor no router that must learn the
-    odds reaches; None when the records carry no odds (a real replay)."""
-    if not records or not all("p_student" in r.meta for r in records):
-        return None
-    data = PolicyData.from_records(records)
-    scores = np.asarray([1.0 - float(r.meta["p_student"]) for r in records], dtype=np.float64)
-    chosen = calibrate(data, scores, Target(target.pass_rate, target.relative, None, 0.0)).chosen
-    return float(chosen.cost_usd)

@@ -36,6 +36,7 @@ PROFILES = {
     "summarization": "summarize",
 }
 SHARPNESS, NOISE = 2.0, 0.3  # the content decides most of the outcome (see the benchmark's README)
+STUDENT_ERROR = 0.005  # the student's server fails (verdict "error": the teacher answers too)
 MIX = {"tool_call": 0.2, "json_extract": 0.2, "code": 0.2, "log_diagnosis": 0.2, "summarization": 0.2}
 
 
@@ -222,7 +223,7 @@ def _verdict(rng: np.random.Generator, correct: bool, strength: tuple[float, flo
 
 def _outcomes(
     rng: np.random.Generator, d: Draft, regime: Regime, kind: str, sharpness: float, noise: float
-) -> tuple[Outcome, Outcome, float]:
+) -> tuple[Outcome, Outcome, float, float]:
     chars = sum(len(m.get("content") or "") for m in d.messages) + len(json.dumps(d.tools)) * bool(d.tools)
     tok_in, tok_out = chars / 4, d.out_tokens
     strength = regime.verifiers[kind]
@@ -233,12 +234,13 @@ def _outcomes(
     t_lat = (350 + 0.015 * tok_in + 22 * tok_out) * rng.lognormal(0, 0.2) + verify
     t_correct = bool(rng.random() < p_teacher)
     teacher = Outcome(_verdict(rng, t_correct, strength), t_correct, t_cost, t_lat)
-    if rng.random() < 0.005:  # the student's server failed
-        return Outcome("error", False, 0.0, 1500.0), teacher, p_student
+    if rng.random() < STUDENT_ERROR:  # the student's server failed
+        return Outcome("error", False, 0.0, 1500.0), teacher, p_student, p_teacher
     s_correct = bool(rng.random() < p_student)
     s_cost = t_cost * regime.student_cost_ratio * rng.lognormal(0, 0.1)
     s_lat = (120 + 0.006 * tok_in + 9 * tok_out) * rng.lognormal(0, 0.2) + verify
-    return Outcome(_verdict(rng, s_correct, strength), s_correct, s_cost, s_lat), teacher, p_student
+    verdict = _verdict(rng, s_correct, strength)
+    return Outcome(verdict, s_correct, s_cost, s_lat), teacher, p_student, p_teacher
 
 
 def generate(
@@ -263,7 +265,7 @@ def generate(
         kind = kinds[min(pick, len(kinds) - 1)]
         task_id = f"{spec.name}-{seed}-{task}"
         for i, draft in enumerate(TASKS[kind](rng)):
-            student, teacher, p_student = _outcomes(rng, draft, spec, kind, sharpness, noise)
+            student, teacher, p_student, p_teacher = _outcomes(rng, draft, spec, kind, sharpness, noise)
             request: dict[str, Any] = {"messages": draft.messages, "tools": draft.tools}
             if draft.response_format:
                 request["response_format"] = draft.response_format
@@ -280,7 +282,11 @@ def generate(
                     teacher=teacher,
                     meta={
                         "synthetic": spec.name,
+                        # the true odds (``bench.router_shift_bar.odds_of``): what no router sees
                         "p_student": round(p_student, 4),
+                        "p_teacher": round(p_teacher, 4),
+                        "verifier": list(spec.verifiers[kind] or ()) or None,  # (false accept, reject)
+                        "p_error": STUDENT_ERROR,
                         "logit": round(draft.logit, 4),
                         **draft.facts,
                     },

@@ -11,12 +11,9 @@ from types import SimpleNamespace
 from typing import cast
 
 import numpy as np
-import pytest
 
-from bench.router_shift_watch import Watch, odds_router_cost, watch_stream
-from routing.router.learning.calibration import Target
+from bench.router_shift_watch import Watch, watch_stream
 from routing.router.learning.evaluate import TrainedRouter
-from routing.router.learning.records import Outcome, ReplayRecord
 
 CALLS = 300
 PREDICTED = SimpleNamespace(
@@ -72,46 +69,6 @@ def test_without_the_release_replayed_a_hold_lasts_to_the_end():
     assert seen.holds == (50,) and not seen.releases and seen.stop is None
     assert seen.held and seen.out_at == 50 and not any(seen.served[50:])
     assert seen.student_labels == 50  # nothing measured it again
-
-
-def _odds_records(odds: list[float], student_ok: list[bool]) -> list[ReplayRecord]:
-    return [
-        ReplayRecord(
-            id=f"t{i}-0",
-            task_id=f"t{i}",
-            profile="tools",
-            request={"messages": [{"role": "user", "content": f"Call the tool {i}."}]},
-            has_verifier=True,
-            turn_index=0,
-            skillbook_matched=False,
-            student=Outcome("pass" if ok else "fail", ok, 0.001, 100.0),
-            teacher=Outcome("pass", True, 0.01, 400.0),
-            meta={"p_student": p},
-        )
-        for i, (p, ok) in enumerate(zip(odds, student_ok, strict=True))
-    ]
-
-
-def test_the_odds_router_routes_by_the_true_odds_at_the_cheapest_threshold_meeting_the_target():
-    """Odds that are certain (1 where the student is right, 0 where it fails a strong verifier): the odds
-    router sends exactly the failures to the teacher up front, and costs what that costs."""
-    ok = [i % 4 != 0 for i in range(200)]
-    records = _odds_records([1.0 if good else 0.0 for good in ok], ok)
-    exact = Target(1.0, True, None, 1.0)  # nothing wrong allowed: only the exact routing meets it
-
-    cost = odds_router_cost(records, exact)
-
-    assert cost == pytest.approx((150 * 0.001 + 50 * 0.01) / 200)
-    # odds ranked the wrong way round: the cheapest routing meeting it is the deployed cascade's own
-    # (every call to the student, the 50 failures falling back to the teacher), which costs more
-    flipped = _odds_records([0.0 if good else 1.0 for good in ok], ok)
-    assert odds_router_cost(flipped, exact) == pytest.approx((200 * 0.001 + 50 * 0.01) / 200)
-
-
-def test_a_replay_without_the_true_odds_has_no_odds_router():
-    records = _odds_records([0.5, 0.5], [True, False])
-    records[1].meta.clear()
-    assert odds_router_cost(records, Target(0.98, True, None, 1.0)) is None
 
 
 def _stopped_then(later_ok: bool, *, readmit: bool = True, calls: int = 600):
