@@ -224,3 +224,51 @@ def test_an_alert_pod_that_is_gone_leads_to_its_workloads_current_pods():
     analyze(gone, state)
     assert any(lead.obj == ObjRef("deployment", "mailer", "ops") for lead in state.leads)
     assert "mailer" in state.related
+
+
+def test_a_podmonitor_outside_the_namespaces_a_prometheus_reads_is_named_with_its_selector():
+    state = AnalysisState(
+        AlertContext(
+            labels={"alertname": "JobAbsent", "job": "queue-worker", "namespace": "jobs"},
+            subject=Subject("", "queue-worker", "jobs", ["queue-worker"]),
+        )
+    )
+    found = analyze(ToolOutput("alert", {}, 'expr: absent(up{job="queue-worker"} == 1)'), state)
+    monitor = ToolOutput(
+        "kubectl_get_yaml",
+        {"kind": "podmonitor", "name": "queue-worker", "namespace": "jobs"},
+        "apiVersion: monitoring.coreos.com/v1\nkind: PodMonitor\nmetadata:\n  name: queue-worker\n"
+        "  namespace: jobs\n  labels:\n    team: infra\n",
+    )
+    prometheus = ToolOutput(
+        "kubectl_get_yaml",
+        {"kind": "prometheus", "name": "main", "namespace": "obs"},
+        "apiVersion: monitoring.coreos.com/v1\nkind: Prometheus\nmetadata:\n  name: main\n  namespace: obs\n"
+        "spec:\n  podMonitorSelector: {}\n",
+    )
+    pods = _list(
+        "pod",
+        "jobs",
+        "NAME                READY   STATUS    RESTARTS   AGE\nqueue-worker-0   1/1   Running   0   1d\n",
+    )
+    for out in (monitor, prometheus, pods):
+        found += analyze(out, state)
+    (finding,) = of_kind(found, "monitor_not_selected")
+    assert "no podMonitorNamespaceSelector" in finding.summary and "own namespace obs" in finding.summary
+    assert any(lead.obj.kind == "podmonitor" for lead in state.leads)
+
+
+def test_a_monitor_the_selector_matches_is_not_blamed():
+    state = AnalysisState(AlertContext(labels={"job": "api", "namespace": "web"}))
+    analyze(ToolOutput("alert", {}, 'absent(up{job="api"})'), state)
+    found = []
+    for text in (
+        "apiVersion: monitoring.coreos.com/v1\nkind: ServiceMonitor\nmetadata:\n  name: api\n"
+        "  namespace: web\n  labels:\n    release: prom\n",
+        "apiVersion: monitoring.coreos.com/v1\nkind: Prometheus\nmetadata:\n  name: k8s\n  namespace: web\n"
+        "spec:\n  serviceMonitorSelector:\n    matchLabels:\n      release: prom\n",
+    ):
+        found += analyze(
+            ToolOutput("kubectl_get_yaml", {"kind": "x", "name": "y", "namespace": "web"}, text), state
+        )
+    assert not of_kind(found, "monitor_not_selected")

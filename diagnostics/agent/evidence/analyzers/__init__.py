@@ -28,6 +28,7 @@ from diagnostics.agent.evidence.analyzers import (  # noqa: F401  (registration)
     log_signals,
     logs,
     metrics,
+    monitor_selection,
     network,
     node_agents,
     node_memory,
