@@ -275,9 +275,9 @@ def write_words(description: str) -> list[str]:
 
 def schema_write_words(schema: Any) -> list[str]:
     """The write verbs a tool's input schema offers while its hints say read: a property named for one
-    (``delete_all``, ``purge``), a string ``enum``/``const`` value that is one (``"action": {"enum":
-    ["get", "delete"]}``: the caller picks the write), and a property's description read as a tool's is.
-    At most 200 schema nodes, 8 deep."""
+    (``delete_all``, ``purge``), a string ``enum``/``const``/``default``/``examples`` value that is one
+    (``"action": {"enum": ["get", "delete"]}``: the caller picks the write; a default runs unasked), and
+    a property's description read as a tool's is. At most 200 schema nodes, 8 deep."""
     found: list[str] = []
     budget = [200]
 
@@ -290,7 +290,9 @@ def schema_write_words(schema: Any) -> list[str]:
         budget[0] -= 1
         for value in [
             *(node.get("enum") or [] if isinstance(node.get("enum"), list) else []),
+            *(node.get("examples") or [] if isinstance(node.get("examples"), list) else [])[:20],
             node.get("const"),
+            node.get("default"),  # what runs when the caller says nothing
         ]:
             if isinstance(value, str) and (verb := strong(value)):
                 found.append(f"input schema offers {verb!r} ({value[:40]!r})")
