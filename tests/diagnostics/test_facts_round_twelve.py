@@ -272,3 +272,49 @@ def test_a_monitor_the_selector_matches_is_not_blamed():
             ToolOutput("kubectl_get_yaml", {"kind": "x", "name": "y", "namespace": "web"}, text), state
         )
     assert not of_kind(found, "monitor_not_selected")
+
+
+def test_a_strict_peerauthentication_against_a_client_without_a_sidecar_is_the_cause():
+    client_pods = _list(
+        "pod",
+        "batch",
+        "NAME                      READY   STATUS   RESTARTS   AGE\n"
+        "sync-7d8f9c6b5d-x1y2z   0/1   Error   0   5m\n",
+    )
+    server_pods = _list(
+        "pod",
+        "pay",
+        "NAME                      READY   STATUS    RESTARTS   AGE\n"
+        "ledger-6c7d8e9f5b-a1b2c   2/2   Running   0   1d\n",
+    )
+    log = _log(
+        "sync-7d8f9c6b5d-x1y2z",
+        "batch",
+        "POST http://ledger.pay:8080/v1/post failed: read: connection reset by peer\n",
+    )
+    policy = ToolOutput(
+        "kubectl_get_yaml",
+        {"kind": "peerauthentication", "name": "lock", "namespace": "pay"},
+        "apiVersion: security.istio.io/v1\nkind: PeerAuthentication\nmetadata:\n  name: lock\n"
+        "  namespace: pay\nspec:\n  mtls:\n    mode: STRICT\n",
+    )
+    found, state = run_outputs(client_pods, server_pods, log, policy)
+    (finding,) = of_kind(found, "mtls_strict_client_without_sidecar")
+    assert "PeerAuthentication lock in namespace pay" in finding.summary
+    assert (
+        "runs 1 container where the ledger pods run 2" in finding.summary
+        and "The sync calls" in finding.summary
+    )
+    assert any(lead.obj.kind == "peerauthentication" for lead in state.leads)
+
+
+def test_a_permissive_mesh_is_not_blamed_for_a_reset():
+    log = _log("sync-1", "batch", "POST http://ledger.pay:8080/v1 failed: connection reset by peer\n")
+    policy = ToolOutput(
+        "kubectl_get_yaml",
+        {"kind": "peerauthentication", "name": "p", "namespace": "pay"},
+        "apiVersion: security.istio.io/v1\nkind: PeerAuthentication\nmetadata:\n  name: p\nspec:\n  mtls:\n"
+        "    mode: PERMISSIVE\n",
+    )
+    found, _ = run_outputs(log, policy)
+    assert not of_kind(found, "mtls_strict_client_without_sidecar")

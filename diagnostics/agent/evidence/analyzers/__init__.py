@@ -27,6 +27,7 @@ from diagnostics.agent.evidence.analyzers import (  # noqa: F401  (registration)
     log_failures,
     log_signals,
     logs,
+    mesh_mtls,
     metrics,
     monitor_selection,
     network,
