@@ -318,3 +318,25 @@ def test_a_permissive_mesh_is_not_blamed_for_a_reset():
     )
     found, _ = run_outputs(log, policy)
     assert not of_kind(found, "mtls_strict_client_without_sidecar")
+
+
+def test_shared_memory_out_of_space_is_not_a_full_disk_and_names_the_shm_mount():
+    log = _log(
+        "render-0", "media", "2026-04-01T10:00:00Z shm_open: No space left on device (/dev/shm/frames-9)\n"
+    )
+    pod = ToolOutput(
+        "kubectl_get_yaml",
+        {"kind": "pod", "name": "render-0", "namespace": "media"},
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: render-0\nspec:\n  containers:\n  - name: r\n"
+        "    volumeMounts:\n    - name: dshm\n      mountPath: /dev/shm\n  volumes:\n  - name: dshm\n"
+        "    emptyDir:\n      medium: Memory\n      sizeLimit: 128Mi\n",
+    )
+    found, _ = run_outputs(log, pod)
+    assert not of_kind(found, "disk_full")
+    (finding,) = of_kind(found, "shared_memory_exhausted")
+    assert "sizeLimit 128Mi" in finding.summary and "not on a disk" in finding.summary
+
+
+def test_a_full_disk_is_still_a_full_disk():
+    found, _ = run_outputs(_log("db-0", "x", "write /var/lib/data/x: No space left on device\n"))
+    assert of_kind(found, "disk_full") and not of_kind(found, "shared_memory_exhausted")

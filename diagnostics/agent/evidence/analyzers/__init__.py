@@ -59,6 +59,7 @@ from diagnostics.agent.evidence.analyzers import (  # noqa: F401  (registration)
     secret_sources,
     server_clients,
     service_mix,
+    shared_memory,
     sidecar_buffering,
     signal_forwarding,
     tables,

@@ -8,6 +8,7 @@ from typing import Any
 
 from diagnostics.agent import rx
 from diagnostics.agent.evidence.analyzers.base import AnalysisState, Analyzer, ToolOutput, clip, register
+from diagnostics.agent.evidence.analyzers.shm import shm_line
 from diagnostics.agent.findings import Finding, ObjRef, Remedy, Severity
 
 _ENV_PATTERNS = (
@@ -101,7 +102,6 @@ _CERT_DATE = rx.compile(
 )
 _CERT_SOON = rx.compile(r"certificate[^\n]{0,60}expires? in (\d+) days?", rx.IGNORECASE)
 
-
 _STOP_SIGNAL = rx.compile(r"\bSIG(?:TERM|KILL|INT)\b|signal: (?:terminated|killed)", rx.IGNORECASE)
 _PROGRESS = rx.compile(r"\b\d{1,3}(?:\.\d+)?\s?%|\b\d[\d,]* (?:of|/) \d[\d,]*\b|\bprogress\b", rx.IGNORECASE)
 
@@ -162,7 +162,7 @@ class LogAnalyzer(Analyzer):
             findings += self._connections(text, subject, where, source)
             _remember_dialed(findings, out, state)
         findings += self._certs(text, subject, where)
-        if "No space left on device" in text:
+        if any("No space left on device" in ln and not shm_line(ln) for ln in text.splitlines()):
             findings.append(
                 Finding(
                     "disk_full",
