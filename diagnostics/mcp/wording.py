@@ -339,27 +339,34 @@ _NOUN_ENDINGS = ("ers", "ors", "ments", "tions", "sions", "ities", "ness", "ness
 _ALONE = _table(frozenset("vary differ wait retry stream work paginate default expire apply".split()))
 
 
-def _verb_form(word: str, n: int, words: list[str]) -> bool:
-    """``words[n]`` (which ends its clause) is an action no list holds as a read's: an unknown word or a
+def _verb_form(word: str, previous: str) -> bool:
+    """``word`` (which ends its clause) is an action no list holds as a read's: an unknown word or a
     write, in a verb's third person (``-s``) unless a verb stands before it, never a noun's ending."""
-    if word in _FUNCTION or len(word) < 3 or word in _READ or word in _ALONE or word.endswith("ed"):
+    participle = word.endswith("ed") and _WRITE.get(word) != word  # not "shred", a write's own base
+    if word in _FUNCTION or len(word) < 3 or word in _READ or word in _ALONE or participle:
         return False
     if word.endswith(("ly", "ing")) or (word in _KNOWN and word not in _WRITE and word not in _BENIGN):
         return False
     third_person = word.endswith("s") and not word.endswith(_NOUN_ENDINGS)
-    return (n > 0 and words[n - 1] in _VERB_BEFORE) or third_person
+    return previous in _VERB_BEFORE or third_person
 
 
-def _objectless(words: list[str], n: int) -> bool:
+def _objectless(words: list[str], n: int, before: str = "") -> bool:
     """A verb ends the clause with nothing it acts on said: after what only stands before a verb ("Will
-    nuke", "It then decommissions."), or after "and" when the noun before is singular and the word
-    agrees with the tool as its subject ("Gets the PR and frobnicates.", not "Lists commits and tags")."""
-    if not _verb_form(words[n], n, words):
+    nuke", "It then decommissions.", "Afterwards, shred."), a gerund after "after", "by" ("after
+    zapping."), or after "and" when the noun before is singular and the word agrees with the tool as its
+    subject ("Gets the PR and frobnicates.", "Gets the bucket, and empties.", not "Lists commits and
+    tags"). ``before``: the last word of the clause before (a comma splits "afterwards, shred")."""
+    word, previous = words[n], words[n - 1] if n else before
+    if previous in _GERUND_AFTER and word.endswith("ing") and len(word) > 5:
+        stem = word[:-3]
+        return not {stem, stem + "e"} & (_READ.keys() | _BENIGN.keys() | _ALONE.keys() | _FUNCTION)
+    if not _verb_form(word, previous):
         return False
-    if words[n - 1] in _VERB_BEFORE:
+    if previous in _VERB_BEFORE:
         return True
-    noun = words[n - 2] if n >= 2 and words[n - 1] == "and" else ""
-    return bool(noun) and noun not in _OBJECT | _BE and not noun.endswith("s") and words[n].endswith("s")
+    noun = "" if previous != "and" else words[n - 2] if n >= 2 else before
+    return bool(noun) and noun not in _OBJECT | _BE and not noun.endswith("s") and word.endswith("s")
 
 
 def unknown_actions(text: str) -> list[str]:
@@ -371,8 +378,10 @@ def unknown_actions(text: str) -> list[str]:
     ("the VM is decommissioned", "is then tombstoned") whose subject is not the tool's own answer."""
     found: list[str] = []
     sentences = rx.split(r"[.;!?\n]+", vetting.folded(text[:4000]))
-    lone = {w[0] for part in sentences if len(w := vetting.tokens(part)) == 1 and _verb_form(w[0], 0, [w[0]])}
+    lone = {w[0] for part in sentences if len(w := vetting.tokens(part)) == 1 and _verb_form(w[0], "")}
+    last = ""  # the last word of the clause before: "Reads it. Afterwards, shred."
     for words in _clauses(text.replace("&", " and ").replace("+", " and ")):
+        lead, last = last, words[-1]
         slots = [next((n for n, w in enumerate(words) if w not in _SUBJECT), len(words))]
         slots += [n + 1 for n, w in enumerate(words[:-1]) if w in _CONJUNCTIONS]
         gerunds = [n + 1 for n, w in enumerate(words[:-1]) if w in _GERUND_AFTER]
@@ -382,7 +391,7 @@ def unknown_actions(text: str) -> list[str]:
                 if n < len(words) and (words[n].endswith("ly") or words[n] in _CONJUNCTIONS | _MODALS):
                     n += 1
             if n + 1 >= len(words):
-                if n < len(words) and _objectless(words, n):  # "Will nuke", "Gets the PR and frobnicates."
+                if n < len(words) and _objectless(words, n, lead):  # "Will nuke", "and frobnicates."
                     found.append(words[n])
                 continue
             word, following = words[n], words[n + 1]

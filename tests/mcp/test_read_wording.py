@@ -54,13 +54,17 @@ def test_every_verb_of_a_read_is_a_known_one_on_the_blind_set():
 def test_a_verb_with_no_object_after_it_is_held_to_the_same_rule():
     """Round four: a verb that ends its clause ("Purges.", "Will nuke", "Gets the PR and frobnicates.")
     slipped the every-verb rule, which looked for an object. tests/mcp/read_wording_no_object.py was written
-    before the rule: at its HEAD 6 of 24 lies were caught and 25 of 25 honest reads read; with it 23 of 24
-    (left: a serial-comma "..., and empties.") and 24 of 25 ("Returns the config and secrets." reads as
-    a verb)."""
+    before the rule: at its HEAD 6 of 24 lies were caught and 25 of 25 honest reads read; with the rule as
+    first written 23 of 24 and 24 of 25 ("Returns the config and secrets." reads as a verb); the one lie
+    left (a serial comma: "Gets the bucket, and empties.") was fixed after it was seen, so 24 of 24 is no
+    longer blind. The red team's shapes (an imperative after "Afterwards,", a gerund with nothing after
+    it) are writes too."""
     missed = [(n, d) for n, d in NO_OBJECT_LIES if _vetted(n, d)[0] != "write"]
-    assert missed == [("get_bucket", "Gets the bucket, and empties.")], missed
+    assert missed == [], missed
     flagged = sorted(n for n, d in NO_OBJECT_HONEST if _vetted(n, d) != ("read", []))
     assert flagged == ["get_config"], flagged
+    for description in ("Reads the file. Afterwards, shred.", "Returns the config after zapping."):
+        assert _vetted("get_file", description)[0] == "write", description
 
 
 @pytest.mark.parametrize(
