@@ -62,6 +62,12 @@ class Totals:
         return self.teacher_cost - self.cost
 
     @property
+    def routing_savings(self) -> Decimal:
+        """What routing saved on the clients' calls, before the learning spend: negative when the
+        student's failed answers, paid for and then answered by the teacher, cost more than it saved."""
+        return self.teacher_cost - (self.cost - self.learning_cost)
+
+    @property
     def savings_share(self) -> float | None:
         return float(self.savings / self.teacher_cost) if self.teacher_cost else None
 
