@@ -340,3 +340,36 @@ def test_shared_memory_out_of_space_is_not_a_full_disk_and_names_the_shm_mount()
 def test_a_full_disk_is_still_a_full_disk():
     found, _ = run_outputs(_log("db-0", "x", "write /var/lib/data/x: No space left on device\n"))
     assert of_kind(found, "disk_full") and not of_kind(found, "shared_memory_exhausted")
+
+
+def test_a_cloud_refusal_in_an_event_names_the_action_and_the_identity():
+    events = _list(
+        "event",
+        "edge",
+        "LAST SEEN   TYPE      REASON                   OBJECT           MESSAGE\n"
+        "2m          Warning   SyncLoadBalancerFailed   service/front    Error syncing load balancer: "
+        "AuthorizationFailed: The client 'abc' does not have authorization to perform action "
+        "'Microsoft.Network/publicIPAddresses/write' over scope '/subscriptions/x'\n",
+    )
+    found, _ = run_outputs(events)
+    (finding,) = of_kind(found, "cloud_call_denied")
+    assert "Microsoft.Network/publicIPAddresses/write" in finding.summary and "from Azure" in finding.summary
+
+
+def test_an_aws_denial_to_a_node_role_says_the_controller_fell_back_to_the_node():
+    events = _list(
+        "event",
+        "db",
+        "LAST SEEN   TYPE   REASON   OBJECT   MESSAGE\n"
+        "1m   Warning   FailedScheduling   pod/pg-1   0/3 nodes are available: pod has "
+        "unbound immediate PersistentVolumeClaims.\n"
+        "1m   Normal   ExternalProvisioning   persistentvolumeclaim/d-pg-1   Waiting for a volume to be "
+        "created either by the external provisioner 'pd.csi.storage.gke.io' or manually\n"
+        "1m   Warning   ProvisioningFailed   persistentvolumeclaim/d-pg-1   api error AccessDenied: User: "
+        "arn:aws:sts::1:assumed-role/nodes-role/i-0123456789abcdef is not authorized to perform: "
+        "ec2:CreateTags\n",
+    )
+    found, _ = run_outputs(events)
+    (finding,) = of_kind(found, "cloud_call_denied")
+    assert finding.summary.startswith("Pod pg-1 is Pending because its PVC d-pg-1 is never provisioned")
+    assert "PD CSI driver" in finding.summary and "node instance i-0123456789abcdef" in finding.summary

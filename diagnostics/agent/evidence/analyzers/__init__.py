@@ -7,6 +7,7 @@ from diagnostics.agent.evidence.analyzers import (  # noqa: F401  (registration)
     ca_rotation,
     chains,
     changes,
+    cloud_authz,
     cloud_identity,
     commands,
     conntrack,
