@@ -24,7 +24,7 @@ app/serve.py gives the headers the same deadline, in the server's protocol.
 The client address is the socket's peer. ``X-Forwarded-For`` and ``X-Forwarded-Proto`` are believed
 only from a proxy in ``SKILLGATE_TRUSTED_PROXIES`` (:func:`trusted_forwarding`, uvicorn's own
 middleware; empty by default): otherwise anyone who can reach the port chooses the address the login
-lockout counts against.
+lockout counts against. From any other peer every forwarding header is removed before the app sees it.
 """
 
 from __future__ import annotations
@@ -197,23 +197,66 @@ def login_username(request: Any, credentials: dict[str, Any] | None = None) -> s
     return username[:USERNAME_MAX] if isinstance(username, str) else None
 
 
+# Headers a proxy writes to say who the client is and how it connected. From a peer that is not a
+# trusted proxy they are the client's own claims: removed before anything reads them (Django's
+# SECURE_PROXY_SSL_HEADER and USE_X_FORWARDED_HOST/PORT read the raw header from any peer).
+FORWARDED_HEADERS = frozenset(
+    {
+        b"forwarded",
+        b"x-forwarded-for",
+        b"x-forwarded-proto",
+        b"x-forwarded-host",
+        b"x-forwarded-port",
+        b"x-forwarded-prefix",
+        b"x-forwarded-ssl",
+        b"x-forwarded-scheme",
+        b"x-real-ip",
+        b"x-url-scheme",
+        b"front-end-https",
+    }
+)
+
+
+def _without_forwarded(scope: Scope) -> Scope:
+    """``scope`` with every header of :data:`FORWARDED_HEADERS` removed (the same scope when none is)."""
+    headers = scope.get("headers", ())
+    if not any(name.lower() in FORWARDED_HEADERS for name, _ in headers):
+        return scope
+    return {**scope, "headers": [(n, v) for n, v in headers if n.lower() not in FORWARDED_HEADERS]}
+
+
+def _peer_trusted(scope: Scope, middleware: Any) -> bool:
+    client = scope.get("client")
+    return client is not None and client[0] in middleware.trusted_hosts
+
+
 def trusted_forwarding(app: ASGIApp) -> ASGIApp:
     """``app`` with the client address (and scheme) taken from ``X-Forwarded-For`` (and
     ``X-Forwarded-Proto``) only when the socket's peer is in ``SKILLGATE_TRUSTED_PROXIES`` (uvicorn's
-    ProxyHeadersMiddleware: the address is the rightmost one no trusted proxy wrote). With the setting
-    empty, the headers are ignored. The server itself must not rewrite the client first: app/serve.py
-    starts uvicorn with ``proxy_headers=False``."""
+    ProxyHeadersMiddleware: the address is the rightmost one no trusted proxy wrote). From any other peer
+    (every peer, with the setting empty) the forwarding headers (:data:`FORWARDED_HEADERS`) are removed
+    from the request, so nothing after this reads a client's claim of its address, scheme or host
+    (round seven: with ``SECURE_PROXY_SSL_HEADER`` set as the security page advised, a client that
+    reached the port directly and sent ``X-Forwarded-Proto: https`` was served as HTTPS, past
+    ``SECURE_SSL_REDIRECT``). The server itself must not rewrite the client first: app/serve.py starts
+    uvicorn with ``proxy_headers=False``."""
     middlewares: dict[tuple[str, ...], Any] = {}
 
     async def forwarded(scope: Scope, receive: Receive, send: Send) -> None:
-        trusted = conf.get().limits.trusted_proxies
-        if not trusted or scope["type"] == "lifespan":
+        if scope["type"] == "lifespan":
             await app(scope, receive, send)
+            return
+        trusted = conf.get().limits.trusted_proxies
+        if not trusted:
+            await app(_without_forwarded(scope), receive, send)
             return
         middleware = middlewares.get(trusted)
         if middleware is None:
             proxied = ProxyHeadersMiddleware(cast(Any, app), list(trusted))
             middleware = middlewares[trusted] = cast(Any, proxied)
+        if not _peer_trusted(scope, middleware):
+            await app(_without_forwarded(scope), receive, send)
+            return
         await middleware(scope, receive, send)
 
     return forwarded

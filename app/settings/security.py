@@ -45,7 +45,8 @@ AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"  # a 429, in the login pa
 #   SECURE_SSL_REDIRECT=1                           http:// dashboard requests redirect to https://
 #   SECURE_PROXY_SSL_HEADER=HTTP_X_FORWARDED_PROTO  a TLS-terminating proxy says so in this header
 #                                                   ("HEADER" means the value https; or "HEADER,value")
-# Only set SECURE_PROXY_SSL_HEADER when the proxy always sets (or strips) that header. The redirect and
+# Only set SECURE_PROXY_SSL_HEADER when the proxy always sets (or strips) that header, and list the
+# proxy in SKILLGATE_TRUSTED_PROXIES: from any other peer app/edge.py removes the header. The redirect and
 # HSTS come from SecurityMiddleware, so they apply to the dashboard and /api/, not to /v1/ or /slack/
 # (served without the browser middleware, app/asgi.py): terminate TLS in front of those.
 SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", False)
