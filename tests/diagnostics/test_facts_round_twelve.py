@@ -373,3 +373,49 @@ def test_an_aws_denial_to_a_node_role_says_the_controller_fell_back_to_the_node(
     (finding,) = of_kind(found, "cloud_call_denied")
     assert finding.summary.startswith("Pod pg-1 is Pending because its PVC d-pg-1 is never provisioned")
     assert "PD CSI driver" in finding.summary and "node instance i-0123456789abcdef" in finding.summary
+
+
+def test_a_local_traffic_policy_strands_the_clients_on_nodes_without_an_endpoint():
+    log = _log(
+        "web-5d6c7b8a9f-abcde",
+        "front",
+        'err="Get \\"http://search.back.svc:9200/q\\": dial tcp 10.0.0.9:9200: connect: '
+        'connection refused"\n',
+    )
+    service = ToolOutput(
+        "kubectl_get_yaml",
+        {"kind": "service", "name": "search", "namespace": "back"},
+        "apiVersion: v1\nkind: Service\nmetadata:\n  name: search\n  namespace: back\nspec:\n"
+        "  internalTrafficPolicy: Local\n  selector:\n    app: search\n",
+    )
+    back = _list(
+        "pod",
+        "back",
+        "NAME   READY   STATUS    RESTARTS   AGE   IP   NODE\n"
+        "search-0   1/1   Running   0   1d   1.1.1.1   n1\n",
+    )
+    front = _list(
+        "pod",
+        "front",
+        "NAME   READY   STATUS    RESTARTS   AGE   IP   NODE\n"
+        "web-5d6c7b8a9f-abcde   1/1   Running   0   1d   1.1.1.2   n2\n"
+        "web-5d6c7b8a9f-fghij   1/1   Running   0   1d   1.1.1.3   n1\n",
+    )
+    found, state = run_outputs(log, service, back, front)
+    (finding,) = of_kind(found, "traffic_policy_no_local_endpoint")
+    assert "search pods run on n1 only" in finding.summary and "web pods on n2" in finding.summary
+    assert "those on n1 succeed" in finding.summary
+    assert any(lead.obj == ObjRef("service", "search", "back") for lead in state.leads)
+
+
+def test_a_cluster_traffic_policy_is_not_blamed():
+    log = _log(
+        "web-1", "front", "dial tcp 10.0.0.9:9200: i/o timeout calling http://search.back.svc:9200/q\n"
+    )
+    service = ToolOutput(
+        "kubectl_get_yaml",
+        {"kind": "service", "name": "search", "namespace": "back"},
+        "apiVersion: v1\nkind: Service\nmetadata:\n  name: search\nspec:\n  internalTrafficPolicy: Cluster\n",
+    )
+    found, _ = run_outputs(log, service)
+    assert not of_kind(found, "traffic_policy_no_local_endpoint")

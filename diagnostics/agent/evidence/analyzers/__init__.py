@@ -67,6 +67,7 @@ from diagnostics.agent.evidence.analyzers import (  # noqa: F401  (registration)
     token_mount,
     topology_spread,
     traces,
+    traffic_policy,
     volume_limits,
     volume_permissions,
     volume_resize,
