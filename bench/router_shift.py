@@ -32,9 +32,11 @@ weighting. Simulated: the gateway and the ledger (records, not rows), the hourly
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from collections import defaultdict
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
@@ -430,6 +432,7 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "router_shift.md").write_text(text)
+    (out / "router_shift.json").write_text(json.dumps([asdict(s) for s in served], indent=1) + "\n")
     return 0
 
 

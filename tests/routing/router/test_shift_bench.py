@@ -17,6 +17,7 @@ from bench.router_shift_bar import (
     true_gap,
 )
 from bench.router_shift_retrain import as_logged
+from bench.router_shift_seeds import seeds_of, table
 from routing.router.learning.calibration import Target
 from routing.router.learning.records import Outcome, ReplayRecord
 
@@ -173,3 +174,23 @@ def test_a_verifiers_strength_gives_the_fallbacks_odds():
     assert odds.student_path_cost[0] == pytest.approx(0.001 + fails * 0.01)
     records[0].meta.pop("p_teacher")
     assert odds_of(records) is None and odds_router_cost(records, Target()) is None
+
+
+def test_the_seeds_table_counts_each_profiles_misses_over_the_draws():
+    """``router_shift_seeds``: per profile and stream, each seed's cell and how many of the draws are
+    over the bar, below the target beyond the margin, and below it on the true odds."""
+    draws = [(1, "yes", 0.12, 0.01), (2, "**no**", 0.02, -0.004), (3, "yes", 0.2, 0.02)]
+    code = {"profile": "code", "stream": "in-distribution", "meets": "yes", "vs_odds": 0.01, "true_gap": 0.03}
+    runs = {
+        seed: [{"profile": "summarize", "stream": "shifted", "meets": m, "vs_odds": v, "true_gap": g}, code]
+        for seed, m, v, g in draws
+    }
+    assert seeds_of("1-3,7") == [1, 2, 3, 7]
+
+    header, _, first, second = table(runs)
+
+    assert header.startswith("| profile / stream | seed 1 | seed 2 | seed 3 | median vs odds | over 10% |")
+    assert first.startswith("| code / in-distribution | +1.0% ok (+0.030) | +1.0% ok (+0.030) |")
+    assert first.endswith("| +1.0% | 0 of 3 | 0 of 3 | 0 of 3 |")
+    assert second.endswith("| +12.0% | 2 of 3 | 1 of 3 | 1 of 3 |")
+    assert "+2.0% NO (-0.004)" in second
