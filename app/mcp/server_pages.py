@@ -12,6 +12,7 @@ the one thread Django's sync views and the ``/v1`` edge's database reads share (
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -76,6 +77,13 @@ def preview(listing: ServerListing) -> list[dict[str, Any]]:
     return rows
 
 
+def split_of(rows: list[dict[str, Any]]) -> list[tuple[str, int]]:
+    """How many tools of each class a preview holds: read first, then write, then the rest."""
+    order = {classify.READ: 0, classify.WRITE: 1}
+    counts = Counter(row["klass"] for row in rows)
+    return sorted(counts.items(), key=lambda item: (order.get(item[0], 2), item[0]))
+
+
 def _render(request: HttpRequest, context: dict[str, Any], status: int = 200) -> HttpResponse:
     return render(request, "web/mcp_server_form.html", {"nav": "mcp", **context}, status=status)
 
@@ -98,7 +106,9 @@ async def mcp_server_new(request: HttpRequest) -> HttpResponse:
         except UpstreamError as exc:
             context = {"form": form, "new": True, "test_error": str(exc)}
             return await sync_to_async(_render)(request, context)
-        context = {"form": form, "new": True, "tested": preview(listing), "info": listing.server_info}
+        tested = preview(listing)
+        context = {"form": form, "new": True, "tested": tested, "split": split_of(tested)}
+        context["info"] = listing.server_info
         return await sync_to_async(_render)(request, context)
     user: Any = await request.auser()
     try:

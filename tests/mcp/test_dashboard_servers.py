@@ -6,6 +6,7 @@ The same roles as /api/."""
 
 from __future__ import annotations
 
+import re
 import sys
 from typing import Any
 
@@ -86,6 +87,10 @@ def test_register_test_connect_edit_delete_and_the_audit_kept(
     html = tested.content.decode()
     assert tested.status_code == 200 and 'data-test-result="ok"' in html
     assert 'data-tested-tool="status"' in html and 'data-tested-tool="touch"' in html
+    split = re.search(r"<span data-tested-split>(.*?)</span>", html)
+    classes = re.findall(r'<tr data-tested-tool="[^"]*"><td>.*?</td><td>(\w+)</td>', html, re.S)
+    assert split is not None and split.group(1) == "6 read, 1 write"  # the split, as the rows say
+    assert sorted(classes) == ["read"] * 6 + ["write"]
     assert not McpServer.objects.exists() and not McpTool.objects.exists()  # nothing saved or accepted
 
     registered = client.post(NEW, {**upstream_env, "action": "register"})

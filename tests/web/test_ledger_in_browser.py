@@ -22,7 +22,7 @@ from tests.factories import ApiKeyFactory, InvocationFactory, TaskProfileFactory
 from tests.support.browser import log_in, needs_chromium, screenshot
 from tests.support.dashboard import PASSWORD, dashboard_user
 
-pytestmark = [needs_chromium, pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+pytestmark = [needs_chromium, pytest.mark.browser, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 WIDTHS = pytest.mark.parametrize(
     "viewport", [{"width": 375, "height": 740}, {"width": 1280, "height": 900}], ids=["phone", "desktop"]
