@@ -157,6 +157,17 @@ def test_every_field_of_a_task_profile_refuses_hostile_values_then_saves(
         0.9,
     )
     assert profile.verifier == {"kind": "regex", "pattern": "ok"}
+
+    page.goto(f"{gateway_url}/profiles/")  # and one created from the page, its policy and verifier set
+    page.click("summary:has-text('New profile')")
+    page.fill("#profile-form [name=name]", "made-in-the-browser")
+    page.select_option("#profile-form [name=policy]", "student_with_fallback")
+    page.fill("#profile-form [name=verifier]", '{"kind": "regex", "pattern": "^ok$"}')
+    page.click("#profile-form button[type=submit]")
+    expect(page.locator(".messages")).to_contain_text("Profile made-in-the-browser created.")
+    made = TaskProfile.objects.get(name="made-in-the-browser")
+    assert (made.policy, made.verifier) == ("student_with_fallback", {"kind": "regex", "pattern": "^ok$"})
+    assert page.url.endswith(f"/profiles/{made.pk}/")
     assert failures == []
 
 
