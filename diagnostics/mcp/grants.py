@@ -1,9 +1,10 @@
 """Who may reach a registered server through the gateway: grants to a key, and grants to a team.
 
 A team is a Django group (``auth.Group``): a team grant lets every key whose owner is in the group reach
-the server, for the grant's tools, as long as the owner stays in the group (checked on every request,
-like a key's own grant). A key with no owner is in no team. A key's reach on a server is the union of
-its own grant and its owner's teams' grants: an empty tool list in any of them is every allowed tool.
+the server, for the grant's tools, as long as the owner stays in the group and active (checked on every
+request, like a key's own grant). A key with no owner, or a deactivated one, is in no team. A key's
+reach on a server is the union of its own grant and its owner's teams' grants: an empty tool list in any
+of them is every allowed tool.
 
 ``grant_for`` is the one check: the gateway (``/mcp/servers/<name>``) and ``/mcp``'s ``propose_action``
 use it (through ``diagnostics.mcp.requests``).
@@ -29,7 +30,10 @@ def grant_for(*, key: ApiKey, server_name: str) -> McpGrant | None:
     teams = (
         list(
             McpGrant.objects.select_related("server").filter(
-                team__user=key.owner_id, server__name=server_name, server__enabled=True
+                team__user=key.owner_id,
+                team__user__is_active=True,
+                server__name=server_name,
+                server__enabled=True,
             )
         )
         if key.owner_id is not None

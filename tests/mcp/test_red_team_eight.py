@@ -17,11 +17,12 @@ from typing import Any
 
 import httpx
 import pytest
+from django.contrib.auth.models import Group, User
 
 from diagnostics import services
 from diagnostics.mcp.selectors import effective_class, page_servers
 from diagnostics.mcp.servers import mcp_grant_set, mcp_server_accept, mcp_server_register, mcp_server_sync
-from diagnostics.models import ActionRequest, Incident, McpServer, McpTool
+from diagnostics.models import ActionRequest, Incident, McpGrant, McpServer, McpTool
 from routing import scopes
 from tests.api.conftest import role_key
 from tests.factories import make_role_key
@@ -244,3 +245,24 @@ def test_an_sse_upstream_cannot_send_the_client_to_another_origin():
     finally:
         liar_.stop = True
         liar_.server.shutdown()
+
+
+def test_a_deactivated_members_key_no_longer_reaches_the_server_through_the_team(gateway_url, hostile):
+    """Team grants: a team grant lasts while the key's owner is in the team; a member deactivated (left the
+    company, stays in the group) keeps a key that still authenticates for what needs no owner, but the
+    team's grant is no longer theirs: the server does not exist for the key, and nothing runs upstream."""
+    connect(hostile)
+    team = Group.objects.create(name="sre")
+    McpGrant.objects.create(team=team, server=hostile, tools=[])
+    member = make_role_key("leaver", "operator", scopes=[scopes.MCP_GATEWAY])
+    member.key.owner.groups.add(team)
+    url = gateway_url + "/mcp/servers/upstream"
+    assert text(call(url, member.raw, "status", {})) == "status: ok, 3 replicas ready"
+    User.objects.filter(pk=member.key.owner_id).update(is_active=False)
+    listed = httpx.post(
+        url,
+        json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+        headers={"Authorization": f"Bearer {member.raw}", "Accept": "application/json, text/event-stream"},
+        timeout=30,
+    )
+    assert listed.status_code == 404, (listed.status_code, listed.text)
