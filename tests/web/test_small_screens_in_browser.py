@@ -92,10 +92,34 @@ def sideways(page: Page) -> int:
     return int(page.evaluate("document.documentElement.scrollWidth - window.innerWidth"))
 
 
+# The words of table cells that a line break cuts in two (a word between spaces, hyphens or slashes, up
+# to 40 characters): a table squeezed to the screen rather than scrolling in its box reads "e x t r a c t".
+BROKEN_WORDS = """() => {
+  const broken = [];
+  for (const cell of document.querySelectorAll("main td, main th")) {
+    const walker = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
+    for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+      if (!node.parentElement.checkVisibility()) continue;  // a closed panel's text is not shown
+      const text = node.textContent;
+      for (const match of text.matchAll(/[^\\s\\/-]+/g)) {
+        if (match[0].length < 2 || match[0].length > 40) continue;
+        const range = document.createRange();
+        range.setStart(node, match.index);
+        range.setEnd(node, match.index + match[0].length);
+        const lines = new Set([...range.getClientRects()].map((rect) => Math.round(rect.top)));
+        if (lines.size > 1) broken.push(match[0]);
+      }
+    }
+  }
+  return broken.slice(0, 10);
+}"""
+
+
 def test_every_page_fits_a_phone_and_the_navigation_folds(phone: Page, gateway_url: str, pages) -> None:
     for path in pages:
         phone.goto(gateway_url + path)
         assert sideways(phone) <= 0, f"{path} scrolls sideways at 375 px"
+        assert phone.evaluate(BROKEN_WORDS) == [], f"{path}: a table cuts its words at 375 px"
         nav = phone.locator("#main-nav")
         expect(nav).to_be_hidden()
         phone.click("[data-nav-toggle]")
