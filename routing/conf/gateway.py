@@ -63,6 +63,15 @@ class Limits:
         doc="JSON bodies with more elements than this (arrays, objects, strings and the commas between "
         "values) are a 400, counted at C speed before they are parsed (routing/json_body.py).",
     )
+    max_form_escapes: int = setting(
+        "MAX_FORM_ESCAPES",
+        env="SKILLGATE_MAX_FORM_ESCAPES",
+        default=65_536,
+        ge=1,
+        doc="An application/x-www-form-urlencoded body with more percent escapes (and raw non-ASCII "
+        "bytes) than this is a 400, counted at C speed as it arrives, before Django decodes it in "
+        "Python (app/edge.py).",
+    )
     body_read_timeout_s: float = setting(
         "BODY_READ_TIMEOUT_S",
         env="SKILLGATE_BODY_READ_TIMEOUT_S",
