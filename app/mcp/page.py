@@ -27,7 +27,7 @@ from app.web.pages import can, page, render_page
 from core.errors import ServiceError
 from diagnostics.mcp.acceptance import server_fingerprint
 from diagnostics.mcp.audit import KINDS, audit_entry, audit_names, audit_rows
-from diagnostics.mcp.selectors import page_servers, pending_actions
+from diagnostics.mcp.selectors import page_servers, pending_actions, server_identity
 from diagnostics.mcp.servers import (
     MANAGE_PERMISSION,
     mcp_server_accept,
@@ -55,9 +55,10 @@ def _accept(request: HttpRequest) -> str:
             mcp_server_enable(server=server, enabled=action == "enable", by=user, note="on the MCP page")
         elif tool:
             printed = str(request.POST.get("fingerprint", ""))[:64]
-            if not printed:
+            where = str(request.POST.get("server_identity", ""))[:64]
+            if not printed or not where:
                 return "Reload the page: an acceptance names the tool as it was shown (its fingerprint)."
-            mcp_tool_accept(server=server, tool=tool, by=user, note=note, fingerprint=printed)
+            mcp_tool_accept(server=server, tool=tool, by=user, note=note, fingerprint=printed, identity=where)
         else:
             shown = _seen(request.POST.getlist("seen"))
             printed = str(request.POST.get("server_fingerprint", ""))[:64]
@@ -89,6 +90,7 @@ def _with_fingerprints(servers: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for entry in servers:
         shown = sorted((t["tool"] for t in entry["tools"] if t["tool"].present), key=lambda t: t.name)
         entry["fingerprint"] = server_fingerprint(entry["server"], shown)
+        entry["identity"] = server_identity(entry["server"])  # where it points: one tool's form names it
     return servers
 
 

@@ -72,13 +72,29 @@ def server_now(server: McpServer, tools: list[McpTool]) -> str:
 
 @transaction.atomic
 def mcp_tool_accept(
-    *, server: McpServer, tool: str, by: User | None, note: str = "", fingerprint: str | None = None
+    *,
+    server: McpServer,
+    tool: str,
+    by: User | None,
+    note: str = "",
+    fingerprint: str | None = None,
+    identity: str | None = None,
 ) -> McpTool:
     """Accepts a new tool's classification (first sight), or a held change toward read (the tool takes
     the class the server now declares). A refused tool cannot be accepted. ``fingerprint``: the tool as
     the operator was shown it; a tool the server changed since (a new listing between the look and the
-    click: other hints, words or schema) is refused, so an acceptance never covers what nobody saw."""
+    click: other hints, words or schema) is refused, so an acceptance never covers what nobody saw.
+    ``identity``: ``selectors.server_identity`` of the server as shown; a server re-pointed since (which
+    may list the very same tool from elsewhere) is refused."""
     row = McpTool.objects.select_for_update().filter(pk=tool_named(server, tool).pk).get()
+    now = McpServer.objects.get(pk=row.server_id)
+    if identity is not None and server_identity(now) != identity:
+        raise ServiceError(
+            f"MCP server {now.name!r} was re-pointed since tool {tool!r} was shown (it is now "
+            f"{server_now(now, _listed(now))}); look at it again before accepting.",
+            code="changed",
+            status=409,
+        )
     if fingerprint is not None and row.fingerprint != fingerprint:
         raise ServiceError(
             f"Tool {tool!r} changed on the server since it was shown (it is now {row.declared}: "

@@ -31,7 +31,7 @@ from diagnostics.api_auth import ErrorOut, Page, Paged, caller, needs, page_of
 from diagnostics.mcp import resync, servers
 from diagnostics.mcp.acceptance import server_fingerprint
 from diagnostics.mcp.kinds import OUTPUT_KINDS
-from diagnostics.mcp.selectors import effective_class, tool_reason
+from diagnostics.mcp.selectors import effective_class, server_identity, tool_reason
 from diagnostics.models import McpServer, McpTool
 from diagnostics.toolsets.registry import environment_names
 from routing import scopes
@@ -112,6 +112,7 @@ class OverrideIn(Schema):
 class NoteIn(Schema):
     note: str = Field("", max_length=2000)
     fingerprint: str = Field("", max_length=64, description="The tool's (or server's) fingerprint as seen.")
+    identity: str = Field("", max_length=64, description="One tool's accept: the server's identity as seen.")
 
 
 class AllowListIn(Schema):
@@ -193,6 +194,12 @@ class ServerOut(Schema):
 class ServerDetailOut(ServerOut):
     tools: list[ToolOut]
     fingerprint: str = Field(description="What accepting it covers: endpoint, tools, their classes.")
+
+    identity: str = Field(description="Where it points (sha256): one tool's accept may send it back.")
+
+    @staticmethod
+    def resolve_identity(server: McpServer) -> str:
+        return server_identity(server)
 
     @staticmethod
     def resolve_fingerprint(server: McpServer) -> str:  # of the rows shown (prefetched by async views)
@@ -375,9 +382,16 @@ def tool_override(request: HttpRequest, server: str, tool: str, body: OverrideIn
     summary="Accept a new tool's classification (first sight), or a change toward read held for review",
 )
 def tool_accept(request: HttpRequest, server: str, tool: str, body: NoteIn | None = None) -> dict[str, Any]:
-    note, seen = (body.note, body.fingerprint or None) if body is not None else ("", None)
+    note, seen, where = (
+        (body.note, body.fingerprint or None, body.identity or None) if body else ("", None, None)
+    )
     row = servers.mcp_tool_accept(
-        server=server_named(server), tool=tool, by=caller(request).user, note=note, fingerprint=seen
+        server=server_named(server),
+        tool=tool,
+        by=caller(request).user,
+        note=note,
+        fingerprint=seen,
+        identity=where,
     )
     return {"tool": row}
 

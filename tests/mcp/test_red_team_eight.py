@@ -20,14 +20,17 @@ import pytest
 from django.contrib.auth.models import Group, User
 
 from diagnostics import services
-from diagnostics.mcp.selectors import effective_class, page_servers
+from diagnostics.mcp.lifecycle import mcp_server_update
+from diagnostics.mcp.selectors import effective_class, page_servers, server_accepted
 from diagnostics.mcp.servers import mcp_grant_set, mcp_server_accept, mcp_server_register, mcp_server_sync
 from diagnostics.models import ActionRequest, Incident, McpGrant, McpServer, McpTool
 from routing import scopes
 from tests.api.conftest import role_key
 from tests.factories import make_role_key
-from tests.mcp.conftest import connect
+from tests.mcp.conftest import connect, upstream_command
+from tests.mcp.page_forms import accept_form
 from tests.mcp.test_first_sight import RO, liar, ran, trusted_entries
+from tests.mcp.test_server_fingerprint import _post_form, _session
 from tests.mcp.test_sessions import LIST, open_session, post
 from tests.mcp.test_surfaces import call, text
 from tests.support.fake_environment import incident_user
@@ -258,7 +261,7 @@ def test_a_deactivated_members_key_no_longer_reaches_the_server_through_the_team
     member.key.owner.groups.add(team)
     url = gateway_url + "/mcp/servers/upstream"
     assert text(call(url, member.raw, "status", {})) == "status: ok, 3 replicas ready"
-    User.objects.filter(pk=member.key.owner_id).update(is_active=False)
+    User.objects.filter(pk=member.key.owner.pk).update(is_active=False)
     listed = httpx.post(
         url,
         json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
@@ -266,3 +269,39 @@ def test_a_deactivated_members_key_no_longer_reaches_the_server_through_the_team
         timeout=30,
     )
     assert listed.status_code == 404, (listed.status_code, listed.text)
+
+
+def test_one_tools_accept_does_not_cover_the_same_tool_listed_from_a_re_pointed_server(
+    gateway_url, tmp_path, monkeypatch, operator
+):
+    """First sight, the look and the click, one tool: a server re-pointed between the page being drawn and
+    the click lists the very same tool (same name, words, hints: the same tool fingerprint) from elsewhere;
+    accepting it would also let the new endpoint's resources and prompts pass. The one-tool form names the
+    server's identity too, so the click is refused; over ``/api/`` the ``identity`` sent back does it."""
+    server = liar(tmp_path, monkeypatch, "repointed", [LOGS])
+    assert mcp_server_sync(server=server).error == ""
+    browser = _session(gateway_url, operator)
+    admin = {"Authorization": f"Bearer {role_key('admin', scopes.MCP_ADMIN).raw}"}
+    try:
+        page = browser.get("/mcp-servers/").text
+        form = accept_form(page, "repointed", "get_logs")
+        detail = httpx.get(gateway_url + "/api/mcp/servers/repointed", headers=admin, timeout=30).json()
+        shown = {t["name"]: t["fingerprint"] for t in detail["server"]["tools"]}["get_logs"]
+
+        mcp_server_update(server=server, by=None, command=[*upstream_command(), "elsewhere"])
+        assert mcp_server_sync(server=McpServer.objects.get(pk=server.pk)).error == ""
+        assert McpTool.objects.get(server=server, name="get_logs").fingerprint == shown  # the same tool
+        posted = _post_form(browser, page, form)
+        assert posted.status_code == 400 and "was re-pointed since tool" in posted.text
+        body = {"fingerprint": shown, "identity": detail["server"]["identity"]}
+        answer = httpx.post(
+            gateway_url + "/api/mcp/servers/repointed/tools/get_logs/accept",
+            json=body,
+            headers=admin,
+            timeout=30,
+        )
+        assert answer.status_code == 409 and "re-pointed" in answer.json()["error"]["message"]
+        assert not McpTool.objects.filter(server=server, reviewed_at__isnull=False).exists()
+        assert not server_accepted(McpServer.objects.get(pk=server.pk))
+    finally:
+        browser.close()

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from diagnostics.mcp.attach import incident_environment
-from diagnostics.mcp.selectors import effective_class
+from diagnostics.mcp.selectors import effective_class, server_identity
 from diagnostics.mcp.servers import mcp_grant_set, mcp_server_sync
 from diagnostics.models import Incident, McpTool, McpToolChange
 from routing import scopes
@@ -114,7 +114,10 @@ def test_an_accept_form_without_what_it_showed_accepts_nothing(tmp_path, monkeyp
     client.force_login(operator)
     one = client.post(PAGE, {"server": "bare", "tool": "status"})
     assert one.status_code == 400 and "Reload the page" in one.content.decode()
-    stale = client.post(PAGE, {"server": "bare", "tool": "status", "fingerprint": "0" * 64})
+    identity = server_identity(server)  # round four: one tool's form names where the server points too
+    stale = client.post(
+        PAGE, {"server": "bare", "tool": "status", "fingerprint": "0" * 64, "server_identity": identity}
+    )
     assert stale.status_code == 400 and "changed on the server" in stale.content.decode()
     every = client.post(PAGE, {"server": "bare"})
     assert every.status_code == 400 and "Reload the page" in every.content.decode()
