@@ -72,6 +72,10 @@ def test_the_mcp_pages_buttons_refuse_hostile_hidden_values_then_act(
     _refused(page, one, {"fingerprint": ""}, "Reload the page", state)
     _refused(page, one, {"tool": CLIMB}, "", state)
     _refused(page, one, {"fingerprint": LONG}, "", state)
+    _refused(page, one, {"server_identity": ""}, "Reload the page", state)
+    _refused(page, one, {"server_identity": "0" * 64}, "was re-pointed since tool", state)
+    _refused(page, every, {"server_fingerprint": ""}, "Reload the page", state)
+    _refused(page, every, {"server_fingerprint": "0" * 64}, "changed since it was shown", state)
     before = state()
     page.locator(f"{every} input[name=seen]").evaluate_all(  # every tool it showed, named otherwise
         "(inputs, v) => inputs.forEach(i => { i.value = v; })", "f" * 64 + ":" + CLIMB
