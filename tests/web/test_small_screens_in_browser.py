@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from decimal import Decimal
 
 import pytest
-from playwright.sync_api import Browser, Page, expect
+from playwright.sync_api import Browser, Locator, Page, expect
 
 from diagnostics import services
 from diagnostics.models import McpServer, Step
@@ -184,11 +184,24 @@ def test_the_learning_poll_keeps_an_open_panel_open(browser: Browser, gateway_ur
     context.close()
 
 
+def on_screen(page: Page, element: Locator) -> None:
+    """``element`` is visible within the screen, without scrolling anything sideways."""
+    expect(element).to_be_visible()
+    box = element.bounding_box()
+    width = page.viewport_size["width"] if page.viewport_size else 0
+    assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= width, box
+
+
 def test_daily_actions_on_a_phone(phone: Page, gateway_url: str) -> None:
     phone.on("dialog", lambda dialog: dialog.accept())
     phone.goto(gateway_url + "/keys/")
     row = phone.locator("tr[data-key='a-key-with-a-rather-long-name']")
     row.locator("[data-edit-key] summary").click()
+    on_screen(phone, row.locator("[data-edit-key] form"))  # not in the table's last column, off screen
+    row.locator("input[name$=budget_usd]").fill("lots")
+    row.locator("text=Save").click()
+    on_screen(phone, row.locator("[data-field-errors$=budget_usd]"))  # the message is where one looks
+    row.locator("input[name$=budget_usd]").fill("5")
     row.locator("input[name$=rpm_limit]").fill("120")
     row.locator("select[name$=budget_period]").select_option("month")
     row.locator("text=Save").click()
