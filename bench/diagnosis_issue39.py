@@ -210,6 +210,25 @@ n114, n117 and n120 were held out (0/3 with the built-on mechanisms), then fixed
 
 The blind commit is 4ac8c75 (the cases only): 0/10."""
 
+ROUND_TWELVE = """\
+10 fault families no case covered, written blind to the analyzers, with varied evidence shapes: an Argo
+Rollouts canary its AnalysisRun aborted (a question; custom resources' status), an etcd member's slow disk
+(metrics only), the EBS CSI driver refused CreateVolume on the node's role (events only), a Liquibase lock
+held by a pod killed mid-migration beside a healed database outage (an Alertmanager webhook's JSON; stale and
+current evidence), a rollback that cannot undo a forward schema migration (a fix that did not heal), an IRSA
+role whose trust lacks a renamed ServiceAccount behind an alert pod that is gone (empty reads: NotFound, an
+empty current log), `internalTrafficPolicy: Local` without local endpoints, a ServiceMonitor no Prometheus
+selects (an empty query as evidence), Istio STRICT mTLS against a client without a sidecar, PostgreSQL's
+parallel workers on the container's default `/dev/shm`. Seven were built on with general mechanisms (a lock
+whose holder is gone, a pool reconnecting ends what failed before it, a missing column a migration renamed
+under a rolled-back workload, a progressive rollout's analysis, etcd's disk budget, a workload identity the
+cloud refuses and a gone pod's workload, the operator's monitor selection, a mesh's mTLS mode against the
+client's sidecar); n123, n127 and n130 were held out (0/3 with those), then fixed as classes (a cloud API's
+refusal naming action and identity, a Service's local traffic policy against where its endpoints run,
+shared memory that is not a disk).
+
+The blind commit is baaa7ea (the cases only): 0/10."""
+
 ROUNDS = (
     Round("one", 1, 21, "f8d2e4f", ROUND_ONE),
     Round("three", 22, 28, "7b4b16a", ROUND_THREE),
@@ -221,6 +240,7 @@ ROUNDS = (
     Round("nine", 93, 100, "bf2ff8a", ROUND_NINE),
     Round("ten", 101, 110, "58cb11b", ROUND_TEN),
     Round("eleven", 111, 120, "4ac8c75", ROUND_ELEVEN),
+    Round("twelve", 121, 130, "baaa7ea", ROUND_TWELVE),
 )
 
 
