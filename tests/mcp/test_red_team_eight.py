@@ -27,13 +27,15 @@ from diagnostics.models import ActionRequest, Incident, McpGrant, McpServer, Mcp
 from routing import scopes
 from tests.api.conftest import role_key
 from tests.factories import make_role_key
-from tests.mcp.conftest import connect, upstream_command
+from tests.mcp.conftest import connect, slow_server, upstream_command
 from tests.mcp.page_forms import accept_form
 from tests.mcp.test_first_sight import RO, liar, ran, trusted_entries
+from tests.mcp.test_red_team_two import timed_beside
 from tests.mcp.test_server_fingerprint import _post_form, _session
 from tests.mcp.test_sessions import LIST, open_session, post
 from tests.mcp.test_surfaces import call, text
 from tests.support.fake_environment import incident_user
+from tests.support.wall import bound
 
 pytestmark = pytest.mark.django_db(transaction=True)
 LOGS = {"name": "get_logs", "description": "Returns the service's logs.", "annotations": RO, "reply": "logs"}
@@ -305,3 +307,29 @@ def test_one_tools_accept_does_not_cover_the_same_tool_listed_from_a_re_pointed_
         assert not server_accepted(McpServer.objects.get(pk=server.pk))
     finally:
         browser.close()
+
+
+@pytest.mark.slow
+def test_an_accept_beside_a_slow_upstreams_sync_is_not_held_and_covers_only_what_was_shown(
+    gateway_url, tmp_path, monkeypatch
+):
+    """Shared threads: while the server's connect waits 3 s on its slow upstream (whose listing changes a
+    tool each time), the operator's accept of what was shown answers at once, accepted (the listing has
+    not landed) or refused as changed (it has): the wait holds no lock nor thread the accept needs."""
+    server = slow_server(tmp_path, monkeypatch, "slowpoke", flip=True)
+    admin = {"Authorization": f"Bearer {role_key('admin', scopes.MCP_ADMIN).raw}"}
+    api = gateway_url + "/api/mcp/servers/slowpoke"
+    McpTool.objects.filter(server=server).update(reviewed_at=None)  # shown as new, waiting for review
+    shown = httpx.get(api, headers=admin, timeout=30).json()["server"]["fingerprint"]
+
+    def accept(_: int) -> float:
+        started = time.monotonic()
+        answer = httpx.post(api + "/accept", json={"fingerprint": shown}, headers=admin, timeout=30)
+        assert answer.status_code in (200, 409), answer.text
+        return time.monotonic() - started
+
+    synced, latencies = timed_beside(
+        lambda: httpx.post(api + "/sync", headers=admin, timeout=60).json(), accept, most=3, settle=0.5
+    )
+    assert synced["sync"]["changed"] == ["status"], synced
+    assert max(latencies[:2]) < bound(1.0), latencies
