@@ -23,6 +23,7 @@ import openai
 
 from app.demo import CAPITALS, extract_json_call
 from app.traffic import demo_client
+from core.money import money_display
 from routing.models import Invocation, TaskProfile
 from training.models import Adapter, Cycle, TrainingRun
 from training.services.cycle import cycle_start
@@ -48,8 +49,18 @@ class Summary:
         models = ", ".join(f"{name} x{count}" for name, count in self.student_models.most_common())
         return (
             f"{self.calls} calls: student direct pass {self.direct:.2f}, policy pass {self.policy:.2f}, "
-            f"fallback {self.fallback:.2f}, cost ${self.cost_usd:.6f}; student model: {models or '-'}"
+            f"fallback {self.fallback:.2f}, cost {money_display(self.cost_usd)}; "
+            f"student model: {models or '-'}"
         )
+
+
+def change(before: Summary, after: Summary) -> str:
+    """The held-out calls' measurements before and after the cycle, on one line."""
+    return (
+        f"held-out student direct pass {before.direct:.2f} -> {after.direct:.2f}, policy pass "
+        f"{before.policy:.2f} -> {after.policy:.2f}, "
+        f"cost {money_display(before.cost_usd)} -> {money_display(after.cost_usd)}"
+    )
 
 
 def summarize(calls: Sequence[Invocation]) -> Summary:
@@ -140,9 +151,6 @@ def run_demo_cycle(base_url: str, *, timeout_s: float, say: Callable[[str], None
         say(f"active adapter: {active.name} (loaded into vLLM)" if active else "no active adapter")
         after = summarize(send(client, heldout))
         say(f"after:  {after.line()}")
-        say(
-            f"held-out student direct pass {before.direct:.2f} -> {after.direct:.2f}, policy pass "
-            f"{before.policy:.2f} -> {after.policy:.2f}, cost ${before.cost_usd:.6f} -> ${after.cost_usd:.6f}"
-        )
+        say(change(before, after))
         served = active is not None and after.student_models.get(active.name, 0) == after.calls
         return admission.decision == admission.Decision.ADMITTED and served and after.direct > before.direct

@@ -8,6 +8,7 @@ from contextlib import contextmanager
 import openai
 
 from app.demo import demo_calls
+from core.money import money_display
 from routing import scopes
 from routing.services import api_key_create, api_key_revoke
 
@@ -39,6 +40,6 @@ def send_demo_traffic(base_url: str) -> Iterator[str]:
             h = raw_resp.headers
             yield (
                 f"{task}: route={h['x-skillgate-route']} served_by={h['x-skillgate-served-by']} "
-                f"verdict={h['x-skillgate-verdict']} cost=${h['x-skillgate-cost-usd']} "
+                f"verdict={h['x-skillgate-verdict']} cost={money_display(h['x-skillgate-cost-usd'])} "
                 f"answer={content[:60]!r}"
             )

@@ -15,6 +15,7 @@ from typing import Any
 
 import orjson
 
+from core.money import money_json
 from routing.call.pieces import Last, Whole
 from routing.errors import ApiError
 from routing.ledger import CallRecord
@@ -114,7 +115,7 @@ def call_headers(record: CallRecord) -> dict[str, str]:
         "x-skillgate-verdict": record.verdict,
         "x-skillgate-fallback": "true" if record.fallback else "false",
         "x-skillgate-overhead-ms": f"{record.overhead_ms:.2f}",
-        "x-skillgate-cost-usd": f"{record.cost_usd:.8f}",
+        "x-skillgate-cost-usd": money_json(record.cost_usd) or "",
         "x-skillgate-invocation": str(record.id),
         **({"x-skillgate-cache-write": record.cache_write} if record.cache_write else {}),
     }

@@ -20,6 +20,7 @@ from django.db import connection, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
+from core.money import money_display
 from routing import conf
 from routing.errors import ApiError
 from routing.models import ApiKey, BudgetLease, Reservation
@@ -33,7 +34,7 @@ class BudgetExceeded(ApiError):
     def __init__(self, needed: Decimal) -> None:
         super().__init__(
             402,
-            f"This call may cost up to ${needed:.6f}, more than is left of the key's budget.",
+            f"This call may cost up to {money_display(needed)}, more than is left of the key's budget.",
             type="insufficient_quota",
             code="budget_exceeded",
         )

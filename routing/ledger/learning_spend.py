@@ -28,6 +28,7 @@ from asgiref.sync import sync_to_async
 from django.db import transaction
 
 from core.errors import ServiceError
+from core.money import money_display
 from routing import budgets
 from routing.access.keys import generate_key
 from routing.budgets.store import reservation_extend
@@ -81,7 +82,8 @@ def reserve(amount: Decimal) -> Reservation:
         return budgets.reserve(api_key_id=key.pk, amount=amount)
     except budgets.BudgetExceeded:
         raise LearningBudgetSpent(
-            f"The learning key's budget (${key.budget_usd}) cannot hold a call of up to ${amount:.6f}."
+            f"The learning key's budget ({money_display(key.budget_usd)}) cannot hold a call of up to "
+            f"{money_display(amount)}."
         ) from None
 
 

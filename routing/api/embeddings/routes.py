@@ -3,6 +3,7 @@ routing/call/embeddings.py."""
 
 from __future__ import annotations
 
+from core.money import money_json
 from routing.access.ratelimit import check_rate
 from routing.api.auth import api_key_of
 from routing.api.http import JsonResponse, Request, Response
@@ -22,7 +23,7 @@ async def create(request: Request) -> Response:
         "x-skillgate-served-by": record.served_by,
         "x-skillgate-verdict": record.verdict,
         "x-skillgate-overhead-ms": f"{record.overhead_ms:.2f}",
-        "x-skillgate-cost-usd": f"{record.cost_usd:.8f}",
+        "x-skillgate-cost-usd": money_json(record.cost_usd) or "",
         "x-skillgate-invocation": str(record.id),
     }
     return JsonResponse(result.payload, headers=headers)

@@ -56,6 +56,7 @@ import numpy as np
 from django.db.models import QuerySet
 from django.utils import timezone
 
+from core.money import money_display
 from routing import conf
 from routing.ledger import HAS_BODY
 from routing.models import Invocation, ProfileDrift, RouterVersion
@@ -273,7 +274,7 @@ def judge_live(live: Live, predicted: Predicted, earlier: str = "", held: bool =
         )
     if predicted.cost_usd is not None and predicted.cost_usd > 0:
         tests.append(
-            ("cost per call", cost_sprt(live.costs, predicted.cost_usd), f"${predicted.cost_usd:.6f}")
+            ("cost per call", cost_sprt(live.costs, predicted.cost_usd), money_display(predicted.cost_usd))
         )
     if predicted.fallback_rate is not None and live.calls:
         fb = predicted.fallback_rate
@@ -282,7 +283,7 @@ def judge_live(live: Live, predicted: Predicted, earlier: str = "", held: bool =
         if name == "correctness" and not labels:
             notes.append("no labelled live calls: correctness unknown (not passed)")
             continue
-        value = f"${test.rate:.6f}" if name == "cost per call" else f"{test.rate:.3f}"
+        value = money_display(test.rate) if name == "cost per call" else f"{test.rate:.3f}"
         on = f" on {len(labels)} labelled calls" if name == "correctness" else ""
         summary = (
             f"{name} {value}{on} vs {expected} {what} (SPRT log-LR {test.llr:+.2f}, drift at "

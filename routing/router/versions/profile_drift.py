@@ -35,6 +35,7 @@ from typing import Any
 
 from django.utils import timezone
 
+from core.money import money_display
 from routing import conf
 from routing.models import Invocation, ProfileDrift, RouterVersion, TaskProfile
 from routing.router.versions.drift import Judgement, Predicted, is_suspected, judge_live, live_from
@@ -94,7 +95,7 @@ def _baseline(profile: TaskProfile, state: ProfileDrift, policy: str) -> tuple[d
         numbers["student_calls"] = len(live.student_labels)
     return numbers, (
         f"baseline of the {policy} fallback: correctness {live.pass_rate:.3f} on {len(live.labels)} labelled "
-        f"calls, ${numbers['cost_usd']:.6f} per call, fallback rate {numbers['fallback_rate']:.3f}"
+        f"calls, {money_display(numbers['cost_usd'])} per call, fallback rate {numbers['fallback_rate']:.3f}"
     )
 
 

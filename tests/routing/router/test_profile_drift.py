@@ -111,7 +111,10 @@ def test_a_version_whose_calls_cost_more_than_predicted_is_flagged(settings) -> 
         _call(profile, key, version=version, fell_back=i % 2 == 0)
     version = router_version_drift_check(version=version)
     assert version.drift_reason.startswith(COST_DRIFT), version.drift_reason
-    assert "cost per call $0.006000" in version.drift_reason and "fallback rate 0.500" in version.drift_reason
+    assert (
+        "cost per call $0.006 vs $0.0015" in version.drift_reason
+        and "fallback rate 0.500" in version.drift_reason
+    )
     assert not version.drift_flag  # correct answers: it keeps routing, and is alerted and retrained
     assert [(a.subject, a.stops) for a in alerts.flagged()] == [("router v1 of dearer", False)]
 

@@ -43,6 +43,7 @@ from typing import Any
 
 from django.db import transaction
 
+from core.money import money_display
 from routing.call.legs import Extend
 from routing.call.plans import CallPlan, active_backends
 from routing.call.sampling import rates, student_correct
@@ -292,11 +293,14 @@ def decide(
     more_right = c > b
     if not (cheaper or fewer_fallbacks or more_right):
         return Admission.Decision.REFUSED, (
-            f"neither cost ({cand['cost_usd']:.6g} vs {act['cost_usd']:.6g} USD per call), fallback rate "
+            f"neither cost ({money_display(cand['cost_usd'])} vs {money_display(act['cost_usd'])} per call), "
+            "fallback rate "
             f"({cand['fallback_rate']:.3f} vs {act['fallback_rate']:.3f}) nor pass rate improves"
         )
     gains = [
-        f"cost {act['cost_usd']:.6g} -> {cand['cost_usd']:.6g} USD per call" if cheaper else "",
+        f"cost {money_display(act['cost_usd'])} -> {money_display(cand['cost_usd'])} per call"
+        if cheaper
+        else "",
         f"fallback rate {act['fallback_rate']:.3f} -> {cand['fallback_rate']:.3f}" if fewer_fallbacks else "",
         f"pass rate {act['pass_rate']:.3f} -> {cand['pass_rate']:.3f}" if more_right else "",
     ]
