@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from routing.call import openai_client, replicas
+from routing.call import openai_client, replicas, stream_bounds
 from routing.call.attempts import Attempts, billed_status
 from routing.call.events import Batch, UpstreamStream
 from routing.errors import UpstreamError, too_long
@@ -234,7 +234,7 @@ async def open_stream(
     :func:`complete`: the attempts to open it."""
     attempts = attempts if attempts is not None else Attempts()
     if not replicas.balanced(backend):
-        return await _open_stream(backend, body, attempts)
+        return stream_bounds.bounded(backend, await _open_stream(backend, body, attempts), body)
     chosen = replicas.pick(backend)
     try:
         stream = await _open_stream(chosen.backend, body, attempts)
@@ -261,7 +261,7 @@ async def open_stream(
         finally:
             chosen.release()
 
-    return UpstreamStream(batches(), close)
+    return stream_bounds.bounded(backend, UpstreamStream(batches(), close), body)
 
 
 async def _open_stream(backend: Backend, body: dict[str, Any], attempts: Attempts) -> UpstreamStream:
