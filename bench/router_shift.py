@@ -260,6 +260,7 @@ def main(argv: list[str] | None = None) -> int:
         "--only", action="append", help="this profile only (repeatable; the table is partial)"
     )
     parser.add_argument("--out", default=str(RESULTS))
+    parser.add_argument("--json", action="store_true", help="also write what was served, router_shift.json")
     args = parser.parse_args(argv)
     started = time.perf_counter()
     base = REGIMES[args.regime]
@@ -432,7 +433,8 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "router_shift.md").write_text(text)
-    (out / "router_shift.json").write_text(json.dumps([asdict(s) for s in served], indent=1) + "\n")
+    if args.json:  # for ``router_shift_seeds``
+        (out / "router_shift.json").write_text(json.dumps([asdict(s) for s in served], indent=1) + "\n")
     return 0
 
 

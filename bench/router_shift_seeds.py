@@ -90,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
         for seed in seeds_of(args.seeds):
             where = Path(args.read or tmp) / f"seed{seed}"
             if not args.read:
-                shift_main([*rest, "--seed", str(seed), "--out", str(where)])
+                shift_main([*rest, "--seed", str(seed), "--out", str(where), "--json"])
             runs[seed] = json.loads((where / "router_shift.json").read_text())
     lines = [
         "# Issue 38's bar over seeds (`bench/router_shift_seeds.py`)\n",
