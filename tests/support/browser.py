@@ -40,3 +40,10 @@ def log_in(page: Page, base_url: str, username: str, password: str) -> None:
     page.fill("input[name=password]", password)
     page.click("button[type=submit]")
     page.wait_for_url(f"{base_url}/")
+
+
+def show_filters(page: Page) -> None:
+    """Opens the Calls page's "Filters" toggle where a narrow screen folds it (a wide one shows the form;
+    a filter set opens it)."""
+    if not page.locator("#calls-body form").is_visible():
+        page.locator("details[data-filters] > summary").click()

@@ -20,7 +20,7 @@ from playwright.sync_api import Page, expect
 
 from routing.models import ApiKey, Invocation, TaskProfile
 from tests.factories import ApiKeyFactory, InvocationFactory, TaskProfileFactory
-from tests.support.browser import needs_chromium, screenshot
+from tests.support.browser import needs_chromium, screenshot, show_filters
 from tests.support.form_walk import WIDTHS, fits
 
 pytestmark = [
@@ -212,6 +212,7 @@ def test_bad_call_dates_are_a_message_by_the_field_and_the_other_filters_stay(
         InvocationFactory.create_batch(count, profile=profile, route=Invocation.Route.TEACHER)
     page = page_at(viewport)
     page.goto(gateway_url + "/calls/")
+    show_filters(page)
     form = "#calls-body form"
     page.select_option(f"{form} [name=profile]", str(mine.pk))
     page.fill(f"{form} [name=since]", "2020-06-01T00:00")
@@ -245,6 +246,7 @@ def test_bad_call_dates_are_a_message_by_the_field_and_the_other_filters_stay(
 
     # Good dates filter: 'to' before every call leaves none of the profile's.
     page.goto(gateway_url + "/calls/")
+    show_filters(page)
     page.select_option(f"{form} [name=profile]", str(mine.pk))
     before = (datetime.now(UTC) - timedelta(days=2)).strftime("%Y-%m-%dT%H:%M")
     page.fill(f"{form} [name=until]", before)

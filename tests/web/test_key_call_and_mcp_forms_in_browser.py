@@ -20,7 +20,7 @@ from playwright.sync_api import Page, expect
 from diagnostics.models import McpServer
 from routing.models import ApiKey, Invocation
 from tests.factories import ApiKeyFactory, InvocationFactory, TaskProfileFactory
-from tests.support.browser import screenshot
+from tests.support.browser import screenshot, show_filters
 from tests.support.form_walk import (
     CLIMB,
     FORM_WALK_MARKS,
@@ -166,6 +166,7 @@ def test_hostile_call_filters_are_each_named_and_the_good_ones_filter(
     InvocationFactory.create_batch(2, profile=profile, route=Invocation.Route.TEACHER, cost_usd=Decimal("2"))
     page = page_at(viewport)
     page.goto(gateway_url + "/calls/")
+    show_filters(page)
     form = "#calls-body form"
     rounds = [
         (
@@ -222,6 +223,7 @@ def test_hostile_call_filters_are_each_named_and_the_good_ones_filter(
         expect(page.locator("[data-filters-ignored]")).to_contain_text("Not applied")
     screenshot(page, f"every-form-calls-{viewport['width']}")
     page.goto(gateway_url + "/calls/")
+    show_filters(page)
     page.fill(f"{form} [name=min_cost]", "1")
     page.fill(f"{form} [name=max_cost]", "5")
     page.click(f"{form} button[type=submit]")

@@ -19,7 +19,7 @@ from playwright.sync_api import Browser, Page, expect
 
 from routing.ledger.learning_spend import POLICY as LEARNING_POLICY
 from tests.factories import ApiKeyFactory, InvocationFactory, TaskProfileFactory
-from tests.support.browser import log_in, needs_chromium, screenshot
+from tests.support.browser import log_in, needs_chromium, screenshot, show_filters
 from tests.support.dashboard import PASSWORD, dashboard_user
 
 pytestmark = [needs_chromium, pytest.mark.browser, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -102,6 +102,7 @@ def test_search_filter_export_and_follow_the_ledger(
     expect(page.locator("[data-count-split]")).to_have_count(0)
 
     page.goto(f"{gateway_url}/calls/")
+    show_filters(page)
     page.fill("input[name=q]", "Zürich")
     page.click("#calls-body button[type=submit]")
     expect(page.locator("[data-count]")).to_have_text("1")

@@ -6,6 +6,7 @@ spends or a server goes) fit both widths too."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from decimal import Decimal
 
@@ -17,7 +18,7 @@ from diagnostics.models import McpServer, Step
 from tests.factories import ApiKeyFactory, InvocationFactory, TaskProfileFactory
 from tests.factories.diagnostics import IncidentFactory
 from tests.factories.training import CycleFactory
-from tests.support.browser import log_in, needs_chromium, screenshot
+from tests.support.browser import log_in, needs_chromium, screenshot, show_filters
 from tests.support.dashboard import PASSWORD, dashboard_user
 from training.models import Cycle
 
@@ -115,11 +116,33 @@ BROKEN_WORDS = """() => {
 }"""
 
 
+# The dates and times in table cells that a line break cuts (at a hyphen, a space): 2026-12-07 13:21:56
+# reads on one line or not at all.
+SPLIT_DATES = """() => {
+  const split = [];
+  for (const cell of document.querySelectorAll("main td, main th")) {
+    const walker = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
+    for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+      if (!node.parentElement.checkVisibility()) continue;
+      for (const match of node.textContent.matchAll(/\\d{4}-\\d{2}-\\d{2}(?: \\d{2}:\\d{2}(?::\\d{2})?)?/g)) {
+        const range = document.createRange();
+        range.setStart(node, match.index);
+        range.setEnd(node, match.index + match[0].length);
+        const lines = new Set([...range.getClientRects()].map((rect) => Math.round(rect.top)));
+        if (lines.size > 1) split.push(match[0]);
+      }
+    }
+  }
+  return split.slice(0, 10);
+}"""
+
+
 def test_every_page_fits_a_phone_and_the_navigation_folds(phone: Page, gateway_url: str, pages) -> None:
     for path in pages:
         phone.goto(gateway_url + path)
         assert sideways(phone) <= 0, f"{path} scrolls sideways at 375 px"
         assert phone.evaluate(BROKEN_WORDS) == [], f"{path}: a table cuts its words at 375 px"
+        assert phone.evaluate(SPLIT_DATES) == [], f"{path}: a table's date runs over two lines at 375 px"
         nav = phone.locator("#main-nav")
         expect(nav).to_be_hidden()
         phone.click("[data-nav-toggle]")
@@ -139,10 +162,45 @@ def test_a_hostile_value_is_a_field_message_on_a_phone(phone: Page, gateway_url:
     assert sideways(phone) <= 0
 
     phone.goto(gateway_url + "/calls/")
+    show_filters(phone)
     phone.fill("input[name=min_cost]", "-5")  # a number input takes no NaN; the server says why -5 is refused
-    phone.click("text=Filter")
+    phone.click("#calls-body button[type=submit]")
     expect(phone.locator('[data-field-errors="min_cost"]')).to_be_visible()
     expect(phone.locator("[data-filters-ignored]")).to_be_visible()
+
+
+def test_the_calls_filters_fold_on_a_phone_and_open_when_set(phone: Page, gateway_url: str, pages) -> None:
+    phone.goto(gateway_url + "/calls/")
+    form, toggle = phone.locator("#calls-body form"), phone.locator("[data-filters] > summary")
+    expect(form).to_be_hidden()  # eleven fields filled the first screen: the calls came after them
+    expect(toggle).to_have_text("Filters")
+    first = phone.locator("table.calls tbody tr").first.bounding_box()
+    assert first is not None and first["y"] + first["height"] <= PHONE["height"], first
+    toggle.click()
+    expect(form).to_be_visible()
+    phone.select_option("select[name=route]", "teacher")
+    phone.click("#calls-body button[type=submit]")
+    expect(phone).to_have_url(re.compile(r"route=teacher"))
+    expect(form).to_be_visible()  # a filter is set: the toggle stays open, and says so
+    expect(toggle).to_contain_text("Filters (1 set)")
+    phone.goto(gateway_url + "/calls/?verdict=pass&q=paris")  # a link with filters opens them
+    expect(form).to_be_visible()
+    expect(toggle).to_contain_text("Filters (2 set)")
+    screenshot(phone, "phone-calls-filters")
+
+
+def test_the_calls_filters_toggle_without_javascript(browser: Browser, gateway_url: str, pages) -> None:
+    context = browser.new_context(viewport=PHONE, java_script_enabled=False)
+    page = context.new_page()
+    log_in(page, gateway_url, "adam", PASSWORD)
+    page.goto(gateway_url + "/calls/")
+    expect(page.locator("#calls-body form")).to_be_hidden()
+    page.click("[data-filters] > summary")
+    page.select_option("select[name=route]", "teacher")
+    page.click("#calls-body button[type=submit]")
+    expect(page.locator("#calls-body form")).to_be_visible()
+    expect(page.locator("[data-filters] > summary")).to_contain_text("(1 set)")
+    context.close()
 
 
 def test_desktop_pages_load_with_a_favicon_and_no_script_errors(
@@ -160,6 +218,9 @@ def test_desktop_pages_load_with_a_favicon_and_no_script_errors(
         expect(page.locator("#main-nav")).to_be_visible()
         expect(page.locator("[data-nav-toggle]")).to_be_hidden()
         assert sideways(page) <= 0, path
+    page.goto(gateway_url + "/calls/")  # a wide screen shows the filters, with no toggle to open
+    expect(page.locator("#calls-body form")).to_be_visible()
+    expect(page.locator("[data-filters] > summary")).to_be_hidden()
     favicon = page.request.get(gateway_url + "/favicon.ico")
     assert favicon.status == 200 and favicon.headers["content-type"] == "image/x-icon"
     assert errors == [] and missing == []

@@ -78,6 +78,12 @@ class CallFilterForm(forms.Form):
             self.add_error("max_cost", "'cost to' must be at least 'cost from'.")
         return data
 
+    def set_filters(self) -> int:
+        """How many filters the request sets, valid or not (the page then shows its filters open)."""
+        if not self.is_bound:
+            return 0
+        return sum(1 for name in self.fields if str(self.data.get(name, "")).strip())
+
     def unapplied(self) -> list[str]:
         """What is not applied, in the page's words: the invalid fields' labels, a form-wide error's text."""
         return [

@@ -83,6 +83,7 @@ def _calls_page(request: HttpRequest, form: CallFilterForm, refused: str = "") -
     learning = queries.learning_share(invocations) if not filters.traffic and paginator.count else 0
     context = {
         "form": form,
+        "filters_set": form.set_filters(),
         "page_obj": page_obj,
         "learning_calls": learning,
         "client_calls": paginator.count - learning,
