@@ -11,12 +11,13 @@ class RoutingConfig(AppConfig):
 
         from core import db_text
         from routing import conf, tasks
-        from routing.access import lookups
+        from routing.access import lookups, owners
         from routing.budgets import leases
         from routing.ledger import journal, writer
 
         conf.check()  # a setting out of its type or range stops start-up, naming its variable
         lookups.connect_signals()
+        owners.connect_signals()  # a deactivated or deleted owner's keys stop at once
         # The lower layers call up through these hooks, never by importing (docs/design.md, routing's layers):
         # asking for the lease book starts the ledger writer, which renews the leases and flushes their
         # spend; committed sampled rows get their background leg enqueued.

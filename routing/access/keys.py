@@ -9,6 +9,7 @@ import secrets
 from django.utils import timezone
 
 from routing.access import lookups
+from routing.access.owners import OWNER_ACTIVE
 from routing.models import ApiKey
 
 KEY_PREFIX = "sg-"
@@ -33,12 +34,15 @@ def parse_prefix(raw: str) -> str | None:
 
 
 async def authenticate(raw: str) -> ApiKey | None:
-    """The active, unexpired key matching ``raw``, or None. Constant-time hash comparison."""
+    """The active, unexpired key matching ``raw`` whose owner, if it has one, is active (routing/access/
+    owners.py), or None. Constant-time hash comparison."""
     prefix = parse_prefix(raw)
     if prefix is None:
         return None
     key = await lookups.cached(
-        "api_key", prefix, lambda: ApiKey.objects.filter(prefix=prefix, revoked_at__isnull=True).first()
+        "api_key",
+        prefix,
+        lambda: ApiKey.objects.filter(OWNER_ACTIVE, prefix=prefix, revoked_at__isnull=True).first(),
     )
     if key is None or not hmac.compare_digest(key.key_hash, hash_key(raw)):
         return None

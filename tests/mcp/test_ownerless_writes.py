@@ -2,11 +2,12 @@
 (``/mcp/servers/<name>``) by a key with no owner recorded no person as its requester, so whoever holds
 that key's secret (its creator saw it once; it may sit with a bot, a CI job, a shared vault) and the
 approver role could approve their own write. The gateway refuses such writes, naming the fix; a key
-whose owner was deactivated is refused the same way. Driven through the running server with a real
-stdio MCP upstream (tests/support/mcp_upstream.py)."""
+whose owner was deactivated is refused before that, at authentication (routing/access/owners.py).
+Driven through the running server with a real stdio MCP upstream (tests/support/mcp_upstream.py)."""
 
 from __future__ import annotations
 
+import httpx
 import pytest
 
 from core.errors import ServiceError
@@ -37,10 +38,16 @@ def test_a_gateway_write_from_an_ownerless_key_is_refused_naming_the_fix(gateway
     gone.is_active = False
     gone.save()
 
-    for key in (shared, orphaned):
-        answer = call(url, key.raw, "wipe_cache", {})
-        assert answer.is_error and "no_owner" in text(answer), text(answer)
-        assert "Give the key an active owner" in text(answer)
+    answer = call(url, shared.raw, "wipe_cache", {})
+    assert answer.is_error and "no_owner" in text(answer), text(answer)
+    assert "Give the key an active owner" in text(answer)
+    listed = httpx.post(
+        url,
+        json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+        headers={"Authorization": f"Bearer {orphaned.raw}", "Accept": "application/json, text/event-stream"},
+        timeout=30,
+    )
+    assert listed.status_code == 401, (listed.status_code, listed.text)
     assert ActionRequest.objects.count() == 0 and Incident.objects.count() == 0  # nothing to approve
     assert ran(tmp_path, "ownerless") == []
 

@@ -297,7 +297,7 @@ def test_a_key_of_a_deactivated_owner_is_refused(world: World) -> None:
     key = make_key(name="leaver", owner=world.users["admin"], scopes=list(scopes.ALL))
     User.objects.filter(pk=world.users["admin"].pk).update(is_active=False)
     response = http.get(f"{world.base}/api/incidents", headers=_bearer(key))
-    assert response.status_code == 403 and _code(response) == "permission_denied"
+    assert response.status_code == 401 and _code(response) == "invalid_api_key"
 
 
 def _session(user: User) -> tuple[dict[str, str], dict[str, str]]:
