@@ -20,7 +20,7 @@ from diagnostics import conf
 from diagnostics.agent.evidence.analyzers import AnalysisState, ToolOutput, analyze, normalize
 from diagnostics.agent.evidence.analyzers.changes import blame_current
 from diagnostics.agent.evidence.compressor import Compressor
-from diagnostics.agent.evidence.freshness import began_in, change_times, mark_history, settle, stamp
+from diagnostics.agent.evidence.freshness import began_in, change_times, settle, timed_in_window
 from diagnostics.agent.execution.proposals import invalid_proposal
 from diagnostics.agent.findings import Finding
 from diagnostics.agent.investigation import adapt
@@ -210,7 +210,7 @@ def investigate(
         return fresh
 
     def timed(out: ToolOutput, new: list[Finding]) -> list[Finding]:
-        return mark_history(stamp(out, new, probe.read_time()), window)
+        return timed_in_window(out, new, probe.read_time(), window, state)
 
     def settled() -> list[Finding]:  # failures later reads show over are history; changes blamed on the rest
         outs = state.outputs

@@ -25,6 +25,7 @@ import itertools
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 
+from diagnostics import conf
 from diagnostics.agent import rx
 from diagnostics.agent.evidence.analyzers.base import AnalysisState, ToolOutput, normalize
 from diagnostics.agent.evidence.supersession import event_moment, supersede
@@ -185,10 +186,16 @@ def clip_line(line: str, limit: int = 120) -> str:
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
-def stamp(out: ToolOutput, findings: list[Finding], read_at: datetime) -> list[Finding]:
+def stamp(
+    out: ToolOutput, findings: list[Finding], read_at: datetime, *, aged_before: datetime | None = None
+) -> list[Finding]:
     """``findings`` of ``out`` with ``at`` set: the time of the lines that carry them; else, when no line
     carries them (a state read now, a count, what a correlator drew from several reads), the read's time;
-    a log line without a time leaves it empty (unknown). The alert's own text is never stamped."""
+    a log line without a time leaves it empty (unknown). The alert's own text is never stamped.
+
+    ``aged_before``: where no window of the incident's own is known (a replay, whose recordings are as old
+    as their recording), the incident's window measured back from the read. An event's age ("2d") counts
+    from the read, so an event last seen before it is history, whatever the recording's clock."""
     stamped: list[Finding] = []
     for finding in findings:
         if finding.at or out.tool == "alert":
@@ -198,12 +205,34 @@ def stamp(out: ToolOutput, findings: list[Finding], read_at: datetime) -> list[F
             stamped.append(_superseded(finding, *recovered))
             continue
         matched, moment = evidence_time(out.text, finding)
+        aged = False
         if moment is None and not out.is_log:  # an event: when it was last seen; a state: when read
-            moment = event_moment(out, finding, read_at) or read_at
+            seen = event_moment(out, finding, read_at)
+            aged = seen is not None and aged_before is not None and seen < aged_before
+            moment = seen or read_at
         elif moment is None and not matched:
             moment = read_at
-        stamped.append(dataclasses.replace(finding, at=iso(moment)) if moment is not None else finding)
+        if moment is not None:
+            finding = dataclasses.replace(finding, at=iso(moment), history=finding.history or aged)
+        stamped.append(finding)
     return stamped
+
+
+def timed_in_window(
+    out: ToolOutput,
+    findings: list[Finding],
+    read_at: datetime,
+    window: EvidenceWindow | None,
+    state: AnalysisState,
+) -> list[Finding]:
+    """``findings`` of ``out`` stamped (``stamp``) and those before ``window`` marked history. Where the
+    incident has no window of its own (a replay) and is about what is wrong now (an alert, a status
+    question; a question's own window governs the rest), an event's age is compared against the incident's
+    window measured back from ``read_at``."""
+    aged = None
+    if window is None and (state.intent is None or state.intent.kind == "status"):
+        aged = read_at - timedelta(seconds=conf.get().agent.evidence_window_s)
+    return mark_history(stamp(out, findings, read_at, aged_before=aged), window)
 
 
 def mark_history(findings: list[Finding], window: EvidenceWindow | None) -> list[Finding]:

@@ -5,9 +5,13 @@ A condition is ``type / status / reason / message``. A *positive* type (Ready, A
 ScalingActive, AbleToScale, Synced, Healthy, Issuing, Established...) is a problem when ``False``; a
 *negative* one (ReplicaFailure, Failed, Degraded, Stalled, ...Pressure, NetworkUnavailable) when ``True``.
 ``Ready`` summarizes the others, so a more specific failing condition ranks above it: its message is the
-cause. Both the table form (``Type Status Reason Message`` columns, as for an HPA) and the block form of a
-custom resource's ``kubectl describe`` (``Type:``/``Status:``/``Reason:``/``Message:`` lines) are read.
-Pods and workloads have their own analyzers (pods.py, workloads.py) and are left to them.
+cause. A *completion* type (Completed, Complete, Finished, Done) that is not yet True says work is not
+finished, which is normal while the object reports progress (a ``Progressing`` condition True, or a phase
+such as Progressing or InProgress); where the work stopped, another condition (Progressing False, Degraded,
+Failed) says why and is the finding. Only a completion type False with neither is a problem
+(``problems``). Both the table form (``Type Status Reason Message`` columns, as for an HPA) and the block
+form of a custom resource's ``kubectl describe`` (``Type:``/``Status:``/``Reason:``/``Message:`` lines)
+are read. Pods and workloads have their own analyzers (pods.py, workloads.py) and are left to them.
 
 An Ingress backend is ``service:port`` with the endpoints behind it; ``<error: endpoints ... not found>``
 means no Service port answers there, and the Service is followed to compare its ports.
@@ -37,6 +41,13 @@ from diagnostics.agent.findings import Finding, ObjRef, Severity
 _NEGATIVE = rx.compile(
     r"Failure$|^Failed$|Degraded|Stalled|^Reconciling$|Pressure$|Unavailable$|^Error$|Limited$|Remaining$"
 )
+# Types that say a piece of work has finished: False only means "not yet".
+_COMPLETION = rx.compile(r"^(?:Completed?|Finished|Done)$")
+# A phase (status.phase, a describe's Phase:) that says the object is still working on its change.
+_UNDER_WAY = rx.compile(
+    r"^(?:Progressing|InProgress|In Progress|Pending|Running|Updating|Reconciling|Provisioning|Creating)$",
+    rx.IGNORECASE,
+)
 _OWN_ANALYZERS = {"pod", "deployment", "statefulset", "daemonset", "replicaset", "job", "node", "cronjob"}
 # Type Status [LastHeartbeatTime] [LastTransitionTime] Reason Message (describe prints times for some kinds)
 _TIME = r"(?:\w{3}, \d{1,2} \w{3} \d{4} [\d:]+ [-+]\d{4}\s+)"
@@ -57,6 +68,18 @@ class Condition:
     def failing(self) -> bool:
         negative = bool(_NEGATIVE.search(self.type))
         return self.status == ("True" if negative else "False")
+
+
+def problems(conditions: list[Condition], phase: str = "") -> list[Condition]:
+    """The failing ``conditions`` that are problems: a completion type not yet True is left out while the
+    object reports progress (``Progressing`` True, or an under-way ``phase``) or while another condition of
+    the object fails (that one says why the work stopped)."""
+    failing = [c for c in conditions if c.failing]
+    progressing = bool(_UNDER_WAY.match(phase.strip())) or any(
+        c.type == "Progressing" and c.status == "True" for c in conditions
+    )
+    causes = [c for c in failing if not _COMPLETION.match(c.type)]
+    return [c for c in failing if not _COMPLETION.match(c.type) or not (progressing or causes)]
 
 
 def conditions_of(text: str) -> list[Condition]:
@@ -110,9 +133,7 @@ class ConditionsAnalyzer(Analyzer):
         kind = _kind(out) or "object"
         obj = ObjRef(kind, field_value(out.text, "Name"), field_value(out.text, "Namespace"))
         findings = []
-        for condition in conditions_of(out.text):
-            if not condition.failing:
-                continue
+        for condition in problems(conditions_of(out.text), field_value(out.text, "Phase")):
             why = condition.message or condition.reason
             summary = (
                 f"{kind.capitalize()} {obj.name}: condition {condition.type} is {condition.status}"

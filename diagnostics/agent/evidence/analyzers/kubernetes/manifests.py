@@ -26,6 +26,7 @@ from diagnostics.agent.evidence.analyzers.kubernetes.conditions import (
     _OWN_ANALYZERS,
     Condition,
     _detail,
+    problems,
 )
 from diagnostics.agent.findings import Finding, ObjRef, Severity
 from routing.json_body import loads_answer
@@ -92,9 +93,7 @@ def _failing(ref: ObjRef, kind: str, status: dict[str, Any]) -> list[Finding]:
         if attempted and applied and attempted != applied
         else ""
     )
-    for condition in _conditions(status):
-        if not condition.failing:
-            continue
+    for condition in problems(_conditions(status), str(status.get("phase") or "")):
         why = condition.message or condition.reason
         summary = _detail(ref.kind, ref, condition, "") or (
             f"{kind} {ref.name}: condition {condition.type} is {condition.status}"
