@@ -36,7 +36,7 @@ import json
 import sys
 import time
 from collections import defaultdict
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import numpy as np
@@ -54,7 +54,7 @@ from bench.router_shift_bar import (
     true_gap,
 )
 from bench.router_shift_retrain import logged_stream, retrain_until_admitted, served_after
-from bench.router_shift_watch import Refit, Watch, prompt_tokens, watch_stream
+from bench.router_shift_watch import Refit, Watch, prompt_tokens, slow_labels, watch_stream
 from routing import conf
 from routing.router.learning.calibration import (
     PolicyData,
@@ -254,6 +254,11 @@ def main(argv: list[str] | None = None) -> int:
         help="a stop or hold is never recalibrated, nor a version shown better (the watch as before)",
     )
     parser.add_argument(
+        "--no-input-hold",
+        action="store_true",
+        help="input-shift drift never holds a version whose labels come slowly (the watch as before)",
+    )
+    parser.add_argument(
         "--trace", action="store_true", help="print each stream's checks of correctness to stderr"
     )
     parser.add_argument(
@@ -374,6 +379,7 @@ def main(argv: list[str] | None = None) -> int:
         train, calib, _ = Split().parts(records)
         trained = train_and_calibrate(train, calib, featurizer=featurizer, target=target, c_grid=(0.03, 0.3))
         trained_on = [prompt_tokens(r) for r in [*train, *calib]]
+        watched = replace(watch, slow_labels=slow_labels(records) and not args.no_input_hold)
         for name, sets in tests.items():
             if sets.get(profile):
                 old = records if args.retrain else None  # the ledger's old traffic, oldest first
@@ -384,7 +390,7 @@ def main(argv: list[str] | None = None) -> int:
                     trained_on,
                     featurizer,
                     target,
-                    watch,
+                    watched,
                     old,
                     args.trace,
                     not args.no_recalibrate,

@@ -33,7 +33,8 @@ from typing import Any
 
 import numpy as np
 
-from routing.router.learning.calibration import PolicyData
+from routing import conf
+from routing.router.learning.calibration import PolicyData, binomial_lower, one_sided_alpha
 from routing.router.learning.evaluate import TrainedRouter
 from routing.router.learning.records import ReplayRecord
 from routing.router.learning.sequential import (
@@ -76,6 +77,9 @@ class Watch:
     label_budget: int = 30
     # labels carry the version's score, so a recalibration may fit a slope (``recalibration.fit_line``)
     scored: bool = True
+    # the profile's verifier is not strong: input-shift drift holds the version until its correctness
+    # test accepts H0 (``drift.BLIND``, ``routing/router/versions/input_shift.py``)
+    slow_labels: bool = False
 
 
 @dataclass(frozen=True)
@@ -127,6 +131,19 @@ class Watched:
         )
         parts += [f"{verb} at {n}" if n != self.first else verb for n, verb in events]
         return "; ".join(parts)
+
+
+def slow_labels(records: list[ReplayRecord]) -> bool:
+    """Whether the profile's verifier is not strong, measured as ``precision.precision_of`` does on its
+    training calls (every student pass compared): labels come only from background samples, so drift of
+    the input-shift score holds the version (``input_shift``, ``Watch.slow_labels``)."""
+    router = conf.get().router
+    passes = [bool(r.student.correct) for r in records if r.student and r.student.verdict == "pass"]
+    if len(passes) < router.min_precision_samples:
+        return True
+    alpha = one_sided_alpha(max(router.target_z, 1.0))
+    lower = float(binomial_lower(np.asarray([sum(passes)]), np.asarray([len(passes)]), alpha)[0])
+    return lower < router.strong_verifier_precision
 
 
 def prompt_tokens(record: ReplayRecord) -> float:
@@ -220,6 +237,7 @@ def watch_stream(
     scored_again: list[float | None] = []
     start = 0  # its live window: from activation, its re-admission or its recalibration
     standing = False  # a drift of cost, teacher share or inputs found in this window (``drift.latched``)
+    moved = False  # the input-shift test found drift in this window (``input_shift.blind``)
 
     def grouped(now: list[bool], scores: list[float | None]) -> list[Group]:
         if refit is None:
@@ -249,7 +267,7 @@ def watch_stream(
             floor = readmission_floor(cur.q0 or 0.0, cur.share, cur.margin)  # ``stopped_again``
             if meets_sprt(again, floor).meets:
                 groups += grouped(labels, scored)
-                stop, start, standing, suspected = None, n, False, False
+                stop, start, standing, suspected, moved = None, n, False, False, False
                 labels, again, scored, scored_again = [], [], [], []
                 readmits.append(n)
                 wanted = watch.label_budget > 0
@@ -296,6 +314,7 @@ def watch_stream(
             shift, drift_at = psi_test(trained_on, list(prompt_array[:n][routed]))
             if shift >= drift_at:
                 found.append(f"inputs (PSI {shift:.2f})")
+                moved = True
             if found and first[0] is None:
                 first = (n, ", ".join(found))
             standing = standing or bool(found)
@@ -310,6 +329,9 @@ def watch_stream(
                     releases.append(n)
                 else:
                     rec = refitted(WORSE, labels, scored)
+            elif watch.slow_labels and moved and decision != "holds":
+                held = True  # new inputs where labels come slowly (``drift.BLIND``): not recalibrated
+                holds.append(n)
             elif standing and decision == "suspected":
                 # held (``drift.HELD``): correctness leans towards drift while another test found drift
                 # (at this check or an earlier one: it stands until a retrain, ``drift.latched``)
@@ -327,7 +349,7 @@ def watch_stream(
             groups += grouped(labels + again, scored + scored_again)
             routes = refit.scores >= rec.threshold
             cur = Serving(rec.threshold, routes, refit.data.simulate(routes), rec.chosen, rec.fit.labels)
-            stop, held, standing, suspected, start = None, False, False, False, n
+            stop, held, standing, suspected, start, moved = None, False, False, False, n, False
             labels, again, scored, scored_again = [], [], [], []
             refits.append((n, rec.direction))
             wanted = watch.label_budget > 0

@@ -11,7 +11,7 @@ from routing.models import Invocation, TaskProfile
 from routing.router.learning.calibration import EVAL_SPLIT, Split
 from routing.router.learning.features import FeatureSpec, default_spec, hashing_spec, minilm_spec
 from routing.router.learning.records import ReplayRecord, record_from_invocation
-from routing.router.versions.truth import verifier_precision
+from routing.router.versions.precision import verifier_precision
 
 # Shards by hash of the task id: 0-2 train the model, 3 calibrates the threshold, 4 is held out
 # for admission. A task's calls never straddle two parts.

@@ -49,7 +49,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
 import numpy as np
@@ -58,12 +57,8 @@ from django.utils import timezone
 
 from core.money import money_display
 from routing import conf
-from routing.ledger import HAS_BODY
 from routing.models import Invocation, ProfileDrift, RouterVersion
-from routing.router.learning.evaluate import featurize
-from routing.router.learning.model import LearnedRouterModel
-from routing.router.learning.records import outcome_from_leg, record_from_invocation
-from routing.router.learning.runtime import featurizer_for
+from routing.router.learning.records import outcome_from_leg
 from routing.router.learning.sequential import (
     PSI_DRIFT,
     Sprt,
@@ -76,9 +71,11 @@ from routing.router.learning.sequential import (
     student_sprt,
 )
 from routing.router.versions.config import labelling
+from routing.router.versions.held import held_labels
+from routing.router.versions.input_shift import INPUTS, blind, slow_labels
 from routing.router.versions.readmission import stopped_again
 from routing.router.versions.recalibration import BETTER, RECALIBRATED, WORSE, better_shown
-from routing.router.versions.refit import refitted, serving_point, serving_threshold
+from routing.router.versions.refit import refitted, serving_point
 
 SUSPECTED = "drift suspected"  # how drift_reason starts while the test leans towards drift
 # how it starts when cost, teacher share or inputs drifted (retrain queued, alerted)
@@ -87,6 +84,8 @@ COST_DRIFT = "drift on cost or inputs"
 ROUTING = f"{COST_DRIFT}, correctness holds (still routing; retrain queued)"
 # ... and correctness is suspected: the safe fixed policy serves until the test accepts H0 or a retrain
 HELD = f"{COST_DRIFT}, correctness suspected (the safe fixed policy serves; retrain queued)"
+# ... on inputs unlike the calibration calls where labels come slowly (``input_shift``): held alike
+BLIND = f"{COST_DRIFT}, new inputs where labels come slowly (the safe fixed policy serves; retrain queued)"
 # how it starts while the version's student answers have fewer labels than ``LABEL_BUDGET`` since it was
 # activated, and nothing else is in doubt: sampled as if suspected, so the correctness test gets evidence
 LABELS_WANTED = "labels wanted"
@@ -106,7 +105,7 @@ def is_cost_drift(flag: bool, reason: str) -> bool:
 def is_held(flag: bool, reason: str) -> bool:
     """Whether a version's last check found drift of cost, teacher share or inputs while its correctness
     test leaned towards drift undecided: the profile's safe fixed policy serves instead of it."""
-    return not flag and reason.startswith(HELD)
+    return not flag and reason.startswith((HELD, BLIND))
 
 
 def is_suspected(flag: bool, reason: str) -> bool:
@@ -204,6 +203,9 @@ class Predicted:
     student_calls: int | None = None  # the answers ``student_pass_rate`` was measured on
     # how far the pass rate may fall before it misses the target (``slack_of``); None: not known
     slack: float | None = None
+    slow_labels: bool = (
+        False  # the profile's verifier is not strong: inputs that drift hold it (``input_shift``)
+    )
 
 
 @dataclass(frozen=True)
@@ -231,6 +233,17 @@ def latched(reason: str) -> str:
 
 
 EARLIER = " (found at an earlier check)"
+
+
+def _held_as(
+    p: Predicted, leaning: list[str], held: bool, accepted: bool, found: list[str], earlier: str
+) -> str:
+    """How a check that found (or still has) drift of cost, teacher share, fallbacks or inputs begins:
+    held while correctness leans towards drift (or was held and is not yet accepted), held for inputs
+    unlike calibration's where labels come slowly (``input_shift.blind``), else the version routes."""
+    if blind(p.slow_labels, found, earlier, accepted) and "correctness" not in leaning:
+        return BLIND
+    return HELD if "correctness" in leaning or (held and not accepted) else ROUTING
 
 
 def judge_live(live: Live, predicted: Predicted, earlier: str = "", held: bool = False) -> Judgement:
@@ -302,12 +315,16 @@ def judge_live(live: Live, predicted: Predicted, earlier: str = "", held: bool =
         stop = any(reason.startswith("correctness") for reason in found)
         if stop:
             return Judgement(True, False, found, True)
-        hold = "correctness" in leaning or (held and not accepted)
-        reasons = [f"{HELD if hold else ROUTING}: {found[0]}", *found[1:], *notes]
-        return Judgement(True, hold, reasons, hold=hold)
+        begins = _held_as(predicted, leaning, held, accepted, found, earlier)
+        found.sort(key=lambda r: begins == BLIND and not r.startswith(INPUTS))  # what ``latched`` keeps
+        return Judgement(
+            True, begins != ROUTING, [f"{begins}: {found[0]}", *found[1:], *notes], hold=begins != ROUTING
+        )
     if earlier:  # held: until the correctness test accepts H0 (or a retrain replaces the version)
-        hold = "correctness" in leaning or (held and not accepted)
-        return Judgement(True, hold, [f"{HELD if hold else ROUTING}: {earlier}{EARLIER}", *notes], hold=hold)
+        begins = _held_as(predicted, leaning, held, accepted, [], earlier)
+        return Judgement(
+            True, begins != ROUTING, [f"{begins}: {earlier}{EARLIER}", *notes], hold=begins != ROUTING
+        )
     head = [f"{SUSPECTED} ({', '.join(leaning)}), sampling raised"] if leaning else []
     return Judgement(False, bool(leaning), head + notes)
 
@@ -357,39 +374,8 @@ def predicted_by(version: RouterVersion) -> Predicted:
         student_pass_rate=float(student) if isinstance(student, int | float) else None,
         student_calls=chosen.get("measured_on") if again else calls,
         slack=float(margin) if again and isinstance(margin, int | float) else slack_of(version),
+        slow_labels=slow_labels(version.profile),
     )
-
-
-def held_labels(version: RouterVersion, since: datetime | None = None) -> list[bool]:
-    """A held (or stopped) version serves nothing, so its own answers are no longer labelled. The safe
-    fixed policy's calls since it was activated (and since ``since``; no version routed them) whose
-    student answer a background sample labelled are scored by the version: of those it would have left
-    to the student, the answers that passed their verifier are the ones it would have served, and their
-    labels measure it again (the hold ends when its correctness test accepts H0, a stop when
-    ``readmission.stopped_again`` re-admits it; not only by a retrain)."""
-    rows = Invocation.objects.filter(HAS_BODY, profile_id=version.profile_id, router_version__isnull=True)
-    for start in (version.activated_at, since):
-        if start is not None:
-            rows = rows.filter(created_at__gte=start)
-    window = conf.get().router.quality_window_calls
-    records = [record_from_invocation(row) for row in rows.select_related("profile").order_by("-pk")[:window]]
-    records = [
-        r
-        for r in records
-        if r.student is not None
-        and r.student.label is not None
-        and r.student.verdict not in ("fail", "error")
-    ]
-    threshold = serving_threshold(version)
-    if not records or not version.model or threshold is None:
-        return []
-    model = LearnedRouterModel.from_json(version.model)
-    scores = model.score_many(featurize(records, featurizer_for(model.feature_spec, build=True)))
-    return [
-        bool(r.student.label)
-        for r, s in zip(records, scores, strict=True)
-        if r.student and s < float(threshold)
-    ]
 
 
 def router_version_drift_check(*, version: RouterVersion) -> RouterVersion:

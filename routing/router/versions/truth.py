@@ -14,122 +14,26 @@ passed.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, replace
-from datetime import datetime
 from typing import Any
 
 import numpy as np
 
 from routing import conf
-from routing.models import Invocation, RouterVersion, TaskProfile
+from routing.models import RouterVersion, TaskProfile
 from routing.router.learning.calibration import (
     PolicyData,
     Target,
-    binomial_lower,
-    one_sided_alpha,
     quality_margins,
 )
 from routing.router.learning.records import Outcome, ReplayRecord, outcome_from_leg
 from routing.router.versions import profile_drift
 from routing.router.versions.config import profile_target
 from routing.router.versions.drift import is_held
+from routing.router.versions.precision import Precision, precision_of, rows_of
+from routing.router.versions.precision import verifier_precision as verifier_precision  # its home moved
 
 STUDENT_WITH_FALLBACK = TaskProfile.Policy.STUDENT_WITH_FALLBACK
 ALWAYS_TEACHER = TaskProfile.Policy.ALWAYS_TEACHER
-
-
-def compared(leg: dict[str, Any]) -> bool:
-    """A label that came from a comparison with the teacher (not from the verifier itself)."""
-    return isinstance(leg.get("correct"), bool) and not str(leg.get("correct_by") or "").startswith(
-        "verifier"
-    )
-
-
-@dataclass(frozen=True)
-class Precision:
-    """Of the student answers the profile's verifier passed and a teacher comparison labelled, how
-    many were wrong. ``lower``: the Clopper-Pearson lower bound of the precision (at the target's z);
-    ``strong``: enough compared passes, and the bound at least ``STRONG_VERIFIER_PRECISION``."""
-
-    has_verifier: bool
-    compared_passes: int = 0
-    wrong: int = 0
-    lower: float | None = None
-    strong: bool = False
-    required: float = 0.0
-    minimum: int = 0
-
-    @property
-    def value(self) -> float | None:
-        return None if not self.compared_passes else 1.0 - self.wrong / self.compared_passes
-
-    @property
-    def reason(self) -> str:
-        if not self.has_verifier:
-            return "no verifier: every answer's correctness comes from a comparison, or is unknown"
-        if self.compared_passes < self.minimum:
-            return (
-                f"{self.compared_passes} passed answers compared with the teacher; precision is judged "
-                f"from {self.minimum}: its passes are not labels"
-            )
-        verdict = "strong: its passes are labels" if self.strong else "weak: its passes are not labels"
-        return (
-            f"precision {self.value:.3f} (lower bound {self.lower:.3f}) on {self.compared_passes} "
-            f"compared passes, {self.wrong} wrong; {verdict} (needs {self.required:g})"
-        )
-
-    def as_json(self) -> dict[str, Any]:
-        return {**asdict(self), "value": self.value, "reason": self.reason}
-
-
-def _rows(profile: TaskProfile, since: datetime | None = None) -> list[list[dict[str, Any]]]:
-    window = conf.get().router.quality_window_calls
-    rows = Invocation.objects.filter(profile=profile)
-    if since is not None:  # the traffic changed then (profile_drift): older calls do not measure it
-        rows = rows.filter(created_at__gte=since)
-    rows = rows.order_by("-created_at", "-pk")[:window]
-    return [
-        [leg for leg in (legs or []) if isinstance(leg, dict)] for legs in rows.values_list("legs", flat=True)
-    ]
-
-
-def _has_verifier(profile: TaskProfile) -> bool:
-    return bool((profile.verifier or {}).get("kind"))
-
-
-def precision_of(profile: TaskProfile, rows: list[list[dict[str, Any]]]) -> Precision:
-    router = conf.get().router
-    has_verifier = _has_verifier(profile) or any(
-        leg.get("verdict") in ("pass", "fail") for legs in rows for leg in legs
-    )
-    passes = [
-        leg["correct"]
-        for legs in rows
-        for leg in legs
-        if leg.get("role") == "student" and leg.get("verdict") == "pass" and compared(leg)
-    ]
-    n, right = len(passes), sum(1 for c in passes if c)
-    alpha = one_sided_alpha(max(router.target_z, 1.0))
-    lower = float(binomial_lower(np.asarray([right]), np.asarray([n]), alpha)[0]) if n else None
-    strong = (
-        has_verifier
-        and n >= router.min_precision_samples
-        and lower is not None
-        and lower >= router.strong_verifier_precision
-    )
-    return Precision(
-        has_verifier,
-        n,
-        n - right,
-        lower,
-        strong,
-        router.strong_verifier_precision,
-        router.min_precision_samples,
-    )
-
-
-def verifier_precision(profile: TaskProfile) -> Precision:
-    """The profile's verifier's measured precision (the router page, the fallback, training)."""
-    return precision_of(profile, _rows(profile))
 
 
 # --- the fixed fallback ---------------------------------------------------------------------------------
@@ -243,7 +147,7 @@ class Truth:
 
 def profile_truth(profile: TaskProfile) -> Truth:
     """The profile's verifier precision and its fixed fallback's choice (``fixed_choice``)."""
-    rows = _rows(profile)
+    rows = rows_of(profile)
     return Truth(precision_of(profile, rows), fixed_choice(profile, rows=rows))
 
 
@@ -253,10 +157,10 @@ def fixed_choice(profile: TaskProfile, *, rows: list[list[dict[str, Any]]] | Non
     the profile's drift watch last saw its traffic change (``profile_drift``), and its watch leaning
     towards drift raises sampling (``FixedChoice.suspected``)."""
     state = profile_drift.state_of(profile.pk)
-    rows = _rows(profile) if rows is None else rows
+    rows = rows_of(profile) if rows is None else rows
     precision = precision_of(profile, rows)
     if state is not None and state.since is not None:
-        rows = _rows(profile, state.since)
+        rows = rows_of(profile, state.since)
     choice = choose_fixed(profile, rows, precision=precision, target=profile_target(profile))
     if profile_drift.suspected(state) and choice.policy != ALWAYS_TEACHER:
         choice = replace(choice, suspected=True, reason=f"{choice.reason}; drift suspected: sampling more")
