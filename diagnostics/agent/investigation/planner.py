@@ -28,6 +28,13 @@ from typing import Any
 from diagnostics import conf
 from diagnostics.agent import rx
 from diagnostics.agent.findings import ObjRef
+from diagnostics.agent.investigation.budget import (
+    answered_by_describe,
+    checked_probes,
+    family_of,
+    sibling_weight,
+    within_enums,
+)
 from diagnostics.agent.investigation.diagnosis import build_diagnosis
 from diagnostics.agent.investigation.observer import (
     PROBE,
@@ -71,25 +78,6 @@ def _key(tool: str, params: dict[str, Any]) -> str:
     return f"{tool} {json.dumps(params, sort_keys=True, default=str)}"
 
 
-def _within_enums(spec: Any, params: dict[str, Any]) -> bool:
-    """False when a parameter is given a value outside the closed list its schema allows."""
-    props = props_of(spec)
-    for name, value in params.items():
-        schema = props.get(name)
-        if isinstance(schema, dict) and schema.get("enum") and value not in schema["enum"]:
-            return False
-    return True
-
-
-def checked_probes(view: InvestigationView) -> list[str]:
-    """The probes that returned data, as 'tool(arguments)' (a clean report names what it looked at)."""
-    return [
-        f"{s.tool}({', '.join(f'{k}={v}' for k, v in sorted(s.params.items()))})"
-        for s in view.steps
-        if s.ok and not s.no_data
-    ]
-
-
 class RulePlanner(Observer):
     mode = "analyzers"
 
@@ -99,6 +87,7 @@ class RulePlanner(Observer):
         self._seq = 0
         self._done: set[str] = set()
         self._inspected: set[ObjRef] = set()
+        self._families: set[tuple[str, str, str]] = set()  # pod templates read (budget.family_of)
         self._task_for: dict[str, _Task] = {}
         self._results: dict[ObjRef, list[bool]] = {}
         self._steps_seen = 0
@@ -305,8 +294,12 @@ class RulePlanner(Observer):
     ) -> None:
         if obj in self._inspected and not describe_only:
             return
+        sibling = False
         if not describe_only:
             self._inspected.add(obj)
+            family = family_of(obj, view.state)
+            sibling = family is not None and family in self._families  # waits behind other leads
+            self._families.update([family] if family is not None else [])
         if obj.name == "*":
             self._list(
                 view,
@@ -325,9 +318,9 @@ class RulePlanner(Observer):
             if describe_only and "describe" not in spec.name.lower():
                 continue
             params = fill_params(spec, obj)
-            if params is None or not _within_enums(spec, params):
+            if params is None or not within_enums(spec, params):
                 continue
-            weight = tool_weight(spec.name, obj.kind)
+            weight = sibling_weight(spec.name, tool_weight(spec.name, obj.kind), sibling=sibling)
             if not weight:
                 continue
             self._push(
@@ -353,6 +346,9 @@ class RulePlanner(Observer):
                 self._list(view, "event", task.obj.namespace, 84, f"events of {task.obj.label}")
             if got:
                 view.state.facts["data_about_subject"] = True
+                if "describe" in step.tool.lower():  # its events and row are read: not again
+                    same = [k for k, t in self._task_for.items() if t.obj == task.obj]
+                    self._done.update(k for k in same if answered_by_describe(self._task_for[k].tool))
                 if task.describe_only:
                     self._inspect(view, task.obj, 80)
         self._steps_seen = len(view.steps)
@@ -436,7 +432,7 @@ class RulePlanner(Observer):
                     continue
                 args = fill_action_args(spec, finding)
                 # A target the action cannot take (e.g. an address, not one of its services): next.
-                if args is None or not _within_enums(spec, args):
+                if args is None or not within_enums(spec, args):
                     continue
                 return Decision(
                     PROPOSE,
