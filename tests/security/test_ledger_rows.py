@@ -11,7 +11,6 @@ from decimal import Decimal
 
 import httpx
 import pytest
-from django.db import connection
 
 from routing import budgets
 from routing.ledger import CallRecord, Leg, journal, ledger_row
@@ -80,13 +79,11 @@ def _entry(api_key: ApiKey, request: dict[str, object]) -> Entry:
     return Entry(row=row, spend=budgets.Spend(key_id=api_key.pk, cost=Decimal(row["cost_usd"])))
 
 
-@pytest.mark.skipif(
-    connection.vendor != "sqlite", reason="needs a row the database refuses: SQLite's JSON_VALID refuses NaN"
-)
 def test_a_row_the_database_refuses_is_written_without_its_payload_never_dropped():
-    """NaN in a JSON column: SQLite's JSON_VALID check refuses the row (the default suite's database)."""
+    """A JSON column's value no encoder of the database's writes (a set: the journal wrote its text):
+    the insert refuses the row, as a database refuses content it cannot hold."""
     key = make_key(budget_usd=Decimal(1)).key
-    good, bad = _entry(key, {"ok": True}), _entry(key, {"n": float("nan")})
+    good, bad = _entry(key, {"ok": True}), _entry(key, {"n": {1, 2}})
     assert journal.commit([good, bad]) == 2  # the batch commits; the bad row on its own
     rows = {row.pk: row for row in Invocation.objects.all()}
     assert rows[good.id].request == {"ok": True}
@@ -98,3 +95,14 @@ def test_a_row_the_database_refuses_is_written_without_its_payload_never_dropped
     assert journal.unstorable_count() == 1  # the gauge skillgate_ledger_unstorable_rows
     kept = (journal.journal_dir() / "unstorable.log").read_bytes()
     assert str(bad.id).encode() in kept
+
+
+def test_nan_in_a_row_is_stored_as_null_as_the_journal_wrote_it():
+    """The journal (orjson) writes NaN as ``null``, and so does each database's insert now (SQLite's
+    was ``json.dumps``, whose ``NaN`` its JSON_VALID refused: the payload was lost)."""
+    key = make_key(budget_usd=Decimal(1)).key
+    entry = _entry(key, {"n": float("nan"), "text": "\u6f22"})
+    refused = journal.unstorable_count()
+    assert journal.commit([entry]) == 1
+    assert Invocation.objects.get(pk=entry.id).request == {"n": None, "text": "\u6f22"}
+    assert journal.unstorable_count() == refused
