@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 import numpy as np
@@ -180,10 +181,10 @@ def live_from(rows: QuerySet[Invocation]) -> Live:
     return live
 
 
-def live_numbers(version: RouterVersion) -> Live:
+def live_numbers(version: RouterVersion, since: datetime | None = None) -> Live:
     rows = Invocation.objects.filter(router_version=version)
-    if version.activated_at is not None:
-        rows = rows.filter(created_at__gte=version.activated_at)
+    for start in (version.activated_at, since):
+        rows = rows if start is None else rows.filter(created_at__gte=start)
     return live_from(rows)
 
 
@@ -203,9 +204,7 @@ class Predicted:
     student_calls: int | None = None  # the answers ``student_pass_rate`` was measured on
     # how far the pass rate may fall before it misses the target (``slack_of``); None: not known
     slack: float | None = None
-    slow_labels: bool = (
-        False  # the profile's verifier is not strong: inputs that drift hold it (``input_shift``)
-    )
+    slow_labels: bool = False  # no strong verifier: inputs that drift hold it (``input_shift``)
 
 
 @dataclass(frozen=True)
@@ -246,11 +245,18 @@ def _held_as(
     return HELD if "correctness" in leaning or (held and not accepted) else ROUTING
 
 
-def judge_live(live: Live, predicted: Predicted, earlier: str = "", held: bool = False) -> Judgement:
+def judge_live(
+    live: Live,
+    predicted: Predicted,
+    earlier: str = "",
+    held: bool = False,
+    new_labels: list[bool] | None = None,
+) -> Judgement:
     """Each test of the module docstring on ``live`` against ``predicted``; drift when one decides it,
     suspected when none does and a sequential test leans towards it. ``earlier``: a drift of cost,
     teacher share or inputs an earlier check found (``latched``), still standing; ``held``: the last
-    check held the version."""
+    check held the version; ``new_labels``: the student's labels since the input shift began (None: those
+    of ``live``), the only ones that release an input-shift hold (``input_shift``)."""
     router = conf.get().router
     found: list[str] = []
     notes: list[str] = []
@@ -268,6 +274,7 @@ def judge_live(live: Live, predicted: Predicted, earlier: str = "", held: bool =
             f"(margin {router.drift_share_margin:g})"
         )
     tests: list[tuple[str, Sprt, str]] = []
+    new: Sprt | None = None  # the correctness test on ``new_labels``
     accepted = False  # the correctness test accepted H0
     q0, share = predicted.student_pass_rate, predicted.student_share
     labels = live.student_labels if q0 is not None and share else live.labels
@@ -278,6 +285,7 @@ def judge_live(live: Live, predicted: Predicted, earlier: str = "", held: bool =
     if q0 is not None and share:
         margin = router.drift_pass_margin
         test = student_sprt(live.student_labels, q0, share, fall, predicted.student_calls, wide=margin)
+        new = student_sprt(new_labels or [], q0, share, fall, predicted.student_calls, wide=margin)
         tests.append(("correctness", test, f"{q0:.3f} (the student's own answers, {share:.0%} of calls{h1})"))
     elif predicted.pass_rate is not None:
         p0 = predicted.pass_rate
@@ -285,6 +293,7 @@ def judge_live(live: Live, predicted: Predicted, earlier: str = "", held: bool =
         tests.append(
             ("correctness", sprt_either(live.labels, live.weights, p0, falls), f"{p0:.3f} ({h1[2:]})")
         )
+        new = sprt_either(new_labels or [], [1.0] * len(new_labels or []), p0, falls)
     if predicted.cost_usd is not None and predicted.cost_usd > 0:
         tests.append(
             ("cost per call", cost_sprt(live.costs, predicted.cost_usd), money_display(predicted.cost_usd))
@@ -311,6 +320,9 @@ def judge_live(live: Live, predicted: Predicted, earlier: str = "", held: bool =
     (found if shift >= drift_at else notes).append(
         f"input shift PSI {shift:.2f} (drift at {drift_at:.2f}: {PSI_DRIFT:g} plus what sampling alone gives)"
     )
+    if blind(predicted.slow_labels, found, earlier, False):  # released on the new inputs' labels only
+        ok = accepted if new_labels is None else new is not None and new.decision == "holds"
+        accepted = ok and (held or earlier.startswith(INPUTS))  # found only now: no label after it yet
     if found:
         stop = any(reason.startswith("correctness") for reason in found)
         if stop:
@@ -395,7 +407,11 @@ def router_version_drift_check(*, version: RouterVersion) -> RouterVersion:
         if held:  # measured again on the labelled answers it would have served meanwhile
             live.student_labels += held_labels(version)
         predicted = predicted_by(version)
-        judged = judge_live(live, predicted, latched(last), held)
+        since = ProfileDrift.objects.filter(profile_id=version.profile_id).values_list("since", flat=True)
+        new = None  # an input-shift hold is released on the labels since the shift began only
+        if predicted.slow_labels and (start := since.first()) is not None:
+            new = live_numbers(version, start).student_labels + (held_labels(version, start) if held else [])
+        judged = judge_live(live, predicted, latched(last), held, new)
         flag, reason = judged.stop, judged.reason
         # the prediction was wrong: re-fitted on the labels, it serves on where a threshold still meets
         # the target at the fit's bound (``recalibration``), instead of stopping, holding or routing too

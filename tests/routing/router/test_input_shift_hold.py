@@ -18,7 +18,8 @@ import pytest
 from django.utils import timezone
 
 from bench.router_shift_watch import Watch, watch_stream
-from routing.models import RouterVersion
+from routing import tasks
+from routing.models import ProfileDrift, RouterVersion
 from routing.protocol import ChatRequest
 from routing.router.learning.evaluate import TrainedRouter
 from routing.router.learning.runtime import forget_routers
@@ -32,6 +33,8 @@ from routing.router.versions.drift import (
     is_held,
     judge_live,
     latched,
+    live_numbers,
+    predicted_by,
     router_version_drift_check,
 )
 from tests.factories import ApiKeyFactory, InvocationFactory, RouterVersionFactory
@@ -189,3 +192,95 @@ def test_the_drift_check_holds_a_no_verifier_profile_on_new_inputs_and_the_teach
     assert decision.version_id is None and decision.route == "teacher"
     assert "new inputs where labels come slowly" in decision.reason
     assert decision.sample_boost > 1.0
+
+
+def test_labels_from_before_the_shift_do_not_release_the_hold():
+    """200 right answers on calibration's inputs, then prompts about 7x longer: the correctness test on
+    all of them accepts H0, but they say nothing of the new inputs. Held when the shift is found; held
+    while the labels since the shift (the drift episode's ``since``) are wrong; released only when those
+    alone accept H0."""
+    longer = _sizes(100, 8.0, 2)
+    before = [True] * 200
+    live = Live(calls=300, prompt_tokens=list(TRAINED_SIZES[:200]) + longer, student_served=300)
+    live.student_labels = [*before, False, True, False]
+    found = judge_live(live, _predicted(slow=True))
+    assert found.hold and found.reason.startswith(f"{BLIND}: input shift"), found.reason
+    standing = latched(found.reason)
+
+    def held(new: list[bool] | None) -> bool:
+        again = Live(calls=300, prompt_tokens=live.prompt_tokens, student_served=300)
+        again.student_labels = before + (new or [])
+        return judge_live(again, _predicted(slow=True), standing, held=True, new_labels=new).hold
+
+    assert held(None) is False  # without the episode's start, every label counts (the old release)
+    assert held([])  # none since the shift
+    assert held([i % 4 != 0 for i in range(40)])  # 0.75 right since the shift: held (drift decides later)
+    assert not held([True] * 80)  # the new inputs' own labels accept H0: released
+
+
+@pytest.mark.django_db
+def test_the_drift_check_keeps_a_version_with_good_old_labels_held_on_new_inputs(settings, monkeypatch):
+    """Through the task: a no-verifier version right on 150 labelled calls like its calibration's, then 60
+    calls 15x longer, half of their 10 labels wrong. Held at the first check (its whole record accepts
+    H0), the drift episode starts then, and the next check, with no right label since, keeps it held."""
+
+    settings.SKILLGATE = {
+        **settings.SKILLGATE,
+        "ROUTER": {**settings.SKILLGATE["ROUTER"], "DRIFT_MIN_CALLS": 10},
+    }
+    forget_routers()
+    monkeypatch.setattr(tasks.router_retrain, "delay", lambda pk: None)
+    profile = learned_profile(name="notes", verifier={})
+    key = ApiKeyFactory.create()
+    rng = random.Random(5)
+    for _ in range(200):
+        InvocationFactory.create(
+            api_key=key,
+            profile=profile,
+            legs=[leg("teacher", "unverified")],
+            prompt_tokens=rng.randint(150, 260),
+        )
+    chosen = {"student_served_share": 1.0, "student_pass_rate": 0.95, "pass_rate": 0.95, "margin": 0.05}
+    version = RouterVersionFactory.create(
+        profile=profile,
+        number=1,
+        status=RouterVersion.Status.ACTIVE,
+        threshold=0.5,
+        predicted_teacher_share=0.0,
+        predicted_pass_rate=0.95,
+        calibration={"chosen": chosen},
+        data_until=timezone.now(),
+        activated_at=timezone.now(),
+    )
+
+    def served(n: int, tokens: tuple[int, int], right) -> None:
+        for i in range(n):
+            labelled = right(i)
+            InvocationFactory.create(
+                api_key=key,
+                profile=profile,
+                legs=[leg("student", "unverified")]
+                if labelled is None
+                else [
+                    leg("student", "unverified", correct=labelled),
+                    leg("teacher", "unverified", background=True),
+                ],
+                route="student",
+                served_by="student",
+                router_version=version,
+                prompt_tokens=rng.randint(*tokens),
+            )
+
+    served(150, (150, 260), lambda i: True)
+    served(60, (2500, 3500), lambda i: None if i % 6 else i % 12 != 0)
+    whole = judge_live(live_numbers(version), predicted_by(version)).reason
+    assert "correctness 0.969 on 160 labelled calls" in whole and ": holds)" in whole, whole  # all labels
+
+    assert not tasks.router_drift_check(version.pk)
+    version.refresh_from_db()
+    assert version.drift_reason.startswith(BLIND), version.drift_reason
+    assert ProfileDrift.objects.get(profile=profile).since is not None  # the shift's start
+
+    assert not tasks.router_drift_check(version.pk)
+    version.refresh_from_db()
+    assert version.drift_reason.startswith(BLIND), version.drift_reason  # old labels do not release it
