@@ -21,7 +21,6 @@ from typing import Any
 from diagnostics.agent import rx
 from diagnostics.agent.evidence.analyzers.base import (
     AnalysisState,
-    Analyzer,
     ToolOutput,
     clip,
     parse_table,
@@ -29,10 +28,10 @@ from diagnostics.agent.evidence.analyzers.base import (
 )
 from diagnostics.agent.evidence.analyzers.kubernetes.manifests import manifest_of
 from diagnostics.agent.evidence.analyzers.logs import log_subject
+from diagnostics.agent.evidence.analyzers.once import SERVICE_HOST, OnceAnalyzer
 from diagnostics.agent.findings import Finding, ObjRef, Severity
 
 _RESET = rx.compile(r"(?i)connection reset by peer|ECONNRESET|connection reset|unexpected EOF")
-_HOST = rx.compile(r"(?i)//([a-z0-9][\w-]*)\.([a-z0-9][\w-]*)(?:\.svc(?:\.cluster\.local)?)?[:/]")
 _WORKLOAD = rx.compile(r"^(.+?)-(?:[a-z0-9]{8,10}|\d{8})-[a-z0-9]{5}$")
 _INJECTED = rx.compile(r"istio-injection=enabled|istio\.io/rev=")
 
@@ -48,26 +47,21 @@ def _ready_total(ready: str) -> int:
 
 
 @register
-class MeshMtlsAnalyzer(Analyzer):
+class MeshMtlsAnalyzer(OnceAnalyzer):
     name = "mesh_mtls"
 
-    def analyze(self, out: ToolOutput, state: AnalysisState) -> list[Finding]:
-        facts = state.fact_dict("mesh_mtls")
-        namespace = str(out.params.get("namespace") or "")
+    def gather(self, out: ToolOutput, state: AnalysisState, facts: dict[str, Any], namespace: str) -> None:
         if out.is_log:
             self._log(out, state, facts, namespace)
         else:
             self._objects(out, facts, namespace)
-        if not facts.get("server_ns") or facts.get("reported"):
+
+    def conclude(self, facts: dict[str, Any]) -> list[Finding]:
+        if not facts.get("server_ns"):
             return []
         strict = (facts.get("strict") or {}).get(facts["server_ns"])
-        if strict is None:
-            return []
-        finding = _finding(facts, strict)
-        if finding is not None:
-            facts["reported"] = True
-            return [finding]
-        return []
+        finding = None if strict is None else _finding(facts, strict)
+        return [finding] if finding is not None else []
 
     @staticmethod
     def _log(out: ToolOutput, state: AnalysisState, facts: dict[str, Any], namespace: str) -> None:
@@ -76,7 +70,7 @@ class MeshMtlsAnalyzer(Analyzer):
         if facts.get("server_ns"):
             return
         lines = [ln for ln in out.text.splitlines() if _RESET.search(ln)]
-        host = next((m for m in (_HOST.search(ln) for ln in out.text.splitlines()) if m), None)
+        host = next((m for m in (SERVICE_HOST.search(ln) for ln in out.text.splitlines()) if m), None)
         if not lines or host is None or host.group(2) == namespace:
             return
         _src, subject, _where = log_subject(out, state)

@@ -21,13 +21,13 @@ from typing import Any
 from diagnostics.agent import rx
 from diagnostics.agent.evidence.analyzers.base import (
     AnalysisState,
-    Analyzer,
     ToolOutput,
     clip,
     parse_table,
     register,
 )
 from diagnostics.agent.evidence.analyzers.logs import log_subject
+from diagnostics.agent.evidence.analyzers.once import OnceAnalyzer
 from diagnostics.agent.findings import Finding, ObjRef, Severity
 from diagnostics.agent.request.timewindow import iso, line_time
 
@@ -42,18 +42,18 @@ _MIGRATION = rx.compile(r"(?i)migrat|alembic|flyway|liquibase|schema")
 
 
 @register
-class SchemaDriftAnalyzer(Analyzer):
+class SchemaDriftAnalyzer(OnceAnalyzer):
     name = "schema_drift"
 
-    def analyze(self, out: ToolOutput, state: AnalysisState) -> list[Finding]:
-        facts = state.fact_dict("schema_drift")
-        namespace = str(out.params.get("namespace") or "")
+    def gather(self, out: ToolOutput, state: AnalysisState, facts: dict[str, Any], namespace: str) -> None:
         if out.is_log:
             self._missing(out, state, facts, namespace)
             self._migration(out, facts)
         else:
             self._objects(out, state, facts, namespace)
-        if not facts.get("missing") or facts.get("reported") or not facts.get("ddl"):
+
+    def conclude(self, facts: dict[str, Any]) -> list[Finding]:
+        if not facts.get("missing") or not facts.get("ddl"):
             return []
         return self._finding(facts)
 
@@ -124,7 +124,6 @@ class SchemaDriftAnalyzer(Analyzer):
 
     @staticmethod
     def _finding(facts: dict[str, Any]) -> list[Finding]:
-        facts["reported"] = True
         pod, ddl, when = facts["ddl"]
         job = next((j for j in sorted(facts.get("jobs") or ()) if pod.startswith(j)), pod)
         owner = f"migration Job {job}" if job != pod else f"migration pod {pod}"

@@ -20,7 +20,6 @@ from typing import Any
 from diagnostics.agent import rx
 from diagnostics.agent.evidence.analyzers.base import (
     AnalysisState,
-    Analyzer,
     ToolOutput,
     clip,
     parse_table,
@@ -29,20 +28,18 @@ from diagnostics.agent.evidence.analyzers.base import (
 from diagnostics.agent.evidence.analyzers.kubernetes.manifests import manifest_of
 from diagnostics.agent.evidence.analyzers.logs import log_subject
 from diagnostics.agent.evidence.analyzers.mesh_mtls import workload_of
+from diagnostics.agent.evidence.analyzers.once import SERVICE_HOST, OnceAnalyzer
 from diagnostics.agent.findings import Finding, ObjRef, Severity
 
 _UNREACHED = rx.compile(r"(?i)i/o timeout|timed? ?out|connection refused|no route to host|EHOSTUNREACH")
-_HOST = rx.compile(r"(?i)//([a-z0-9][\w-]*)\.([a-z0-9][\w-]*)(?:\.svc(?:\.cluster\.local)?)?[:/]")
 _DIAL = rx.compile(r"dial tcp ([\d.]+:\d+): ([^\"\n]{3,40})")
 
 
 @register
-class TrafficPolicyAnalyzer(Analyzer):
+class TrafficPolicyAnalyzer(OnceAnalyzer):
     name = "traffic_policy"
 
-    def analyze(self, out: ToolOutput, state: AnalysisState) -> list[Finding]:
-        facts = state.fact_dict("traffic_policy")
-        namespace = str(out.params.get("namespace") or "")
+    def gather(self, out: ToolOutput, state: AnalysisState, facts: dict[str, Any], namespace: str) -> None:
         if out.is_log and out.tool != "alert":
             self._log(out, state, facts, namespace)
         elif not out.is_log:
@@ -60,26 +57,25 @@ class TrafficPolicyAnalyzer(Analyzer):
                 facts.setdefault("nodes", {}).update(
                     {(namespace, r[0]): table.column(r, "NODE") for r in table.rows if r}
                 )
+
+    def conclude(self, facts: dict[str, Any]) -> list[Finding]:
         target = facts.get("target")
-        if not target or facts.get("reported"):
+        if not target:
             return []
         service = (facts.get("services") or {}).get(target)
         if service is None or service["internal"] != "Local" or not facts.get("nodes"):
             return []
         finding = _finding(facts, target, service)
-        if finding is not None:
-            facts["reported"] = True
-            return [finding]
-        return []
+        return [finding] if finding is not None else []
 
     @staticmethod
     def _log(out: ToolOutput, state: AnalysisState, facts: dict[str, Any], namespace: str) -> None:
         if facts.get("target"):
             return
-        lines = [ln for ln in out.text.splitlines() if _UNREACHED.search(ln) and _HOST.search(ln)]
+        lines = [ln for ln in out.text.splitlines() if _UNREACHED.search(ln) and SERVICE_HOST.search(ln)]
         if not lines:
             return
-        host = _HOST.search(lines[-1])
+        host = SERVICE_HOST.search(lines[-1])
         dial = _DIAL.search(lines[-1])
         _src, subject, _where = log_subject(out, state)
         target = (host.group(2), host.group(1))
