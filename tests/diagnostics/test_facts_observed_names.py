@@ -7,6 +7,7 @@ from __future__ import annotations
 from diagnostics.agent.evidence.analyzers import AnalysisState, ToolOutput, analyze
 from diagnostics.agent.findings import Finding, ObjRef
 from diagnostics.agent.request.subject import AlertContext
+from tests.support.findings import pod_log
 
 
 def _run(*outs: ToolOutput) -> list[Finding]:
@@ -15,10 +16,6 @@ def _run(*outs: ToolOutput) -> list[Finding]:
     for out in outs:
         found += analyze(out, state)
     return found
-
-
-def _log(pod: str, namespace: str, text: str) -> ToolOutput:
-    return ToolOutput("fetch_pod_logs", {"pod_name": pod, "namespace": namespace}, text)
 
 
 _CLIENT = "2027-09-01T03:04:05Z ERROR lookup ledger.books.corp.example on 10.96.0.10:53: server misbehaving\n"
@@ -49,7 +46,9 @@ data:
 
 
 def test_without_the_corefile_the_zone_is_not_guessed_from_the_name() -> None:
-    found = _run(_log("books-0", "fin", _CLIENT), _log("coredns-5c6d7e8f9a-zz9yy", "kube-system", _COREDNS))
+    found = _run(
+        pod_log("books-0", "fin", _CLIENT), pod_log("coredns-5c6d7e8f9a-zz9yy", "kube-system", _COREDNS)
+    )
     (silent,) = [f for f in found if f.kind == "dns_forwarder_unanswered"]
     assert "zone corp.example" not in silent.summary and "the zone" not in silent.summary
     assert "10.77.0.53 does not answer for ledger.books.corp.example" in silent.summary
@@ -58,9 +57,9 @@ def test_without_the_corefile_the_zone_is_not_guessed_from_the_name() -> None:
 
 def test_the_zone_named_is_the_one_the_failing_names_are_in() -> None:
     found = _run(
-        _log("books-6b7c8d9e0f-k2l3m", "fin", _CLIENT),
+        pod_log("books-6b7c8d9e0f-k2l3m", "fin", _CLIENT),
         ToolOutput("kubectl_get_yaml", {"kind": "configmap"}, _CM),
-        _log("coredns-5c6d7e8f9a-zz9yy", "kube-system", _COREDNS),
+        pod_log("coredns-5c6d7e8f9a-zz9yy", "kube-system", _COREDNS),
     )
     (changed,) = [f for f in found if f.kind == "dns_forwarder_changed"]
     assert (

@@ -9,26 +9,18 @@ from diagnostics.agent.evidence.analyzers import AnalysisState, ToolOutput, anal
 from diagnostics.agent.findings import ObjRef
 from diagnostics.agent.request.names import Subject
 from diagnostics.agent.request.subject import AlertContext
-from tests.support.findings import of_kind, run_outputs
-
-
-def _log(pod: str, namespace: str, text: str, tool: str = "fetch_pod_logs") -> ToolOutput:
-    return ToolOutput(tool, {"pod_name": pod, "namespace": namespace}, text)
-
-
-def _list(kind: str, namespace: str, text: str) -> ToolOutput:
-    return ToolOutput("kubectl_get_by_kind_in_namespace", {"kind": kind, "namespace": namespace}, text)
+from tests.support.findings import listing, manifest, of_kind, pod_log, run_outputs
 
 
 def test_a_lock_held_by_an_evicted_pod_is_the_cause_and_names_its_holder():
-    log = _log(
+    log = pod_log(
         "schema-sync-2",
         "crm",
         "2026-03-02T07:00:00Z waiting for the migration lock\n"
         "2026-03-02T07:03:00Z error: unable to obtain migration lock: lock held by schema-sync-6c9f7-x2p4q "
         "since 2026-03-02T06:41:10Z\n",
     )
-    events = _list(
+    events = listing(
         "event",
         "crm",
         "LAST SEEN   TYPE      REASON    OBJECT                          MESSAGE\n"
@@ -42,14 +34,14 @@ def test_a_lock_held_by_an_evicted_pod_is_the_cause_and_names_its_holder():
 
 
 def test_a_lock_whose_holder_still_runs_is_not_called_abandoned():
-    log = _log("api-1", "crm", "could not acquire change log lock. Currently locked by api-0 (10.1.2.3)\n")
-    pods = _list(
+    log = pod_log("api-1", "crm", "could not acquire change log lock. Currently locked by api-0 (10.1.2.3)\n")
+    pods = listing(
         "pod",
         "crm",
         "NAME    READY   STATUS    RESTARTS   AGE\napi-0   1/1     Running   0          1h\n"
         "api-1   0/1     Running   0          1m\n",
     )
-    events = _list(
+    events = listing(
         "event", "crm", "LAST SEEN   TYPE   REASON   OBJECT   MESSAGE\n1m   Normal   Pulled   pod/api-1   x\n"
     )
     found, _ = run_outputs(pods, events, log)
@@ -59,26 +51,26 @@ def test_a_lock_whose_holder_still_runs_is_not_called_abandoned():
 
 
 def test_a_dropped_column_under_a_rolled_back_deployment_names_the_migration_and_both_revisions():
-    pods = _list(
+    pods = listing(
         "pod",
         "shop",
         "NAME                         READY   STATUS      RESTARTS   AGE\n"
         "catalog-5d6f7a8b9c-aaaaa     1/1     Running     0          20m\n"
         "catalog-db-migrate-k9s8d     0/1     Completed   0          3h\n",
     )
-    rs = _list(
+    rs = listing(
         "replicaset",
         "shop",
         "NAME                 DESIRED   CURRENT   READY   AGE   CONTAINERS   IMAGES             SELECTOR\n"
         "catalog-5d6f7a8b9c   2         2         2       40d   app          reg/catalog:v7.1   app=c\n"
         "catalog-7e8f9a0b1c   0         0         0       3h    app          reg/catalog:v7.2   app=c\n",
     )
-    app = _log(
+    app = pod_log(
         "catalog-5d6f7a8b9c-aaaaa",
         "shop",
         "ERROR 1054 (42S22): Unknown column 'legacy_sku' in 'field list'\n",
     )
-    migration = _log(
+    migration = pod_log(
         "catalog-db-migrate-k9s8d",
         "shop",
         "2026-05-01T03:00:01Z migrate: ALTER TABLE items DROP COLUMN legacy_sku\n",
@@ -91,8 +83,8 @@ def test_a_dropped_column_under_a_rolled_back_deployment_names_the_migration_and
 
 
 def test_a_missing_column_no_migration_touched_is_left_to_the_other_analyzers():
-    app = _log("api-1", "shop", 'ERROR: relation "carts" does not exist\n')
-    migration = _log(
+    app = pod_log("api-1", "shop", 'ERROR: relation "carts" does not exist\n')
+    migration = pod_log(
         "api-migrate-1", "shop", "2026-05-01T03:00:01Z migrate: ALTER TABLE orders DROP COLUMN note\n"
     )
     found, _ = run_outputs(app, migration)
@@ -100,31 +92,33 @@ def test_a_missing_column_no_migration_touched_is_left_to_the_other_analyzers():
 
 
 def test_a_rollout_its_analysis_aborted_names_the_failed_metric_and_the_stable_revision():
-    events = _list(
+    events = listing(
         "event",
         "pay",
         "LAST SEEN   TYPE      REASON              OBJECT            MESSAGE\n"
         "3m          Warning   AnalysisRunFailed   rollout/ledger    Step Analysis Run 'ledger-8f-4-2' "
         "Status New: 'Failed' Previous: 'Running'\n",
     )
-    rollout = ToolOutput(
-        "kubectl_get_yaml",
-        {"kind": "rollout", "name": "ledger", "namespace": "pay"},
+    rollout = manifest(
+        "rollout",
+        "ledger",
+        "pay",
         '{"apiVersion": "argoproj.io/v1alpha1", "kind": "Rollout", "metadata": {"name": "ledger", '
         '"namespace": "pay"}, "spec": {"strategy": {"canary": {}}, "template": {"spec": {"containers": '
         '[{"name": "app", "image": "reg/ledger:2.0"}]}}}, "status": {"abort": true, "phase": "Degraded", '
         '"message": "RolloutAborted: Rollout aborted update to revision 4", "stableRS": "6d", '
         '"currentPodHash": "8f"}}',
     )
-    run = ToolOutput(
-        "kubectl_get_yaml",
-        {"kind": "analysisrun", "name": "ledger-8f-4-2", "namespace": "pay"},
+    run = manifest(
+        "analysisrun",
+        "ledger-8f-4-2",
+        "pay",
         "apiVersion: argoproj.io/v1alpha1\nkind: AnalysisRun\nmetadata:\n  name: ledger-8f-4-2\nspec:\n"
         "  metrics:\n  - name: p99\n    failureLimit: 0\n    successCondition: result < 0.3\nstatus:\n"
         "  phase: Failed\n  metricResults:\n  - name: p99\n    phase: Failed\n    failed: 1\n"
         "    measurements:\n    - phase: Failed\n      value: '0.91'\n",
     )
-    rs = _list(
+    rs = listing(
         "replicaset",
         "pay",
         "NAME        DESIRED   CURRENT   READY   AGE   CONTAINERS   IMAGES           SELECTOR\n"
@@ -142,9 +136,10 @@ def test_a_rollout_its_analysis_aborted_names_the_failed_metric_and_the_stable_r
 
 
 def test_a_rollout_still_progressing_is_not_called_aborted():
-    rollout = ToolOutput(
-        "kubectl_get_yaml",
-        {"kind": "rollout", "name": "ledger", "namespace": "pay"},
+    rollout = manifest(
+        "rollout",
+        "ledger",
+        "pay",
         "apiVersion: argoproj.io/v1alpha1\nkind: Rollout\nmetadata:\n  name: ledger\nstatus:\n"
         "  phase: Progressing\n  stableRS: 6d\n",
     )
@@ -180,7 +175,7 @@ def test_etcd_members_within_their_fsync_budget_are_not_blamed():
 
 
 def test_a_refused_gcp_workload_identity_names_the_new_serviceaccount_and_the_older_one():
-    log = _log(
+    log = pod_log(
         "exporter-7c8d9e6f5a-abcde",
         "data",
         "google.auth.exceptions.RefreshError: Permission 'iam.serviceAccounts.getAccessToken' denied on "
@@ -193,14 +188,15 @@ def test_a_refused_gcp_workload_identity_names_the_new_serviceaccount_and_the_ol
         "Name:             exporter-7c8d9e6f5a-abcde\nNamespace:        data\n"
         "Service Account:  exporter-v2\n",
     )
-    accounts = _list(
+    accounts = listing(
         "serviceaccount",
         "data",
         "NAME          SECRETS   AGE\nexporter      0   300d\nexporter-v2   0   2h\n",
     )
-    account = ToolOutput(
-        "kubectl_get_yaml",
-        {"kind": "serviceaccount", "name": "exporter-v2", "namespace": "data"},
+    account = manifest(
+        "serviceaccount",
+        "exporter-v2",
+        "data",
         "apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: exporter-v2\n  annotations:\n"
         "    iam.gke.io/gcp-service-account: exporter@proj.iam.gserviceaccount.com\n",
     )
@@ -234,19 +230,21 @@ def test_a_podmonitor_outside_the_namespaces_a_prometheus_reads_is_named_with_it
         )
     )
     found = analyze(ToolOutput("alert", {}, 'expr: absent(up{job="queue-worker"} == 1)'), state)
-    monitor = ToolOutput(
-        "kubectl_get_yaml",
-        {"kind": "podmonitor", "name": "queue-worker", "namespace": "jobs"},
+    monitor = manifest(
+        "podmonitor",
+        "queue-worker",
+        "jobs",
         "apiVersion: monitoring.coreos.com/v1\nkind: PodMonitor\nmetadata:\n  name: queue-worker\n"
         "  namespace: jobs\n  labels:\n    team: infra\n",
     )
-    prometheus = ToolOutput(
-        "kubectl_get_yaml",
-        {"kind": "prometheus", "name": "main", "namespace": "obs"},
+    prometheus = manifest(
+        "prometheus",
+        "main",
+        "obs",
         "apiVersion: monitoring.coreos.com/v1\nkind: Prometheus\nmetadata:\n  name: main\n  namespace: obs\n"
         "spec:\n  podMonitorSelector: {}\n",
     )
-    pods = _list(
+    pods = listing(
         "pod",
         "jobs",
         "NAME                READY   STATUS    RESTARTS   AGE\nqueue-worker-0   1/1   Running   0   1d\n",
@@ -275,26 +273,27 @@ def test_a_monitor_the_selector_matches_is_not_blamed():
 
 
 def test_a_strict_peerauthentication_against_a_client_without_a_sidecar_is_the_cause():
-    client_pods = _list(
+    client_pods = listing(
         "pod",
         "batch",
         "NAME                      READY   STATUS   RESTARTS   AGE\n"
         "sync-7d8f9c6b5d-x1y2z   0/1   Error   0   5m\n",
     )
-    server_pods = _list(
+    server_pods = listing(
         "pod",
         "pay",
         "NAME                      READY   STATUS    RESTARTS   AGE\n"
         "ledger-6c7d8e9f5b-a1b2c   2/2   Running   0   1d\n",
     )
-    log = _log(
+    log = pod_log(
         "sync-7d8f9c6b5d-x1y2z",
         "batch",
         "POST http://ledger.pay:8080/v1/post failed: read: connection reset by peer\n",
     )
-    policy = ToolOutput(
-        "kubectl_get_yaml",
-        {"kind": "peerauthentication", "name": "lock", "namespace": "pay"},
+    policy = manifest(
+        "peerauthentication",
+        "lock",
+        "pay",
         "apiVersion: security.istio.io/v1\nkind: PeerAuthentication\nmetadata:\n  name: lock\n"
         "  namespace: pay\nspec:\n  mtls:\n    mode: STRICT\n",
     )
@@ -309,10 +308,11 @@ def test_a_strict_peerauthentication_against_a_client_without_a_sidecar_is_the_c
 
 
 def test_a_permissive_mesh_is_not_blamed_for_a_reset():
-    log = _log("sync-1", "batch", "POST http://ledger.pay:8080/v1 failed: connection reset by peer\n")
-    policy = ToolOutput(
-        "kubectl_get_yaml",
-        {"kind": "peerauthentication", "name": "p", "namespace": "pay"},
+    log = pod_log("sync-1", "batch", "POST http://ledger.pay:8080/v1 failed: connection reset by peer\n")
+    policy = manifest(
+        "peerauthentication",
+        "p",
+        "pay",
         "apiVersion: security.istio.io/v1\nkind: PeerAuthentication\nmetadata:\n  name: p\nspec:\n  mtls:\n"
         "    mode: PERMISSIVE\n",
     )
@@ -321,12 +321,13 @@ def test_a_permissive_mesh_is_not_blamed_for_a_reset():
 
 
 def test_shared_memory_out_of_space_is_not_a_full_disk_and_names_the_shm_mount():
-    log = _log(
+    log = pod_log(
         "render-0", "media", "2026-04-01T10:00:00Z shm_open: No space left on device (/dev/shm/frames-9)\n"
     )
-    pod = ToolOutput(
-        "kubectl_get_yaml",
-        {"kind": "pod", "name": "render-0", "namespace": "media"},
+    pod = manifest(
+        "pod",
+        "render-0",
+        "media",
         "apiVersion: v1\nkind: Pod\nmetadata:\n  name: render-0\nspec:\n  containers:\n  - name: r\n"
         "    volumeMounts:\n    - name: dshm\n      mountPath: /dev/shm\n  volumes:\n  - name: dshm\n"
         "    emptyDir:\n      medium: Memory\n      sizeLimit: 128Mi\n",
@@ -338,12 +339,12 @@ def test_shared_memory_out_of_space_is_not_a_full_disk_and_names_the_shm_mount()
 
 
 def test_a_full_disk_is_still_a_full_disk():
-    found, _ = run_outputs(_log("db-0", "x", "write /var/lib/data/x: No space left on device\n"))
+    found, _ = run_outputs(pod_log("db-0", "x", "write /var/lib/data/x: No space left on device\n"))
     assert of_kind(found, "disk_full") and not of_kind(found, "shared_memory_exhausted")
 
 
 def test_a_cloud_refusal_in_an_event_names_the_action_and_the_identity():
-    events = _list(
+    events = listing(
         "event",
         "edge",
         "LAST SEEN   TYPE      REASON                   OBJECT           MESSAGE\n"
@@ -357,7 +358,7 @@ def test_a_cloud_refusal_in_an_event_names_the_action_and_the_identity():
 
 
 def test_an_aws_denial_to_a_node_role_says_the_controller_fell_back_to_the_node():
-    events = _list(
+    events = listing(
         "event",
         "db",
         "LAST SEEN   TYPE   REASON   OBJECT   MESSAGE\n"
@@ -376,25 +377,26 @@ def test_an_aws_denial_to_a_node_role_says_the_controller_fell_back_to_the_node(
 
 
 def test_a_local_traffic_policy_strands_the_clients_on_nodes_without_an_endpoint():
-    log = _log(
+    log = pod_log(
         "web-5d6c7b8a9f-abcde",
         "front",
         'err="Get \\"http://search.back.svc:9200/q\\": dial tcp 10.0.0.9:9200: connect: '
         'connection refused"\n',
     )
-    service = ToolOutput(
-        "kubectl_get_yaml",
-        {"kind": "service", "name": "search", "namespace": "back"},
+    service = manifest(
+        "service",
+        "search",
+        "back",
         "apiVersion: v1\nkind: Service\nmetadata:\n  name: search\n  namespace: back\nspec:\n"
         "  internalTrafficPolicy: Local\n  selector:\n    app: search\n",
     )
-    back = _list(
+    back = listing(
         "pod",
         "back",
         "NAME   READY   STATUS    RESTARTS   AGE   IP   NODE\n"
         "search-0   1/1   Running   0   1d   1.1.1.1   n1\n",
     )
-    front = _list(
+    front = listing(
         "pod",
         "front",
         "NAME   READY   STATUS    RESTARTS   AGE   IP   NODE\n"
@@ -409,12 +411,13 @@ def test_a_local_traffic_policy_strands_the_clients_on_nodes_without_an_endpoint
 
 
 def test_a_cluster_traffic_policy_is_not_blamed():
-    log = _log(
+    log = pod_log(
         "web-1", "front", "dial tcp 10.0.0.9:9200: i/o timeout calling http://search.back.svc:9200/q\n"
     )
-    service = ToolOutput(
-        "kubectl_get_yaml",
-        {"kind": "service", "name": "search", "namespace": "back"},
+    service = manifest(
+        "service",
+        "search",
+        "back",
         "apiVersion: v1\nkind: Service\nmetadata:\n  name: search\nspec:\n  internalTrafficPolicy: Cluster\n",
     )
     found, _ = run_outputs(log, service)

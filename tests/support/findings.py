@@ -1,4 +1,5 @@
-"""Analyzer tests' helpers: the findings of one tool output, of several read in turn, and their kinds."""
+"""Analyzer tests' helpers: the tool outputs they feed (a pod's log, a listing, a manifest), the findings of
+one output, of several read in turn, and their kinds."""
 
 from __future__ import annotations
 
@@ -27,3 +28,18 @@ def run_outputs(*outs: ToolOutput) -> tuple[list[Finding], AnalysisState]:
 
 def of_kind(found: list[Finding], kind: str) -> list[Finding]:
     return [f for f in found if f.kind == kind]
+
+
+def pod_log(pod: str, namespace: str, text: str, tool: str = "fetch_pod_logs") -> ToolOutput:
+    """A pod's log as the log tool returns it."""
+    return ToolOutput(tool, {"pod_name": pod, "namespace": namespace}, text)
+
+
+def listing(kind: str, namespace: str, text: str) -> ToolOutput:
+    """A ``kubectl get <kind> -n <namespace>`` table."""
+    return ToolOutput("kubectl_get_by_kind_in_namespace", {"kind": kind, "namespace": namespace}, text)
+
+
+def manifest(kind: str, name: str, namespace: str, text: str) -> ToolOutput:
+    """One object's ``kubectl get -o yaml`` (YAML or JSON)."""
+    return ToolOutput("kubectl_get_yaml", {"kind": kind, "name": name, "namespace": namespace}, text)
