@@ -17,8 +17,10 @@ version is released (its correctness test accepted H0 on the answers it would ha
 cleared, so later admissions count from the next shift only, not from one that is over.
 
 On drift of correctness, or of cost or inputs while the correctness test leans towards drift undecided
-(``drift.Judgement.hold``), ``since`` is set to now and the baseline dropped: the fixed fallback
-(``truth.fixed_choice``) is measured again on the calls after ``since`` only, so the teacher serves, with
+(``drift.Judgement.hold``; so too on inputs unlike the baseline's where labels come slowly,
+``drift.BLIND``, ``input_shift``: the old labels do not vouch for new inputs), ``since`` is set to now
+and the baseline dropped: the fixed fallback (``truth.fixed_choice``) is measured again on the calls
+after ``since`` only, so the teacher serves, with
 sampling raised, until enough of them are labelled to show what the student does on the new traffic; the
 next baseline then clears the flag. On drift of cost or inputs alone the same fallback keeps serving and
 its baseline is measured again (the flag clears with it). When the cascade's own measure on the newest
@@ -39,6 +41,7 @@ from core.money import money_display
 from routing import conf
 from routing.models import Invocation, ProfileDrift, RouterVersion, TaskProfile
 from routing.router.versions.drift import Judgement, Predicted, is_suspected, judge_live, live_from
+from routing.router.versions.input_shift import slow_labels
 
 BASELINE_PROMPTS = 500  # prompt sizes kept with the baseline, for the input-shift score
 
@@ -99,7 +102,7 @@ def _baseline(profile: TaskProfile, state: ProfileDrift, policy: str) -> tuple[d
     )
 
 
-def _predicted(baseline: dict[str, object]) -> Predicted:
+def _predicted(baseline: dict[str, object], slow: bool = False) -> Predicted:
     def number(key: str) -> float | None:
         value = baseline.get(key)
         return float(value) if isinstance(value, int | float) else None
@@ -116,6 +119,7 @@ def _predicted(baseline: dict[str, object]) -> Predicted:
         student_pass_rate=number("student_pass_rate"),
         student_calls=int(calls) if isinstance(calls := baseline.get("student_calls"), int) else None,
         slack=number("slack"),
+        slow_labels=slow,
     )
 
 
@@ -199,7 +203,7 @@ def _judge(profile: TaskProfile, state: ProfileDrift, baseline: dict[str, Any]) 
     if live.calls < minimum:
         state.reason = f"{live.calls} calls since the baseline; drift is judged from {minimum}"
         return None
-    judged = judge_live(live, _predicted(baseline))
+    judged = judge_live(live, _predicted(baseline, slow_labels(profile)))
     state.reason = judged.reason
     return judged
 

@@ -28,7 +28,7 @@ from routing.router.learning.calibration import (
 from routing.router.learning.records import Outcome, ReplayRecord, outcome_from_leg
 from routing.router.versions import profile_drift
 from routing.router.versions.config import profile_target
-from routing.router.versions.drift import is_held
+from routing.router.versions.drift import BLIND, is_held
 from routing.router.versions.precision import Precision, precision_of, rows_of
 from routing.router.versions.precision import verifier_precision as verifier_precision  # its home moved
 
@@ -162,6 +162,8 @@ def fixed_choice(profile: TaskProfile, *, rows: list[list[dict[str, Any]]] | Non
     if state is not None and state.since is not None:
         rows = rows_of(profile, state.since)
     choice = choose_fixed(profile, rows, precision=precision, target=profile_target(profile))
+    if state is not None and state.flag and state.reason.startswith(BLIND):  # held as a version is
+        choice = replace(choice, reason=f"{choice.reason}; {BLIND}")
     if profile_drift.suspected(state) and choice.policy != ALWAYS_TEACHER:
         choice = replace(choice, suspected=True, reason=f"{choice.reason}; drift suspected: sampling more")
     if _version_out(profile):

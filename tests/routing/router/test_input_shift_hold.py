@@ -19,7 +19,8 @@ from django.utils import timezone
 
 from bench.router_shift_watch import Watch, watch_stream
 from routing import tasks
-from routing.models import ProfileDrift, RouterVersion
+from routing.access import lookups
+from routing.models import ProfileDrift, RouterVersion, TaskProfile
 from routing.protocol import ChatRequest
 from routing.router.learning.evaluate import TrainedRouter
 from routing.router.learning.runtime import forget_routers
@@ -37,8 +38,12 @@ from routing.router.versions.drift import (
     predicted_by,
     router_version_drift_check,
 )
+from routing.router.versions.truth import fixed_choice
 from tests.factories import ApiKeyFactory, InvocationFactory, RouterVersionFactory
 from tests.support.ledger import learned_profile, leg
+
+CASCADE = TaskProfile.Policy.STUDENT_WITH_FALLBACK
+TEACHER = TaskProfile.Policy.ALWAYS_TEACHER
 
 
 def _sizes(n: int, mean: float, seed: int) -> list[float]:
@@ -284,3 +289,58 @@ def test_the_drift_check_keeps_a_version_with_good_old_labels_held_on_new_inputs
     assert not tasks.router_drift_check(version.pk)
     version.refresh_from_db()
     assert version.drift_reason.startswith(BLIND), version.drift_reason  # old labels do not release it
+
+
+@pytest.mark.django_db
+def test_a_profile_with_no_version_is_held_to_the_teacher_on_new_inputs(settings, monkeypatch):
+    """Through the fixed fallback's drift task and the policy: a no-verifier profile with no router version,
+    its cascade measured right on 60 labelled calls of about 200 prompt tokens, keeps it on 30 more like
+    them; on 30 of about 3,000 (every tenth labelled, right) the teacher serves, the reason says why as a
+    version's does, and sampling is raised; the old labels no longer vouch for the cascade."""
+    settings.SKILLGATE = {
+        **settings.SKILLGATE,
+        "ROUTER": {**settings.SKILLGATE["ROUTER"], "DRIFT_MIN_CALLS": 10, "MIN_LABELLED_CALLS": 20},
+    }
+    forget_routers()
+    monkeypatch.setattr(tasks.router_retrain, "delay", lambda pk: None)
+    profile = learned_profile(name="notes", verifier={}, target=0.9)
+    key = ApiKeyFactory.create()
+    rng = random.Random(7)
+
+    def served(n: int, tokens: tuple[int, int], every: int) -> None:
+        for i in range(n):
+            sampled = [leg("teacher", "unverified", background=True)] if i % every == 0 else []
+            InvocationFactory.create(
+                api_key=key,
+                profile=profile,
+                legs=[leg("student", "unverified", correct=True if sampled else None), *sampled],
+                route="student",
+                served_by="student",
+                policy=CASCADE,
+                prompt_tokens=rng.randint(*tokens),
+            )
+
+    served(60, (150, 260), 1)
+    assert fixed_choice(profile).policy == CASCADE
+    assert not tasks.router_profile_drift_check(profile.pk)  # the cascade's baseline measured
+    served(30, (150, 260), 10)
+    assert not tasks.router_profile_drift_check(profile.pk)  # in distribution: no alarm
+    assert _route(profile).route == "student"
+
+    served(30, (2500, 3500), 10)
+    assert tasks.router_profile_drift_check(profile.pk)
+    state = ProfileDrift.objects.get(profile=profile)
+    assert state.reason.startswith(f"{BLIND}: input shift PSI"), state.reason
+    assert state.since is not None and not state.baseline
+    choice = fixed_choice(profile)
+    assert choice.policy == TEACHER and choice.sample_more, choice
+    lookups.forget_all()  # the lookup TTL passes (the fallback's choice is cached per process)
+    decision = _route(profile)
+    assert decision.version_id is None and decision.route == "teacher"
+    assert "new inputs where labels come slowly" in decision.reason, decision.reason
+    assert decision.sample_boost > 1.0
+
+
+def _route(profile):
+    request = ChatRequest.model_validate({"model": "auto", "messages": [{"role": "user", "content": "x"}]})
+    return build_router(profile).route(Call(request, profile, True))
