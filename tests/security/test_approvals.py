@@ -22,7 +22,7 @@ from diagnostics.toolsets.registry import register_environment
 from routing import scopes
 from tests.factories import KeyPair, UserFactory, make_key
 from tests.support.fake_environment import FakeEnvironment
-from tests.support.slack_bot import linked
+from tests.support.slack_bot import linked, slack_proposal
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -182,20 +182,11 @@ def test_the_requester_cannot_approve_in_the_dashboard(gateway_url, enqueued, wr
     assert run(action) == ActionRequest.Status.EXECUTED and len(write_log) == 1
 
 
-def _slack_proposal(bot, slack_client, queue, *, user: str) -> tuple[ActionRequest, dict[str, Any]]:
-    slack_client.command("diagnose the api service is down", user=user)
-    queue.drain()
-    action = ActionRequest.objects.get()
-    message = next(m for m in bot.posted() if m["text"].startswith(f"Proposed action {action.pk}"))
-    bot.reset()
-    return action, message
-
-
 def test_the_linked_requester_cannot_approve_with_the_slack_button(
     bot, slack_client, queue, write_log, gateway_url
 ) -> None:
     requester = linked("rick", "U0RICK", approver=True)
-    action, message = _slack_proposal(bot, slack_client, queue, user="U0RICK")
+    action, message = slack_proposal(bot, slack_client, queue, user="U0RICK")
     incident = action.trajectory.incident
     assert (incident.trigger, incident.trigger_ref, incident.created_by) == ("slack", "U0RICK", requester)
 
@@ -217,7 +208,7 @@ def test_the_linked_requester_cannot_approve_with_the_slack_button(
 def test_an_unlinked_slack_member_who_opens_an_incident_and_links_later_cannot_approve_it(
     bot, slack_client, queue, write_log
 ) -> None:
-    action, message = _slack_proposal(bot, slack_client, queue, user="U0LATE")
+    action, message = slack_proposal(bot, slack_client, queue, user="U0LATE")
     incident = action.trajectory.incident
     assert (incident.created_by, action.requested_by, incident.trigger_ref) == (None, None, "U0LATE")
 
@@ -326,7 +317,7 @@ def test_the_slack_button_carries_the_plan_hash_of_the_environment(
     bot, slack_client, queue, write_log
 ) -> None:
     linked("rick", "U0RICK", approver=False)
-    action, message = _slack_proposal(bot, slack_client, queue, user="U0RICK")
+    action, message = slack_proposal(bot, slack_client, queue, user="U0RICK")
     value = json.loads(
         next(e for b in message["blocks"] if b["type"] == "actions" for e in b["elements"])["value"]
     )

@@ -11,19 +11,15 @@ from django.utils import timezone
 
 from diagnostics.models import ActionRequest, Incident
 from diagnostics.slack.models import SlackEvent
-from tests.support.slack_bot import linked
+from tests.support.slack_bot import linked, slack_proposal
 
 
 @pytest.fixture
 def proposal(bot, slack_client, queue) -> dict[str, Any]:
     """An incident opened with /sre by a linked approver ("requester"), diagnosed, its fix proposed."""
     requester = linked("requester", "U0REQ", approver=True)
-    slack_client.command("diagnose the api service is down", user="U0REQ")
-    queue.drain()
-    action = ActionRequest.objects.get()
+    action, message = slack_proposal(bot, slack_client, queue, user="U0REQ")
     assert action.status == ActionRequest.Status.PENDING and action.requested_by == requester
-    message = next(m for m in bot.posted() if m["text"].startswith(f"Proposed action {action.pk}"))
-    bot.reset()
     return {"action": action, "message": message}
 
 

@@ -7,29 +7,20 @@ slack_sdk WebClient against the local Slack stand-in (tests/support/slack_bot.py
 
 from __future__ import annotations
 
-from typing import Any
-
 from diagnostics.models import ActionRequest, Incident
 from diagnostics.slack import services
 from diagnostics.slack.models import SlackEvent
-from tests.support.slack_bot import linked
+from tests.support.slack_bot import linked, slack_proposal
 from tests.support.slack_stub import TEAM_ID
-
-
-def _proposed(bot: Any, slack_client: Any, queue: Any, user: str) -> tuple[ActionRequest, dict[str, Any]]:
-    slack_client.command("diagnose the api service is down", user=user)
-    queue.drain()
-    action = ActionRequest.objects.get()
-    message = next(m for m in bot.posted() if m["text"].startswith(f"Proposed action {action.pk}"))
-    bot.reset()
-    return action, message
 
 
 def test_a_second_unlinked_account_cannot_open_for_a_linked_one_to_approve(
     bot, slack_client, queue, write_log
 ):
     alice = linked("alice", "U0ALICE", approver=True)
-    action, message = _proposed(bot, slack_client, queue, "U0ALICEALT")  # her second account, unlinked
+    action, message = slack_proposal(
+        bot, slack_client, queue, user="U0ALICEALT"
+    )  # her second account, unlinked
     assert action.requested_by is None and Incident.objects.get().created_by is None
 
     slack_client.click(message, action_id="approve_action", user="U0ALICE")
@@ -61,7 +52,7 @@ def test_a_second_unlinked_account_cannot_open_for_a_linked_one_to_approve(
 
 def test_opened_with_the_linked_account_the_unlinked_one_cannot_approve(bot, slack_client, queue, write_log):
     alice = linked("alice", "U0ALICE", approver=True)
-    action, message = _proposed(bot, slack_client, queue, "U0ALICE")
+    action, message = slack_proposal(bot, slack_client, queue, user="U0ALICE")
     assert action.requested_by == alice
     slack_client.click(message, action_id="approve_action", user="U0ALICEALT")
     slack_client.click(message, action_id="approve_action", user="U0ALICE")

@@ -21,6 +21,7 @@ import httpx
 from django.contrib.auth.models import User
 from slack_sdk.signature import SignatureVerifier
 
+from diagnostics.models import ActionRequest
 from diagnostics.slack import services
 from tests.support.fake_environment import incident_user
 from tests.support.slack_stub import TEAM_ID
@@ -62,6 +63,19 @@ def linked(username: str, slack_user_id: str, *, approver: bool) -> User:
     user = incident_user(username, approver=approver)
     services.slack_user_link(slack_user_id=slack_user_id, user=user, team_id=TEAM_ID)
     return user
+
+
+def slack_proposal(
+    bot: Any, slack_client: Any, queue: Any, *, user: str
+) -> tuple[ActionRequest, dict[str, Any]]:
+    """``user`` opens an incident with /sre, the queue diagnoses it: its proposed action and the bot's
+    message proposing it (the bot's record then cleared)."""
+    slack_client.command("diagnose the api service is down", user=user)
+    queue.drain()
+    action = ActionRequest.objects.get()
+    message = next(m for m in bot.posted() if m["text"].startswith(f"Proposed action {action.pk}"))
+    bot.reset()
+    return action, message
 
 
 @dataclass
