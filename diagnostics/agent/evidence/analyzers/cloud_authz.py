@@ -20,12 +20,12 @@ from typing import Any
 from diagnostics.agent import rx
 from diagnostics.agent.evidence.analyzers.base import (
     AnalysisState,
-    Analyzer,
     ToolOutput,
     clip,
     parse_events,
     register,
 )
+from diagnostics.agent.evidence.analyzers.once import OnceAnalyzer
 from diagnostics.agent.findings import Finding, ObjRef, Severity
 
 _AWS = rx.compile(
@@ -49,15 +49,13 @@ def _driver(name: str) -> str:
 
 
 @register
-class CloudAuthzAnalyzer(Analyzer):
+class CloudAuthzAnalyzer(OnceAnalyzer):
     name = "cloud_authz"
 
     def applies(self, out: ToolOutput) -> bool:
         return not out.is_log
 
-    def analyze(self, out: ToolOutput, state: AnalysisState) -> list[Finding]:
-        facts = state.fact_dict("cloud_authz")
-        namespace = str(out.params.get("namespace") or "")
+    def gather(self, out: ToolOutput, state: AnalysisState, facts: dict[str, Any], namespace: str) -> None:
         for event in parse_events(out.text):
             if provisioner := _PROVISIONER.search(event.message):
                 facts["provisioner"] = provisioner.group(1)
@@ -71,10 +69,9 @@ class CloudAuthzAnalyzer(Analyzer):
                 facts["line"] = event.message
                 if namespace:
                     state.lead(ObjRef("event", "*", namespace), "what waits on the refused call", 70)
-        if "denied" not in facts or facts.get("reported"):
-            return []
-        facts["reported"] = True
-        return [_finding(facts)]
+
+    def conclude(self, facts: dict[str, Any]) -> list[Finding]:
+        return [_finding(facts)] if "denied" in facts else []
 
 
 def _denial(message: str) -> dict[str, str] | None:

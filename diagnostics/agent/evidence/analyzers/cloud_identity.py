@@ -23,7 +23,6 @@ from typing import Any
 from diagnostics.agent import rx
 from diagnostics.agent.evidence.analyzers.base import (
     AnalysisState,
-    Analyzer,
     ToolOutput,
     clip,
     field_value,
@@ -32,6 +31,7 @@ from diagnostics.agent.evidence.analyzers.base import (
 )
 from diagnostics.agent.evidence.analyzers.kubernetes.manifests import manifest_of
 from diagnostics.agent.evidence.analyzers.logs import log_subject
+from diagnostics.agent.evidence.analyzers.once import OnceAnalyzer, wait_for_more
 from diagnostics.agent.findings import Finding, ObjRef, Severity
 
 _REFUSED = (
@@ -49,23 +49,21 @@ _NOT_FOUND = rx.compile(r"(?i)\bnot ?found\b")
 
 
 @register
-class CloudIdentityAnalyzer(Analyzer):
+class CloudIdentityAnalyzer(OnceAnalyzer):
     name = "cloud_identity"
 
-    def analyze(self, out: ToolOutput, state: AnalysisState) -> list[Finding]:
-        facts = state.fact_dict("cloud_identity")
-        namespace = str(out.params.get("namespace") or "")
+    def gather(self, out: ToolOutput, state: AnalysisState, facts: dict[str, Any], namespace: str) -> None:
         self._gone_pod(out, state, namespace)
         if out.is_log:
             self._refusal(out, state, facts, namespace)
         else:
             self._objects(out, state, facts, namespace)
-        if not facts.get("cloud") or facts.get("reported"):
+
+    def conclude(self, facts: dict[str, Any]) -> list[Finding]:
+        if not facts.get("cloud"):
             return []
-        if not (facts.get("sa") and facts.get("accounts")) and facts.get("waits", 0) < 10:
-            facts["waits"] = facts.get("waits", 0) + 1  # the pod's ServiceAccount and its neighbours
-            return []
-        facts["reported"] = True
+        if not (facts.get("sa") and facts.get("accounts")) and wait_for_more(facts, 10):
+            return []  # the pod's ServiceAccount and its neighbours, read next
         return [_finding(facts)]
 
     @staticmethod

@@ -15,11 +15,11 @@ stopped, is gone.
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from diagnostics.agent import rx
 from diagnostics.agent.evidence.analyzers.base import (
     AnalysisState,
-    Analyzer,
     ToolOutput,
     clip,
     parse_events,
@@ -27,6 +27,7 @@ from diagnostics.agent.evidence.analyzers.base import (
     register,
 )
 from diagnostics.agent.evidence.analyzers.logs import log_subject
+from diagnostics.agent.evidence.analyzers.once import OnceAnalyzer, wait_for_more
 from diagnostics.agent.findings import Finding, ObjRef, Severity
 from diagnostics.agent.request.timewindow import line_time
 
@@ -47,12 +48,10 @@ _GONE_REASONS = ("Killing", "Evicted", "Preempting", "Deleted", "NodeNotReady", 
 
 
 @register
-class LockHolderAnalyzer(Analyzer):
+class LockHolderAnalyzer(OnceAnalyzer):
     name = "lock_holders"
 
-    def analyze(self, out: ToolOutput, state: AnalysisState) -> list[Finding]:
-        facts = state.fact_dict("lock_holders")
-        namespace = str(out.params.get("namespace") or "")
+    def gather(self, out: ToolOutput, state: AnalysisState, facts: dict[str, Any], namespace: str) -> None:
         if not out.is_log:
             self._note_objects(out, facts, namespace)
         elif (match := _REFUSED.search(out.text)) is not None and "holder" not in facts:
@@ -75,9 +74,9 @@ class LockHolderAnalyzer(Analyzer):
             if namespace:
                 state.lead(ObjRef("pod", "*", namespace), "whether the lock's holder still runs", 82)
                 state.lead(ObjRef("event", "*", namespace), "what stopped the lock's holder", 82)
-        if "holder" not in facts or facts.get("reported"):
-            return []
-        return self._finding(facts)
+
+    def conclude(self, facts: dict[str, Any]) -> list[Finding]:
+        return self._finding(facts) if "holder" in facts else []
 
     @staticmethod
     def _note_objects(out: ToolOutput, facts: dict, namespace: str) -> None:
@@ -97,10 +96,8 @@ class LockHolderAnalyzer(Analyzer):
         listed = (facts.get("listed") or {}).get(namespace)
         stopped = (facts.get("stopped") or {}).get(holder)
         events_read = namespace in (facts.get("events_read") or set())
-        if stopped is None and not (listed is not None and events_read) and facts.get("waits", 0) < 8:
-            facts["waits"] = facts.get("waits", 0) + 1  # more reads: the namespace's pods and events say
-            return []
-        facts["reported"] = True
+        if stopped is None and not (listed is not None and events_read) and wait_for_more(facts, 8):
+            return []  # more reads: the namespace's pods and events say
         tool = f"{facts['tool']} " if facts["tool"] else ""
         since = f" since {facts['since']}" if facts["since"] else ""
         address = f" ({facts['address']})" if facts["address"] else ""

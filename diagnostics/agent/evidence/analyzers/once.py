@@ -39,3 +39,11 @@ class OnceAnalyzer(Analyzer):
     @abstractmethod
     def conclude(self, facts: dict[str, Any]) -> list[Finding]:
         """The finding the facts gathered so far make, or none yet."""
+
+
+def wait_for_more(facts: dict[str, Any], limit: int) -> bool:
+    """Whether to wait for another output before reporting, ``limit`` outputs at most (this one counted)."""
+    if facts.get("waits", 0) >= limit:
+        return False
+    facts["waits"] = facts.get("waits", 0) + 1
+    return True

@@ -20,7 +20,6 @@ from typing import Any
 from diagnostics.agent import rx
 from diagnostics.agent.evidence.analyzers.base import (
     AnalysisState,
-    Analyzer,
     ToolOutput,
     clip,
     parse_events,
@@ -28,6 +27,7 @@ from diagnostics.agent.evidence.analyzers.base import (
     register,
 )
 from diagnostics.agent.evidence.analyzers.kubernetes.manifests import manifest_of
+from diagnostics.agent.evidence.analyzers.once import OnceAnalyzer, wait_for_more
 from diagnostics.agent.findings import Finding, ObjRef, Severity
 
 _RUN_NAME = rx.compile(r"Analysis ?Run '([\w.\-]+)'")
@@ -40,14 +40,13 @@ def _part(obj: Any, key: str) -> dict[str, Any]:
 
 
 @register
-class ProgressiveRolloutAnalyzer(Analyzer):
+class ProgressiveRolloutAnalyzer(OnceAnalyzer):
     name = "progressive_rollouts"
 
-    def analyze(self, out: ToolOutput, state: AnalysisState) -> list[Finding]:
-        if out.is_log:
-            return []
-        facts = state.fact_dict("progressive_rollouts")
-        namespace = str(out.params.get("namespace") or "")
+    def applies(self, out: ToolOutput) -> bool:
+        return not out.is_log
+
+    def gather(self, out: ToolOutput, state: AnalysisState, facts: dict[str, Any], namespace: str) -> None:
         for event in parse_events(out.text):
             kind, _, name = event.obj.partition("/")
             if kind.lower() == "rollout" and event.reason in ("RolloutAborted", "AnalysisRunFailed"):
@@ -61,13 +60,13 @@ class ProgressiveRolloutAnalyzer(Analyzer):
         manifest = manifest_of(out.text)
         if manifest is not None:
             self._manifest(manifest, facts, state, namespace)
+
+    def conclude(self, facts: dict[str, Any]) -> list[Finding]:
         rollout = facts.get("rollout")
-        if not rollout or facts.get("reported"):
+        if not rollout:
             return []
-        if (not facts.get("run") or not facts.get("images")) and facts.get("waits", 0) < 10:
-            facts["waits"] = facts.get("waits", 0) + 1  # the AnalysisRun and the ReplicaSets, read next
-            return []
-        facts["reported"] = True
+        if (not facts.get("run") or not facts.get("images")) and wait_for_more(facts, 10):
+            return []  # the AnalysisRun and the ReplicaSets, read next
         return [_finding(rollout, facts.get("run") or {}, facts.get("images") or {})]
 
     @staticmethod

@@ -19,7 +19,6 @@ from typing import Any
 from diagnostics.agent import rx
 from diagnostics.agent.evidence.analyzers.base import (
     AnalysisState,
-    Analyzer,
     ToolOutput,
     clip,
     parse_events,
@@ -28,6 +27,7 @@ from diagnostics.agent.evidence.analyzers.base import (
 )
 from diagnostics.agent.evidence.analyzers.kubernetes.manifests import manifest_of
 from diagnostics.agent.evidence.analyzers.logs import log_subject
+from diagnostics.agent.evidence.analyzers.once import OnceAnalyzer, wait_for_more
 from diagnostics.agent.evidence.analyzers.shm import shm_line
 from diagnostics.agent.findings import Finding, ObjRef, Severity
 
@@ -35,12 +35,10 @@ _POSTGRES = rx.compile(r"(?i)shared memory segment \"?/PostgreSQL\.|PostgreSQL")
 
 
 @register
-class SharedMemoryAnalyzer(Analyzer):
+class SharedMemoryAnalyzer(OnceAnalyzer):
     name = "shared_memory"
 
-    def analyze(self, out: ToolOutput, state: AnalysisState) -> list[Finding]:
-        facts = state.fact_dict("shared_memory")
-        namespace = str(out.params.get("namespace") or "")
+    def gather(self, out: ToolOutput, state: AnalysisState, facts: dict[str, Any], namespace: str) -> None:
         if out.is_log and out.tool != "alert" and not facts.get("line"):
             lines = [ln for ln in out.text.splitlines() if "No space left on device" in ln and shm_line(ln)]
             if lines:
@@ -53,12 +51,12 @@ class SharedMemoryAnalyzer(Analyzer):
                     state.lead(ObjRef("persistentvolumeclaim", "*", namespace), "its disk, for contrast", 60)
         elif not out.is_log:
             self._objects(out, facts, namespace)
-        if not facts.get("line") or facts.get("reported"):
+
+    def conclude(self, facts: dict[str, Any]) -> list[Finding]:
+        if not facts.get("line"):
             return []
-        if "shm" not in facts and facts.get("waits", 0) < 10:
-            facts["waits"] = facts.get("waits", 0) + 1  # the pod's manifest, read next
+        if "shm" not in facts and wait_for_more(facts, 10):  # the pod's manifest, read next
             return []
-        facts["reported"] = True
         return [_finding(facts)]
 
     @staticmethod
