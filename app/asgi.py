@@ -7,7 +7,8 @@ Everything else (the dashboard, the operations API, the admin) is the full Djang
 Every HTTP request, whichever handler serves it, first passes the edge (app/edge.py): the client is the
 socket's peer unless that is a trusted proxy (SKILLGATE_TRUSTED_PROXIES); an upload over
 SKILLGATE_MAX_BODY_BYTES gets a 413 before Django reads it, and a body slower than
-SKILLGATE_BODY_READ_TIMEOUT_S a 408.
+SKILLGATE_BODY_READ_TIMEOUT_S a 408. A request the Django handlers serve from a caller with no valid key
+and no logged-in session may send 64 KB (app/anonymous.py); nothing is spooled to disk.
 
 The lifespan (uvicorn's startup and shutdown) runs the process's ledger writer: it starts with the
 process (replaying the journals of dead ones) and, at a clean stop (SIGTERM), commits every row
@@ -50,6 +51,7 @@ api = ApiHandler()
 # would take seconds, past Slack's 3-second ack deadline.
 from django.urls import get_resolver  # noqa: E402
 
+from app import anonymous  # noqa: E402
 from app.edge import body_limited, trusted_forwarding  # noqa: E402
 from app.mcp.edge import PREFIX as MCP_PREFIX  # noqa: E402
 from app.mcp.edge import application as mcp_edge  # noqa: E402
@@ -105,6 +107,8 @@ async def dispatch(scope: dict[str, Any], receive: Any, send: Any) -> None:
         await lifespan(receive, send)
     elif scope["type"] == "http" and scope["path"] in inflight.CALL_PATHS and scope["method"] == "POST":
         await inflight.guarded(edge, scope, receive, send)  # key first, then shed past MAX_IN_FLIGHT
+    elif scope["type"] == "http" and inflight.keyed_write(scope["path"], scope["method"]):
+        await inflight.key_first(edge, scope, receive, send)  # key first, the body unread without one
     elif scope["type"] == "http" and (scope["path"] == EDGE_PREFIX or scope["path"].startswith("/v1/")):
         await edge(scope, receive, send)
     elif scope["type"] == "http" and (
@@ -113,9 +117,9 @@ async def dispatch(scope: dict[str, Any], receive: Any, send: Any) -> None:
     ):
         await mcp_edge(scope, receive, send)  # Skillgate's MCP server and the MCP gateway (app/mcp/)
     elif scope["type"] == "http" and scope["path"].startswith(API_PREFIXES):
-        await api(scope, receive, send)
+        await anonymous.gated(api, scope, receive, send)  # no key, no session: a small body, in memory
     else:
-        await site(scope, receive, send)
+        await anonymous.gated(site, scope, receive, send)
 
 
 application = trusted_forwarding(body_limited(dispatch))

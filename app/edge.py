@@ -115,7 +115,7 @@ def response_head(content_type: str, body: bytes) -> list[tuple[bytes, bytes]]:
     ]
 
 
-async def _send(send: Send, status: int, response: tuple[str, bytes]) -> None:
+async def send_refusal(send: Send, status: int, response: tuple[str, bytes]) -> None:
     content_type, body = response
     headers = response_head(content_type, body)
     await send({"type": "http.response.start", "status": status, "headers": headers})
@@ -123,7 +123,7 @@ async def _send(send: Send, status: int, response: tuple[str, bytes]) -> None:
 
 
 async def _refuse(scope: Scope, send: Send, limit: int) -> None:
-    await _send(send, 413, too_large_response(scope.get("path", ""), limit))
+    await send_refusal(send, 413, too_large_response(scope.get("path", ""), limit))
 
 
 FORM_CODE = "form_too_complex"
@@ -186,7 +186,7 @@ def body_limited(app: ASGIApp) -> ASGIApp:
                 refused = True
                 if not started:
                     path = scope.get("path", "")
-                    await _send(send, 408, timeout_response(path, limits.body_read_timeout_s))
+                    await send_refusal(send, 408, timeout_response(path, limits.body_read_timeout_s))
                 return {"type": "http.disconnect"}
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
@@ -202,7 +202,7 @@ def body_limited(app: ASGIApp) -> ASGIApp:
                         refused = True
                         if not started:
                             path = scope.get("path", "")
-                            await _send(send, 400, form_response(path, limits.max_form_escapes))
+                            await send_refusal(send, 400, form_response(path, limits.max_form_escapes))
                         return {"type": "http.disconnect"}
             return message
 

@@ -14,6 +14,12 @@ from core.env import env_bool, env_float, env_int, env_optional
 # declared in routing/conf/). Django's own cap on request.body (2.5 MB by default) would refuse a body
 # the edge let through with an HTML 400; one limit, one answer.
 DATA_UPLOAD_MAX_MEMORY_SIZE = SKILLGATE["MAX_BODY_BYTES"]
+# Nothing a request sends is written to disk (issue 37, class 5): Django's ASGI handler spools a body past
+# FILE_UPLOAD_MAX_MEMORY_SIZE to a temporary file before any view runs, and the temporary-file upload
+# handler writes a multipart file part to another. The edge bounds every body, so both stay in memory;
+# a caller who has not authenticated may send 64 KB at most (app/anonymous.py).
+FILE_UPLOAD_MAX_MEMORY_SIZE = SKILLGATE["MAX_BODY_BYTES"]
+FILE_UPLOAD_HANDLERS = ["django.core.files.uploadhandler.MemoryFileUploadHandler"]
 
 # Login throttling (django-axes): AXES_FAILURE_LIMIT failed logins of one username from one IP lock that
 # pair out for AXES_COOLOFF_MINUTES, even with the right password; a success resets the count. Axes

@@ -92,6 +92,34 @@ async def guarded(app: ASGIApp, scope: dict[str, Any], receive: Any, send: Any) 
         _in_flight -= 1
 
 
+def keyed_write(path: str, method: str) -> bool:
+    """Whether ``method`` on ``path`` is a ``/v1`` write that is not an LLM call (counting tokens,
+    cancelling a response): its key is checked before its body is read too (:func:`key_first`)."""
+    if method not in ("POST", "PUT", "PATCH") or not path.startswith("/v1/") or path in CALL_PATHS:
+        return False
+    row = endpoints.find(path)
+    return row is not None and method in row.methods
+
+
+async def key_first(app: ASGIApp, scope: dict[str, Any], receive: Any, send: Any) -> None:
+    """Serves a :func:`keyed_write` with ``app`` once its key is found valid from the headers; a 401 or
+    403 otherwise, the body never read (round eight: before, up to 4 MB of a caller with no key was read
+    into memory first). Takes no place: these are not LLM calls. The key is not handed on: a handler
+    that finds it itself takes its body's turn once (routing/call/body_work.py's ``of``)."""
+    path = scope["path"]
+    try:
+        key = await api_key_of(Request.of(scope), anthropic=path.startswith(endpoints.ANTHROPIC_PATHS))
+    except ApiError as exc:
+        await _refuse(send, path, exc, close=True)
+        return
+    except DatabaseError:
+        log.exception("%s %s: the database is unavailable to check the key", scope["method"], path)
+        await _refuse(send, path, _database_unavailable(), close=True)
+        return
+    del key  # the handler looks it up again (a cached lookup) and takes its body's turn itself
+    await app(scope, receive, send)
+
+
 def _replay(body: bytes, receive: Any) -> Any:
     """A ``receive`` that gives the body read already, then what the connection says next."""
     given = False

@@ -9,6 +9,10 @@ million ``%41`` to ``/accounts/login/``. Four at once held ``GET /v1/models`` fo
 bytes (4 MB), not escapes. Now app/edge.py counts a form's escapes (and raw non-ASCII bytes) at C speed
 as the body arrives; past ``SKILLGATE_MAX_FORM_ESCAPES`` (65,536: about 13 ms of decoding) it is a 400
 ``form_too_complex`` and Django never decodes it.
+
+Round eight: a caller with no session of a logged-in user may send 64 KB at most (app/anonymous.py), so
+an anonymous attack form is a 413 before its escapes are counted; the escape bound holds the forms of
+logged-in users (the dashboard's), driven here with a session.
 """
 
 from __future__ import annotations
@@ -17,6 +21,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
+from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY
+from django.contrib.auth.models import User
+from django.contrib.sessions.backends.db import SessionStore
 
 from app.edge import form_escapes
 from tests.support.gateway_process import APP_SERVE, gateway_process
@@ -33,8 +40,22 @@ ATTACKS = {
 }
 
 
-def login(url: str, body: bytes) -> int:
-    with httpx.Client(base_url=url, timeout=60) as client:
+@pytest.fixture
+def session() -> str:
+    """The key of a logged-in user's session (the escape bound is theirs; app/anonymous.py's is first
+    for everyone else)."""
+    user = User.objects.create_user("forms", password="pw-not-used-here-123")
+    store = SessionStore()
+    store[SESSION_KEY] = str(user.pk)
+    store[BACKEND_SESSION_KEY] = "django.contrib.auth.backends.ModelBackend"
+    store[HASH_SESSION_KEY] = user.get_session_auth_hash()
+    store.save()
+    return str(store.session_key)
+
+
+def login(url: str, body: bytes, session: str = "") -> int:
+    cookies = {"sessionid": session} if session else None
+    with httpx.Client(base_url=url, timeout=60, cookies=cookies) as client:
         client.get(LOGIN)
         token = client.cookies["csrftoken"].encode()
         headers = {**FORM, "Referer": url + LOGIN}
@@ -44,15 +65,23 @@ def login(url: str, body: bytes) -> int:
 
 
 @pytest.mark.parametrize("shape", sorted(ATTACKS))
-def test_a_form_past_the_escape_bound_is_refused_before_django_decodes_it(gateway_url, api_key, shape):
+def test_a_form_past_the_escape_bound_is_refused_before_django_decodes_it(
+    gateway_url, api_key, session, shape
+):
     with models_keep_answering(gateway_url, api_key.raw), ThreadPoolExecutor(4) as pool:
-        statuses = list(pool.map(login, [gateway_url] * 4, [ATTACKS[shape]] * 4))
+        statuses = list(pool.map(login, [gateway_url] * 4, [ATTACKS[shape]] * 4, [session] * 4))
+        anonymous = list(pool.map(login, [gateway_url] * 4, [ATTACKS[shape]] * 4))
     assert statuses == [400] * 4
+    assert anonymous == [413] * 4  # no session: past 64 KB, before its escapes are counted
 
 
-def test_ordinary_forms_pass(gateway_url):
-    assert login(gateway_url, b"username=alice&password=" + b"%21" * 60_000) == 200  # a wrong login page
-    answer = httpx.post(f"{gateway_url}{LOGIN}", content=b"username=" + b"%41" * 70_000, headers=FORM)
+def test_ordinary_forms_pass(gateway_url, session):
+    assert login(gateway_url, b"username=alice&password=" + b"%21" * 60_000, session) == 200  # wrong login
+    assert login(gateway_url, b"username=alice&password=" + b"%21" * 20_000) == 200  # 60 KB, no session
+    cookies = {"sessionid": session}
+    answer = httpx.post(
+        f"{gateway_url}{LOGIN}", content=b"username=" + b"%41" * 70_000, headers=FORM, cookies=cookies
+    )
     assert answer.status_code == 400 and "SKILLGATE_MAX_FORM_ESCAPES" in answer.text
 
 
@@ -64,8 +93,10 @@ def test_escapes_are_counted_at_c_speed():
 
 @pytest.mark.slow
 def test_forms_leave_a_served_process_answering(tmp_path, api_key):
+    """Anonymous, as an attacker sends them: the 64 KB bound answers (the process has a database of its
+    own, where no session is); the escape bound with a session is the tests' above."""
     with gateway_process("form-escapes", tmp_path, serve=APP_SERVE) as server:
         for body in ATTACKS.values():
             with models_keep_answering(server.url, api_key.raw), ThreadPoolExecutor(4) as pool:
                 statuses = list(pool.map(login, [server.url] * 4, [body] * 4))
-            assert statuses == [400] * 4
+            assert statuses == [413] * 4
