@@ -20,6 +20,7 @@ EVENTS = """LAST SEEN   TYPE      REASON        OBJECT    MESSAGE
 3d          Warning   Unhealthy pod/orchard-web-1 Readiness probe failed: statuscode: 503
 """
 
+
 def _read(state: AnalysisState, window: EvidenceWindow | None = None) -> list[Finding]:
     out = ToolOutput("kubectl_get_by_kind_in_namespace", {"kind": "event", "namespace": "orchard"}, EVENTS)
     state.record(out)
