@@ -123,7 +123,7 @@ _SQLITE_JSON = orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY | orjson.OPT
 def _sqlite_json(encoder: type[json.JSONEncoder] | None) -> Callable[[Any], str | None]:
     """A JSON column's text as Django's reader and SQLite's ``JSON_VALID`` take it: orjson (C, UTF-8;
     its times through the field's encoder as Django writes them), not ``json.dumps``'s escapes: a
-    3.6 MB CJK text was 7.5 MB of ``\\uXXXX`` and 12-20 ms of the GIL per row, held in the ledger's
+    3.6 MB CJK text was 7.5 MB of ``\\u`` escapes and 12-20 ms of the GIL per row, held in the ledger's
     thread while the event loop waited (issue 37). A NaN is ``null`` (``json.dumps``'s ``NaN`` failed
     the insert; PostgreSQL's COPY writes ``null`` too); a value orjson refuses (an integer past 64
     bits) goes through ``json.dumps`` as before."""

@@ -3,7 +3,7 @@
 Eight concurrent 3.6 MB chat bodies of CJK text held ``GET /v1/models`` for 0.82-1.05 s (ASCII bodies of
 the same size: 0.46 s). The body's turn (routing/call/body_work.py) already bounds the parse and the
 pricing; the rest was the ledger's insert on SQLite (the embedded default), which encoded each JSON
-column with ``json.dumps``: every CJK character a 6-byte ``\\uXXXX`` escape, 7.5 MB and 12-20 ms of the
+column with ``json.dumps``: every CJK character a 6-byte ``\\u`` escape, 7.5 MB and 12-20 ms of the
 GIL per row in the ledger's thread, beside the event loop. routing/ledger/bulk_copy.py now writes the
 columns with orjson in UTF-8 (Django reads either back the same).
 """
